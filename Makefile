@@ -1,0 +1,31 @@
+# Two commands do everything on a fresh machine with Python 3.11:
+#   make quickstart   # create .venv if missing, then train on the embedded defaults
+#   make test         # create .venv if missing, then run the test suite
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+
+.PHONY: quickstart test tune mlflow-ui clean
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	# torch first, pinned: the local CPU build (an unpinned torch pulls a multi-GB CUDA build)
+	$(BIN)/pip install -q torch==2.13.0
+	$(BIN)/pip install -q -e '.[test]'
+	touch $(STAMP)
+
+quickstart: $(STAMP)
+	$(BIN)/distalign train jobs/configs/quickstart.yaml
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+tune: $(STAMP)
+	$(BIN)/distalign tune jobs/configs/quickstart_tune.yaml
+
+mlflow-ui: $(STAMP)
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+
+clean:
+	rm -rf runs mlflow.db

@@ -1,0 +1,1 @@
+"""distalign: Ray-distributed cross-lingual alignment of multilingual encoders."""

@@ -1,0 +1,36 @@
+"""Ray Data streams for training: constraint pairs and corpus sentences, tokenised in ``map_batches``.
+
+Tables are shuffled with the run's seed on the driver and their order is preserved through the
+pipeline, so every worker's shard is the same for the same seed. Ray Train splits each dataset
+into equal shards, one per worker (``get_dataset_shard``).
+"""
+
+from __future__ import annotations
+
+import ray
+import ray.data
+
+from distalign.config import ExperimentConfig
+from distalign.data.prepare import PreparedData
+from distalign.data.tokenize import tokenize_constraint_batch, tokenize_corpus_batch
+
+TOKENIZE_BATCH = 256
+
+
+def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str, ray.data.Dataset]:
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    # The split restarts every epoch; its progress bars would drown the training progress lines.
+    context.enable_progress_bars = False
+    datasets = {}
+    if config.objectives.lexical.weight > 0:
+        datasets["constraints"] = ray.data.from_arrow(prepared.constraints).map_batches(
+            tokenize_constraint_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy",
+            fn_kwargs={"tokenizer_path": prepared.model_path, "max_tokens": config.model.max_word_tokens},
+        )
+    if config.objectives.mlm.weight > 0:
+        datasets["corpus"] = ray.data.from_arrow(prepared.corpus.select(["text"])).map_batches(
+            tokenize_corpus_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy",
+            fn_kwargs={"tokenizer_path": prepared.model_path, "max_length": config.data.max_seq_length},
+        )
+    return datasets

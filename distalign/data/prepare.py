@@ -1,0 +1,112 @@
+"""Driver-side data preparation: everything read, validated and counted before Ray resources are taken.
+
+Produces the constraint table (evaluation words excluded, language pairs sampled), the corpus
+table, the held-out BLI dictionaries, and the model directory (the offline ``tiny`` model is built
+here, its tokenizer trained on this text).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from distalign.config import ExperimentConfig
+from distalign.data.readers import ReadReport, read_constraints, read_corpus, read_dictionary
+from distalign.data.sampling import exclude_words, sample_constraints, words_of
+from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.synthetic import generate_world
+from distalign.models.loading import build_tiny_model
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class BLIPairs:
+    """Held-out dictionary pairs of one language pair (never seen in training constraints)."""
+
+    lang1: str
+    lang2: str
+    src: list[str]
+    tgt: list[str]
+
+
+@dataclass
+class PreparedData:
+    model_path: str
+    constraints: pa.Table
+    corpus: pa.Table
+    eval_pairs: list[BLIPairs]
+    reports: list[ReadReport] = field(default_factory=list)
+    excluded_constraints: int = 0
+
+    @property
+    def malformed_rows(self) -> int:
+        return sum(r.malformed for r in self.reports)
+
+
+def prepare_data(config: ExperimentConfig) -> PreparedData:
+    d = config.data
+    out = Path(d.output_dir)
+    if d.source == "synthetic":
+        world = generate_world(d.synthetic, out / "synthetic", seed=config.train.seed)
+        constraint_files = [str(world.constraints)]
+        corpora = [(str(path), lang) for lang, path in world.corpora.items()]
+        eval_dicts = world.eval_dictionaries
+    else:
+        constraint_files = list(d.constraints)
+        corpora = [(c.path, c.lang) for c in d.corpora]
+        eval_dicts = d.eval_dictionaries
+
+    reports: list[ReadReport] = []
+    tables = []
+    for path in constraint_files:
+        table, report = read_constraints(path)
+        tables.append(table)
+        reports.append(report)
+    for src in d.dictionaries:
+        table, report = read_dictionary(src.path, src.lang1, src.lang2)
+        tables.append(table)
+        reports.append(report)
+    constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
+
+    eval_pairs = []
+    for src in eval_dicts:
+        table, report = read_dictionary(src.path, src.lang1, src.lang2)
+        reports.append(report)
+        eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist()))
+    heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
+    constraints, excluded = exclude_words(constraints, heldout)
+    constraints = sample_constraints(constraints, d.max_constraints, d.sampling_alpha, config.train.seed)
+    if config.objectives.lexical.weight > 0 and len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
+        raise ValueError(f"only {len(constraints)} constraint pairs left after excluding evaluation words: fewer than "
+                         f"one batch per worker (train.constraint_batch_size x train.num_workers)")
+
+    corpus_tables = []
+    for path, lang in corpora:
+        table, report = read_corpus(path, lang)
+        corpus_tables.append(table)
+        reports.append(report)
+    corpus = pa.concat_tables(corpus_tables) if corpus_tables else pa.table({"text": [], "lang": []})
+    corpus = corpus.take(np.random.default_rng(config.train.seed).permutation(len(corpus)))
+
+    model_path = config.model.name_or_path
+    if model_path == "tiny":
+        model_path = str(out / "tiny-model")
+        if not Path(model_path).exists():  # built once per run name, so a resumed run keeps its vocabulary
+            texts = corpus["text"].to_pylist() + [w for _, w in words_of(constraints) | heldout]
+            build_tiny_model(model_path, texts, config.model.tiny, seed=config.train.seed)
+    for report in reports:
+        if report.malformed:
+            print(f"[distalign] WARNING {report.summary()}", flush=True)
+    return PreparedData(model_path, with_synset_index(constraints), corpus, eval_pairs, reports, excluded)
+
+
+def with_synset_index(table: pa.Table) -> pa.Table:
+    """Integer synset labels for the loss (dense over this table's synsets)."""
+    index = pc.dictionary_encode(table["synset_id"]).combine_chunks().indices
+    return table.append_column("synset_index", pc.cast(index, pa.int64()))

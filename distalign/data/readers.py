@@ -1,0 +1,167 @@
+"""Readers for the real input formats. Malformed rows are counted and reported, never fatal.
+
+- bilingual dictionaries in G-BLI / MUSE form: ``src<TAB>tgt`` (MUSE also uses a single space)
+- the BabelNet export used by BabelBERT: ``synsetID lang1 lang2 word1 word2 sent1 sent2`` (TSV,
+  header optional; ``sent1/sent2`` are glosses)
+- constraint parquet files in ``CONSTRAINT_SCHEMA``
+- text corpora: ``.txt`` (one sentence a line), ``.jsonl`` (``{"text": ...}``), ``.parquet`` (column ``text``)
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
+
+MAX_EXAMPLES = 5
+BABELNET_COLUMNS = ("synsetID", "lang1", "lang2", "word1", "word2", "sent1", "sent2")
+
+
+class InputError(ValueError):
+    """An input file that cannot be used at all (missing, wrong columns); names the file."""
+
+
+@dataclass
+class ReadReport:
+    """What a reader kept and what it had to skip, with the first few reasons as ``file:line: why``."""
+
+    path: str
+    rows: int = 0
+    malformed: int = 0
+    examples: list[str] = field(default_factory=list)
+
+    def skip(self, line_no: int, reason: str) -> None:
+        self.malformed += 1
+        if len(self.examples) < MAX_EXAMPLES:
+            self.examples.append(f"{self.path}:{line_no}: {reason}")
+
+    def summary(self) -> str:
+        text = f"{self.path}: {self.rows} rows read, {self.malformed} malformed rows skipped"
+        return text + "".join(f"\n  {e}" for e in self.examples)
+
+
+def _lines(path: Path):
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    with path.open(encoding="utf-8", errors="replace") as f:
+        for line_no, line in enumerate(f, start=1):
+            line = line.rstrip("\n").rstrip("\r")
+            if line.strip():
+                yield line_no, line
+
+
+def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
+    """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset."""
+    path = Path(path)
+    report = ReadReport(str(path))
+    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    for line_no, line in _lines(path):
+        fields = line.split("\t") if "\t" in line else line.split(" ")
+        fields = [f.strip() for f in fields]
+        if len(fields) != 2 or not all(fields):
+            report.skip(line_no, f"expected 'src<TAB>tgt', got {line!r}")
+            continue
+        src, tgt = fields
+        for key, value in zip(REQUIRED_COLUMNS, (src, lang1, tgt, lang2, f"dict:{lang1}:{src}")):
+            rows[key].append(value)
+        rows["gloss1"].append(None)
+        rows["gloss2"].append(None)
+        report.rows += 1
+    return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
+
+
+def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    path = Path(path)
+    report = ReadReport(str(path))
+    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    for line_no, line in _lines(path):
+        fields = line.split("\t")
+        if line_no == 1 and tuple(f.strip() for f in fields[:7]) == BABELNET_COLUMNS:
+            continue  # header
+        if len(fields) not in (5, 7):
+            report.skip(line_no, f"expected 7 tab-separated columns {BABELNET_COLUMNS}, got {len(fields)}")
+            continue
+        synset, l1, l2, w1, w2 = (f.strip() for f in fields[:5])
+        if not all((synset, l1, l2, w1, w2)):
+            report.skip(line_no, "empty synsetID, language or word")
+            continue
+        glosses = [f.strip() or None for f in fields[5:7]] if len(fields) == 7 else [None, None]
+        for key, value in zip(CONSTRAINT_SCHEMA.names, (w1, l1, w2, l2, synset, *glosses)):
+            rows[key].append(value)
+        report.rows += 1
+    return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
+
+
+def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    table = pq.read_table(path)
+    missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputError(f"{path}: missing constraint columns {missing} (has {table.column_names})")
+    for gloss in ("gloss1", "gloss2"):
+        if gloss not in table.column_names:
+            table = table.append_column(gloss, pa.nulls(len(table), pa.string()))
+    table = table.select(CONSTRAINT_SCHEMA.names).cast(CONSTRAINT_SCHEMA)
+    report = ReadReport(str(path))
+    valid = None
+    for col in REQUIRED_COLUMNS:
+        ok = pc.and_(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
+        valid = ok if valid is None else pc.and_(valid, ok)
+    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist():
+        report.skip(i + 1, "null or empty word, language or synset_id")
+    table = table.filter(valid)
+    report.rows = len(table)
+    return table, report
+
+
+def read_constraints(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    """Constraint file by extension: ``.parquet`` in the schema, ``.tsv`` a BabelNet export."""
+    suffix = Path(path).suffix
+    if suffix == ".parquet":
+        return read_constraint_parquet(path)
+    if suffix in (".tsv", ".txt"):
+        return read_babelnet_export(path)
+    raise InputError(f"{path}: constraint files must be .parquet or a BabelNet export .tsv")
+
+
+def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
+    """Sentences of one language as a table (``text``, ``lang``)."""
+    path = Path(path)
+    report = ReadReport(str(path))
+    texts: list[str] = []
+    if path.suffix == ".parquet":
+        if not path.is_file():
+            raise InputError(f"file not found: {path}")
+        table = pq.read_table(path)
+        if "text" not in table.column_names:
+            raise InputError(f"{path}: no 'text' column (has {table.column_names})")
+        for i, value in enumerate(table["text"].to_pylist(), start=1):
+            if isinstance(value, str) and value.strip():
+                texts.append(value.strip())
+            else:
+                report.skip(i, f"empty or non-string text {value!r}")
+    elif path.suffix == ".jsonl":
+        for line_no, line in _lines(path):
+            try:
+                value = json.loads(line)["text"]
+            except (json.JSONDecodeError, KeyError, TypeError) as err:
+                report.skip(line_no, f"not a JSON object with a 'text' field ({type(err).__name__})")
+                continue
+            if isinstance(value, str) and value.strip():
+                texts.append(value.strip())
+            else:
+                report.skip(line_no, f"empty or non-string text {value!r}")
+    elif path.suffix == ".txt":
+        texts = [line.strip() for _, line in _lines(path)]
+    else:
+        raise InputError(f"{path}: corpora must be .txt, .jsonl or .parquet")
+    report.rows = len(texts)
+    return pa.table({"text": texts, "lang": [lang] * len(texts)}), report

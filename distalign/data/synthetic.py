@@ -1,0 +1,163 @@
+"""A small synthetic multilingual world, so the quickstart runs with no external data.
+
+Languages descend from one proto-language: every concept has a proto word, and each language
+applies its own sound changes (consonant shifts) and suffix, so translations share some subwords
+the way cognates do. Sentences are drawn per topic from shared concepts and realised in each
+language's own word order (SVO, SOV, VSO, adjective before or after the noun). Corpora are
+independent samples per language, not translations of each other.
+
+``generate_world`` writes the files the real readers consume:
+``corpus.<lang>.txt``, ``constraints.parquet`` (training concepts only) and
+``eval.<l1>-<l2>.tsv`` (G-BLI format, held-out concepts only).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from distalign.config import DictionarySource, SyntheticConfig
+from distalign.data.schema import CONSTRAINT_SCHEMA
+
+CONSONANTS = list("ptkbdgmnlrsvfz")
+VOWELS = list("aeiou")
+WORD_ORDERS = ["SVO", "SOV", "VSO", "OVS"]
+NUM_TOPICS = 8
+
+
+@dataclass
+class SyntheticWorld:
+    languages: list[str]
+    corpora: dict[str, Path]
+    constraints: Path
+    eval_dictionaries: list[DictionarySource]
+
+
+def _proto_word(rng: np.random.Generator) -> str:
+    syllables = rng.integers(2, 4)
+    return "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(syllables))
+
+
+def _sound_changes(rng: np.random.Generator) -> dict[str, str]:
+    shifted = rng.choice(CONSONANTS, size=4, replace=False)
+    targets = rng.permutation(shifted)
+    return dict(zip(shifted.tolist(), targets.tolist()))
+
+
+class _Language:
+    def __init__(self, name: str, rng: np.random.Generator):
+        self.name = name
+        self.changes = _sound_changes(rng)
+        self.suffix = rng.choice(VOWELS) + rng.choice(["n", "s", "r", ""])
+        self.order = WORD_ORDERS[int(rng.integers(len(WORD_ORDERS)))]
+        self.adjective_first = bool(rng.integers(2))
+
+    def realise(self, proto: str) -> str:
+        return "".join(self.changes.get(ch, ch) for ch in proto) + self.suffix
+
+
+def _unique_protos(rng: np.random.Generator, count: int) -> list[str]:
+    seen: set[str] = set()
+    words: list[str] = []
+    while len(words) < count:
+        w = _proto_word(rng)
+        if w not in seen:
+            seen.add(w)
+            words.append(w)
+    return words
+
+
+def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> SyntheticWorld:
+    rng = np.random.default_rng(seed)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    n = cfg.num_concepts
+    languages = [_Language(name, rng) for name in cfg.languages]
+
+    # Each concept: one or two proto forms (the second is a synonym), a topic and a word class.
+    has_synonym = rng.random(n) < cfg.synonym_rate
+    protos = _unique_protos(rng, n + int(has_synonym.sum()))
+    forms: list[list[str]] = []
+    extra = iter(protos[n:])
+    for c in range(n):
+        forms.append([protos[c]] + ([next(extra)] if has_synonym[c] else []))
+    # Realised words per language; sound changes can merge two protos, so dedupe per language.
+    lexicon: dict[str, list[list[str]]] = {}
+    for lang in languages:
+        used: set[str] = set()
+        words_by_concept = []
+        for c in range(n):
+            words = []
+            for proto in forms[c]:
+                w = lang.realise(proto)
+                while w in used:
+                    w = w + rng.choice(VOWELS)
+                used.add(w)
+                words.append(w)
+            words_by_concept.append(words)
+        lexicon[lang.name] = words_by_concept
+
+    word_class = rng.choice(np.array(["N", "V", "A"]), size=n, p=[0.55, 0.25, 0.2])
+    topic = rng.integers(NUM_TOPICS, size=n)
+    heldout = rng.random(n) < cfg.heldout_fraction
+
+    corpora = {lang.name: out / f"corpus.{lang.name}.txt" for lang in languages}
+    for lang in languages:
+        sentences = [_sentence(rng, lang, lexicon[lang.name], word_class, topic)
+                     for _ in range(cfg.sentences_per_language)]
+        corpora[lang.name].write_text("\n".join(sentences) + "\n")
+
+    constraints = out / "constraints.parquet"
+    pq.write_table(_constraint_table(lexicon, [l.name for l in languages], ~heldout), constraints)
+
+    eval_dicts = []
+    for l1, l2 in itertools.combinations([l.name for l in languages], 2):
+        path = out / f"eval.{l1}-{l2}.tsv"
+        lines = [f"{lexicon[l1][c][0]}\t{lexicon[l2][c][0]}" for c in np.flatnonzero(heldout)]
+        path.write_text("\n".join(lines) + "\n")
+        eval_dicts.append(DictionarySource(path=str(path), lang1=l1, lang2=l2))
+    return SyntheticWorld([l.name for l in languages], corpora, constraints, eval_dicts)
+
+
+def _pick(rng, candidates: np.ndarray) -> int:
+    # Zipf-like preference inside a topic: low-index concepts are more frequent.
+    weights = 1.0 / np.arange(1, len(candidates) + 1)
+    return int(candidates[rng.choice(len(candidates), p=weights / weights.sum())])
+
+
+def _sentence(rng, lang: _Language, words, word_class, topic) -> str:
+    t = rng.integers(NUM_TOPICS)
+    in_topic = topic == t
+    pools = {k: np.flatnonzero(in_topic & (word_class == k)) for k in "NVA"}
+    pools = {k: v if len(v) else np.flatnonzero(word_class == k) for k, v in pools.items()}
+
+    def word(k: str) -> str:
+        forms = words[_pick(rng, pools[k])]
+        return forms[int(rng.integers(len(forms)))]
+
+    def noun_phrase() -> list[str]:
+        if rng.random() < 0.4:
+            adj, noun = word("A"), word("N")
+            return [adj, noun] if lang.adjective_first else [noun, adj]
+        return [word("N")]
+
+    parts = {"S": noun_phrase(), "V": [word("V")], "O": noun_phrase()}
+    return " ".join(w for role in lang.order for w in parts[role])
+
+
+def _constraint_table(lexicon, languages: list[str], train_concepts: np.ndarray) -> pa.Table:
+    """All mono- and cross-lingual synonym pairs of the training concepts (BabelBERT §3.1 style)."""
+    rows = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    for c in np.flatnonzero(train_concepts):
+        items = [(w, lang) for lang in languages for w in lexicon[lang][c]]
+        for (w1, l1), (w2, l2) in itertools.combinations(items, 2):
+            for key, value in zip(("word1", "lang1", "word2", "lang2", "synset_id"), (w1, l1, w2, l2, f"c{c}")):
+                rows[key].append(value)
+            rows["gloss1"].append(None)
+            rows["gloss2"].append(None)
+    return pa.table(rows, schema=CONSTRAINT_SCHEMA)

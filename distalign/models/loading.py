@@ -1,0 +1,71 @@
+"""Loading masked LMs by hub name or local directory, and building the offline ``tiny`` model.
+
+Real runs name a hub model (``xlm-roberta-base``, ``bert-base-multilingual-uncased``) or a local
+directory (e.g. a copy synced from S3). Offline, ``tiny`` builds a random-init XLM-R-style encoder
+whose SentencePiece-Unigram tokenizer is trained on the run's own text, saved as an ordinary
+Hugging Face directory so every other code path loads it the same way.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Iterable
+
+import torch
+from tokenizers import SentencePieceUnigramTokenizer
+from tokenizers.processors import TemplateProcessing
+from transformers import (
+    AutoModelForMaskedLM,
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+    PreTrainedTokenizerFast,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+)
+
+from distalign.config import TinyModelConfig
+
+# XLM-R's special tokens, in its id order.
+SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
+
+
+def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelConfig, seed: int = 0) -> Path:
+    """Train a tokenizer on ``texts``, build a random XLM-R-style masked LM, save both to ``out_dir``."""
+    out = Path(out_dir)
+    sp = SentencePieceUnigramTokenizer()
+    sp.train_from_iterator(texts, vocab_size=cfg.vocab_size, special_tokens=SPECIALS, unk_token="<unk>",
+                           show_progress=False)
+    bos, eos = sp.token_to_id("<s>"), sp.token_to_id("</s>")
+    sp.post_processor = TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
+    )
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=sp, bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>",
+        pad_token="<pad>", unk_token="<unk>", mask_token="<mask>", model_max_length=cfg.max_length,
+    )
+    torch.manual_seed(seed)
+    model_config = XLMRobertaConfig(
+        vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
+        num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size,
+        max_position_embeddings=cfg.max_length + 2, pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
+    )
+    model = XLMRobertaForMaskedLM(model_config)
+    tmp = out.with_name(out.name + ".tmp")
+    tokenizer.save_pretrained(tmp)
+    model.save_pretrained(tmp)
+    tmp.rename(out)  # a half-written model directory never looks complete
+    return out
+
+
+@functools.lru_cache(maxsize=4)
+def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    if not tokenizer.is_fast:
+        raise ValueError(f"{name_or_path}: a fast tokenizer is needed (word alignment via word_ids)")
+    return tokenizer
+
+
+def load_masked_lm(name_or_path: str) -> torch.nn.Module:
+    return AutoModelForMaskedLM.from_pretrained(name_or_path)

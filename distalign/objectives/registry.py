@@ -1,0 +1,18 @@
+"""Builds the objective modules a config asks for (those with weight > 0)."""
+
+from __future__ import annotations
+
+from torch import nn
+
+from distalign.config import ObjectivesConfig
+from distalign.objectives.lexical import LexicalObjective
+from distalign.objectives.mlm import MLMObjective
+
+
+def build_objectives(cfg: ObjectivesConfig) -> tuple[dict[str, nn.Module], dict[str, float]]:
+    factories = {
+        "mlm": lambda: MLMObjective(),
+        "lexical": lambda: LexicalObjective(cfg.lexical.temperature),
+    }
+    weights = cfg.active()
+    return {name: factories[name]() for name in weights}, weights

@@ -1,0 +1,85 @@
+"""Alignment of contextual word vectors with static (type-level) word vectors.
+
+Two objectives that tie an encoder's contextual representation ``h`` of a word
+to a fixed static embedding ``v`` of the same word (e.g. aligned fastText):
+
+* ``mse_loss(h, v) = mean((h - v) ** 2)`` over all ``N * d`` elements.
+
+* ``dcca_loss(h1, h2, k)`` -- Deep CCA, Andrew, Arora, Bilmes & Livescu (2013),
+  "Deep Canonical Correlation Analysis", ICML. With column-centred views
+  ``H1 [N, d1]`` and ``H2 [N, d2]``::
+
+      S11 = H1^T H1 / (N - 1) + r1 I,   S22 = H2^T H2 / (N - 1) + r2 I,
+      S12 = H1^T H2 / (N - 1),
+      T   = S11^{-1/2} S12 S22^{-1/2},
+      loss = - (sum of the k largest singular values of T)
+
+  i.e. minus the sum of the top-k (regularised) canonical correlations.
+  Inverse square roots use a symmetric eigendecomposition with eigenvalues
+  clamped at ``eps``. Float32/float16 inputs are computed in float64 and the
+  result is cast back to the input dtype. Gradients flow to both views; detach
+  the static side yourself when it must not learn.
+
+Inputs: ``h``/``h1`` contextual vectors ``[N, d]`` / ``[N, d1]``; ``v``/``h2``
+static vectors ``[N, d]`` / ``[N, d2]``. Both return a scalar tensor.
+
+Example
+-------
+>>> import torch
+>>> h = torch.randn(64, 8, requires_grad=True)
+>>> mse_loss(h, torch.zeros(64, 8)).shape
+torch.Size([])
+>>> v = h.detach() @ torch.randn(8, 8)        # an invertible linear map of h
+>>> round(dcca_loss(h, v, k=4, r1=1e-8, r2=1e-8).item(), 3)   # perfectly correlated
+-4.0
+"""
+
+from __future__ import annotations
+
+import torch
+
+
+def mse_loss(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Mean squared error between contextual ``h [N, d]`` and static ``v [N, d]``."""
+    if h.shape != v.shape:
+        raise ValueError(f"h and v must have the same shape, got {tuple(h.shape)} vs {tuple(v.shape)}")
+    return ((h - v) ** 2).mean()
+
+
+def _inv_sqrt(S: torch.Tensor, eps: float) -> torch.Tensor:
+    """``S^{-1/2}`` of a symmetric PSD matrix via eigendecomposition (eigenvalues clamped at ``eps``)."""
+    w, Q = torch.linalg.eigh(S)
+    return (Q * w.clamp_min(eps).rsqrt()) @ Q.T
+
+
+def dcca_loss(
+    h1: torch.Tensor,
+    h2: torch.Tensor,
+    k: int,
+    r1: float = 1e-3,
+    r2: float = 1e-3,
+    eps: float = 1e-9,
+) -> torch.Tensor:
+    """Negative sum of the top-``k`` canonical correlations of ``h1 [N, d1]`` and ``h2 [N, d2]``."""
+    if h1.dim() != 2 or h2.dim() != 2:
+        raise ValueError(f"h1 and h2 must be 2-D [N, d], got {tuple(h1.shape)} and {tuple(h2.shape)}")
+    n, d1 = h1.shape
+    if h2.shape[0] != n:
+        raise ValueError(f"h1 and h2 must have the same number of rows N, got {n} vs {h2.shape[0]}")
+    if n < 2:
+        raise ValueError(f"dcca_loss needs N >= 2 samples, got {n}")
+    d2 = h2.shape[1]
+    if not 1 <= int(k) <= min(d1, d2):
+        raise ValueError(f"k must satisfy 1 <= k <= min(d1, d2) = {min(d1, d2)}, got {k}")
+    out_dtype = torch.promote_types(h1.dtype, h2.dtype)
+    work = torch.float64 if out_dtype != torch.float64 else out_dtype
+    H1 = h1.to(work)
+    H2 = h2.to(work)
+    H1 = H1 - H1.mean(0, keepdim=True)
+    H2 = H2 - H2.mean(0, keepdim=True)
+    S11 = H1.T @ H1 / (n - 1) + r1 * torch.eye(d1, dtype=work, device=H1.device)
+    S22 = H2.T @ H2 / (n - 1) + r2 * torch.eye(d2, dtype=work, device=H2.device)
+    S12 = H1.T @ H2 / (n - 1)
+    T = _inv_sqrt(S11, eps) @ S12 @ _inv_sqrt(S22, eps)
+    corr = torch.linalg.svdvals(T)                        # descending order
+    return (-corr[: int(k)].sum()).to(out_dtype)

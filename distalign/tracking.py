@@ -1,0 +1,97 @@
+"""MLflow tracking. The driver owns the run's life (create or resume, params, config, final status);
+rank 0 of the workers logs metrics into it by run id. Nothing here runs on other ranks.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from pathlib import Path
+from typing import Any, Iterator
+
+import mlflow
+import yaml
+from mlflow.entities import Metric, Param, RunStatus
+from mlflow.tracking import MlflowClient
+
+RUN_NAME_TAG = "distalign.run_name"
+STORAGE_TAG = "distalign.storage"
+CHECKPOINT_TAG = "distalign.checkpoint"
+PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag for nested runs
+MAX_PARAM_LENGTH = 6000
+
+
+def client_for(uri: str) -> MlflowClient:
+    return MlflowClient(tracking_uri=uri)
+
+
+def experiment_id(client: MlflowClient, name: str) -> str:
+    experiment = client.get_experiment_by_name(name)
+    return experiment.experiment_id if experiment else client.create_experiment(name)
+
+
+def find_run(client: MlflowClient, exp_id: str, run_name: str, storage: str) -> str | None:
+    """The most recent MLflow run of a training run name in this storage (for resumes)."""
+    runs = client.search_runs(
+        [exp_id],
+        filter_string=f"tags.`{RUN_NAME_TAG}` = '{run_name}' and tags.`{STORAGE_TAG}` = '{storage}'",
+        order_by=["attributes.start_time DESC"], max_results=1,
+    )
+    return runs[0].info.run_id if runs else None
+
+
+def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> None:
+    items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
+    for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
+        client.log_batch(run_id, params=items[start:start + 100])
+
+
+def log_dict_artifact(client: MlflowClient, run_id: str, data: dict, name: str) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / name
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        client.log_artifact(run_id, str(path))
+
+
+@contextlib.contextmanager
+def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: dict[str, Any],
+                config: dict, parent_run_id: str = "") -> Iterator[str]:
+    """Create (or, for a run name seen before in this storage, reopen) the MLflow run; yield its id.
+
+    The run ends FINISHED, or FAILED if the body raises (the exception propagates), so a crashed
+    job never leaves a run RUNNING.
+    """
+    client = client_for(uri)
+    exp_id = experiment_id(client, experiment)
+    run_id = find_run(client, exp_id, run_name, storage)
+    if run_id is None:
+        tags = {RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
+        if parent_run_id:
+            tags[PARENT_TAG] = parent_run_id
+        run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
+        log_params(client, run_id, params)
+        log_dict_artifact(client, run_id, config, "config.yaml")
+    else:
+        # MLflow params are immutable: a resumed run keeps its first params; the new config is kept beside.
+        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        count = sum(1 for a in client.list_artifacts(run_id) if a.path.startswith("config"))
+        log_dict_artifact(client, run_id, config, f"config.resume{count}.yaml")
+    try:
+        yield run_id
+    except BaseException:
+        client.set_terminated(run_id, status="FAILED")
+        raise
+    client.set_terminated(run_id, status="FINISHED")
+
+
+class MetricLogger:
+    """Metrics of one run by id; used by rank 0 inside Ray Train workers."""
+
+    def __init__(self, uri: str, run_id: str):
+        self.client = client_for(uri)
+        self.run_id = run_id
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        timestamp = mlflow.utils.time.get_current_time_millis()
+        items = [Metric(k, float(v), timestamp, step) for k, v in metrics.items()]
+        self.client.log_batch(self.run_id, metrics=items)

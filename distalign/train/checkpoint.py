@@ -1,0 +1,39 @@
+"""Checkpoint layout (one directory per checkpoint, merged by Ray Train from all ranks):
+
+    trainer_state.json   step, MLflow run id (rank 0)
+    model/               Hugging Face model + tokenizer, loadable by ``from_pretrained`` (rank 0)
+    optimizer.pt         DDP optimizer and LR schedule (rank 0)
+    deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+STATE_FILE = "trainer_state.json"
+MODEL_DIR = "model"
+
+
+@dataclass
+class TrainerState:
+    step: int = 0
+    mlflow_run_id: str = ""
+
+
+def write_state(directory: Path, state: TrainerState) -> None:
+    (directory / STATE_FILE).write_text(json.dumps(asdict(state)))
+
+
+def read_state(directory: Path) -> TrainerState:
+    return TrainerState(**json.loads((directory / STATE_FILE).read_text()))
+
+
+def save_checkpoint(directory: Path, engine, tokenizer, state: TrainerState, rank: int) -> None:
+    engine.save(directory, rank)
+    with engine.full_weights():
+        if rank == 0:
+            engine.module.masked_lm.save_pretrained(directory / MODEL_DIR)
+            tokenizer.save_pretrained(directory / MODEL_DIR)
+            write_state(directory, state)

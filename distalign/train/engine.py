@@ -1,0 +1,124 @@
+"""The two distributed engines behind one small interface: PyTorch DDP or DeepSpeed ZeRO.
+
+``engine.module`` is the unwrapped ``AlignmentModel`` (for evaluation and export);
+``engine.step(batch)`` runs forward, backward and the optimizer step and returns the losses.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import torch
+from transformers import get_linear_schedule_with_warmup
+
+from distalign.config import TrainConfig
+
+OPTIMIZER_FILE = "optimizer.pt"
+DEEPSPEED_DIR = "deepspeed"
+MAX_GRAD_NORM = 1.0
+
+
+def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    schedule = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    return optimizer, schedule
+
+
+class DDPEngine:
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, find_unused_parameters: bool):
+        import ray.train.torch
+
+        self.module = model
+        self.wrapped = ray.train.torch.prepare_model(
+            model, parallel_strategy_kwargs={"find_unused_parameters": find_unused_parameters})
+        self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg)
+        self.bf16 = cfg.precision == "bf16"
+
+    def step(self, batch) -> dict[str, torch.Tensor]:
+        device_type = next(self.module.parameters()).device.type
+        autocast = torch.autocast(device_type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
+        with autocast:
+            losses = self.wrapped(batch)
+        losses["loss"].backward()
+        torch.nn.utils.clip_grad_norm_(self.module.parameters(), MAX_GRAD_NORM)
+        self.optimizer.step()
+        self.schedule.step()
+        self.optimizer.zero_grad(set_to_none=True)
+        return losses
+
+    @property
+    def lr(self) -> float:
+        return float(self.optimizer.param_groups[0]["lr"])
+
+    def save(self, directory: Path, rank: int) -> None:
+        if rank == 0:
+            torch.save({"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()},
+                       directory / OPTIMIZER_FILE)
+
+    def load(self, directory: Path) -> None:
+        """Optimizer and schedule; the weights were loaded from the checkpoint's model directory."""
+        state = torch.load(directory / OPTIMIZER_FILE, map_location="cpu", weights_only=False)
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.schedule.load_state_dict(state["schedule"])
+
+    @contextlib.contextmanager
+    def full_weights(self):
+        yield
+
+
+class DeepSpeedEngine:
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig):
+        import deepspeed
+
+        optimizer, schedule = _optimizer_and_schedule(model, cfg)
+        ds_config = {
+            # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
+            "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,
+            "gradient_accumulation_steps": 1,
+            "gradient_clipping": MAX_GRAD_NORM,
+            "zero_optimization": {"stage": cfg.zero_stage},
+            "bf16": {"enabled": cfg.precision == "bf16"},
+            "steps_per_print": 10**9,
+            "wall_clock_breakdown": False,
+        }
+        # A torch optimizer avoids compiling DeepSpeed's fused Adam on CPU.
+        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=schedule,
+                                                    config=ds_config)
+        self.module = self.engine.module
+        self.zero_stage = cfg.zero_stage
+
+    def step(self, batch) -> dict[str, torch.Tensor]:
+        losses = self.engine(batch)
+        self.engine.backward(losses["loss"])
+        self.engine.step()
+        return losses
+
+    @property
+    def lr(self) -> float:
+        return float(self.engine.get_lr()[0])
+
+    def save(self, directory: Path, rank: int) -> None:
+        # Every rank writes its own ZeRO shards; rank 0 also writes the module states.
+        self.engine.save_checkpoint(str(directory / DEEPSPEED_DIR), tag="state")
+
+    def load(self, directory: Path) -> None:
+        self.engine.load_checkpoint(str(directory / DEEPSPEED_DIR), tag="state")
+
+    @contextlib.contextmanager
+    def full_weights(self):
+        """Gather ZeRO-3 partitions so rank 0 can export a plain Hugging Face model (all ranks enter)."""
+        if self.zero_stage == 3:
+            import deepspeed
+
+            with deepspeed.zero.GatheredParameters(list(self.module.parameters()), modifier_rank=None):
+                yield
+        else:
+            yield
+
+
+def build_engine(model: torch.nn.Module, cfg: TrainConfig, uses_lm_head: bool):
+    if cfg.engine == "deepspeed":
+        return DeepSpeedEngine(model, cfg)
+    # Without MLM the LM head gets no gradient, which DDP must be told about.
+    return DDPEngine(model, cfg, find_unused_parameters=not uses_lm_head)

@@ -1,0 +1,93 @@
+"""The driver side of a training run: prepare data, open the MLflow run, run the TorchTrainer.
+
+    run_training(load_config("jobs/configs/quickstart.yaml"))
+
+Everything that can fail on bad input (config, files, rows) fails in ``prepare_data`` before
+any Ray resources are taken. A run started again with the same ``run.name`` and storage resumes
+from its last checkpoint and continues its step count and its MLflow run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+
+import pyarrow.fs
+import ray
+import ray.train
+from ray.train.torch import TorchTrainer
+
+from distalign.config import ExperimentConfig
+from distalign.data.pipeline import build_datasets
+from distalign.data.prepare import prepare_data
+from distalign.eval.bli_task import build_test_set
+from distalign.tracking import CHECKPOINT_TAG, client_for, tracked_run
+from distalign.train.loop import train_loop_per_worker
+
+
+@dataclass
+class TrainingOutcome:
+    run_id: str
+    checkpoint: str  # URI or local path of the last checkpoint ("" if none)
+    metrics: dict
+
+
+def storage_filesystem(config: ExperimentConfig) -> pyarrow.fs.FileSystem | None:
+    """An explicit S3 filesystem when an endpoint is configured (MinIO, moto); else Ray's default."""
+    if not config.storage.endpoint_url:
+        return None
+    return pyarrow.fs.S3FileSystem(endpoint_override=config.storage.endpoint_url,
+                                   region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+
+
+def ray_storage_path(config: ExperimentConfig) -> str:
+    # With an explicit filesystem Ray wants the path inside it (bucket/prefix), not a URI.
+    path = config.storage.path
+    return path.split("://", 1)[1] if config.storage.endpoint_url and "://" in path else path
+
+
+def ensure_ray() -> None:
+    if not ray.is_initialized():
+        # RAY_ADDRESS (set by `ray job submit`) points at the cluster; otherwise a local one starts.
+        ray.init(log_to_driver=True)
+
+
+def run_training(config: ExperimentConfig, callbacks: list | None = None) -> TrainingOutcome:
+    prepared = prepare_data(config)
+    t = config.train
+    print(f"[distalign] data: {len(prepared.constraints)} constraint pairs "
+          f"({prepared.excluded_constraints} excluded as evaluation words), {len(prepared.corpus)} sentences, "
+          f"{prepared.malformed_rows} malformed rows skipped; model {prepared.model_path}", flush=True)
+    test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed)
+                 for p in prepared.eval_pairs]
+
+    ensure_ray()
+    with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
+                     config.flat(), config.to_dict(), config.tracking.parent_run_id) as run_id:
+        trainer = TorchTrainer(
+            train_loop_per_worker,
+            train_loop_config={
+                "config": config.to_dict(),
+                "model_path": prepared.model_path,
+                "mlflow_run_id": run_id,
+                "bli_test_sets": [dataclasses.asdict(ts) for ts in test_sets],
+            },
+            scaling_config=ray.train.ScalingConfig(
+                num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker}),
+            run_config=ray.train.RunConfig(
+                name=config.run.name,
+                storage_path=ray_storage_path(config),
+                storage_filesystem=storage_filesystem(config),
+                checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints),
+                callbacks=callbacks or [],
+            ),
+            datasets=build_datasets(prepared, config),
+        )
+        result = trainer.fit()
+        checkpoint = ""
+        if result.checkpoint is not None:
+            scheme = "" if isinstance(result.checkpoint.filesystem, pyarrow.fs.LocalFileSystem) else "s3://"
+            checkpoint = scheme + result.checkpoint.path
+            client_for(config.tracking.uri).set_tag(run_id, CHECKPOINT_TAG, checkpoint)
+    return TrainingOutcome(run_id, checkpoint, dict(result.metrics or {}))
