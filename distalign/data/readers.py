@@ -113,8 +113,9 @@ def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
     report = ReadReport(str(path))
     valid = None
     for col in REQUIRED_COLUMNS:
-        ok = pc.and_(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
-        valid = ok if valid is None else pc.and_(valid, ok)
+        # Kleene AND: a null word gives false (plain and_ gives null, and the row was dropped uncounted).
+        ok = pc.and_kleene(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
+        valid = ok if valid is None else pc.and_kleene(valid, ok)
     for i in pc.indices_nonzero(pc.invert(valid)).to_pylist():
         report.skip(i + 1, "null or empty word, language or synset_id")
     table = table.filter(valid)

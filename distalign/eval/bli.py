@@ -151,7 +151,9 @@ def gold_ranks(
         best_gold = torch.full((scores.shape[0],), float("-inf"), dtype=scores.dtype, device=scores.device)
         best_gold.scatter_reduce_(0, local_rows, scores[local_rows, cols[lo:hi]], reduce="amax")
         # No gold score exceeds the best gold, so every strictly greater score is a non-gold one.
-        ranks[start:stop] = 1 + (scores > best_gold[:, None]).count_nonzero(dim=1)
+        # In place (scores -> 0/1) to avoid a [chunk, m] temporary; 0/1 float sums are exact below 2**24.
+        beats = scores.gt_(best_gold[:, None]).sum(dim=1, dtype=torch.float64 if t.shape[0] >= 2**24 else None)
+        ranks[start:stop] = 1 + beats.long()
     return ranks
 
 

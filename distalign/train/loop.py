@@ -94,7 +94,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
         streams["corpus"] = endless_batches("corpus", t.corpus_batch_size)
     mask_token, vocab_size = tokenizer.mask_token_id, len(tokenizer)
     running: dict[str, float] = {}
-    started = time.time()
+    started, first_step = time.time(), state.step
 
     while state.step < t.max_steps:
         batch = {name: next(stream) for name, stream in streams.items()}
@@ -117,7 +117,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
             running = {}
             if is_chief:
                 logger.log(metrics, state.step)
-                rate = state.step / max(time.time() - started, 1e-9)
+                rate = (state.step - first_step) / max(time.time() - started, 1e-9)
                 print(f"[distalign] step {state.step}/{t.max_steps} loss {metrics['train/loss']:.4f} "
                       f"({rate:.2f} steps/s)", flush=True)
         if (config.eval.every and state.step % config.eval.every == 0) or state.step == t.max_steps:

@@ -1,0 +1,295 @@
+"""distalign.config: YAML loading, dotted overrides, validation errors that name the key, path resolution."""
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from distalign.config import ConfigError, ExperimentConfig, load_config
+from distalign.tuning import load_study
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
+QUICKSTART = CONFIG_DIR / "quickstart.yaml"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("DISTALIGN_HOME", str(home))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    return home.resolve()
+
+
+@pytest.fixture
+def data_files(tmp_path):
+    """A constraint parquet, a dictionary and a corpus that exist."""
+    d = tmp_path / "inputs"
+    d.mkdir()
+    constraints = d / "c.parquet"
+    pq.write_table(pa.table({"word1": ["a"], "lang1": ["en"], "word2": ["b"], "lang2": ["de"],
+                             "synset_id": ["s"]}), constraints)
+    dictionary = d / "en-de.tsv"
+    dictionary.write_text("dog\tHund\n")
+    corpus = d / "en.txt"
+    corpus.write_text("a sentence\n")
+    return {"constraints": constraints, "dictionary": dictionary, "corpus": corpus, "dir": d}
+
+
+def files_overrides(constraints="", corpus="", dictionary=""):
+    out = ["data.source=files"]
+    if constraints:
+        out.append(f"data.constraints=[{constraints}]")
+    if corpus:
+        out.append(f"data.corpora=[{{path: {corpus}, lang: en}}]")
+    if dictionary:
+        out.append(f"data.dictionaries=[{{path: {dictionary}, lang1: en, lang2: de}}]")
+    return out
+
+
+# ------------------------------------------------------------------------------------ files
+def test_quickstart_loads_with_its_values():
+    config = load_config(QUICKSTART)
+    assert isinstance(config, ExperimentConfig)
+    raw = yaml.safe_load(QUICKSTART.read_text())
+    assert config.run.name == raw["run"]["name"] == "quickstart"
+    assert config.train.lr == pytest.approx(float(raw["train"]["lr"]))
+    assert isinstance(config.train.lr, float)
+    assert config.train.max_steps == raw["train"]["max_steps"]
+    assert config.train.num_workers == raw["train"]["num_workers"]
+    assert config.model.name_or_path == "tiny"
+    assert config.model.tiny.hidden_size == raw["model"]["tiny"]["hidden_size"]
+    assert config.data.source == "synthetic"
+    assert config.data.synthetic.languages == raw["data"]["synthetic"]["languages"]
+    assert config.objectives.active() == {"mlm": 1.0, "lexical": 1.0}
+    # keys not in the file keep their dataclass defaults
+    assert config.model.tiny.max_length == 64
+
+
+@pytest.mark.parametrize("path", sorted(CONFIG_DIR.glob("*.yaml")), ids=lambda p: p.name)
+def test_every_shipped_config_loads(path):
+    raw = yaml.safe_load(path.read_text())
+    if "study" in raw:
+        study, trials = load_study(path)
+        assert trials and all(isinstance(c, ExperimentConfig) for c in trials.values())
+    else:
+        assert isinstance(load_config(path), ExperimentConfig)
+
+
+def test_quickstart_study_builds_the_grid():
+    study, trials = load_study(CONFIG_DIR / "quickstart_tune.yaml")
+    assert study.study == "quickstart-tune"
+    assert len(trials) == 4
+    names = list(trials)
+    assert len(set(names)) == 4
+    assert all(trials[n].run.name == n for n in names)
+    points = {(c.train.lr, c.data.max_constraints) for c in trials.values()}
+    assert points == {(1e-3, 400), (1e-3, 1200), (3e-4, 400), (3e-4, 1200)}
+    for config in trials.values():  # study-wide overrides applied to every trial
+        assert config.train.max_steps == 60
+        assert config.train.checkpoint_every == 30
+        assert config.eval.every == 30
+        assert isinstance(config.train.lr, float)
+
+
+# ------------------------------------------------------------------------------------ errors
+def test_unknown_nested_key_is_named():
+    with pytest.raises(ConfigError, match=r"train\.lrr"):
+        load_config(QUICKSTART, ["train.lrr=1"])
+    with pytest.raises(ConfigError, match=r"model\.tiny\.hiden_size"):
+        load_config(QUICKSTART, ["model.tiny.hiden_size=8"])
+    with pytest.raises(ConfigError, match=r"'bogus'"):
+        load_config(QUICKSTART, ["bogus=1"])
+
+
+def test_unknown_key_in_file_is_named(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  lr: 0.001\n  nope: 3\n")
+    with pytest.raises(ConfigError, match=r"train\.nope"):
+        load_config(path)
+
+
+@pytest.mark.parametrize("override,key", [
+    ("train.max_steps=abc", "train.max_steps"),
+    ("train.max_steps=1.5", "train.max_steps"),
+    ("train.use_gpu=3", "train.use_gpu"),
+    ("train.lr=fast", "train.lr"),
+    ("train.lr=true", "train.lr"),
+    ("run.name=7", "run.name"),
+    ("data.synthetic.languages=xa", "data.synthetic.languages"),
+    ("model.tiny=5", "model.tiny"),
+])
+def test_wrong_type_names_the_key(override, key):
+    with pytest.raises(ConfigError) as err:
+        load_config(QUICKSTART, [override])
+    assert key in str(err.value)
+
+
+def test_literal_violation():
+    with pytest.raises(ConfigError) as err:
+        load_config(QUICKSTART, ["train.engine=horovod"])
+    assert "train.engine" in str(err.value) and "horovod" in str(err.value)
+    with pytest.raises(ConfigError, match=r"train\.precision"):
+        load_config(QUICKSTART, ["train.precision=fp16"])
+
+
+def test_zero_stage_needs_deepspeed():
+    with pytest.raises(ConfigError) as err:
+        load_config(QUICKSTART, ["train.zero_stage=2"])
+    assert "train.zero_stage" in str(err.value) and "deepspeed" in str(err.value)
+    config = load_config(QUICKSTART, ["train.zero_stage=2", "train.engine=deepspeed"])
+    assert config.train.zero_stage == 2 and config.train.engine == "deepspeed"
+    with pytest.raises(ConfigError, match=r"train\.zero_stage"):
+        load_config(QUICKSTART, ["train.zero_stage=4", "train.engine=deepspeed"])
+
+
+def test_value_checks_name_the_key():
+    with pytest.raises(ConfigError, match=r"objectives\.mlm\.mask_prob"):
+        load_config(QUICKSTART, ["objectives.mlm.mask_prob=1.5"])
+    with pytest.raises(ConfigError, match=r"train\.lr"):
+        load_config(QUICKSTART, ["train.lr=0"])
+    with pytest.raises(ConfigError, match=r"^objectives"):
+        load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.lexical.weight=0"])
+    with pytest.raises(ConfigError, match=r"data\.synthetic\.languages"):
+        load_config(QUICKSTART, ["data.synthetic.languages=[xa, xa]"])
+
+
+def test_files_source_with_existing_files_loads(data_files):
+    config = load_config(QUICKSTART, files_overrides(data_files["constraints"], data_files["corpus"],
+                                                     data_files["dictionary"]))
+    assert config.data.constraints == [str(data_files["constraints"])]
+    assert config.data.corpora[0].path == str(data_files["corpus"]) and config.data.corpora[0].lang == "en"
+    assert config.data.dictionaries[0].lang2 == "de"
+
+
+def test_missing_constraint_file_names_key_and_path(tmp_path, data_files):
+    missing = tmp_path / "nowhere" / "missing.parquet"
+    with pytest.raises(ConfigError) as err:
+        load_config(QUICKSTART, files_overrides(missing, data_files["corpus"]))
+    assert "data.constraints[0]" in str(err.value) and str(missing) in str(err.value)
+
+
+def test_missing_dictionary_names_key_and_path(tmp_path, data_files):
+    missing = tmp_path / "missing.tsv"
+    with pytest.raises(ConfigError) as err:
+        load_config(QUICKSTART, files_overrides(data_files["constraints"], data_files["corpus"], missing))
+    assert "data.dictionaries[0].path" in str(err.value) and str(missing) in str(err.value)
+
+
+def test_missing_corpus_names_key_and_path(tmp_path, data_files):
+    missing = tmp_path / "missing.txt"
+    with pytest.raises(ConfigError) as err:
+        load_config(QUICKSTART, files_overrides(data_files["constraints"], missing))
+    assert "data.corpora[0].path" in str(err.value) and str(missing) in str(err.value)
+
+
+def test_files_source_needs_data_for_active_objectives(data_files):
+    with pytest.raises(ConfigError, match=r"data\.corpora"):
+        load_config(QUICKSTART, files_overrides(data_files["constraints"]))
+    with pytest.raises(ConfigError, match=r"data\.constraints"):
+        load_config(QUICKSTART, files_overrides(corpus=data_files["corpus"]))
+    # with the MLM objective off, constraints alone are enough
+    config = load_config(QUICKSTART, files_overrides(data_files["constraints"]) + ["objectives.mlm.weight=0"])
+    assert config.objectives.active() == {"lexical": 1.0}
+
+
+def test_relative_data_path_resolves_next_to_the_config(tmp_path, data_files, monkeypatch):
+    config_path = data_files["dir"] / "exp.yaml"
+    config_path.write_text(yaml.safe_dump({
+        "data": {"source": "files", "constraints": ["c.parquet"], "corpora": [{"path": "en.txt", "lang": "en"}]},
+    }))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    monkeypatch.chdir(elsewhere)
+    config = load_config(config_path)
+    assert config.data.constraints == [str(data_files["constraints"].resolve())]
+    assert config.data.corpora[0].path == str(data_files["corpus"].resolve())
+
+
+def test_not_yaml_or_not_a_mapping_names_the_file(tmp_path):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("train: [1, 2\n  lr: {\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(broken)
+    assert str(broken) in str(err.value)
+    listing = tmp_path / "list.yaml"
+    listing.write_text("- a\n- b\n")
+    with pytest.raises(ConfigError) as err:
+        load_config(listing)
+    assert str(listing) in str(err.value)
+    with pytest.raises(ConfigError, match="not found"):
+        load_config(tmp_path / "absent.yaml")
+
+
+def test_malformed_override():
+    with pytest.raises(ConfigError, match="train.lr"):
+        load_config(QUICKSTART, ["train.lr"])
+
+
+# ------------------------------------------------------------------------------------ overrides
+def test_overrides_parse_yaml_values():
+    config = load_config(QUICKSTART, [
+        "train.lr=1e-4", "train.weight_decay=0", "train.max_steps=7", "train.use_gpu=true",
+        "data.synthetic.languages=[aa, bb, cc, dd]", "run.name=my-run",
+    ])
+    assert isinstance(config.train.lr, float) and config.train.lr == pytest.approx(1e-4)
+    assert isinstance(config.train.weight_decay, float) and config.train.weight_decay == 0.0
+    assert config.train.max_steps == 7
+    assert config.train.use_gpu is True
+    assert config.data.synthetic.languages == ["aa", "bb", "cc", "dd"]
+    assert config.run.name == "my-run"
+    # an override wins over the file's value; the file's other values stay
+    assert config.train.warmup_steps == 20
+
+
+def test_scientific_notation_in_a_file(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text("train:\n  lr: 3e-4\n  weight_decay: 1E-2\n")
+    config = load_config(path)
+    assert config.train.lr == pytest.approx(3e-4) and config.train.weight_decay == pytest.approx(1e-2)
+
+
+def test_override_creates_missing_sections():
+    config = load_config(None, ["objectives.lexical.temperature=0.5"])
+    assert config.objectives.lexical.temperature == 0.5
+    assert config.objectives.mlm.weight == 1.0  # untouched defaults
+
+
+def test_flat_gives_dotted_keys():
+    config = load_config(QUICKSTART, ["train.lr=2e-3"])
+    flat = config.flat()
+    assert flat["train.lr"] == pytest.approx(2e-3)
+    assert flat["model.tiny.hidden_size"] == config.model.tiny.hidden_size
+    assert flat["objectives.mlm.mask_prob"] == 0.15
+    assert flat["run.name"] == "quickstart"
+    assert flat["data.synthetic.languages"] == ["xa", "xb", "xc"]
+    assert not any(isinstance(v, dict) for v in flat.values())
+    assert "train" not in flat and "model.tiny" not in flat
+
+
+# ------------------------------------------------------------------------------------ paths
+def test_relative_storage_resolves_under_home(isolated_home):
+    config = load_config(QUICKSTART)
+    assert config.storage.path == str(isolated_home / "runs")
+    assert config.data.output_dir == str(isolated_home / "runs" / "quickstart" / "data")
+    assert config.tracking.uri == f"sqlite:///{isolated_home / 'mlflow.db'}"
+    assert not config.storage_is_remote
+
+
+def test_absolute_and_remote_storage(tmp_path, isolated_home):
+    absolute = tmp_path / "abs-store"
+    config = load_config(QUICKSTART, [f"storage.path={absolute}", "run.name=r1"])
+    assert config.storage.path == str(absolute)
+    assert config.data.output_dir == str(absolute / "r1" / "data")
+    remote = load_config(QUICKSTART, ["storage.path=s3://bucket/prefix", "run.name=r2"])
+    assert remote.storage.path == "s3://bucket/prefix" and remote.storage_is_remote
+    assert remote.data.output_dir == str(isolated_home / "runs" / "r2" / "data")
+
+
+def test_tracking_uri_from_environment_or_config(monkeypatch):
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "http://mlflow.example:5000")
+    assert load_config(QUICKSTART).tracking.uri == "http://mlflow.example:5000"
+    explicit = load_config(QUICKSTART, ["tracking.uri=sqlite:////data/x.db"])
+    assert explicit.tracking.uri == "sqlite:////data/x.db"
