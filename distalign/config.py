@@ -88,6 +88,9 @@ class DataConfig:
     max_constraints: int = 0  # constraint-set size after language-pair sampling (0 = all)
     sampling_alpha: float = 0.5  # q ∝ p^alpha over language pairs (BabelBERT)
     max_seq_length: int = 64
+    # CPUs per Ray Data tokenisation task: fractional so a small machine running Train workers
+    # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
+    tokenize_cpus: float = 0.25
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
 
 
@@ -359,6 +362,7 @@ def validate(config: ExperimentConfig) -> None:
         _require(section.weight >= 0, f"objectives.{name}.weight", "must be >= 0")
     _require(bool(o.active()), "objectives", "every objective has weight 0: nothing to train")
     _require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
+    _require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
     _require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
     _require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
              f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")

@@ -72,7 +72,7 @@ def _trial(params: dict[str, Any]) -> None:
 
     from distalign.train.trainer import run_training
 
-    run_training(from_dict(ExperimentConfig, params["config"]), callbacks=[TuneReportCallback()])
+    run_training(from_dict(ExperimentConfig, params["trial"]["config"]), callbacks=[TuneReportCallback()])
 
 
 def run_study(path: str | Path, extra_overrides: list[str] | None = None):

@@ -1,0 +1,60 @@
+"""distalign.eval.bli_task.build_test_set: grouping by source word, gold indices, seeded subsets."""
+
+from distalign.eval.bli_task import build_test_set
+
+
+def test_groups_translations_by_source_word():
+    src = ["dog", "cat", "dog", "house", "cat", "tree"]
+    tgt = ["Hund", "Katze", "Rüde", "Haus", "Mieze", "Baum"]
+    ts = build_test_set("en", "de", src, tgt)
+    assert ts.name == "en-de" and ts.lang1 == "en" and ts.lang2 == "de"
+    assert ts.queries == ["dog", "cat", "house", "tree"]  # distinct, first-seen order
+    assert ts.vocab == sorted(set(tgt))
+    assert ts.vocab == ["Baum", "Haus", "Hund", "Katze", "Mieze", "Rüde"]
+    assert ts.gold == [[2, 5], [3, 4], [1], [0]]
+    expected = {"dog": {"Hund", "Rüde"}, "cat": {"Katze", "Mieze"}, "house": {"Haus"}, "tree": {"Baum"}}
+    for query, gold in zip(ts.queries, ts.gold):
+        assert {ts.vocab[i] for i in gold} == expected[query]
+
+
+def test_shared_target_word_is_one_vocab_entry():
+    ts = build_test_set("en", "de", ["big", "large", "small"], ["groß", "groß", "klein"])
+    assert ts.vocab == ["groß", "klein"]
+    assert ts.gold == [[0], [0], [1]]
+
+
+def make_dictionary(n=50):
+    src, tgt = [], []
+    for i in range(n):
+        for j in range(1 + i % 3):  # 1-3 translations per source word
+            src.append(f"s{i}")
+            tgt.append(f"t{i}_{j}")
+    return src, tgt
+
+
+def test_max_pairs_keeps_that_many_source_words_reproducibly():
+    src, tgt = make_dictionary()
+    a = build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=3)
+    b = build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=3)
+    assert a == b
+    assert len(a.queries) == len(set(a.queries)) == 10
+    assert set(a.queries) <= set(src)
+    # order of the kept queries follows the dictionary
+    assert a.queries == sorted(a.queries, key=lambda q: int(q[1:]))
+    # the vocabulary holds exactly the kept words' translations, and the gold still points at them
+    wanted = {q: {t for s, t in zip(src, tgt) if s == q} for q in a.queries}
+    assert set(a.vocab) == set().union(*wanted.values())
+    for query, gold in zip(a.queries, a.gold):
+        assert {a.vocab[i] for i in gold} == wanted[query]
+        assert len(gold) == 1 + int(query[1:]) % 3
+    others = {tuple(build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=s).queries) for s in range(4, 9)}
+    assert len(others | {tuple(a.queries)}) > 1
+
+
+def test_max_pairs_zero_or_large_keeps_all():
+    src, tgt = make_dictionary(12)
+    full = build_test_set("xa", "xb", src, tgt)
+    assert len(full.queries) == 12
+    assert build_test_set("xa", "xb", src, tgt, max_pairs=12) == full
+    assert build_test_set("xa", "xb", src, tgt, max_pairs=100) == full
+    assert build_test_set("xa", "xb", src, tgt, max_pairs=0) == full
