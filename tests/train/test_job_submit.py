@@ -1,0 +1,92 @@
+"""`ray job submit` of the quickstart entrypoint against a head this test starts and stops by PID."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow.tracking import MlflowClient
+
+from conftest import REPO, SMALL
+
+pytestmark = pytest.mark.slow
+BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_dashboard(url: str, head: subprocess.Popen, timeout: float = 120) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if head.poll() is not None:
+            raise RuntimeError(f"ray start exited with {head.returncode}")
+        try:
+            urllib.request.urlopen(f"{url}/api/version", timeout=2)
+            return
+        except urllib.error.HTTPError:
+            return  # answering (an auth error still means it is up)
+        except OSError:
+            time.sleep(1)
+    raise TimeoutError(f"dashboard at {url} did not come up in {timeout}s")
+
+
+def stop_by_pid(head: subprocess.Popen) -> None:
+    """SIGTERM the head's process group (gcs, raylet, dashboard), SIGKILL whatever is left."""
+    for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
+        try:
+            os.killpg(head.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            head.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def test_ray_job_submit_runs_the_training_entrypoint(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"  # the job's `python` is this environment's
+    env["RAY_AUTH_MODE"] = "token"  # Ray 2.60 heads from `ray start` require the token
+    dashboard = free_port()
+    url = f"http://127.0.0.1:{dashboard}"
+    head = subprocess.Popen(
+        [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={free_port()}",
+         f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
+         "--disable-usage-stats"],
+        env=env, cwd=tmp_path, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+    try:
+        wait_for_dashboard(url, head)
+        runtime_env = '{"env_vars": {"DISTALIGN_HOME": "%s"}}' % tmp_path
+        submit = subprocess.run(
+            [str(BIN / "ray"), "job", "submit", "--address", url, "--working-dir", str(REPO),
+             "--runtime-env-json", runtime_env, "--",
+             "python", "jobs/train.py", "--config", "jobs/configs/quickstart.yaml", *SMALL, "run.name=job"],
+            env=env, cwd=REPO, capture_output=True, text=True, timeout=600,
+        )
+        log = submit.stdout + submit.stderr
+        assert submit.returncode == 0, log[-4000:]
+        assert "succeeded" in log and "[distalign] done" in log, log[-4000:]
+    finally:
+        stop_by_pid(head)
+    assert head.poll() is not None
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
+    assert run.info.status == "FINISHED" and run.info.run_name == "job"
+    assert run.data.metrics["train/loss"] > 0
+    assert Path(run.data.tags["distalign.checkpoint"]).is_relative_to(tmp_path / "runs" / "job")
