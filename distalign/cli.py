@@ -24,12 +24,19 @@ def _train(args) -> int:
 
 
 def print_summary(config, outcome) -> None:
+    from distalign.tracking import client_for
+
+    client = client_for(config.tracking.uri)
     print("\n[distalign] done")
     print(f"  MLflow run:  {outcome.run_id} (experiment '{config.tracking.experiment}', {config.tracking.uri})")
     print(f"  checkpoint:  {outcome.checkpoint or '(none)'}")
-    for key in sorted(k for k in outcome.metrics if k.startswith("eval/") and k.endswith("avg/mrr")):
-        print(f"  {key}: {outcome.metrics[key]:.4f}")
-    print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri}   (then http://127.0.0.1:5000)")
+    for key in ("train/loss", "eval/bli/avg/mrr"):
+        history = sorted(client.get_metric_history(outcome.run_id, key), key=lambda m: m.step)
+        if history:
+            first, last = history[0], history[-1]
+            print(f"  {key}: {first.value:.4f} (step {first.step}) -> {last.value:.4f} (step {last.step})")
+    print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri} --port 5000"
+          "   (then http://127.0.0.1:5000)")
 
 
 def _tune(args) -> int:

@@ -11,6 +11,8 @@ REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "jobs" / "configs" / "quickstart.yaml"
 SHARED_DATA = REPO.parent / "shared" / "data"
 
+S3_CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
 # The quickstart world and loop shrunk so a 2-worker run takes seconds.
 SMALL = [
     "data.synthetic.num_concepts=80",
@@ -45,6 +47,41 @@ def distalign_home(tmp_path_factory):
     os.environ["DISTALIGN_HOME"] = str(home)
     os.environ.pop("MLFLOW_TRACKING_URI", None)
     yield home
+    for key, value in saved.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A real S3 endpoint on loopback (moto's server) with a bucket ``ckpt``; yields (url, boto3 client)."""
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    import boto3
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    saved = {k: os.environ.get(k) for k in S3_CREDENTIALS}
+    os.environ.update(S3_CREDENTIALS)
+    url = f"http://127.0.0.1:{port}"
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
+    for _ in range(150):
+        try:
+            s3.create_bucket(Bucket="ckpt")
+            break
+        except Exception:  # the server is still starting
+            time.sleep(0.2)
+    yield url, s3
+    server.terminate()
+    server.wait(timeout=10)
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)

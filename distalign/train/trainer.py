@@ -37,8 +37,13 @@ def storage_filesystem(config: ExperimentConfig) -> pyarrow.fs.FileSystem | None
     """An explicit S3 filesystem when an endpoint is configured (MinIO, moto); else Ray's default."""
     if not config.storage.endpoint_url:
         return None
-    return pyarrow.fs.S3FileSystem(endpoint_override=config.storage.endpoint_url,
-                                   region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"))
+    # Credentials are read here, on the driver, and travel with the filesystem to the workers.
+    return pyarrow.fs.S3FileSystem(
+        endpoint_override=config.storage.endpoint_url,
+        region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+        access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
+        secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+    )
 
 
 def ray_storage_path(config: ExperimentConfig) -> str:

@@ -1,4 +1,8 @@
-"""End to end on a real local Ray cluster: 2 workers, DDP and DeepSpeed ZeRO-2, MLflow in sqlite."""
+"""End to end on a real local Ray cluster: 2 workers, DDP and DeepSpeed ZeRO-2, MLflow in sqlite.
+
+The DDP run checkpoints to S3 (moto's server on loopback) and is resumed from there; the
+DeepSpeed run checkpoints to a local directory.
+"""
 
 from __future__ import annotations
 
@@ -27,12 +31,30 @@ def value_at(client: MlflowClient, run_id: str, key: str, step: int) -> float:
 
 
 @pytest.fixture(scope="module")
-def ddp_run(ray_local, distalign_home):
-    config = load_config(QUICKSTART, SMALL + ["run.name=ddp"])
+def s3_storage(s3_endpoint):
+    url, s3 = s3_endpoint
+    return ["storage.path=s3://ckpt/runs", f"storage.endpoint_url={url}"], s3
+
+
+def read_s3_checkpoint(s3, uri: str, destination: Path) -> Path:
+    """Download a checkpoint directory from the test bucket."""
+    prefix = uri.removeprefix("s3://ckpt/")
+    for item in s3.list_objects_v2(Bucket="ckpt", Prefix=prefix)["Contents"]:
+        if item["Key"].endswith("/"):
+            continue  # directory marker objects
+        target = destination / item["Key"].removeprefix(prefix).lstrip("/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        s3.download_file("ckpt", item["Key"], str(target))
+    return destination
+
+
+@pytest.fixture(scope="module")
+def ddp_run(ray_local, distalign_home, s3_storage):
+    config = load_config(QUICKSTART, SMALL + ["run.name=ddp"] + s3_storage[0])
     return config, run_training(config)
 
 
-def test_ddp_run_logs_metrics_and_checkpoint(ddp_run):
+def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_path):
     config, outcome = ddp_run
     client = MlflowClient(config.tracking.uri)
     run = client.get_run(outcome.run_id)
@@ -50,7 +72,8 @@ def test_ddp_run_logs_metrics_and_checkpoint(ddp_run):
     parts = sum(value_at(client, outcome.run_id, f"train/{o}_loss", 6) for o in ("mlm", "lexical"))
     assert total == pytest.approx(parts, rel=1e-5)
 
-    checkpoint = Path(outcome.checkpoint)
+    assert outcome.checkpoint.startswith("s3://ckpt/runs/ddp/checkpoint_")
+    checkpoint = read_s3_checkpoint(s3_storage[1], outcome.checkpoint, tmp_path)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 6
     assert (checkpoint / "optimizer.pt").is_file()
     model = AutoModelForMaskedLM.from_pretrained(checkpoint / "model")
@@ -58,17 +81,18 @@ def test_ddp_run_logs_metrics_and_checkpoint(ddp_run):
     assert "config.yaml" in [a.path for a in client.list_artifacts(outcome.run_id)]
 
 
-def test_rerun_with_same_name_resumes_and_continues_step_count(ddp_run):
+def test_rerun_with_same_name_resumes_from_s3_and_continues_step_count(ddp_run, s3_storage, tmp_path):
     config, first = ddp_run
-    resumed_config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10"])
+    resumed_config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10"] + s3_storage[0])
     second = run_training(resumed_config)
     client = MlflowClient(config.tracking.uri)
     assert second.run_id == first.run_id  # same MLflow run, continued
     assert client.get_run(second.run_id).info.status == "FINISHED"
     assert steps(client, second.run_id, "train/loss") == [2, 4, 6, 8, 10]
     assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 6, 9, 10]
-    assert json.loads((Path(second.checkpoint) / "trainer_state.json").read_text())["step"] == 10
-    assert Path(second.checkpoint) != Path(first.checkpoint)
+    checkpoint = read_s3_checkpoint(s3_storage[1], second.checkpoint, tmp_path)
+    assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 10
+    assert second.checkpoint != first.checkpoint
 
 
 def test_deepspeed_zero2_trains_like_ddp(ddp_run):
