@@ -54,8 +54,9 @@ def ray_storage_path(config: ExperimentConfig) -> str:
 
 def ensure_ray() -> None:
     if not ray.is_initialized():
-        # RAY_ADDRESS (set by `ray job submit`) points at the cluster; otherwise a local one starts.
-        ray.init(log_to_driver=True)
+        # RAY_ADDRESS (set by `ray job submit`, or `auto` for a `ray start` cluster) points at a cluster;
+        # otherwise always a fresh local one, never a stale cluster address left on disk.
+        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", log_to_driver=True)
 
 
 def run_training(config: ExperimentConfig, callbacks: list | None = None) -> TrainingOutcome:

@@ -56,14 +56,21 @@ def stop_by_pid(head: subprocess.Popen) -> None:
             continue
 
 
+def forget_cluster_address(gcs_port: int) -> None:
+    """`ray start` records its address for later `ray.init()` calls; drop it once our head is gone."""
+    record = Path("/tmp/ray/ray_current_cluster")
+    if record.is_file() and record.read_text().strip().endswith(f":{gcs_port}"):
+        record.unlink()
+
+
 def test_ray_job_submit_runs_the_training_entrypoint(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"  # the job's `python` is this environment's
     env["RAY_AUTH_MODE"] = "token"  # Ray 2.60 heads from `ray start` require the token
-    dashboard = free_port()
+    dashboard, gcs_port = free_port(), free_port()
     url = f"http://127.0.0.1:{dashboard}"
     head = subprocess.Popen(
-        [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={free_port()}",
+        [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={gcs_port}",
          f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
          "--disable-usage-stats"],
         env=env, cwd=tmp_path, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT,
@@ -83,6 +90,7 @@ def test_ray_job_submit_runs_the_training_entrypoint(tmp_path):
         assert "succeeded" in log and "[distalign] done" in log, log[-4000:]
     finally:
         stop_by_pid(head)
+        forget_cluster_address(gcs_port)
     assert head.poll() is not None
 
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
