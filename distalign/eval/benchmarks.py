@@ -1,0 +1,154 @@
+"""Readers for the evaluation benchmarks in ``../shared/data/eval``; malformed rows are counted, never fatal.
+
+- BLI test dictionaries: G-BLI ``bli/gbli/<l1>-<l2>/yacle.test.freq.2k.<l1>-<l2>.tsv`` (``src<TAB>tgt``) and
+  PanLex-BLI ``<l1>-<l2>.test.2000.cc.trans`` (the same two columns, tab or single-space separated)
+- BLI target vocabularies ``vocab/<lang>_vocab.txt``: one word a line, most frequent first
+- Multi-SimLex ``multisimlex/<L1>-<L2>.csv``: ``ID,<L1>,<L2>,PoS,score`` with ISO 639-3 upper-case columns
+- Tatoeba ``tatoeba/tatoeba.<xxx>-eng.{<xxx>,eng}``: translations aligned line by line
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from pathlib import Path
+
+from distalign.data.readers import InputError, ReadReport, read_dictionary
+
+MULTISIMLEX_HEADER = ("ID", "PoS", "score")  # columns 0, 3, 4; 1 and 2 name the languages
+
+
+def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
+    pair = f"{lang1}-{lang2}"
+    return Path(eval_dir) / "bli" / "gbli" / pair / f"yacle.test.freq.2k.{pair}.tsv"
+
+
+def vocab_path(eval_dir: str | Path, lang: str) -> Path:
+    return Path(eval_dir) / "vocab" / f"{lang}_vocab.txt"
+
+
+def multisimlex_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
+    """``<L1>-<L2>.csv`` or, if only that exists, ``<L2>-<L1>.csv`` (ISO 639-3 codes, any case)."""
+    folder = Path(eval_dir) / "multisimlex"
+    a, b = lang1.upper(), lang2.upper()
+    path = folder / f"{a}-{b}.csv"
+    swapped = folder / f"{b}-{a}.csv"
+    return swapped if not path.is_file() and swapped.is_file() else path
+
+
+def tatoeba_paths(eval_dir: str | Path, lang: str) -> tuple[Path, Path]:
+    """(``tatoeba.<lang>-eng.<lang>``, ``tatoeba.<lang>-eng.eng``) for an ISO 639-3 code."""
+    stem = Path(eval_dir) / "tatoeba" / f"tatoeba.{lang}-eng"
+    return stem.with_name(f"{stem.name}.{lang}"), stem.with_name(f"{stem.name}.eng")
+
+
+def read_bli_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:
+    """(source, target) pairs of a G-BLI or PanLex-BLI dictionary, in file order.
+
+    Lines split on tab when they have one, else on a single space (``read_dictionary``);
+    any other shape (one field, three fields, an empty side) is a counted malformed row.
+    """
+    table, report = read_dictionary(path, lang1, lang2)
+    return list(zip(table["word1"].to_pylist(), table["word2"].to_pylist())), report
+
+
+def _raw_lines(path: Path):
+    """(line number, line without its newline) for every line, blank ones included."""
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    with path.open(encoding="utf-8", errors="replace", newline="\n") as f:
+        for line_no, line in enumerate(f, start=1):
+            yield line_no, line.rstrip("\n").rstrip("\r")
+
+
+def read_vocabulary(path: str | Path, max_words: int | None = None) -> tuple[list[str], ReadReport]:
+    """The first ``max_words`` distinct words (surrounding whitespace stripped), most frequent first.
+
+    Lines that are empty after stripping (fastText keeps Unicode spaces as words) and repeats
+    of an earlier word are counted as malformed and skipped.
+    """
+    if max_words is not None and max_words < 1:
+        raise ValueError(f"max_words must be >= 1 or None, got {max_words}")
+    path = Path(path)
+    report = ReadReport(str(path))
+    first_seen: dict[str, int] = {}
+    for line_no, line in _raw_lines(path):
+        word = line.strip()
+        if not word:
+            report.skip(line_no, f"empty word {line!r}")
+        elif word in first_seen:
+            report.skip(line_no, f"duplicate of line {first_seen[word]}: {word!r}")
+        else:
+            first_seen[word] = line_no
+            if len(first_seen) == max_words:
+                break
+    report.rows = len(first_seen)
+    return list(first_seen), report
+
+
+def read_multisimlex(path: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str, float]], ReadReport]:
+    """(word in lang1, word in lang2, score) rows; the file's columns may be in either language order.
+
+    ``lang1``/``lang2`` are ISO 639-3 codes (any case). A header that does not name both languages
+    raises ``InputError``; rows with the wrong column count, an empty word or a non-numeric score
+    are counted as malformed.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"file not found: {path}")
+    report = ReadReport(str(path))
+    rows = []
+    with path.open(encoding="utf-8", newline="") as f:
+        reader = csv.reader(f)
+        header = [h.strip() for h in next(reader, [])]
+        wanted = (lang1.upper(), lang2.upper())
+        if len(header) != 5 or (header[0], header[3], header[4]) != MULTISIMLEX_HEADER \
+                or sorted(header[1:3]) != sorted(wanted):
+            raise InputError(f"{path}: expected header ID,{wanted[0]},{wanted[1]},PoS,score (either language "
+                             f"order), got {','.join(header)}")
+        swap = header[1] != wanted[0]
+        for fields in reader:
+            if not any(f.strip() for f in fields):
+                continue
+            if len(fields) != 5:
+                report.skip(reader.line_num, f"expected 5 columns, got {len(fields)}")
+                continue
+            w1, w2 = (fields[2].strip(), fields[1].strip()) if swap else (fields[1].strip(), fields[2].strip())
+            try:
+                score = float(fields[4])
+            except ValueError:
+                score = math.nan
+            if not (w1 and w2):
+                report.skip(reader.line_num, "empty word")
+            elif not math.isfinite(score):
+                report.skip(reader.line_num, f"score is not a number: {fields[4]!r}")
+            else:
+                rows.append((w1, w2, score))
+    report.rows = len(rows)
+    return rows, report
+
+
+def read_tatoeba(src_path: str | Path, eng_path: str | Path) -> tuple[list[str], list[str], ReadReport]:
+    """Aligned (source, English) sentences; line i of one file translates line i of the other.
+
+    Files with different line counts raise ``InputError`` naming both; a pair with an empty side
+    is counted as malformed (reported at the source file's line number) and dropped.
+    """
+    src_path, eng_path = Path(src_path), Path(eng_path)
+    src_lines, eng_lines = list(_raw_lines(src_path)), list(_raw_lines(eng_path))
+    if len(src_lines) != len(eng_lines):
+        raise InputError(f"Tatoeba files are not aligned: {src_path} has {len(src_lines)} lines, "
+                         f"{eng_path} has {len(eng_lines)}")
+    report = ReadReport(str(src_path))
+    src, eng = [], []
+    for (line_no, s), (_, e) in zip(src_lines, eng_lines):
+        s, e = s.strip(), e.strip()
+        if not s:
+            report.skip(line_no, "empty sentence")
+        elif not e:
+            report.skip(line_no, f"empty English sentence at {eng_path}:{line_no}")
+        else:
+            src.append(s)
+            eng.append(e)
+    report.rows = len(src)
+    return src, eng, report

@@ -1,0 +1,159 @@
+"""distalign.eval.tasks: rows per layer, OOV handling, known answers from constructed vectors, a tiny-model run."""
+
+import math
+import random
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+import distalign.eval.tasks as tasks
+from distalign.config import TinyModelConfig
+from distalign.eval.bli import mrr
+from distalign.eval.tasks import alignment_task, bli_task, tatoeba_task, xlsim_task
+from distalign.models.alignment_model import AlignmentModel
+from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
+
+E = torch.eye(4)
+NUM_LAYERS = 2  # hidden states 0..2
+FAKE_MODEL = SimpleNamespace(masked_lm=SimpleNamespace(config=SimpleNamespace(num_hidden_layers=NUM_LAYERS)))
+
+
+def fake_encoder(table, calls):
+    """Stands in for word_vectors/sentence_vectors: table[lang][text] is a [L+1, d] tensor."""
+    def encode(model, tokenizer, texts, lang, cache=None, *settings):
+        calls.append((lang, list(texts)))
+        return torch.stack([table[lang][t] for t in texts], dim=1)
+    return encode
+
+
+def layers(*vectors):
+    return torch.stack([torch.as_tensor(v, dtype=torch.float32) for v in vectors])
+
+
+# vocabulary a b c d = the 4 unit vectors at every layer
+VOCAB = ["a", "b", "c", "d"]
+TARGETS = {w: layers(E[i], E[i], E[i]) for i, w in enumerate(VOCAB)}
+QUERIES = {
+    # layer 0: both right; layer 1: x right, y nearest c then b (rank 2); layer 2: x rank 4, y rank 3
+    "x": layers(E[0], E[0], [0.1, 0.4, 0.3, 0.2]),
+    "y": layers(E[1], [0.0, 0.5, 0.9, 0.0], [0.3, 0.1, 0.0, 0.5]),
+}
+QUERIES["Y"] = QUERIES["y"]
+
+
+@pytest.fixture
+def bli_calls(monkeypatch):
+    calls = []
+    monkeypatch.setattr(tasks, "word_vectors", fake_encoder({"en": QUERIES, "de": TARGETS}, calls))
+    return calls
+
+
+def by_layer(rows, metric):
+    return [r["value"] for r in sorted(rows, key=lambda r: r["layer"]) if r["metric"] == metric]
+
+
+def test_bli_known_ranks_and_row_layout(bli_calls):
+    rows = bli_task(FAKE_MODEL, None, "en", "de", [("x", "a"), ("y", "b")], VOCAB)
+    metrics = ["mrr", "p_at_1", "p_at_5", "p_at_10", "oov"]
+    assert len(rows) == (NUM_LAYERS + 1) * len(metrics)
+    assert {r["metric"] for r in rows} == set(metrics)
+    assert all(r["task"] == "bli" and r["pair"] == "en-de" for r in rows)
+    assert by_layer(rows, "mrr") == pytest.approx([1.0, 0.75, (1 / 4 + 1 / 3) / 2])
+    assert by_layer(rows, "p_at_1") == pytest.approx([1.0, 0.5, 0.0])
+    assert by_layer(rows, "p_at_5") == pytest.approx([1.0, 1.0, 1.0])
+    assert by_layer(rows, "oov") == [0, 0, 0]
+
+
+def test_bli_oov_queries_are_counted_skipped_and_vocab_not_extended(bli_calls):
+    pairs = [("x", "A"), ("y", "b"), ("y", "zzz"), ("z", "zzz"), ("w", "qqq"), ("Y", "b")]
+    rows = bli_task(FAKE_MODEL, None, "en", "de", pairs, VOCAB, k_values=(1,))
+    # x -> a only after lowercasing; y keeps its in-vocabulary gold b; z and w have no gold left
+    assert by_layer(rows, "oov") == [2, 2, 2]
+    assert bli_calls == [("en", ["x", "y"]), ("de", VOCAB)]
+    assert by_layer(rows, "mrr")[1] == pytest.approx(0.75)
+    assert len(rows) == (NUM_LAYERS + 1) * 3
+
+    bli_calls.clear()
+    cased = bli_task(FAKE_MODEL, None, "en", "de", pairs, VOCAB, k_values=(1,), lowercase=False)
+    assert by_layer(cased, "oov") == [3, 3, 3]  # "A" is not in the vocabulary; "Y" is a query of its own
+    assert bli_calls == [("en", ["y", "Y"]), ("de", VOCAB)]
+
+
+def test_bli_all_oov_gives_nan_scores_without_encoding(bli_calls):
+    rows = bli_task(FAKE_MODEL, None, "en", "de", [("x", "nope")], VOCAB)
+    assert bli_calls == []
+    assert by_layer(rows, "oov") == [1, 1, 1]
+    assert all(math.isnan(r["value"]) for r in rows if r["metric"] != "oov")
+    assert len(rows) == (NUM_LAYERS + 1) * 5
+
+
+def test_bli_csls_matches_metric_function(bli_calls):
+    rows = bli_task(FAKE_MODEL, None, "en", "de", [("x", "a"), ("y", "b")], VOCAB, similarity="csls")
+    assert {r["task"] for r in rows} == {"bli_csls"}
+    src = torch.stack([QUERIES["x"], QUERIES["y"]], dim=1)
+    tgt = torch.stack([TARGETS[w] for w in VOCAB], dim=1)
+    assert by_layer(rows, "mrr") == pytest.approx([mrr(s, t, [[0], [1]], "csls") for s, t in zip(src, tgt)])
+
+
+def test_xlsim_spearman_per_layer(monkeypatch):
+    angles = [0.1, 0.5, 0.9, 1.3]  # cosine to e0 falls as the angle grows
+    en = {f"w{i}": layers(E[0], E[0], E[0]) for i in range(4)}
+    fr = {f"m{i}": layers([math.cos(a), math.sin(a), 0, 0], [math.cos(a), math.sin(a), 0, 0],
+                          [math.cos(1.4 - a), math.sin(1.4 - a), 0, 0]) for i, a in enumerate(angles)}
+    calls = []
+    monkeypatch.setattr(tasks, "word_vectors", fake_encoder({"en": en, "fr": fr}, calls))
+    data = [("w0", "m0", 4.0), ("w1", "m1", 3.0), ("w2", "m2", 2.0), ("w3", "m3", 1.0), ("w0", "m3", 1.0)]
+    rows = xlsim_task(FAKE_MODEL, None, "en", "fr", data[:4])
+    assert len(rows) == NUM_LAYERS + 1 and {r["metric"] for r in rows} == {"spearman"}
+    assert by_layer(rows, "spearman") == pytest.approx([1.0, 1.0, -1.0])
+    calls.clear()
+    xlsim_task(FAKE_MODEL, None, "en", "fr", data)
+    assert calls == [("en", ["w0", "w1", "w2", "w3"]), ("fr", ["m0", "m1", "m2", "m3"])]  # each word once
+
+
+def test_tatoeba_both_directions(monkeypatch):
+    src = {f"s{i}": layers(E[i], E[i], E[i]) for i in range(4)}
+    # layer 0 aligned; layer 1: e0 and e1 swapped on the English side; layer 2: e2 is also close to s3
+    eng = {"t0": layers(E[0], E[1], E[0]), "t1": layers(E[1], E[0], E[1]), "t2": layers(E[2], E[2], [0, 0, 1, 1]),
+           "t3": layers(E[3], E[3], E[3])}
+    monkeypatch.setattr(tasks, "sentence_vectors", fake_encoder({"deu": src, "eng": eng}, []))
+    rows = tatoeba_task(FAKE_MODEL, None, "deu", ["s0", "s1", "s2", "s3"], ["t0", "t1", "t2", "t3"])
+    assert len(rows) == (NUM_LAYERS + 1) * 3 and {r["pair"] for r in rows} == {"deu-eng"}
+    assert by_layer(rows, "acc_to_eng") == pytest.approx([1.0, 0.5, 1.0])
+    # eng -> deu at layer 2: t2 = (e2 + e3)/sqrt2 ties s2 and s3; a tie with the aligned row counts as a hit
+    assert by_layer(rows, "acc_from_eng") == pytest.approx([1.0, 0.5, 1.0])
+    assert by_layer(rows, "acc") == pytest.approx([1.0, 0.5, 1.0])
+
+
+def test_alignment_score_per_layer(monkeypatch):
+    en = {w: layers(E[i], E[i], E[i]) for i, w in enumerate(["one", "two", "three", "four"])}
+    # layer 0 aligned; layer 1 every translation shifted by one; layer 2 the last two swapped
+    swapped = [0, 1, 3, 2]
+    de = {w: layers(E[i], E[(i + 1) % 4], E[swapped[i]]) for i, w in enumerate(["eins", "zwei", "drei", "vier"])}
+    monkeypatch.setattr(tasks, "word_vectors", fake_encoder({"en": en, "de": de}, []))
+    pairs = list(zip(en, de))
+    rows = alignment_task(FAKE_MODEL, None, "en", "de", pairs)
+    assert by_layer(rows, "score") == pytest.approx([100.0, 0.0, 50.0])
+    assert {(r["task"], r["pair"], r["metric"]) for r in rows} == {("alignment", "en-de", "score")}
+
+
+def test_all_tasks_run_on_a_tiny_model(tmp_path):
+    rng = random.Random(0)
+    words = ["dog", "cat", "house", "tree", "river", "stone", "bird", "sun", "moon", "water"]
+    texts = [" ".join(rng.choices(words, k=rng.randint(3, 7))) for _ in range(200)]
+    cfg = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+    path = str(build_tiny_model(tmp_path / "model", texts, cfg))
+    model, tokenizer = AlignmentModel(load_masked_lm(path), {}, {}, -1), load_tokenizer(path)
+    pairs = list(zip(words[:5], words[5:]))
+    results = {
+        "bli": bli_task(model, tokenizer, "xa", "xb", pairs, words, similarity="csls"),
+        "xlsim": xlsim_task(model, tokenizer, "xa", "xb", [(a, b, float(i)) for i, (a, b) in enumerate(pairs)]),
+        "tatoeba": tatoeba_task(model, tokenizer, "xxa", texts[:6], texts[6:12]),
+        "alignment": alignment_task(model, tokenizer, "xa", "xb", pairs),
+    }
+    for name, metrics in [("bli", 5), ("xlsim", 1), ("tatoeba", 3), ("alignment", 1)]:
+        rows = results[name]
+        assert len(rows) == (cfg.num_layers + 1) * metrics
+        assert sorted({r["layer"] for r in rows}) == list(range(cfg.num_layers + 1))
+        assert all(math.isfinite(r["value"]) for r in rows)
