@@ -27,7 +27,15 @@ def client_for(uri: str) -> MlflowClient:
 
 def experiment_id(client: MlflowClient, name: str) -> str:
     experiment = client.get_experiment_by_name(name)
-    return experiment.experiment_id if experiment else client.create_experiment(name)
+    if experiment:
+        return experiment.experiment_id
+    # Artifacts of a sqlite store sit beside the database, not in whatever the working directory is
+    # (a `ray job submit` job runs in a temporary copy of it).
+    uri = client.tracking_uri
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri.removeprefix("sqlite:///")).parent / "mlruns").as_uri()
+    return client.create_experiment(name, artifact_location=location)
 
 
 def find_run(client: MlflowClient, exp_id: str, run_name: str, storage: str) -> str | None:

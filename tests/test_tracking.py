@@ -7,6 +7,7 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from distalign.config import load_config
+from distalign import tracking
 from distalign.tracking import PARENT_TAG, RUN_NAME_TAG, STORAGE_TAG, MetricLogger, tracked_run
 
 
@@ -128,3 +129,13 @@ def test_metric_logger_writes_steps(uri, client, experiment):
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "train/lr")] == [(10, 1e-3)]
     latest = client.get_run(run_id).data.metrics
     assert latest == {"train/loss": 1.25, "train/lr": 1e-3, "eval/bli/avg/mrr": 0.5}
+
+
+def test_sqlite_store_keeps_artifacts_beside_the_database(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # not where the database is
+    db_dir = tmp_path / "store"
+    db_dir.mkdir()
+    uri = f"sqlite:///{db_dir}/mlflow.db"
+    client = tracking.client_for(uri)
+    exp = client.get_experiment(tracking.experiment_id(client, "artifacts-here"))
+    assert exp.artifact_location == (db_dir / "mlruns").as_uri()
