@@ -72,7 +72,11 @@ def test_ray_job_submit_runs_the_training_entrypoint(tmp_path):
     head = subprocess.Popen(
         [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={gcs_port}",
          f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-         "--disable-usage-stats"],
+         "--disable-usage-stats",
+         # Own agent ports: the suite's local cluster already holds the defaults, and an agent that
+         # cannot bind never registers ("No available agent to submit job").
+         f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+         f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"],
         env=env, cwd=tmp_path, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT,
         start_new_session=True,
     )
