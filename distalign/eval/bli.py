@@ -23,6 +23,7 @@ __all__ = [
     "gold_ranks",
     "mrr",
     "precision_at_k",
+    "ranking_metrics",
 ]
 
 CHUNK_SIZE = 4096
@@ -135,9 +136,11 @@ def gold_ranks(
 
     ``src`` [n, d] holds one row per test query, ``tgt_vocab`` [m, d] the candidate
     targets, ``gold[i]`` the target indices correct for query i (an iterable, or a
-    single int). rank_i = 1 + #{non-gold j : score(i, j) > max_{g in gold_i} score(i, g)}.
-    Ties are resolved in favour of the gold: non-gold candidates scoring exactly as
-    high as the best gold do not push it down. Empty gold sets raise ValueError.
+    single int). rank_i = 1 + #{non-gold j : score(i, j) >= max_{g in gold_i} score(i, g)}.
+    Ties count against the gold (pessimistic): a non-gold candidate scoring exactly as
+    high as the best gold ranks above it. An encoder that maps many words to one
+    vector (e.g. all to ``<unk>``) therefore scores near 0, not near 1; distinct
+    real-valued vectors almost never tie. Empty gold sets raise ValueError.
     ``similarity``/``k`` are as in :func:`similarity_matrix` (CSLS r_S uses ``src``).
     """
     s, t, r_s = _prepare(src, tgt_vocab, similarity, k, chunk_size)
@@ -150,9 +153,10 @@ def gold_ranks(
         local_rows = rows[lo:hi] - start
         best_gold = torch.full((scores.shape[0],), float("-inf"), dtype=scores.dtype, device=scores.device)
         best_gold.scatter_reduce_(0, local_rows, scores[local_rows, cols[lo:hi]], reduce="amax")
-        # No gold score exceeds the best gold, so every strictly greater score is a non-gold one.
+        # Gold candidates are not competitors: push them below every score before counting ties.
+        scores[local_rows, cols[lo:hi]] = float("-inf")
         # In place (scores -> 0/1) to avoid a [chunk, m] temporary; 0/1 float sums are exact below 2**24.
-        beats = scores.gt_(best_gold[:, None]).sum(dim=1, dtype=torch.float64 if t.shape[0] >= 2**24 else None)
+        beats = scores.ge_(best_gold[:, None]).sum(dim=1, dtype=torch.float64 if t.shape[0] >= 2**24 else None)
         ranks[start:stop] = 1 + beats.long()
     return ranks
 
@@ -166,7 +170,7 @@ def mrr(
     *,
     chunk_size: int = CHUNK_SIZE,
 ) -> float:
-    """Mean reciprocal rank: mean_i 1 / rank_i, ranks from :func:`gold_ranks` (ties favour gold)."""
+    """Mean reciprocal rank: mean_i 1 / rank_i, ranks from :func:`gold_ranks` (ties count against gold)."""
     ranks = gold_ranks(src, tgt_vocab, gold, similarity, k, chunk_size=chunk_size)
     return ranks.double().reciprocal().mean().item()
 
@@ -185,8 +189,15 @@ def precision_at_k(
 
     ``csls_k`` is the CSLS neighbourhood size (unrelated to the precision cut-offs).
     """
+    ranks = gold_ranks(src, tgt_vocab, gold, similarity, csls_k, chunk_size=chunk_size)
+    return {k: value for k, value in ranking_metrics(ranks, k_values).items() if k != "mrr"}
+
+
+def ranking_metrics(ranks: torch.Tensor, k_values: Iterable[int] = (1, 5, 10)) -> dict:
+    """``{"mrr": mean 1/rank, k: fraction of ranks <= k ...}`` from one ranking (score once, report all)."""
     k_values = [int(k) for k in k_values]
     if any(k < 1 for k in k_values):
         raise ValueError(f"precision cut-offs must be >= 1, got {k_values}")
-    ranks = gold_ranks(src, tgt_vocab, gold, similarity, csls_k, chunk_size=chunk_size)
-    return {k: (ranks <= k).double().mean().item() for k in k_values}
+    ranks = torch.as_tensor(ranks)
+    return {"mrr": ranks.double().reciprocal().mean().item(),
+            **{k: (ranks <= k).double().mean().item() for k in k_values}}

@@ -1,99 +1,217 @@
-"""Evaluation tasks on a model: each returns result rows ``{task, pair, layer, metric, value}`` for every layer.
+"""Evaluation tasks as data: what to encode (``text_sets``) and how to score one layer (``score``).
 
-Layer 0 is the embedding output, layer L the last encoder layer (from ``*_all_layers`` encoders).
-Pass an ``EncodingCache`` so a target vocabulary is encoded once per checkpoint.
+Keeping the two apart lets one runner encode each distinct text set once (a 100K-word vocabulary
+shared by several BLI pairs), cache it per checkpoint, and score task x pair x layer separately,
+in-process (:func:`evaluate_locally`) or as Ray tasks (``distalign.eval.distributed``).
+
+Result rows are ``{task, pair, layer, metric, value}``; layer 0 is the embedding output, layer L
+the last encoder layer.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import math
+from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 
 from distalign.eval.alignment import alignment_score
-from distalign.eval.bli import mrr, precision_at_k
+from distalign.eval.bli import gold_ranks, ranking_metrics
 from distalign.eval.encoders import EncodingCache, sentence_vectors, word_vectors
 from distalign.eval.retrieval import tatoeba_accuracy_both_directions
 from distalign.eval.xlsim import word_similarity_spearman
 
-
-def _rows(task: str, pair: str, per_layer: list[dict[str, float]]) -> list[dict]:
-    return [{"task": task, "pair": pair, "layer": layer, "metric": metric, "value": float(value)}
-            for layer, metrics in enumerate(per_layer) for metric, value in metrics.items()]
+WORDS, SENTENCES = "words", "sentences"
 
 
-def _unique_word_vectors(model, tokenizer, words: list[str], lang: str, cache, max_tokens: int,
-                         batch_size: int) -> torch.Tensor:
-    """[L+1, len(words), d], each distinct word encoded once."""
+@dataclass
+class TextSet:
+    """Texts of one language to encode together: words alone (``[CLS] w [SEP]``) or sentences."""
+
+    kind: str
+    lang: str
+    texts: list[str]
+
+    @cached_property
+    def key(self) -> str:
+        """Identifies the set across tasks (same words of the same language = one encoding)."""
+        digest = hashlib.sha256(json.dumps(self.texts, ensure_ascii=False).encode()).hexdigest()[:16]
+        return f"{self.kind}:{self.lang}:{digest}"
+
+
+def _distinct(words: list[str]) -> tuple[list[str], list[int]]:
+    """Distinct words in first-seen order, and each input word's index among them."""
     distinct = list(dict.fromkeys(words))
-    vectors = word_vectors(model, tokenizer, distinct, lang, cache, max_tokens, batch_size)
     position = {w: i for i, w in enumerate(distinct)}
-    return vectors[:, [position[w] for w in words]]
+    return distinct, [position[w] for w in words]
 
 
-def bli_task(model, tokenizer, lang1: str, lang2: str, test_pairs: list[tuple[str, str]],
-             tgt_vocab_words: list[str], similarity: str = "cosine", k_values=(1, 5, 10), *,
-             lowercase: bool = True, csls_k: int = 10, max_tokens: int = 16, batch_size: int = 256,
-             cache: EncodingCache | None = None) -> list[dict]:
-    """MRR, P@k (``p_at_<k>``) and the OOV query count of BLI lang1 -> lang2 against a target vocabulary.
+@dataclass
+class BLITask:
+    """Bilingual lexicon induction lang1 -> lang2: rank ``vocab`` for every query (see :meth:`from_pairs`)."""
 
-    Pairs are grouped by source word (one query, all its translations gold). Gold words outside
-    ``tgt_vocab_words`` are dropped; a query with no gold left is OOV: counted (``oov``) and not
-    scored. The vocabulary is used as given, never extended with gold words. ``lowercase``
-    lowercases queries, gold and vocabulary (the shared vocabularies are lower-case while G-BLI
-    keeps e.g. German noun capitals). Task name ``bli`` (cosine) or ``bli_csls``.
-    """
-    norm = str.lower if lowercase else str
-    vocab = list(dict.fromkeys(norm(w) for w in tgt_vocab_words))
-    position = {w: i for i, w in enumerate(vocab)}
-    translations: dict[str, set[int]] = {}
-    for src, tgt in test_pairs:
-        gold = translations.setdefault(norm(src), set())
-        if norm(tgt) in position:
-            gold.add(position[norm(tgt)])
-    queries = [q for q, gold in translations.items() if gold]
-    oov = len(translations) - len(queries)
-    task = "bli" if similarity == "cosine" else f"bli_{similarity}"
-    names = ["mrr", *(f"p_at_{k}" for k in k_values)]
-    if not queries:
-        num_layers = model.masked_lm.config.num_hidden_layers + 1
-        return _rows(task, f"{lang1}-{lang2}", [dict.fromkeys(names, math.nan) | {"oov": oov}] * num_layers)
-    gold = [sorted(translations[q]) for q in queries]
-    src = word_vectors(model, tokenizer, queries, lang1, cache, max_tokens, batch_size)
-    tgt = word_vectors(model, tokenizer, vocab, lang2, cache, max_tokens, batch_size)
-    per_layer = []
-    for s, t in zip(src, tgt):
-        p_at = precision_at_k(s, t, gold, k_values, similarity, csls_k)
-        per_layer.append({"mrr": mrr(s, t, gold, similarity, csls_k), **{f"p_at_{k}": p_at[k] for k in p_at},
-                          "oov": oov})
-    return _rows(task, f"{lang1}-{lang2}", per_layer)
+    lang1: str
+    lang2: str
+    queries: list[str]
+    vocab: list[str]
+    gold: list[list[int]]  # gold[i] = indices into vocab of the translations of queries[i]
+    oov: int = 0  # source words whose translations are all outside the vocabulary (not scored)
+    similarity: str = "cosine"
+    k_values: tuple[int, ...] = (1, 5, 10)
+    csls_k: int = 10
 
+    @property
+    def task(self) -> str:
+        return "bli" if self.similarity == "cosine" else f"bli_{self.similarity}"
 
-def xlsim_task(model, tokenizer, lang1: str, lang2: str, rows: list[tuple[str, str, float]], *,
-               max_tokens: int = 16, batch_size: int = 256, cache: EncodingCache | None = None) -> list[dict]:
-    """Spearman's rho between cosine and human scores of (word1, word2, score) rows (Multi-SimLex)."""
-    e1 = _unique_word_vectors(model, tokenizer, [r[0] for r in rows], lang1, cache, max_tokens, batch_size)
-    e2 = _unique_word_vectors(model, tokenizer, [r[1] for r in rows], lang2, cache, max_tokens, batch_size)
-    scores = [r[2] for r in rows]
-    return _rows("xlsim", f"{lang1}-{lang2}",
-                 [{"spearman": word_similarity_spearman(a, b, scores)} for a, b in zip(e1, e2)])
+    @property
+    def pair(self) -> str:
+        return f"{self.lang1}-{self.lang2}"
 
+    @classmethod
+    def from_pairs(cls, lang1: str, lang2: str, pairs: list[tuple[str, str]], vocab_words: list[str] | None = None,
+                   *, lowercase: bool = True, **options) -> "BLITask":
+        """Group test pairs by source word; the target vocabulary is ``vocab_words`` (never extended with
+        gold words: a query whose translations are all missing is OOV, counted and skipped) or, when
+        None, the distinct targets of the pairs. ``lowercase`` applies to queries, gold and vocabulary
+        (the shared vocabularies are lower-case while G-BLI keeps German noun capitals)."""
+        norm = str.lower if lowercase else str
+        vocab = list(dict.fromkeys(norm(w) for w in (vocab_words if vocab_words is not None else
+                                                     [t for _, t in pairs])))
+        position = {w: i for i, w in enumerate(vocab)}
+        translations: dict[str, set[int]] = {}
+        for src, tgt in pairs:
+            gold = translations.setdefault(norm(src), set())
+            if norm(tgt) in position:
+                gold.add(position[norm(tgt)])
+        queries = [q for q, gold in translations.items() if gold]
+        return cls(lang1, lang2, queries, vocab, [sorted(translations[q]) for q in queries],
+                   oov=len(translations) - len(queries), **options)
 
-def tatoeba_task(model, tokenizer, lang: str, src_sentences: list[str], eng_sentences: list[str], *,
-                 max_length: int = 128, batch_size: int = 64, cache: EncodingCache | None = None) -> list[dict]:
-    """Retrieval accuracy in [0, 1]: ``acc_to_eng`` (lang -> eng), ``acc_from_eng`` and their mean ``acc``."""
-    src = sentence_vectors(model, tokenizer, src_sentences, lang, cache, max_length, batch_size)
-    eng = sentence_vectors(model, tokenizer, eng_sentences, "eng", cache, max_length, batch_size)
-    per_layer = []
-    for s, e in zip(src, eng):
-        to_eng, from_eng = tatoeba_accuracy_both_directions(s, e)
-        per_layer.append({"acc_to_eng": to_eng, "acc_from_eng": from_eng, "acc": (to_eng + from_eng) / 2})
-    return _rows("tatoeba", f"{lang}-eng", per_layer)
+    def text_sets(self) -> dict[str, TextSet]:
+        if not self.queries:  # all OOV: nothing to encode, score() reports NaN and the OOV count
+            return {}
+        return {"src": TextSet(WORDS, self.lang1, self.queries), "tgt": TextSet(WORDS, self.lang2, self.vocab)}
+
+    def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        if not self.queries:
+            return {"mrr": math.nan, **{f"p_at_{k}": math.nan for k in self.k_values}, "oov": self.oov}
+        ranks = gold_ranks(vectors["src"], vectors["tgt"], self.gold, self.similarity, self.csls_k)
+        metrics = ranking_metrics(ranks, self.k_values)
+        return {"mrr": metrics.pop("mrr"), **{f"p_at_{k}": v for k, v in metrics.items()}, "oov": self.oov}
 
 
-def alignment_task(model, tokenizer, lang1: str, lang2: str, pairs: list[tuple[str, str]], *,
-                   max_tokens: int = 16, batch_size: int = 256, cache: EncodingCache | None = None) -> list[dict]:
-    """Alignment score (0-100): how often word i's cosine nearest neighbour among the targets is its translation."""
-    e1 = _unique_word_vectors(model, tokenizer, [p[0] for p in pairs], lang1, cache, max_tokens, batch_size)
-    e2 = _unique_word_vectors(model, tokenizer, [p[1] for p in pairs], lang2, cache, max_tokens, batch_size)
-    return _rows("alignment", f"{lang1}-{lang2}", [{"score": alignment_score(a, b)} for a, b in zip(e1, e2)])
+@dataclass
+class XLSimTask:
+    """Cross-lingual word similarity: Spearman's rho between cosine and human scores (Multi-SimLex)."""
+
+    lang1: str
+    lang2: str
+    rows: list[tuple[str, str, float]]
+    task: str = field(default="xlsim", init=False)
+
+    @property
+    def pair(self) -> str:
+        return f"{self.lang1}-{self.lang2}"
+
+    def text_sets(self) -> dict[str, TextSet]:
+        return {"w1": TextSet(WORDS, self.lang1, _distinct([r[0] for r in self.rows])[0]),
+                "w2": TextSet(WORDS, self.lang2, _distinct([r[1] for r in self.rows])[0])}
+
+    def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        index1 = _distinct([r[0] for r in self.rows])[1]
+        index2 = _distinct([r[1] for r in self.rows])[1]
+        return {"spearman": word_similarity_spearman(vectors["w1"][index1], vectors["w2"][index2],
+                                                     [r[2] for r in self.rows])}
+
+
+@dataclass
+class TatoebaTask:
+    """Sentence retrieval between ``lang`` and English, both directions; accuracy in [0, 1]."""
+
+    lang: str
+    sentences: list[str]
+    english: list[str]
+    task: str = field(default="tatoeba", init=False)
+
+    @property
+    def pair(self) -> str:
+        return f"{self.lang}-eng"
+
+    def text_sets(self) -> dict[str, TextSet]:
+        return {"src": TextSet(SENTENCES, self.lang, self.sentences), "eng": TextSet(SENTENCES, "eng", self.english)}
+
+    def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        to_eng, from_eng = tatoeba_accuracy_both_directions(vectors["src"], vectors["eng"])
+        return {"acc_to_eng": to_eng, "acc_from_eng": from_eng, "acc": (to_eng + from_eng) / 2}
+
+
+@dataclass
+class AlignmentTask:
+    """ALIGN-MLM alignment score (0-100): word i's nearest target by cosine is its translation."""
+
+    lang1: str
+    lang2: str
+    pairs: list[tuple[str, str]]
+    task: str = field(default="alignment", init=False)
+
+    @property
+    def pair(self) -> str:
+        return f"{self.lang1}-{self.lang2}"
+
+    def text_sets(self) -> dict[str, TextSet]:
+        return {"src": TextSet(WORDS, self.lang1, _distinct([p[0] for p in self.pairs])[0]),
+                "tgt": TextSet(WORDS, self.lang2, _distinct([p[1] for p in self.pairs])[0])}
+
+    def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        src = vectors["src"][_distinct([p[0] for p in self.pairs])[1]]
+        tgt = vectors["tgt"][_distinct([p[1] for p in self.pairs])[1]]
+        return {"score": alignment_score(src, tgt)}
+
+
+EvalTask = BLITask | XLSimTask | TatoebaTask | AlignmentTask
+
+
+@dataclass(frozen=True)
+class EncodingSettings:
+    max_word_tokens: int = 16
+    max_sentence_length: int = 128
+    word_batch_size: int = 256
+    sentence_batch_size: int = 64
+
+
+def encode_text_set(model, tokenizer, text_set: TextSet, settings: EncodingSettings = EncodingSettings(),
+                    cache: EncodingCache | None = None) -> torch.Tensor:
+    """``[L+1, n, d]`` float32 vectors of a text set at every layer (through ``cache`` when given)."""
+    if text_set.kind == WORDS:
+        return word_vectors(model, tokenizer, text_set.texts, text_set.lang, cache,
+                            settings.max_word_tokens, settings.word_batch_size)
+    return sentence_vectors(model, tokenizer, text_set.texts, text_set.lang, cache,
+                            settings.max_sentence_length, settings.sentence_batch_size)
+
+
+def score_layer(task: EvalTask, vectors: dict[str, torch.Tensor], layer: int) -> list[dict]:
+    """Result rows of one task at one layer, from its text sets' vectors at that layer."""
+    return [{"task": task.task, "pair": task.pair, "layer": layer, "metric": metric, "value": float(value)}
+            for metric, value in task.score(vectors).items()]
+
+
+def evaluate_locally(model, tokenizer, tasks: list[EvalTask], layers: list[int] | None = None,
+                     settings: EncodingSettings = EncodingSettings(),
+                     cache: EncodingCache | None = None) -> list[dict]:
+    """Every task at every layer (or the given ones; negative counts from the last), in this process."""
+    num_layers = model.masked_lm.config.num_hidden_layers + 1
+    encoded: dict[str, torch.Tensor] = {}
+    rows: list[dict] = []
+    for task in tasks:
+        sets = task.text_sets()
+        for text_set in sets.values():
+            if text_set.key not in encoded:
+                encoded[text_set.key] = encode_text_set(model, tokenizer, text_set, settings, cache)
+        for layer in layers if layers is not None else range(num_layers):
+            layer = layer % num_layers
+            rows += score_layer(task, {role: encoded[ts.key][layer] for role, ts in sets.items()}, layer)
+    return rows

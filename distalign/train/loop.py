@@ -17,7 +17,8 @@ import torch
 import torch.distributed as dist
 
 from distalign.config import ExperimentConfig, from_dict
-from distalign.eval.bli_task import BLITestSet, evaluate_bli
+from distalign.eval.bli_task import evaluate_bli
+from distalign.eval.tasks import BLITask
 from distalign.models.alignment_model import AlignmentModel
 from distalign.models.loading import load_masked_lm, load_tokenizer
 from distalign.objectives.mlm import whole_word_mask
@@ -71,11 +72,12 @@ def train_loop_per_worker(loop_config: dict) -> None:
             engine.load(resumed_dir)
 
     logger = MetricLogger(config.tracking.uri, state.mlflow_run_id) if is_chief else None
-    test_sets = [BLITestSet(**ts) for ts in loop_config["bli_test_sets"]]
+    test_sets = [BLITask(**ts) for ts in loop_config["bli_test_sets"]]
 
     def evaluate() -> dict[str, float]:
         with engine.full_weights():
-            metrics = evaluate_bli(engine.module, tokenizer, test_sets, config.model.max_word_tokens)
+            metrics = evaluate_bli(engine.module, tokenizer, test_sets, config.model.max_word_tokens,
+                                   config.model.word_layer)
         if is_chief and metrics:
             logger.log(metrics, state.step)
             print(f"[distalign] step {state.step} eval " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()),

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from distalign.eval.bli import gold_ranks, mrr, precision_at_k, similarity_matrix
+from distalign.eval.bli import gold_ranks, mrr, precision_at_k, ranking_metrics, similarity_matrix
 
 
 # ---------------------------------------------------------------- naive references
@@ -36,11 +36,11 @@ def naive_scores(src, tgt, similarity, k):
 
 
 def naive_ranks(scores, gold):
-    """Sort each query's candidates (score desc, gold first among equal scores); rank of the first gold."""
+    """Sort each query's candidates (score desc, gold last among equal scores); rank of the first gold."""
     ranks = []
     for row, g in zip(scores, gold):
         g = set(g)
-        order = sorted(range(len(row)), key=lambda j: (-row[j], j not in g))
+        order = sorted(range(len(row)), key=lambda j: (-row[j], j in g))
         ranks.append(next(pos for pos, j in enumerate(order, start=1) if j in g))
     return ranks
 
@@ -107,14 +107,14 @@ HAND_TGT = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
 HAND_GOLD = [[1], [1], [0]]
 # q0 -> gold t1 (cos 0): t0 (1) and t2 (.707) are better -> rank 3
 # q1 -> gold t1 (cos 1): rank 1
-# q2 -> gold t0 (cos .707): t2 (1) better, t1 (.707) ties and does not count -> rank 2
+# q2 -> gold t0 (cos .707): t2 (1) better, t1 (.707) ties and counts against the gold -> rank 3
 
 
 def test_hand_cosine_ranks_mrr_precision():
-    assert gold_ranks(HAND_SRC, HAND_TGT, HAND_GOLD).tolist() == [3, 1, 2]
-    assert mrr(HAND_SRC, HAND_TGT, HAND_GOLD) == pytest.approx((1 / 3 + 1 + 1 / 2) / 3)  # 11/18
+    assert gold_ranks(HAND_SRC, HAND_TGT, HAND_GOLD).tolist() == [3, 1, 3]
+    assert mrr(HAND_SRC, HAND_TGT, HAND_GOLD) == pytest.approx((1 / 3 + 1 + 1 / 3) / 3)  # 5/9
     assert precision_at_k(HAND_SRC, HAND_TGT, HAND_GOLD, k_values=(1, 2, 3)) == pytest.approx(
-        {1: 1 / 3, 2: 2 / 3, 3: 1.0}
+        {1: 1 / 3, 2: 1 / 3, 3: 1.0}
     )
     assert precision_at_k(HAND_SRC, HAND_TGT, HAND_GOLD) == pytest.approx({1: 1 / 3, 5: 1.0, 10: 1.0})
 
@@ -155,10 +155,12 @@ DUP_Q = torch.tensor([[1.0, 0.0]])
 
 
 @pytest.mark.parametrize("similarity", ["cosine", "csls"])
-def test_ties_with_duplicate_targets_favour_gold(similarity):
-    # Gold t0 ties with non-gold duplicates t2, t3: ties resolved in favour of the gold.
-    assert gold_ranks(DUP_Q, DUP_TGT, [[0]], similarity).tolist() == [1]
-    assert gold_ranks(DUP_Q, DUP_TGT, [[3]], similarity).tolist() == [1]
+def test_ties_with_duplicate_targets_count_against_gold(similarity):
+    # Gold t0 ties with non-gold duplicates t2, t3: both rank above it (pessimistic ties).
+    assert gold_ranks(DUP_Q, DUP_TGT, [[0]], similarity).tolist() == [3]
+    assert gold_ranks(DUP_Q, DUP_TGT, [[3]], similarity).tolist() == [3]
+    # Tied candidates that are themselves gold do not count.
+    assert gold_ranks(DUP_Q, DUP_TGT, [[0, 2, 3]], similarity).tolist() == [1]
     # Gold t1: three strictly better candidates (the duplicates each count).
     assert gold_ranks(DUP_Q, DUP_TGT, [[1]], similarity).tolist() == [4]
     assert mrr(DUP_Q, DUP_TGT, [[1]], similarity) == pytest.approx(0.25)
@@ -169,9 +171,25 @@ def test_multiple_gold_translations_use_best():
     q = HAND_SRC[2:]
     assert gold_ranks(q, HAND_TGT, [[0, 2]]).tolist() == [1]
     assert gold_ranks(q, HAND_TGT, [[0, 1]]).tolist() == [2]
-    # Gold {t1, t2} for the duplicate case: t1 is bad but t2 ties the best -> rank 1.
-    assert gold_ranks(DUP_Q, DUP_TGT, [{1, 2}]).tolist() == [1]
+    # Gold {t1, t2} for the duplicate case: best gold t2 ties non-gold t0 and t3 -> rank 3.
+    assert gold_ranks(DUP_Q, DUP_TGT, [{1, 2}]).tolist() == [3]
     assert mrr(HAND_SRC, HAND_TGT, [[1, 0], [1], [0, 2]]) == pytest.approx(1.0)
+
+
+def test_collapsed_encoder_scores_near_zero():
+    # Every target the same vector (an encoder that maps all words to <unk>): the gold ties with all
+    # m - 1 others and ranks last, so MRR is 1/m rather than a flattering 1.
+    m = 50
+    tgt = torch.ones(m, 4)
+    assert gold_ranks(torch.ones(3, 4), tgt, [[0], [7], [49]]).tolist() == [m, m, m]
+    assert mrr(torch.ones(3, 4), tgt, [[0], [7], [49]], "csls") == pytest.approx(1 / m)
+
+
+def test_ranking_metrics_from_ranks():
+    metrics = ranking_metrics(torch.tensor([1, 2, 4, 10, 11]), k_values=(1, 5, 10))
+    assert metrics == pytest.approx({"mrr": (1 + 1 / 2 + 1 / 4 + 1 / 10 + 1 / 11) / 5, 1: 0.2, 5: 0.6, 10: 0.8})
+    with pytest.raises(ValueError, match="cut-offs"):
+        ranking_metrics(torch.tensor([1]), k_values=(0,))
 
 
 def test_gold_formats():
@@ -184,7 +202,7 @@ def test_gold_formats():
 def test_dtypes_and_return_types():
     assert isinstance(mrr(HAND_SRC, HAND_TGT, HAND_GOLD), float)
     assert all(isinstance(v, float) for v in precision_at_k(HAND_SRC, HAND_TGT, HAND_GOLD).values())
-    assert gold_ranks(HAND_SRC.long(), HAND_TGT.double(), HAND_GOLD).tolist() == [3, 1, 2]
+    assert gold_ranks(HAND_SRC.long(), HAND_TGT.double(), HAND_GOLD).tolist() == [3, 1, 3]
     assert similarity_matrix(HAND_SRC.long(), HAND_TGT.long()).is_floating_point()
 
 

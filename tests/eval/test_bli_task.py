@@ -7,7 +7,7 @@ def test_groups_translations_by_source_word():
     src = ["dog", "cat", "dog", "house", "cat", "tree"]
     tgt = ["Hund", "Katze", "Rüde", "Haus", "Mieze", "Baum"]
     ts = build_test_set("en", "de", src, tgt)
-    assert ts.name == "en-de" and ts.lang1 == "en" and ts.lang2 == "de"
+    assert ts.pair == "en-de" and ts.lang1 == "en" and ts.lang2 == "de"
     assert ts.queries == ["dog", "cat", "house", "tree"]  # distinct, first-seen order
     assert ts.vocab == sorted(set(tgt))
     assert ts.vocab == ["Baum", "Haus", "Hund", "Katze", "Mieze", "Rüde"]

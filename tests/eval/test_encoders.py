@@ -7,7 +7,7 @@ import torch
 
 import distalign.eval.encoders as encoders
 from distalign.config import TinyModelConfig
-from distalign.eval.bli_task import embed_words
+from distalign.data.tokenize import encode_words
 from distalign.eval.encoders import (
     EncodingCache,
     cached,
@@ -53,9 +53,12 @@ def test_words_all_layers_match_single_word_forward(tiny):
     assert out.shape == (TINY.num_layers + 1, len(words), TINY.hidden_size) and out.dtype == torch.float32
     for i, word in enumerate(words):
         torch.testing.assert_close(out[:, i], reference(model, tokenizer, word), atol=1e-5, rtol=1e-4)
-    # same as the model's own single-layer word pooling
-    last = encode_words_all_layers(model, tokenizer, words)[-1]
-    torch.testing.assert_close(last, embed_words(model, tokenizer, words, 16), atol=1e-5, rtol=1e-4)
+    # same as the pooling the training objectives use (AlignmentModel.encode_words at the word layer)
+    enc = {k: torch.from_numpy(v) for k, v in encode_words(tokenizer, words, 16).items()}
+    with torch.no_grad():
+        trained_view = model.encode_words(enc["input_ids"], enc["attention_mask"], enc["word_mask"])
+    torch.testing.assert_close(encode_words_all_layers(model, tokenizer, words)[-1], trained_view,
+                               atol=1e-5, rtol=1e-4)
 
 
 def test_sentences_all_layers_match_single_sentence_forward_and_keep_order(tiny):

@@ -10,7 +10,7 @@ import torch
 import distalign.eval.tasks as tasks
 from distalign.config import TinyModelConfig
 from distalign.eval.bli import mrr
-from distalign.eval.tasks import alignment_task, bli_task, tatoeba_task, xlsim_task
+from distalign.eval.tasks import AlignmentTask, BLITask, TatoebaTask, XLSimTask, evaluate_locally
 from distalign.models.alignment_model import AlignmentModel
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 
@@ -20,11 +20,21 @@ FAKE_MODEL = SimpleNamespace(masked_lm=SimpleNamespace(config=SimpleNamespace(nu
 
 
 def fake_encoder(table, calls):
-    """Stands in for word_vectors/sentence_vectors: table[lang][text] is a [L+1, d] tensor."""
-    def encode(model, tokenizer, texts, lang, cache=None, *settings):
-        calls.append((lang, list(texts)))
-        return torch.stack([table[lang][t] for t in texts], dim=1)
+    """Stands in for encode_text_set: table[lang][text] is a [L+1, d] tensor."""
+    def encode(model, tokenizer, text_set, settings=None, cache=None):
+        calls.append((text_set.lang, list(text_set.texts)))
+        return torch.stack([table[text_set.lang][t] for t in text_set.texts], dim=1)
     return encode
+
+
+def run(task):
+    return evaluate_locally(FAKE_MODEL, None, [task])
+
+
+def bli_task(model, tokenizer, lang1, lang2, pairs, vocab, **options):
+    lowercase = options.pop("lowercase", True)
+    return evaluate_locally(model, tokenizer, [BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=lowercase,
+                                                                  **options)])
 
 
 def layers(*vectors):
@@ -45,7 +55,7 @@ QUERIES["Y"] = QUERIES["y"]
 @pytest.fixture
 def bli_calls(monkeypatch):
     calls = []
-    monkeypatch.setattr(tasks, "word_vectors", fake_encoder({"en": QUERIES, "de": TARGETS}, calls))
+    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": QUERIES, "de": TARGETS}, calls))
     return calls
 
 
@@ -102,13 +112,13 @@ def test_xlsim_spearman_per_layer(monkeypatch):
     fr = {f"m{i}": layers([math.cos(a), math.sin(a), 0, 0], [math.cos(a), math.sin(a), 0, 0],
                           [math.cos(1.4 - a), math.sin(1.4 - a), 0, 0]) for i, a in enumerate(angles)}
     calls = []
-    monkeypatch.setattr(tasks, "word_vectors", fake_encoder({"en": en, "fr": fr}, calls))
+    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": en, "fr": fr}, calls))
     data = [("w0", "m0", 4.0), ("w1", "m1", 3.0), ("w2", "m2", 2.0), ("w3", "m3", 1.0), ("w0", "m3", 1.0)]
-    rows = xlsim_task(FAKE_MODEL, None, "en", "fr", data[:4])
+    rows = run(XLSimTask("en", "fr", data[:4]))
     assert len(rows) == NUM_LAYERS + 1 and {r["metric"] for r in rows} == {"spearman"}
     assert by_layer(rows, "spearman") == pytest.approx([1.0, 1.0, -1.0])
     calls.clear()
-    xlsim_task(FAKE_MODEL, None, "en", "fr", data)
+    run(XLSimTask("en", "fr", data))
     assert calls == [("en", ["w0", "w1", "w2", "w3"]), ("fr", ["m0", "m1", "m2", "m3"])]  # each word once
 
 
@@ -117,8 +127,8 @@ def test_tatoeba_both_directions(monkeypatch):
     # layer 0 aligned; layer 1: e0 and e1 swapped on the English side; layer 2: e2 is also close to s3
     eng = {"t0": layers(E[0], E[1], E[0]), "t1": layers(E[1], E[0], E[1]), "t2": layers(E[2], E[2], [0, 0, 1, 1]),
            "t3": layers(E[3], E[3], E[3])}
-    monkeypatch.setattr(tasks, "sentence_vectors", fake_encoder({"deu": src, "eng": eng}, []))
-    rows = tatoeba_task(FAKE_MODEL, None, "deu", ["s0", "s1", "s2", "s3"], ["t0", "t1", "t2", "t3"])
+    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
+    rows = run(TatoebaTask("deu", ["s0", "s1", "s2", "s3"], ["t0", "t1", "t2", "t3"]))
     assert len(rows) == (NUM_LAYERS + 1) * 3 and {r["pair"] for r in rows} == {"deu-eng"}
     assert by_layer(rows, "acc_to_eng") == pytest.approx([1.0, 0.5, 1.0])
     # eng -> deu at layer 2: t2 = (e2 + e3)/sqrt2 ties s2 and s3; a tie with the aligned row counts as a hit
@@ -131,9 +141,9 @@ def test_alignment_score_per_layer(monkeypatch):
     # layer 0 aligned; layer 1 every translation shifted by one; layer 2 the last two swapped
     swapped = [0, 1, 3, 2]
     de = {w: layers(E[i], E[(i + 1) % 4], E[swapped[i]]) for i, w in enumerate(["eins", "zwei", "drei", "vier"])}
-    monkeypatch.setattr(tasks, "word_vectors", fake_encoder({"en": en, "de": de}, []))
+    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": en, "de": de}, []))
     pairs = list(zip(en, de))
-    rows = alignment_task(FAKE_MODEL, None, "en", "de", pairs)
+    rows = run(AlignmentTask("en", "de", pairs))
     assert by_layer(rows, "score") == pytest.approx([100.0, 0.0, 50.0])
     assert {(r["task"], r["pair"], r["metric"]) for r in rows} == {("alignment", "en-de", "score")}
 
@@ -146,14 +156,14 @@ def test_all_tasks_run_on_a_tiny_model(tmp_path):
     path = str(build_tiny_model(tmp_path / "model", texts, cfg))
     model, tokenizer = AlignmentModel(load_masked_lm(path), {}, {}, -1), load_tokenizer(path)
     pairs = list(zip(words[:5], words[5:]))
-    results = {
-        "bli": bli_task(model, tokenizer, "xa", "xb", pairs, words, similarity="csls"),
-        "xlsim": xlsim_task(model, tokenizer, "xa", "xb", [(a, b, float(i)) for i, (a, b) in enumerate(pairs)]),
-        "tatoeba": tatoeba_task(model, tokenizer, "xxa", texts[:6], texts[6:12]),
-        "alignment": alignment_task(model, tokenizer, "xa", "xb", pairs),
-    }
-    for name, metrics in [("bli", 5), ("xlsim", 1), ("tatoeba", 3), ("alignment", 1)]:
-        rows = results[name]
+    all_rows = evaluate_locally(model, tokenizer, [
+        BLITask.from_pairs("xa", "xb", pairs, words, similarity="csls"),
+        XLSimTask("xa", "xb", [(a, b, float(i)) for i, (a, b) in enumerate(pairs)]),
+        TatoebaTask("xxa", texts[:6], texts[6:12]),
+        AlignmentTask("xa", "xb", pairs),
+    ])
+    for name, metrics in [("bli_csls", 5), ("xlsim", 1), ("tatoeba", 3), ("alignment", 1)]:
+        rows = [r for r in all_rows if r["task"] == name]
         assert len(rows) == (cfg.num_layers + 1) * metrics
         assert sorted({r["layer"] for r in rows}) == list(range(cfg.num_layers + 1))
         assert all(math.isfinite(r["value"]) for r in rows)
