@@ -2,7 +2,8 @@
 
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
     distalign tune jobs/configs/quickstart_tune.yaml
-    distalign eval --model runs/quickstart/checkpoint_.../model --dictionary de-en:path/to/test.tsv
+    distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
+    distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import sys
 
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
+from distalign.eval.runner import add_eval_arguments
 
 
 def _train(args) -> int:
@@ -52,6 +54,18 @@ def _eval(args) -> int:
     return run_eval_cli(args)
 
 
+def _mine(args) -> int:
+    from distalign.data.omw import mine_omw
+
+    try:
+        mine_omw(args.omw_dir, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
+                 cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
+                 unique_pairs=args.unique_pairs)
+    except ValueError as err:  # unknown language for the frequency lists, bad top-k
+        raise InputError(str(err)) from err
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -71,17 +85,27 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("overrides", nargs="*", help="key.sub=value overrides applied to every trial")
     tune.set_defaults(func=_tune)
 
-    ev = sub.add_parser("eval", help="evaluate a model or checkpoint on BLI dictionaries",
-                        description="BLI MRR of a Hugging Face model directory (a checkpoint's model/) or hub "
-                                    "name on G-BLI/MUSE test dictionaries; optionally logged to MLflow.")
-    ev.add_argument("--model", required=True, help="model directory, checkpoint directory or hub name")
-    ev.add_argument("--dictionary", action="append", required=True, metavar="L1-L2:PATH",
-                    help="test dictionary, repeatable (e.g. de-en:../shared/data/eval/bli/gbli/de-en/...tsv)")
-    ev.add_argument("--layer", type=int, default=-1, help="hidden layer for word vectors (default: last)")
-    ev.add_argument("--max-pairs", type=int, default=0, help="evaluate at most this many source words per pair")
-    ev.add_argument("--tracking-uri", default="", help="log metrics to this MLflow store (default: do not log)")
-    ev.add_argument("--experiment", default="distalign-eval")
+    ev = sub.add_parser("eval", help="evaluate a checkpoint or model on BLI, XLSIM, Tatoeba, alignment (Ray)",
+                        formatter_class=argparse.RawDescriptionHelpFormatter,
+                        description="Encode with every layer, score task x language pair x layer as Ray tasks, "
+                                    "write tables and plots, log them to MLflow.")
+    add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
+
+    mine = sub.add_parser("mine-constraints", help="lexical constraints from multilingual synsets (OMW tab files)",
+                          description="BabelBERT-style mining: all monolingual and cross-lingual synonym pairs per "
+                                      "synset, words in the top-k of their language's frequency list (wordfreq), "
+                                      "multi-word expressions and evaluation words removed, glosses attached.")
+    mine.add_argument("omw_dir", help="folder of wn-data-<lang>.tab files (e.g. ../shared/data/lexicons/omw)")
+    mine.add_argument("--languages", required=True, help="ISO 639-1 codes, comma-separated (e.g. fr,it,hr)")
+    mine.add_argument("--top-k", type=int, default=15000, help="frequency-list cut-off per language")
+    mine.add_argument("--exclude", nargs="*", default=[], metavar="TSV",
+                      help="evaluation dictionaries whose words must not appear (file names carry the pair)")
+    mine.add_argument("--out", required=True, help="output parquet (use as data.constraints)")
+    mine.add_argument("--no-monolingual", action="store_true")
+    mine.add_argument("--no-cross-lingual", action="store_true")
+    mine.add_argument("--unique-pairs", action="store_true", help="keep a pair only for its first synset")
+    mine.set_defaults(func=_mine)
     return parser
 
 

@@ -79,8 +79,9 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None):
     import ray
     from ray import tune
 
+    from distalign.ray_session import ensure_ray
     from distalign.tracking import client_for, tracked_run
-    from distalign.train.trainer import ensure_ray, ray_storage_path, storage_filesystem
+    from distalign.train.trainer import ray_storage_path, storage_filesystem
 
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))

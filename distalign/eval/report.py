@@ -104,13 +104,21 @@ def plot_pair_heatmap(df: pd.DataFrame, task: str, metric: str, layer: int, path
     return _save(fig, path)
 
 
-def mlflow_metrics(df: pd.DataFrame, layer: int) -> dict[str, float]:
-    """``eval/<task>/<pair>/<metric>`` (pairs and ``avg``) at ``layer`` (negative counts from the last),
-    plus ``eval/<task>/best_layer/<metric>``: the layer with the best pair-averaged value.
+def mlflow_metrics(df: pd.DataFrame, layer: int | None = None) -> dict[str, float]:
+    """``eval/<task>/<pair>/<metric>`` (pairs and ``avg``) plus ``eval/<task>/best_layer/<metric>``.
+
+    ``layer`` picks the layer of every value (negative counts from the last); None takes, per task
+    and metric, the layer with the best pair-averaged value (what the papers report), the same
+    layer for all pairs of that task.
     """
     avg = averages(df)
-    at_layer = avg[avg["layer"] == _resolve_layer(df, layer)]
+    best = best_layers(avg[avg["pair"] == AVG])
+    if layer is None:
+        chosen = best[["task", "metric", "layer"]]
+    else:
+        chosen = avg[["task", "metric"]].drop_duplicates().assign(layer=_resolve_layer(df, layer))
+    at_layer = avg.merge(chosen, on=["task", "metric", "layer"])
     metrics = {f"eval/{r.task}/{r.pair}/{r.metric}": float(r.value) for r in at_layer.itertuples()}
-    for r in best_layers(avg[avg["pair"] == AVG]).itertuples():
+    for r in best.itertuples():
         metrics[f"eval/{r.task}/best_layer/{r.metric}"] = float(r.layer)
     return metrics

@@ -22,6 +22,7 @@ from distalign.config import ExperimentConfig
 from distalign.data.pipeline import build_datasets
 from distalign.data.prepare import prepare_data
 from distalign.eval.bli_task import build_test_set
+from distalign.ray_session import ensure_ray
 from distalign.tracking import CHECKPOINT_TAG, client_for, tracked_run
 from distalign.train.loop import train_loop_per_worker
 
@@ -50,13 +51,6 @@ def ray_storage_path(config: ExperimentConfig) -> str:
     # With an explicit filesystem Ray wants the path inside it (bucket/prefix), not a URI.
     path = config.storage.path
     return path.split("://", 1)[1] if config.storage.endpoint_url and "://" in path else path
-
-
-def ensure_ray() -> None:
-    if not ray.is_initialized():
-        # RAY_ADDRESS (set by `ray job submit`, or `auto` for a `ray start` cluster) points at a cluster;
-        # otherwise always a fresh local one, never a stale cluster address left on disk.
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", log_to_driver=True)
 
 
 def run_training(config: ExperimentConfig, callbacks: list | None = None) -> TrainingOutcome:

@@ -63,6 +63,17 @@ def test_mlflow_metric_names():
     assert mlflow_metrics(frame(), layer=1)["eval/bli/en-de/mrr"] == pytest.approx(0.6)
 
 
+def test_mlflow_metrics_at_each_tasks_best_layer():
+    metrics = mlflow_metrics(frame())
+    # bli mrr: best averaged layer 1 (0.5) -> every pair at layer 1; tatoeba acc: layer 2
+    assert metrics["eval/bli/en-de/mrr"] == pytest.approx(0.6)
+    assert metrics["eval/bli/en-fr/mrr"] == pytest.approx(0.4)
+    assert metrics["eval/bli/avg/mrr"] == pytest.approx(0.5)
+    assert metrics["eval/tatoeba/fra-eng/acc"] == pytest.approx(0.9)
+    assert metrics["eval/tatoeba/avg/acc"] == pytest.approx(0.85)
+    assert set(metrics) == set(mlflow_metrics(frame(), layer=-1))
+
+
 def test_write_table_csv_and_parquet(tmp_path):
     df = averages(frame())
     csv_path, parquet_path = write_table(df, tmp_path / "out" / "results.csv")

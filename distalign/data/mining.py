@@ -1,0 +1,249 @@
+"""Lexical-constraint mining from multilingual synsets, as in BabelBERT (Green, Ponzetto & Glavaš 2022, §3.1).
+
+For every synset S with member words W(S) (each a ``(lang, word)``), the constraints are all unordered pairs
+``{(l1, w1), (l2, w2)} ⊂ W(S)`` with ``(l1, w1) != (l2, w2)``: monolingual pairs (``l1 == l2``, synonyms) and
+cross-lingual pairs (``l1 != l2``, translations). A synset with n kept words gives n·(n−1)/2 pairs.
+
+A word is kept only if
+  1. it is a single word: no space or underscore (OMW and BabelNet write multi-word expressions with either).
+     Hyphens do *not* mark an MWE; hyphenated words reach the frequency filter, which drops them in practice
+     because wordfreq splits at hyphens and its lists hold no hyphenated tokens;
+  2. its wordfreq form (``wordfreq.preprocess.preprocess_text``: case-folding, Unicode normalisation, Arabic
+     diacritics removed, ...) is among the ``top_k`` words of its language's wordfreq list (k = 15,000 in
+     BabelBERT). Kept words are written in that form, so "Chien" and "chien" are one word and match the
+     lower-cased evaluation dictionaries;
+  3. it is not a word of an evaluation set (``exclude``), to keep test words out of training.
+
+Duplicates: a ``(lang, word)`` listed twice in one synset (or twice after normalisation) is one member, so an
+unordered pair is emitted at most once per synset. The same pair in two synsets is kept once per synset by
+default (BabelBERT counts a constraint as a pair sharing a synset, and the synset is the InfoNCE label);
+``unique_pairs=True`` keeps only its first synset (in synset-id order) and drops the repeats.
+
+The input is a *synset table* (``SYNSET_SCHEMA``: synset_id, lang, word, gloss), one row per member word,
+from OMW (``distalign.data.omw.read_omw``) or from a BabelNet export (``synsets_from_constraints``). Glosses are
+per synset and language: ``gloss1`` is the synset's gloss in ``lang1`` (null when the source has none).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import re
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import langcodes
+import pyarrow as pa
+import wordfreq
+from wordfreq.preprocess import preprocess_text
+
+from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, read_dictionary
+from distalign.data.schema import CONSTRAINT_SCHEMA
+
+SYNSET_SCHEMA = pa.schema(
+    [
+        pa.field("synset_id", pa.string()),
+        pa.field("lang", pa.string()),  # ISO 639-1, as in the rest of distalign
+        pa.field("word", pa.string()),  # as written in the source
+        pa.field("gloss", pa.string()),  # the synset's gloss in ``lang``, or null
+    ]
+)
+MWE_MARKERS = (" ", "_")
+# Accept a wordfreq list only for the language itself or a very close one (hr -> sh, tag distance 9); wordfreq
+# on its own would silently substitute e.g. Spanish for Galician (distance 20) or English for Albanian.
+MAX_LANGUAGE_DISTANCE = 9
+GBLI_NAME = re.compile(r"(?:^|[._])([a-z]{2,3})-([a-z]{2,3})\.tsv$")
+
+
+@functools.cache
+def frequency_list_language(lang: str) -> str:
+    """The wordfreq list that serves ``lang``; ValueError naming ``lang`` when there is none close enough."""
+    available = sorted(wordfreq.available_languages())
+    match = langcodes.closest_supported_match(lang, available, max_distance=MAX_LANGUAGE_DISTANCE)
+    if match is None:
+        raise ValueError(f"languages: no wordfreq frequency list for {lang!r} (wordfreq has {available})")
+    return match
+
+
+@functools.cache
+def top_words(lang: str, top_k: int) -> frozenset[str]:
+    return frozenset(wordfreq.top_n_list(frequency_list_language(lang), top_k))
+
+
+def normalize(word: str, lang: str) -> str:
+    """The form in which wordfreq lists ``word``."""
+    return preprocess_text(word.strip(), lang)
+
+
+@dataclass
+class MiningReport:
+    """Counts of one mining run. Word counts are synset memberships (rows), per language."""
+
+    languages: list[str]
+    top_k: int
+    synsets: int = 0  # distinct synsets with a row in one of ``languages``
+    synsets_with_pairs: int = 0
+    words: Counter = field(default_factory=Counter)  # member rows read
+    mwe: Counter = field(default_factory=Counter)  # dropped: multi-word expressions
+    rare: Counter = field(default_factory=Counter)  # dropped: not in the top-k of the language
+    excluded: Counter = field(default_factory=Counter)  # dropped: evaluation words (that passed the top-k)
+    duplicates: Counter = field(default_factory=Counter)  # dropped: same (lang, word) again in a synset
+    pairs: Counter = field(default_factory=Counter)  # kept pairs per "l1-l2" (l1 == l2: monolingual)
+    repeated_pairs: int = 0  # pairs already emitted for an earlier synset (dropped iff unique_pairs)
+    other_language_rows: int = 0
+    invalid_rows: int = 0
+    invalid_examples: list[str] = field(default_factory=list)
+
+    def invalid(self, row: int, reason: str) -> None:
+        self.invalid_rows += 1
+        if len(self.invalid_examples) < MAX_EXAMPLES:
+            self.invalid_examples.append(f"row {row}: {reason}")
+
+    @property
+    def total_pairs(self) -> int:
+        return sum(self.pairs.values())
+
+    def summary(self) -> str:
+        lines = [
+            f"mined {self.total_pairs} constraints from {self.synsets_with_pairs} of {self.synsets} synsets "
+            f"(languages {','.join(self.languages)}, top_k={self.top_k}); "
+            f"{self.repeated_pairs} pairs also in an earlier synset; "
+            f"{self.other_language_rows} rows of other languages ignored; {self.invalid_rows} invalid rows"
+        ]
+        lines += [f"  {e}" for e in self.invalid_examples]
+        for lang in self.languages:
+            lines.append(
+                f"  {lang}: {self.words[lang]} words read, dropped {self.mwe[lang]} MWEs, {self.rare[lang]} not in "
+                f"top-{self.top_k}, {self.excluded[lang]} evaluation words, {self.duplicates[lang]} duplicates"
+            )
+        lines += [f"  pairs {key}: {n}" for key, n in sorted(self.pairs.items())]
+        return "\n".join(lines)
+
+
+def _exclusion_keys(exclude, languages: list[str]) -> set[tuple[str, str]]:
+    """``{lang: words}`` or ``[(lang, word), ...]`` -> normalised ``(lang, word)`` keys of ``languages``."""
+    if exclude is None:
+        return set()
+    items = ((lang, w) for lang, words in exclude.items() for w in words) if isinstance(exclude, Mapping) else exclude
+    return {(lang, normalize(w, lang)) for lang, w in items if lang in languages}
+
+
+def _check_synset_table(synsets: pa.Table) -> None:
+    missing = [name for name in SYNSET_SCHEMA.names if name not in synsets.column_names]
+    if missing:
+        raise ValueError(f"synsets_table: missing columns {missing} (has {synsets.column_names})")
+
+
+def mine_constraints(
+    synsets_table: pa.Table,
+    languages: Iterable[str],
+    top_k: int = 15000,
+    exclude: Mapping[str, Iterable[str]] | Iterable[tuple[str, str]] | None = None,
+    cross_lingual: bool = True,
+    monolingual: bool = True,
+    unique_pairs: bool = False,
+) -> tuple[pa.Table, MiningReport]:
+    """All synonym/translation pairs of each synset among frequent single words (module docstring).
+
+    Returns a ``CONSTRAINT_SCHEMA`` table, sorted by synset id, each pair ordered by (position of the language
+    in ``languages``, word), and a ``MiningReport``.
+    """
+    languages = list(dict.fromkeys(languages))
+    if not languages:
+        raise ValueError("languages: empty")
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
+    if not (cross_lingual or monolingual):
+        raise ValueError("cross_lingual and monolingual are both False: nothing to mine")
+    _check_synset_table(synsets_table)
+    frequent = {lang: top_words(lang, top_k) for lang in languages}
+    excluded = _exclusion_keys(exclude, languages)
+    position = {lang: i for i, lang in enumerate(languages)}
+    report = MiningReport(languages, top_k)
+
+    members: dict[str, dict[tuple[str, str], None]] = {}  # synset -> kept (lang, word), insertion-ordered
+    glosses: dict[tuple[str, str], str] = {}  # (synset, lang) -> first gloss seen
+    columns = (synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names)
+    for row, (synset, lang, word, gloss) in enumerate(zip(*columns), start=1):
+        if not (synset and lang and word and word.strip()):
+            report.invalid(row, f"null or empty synset_id, lang or word: {(synset, lang, word)!r}")
+            continue
+        if lang not in position:
+            report.other_language_rows += 1
+            continue
+        report.words[lang] += 1
+        kept = members.setdefault(synset, {})
+        if gloss:
+            glosses.setdefault((synset, lang), gloss)
+        if any(marker in word.strip() for marker in MWE_MARKERS):
+            report.mwe[lang] += 1
+            continue
+        key = (lang, normalize(word, lang))
+        if key[1] not in frequent[lang]:
+            report.rare[lang] += 1
+        elif key in excluded:
+            report.excluded[lang] += 1
+        elif key in kept:
+            report.duplicates[lang] += 1
+        else:
+            kept[key] = None
+    report.synsets = len(members)
+
+    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    seen_pairs: set[tuple] = set()
+    for synset in sorted(members):
+        ordered = sorted(members[synset], key=lambda m: (position[m[0]], m[1]))
+        emitted = 0
+        for (lang1, word1), (lang2, word2) in itertools.combinations(ordered, 2):
+            if not (monolingual if lang1 == lang2 else cross_lingual):
+                continue
+            pair = (lang1, word1, lang2, word2)
+            if pair in seen_pairs:
+                report.repeated_pairs += 1
+                if unique_pairs:
+                    continue
+            seen_pairs.add(pair)
+            values = (word1, lang1, word2, lang2, synset, glosses.get((synset, lang1)), glosses.get((synset, lang2)))
+            for name, value in zip(CONSTRAINT_SCHEMA.names, values):
+                rows[name].append(value)
+            report.pairs[f"{lang1}-{lang2}"] += 1
+            emitted += 1
+        report.synsets_with_pairs += emitted > 0
+    return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
+
+
+def synsets_from_constraints(constraints: pa.Table) -> pa.Table:
+    """A constraint table (e.g. ``read_babelnet_export``'s, columns of ``CONSTRAINT_SCHEMA``) as a synset table.
+
+    The BabelNet export lists pairs ``synsetID lang1 lang2 word1 word2 sent1 sent2``; every word of a pair is a
+    member of its synset, with its gloss (``sent1``/``sent2``). Each ``(synset_id, lang, word)`` becomes one row,
+    its gloss the first non-null one. Mining the result re-applies the frequency, MWE and exclusion filters.
+    """
+    missing = [name for name in CONSTRAINT_SCHEMA.names if name not in constraints.column_names]
+    if missing:
+        raise ValueError(f"constraints: missing columns {missing} (has {constraints.column_names})")
+    sides = [
+        constraints.select(["synset_id", f"lang{n}", f"word{n}", f"gloss{n}"]).rename_columns(SYNSET_SCHEMA.names)
+        for n in (1, 2)
+    ]
+    stacked = pa.concat_tables(sides).cast(SYNSET_SCHEMA)
+    grouped = stacked.group_by(["synset_id", "lang", "word"], use_threads=False).aggregate([("gloss", "first")])
+    return grouped.rename_columns(SYNSET_SCHEMA.names).select(SYNSET_SCHEMA.names).cast(SYNSET_SCHEMA)
+
+
+def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], list[ReadReport]]:
+    """Words of G-BLI/MUSE dictionaries ``...<l1>-<l2>.tsv`` (``src<TAB>tgt``) per language, for ``exclude``."""
+    words: dict[str, set[str]] = {}
+    reports = []
+    for path in map(Path, paths):
+        match = GBLI_NAME.search(path.name)
+        if match is None:
+            raise InputError(f"{path}: evaluation file name must end in '<l1>-<l2>.tsv' to name its languages")
+        lang1, lang2 = match.groups()
+        table, report = read_dictionary(path, lang1, lang2)
+        words.setdefault(lang1, set()).update(table["word1"].to_pylist())
+        words.setdefault(lang2, set()).update(table["word2"].to_pylist())
+        reports.append(report)
+    return words, reports

@@ -1,0 +1,123 @@
+"""Which benchmarks to run, read from the files of an evaluation directory into tasks (before any Ray work).
+
+Layout of ``eval_dir`` (``../shared/data/eval``; see ``distalign.eval.benchmarks``): G-BLI test
+dictionaries, 100K-word target vocabularies, Multi-SimLex CSVs, Tatoeba test sets. Every file is
+read and checked here, so a missing file or a bad pair name fails before the cluster is used.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distalign.data.readers import InputError, ReadReport
+from distalign.eval import benchmarks
+from distalign.eval.tasks import AlignmentTask, BLITask, EvalTask, TatoebaTask, XLSimTask
+
+TASK_NAMES = ("bli", "xlsim", "tatoeba", "alignment")
+
+
+@dataclass
+class SuiteSpec:
+    eval_dir: str
+    tasks: tuple[str, ...] = ("bli", "xlsim", "tatoeba")
+    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1
+    xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
+    tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
+    dictionaries: tuple[tuple[str, str, str], ...] = ()  # extra BLI test files (lang1, lang2, path)
+    similarities: tuple[str, ...] = ("cosine",)  # add "csls" for CSLS (k = 10) rankings
+    vocab_size: int = 100_000
+    max_queries: int = 0  # per BLI pair, 0 = all
+    max_sentences: int = 0  # per Tatoeba language, 0 = all
+    reports: list[ReadReport] = field(default_factory=list)
+
+
+def split_pair(pair: str, option: str) -> tuple[str, str]:
+    langs = pair.split("-")
+    if len(langs) != 2 or not all(langs):
+        raise InputError(f"{option}: {pair!r} is not a language pair like de-en")
+    return langs[0], langs[1]
+
+
+def gbli_test_pairs(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:
+    """G-BLI test pairs lang1 -> lang2; G-BLI ships one direction per pair, so the other is read swapped."""
+    path = benchmarks.gbli_test_path(eval_dir, lang1, lang2)
+    if path.is_file():
+        return benchmarks.read_bli_dictionary(path, lang1, lang2)
+    reverse = benchmarks.gbli_test_path(eval_dir, lang2, lang1)
+    if not reverse.is_file():
+        raise InputError(f"no G-BLI test dictionary for {lang1}-{lang2}: neither {path} nor {reverse} exists")
+    pairs, report = benchmarks.read_bli_dictionary(reverse, lang2, lang1)
+    return [(b, a) for a, b in pairs], report
+
+
+def _vocabulary(spec: SuiteSpec, lang: str, fallback: list[str]) -> list[str]:
+    path = benchmarks.vocab_path(spec.eval_dir, lang)
+    if not path.is_file():
+        return fallback
+    words, report = benchmarks.read_vocabulary(path, spec.vocab_size)
+    spec.reports.append(report)
+    return words
+
+
+def _limit_queries(pairs: list[tuple[str, str]], max_queries: int) -> list[tuple[str, str]]:
+    """Pairs of the first ``max_queries`` distinct source words (G-BLI files are frequency-ordered)."""
+    if not max_queries:
+        return pairs
+    keep = set(list(dict.fromkeys(s for s, _ in pairs))[:max_queries])
+    return [p for p in pairs if p[0] in keep]
+
+
+def one_to_one(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """Keep a pair only if neither word was used by an earlier pair (the alignment score needs row i = row i)."""
+    seen_src, seen_tgt, kept = set(), set(), []
+    for s, t in pairs:
+        if s not in seen_src and t not in seen_tgt:
+            seen_src.add(s)
+            seen_tgt.add(t)
+            kept.append((s, t))
+    return kept
+
+
+def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
+    unknown = set(spec.tasks) - set(TASK_NAMES)
+    if unknown:
+        raise InputError(f"--tasks: unknown task(s) {sorted(unknown)}; choose from {', '.join(TASK_NAMES)}")
+    if not Path(spec.eval_dir).is_dir():
+        raise InputError(f"--eval-dir: directory not found: {spec.eval_dir}")
+    bli_sources = []  # (lang1, lang2, pairs)
+    if "bli" in spec.tasks or "alignment" in spec.tasks:
+        for pair in spec.bli_pairs:
+            lang1, lang2 = split_pair(pair, "--bli-pairs")
+            pairs, report = gbli_test_pairs(spec.eval_dir, lang1, lang2)
+            spec.reports.append(report)
+            bli_sources.append((lang1, lang2, pairs))
+        for lang1, lang2, path in spec.dictionaries:
+            pairs, report = benchmarks.read_bli_dictionary(path, lang1, lang2)
+            spec.reports.append(report)
+            bli_sources.append((lang1, lang2, pairs))
+
+    tasks: list[EvalTask] = []
+    if "bli" in spec.tasks:
+        for lang1, lang2, pairs in bli_sources:
+            pairs = _limit_queries(pairs, spec.max_queries)
+            vocab = _vocabulary(spec, lang2, fallback=[t for _, t in pairs])
+            tasks += [BLITask.from_pairs(lang1, lang2, pairs, vocab, similarity=sim) for sim in spec.similarities]
+    if "alignment" in spec.tasks:
+        for lang1, lang2, pairs in bli_sources:
+            tasks.append(AlignmentTask(lang1, lang2, one_to_one(_limit_queries(pairs, spec.max_queries))))
+    if "xlsim" in spec.tasks:
+        for pair in spec.xlsim_pairs:
+            lang1, lang2 = split_pair(pair, "--xlsim-pairs")
+            rows, report = benchmarks.read_multisimlex(benchmarks.multisimlex_path(spec.eval_dir, lang1, lang2),
+                                                       lang1, lang2)
+            spec.reports.append(report)
+            tasks.append(XLSimTask(lang1.lower(), lang2.lower(), rows))
+    if "tatoeba" in spec.tasks:
+        for lang in spec.tatoeba_langs:
+            src, eng, report = benchmarks.read_tatoeba(*benchmarks.tatoeba_paths(spec.eval_dir, lang))
+            spec.reports.append(report)
+            if spec.max_sentences:
+                src, eng = src[:spec.max_sentences], eng[:spec.max_sentences]
+            tasks.append(TatoebaTask(lang, src, eng))
+    return tasks

@@ -1,0 +1,138 @@
+"""Bottleneck adapters (Houlsby et al. 2019; Pfeiffer et al. 2021) for BERT/XLM-R masked LMs.
+
+BabelBERT (Green, Ponzetto & Glavaš 2022) also specialises the encoder with adapters instead of
+full fine-tuning. Every transformer layer gets one adapter on its feed-forward sublayer, the
+"Pfeiffer" configuration (one adapter per layer, after the FFN)::
+
+    a(h) = h + W_up · f(W_down · h + b_down) + b_up,   W_down: d -> d // reduction_factor, W_up: back to d
+
+Placement, precisely: ``layer.output`` of a BERT/XLM-R layer computes
+``LayerNorm(dropout(dense(x)) + residual)``; the adapter is applied to the output of
+``layer.output.dense`` (the FFN's projection back to ``d``), i.e. before the dropout, the skip
+connection and the LayerNorm, which is where Houlsby et al. place it ("after projection back to the
+input size, before adding the skip connection"). It is attached with a forward hook on that
+``dense`` and lives as the child module ``layer.output.adapter``, so the base model's parameter names
+(and thus its Hugging Face checkpoint keys) stay untouched. ``W_up`` and ``b_up`` start at zero, so
+the adapted model computes exactly what the base model computes until training moves them.
+
+Only adapters are trained: ``add_bottleneck_adapters`` freezes every base parameter. Trainable
+parameters: ``L · (2 · d · m + m + d)`` with ``m = d // reduction_factor``.
+
+Export (no merge: an adapter is a non-linear function and cannot be folded into ``dense``):
+``save_pretrained_with_adapters`` writes the frozen base model as a plain Hugging Face directory
+(``from_pretrained`` loads it as the unadapted base) plus ``adapters.safetensors`` (the adapter
+weights) and ``adapters.json`` (how to rebuild them); ``load_masked_lm_with_adapters`` loads such a
+directory with its adapters re-attached, and any plain HF directory without them.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+from torch import nn
+from transformers.activations import ACT2FN
+
+from distalign.models.loading import load_masked_lm
+
+ADAPTER_WEIGHTS = "adapters.safetensors"
+ADAPTER_CONFIG = "adapters.json"
+
+
+class BottleneckAdapter(nn.Module):
+    def __init__(self, hidden_size: int, reduction_factor: int = 16, non_linearity: str = "relu"):
+        super().__init__()
+        bottleneck = hidden_size // reduction_factor
+        if reduction_factor < 1 or bottleneck < 1:
+            raise ValueError(f"reduction_factor={reduction_factor} must be in [1, hidden_size={hidden_size}]")
+        if non_linearity not in ACT2FN:
+            raise ValueError(f"non_linearity={non_linearity!r} is not one of {sorted(ACT2FN)}")
+        self.down = nn.Linear(hidden_size, bottleneck)
+        self.activation = ACT2FN[non_linearity]
+        self.up = nn.Linear(bottleneck, hidden_size)
+        # Zero up-projection: the adapter starts as the identity, so training starts from the base model.
+        nn.init.zeros_(self.up.weight)
+        nn.init.zeros_(self.up.bias)
+
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden + self.up(self.activation(self.down(hidden)))
+
+    def adapt_output(self, module: nn.Module, inputs, output: torch.Tensor) -> torch.Tensor:
+        """Forward hook for the FFN's output projection (a bound method, so ``deepcopy`` keeps it right)."""
+        return self(output)
+
+
+def _transformer_layers(model: nn.Module) -> nn.ModuleList:
+    encoder = getattr(getattr(model, "base_model", None), "encoder", None)
+    layers = getattr(encoder, "layer", None)
+    if layers is None or not all(hasattr(getattr(layer, "output", None), "dense") for layer in layers):
+        raise ValueError(f"model: {type(model).__name__} is not a BERT/XLM-R-style encoder "
+                         "(expected base_model.encoder.layer[i].output.dense)")
+    return layers
+
+
+def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16,
+                            non_linearity: str = "relu") -> list[BottleneckAdapter]:
+    """Attach one adapter after each layer's FFN output projection; freeze everything else."""
+    layers = _transformer_layers(model)
+    if any(hasattr(layer.output, "adapter") for layer in layers):
+        raise ValueError("model already has adapters")
+    for param in model.parameters():
+        param.requires_grad_(False)
+    adapters = []
+    for layer in layers:
+        dense = layer.output.dense
+        adapter = BottleneckAdapter(dense.out_features, reduction_factor, non_linearity).to(dense.weight.device)
+        layer.output.adapter = adapter
+        dense.register_forward_hook(adapter.adapt_output)
+        adapters.append(adapter)
+    model.adapter_config = {"reduction_factor": reduction_factor, "non_linearity": non_linearity}
+    return adapters
+
+
+def _adapter_names(model: nn.Module) -> set[str]:
+    return {f"{name}.{key}" for name, module in model.named_modules() if isinstance(module, BottleneckAdapter)
+            for key in module.state_dict()}
+
+
+def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
+    """The adapters' weights, keyed by their names in ``model`` (e.g. ``roberta.encoder.layer.0.output.adapter.down.weight``)."""
+    names = _adapter_names(model)
+    return {name: value for name, value in model.state_dict().items() if name in names}
+
+
+def load_adapters(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
+    """Copy ``state`` (from ``adapter_state_dict``) into the model's adapters; names must match exactly."""
+    names = _adapter_names(model)
+    missing, unexpected = sorted(names - set(state)), sorted(set(state) - names)
+    if missing or unexpected:
+        raise ValueError(f"adapter state does not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
+                         f" ({len(missing)} missing, {len(unexpected)} unexpected)")
+    model.load_state_dict(state, strict=False)
+
+
+def save_pretrained_with_adapters(model: nn.Module, directory: str | Path) -> None:
+    """Base model as a plain HF directory, plus ``adapters.safetensors`` and ``adapters.json``."""
+    directory = Path(directory)
+    adapters = adapter_state_dict(model)
+    base = {name: value for name, value in model.state_dict().items() if name not in adapters}
+    model.save_pretrained(directory, state_dict=base)
+    if adapters:
+        save_file({name: value.contiguous() for name, value in adapters.items()}, str(directory / ADAPTER_WEIGHTS))
+        (directory / ADAPTER_CONFIG).write_text(json.dumps(model.adapter_config))
+
+
+def load_masked_lm_with_adapters(name_or_path: str) -> nn.Module:
+    """``load_masked_lm``, then the adapters saved beside it (if any) re-attached and loaded."""
+    model = load_masked_lm(name_or_path)
+    config_file = Path(name_or_path) / ADAPTER_CONFIG
+    if config_file.is_file():
+        try:
+            settings = json.loads(config_file.read_text())
+            add_bottleneck_adapters(model, settings["reduction_factor"], settings["non_linearity"])
+        except (json.JSONDecodeError, KeyError, TypeError) as error:
+            raise ValueError(f"{config_file}: not an adapter config ({error})") from error
+        load_adapters(model, load_file(str(config_file.with_name(ADAPTER_WEIGHTS))))
+    return model

@@ -1,0 +1,125 @@
+"""``distalign eval`` end to end: files -> Ray encoding/scoring tasks -> tables, plots, MLflow."""
+
+import random
+
+import pandas as pd
+import pytest
+
+from conftest import SHARED_DATA
+from distalign.cli import main
+from distalign.config import TinyModelConfig
+from distalign.data.readers import InputError
+from distalign.eval.suite import SuiteSpec, build_tasks
+from distalign.eval.tasks import evaluate_locally
+from distalign.models.alignment_model import AlignmentModel
+from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
+from distalign.tracking import client_for, experiment_id
+from distalign.train.checkpoint import MODEL_DIR, TrainerState, write_state
+
+EN = ["dog", "cat", "house", "tree", "river", "stone", "bird", "sun", "moon", "water"]
+DE = ["hund", "katze", "haus", "baum", "fluss", "stein", "vogel", "sonne", "mond", "wasser"]
+FR = ["chien", "chat", "maison", "arbre", "fleuve", "pierre", "oiseau", "soleil", "lune", "eau"]
+TINY = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+STEP = 40
+
+
+def write_eval_dir(root):
+    """A miniature ../shared/data/eval: G-BLI en-de only (de-en is read swapped), vocabularies, ENG-FRA, fra."""
+    gbli = root / "bli" / "gbli" / "en-de"
+    gbli.mkdir(parents=True)
+    (gbli / "yacle.test.freq.2k.en-de.tsv").write_text("".join(f"{e}\t{d.capitalize()}\n" for e, d in zip(EN, DE)))
+    (root / "vocab").mkdir()
+    (root / "vocab" / "en_vocab.txt").write_text("\n".join(EN + ["the", "a", "of"]) + "\n")
+    (root / "multisimlex").mkdir()
+    (root / "multisimlex" / "ENG-FRA.csv").write_text(
+        "ID,ENG,FRA,PoS,score\n" + "".join(f"{i},{e},{f},N,{i % 5}.5\n" for i, (e, f) in enumerate(zip(EN, FR))))
+    (root / "tatoeba").mkdir()
+    rng = random.Random(0)
+    sentences = [rng.sample(range(10), 4) for _ in range(12)]
+    (root / "tatoeba" / "tatoeba.fra-eng.fra").write_text("".join(" ".join(FR[i] for i in s) + "\n" for s in sentences))
+    (root / "tatoeba" / "tatoeba.fra-eng.eng").write_text("".join(" ".join(EN[i] for i in s) + "\n" for s in sentences))
+    return root
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    """A checkpoint directory (model/ + trainer_state.json) whose training run exists in a sqlite MLflow store."""
+    root = tmp_path_factory.mktemp("ckpt")
+    rng = random.Random(1)
+    texts = [" ".join(rng.choices(words, k=6)) for words in (EN, DE, FR) for _ in range(100)]
+    build_tiny_model(root / "checkpoint_000" / MODEL_DIR, texts, TINY)
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = client_for(uri)
+    run_id = client.create_run(experiment_id(client, "train")).info.run_id
+    write_state(root / "checkpoint_000", TrainerState(step=STEP, mlflow_run_id=run_id))
+    return root / "checkpoint_000", uri, run_id
+
+
+def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
+    eval_dir = write_eval_dir(tmp_path / "eval")
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "alignment"), ("de-en",), ("eng-fra",),
+                                  ("fra",), similarities=("cosine", "csls")))
+    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("alignment", "de-en"),
+                                                 ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
+    bli = tasks[0]
+    assert bli.queries == DE and bli.vocab == [w for w in EN + ["the", "a", "of"]]  # reversed file, lower-cased
+    assert bli.gold == [[i] for i in range(10)]
+    with pytest.raises(InputError, match="no G-BLI test dictionary for de-fi"):
+        build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-fi",)))
+    with pytest.raises(InputError, match="unknown task.*'blii'"):
+        build_tasks(SuiteSpec(str(eval_dir), ("blii",)))
+    with pytest.raises(InputError, match="not a language pair"):
+        build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("eng",)))
+
+
+def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path, capsys):
+    ckpt, uri, run_id = checkpoint
+    eval_dir = write_eval_dir(tmp_path / "eval")
+    out = tmp_path / "out"
+    code = main(["eval", "--checkpoint", str(ckpt), "--eval-dir", str(eval_dir), "--tasks", "bli,xlsim,tatoeba,alignment",
+                 "--bli-pairs", "de-en", "--xlsim-pairs", "eng-fra", "--tatoeba-langs", "fra", "--similarity",
+                 "cosine,csls", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--tracking-uri", uri,
+                 "--cpus-per-task", "0.5"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "15/15 " in printed and "best layer per task and pair" in printed  # 5 tasks x 3 layers, with progress
+
+    # Ray results equal an in-process evaluation of the same tasks
+    table = pd.read_parquet(out / "results.parquet")
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "alignment"), ("de-en",), ("eng-fra",),
+                                  ("fra",), similarities=("cosine", "csls")))
+    model_dir = str(ckpt / MODEL_DIR)
+    local = pd.DataFrame(evaluate_locally(AlignmentModel(load_masked_lm(model_dir), {}, {}), load_tokenizer(model_dir),
+                                          tasks))
+    merged = table[table["pair"] != "avg"].merge(local, on=["task", "pair", "layer", "metric"])
+    assert len(merged) == len(local) == 3 * (2 * 5 + 1 + 3 + 1)
+    assert merged["value_x"].to_numpy() == pytest.approx(merged["value_y"].to_numpy(), abs=1e-5, nan_ok=True)
+
+    client = client_for(uri)
+    metrics = client.get_run(run_id).data.metrics
+    assert {"eval/bli/de-en/mrr", "eval/bli_csls/avg/mrr", "eval/xlsim/eng-fra/spearman", "eval/tatoeba/fra-eng/acc",
+            "eval/alignment/de-en/score", "eval/bli/best_layer/mrr"} <= set(metrics)
+    best = table[(table["task"] == "bli") & (table["pair"] == "de-en") & (table["metric"] == "mrr")]["value"].max()
+    assert metrics["eval/bli/de-en/mrr"] == pytest.approx(best)  # logged at the best layer
+    assert client.get_metric_history(run_id, "eval/bli/de-en/mrr")[0].step == STEP
+    artifacts = {a.path for a in client.list_artifacts(run_id, f"eval/step_{STEP}")}
+    assert {f"eval/step_{STEP}/{name}" for name in ("results.parquet", "results.csv", "best_layers.csv", "by_layer.png",
+                                                    "heatmap_bli.png")} <= artifacts
+
+
+@pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is absent")
+def test_eval_cli_on_real_benchmarks_new_run(ray_local, checkpoint, tmp_path):
+    ckpt, _, _ = checkpoint
+    uri = f"sqlite:///{tmp_path / 'eval.db'}"
+    code = main(["eval", "--model", str(ckpt / MODEL_DIR), "--eval-dir", str(SHARED_DATA / "eval"),
+                 "--bli-pairs", "de-en,en-fi", "--xlsim-pairs", "eng-fra", "--tatoeba-langs", "deu,fra",
+                 "--vocab-size", "3000", "--max-queries", "100", "--max-sentences", "100", "--layer", "-1",
+                 "--output-dir", str(tmp_path / "out"), "--tracking-uri", uri, "--cpus-per-task", "0.5"])
+    assert code == 0
+    client = client_for(uri)
+    [run] = client.search_runs([client.get_experiment_by_name("distalign-eval").experiment_id])
+    assert run.info.status == "FINISHED"
+    assert {"eval/bli/de-en/mrr", "eval/bli/en-fi/p_at_1", "eval/xlsim/eng-fra/spearman",
+            "eval/tatoeba/deu-eng/acc", "eval/tatoeba/avg/acc"} <= set(run.data.metrics)
+    assert {"eval/results.parquet", "eval/by_layer.png"} <= {a.path for a in client.list_artifacts(run.info.run_id,
+                                                                                                    "eval")}
