@@ -87,6 +87,7 @@ class DataConfig:
     corpora: list[CorpusSource] = field(default_factory=list)
     max_constraints: int = 0  # constraint-set size after language-pair sampling (0 = all)
     sampling_alpha: float = 0.5  # q ∝ p^alpha over language pairs (BabelBERT)
+    dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
     # CPUs per Ray Data tokenisation task: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
@@ -107,12 +108,27 @@ class LexicalConfig:
 
 
 @dataclass
+class AlignConfig:
+    # ALIGN-MLM (Tang et al. 2022): weight = alpha (10 in the paper) on -mean cos of the input
+    # embeddings of dictionary pairs (data.constraints / data.dictionaries; see data.dictionary_fraction)
+    weight: float = 0.0
+
+
+# Which data stream each objective reads (the loop draws one batch per stream per step).
+OBJECTIVE_STREAMS = {"mlm": "corpus", "lexical": "constraints", "align": "constraints"}
+
+
+@dataclass
 class ObjectivesConfig:
     mlm: MLMConfig = field(default_factory=MLMConfig)
     lexical: LexicalConfig = field(default_factory=LexicalConfig)
+    align: AlignConfig = field(default_factory=AlignConfig)
 
     def active(self) -> dict[str, float]:
         return {name: section.weight for name, section in self._sections().items() if section.weight > 0}
+
+    def streams(self) -> set[str]:
+        return {OBJECTIVE_STREAMS[name] for name in self.active()}
 
     def _sections(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -140,6 +156,8 @@ class TrainConfig:
 @dataclass
 class EvalConfig:
     every: int = 50  # steps between in-loop evaluations (0 = only at start and end)
+    # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT: 0.25)
+    every_epochs: float = 0.0
     bli_max_pairs: int = 500  # held-out pairs per language pair evaluated in the loop
 
 
@@ -356,6 +374,7 @@ def validate(config: ExperimentConfig) -> None:
     _require(t.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
     _require(t.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
     _require(config.eval.every >= 0, "eval.every", "must be >= 0")
+    _require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
     _require(0 < o.mlm.mask_prob < 1, "objectives.mlm.mask_prob", "must be in (0, 1)")
     _require(o.lexical.temperature > 0, "objectives.lexical.temperature", "must be > 0")
     for name, section in o._sections().items():
@@ -364,6 +383,7 @@ def validate(config: ExperimentConfig) -> None:
     _require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
     _require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
     _require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
+    _require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
     _require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
              f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
     _require(m.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
@@ -375,9 +395,9 @@ def validate(config: ExperimentConfig) -> None:
         _require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
         _require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
     else:
-        _require(bool(d.constraints or d.dictionaries) or o.lexical.weight == 0, "data.constraints",
-                 "the lexical objective needs data.constraints or data.dictionaries")
-        _require(bool(d.corpora) or o.mlm.weight == 0, "data.corpora", "the MLM objective needs data.corpora")
+        _require(bool(d.constraints or d.dictionaries) or "constraints" not in o.streams(), "data.constraints",
+                 "the lexical and align objectives need data.constraints or data.dictionaries")
+        _require(bool(d.corpora) or "corpus" not in o.streams(), "data.corpora", "the MLM objective needs data.corpora")
     for i, p in enumerate(d.constraints):
         _require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
     for key, sources in (("data.dictionaries", d.dictionaries), ("data.eval_dictionaries", d.eval_dictionaries)):

@@ -17,6 +17,7 @@ from mlflow.tracking import MlflowClient
 RUN_NAME_TAG = "distalign.run_name"
 STORAGE_TAG = "distalign.storage"
 CHECKPOINT_TAG = "distalign.checkpoint"
+BEST_CHECKPOINT_TAG = "distalign.best_checkpoint"  # highest model-selection score
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag for nested runs
 MAX_PARAM_LENGTH = 6000
 

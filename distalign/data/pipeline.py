@@ -23,12 +23,13 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str
     # The split restarts every epoch; its progress bars would drown the training progress lines.
     context.enable_progress_bars = False
     datasets, cpus = {}, config.data.tokenize_cpus
-    if config.objectives.lexical.weight > 0:
+    streams = config.objectives.streams()
+    if "constraints" in streams:
         datasets["constraints"] = ray.data.from_arrow(prepared.constraints).map_batches(
             tokenize_constraint_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
             fn_kwargs={"tokenizer_path": prepared.model_path, "max_tokens": config.model.max_word_tokens},
         )
-    if config.objectives.mlm.weight > 0:
+    if "corpus" in streams:
         datasets["corpus"] = ray.data.from_arrow(prepared.corpus.select(["text"])).map_batches(
             tokenize_corpus_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
             fn_kwargs={"tokenizer_path": prepared.model_path, "max_length": config.data.max_seq_length},

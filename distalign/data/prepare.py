@@ -82,7 +82,9 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
     constraints, excluded = exclude_words(constraints, heldout)
     constraints = sample_constraints(constraints, d.max_constraints, d.sampling_alpha, config.train.seed)
-    if config.objectives.lexical.weight > 0 and len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
+    constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
+    if "constraints" in config.objectives.streams() and \
+            len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
         raise ValueError(f"only {len(constraints)} constraint pairs left after excluding evaluation words: fewer than "
                          f"one batch per worker (train.constraint_batch_size x train.num_workers)")
 

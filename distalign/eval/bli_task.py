@@ -34,3 +34,21 @@ def evaluate_bli(model, tokenizer, test_sets: list[BLITask], max_tokens: int, la
     if metrics:
         metrics["eval/bli/avg/mrr"] = float(np.mean(list(metrics.values())))
     return metrics
+
+
+SELECTION_METRIC = "eval/selection/rel_mrr_gain"
+
+
+def pair_mrrs(metrics: dict[str, float]) -> dict[str, float]:
+    """``{pair: mrr}`` from ``eval/bli/<pair>/mrr`` metrics (the average left out)."""
+    return {key.split("/")[2]: value for key, value in metrics.items()
+            if key.startswith("eval/bli/") and key.endswith("/mrr") and key != "eval/bli/avg/mrr"}
+
+
+def relative_mrr_gain(current: dict[str, float], baseline: dict[str, float]) -> float:
+    """BabelBERT's model-selection score: mean over pairs of (MRR - vanilla MRR) / vanilla MRR.
+
+    Pairs whose vanilla MRR is 0 have no relative gain and are left out (NaN if none is left).
+    """
+    gains = [(current[pair] - base) / base for pair, base in baseline.items() if base > 0 and pair in current]
+    return float(np.mean(gains)) if gains else float("nan")

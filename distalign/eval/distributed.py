@@ -16,7 +16,6 @@ from typing import Callable
 import numpy as np
 import ray
 import torch
-import transformers
 
 from distalign.eval.tasks import EncodingSettings, EvalTask, TextSet, encode_text_set, score_layer
 
@@ -32,7 +31,6 @@ def _load(model_path: str):
     from distalign.models.alignment_model import AlignmentModel
     from distalign.models.loading import load_masked_lm, load_tokenizer
 
-    transformers.utils.logging.disable_progress_bar()  # one "Loading weights" bar per task floods the log
     model = AlignmentModel(load_masked_lm(model_path), {}, {})
     if torch.cuda.is_available():
         model = model.cuda()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Iterable
 
 import torch
+import transformers
 from tokenizers import SentencePieceUnigramTokenizer
 from tokenizers.processors import TemplateProcessing
 from transformers import (
@@ -25,6 +26,9 @@ from transformers import (
 )
 
 from distalign.config import TinyModelConfig
+
+# "Loading weights" / "Writing model shards" bars from every worker and eval task drown the progress lines
+transformers.utils.logging.disable_progress_bar()
 
 # XLM-R's special tokens, in its id order.
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]

@@ -76,3 +76,31 @@ def align_loss(embedding_weight: torch.Tensor, src_ids: torch.Tensor, tgt_ids: t
     s = _word_vectors(embedding_weight, src_ids, "src_ids")
     t = _word_vectors(embedding_weight, tgt_ids, "tgt_ids")
     return -F.cosine_similarity(s, t, dim=-1).mean()
+
+
+def word_token_ids(input_ids: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
+    """``[N, T]`` ids of each word's own subword tokens, ``PAD_ID`` elsewhere (specials, padding)."""
+    return torch.where(word_mask.bool(), input_ids, torch.full_like(input_ids, PAD_ID))
+
+
+class AlignObjective(torch.nn.Module):
+    """ALIGN-MLM's alignment term on the dictionary (constraint) pairs of a batch.
+
+    A multi-token word is the mean of its subword embedding rows (single-token words are their
+    row). Only the rows the batch uses are looked up, through the embedding module's forward: under
+    DeepSpeed ZeRO-3 ``.weight`` is a partitioned placeholder, while the forward gathers it.
+    The weight alpha (10 in the paper) is this objective's ``objectives.align.weight``.
+    """
+
+    batch_key = "constraints"
+
+    def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        src = word_token_ids(batch["input_ids1"], batch["word_mask1"])
+        tgt = word_token_ids(batch["input_ids2"], batch["word_mask2"])
+        used = torch.cat([src[src != PAD_ID], tgt[tgt != PAD_ID]]).unique()  # sorted
+        rows = model.masked_lm.get_input_embeddings()(used)
+
+        def compact(ids):  # ids -> positions in `used`, padding kept
+            return torch.where(ids == PAD_ID, ids, torch.searchsorted(used, ids.clamp_min(0)))
+
+        return align_loss(rows.float(), compact(src), compact(tgt))

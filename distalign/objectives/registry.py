@@ -5,6 +5,7 @@ from __future__ import annotations
 from torch import nn
 
 from distalign.config import ObjectivesConfig
+from distalign.objectives.align_mlm import AlignObjective
 from distalign.objectives.lexical import LexicalObjective
 from distalign.objectives.mlm import MLMObjective
 
@@ -13,6 +14,7 @@ def build_objectives(cfg: ObjectivesConfig) -> tuple[dict[str, nn.Module], dict[
     factories = {
         "mlm": lambda: MLMObjective(),
         "lexical": lambda: LexicalObjective(cfg.lexical.temperature),
+        "align": lambda: AlignObjective(),
     }
     weights = cfg.active()
     return {name: factories[name]() for name in weights}, weights

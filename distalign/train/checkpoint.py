@@ -1,6 +1,6 @@
 """Checkpoint layout (one directory per checkpoint, merged by Ray Train from all ranks):
 
-    trainer_state.json   step, MLflow run id (rank 0)
+    trainer_state.json   step, MLflow run id, the vanilla model's validation MRRs (rank 0)
     model/               Hugging Face model + tokenizer, loadable by ``from_pretrained`` (rank 0)
     optimizer.pt         DDP optimizer and LR schedule (rank 0)
     deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 STATE_FILE = "trainer_state.json"
@@ -20,6 +20,7 @@ MODEL_DIR = "model"
 class TrainerState:
     step: int = 0
     mlflow_run_id: str = ""
+    baseline_mrr: dict[str, float] = field(default_factory=dict)  # per pair, before training (model selection)
 
 
 def write_state(directory: Path, state: TrainerState) -> None:

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from distalign.config import ExperimentConfig, from_dict
-from distalign.eval.bli_task import evaluate_bli
+from distalign.eval.bli_task import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.eval.tasks import BLITask
 from distalign.models.alignment_model import AlignmentModel
 from distalign.models.loading import load_masked_lm, load_tokenizer
@@ -52,6 +52,7 @@ def _mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
 def train_loop_per_worker(loop_config: dict) -> None:
     config: ExperimentConfig = from_dict(ExperimentConfig, loop_config["config"])
     t, ctx = config.train, ray.train.get_context()
+    eval_every = loop_config["eval_every"]
     rank = ctx.get_world_rank()
     is_chief = rank == 0
     model_path = loop_config["model_path"]
@@ -78,6 +79,10 @@ def train_loop_per_worker(loop_config: dict) -> None:
         with engine.full_weights():
             metrics = evaluate_bli(engine.module, tokenizer, test_sets, config.model.max_word_tokens,
                                    config.model.word_layer)
+        if metrics:
+            if not state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection
+                state.baseline_mrr = pair_mrrs(metrics)
+            metrics[SELECTION_METRIC] = relative_mrr_gain(pair_mrrs(metrics), state.baseline_mrr)
         if is_chief and metrics:
             logger.log(metrics, state.step)
             print(f"[distalign] step {state.step} eval " + " ".join(f"{k}={v:.4f}" for k, v in metrics.items()),
@@ -87,13 +92,10 @@ def train_loop_per_worker(loop_config: dict) -> None:
     if is_chief:
         print(f"[distalign] {'resuming at' if resumed_dir else 'starting'} step {state.step}/{t.max_steps} "
               f"on {ctx.get_world_size()} workers ({t.engine}, zero={t.zero_stage}, {t.precision})", flush=True)
-    last_eval = evaluate() if state.step == 0 else {}
+    last_eval = evaluate()  # the vanilla model's scores, or where a resumed run stands
 
-    streams = {}
-    if "lexical" in weights:
-        streams["constraints"] = endless_batches("constraints", t.constraint_batch_size)
-    if "mlm" in weights:
-        streams["corpus"] = endless_batches("corpus", t.corpus_batch_size)
+    batch_sizes = {"constraints": t.constraint_batch_size, "corpus": t.corpus_batch_size}
+    streams = {name: endless_batches(name, batch_sizes[name]) for name in sorted(config.objectives.streams())}
     mask_token, vocab_size = tokenizer.mask_token_id, len(tokenizer)
     running: dict[str, float] = {}
     started, first_step = time.time(), state.step
@@ -122,9 +124,11 @@ def train_loop_per_worker(loop_config: dict) -> None:
                 rate = (state.step - first_step) / max(time.time() - started, 1e-9)
                 print(f"[distalign] step {state.step}/{t.max_steps} loss {metrics['train/loss']:.4f} "
                       f"({rate:.2f} steps/s)", flush=True)
-        if (config.eval.every and state.step % config.eval.every == 0) or state.step == t.max_steps:
+        eval_now = (eval_every and state.step % eval_every == 0) or state.step == t.max_steps
+        if eval_now:
             last_eval = evaluate()
-        if state.step % t.checkpoint_every == 0 or state.step == t.max_steps:
+        # with epoch-based evaluation every evaluated model is a candidate for the best checkpoint
+        if state.step % t.checkpoint_every == 0 or state.step == t.max_steps or (eval_now and config.eval.every_epochs):
             with tempfile.TemporaryDirectory() as tmp:
                 save_checkpoint(Path(tmp), engine, tokenizer, state, rank)
                 ray.train.report({"step": state.step, **last_eval},

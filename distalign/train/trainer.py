@@ -21,9 +21,9 @@ from ray.train.torch import TorchTrainer
 from distalign.config import ExperimentConfig
 from distalign.data.pipeline import build_datasets
 from distalign.data.prepare import prepare_data
-from distalign.eval.bli_task import build_test_set
+from distalign.eval.bli_task import SELECTION_METRIC, build_test_set
 from distalign.ray_session import ensure_ray
-from distalign.tracking import CHECKPOINT_TAG, client_for, tracked_run
+from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, client_for, tracked_run
 from distalign.train.loop import train_loop_per_worker
 
 
@@ -32,6 +32,25 @@ class TrainingOutcome:
     run_id: str
     checkpoint: str  # URI or local path of the last checkpoint ("" if none)
     metrics: dict
+    best_checkpoint: str = ""  # highest eval/selection/rel_mrr_gain ("" without validation pairs)
+
+
+def eval_interval(config: ExperimentConfig, prepared) -> int:
+    """Steps between evaluations: ``eval.every``, or ``eval.every_epochs`` of the main training stream."""
+    if not config.eval.every_epochs:
+        return config.eval.every
+    t = config.train
+    if "constraints" in config.objectives.streams():
+        rows, batch = len(prepared.constraints), t.constraint_batch_size
+    else:
+        rows, batch = len(prepared.corpus), t.corpus_batch_size
+    steps_per_epoch = max(1, rows // (t.num_workers * batch))
+    return max(1, round(config.eval.every_epochs * steps_per_epoch))
+
+
+def _uri(checkpoint: ray.train.Checkpoint) -> str:
+    scheme = "" if isinstance(checkpoint.filesystem, pyarrow.fs.LocalFileSystem) else "s3://"
+    return scheme + checkpoint.path
 
 
 def storage_filesystem(config: ExperimentConfig) -> pyarrow.fs.FileSystem | None:
@@ -61,6 +80,12 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
           f"{prepared.malformed_rows} malformed rows skipped; model {prepared.model_path}", flush=True)
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed)
                  for p in prepared.eval_pairs]
+    eval_every = eval_interval(config, prepared)
+    if config.eval.every_epochs:
+        print(f"[distalign] evaluating and checkpointing every {eval_every} steps "
+              f"({config.eval.every_epochs} epochs)", flush=True)
+    # Ray keeps the best checkpoints by the selection score (and always the latest, for resuming)
+    score = {"checkpoint_score_attribute": SELECTION_METRIC, "checkpoint_score_order": "max"} if test_sets else {}
 
     ensure_ray()
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
@@ -72,6 +97,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
                 "model_path": prepared.model_path,
                 "mlflow_run_id": run_id,
                 "bli_test_sets": [dataclasses.asdict(ts) for ts in test_sets],
+                "eval_every": eval_every,
             },
             scaling_config=ray.train.ScalingConfig(
                 num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker}),
@@ -79,15 +105,18 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
                 name=config.run.name,
                 storage_path=ray_storage_path(config),
                 storage_filesystem=storage_filesystem(config),
-                checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints),
+                checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints, **score),
                 callbacks=callbacks or [],
             ),
             datasets=build_datasets(prepared, config),
         )
         result = trainer.fit()
-        checkpoint = ""
-        if result.checkpoint is not None:
-            scheme = "" if isinstance(result.checkpoint.filesystem, pyarrow.fs.LocalFileSystem) else "s3://"
-            checkpoint = scheme + result.checkpoint.path
-            client_for(config.tracking.uri).set_tag(run_id, CHECKPOINT_TAG, checkpoint)
-    return TrainingOutcome(run_id, checkpoint, dict(result.metrics or {}))
+        checkpoint = _uri(result.checkpoint) if result.checkpoint is not None else ""
+        best = result.get_best_checkpoint(SELECTION_METRIC, "max") if test_sets and result.best_checkpoints else None
+        best_checkpoint = _uri(best) if best is not None else ""
+        client = client_for(config.tracking.uri)
+        if checkpoint:
+            client.set_tag(run_id, CHECKPOINT_TAG, checkpoint)
+        if best_checkpoint:
+            client.set_tag(run_id, BEST_CHECKPOINT_TAG, best_checkpoint)
+    return TrainingOutcome(run_id, checkpoint, dict(result.metrics or {}), best_checkpoint)

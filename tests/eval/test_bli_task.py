@@ -1,4 +1,6 @@
-"""distalign.eval.bli_task.build_test_set: grouping by source word, gold indices, seeded subsets."""
+"""distalign.eval.bli_task: test sets (grouping by source word, gold indices, seeded subsets), selection score."""
+
+import pytest
 
 from distalign.eval.bli_task import build_test_set
 
@@ -58,3 +60,15 @@ def test_max_pairs_zero_or_large_keeps_all():
     assert build_test_set("xa", "xb", src, tgt, max_pairs=12) == full
     assert build_test_set("xa", "xb", src, tgt, max_pairs=100) == full
     assert build_test_set("xa", "xb", src, tgt, max_pairs=0) == full
+
+
+def test_model_selection_score_is_mean_relative_mrr_gain():
+    from distalign.eval.bli_task import pair_mrrs, relative_mrr_gain
+
+    metrics = {"eval/bli/en-de/mrr": 0.3, "eval/bli/en-fi/mrr": 0.1, "eval/bli/avg/mrr": 0.2, "train/loss": 1.0}
+    assert pair_mrrs(metrics) == {"en-de": 0.3, "en-fi": 0.1}
+    # (0.3 - 0.2) / 0.2 = 0.5 and (0.1 - 0.2) / 0.2 = -0.5 -> 0; a pair with vanilla MRR 0 is left out
+    assert relative_mrr_gain({"en-de": 0.3, "en-fi": 0.1, "x-y": 0.4},
+                             {"en-de": 0.2, "en-fi": 0.2, "x-y": 0.0}) == pytest.approx(0.0)
+    assert relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.2}) == pytest.approx(0.25)
+    assert relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.0}) != relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.0})

@@ -79,3 +79,31 @@ def test_errors():
         align_loss(E, torch.tensor([1, 2]), torch.tensor([[-1], [3]]))
     with pytest.raises(ValueError, match="row 1"):
         align_loss(E, torch.tensor([1, 10]), torch.tensor([1, 2]))
+
+
+def test_align_objective_equals_align_loss_on_the_full_embedding_matrix():
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    from distalign.models.alignment_model import AlignmentModel
+    from distalign.objectives.align_mlm import AlignObjective, word_token_ids
+
+    torch.manual_seed(0)
+    lm = XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
+                                                num_attention_heads=2, intermediate_size=32,
+                                                max_position_embeddings=20))
+    model = AlignmentModel(lm, {"align": AlignObjective()}, {"align": 10.0})
+    # <s> word-subwords </s> <pad>...: word 1 = [5, 6], word 2 = [7]; word 1' = [9], word 2' = [5, 11, 12]
+    batch = {"input_ids1": torch.tensor([[0, 5, 6, 2, 1], [0, 9, 2, 1, 1]]),
+             "word_mask1": torch.tensor([[0, 1, 1, 0, 0], [0, 1, 0, 0, 0]]),
+             "input_ids2": torch.tensor([[0, 7, 2, 1, 1], [0, 5, 11, 12, 2]]),
+             "word_mask2": torch.tensor([[0, 1, 0, 0, 0], [0, 1, 1, 1, 0]])}
+    assert word_token_ids(batch["input_ids1"], batch["word_mask1"]).tolist() == [[-1, 5, 6, -1, -1],
+                                                                                  [-1, 9, -1, -1, -1]]
+    losses = model({"constraints": batch})
+    E = lm.get_input_embeddings().weight.detach().numpy()
+    expected = -(_np_cos(E[[5, 6]].mean(0), E[7]) + _np_cos(E[9], E[[5, 11, 12]].mean(0))) / 2
+    assert losses["align"].item() == pytest.approx(expected, abs=1e-6)
+    assert losses["loss"].item() == pytest.approx(10 * expected, abs=1e-5)
+    losses["loss"].backward()
+    grad = lm.get_input_embeddings().weight.grad
+    assert set(grad.abs().sum(1).nonzero().flatten().tolist()) == {5, 6, 7, 9, 11, 12}  # only the pairs' rows

@@ -15,7 +15,7 @@ from transformers import AutoModelForMaskedLM
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
-from distalign.tracking import CHECKPOINT_TAG
+from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
@@ -50,7 +50,8 @@ def read_s3_checkpoint(s3, uri: str, destination: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def ddp_run(ray_local, distalign_home, s3_storage):
-    config = load_config(QUICKSTART, SMALL + ["run.name=ddp"] + s3_storage[0])
+    # a mixed run: MLM + lexical InfoNCE + ALIGN-MLM, each loss logged on its own
+    config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "objectives.align.weight=2"] + s3_storage[0])
     return config, run_training(config)
 
 
@@ -65,11 +66,20 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     assert steps(client, outcome.run_id, "train/loss") == [2, 4, 6]
     assert steps(client, outcome.run_id, "train/mlm_loss") == [2, 4, 6]
     assert steps(client, outcome.run_id, "train/lexical_loss") == [2, 4, 6]
+    assert steps(client, outcome.run_id, "train/align_loss") == [2, 4, 6]
+    assert -1 <= value_at(client, outcome.run_id, "train/align_loss", 6) <= 1  # -mean cosine
     assert steps(client, outcome.run_id, "eval/bli/avg/mrr") == [0, 3, 6]
     assert steps(client, outcome.run_id, "eval/bli/xa-xb/mrr") == [0, 3, 6]
-    # the total is the weighted sum of the objectives (weights 1, 1)
+    # model selection: relative MRR gain over the vanilla model (0 at step 0), best checkpoint tagged
+    assert value_at(client, outcome.run_id, "eval/selection/rel_mrr_gain", 0) == 0.0
+    gains = {step: value_at(client, outcome.run_id, "eval/selection/rel_mrr_gain", step) for step in (3, 6)}
+    assert run.data.tags[BEST_CHECKPOINT_TAG] == outcome.best_checkpoint
+    best_state = read_s3_checkpoint(s3_storage[1], outcome.best_checkpoint, tmp_path / "best") / "trainer_state.json"
+    assert json.loads(best_state.read_text())["step"] in {k for k, gain in gains.items() if gain == max(gains.values())}
+    # the total is the weighted sum of the objectives (weights 1, 1, 2)
     total = value_at(client, outcome.run_id, "train/loss", 6)
-    parts = sum(value_at(client, outcome.run_id, f"train/{o}_loss", 6) for o in ("mlm", "lexical"))
+    weights = {"mlm": 1.0, "lexical": 1.0, "align": 2.0}
+    parts = sum(w * value_at(client, outcome.run_id, f"train/{o}_loss", 6) for o, w in weights.items())
     assert total == pytest.approx(parts, rel=1e-5)
 
     assert outcome.checkpoint.startswith("s3://ckpt/runs/ddp/checkpoint_")
@@ -89,7 +99,7 @@ def test_rerun_with_same_name_resumes_from_s3_and_continues_step_count(ddp_run, 
     assert second.run_id == first.run_id  # same MLflow run, continued
     assert client.get_run(second.run_id).info.status == "FINISHED"
     assert steps(client, second.run_id, "train/loss") == [2, 4, 6, 8, 10]
-    assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 6, 9, 10]
+    assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 6, 6, 9, 10]  # resume re-evaluates step 6
     checkpoint = read_s3_checkpoint(s3_storage[1], second.checkpoint, tmp_path)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 10
     assert second.checkpoint != first.checkpoint

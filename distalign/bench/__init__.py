@@ -1,0 +1,1 @@
+"""Controlled benchmarks (``distalign bench ...``)."""

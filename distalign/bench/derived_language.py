@@ -1,0 +1,62 @@
+"""A second language derived from a base corpus, after the controlled setting of ALIGN-MLM (Tang et al. 2022)
+and Deshpande et al. (2022):
+
+- ``translit``: every character mapped to its own code point in the Cyrillic block, so the derived
+  language shares no character, hence no subword, with the base (a disjoint copy of the vocabulary);
+- ``translit_inv``: transliterated and each sentence's word order reversed;
+- ``translit_perm``: transliterated and each sentence's words randomly shuffled (a fresh seeded
+  permutation per sentence, so word order carries no signal at all).
+
+The gold dictionary is exact: base word ``w`` translates to ``transliterate(w)``.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+
+TRANSFORMATIONS = ("translit", "translit_inv", "translit_perm")
+SCRIPT_START = 0x0400  # Cyrillic; NFKC leaves it alone, unlike compatibility characters
+SCRIPT_SIZE = 0x0130  # Cyrillic + Cyrillic Supplement
+_TOKEN = re.compile(r"\w+|[^\w\s]")
+
+
+def normalise(sentence: str) -> str:
+    """Lower-cased, punctuation split off: words are whitespace-separated tokens."""
+    return " ".join(_TOKEN.findall(sentence.lower()))
+
+
+@dataclass(frozen=True)
+class Transliteration:
+    table: dict[str, str]
+
+    @classmethod
+    def for_text(cls, sentences: list[str]) -> "Transliteration":
+        chars = sorted({c for s in sentences for c in s if not c.isspace()})
+        if len(chars) > SCRIPT_SIZE:
+            raise ValueError(f"the base corpus uses {len(chars)} distinct characters; transliteration supports "
+                             f"{SCRIPT_SIZE} (use a smaller or cleaner corpus)")
+        return cls({c: chr(SCRIPT_START + i) for i, c in enumerate(chars)})
+
+    def word(self, word: str) -> str:
+        return "".join(self.table[c] for c in word)
+
+    def sentence(self, sentence: str) -> str:
+        return " ".join(self.word(w) for w in sentence.split())
+
+
+def derive(sentences: list[str], transformation: str, translit: Transliteration, seed: int = 0) -> list[str]:
+    """The derived-language corpus, sentence i translating base sentence i."""
+    if transformation not in TRANSFORMATIONS:
+        raise ValueError(f"unknown transformation {transformation!r}; choose from {', '.join(TRANSFORMATIONS)}")
+    rng = random.Random(seed)
+    out = []
+    for sentence in sentences:
+        words = translit.sentence(sentence).split()
+        if transformation == "translit_inv":
+            words.reverse()
+        elif transformation == "translit_perm":
+            rng.shuffle(words)
+        out.append(" ".join(words))
+    return out

@@ -1,0 +1,195 @@
+"""``distalign bench synthetic``: does an alignment objective align a language with a transformed copy of itself?
+
+For each transformation of the base corpus (``distalign.bench.derived_language``) and each
+objective set, a small model is trained from scratch on both languages; then, on dictionary words
+held out from training, we report the alignment score (ALIGN-MLM: 100 x P@1 of a word's
+translation among all held-out targets, cosine, no mapping) and BLI MRR against the whole derived
+vocabulary. Words are encoded alone; layer 0 is the embedding output, where ALIGN-MLM acts.
+
+Everything lands in one MLflow parent run (a child run per training run) with the markdown
+table as an artifact; the table is also printed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from distalign.bench.derived_language import TRANSFORMATIONS, Transliteration, derive, normalise
+from distalign.config import distalign_home, load_config
+from distalign.data.readers import InputError
+
+BASE_LANG, DERIVED_LANG = "en", "xx"
+# objectives.<name>.weight per objective set (the others are 0); ALIGN's alpha = 10 as in the paper
+OBJECTIVE_SETS = {
+    "mlm": {"mlm": 1.0},
+    "align": {"mlm": 1.0, "align": 10.0},
+    "lexical": {"mlm": 1.0, "lexical": 1.0},
+}
+BENCH_CONFIG = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "bench_synthetic.yaml"
+
+
+@dataclass
+class BenchSpec:
+    corpus: str = ""  # one sentence a line; default: the English side of ../shared/data/eval/tatoeba
+    max_sentences: int = 20_000
+    transformations: tuple[str, ...] = TRANSFORMATIONS
+    objectives: tuple[str, ...] = ("mlm", "align")
+    dictionary_share: float = 0.5  # share of word types (min_count or more) with a dictionary entry
+    eval_words: int = 300  # dictionary words held out from training, for evaluation
+    min_count: int = 3  # words rarer than this are never dictionary entries
+    seed: int = 0
+    output_dir: str = ""
+    overrides: list[str] = field(default_factory=list)  # training-config overrides (train.max_steps=100)
+
+
+def default_corpus_files() -> list[Path]:
+    folder = Path.cwd().parent / "shared" / "data" / "eval" / "tatoeba"
+    return sorted(folder.glob("tatoeba.*-eng.eng"))
+
+
+def base_sentences(spec: BenchSpec) -> list[str]:
+    """Distinct normalised sentences of the base corpus, shuffled with the seed, at most ``max_sentences``."""
+    files = [Path(spec.corpus)] if spec.corpus else default_corpus_files()
+    if not files:
+        raise InputError("no base corpus: pass --corpus FILE (one sentence a line); the default, the English "
+                         "side of ../shared/data/eval/tatoeba, is not there")
+    sentences: dict[str, None] = {}
+    for path in files:
+        if not path.is_file():
+            raise InputError(f"--corpus: file not found: {path}")
+        for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+            if line.strip():
+                sentences[normalise(line)] = None
+    ordered = list(sentences)
+    random.Random(spec.seed).shuffle(ordered)
+    return ordered[:spec.max_sentences]
+
+
+def split_dictionary(sentences: list[str], spec: BenchSpec) -> tuple[list[str], list[str]]:
+    """(training words, held-out evaluation words) drawn from the alphabetic word types of the corpus."""
+    counts = Counter(w for s in sentences for w in s.split() if w.isalpha())
+    types = sorted(w for w, c in counts.items() if c >= spec.min_count)
+    rng = random.Random(spec.seed)
+    entries = rng.sample(types, round(spec.dictionary_share * len(types)))
+    if len(entries) <= spec.eval_words:
+        raise InputError(f"the dictionary has {len(entries)} words, not more than the {spec.eval_words} held out: "
+                         f"use a larger corpus, a larger --dictionary-share or fewer --eval-words")
+    return entries[spec.eval_words:], entries[:spec.eval_words]
+
+
+def write_language_pair(root: Path, transformation: str, sentences: list[str], translit: Transliteration,
+                        train_words: list[str], eval_words: list[str], seed: int) -> dict[str, Path]:
+    root.mkdir(parents=True, exist_ok=True)
+    paths = {"base": root / f"corpus.{BASE_LANG}.txt", "derived": root / f"corpus.{DERIVED_LANG}.txt",
+             "train_dict": root / "dictionary.train.tsv", "eval_dict": root / "dictionary.eval.tsv"}
+    paths["base"].write_text("\n".join(sentences) + "\n", encoding="utf-8")
+    paths["derived"].write_text("\n".join(derive(sentences, transformation, translit, seed)) + "\n", encoding="utf-8")
+    for key, words in (("train_dict", train_words), ("eval_dict", eval_words)):
+        paths[key].write_text("".join(f"{w}\t{translit.word(w)}\n" for w in words), encoding="utf-8")
+    return paths
+
+
+def training_config(spec: BenchSpec, transformation: str, objective: str, paths: dict[str, Path],
+                    out_dir: Path, parent_run_id: str = ""):
+    weights = OBJECTIVE_SETS[objective]
+    corpora = [{"path": str(paths["base"]), "lang": BASE_LANG}, {"path": str(paths["derived"]), "lang": DERIVED_LANG}]
+    dictionary = {"lang1": BASE_LANG, "lang2": DERIVED_LANG}
+    return load_config(BENCH_CONFIG, [
+        f"run.name=bench-{transformation}-{objective}",
+        f"storage.path={out_dir / 'runs'}",
+        f"tracking.parent_run_id=\"{parent_run_id}\"",
+        f"train.seed={spec.seed}",
+        *(f"objectives.{name}.weight={weights.get(name, 0.0)}" for name in ("mlm", "lexical", "align")),
+        # JSON is valid YAML: paths with any character survive the override syntax
+        "data.corpora=" + json.dumps(corpora),
+        "data.dictionaries=" + json.dumps([{**dictionary, "path": str(paths["train_dict"])}]),
+        "data.eval_dictionaries=" + json.dumps([{**dictionary, "path": str(paths["eval_dict"])}]),
+        *spec.overrides,
+    ])
+
+
+def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str], translit: Transliteration) -> dict:
+    """Alignment score at the embedding layer and at its best layer; BLI MRR at its best layer."""
+    from distalign.eval.tasks import AlignmentTask, BLITask, evaluate_locally
+    from distalign.models.alignment_model import AlignmentModel
+    from distalign.models.loading import load_masked_lm, load_tokenizer
+
+    pairs = [(w, translit.word(w)) for w in eval_words]
+    model = AlignmentModel(load_masked_lm(model_dir), {}, {})
+    rows = pd.DataFrame(evaluate_locally(model, load_tokenizer(model_dir), [
+        AlignmentTask(BASE_LANG, DERIVED_LANG, pairs),
+        BLITask.from_pairs(BASE_LANG, DERIVED_LANG, pairs, derived_vocab, lowercase=False),
+    ]))
+    alignment = rows[rows["task"] == "alignment"].set_index("layer")["value"]
+    mrr = rows[(rows["task"] == "bli") & (rows["metric"] == "mrr")].set_index("layer")["value"]
+    return {"alignment_emb": alignment.loc[0], "alignment_best": alignment.max(),
+            "alignment_best_layer": int(alignment.idxmax()), "bli_mrr_best": mrr.max(),
+            "bli_best_layer": int(mrr.idxmax())}
+
+
+def markdown_table(results: pd.DataFrame) -> str:
+    header = ("| transformation | objective | alignment, embeddings | alignment, best layer | BLI MRR, best layer |\n"
+              "|---|---|---|---|---|\n")
+    return header + "".join(
+        f"| {r.transformation} | {r.objective} | {r.alignment_emb:.1f} | {r.alignment_best:.1f} "
+        f"(layer {r.alignment_best_layer}) | {r.bli_mrr_best:.3f} (layer {r.bli_best_layer}) |\n"
+        for r in results.itertuples())
+
+
+def run_bench(spec: BenchSpec) -> pd.DataFrame:
+    from distalign.ray_session import ensure_ray
+    from distalign.tracking import MetricLogger, client_for, tracked_run
+    from distalign.train.trainer import run_training
+
+    unknown = set(spec.objectives) - set(OBJECTIVE_SETS) | set(spec.transformations) - set(TRANSFORMATIONS)
+    if unknown:
+        raise InputError(f"unknown objective set or transformation: {sorted(unknown)} (objectives: "
+                         f"{', '.join(OBJECTIVE_SETS)}; transformations: {', '.join(TRANSFORMATIONS)})")
+    out_dir = Path(spec.output_dir or distalign_home() / "bench_synthetic").resolve()
+    sentences = base_sentences(spec)
+    translit = Transliteration.for_text(sentences)
+    train_words, eval_words = split_dictionary(sentences, spec)
+    params = {"corpus": spec.corpus or "tatoeba English", "sentences": len(sentences),
+              "dictionary_share": spec.dictionary_share, "eval_words": spec.eval_words,
+              "overrides": " ".join(spec.overrides)}
+    print(f"[distalign bench] {len(sentences)} base sentences; dictionary {len(train_words)} training words, "
+          f"{len(eval_words)} held out; transformations {list(spec.transformations)}, objectives "
+          f"{list(spec.objectives)}", flush=True)
+    data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed)
+            for t in spec.transformations}
+    runs = [(t, o) for t in spec.transformations for o in spec.objectives]
+    probe = training_config(spec, *runs[0], data[runs[0][0]], out_dir)  # bad overrides fail before Ray starts
+    ensure_ray()
+    results = []
+    with tracked_run(probe.tracking.uri, probe.tracking.experiment, "bench-synthetic", str(out_dir), params,
+                     {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()}) as parent_id:
+        for transformation, objective in runs:
+            print(f"[distalign bench] training {transformation} / {objective}", flush=True)
+            paths = data[transformation]
+            config = training_config(spec, transformation, objective, paths, out_dir, parent_id)
+            outcome = run_training(config)
+            derived_vocab = sorted(set(paths["derived"].read_text(encoding="utf-8").split()))
+            scores = evaluate_run(str(Path(outcome.checkpoint) / "model"), eval_words, derived_vocab, translit)
+            MetricLogger(config.tracking.uri, outcome.run_id).log(
+                {f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
+            results.append({"transformation": transformation, "objective": objective, **scores})
+            print(f"[distalign bench] {transformation} / {objective}: alignment {scores['alignment_emb']:.1f} "
+                  f"(embeddings), BLI MRR {scores['bli_mrr_best']:.3f}", flush=True)
+        table = pd.DataFrame(results)
+        text = markdown_table(table)
+        (out_dir / "results.md").write_text(text, encoding="utf-8")
+        table.to_csv(out_dir / "results.csv", index=False)
+        client = client_for(probe.tracking.uri)
+        for name in ("results.md", "results.csv"):
+            client.log_artifact(parent_id, str(out_dir / name))
+        MetricLogger(probe.tracking.uri, parent_id).log(
+            {f"bench/{r['transformation']}/{r['objective']}/{k}": float(r[k])
+             for r in results for k in ("alignment_emb", "alignment_best", "bli_mrr_best")}, 0)
+    print("\n" + text, flush=True)
+    return table
