@@ -1,0 +1,221 @@
+"""Sense-aware MLM with a sense-level translation loss.
+
+Paper: Liu, Nguyen, Joty, Bing & Si (2022), "Towards Multi-Sense Cross-Lingual Alignment of
+Contextual Embeddings" (COLING; arXiv 2103.06459).
+
+The MLM softmax runs over (token, sense) classes: each vocabulary entry v has S output vectors
+w[v, s] and biases b[v, s] (untied from the input embeddings), class index ``v * S + s``. For a
+masked position with gold token t and prediction-head state h (the state the original decoder
+reads: after the head's dense → GELU → LayerNorm transform),
+
+    p(v, s | h) = softmax over allowed (v, s) of  w[v, s]·h + b[v, s]     (others masked to −inf)
+
+The first label is (t, s*) with s* the sense of t whose centre is nearest to the projected state
+(``SenseState``). The translation label is found among the dictionary translations t′ of t: over
+every allowed (t′, s′), the pair whose centre is most cosine-similar to the projected state. The
+per-position loss is
+
+    ℓ = CE(t, s*)                                      without a translation
+    ℓ = (1 − λ) CE(t, s*) + λ CE(t′, s′)               with one (λ = 0.5: the paper's mean)
+
+averaged over masked positions.
+
+Decisions made here:
+- All S output vectors of v start as copies of the model's decoder row (and bias), so sense 0
+  reproduces the original MLM logits at initialisation; when warm-up ends, sense 0's trained
+  vectors are copied into the other senses again.
+- Translations are single tokens (a dictionary word that tokenises to several pieces is left out
+  by the caller); a token is never its own translation.
+- The objective's parameters (the sense output layer) and its state are not part of the masked LM,
+  so ``masked_lm.save_pretrained`` exports the original architecture. The state travels in the
+  objective's ``state_dict`` as extra state, so a checkpoint of the training module holds it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from transformers.activations import gelu
+
+from distalign.objectives.mlm import IGNORE_INDEX
+from distalign.objectives.sense_state import SenseState, all_gather_rows
+
+NO_TRANSLATION = -1
+
+
+def build_translation_table(src_ids: Sequence[int], tgt_ids: Sequence[int], vocab_size: int,
+                            max_translations: int = 8, symmetric: bool = True) -> torch.Tensor:
+    """[V, max_translations] table of translation token ids per token, padded with -1.
+
+    Pairs are taken in order (duplicates and self-pairs dropped, at most ``max_translations`` kept
+    per token); ``symmetric`` also lists each source as a translation of its target.
+    """
+    if len(src_ids) != len(tgt_ids):
+        raise ValueError(f"src_ids and tgt_ids differ in length: {len(src_ids)} vs {len(tgt_ids)}")
+    if max_translations < 1:
+        raise ValueError(f"max_translations must be >= 1, got {max_translations}")
+    translations: dict[int, list[int]] = {}
+    for index, (src, tgt) in enumerate(zip(src_ids, tgt_ids)):
+        for name, token in (("src_ids", src), ("tgt_ids", tgt)):
+            if not 0 <= token < vocab_size:
+                raise ValueError(f"{name}[{index}] = {token} is outside [0, {vocab_size})")
+        directions = [(src, tgt), (tgt, src)] if symmetric else [(src, tgt)]
+        for word, translation in directions:
+            row = translations.setdefault(word, [])
+            if word != translation and translation not in row and len(row) < max_translations:
+                row.append(translation)
+    table = torch.full((vocab_size, max_translations), NO_TRANSLATION, dtype=torch.long)
+    for word, row in translations.items():
+        table[word, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return table
+
+
+def translation_labels(targets: torch.Tensor, projected: torch.Tensor, centres: torch.Tensor,
+                       allowed: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+    """Class index [N] (t′·S + s′) of the nearest allowed translation sense, IGNORE_INDEX if none.
+
+    ``targets`` [N] gold tokens, ``projected`` [N, d′], ``centres`` [V, S, d′], ``allowed`` [V, S],
+    ``table`` [V, K] (-1 padded). Ties go to the earliest translation, then the lowest sense.
+    """
+    num_senses = centres.shape[1]
+    candidates = table[targets]                                            # [N, K]
+    token = candidates.clamp(min=0)
+    usable = (candidates != NO_TRANSLATION).unsqueeze(-1) & allowed[token]    # [N, K, S]
+    cos = F.cosine_similarity(projected[:, None, None, :], centres[token], dim=-1)
+    best = cos.masked_fill(~usable, float("-inf")).flatten(1).argmax(1)
+    chosen_token = token.gather(1, (best // num_senses).unsqueeze(1)).squeeze(1)
+    labels = chosen_token * num_senses + best % num_senses
+    return torch.where(usable.flatten(1).any(1), labels, torch.full_like(labels, IGNORE_INDEX))
+
+
+def sense_aware_loss(logits: torch.Tensor, labels: torch.Tensor, translation_labels: torch.Tensor,
+                     translation_weight: float = 0.5) -> torch.Tensor:
+    """Mean over positions with a label of CE(label), mixed with CE(translation label) where one exists.
+
+    ``logits`` [N, C]; ``labels`` and ``translation_labels`` [N], IGNORE_INDEX for none.
+    """
+    if logits.dim() != 2 or labels.shape != (logits.shape[0],) or translation_labels.shape != labels.shape:
+        raise ValueError(f"logits must be [N, C] and both label tensors [N]; got {tuple(logits.shape)}, "
+                         f"{tuple(labels.shape)}, {tuple(translation_labels.shape)}")
+    if not 0.0 <= translation_weight <= 1.0:
+        raise ValueError(f"translation_weight must be in [0, 1], got {translation_weight}")
+    has_label = labels != IGNORE_INDEX
+    if not has_label.any():
+        raise ValueError("labels: no position has a label (all are IGNORE_INDEX)")
+    label_ce = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="none")
+    translation_ce = F.cross_entropy(logits, translation_labels, ignore_index=IGNORE_INDEX, reduction="none")
+    mixed = (1 - translation_weight) * label_ce + translation_weight * translation_ce
+    per_position = torch.where(translation_labels != IGNORE_INDEX, mixed, label_ce)
+    return per_position[has_label].mean()
+
+
+def prediction_transform(masked_lm: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
+    """The MLM head's transform before its decoder (dense → GELU → LayerNorm), for BERT and RoBERTa/XLM-R."""
+    predictions = getattr(getattr(masked_lm, "cls", None), "predictions", None)
+    if predictions is not None and hasattr(predictions, "transform"):
+        return predictions.transform
+    head = getattr(masked_lm, "lm_head", None)
+    if head is not None and hasattr(head, "dense") and hasattr(head, "layer_norm"):
+        return lambda states: head.layer_norm(gelu(head.dense(states)))
+    raise ValueError(f"{type(masked_lm).__name__}: no known MLM head (expected BERT's cls.predictions or "
+                     "RoBERTa/XLM-R's lm_head)")
+
+
+class SenseOutputLayer(nn.Module):
+    """S output vectors and biases per vocabulary entry; row ``v * S + s`` is sense s of token v."""
+
+    def __init__(self, decoder_weight: torch.Tensor, decoder_bias: torch.Tensor, num_senses: int):
+        super().__init__()
+        self.num_senses = num_senses
+        self.weight = nn.Parameter(decoder_weight.detach().repeat_interleave(num_senses, dim=0).clone())
+        self.bias = nn.Parameter(decoder_bias.detach().repeat_interleave(num_senses).clone())
+
+    @classmethod
+    def from_masked_lm(cls, masked_lm: nn.Module, num_senses: int) -> "SenseOutputLayer":
+        decoder = masked_lm.get_output_embeddings()
+        bias = decoder.bias if decoder.bias is not None else decoder.weight.new_zeros(decoder.weight.shape[0])
+        return cls(decoder.weight, bias, num_senses)
+
+    def forward(self, states: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """Logits [N, V·S] for ``states`` [N, d]; senses not ``allowed`` [V, S] get −inf."""
+        logits = F.linear(states, self.weight, self.bias)
+        return logits.masked_fill(~allowed.reshape(-1), float("-inf"))
+
+    @torch.no_grad()
+    def copy_sense_zero_(self) -> None:
+        """Give every sense the current vectors of sense 0 (when the senses start to split)."""
+        weight = self.weight.view(-1, self.num_senses, self.weight.shape[1])
+        weight.copy_(weight[:, :1].expand_as(weight))
+        bias = self.bias.view(-1, self.num_senses)
+        bias.copy_(bias[:, :1].expand_as(bias))
+
+
+class SenseAwareObjective(nn.Module):
+    """Sense-aware MLM + sense-level translation loss on a corpus batch masked by ``whole_word_mask``.
+
+    ``forward`` only reads the state; the training loop calls ``update_state()`` once per optimizer
+    step on every rank (after the backward of all micro-batches) to move centres, queue, step,
+    projection and pruning forward from the rows gathered over all ranks.
+    """
+
+    def __init__(self, masked_lm: nn.Module, translation_table: torch.Tensor, num_senses: int = 3,
+                 proj_dim: int = 14, queue_size: int = 4096, refit_every: int = 1000, alpha: float = 0.01,
+                 warmup_steps: int = 1000, prune_beta: float = 0.0, prune_min_count: int = 100,
+                 translation_weight: float = 0.5, seed: int = 0, batch_key: str = "corpus"):
+        super().__init__()
+        vocab_size, hidden_size = masked_lm.get_output_embeddings().weight.shape
+        if translation_table.dim() != 2 or translation_table.shape[0] != vocab_size:
+            raise ValueError(f"translation_table must be [{vocab_size}, K], got {tuple(translation_table.shape)}")
+        if not 0.0 < alpha <= 1.0:
+            raise ValueError(f"alpha (sense learning rate) must be in (0, 1], got {alpha}")
+        self.batch_key = batch_key
+        self.alpha, self.translation_weight = alpha, translation_weight
+        # Pruning runs at each projection refit after warm-up, for tokens selected >= prune_min_count times.
+        self.prune_beta, self.prune_min_count = prune_beta, prune_min_count
+        self.sense_output = SenseOutputLayer.from_masked_lm(masked_lm, num_senses)
+        self.sense_state = SenseState(vocab_size, num_senses, hidden_size, proj_dim, queue_size, refit_every,
+                                      warmup_steps, seed=seed)
+        self.translation_table = translation_table.long()
+        self._pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        masked_lm = model.masked_lm
+        hidden = masked_lm.base_model(input_ids=batch["masked_ids"],
+                                      attention_mask=batch["attention_mask"]).last_hidden_state
+        masked = batch["labels"] != IGNORE_INDEX
+        states = prediction_transform(masked_lm)(hidden[masked])
+        targets = batch["labels"][masked]
+        state = self.sense_state.to(states.device)
+        self.translation_table = self.translation_table.to(states.device)
+        projected = state.project(states.detach())
+        senses = state.select(targets, projected)
+        allowed = state.allowed()
+        second = translation_labels(targets, projected, state.centres, allowed, self.translation_table)
+        logits = self.sense_output(states, allowed)
+        if self.training:
+            self._pending.append((targets, senses, states.detach().float()))
+        return sense_aware_loss(logits.float(), targets * state.num_senses + senses, second,
+                                self.translation_weight)
+
+    def update_state(self, gather: Callable[[torch.Tensor], torch.Tensor] = all_gather_rows) -> None:
+        """Apply this step's (token, sense, state) rows, gathered over ranks, to the sense state."""
+        if not self._pending:
+            return
+        targets, senses, states = (gather(torch.cat(part)) for part in zip(*self._pending))
+        self._pending.clear()
+        state = self.sense_state
+        was_single = state.single_sense
+        refitted = state.observe(targets, senses, states, self.alpha)
+        if was_single and not state.single_sense:
+            self.sense_output.copy_sense_zero_()
+        if self.prune_beta > 0 and refitted and not state.single_sense:
+            state.prune(self.prune_beta, self.prune_min_count)
+
+    def get_extra_state(self) -> dict[str, torch.Tensor]:
+        return self.sense_state.state_dict()
+
+    def set_extra_state(self, state: dict[str, torch.Tensor]) -> None:
+        self.sense_state.load_state_dict(state)

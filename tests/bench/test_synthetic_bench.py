@@ -1,0 +1,75 @@
+"""distalign bench synthetic: derived languages, dictionary split, per-run configs (no training here)."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from distalign.bench.derived_language import Transliteration, derive, normalise
+from distalign.bench.synthetic import BenchSpec, base_sentences, split_dictionary, training_config, write_language_pair
+from distalign.data.readers import InputError
+
+SENTENCES = [normalise(s) for s in ["Tom is here.", "I saw Mary's cat!", "The cat is here, Tom.", "Ça va?"]]
+
+
+def test_normalise_lowercases_and_splits_punctuation():
+    assert SENTENCES[:2] == ["tom is here .", "i saw mary ' s cat !"]
+
+
+def test_transliteration_is_a_disjoint_injective_copy():
+    translit = Transliteration.for_text(SENTENCES)
+    words = {w for s in SENTENCES for w in s.split()}
+    copies = {translit.word(w) for w in words}
+    assert len(copies) == len(words)  # injective
+    assert not {c for w in words for c in w} & {c for w in copies for c in w}  # no shared character
+    assert all("\u0400" <= c <= "\u052f" for w in copies for c in w)
+    with pytest.raises(ValueError, match="distinct characters"):
+        Transliteration.for_text(["".join(chr(0x4E00 + i) for i in range(400))])
+
+
+def test_transformations_keep_words_and_change_order_as_named():
+    translit = Transliteration.for_text(SENTENCES)
+    plain = derive(SENTENCES, "translit", translit)
+    assert plain[0] == " ".join(translit.word(w) for w in ["tom", "is", "here", "."])
+    assert derive(SENTENCES, "translit_inv", translit)[0] == " ".join(reversed(plain[0].split()))
+    many = [" ".join(str(i) for i in range(12))] * 20
+    translit = Transliteration.for_text(many)
+    permuted = derive(many, "translit_perm", translit, seed=3)
+    assert all(sorted(p.split()) == sorted(translit.sentence(many[0]).split()) for p in permuted)
+    assert len(set(permuted)) > 1  # a fresh permutation per sentence
+    assert permuted == derive(many, "translit_perm", translit, seed=3)
+    with pytest.raises(ValueError, match="unknown transformation"):
+        derive(SENTENCES, "syntax", translit)
+
+
+def corpus(tmp_path, n=400):
+    rng = random.Random(0)
+    words = [f"w{chr(97 + i)}{chr(97 + j)}" for i in range(8) for j in range(8)]
+    path = tmp_path / "base.txt"
+    path.write_text("\n".join(" ".join(rng.choices(words, k=6)) for _ in range(n)) + "\n")
+    return path
+
+
+def test_dictionary_split_and_files(tmp_path):
+    spec = BenchSpec(corpus=str(corpus(tmp_path)), dictionary_share=0.5, eval_words=10, min_count=3)
+    sentences = base_sentences(spec)
+    assert len(sentences) == len(set(sentences)) <= 400
+    train, held_out = split_dictionary(sentences, spec)
+    assert len(train) + len(held_out) == 32 and len(held_out) == 10 and not set(train) & set(held_out)
+    translit = Transliteration.for_text(sentences)
+    paths = write_language_pair(tmp_path / "pair", "translit_inv", sentences, translit, train, held_out, 0)
+    eval_lines = paths["eval_dict"].read_text().splitlines()
+    assert eval_lines == [f"{w}\t{translit.word(w)}" for w in held_out]
+    base, derived = (paths[k].read_text().splitlines() for k in ("base", "derived"))
+    assert [d.split() for d in derived] == [translit.sentence(b).split()[::-1] for b in base]
+
+    config = training_config(spec, "translit_inv", "align", paths, tmp_path / "out", "parent123")
+    assert (config.objectives.mlm.weight, config.objectives.align.weight, config.objectives.lexical.weight) == (1, 10, 0)
+    assert [c.lang for c in config.data.corpora] == ["en", "xx"]
+    assert Path(config.data.eval_dictionaries[0].path) == paths["eval_dict"]
+    assert config.run.name == "bench-translit_inv-align" and config.tracking.parent_run_id == "parent123"
+
+    with pytest.raises(InputError, match="not more than the 40 held out"):
+        split_dictionary(sentences, BenchSpec(eval_words=40))
+    with pytest.raises(InputError, match="file not found"):
+        base_sentences(BenchSpec(corpus=str(tmp_path / "missing.txt")))

@@ -1,0 +1,360 @@
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
+
+from distalign.models.alignment_model import AlignmentModel
+from distalign.objectives.mlm import IGNORE_INDEX
+from distalign.objectives.sense_aware import (
+    SenseAwareObjective,
+    SenseOutputLayer,
+    build_translation_table,
+    prediction_transform,
+    sense_aware_loss,
+    translation_labels,
+)
+from distalign.objectives.sense_state import (
+    SenseState,
+    all_gather_rows,
+    ema_update,
+    nearest_sense,
+    principal_components,
+    prune_mask,
+)
+
+V, D = 30, 16
+
+
+def tiny_xlmr(seed=0):
+    torch.manual_seed(seed)
+    config = XLMRobertaConfig(vocab_size=V, hidden_size=D, num_hidden_layers=1, num_attention_heads=2,
+                              intermediate_size=32, max_position_embeddings=20)
+    return XLMRobertaForMaskedLM(config).eval()
+
+
+def corpus_batch(seed=0, batch=3, length=8):
+    g = torch.Generator().manual_seed(seed)
+    ids = torch.randint(5, V, (batch, length), generator=g)
+    labels = torch.full_like(ids, IGNORE_INDEX)
+    picked = torch.rand(batch, length, generator=g) < 0.4
+    picked[0, 1] = True
+    labels[picked] = ids[picked]
+    masked = ids.masked_fill(picked, 4)
+    return {"masked_ids": masked, "attention_mask": torch.ones_like(ids), "labels": labels}
+
+
+# ---------------------------------------------------------------- projection
+def test_principal_components_match_numpy_covariance_eigenvectors():
+    g = torch.Generator().manual_seed(0)
+    states = torch.randn(60, 6, generator=g, dtype=torch.float64) * torch.tensor([5.0, 3, 2, 1, 0.5, 0.1],
+                                                                                   dtype=torch.float64)
+    mean, components = principal_components(states, 3)
+    values, vectors = np.linalg.eigh(np.cov(states.numpy(), rowvar=False))
+    top = vectors[:, np.argsort(values)[::-1][:3]]
+    np.testing.assert_allclose(mean.numpy(), states.numpy().mean(0), atol=1e-12)
+    for j in range(3):
+        sign = np.sign(top[:, j] @ components[:, j].numpy())
+        np.testing.assert_allclose(components[:, j].numpy(), sign * top[:, j], atol=1e-8)
+    # sign convention: the largest-magnitude entry of each component is positive
+    assert (components.gather(0, components.abs().argmax(0, keepdim=True)) > 0).all()
+    with pytest.raises(ValueError, match="more than k states"):
+        principal_components(states[:3], 3)
+
+
+# ---------------------------------------------------------------- centre update
+def test_ema_update_single_row_formula():
+    centres = torch.tensor([[1.0, 0.0], [4.0, 4.0]])
+    out = ema_update(centres, torch.tensor([0]), torch.tensor([[0.0, 2.0]]), alpha=0.25)
+    assert torch.allclose(out, torch.tensor([[0.75, 0.5], [4.0, 4.0]]))
+
+
+def test_ema_update_repeated_key_is_sequential_not_mean():
+    # c=0, values 1 then 3, alpha=.5: sequential -> .5 then .25 + 1.5 = 1.75 (a mean update would give 1.0)
+    out = ema_update(torch.zeros(1, 1), torch.tensor([0, 0]), torch.tensor([[1.0], [3.0]]), alpha=0.5)
+    assert out.item() == pytest.approx(1.75)
+
+
+def test_ema_update_matches_row_by_row_loop():
+    g = torch.Generator().manual_seed(1)
+    centres = torch.randn(7, 3, generator=g, dtype=torch.float64)
+    keys = torch.tensor([3, 0, 3, 6, 3, 0, 2])
+    values = torch.randn(7, 3, generator=g, dtype=torch.float64)
+    expected = centres.clone()
+    for key, value in zip(keys.tolist(), values):
+        expected[key] = 0.7 * expected[key] + 0.3 * value
+    assert torch.allclose(ema_update(centres, keys, values, alpha=0.3), expected, atol=1e-12)
+    with pytest.raises(ValueError, match="alpha"):
+        ema_update(centres, keys, values, alpha=0.0)
+
+
+# ---------------------------------------------------------------- selection, warm-up, pruning
+def test_nearest_sense_uses_cosine_skips_inactive_and_breaks_ties_low():
+    centres = torch.tensor([[[1.0, 0.1], [10.0, 10.0], [0.0, 1.0]]])  # token 0, 3 senses
+    active = torch.ones(1, 3, dtype=torch.bool)
+    z = torch.tensor([[1.0, 0.0], [0.0, 2.0], [0.0, 0.0]])
+    tokens = torch.zeros(3, dtype=torch.long)
+    # [1, 0]: cos .995 / .707 / 0 -> sense 0 (a dot product would pick the long sense 1);
+    # [0, 2]: cos .0995 / .707 / 1 -> sense 2; the zero vector ties everywhere -> sense 0
+    assert nearest_sense(centres, active, tokens, z).tolist() == [0, 2, 0]
+    active[0, 2] = False
+    assert nearest_sense(centres, active, tokens, z).tolist() == [0, 1, 0]
+
+
+def fitted_state(warmup_steps=0, **kwargs):
+    state = SenseState(vocab_size=4, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8,
+                       refit_every=kwargs.pop("refit_every", 100), warmup_steps=warmup_steps, **kwargs)
+    state.mean, state.proj, state.fitted = torch.zeros(3), torch.eye(3)[:, :2], True
+    state.centres[1] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    return state
+
+
+def test_warmup_forces_sense_zero_then_selects_nearest():
+    state = fitted_state(warmup_steps=2)
+    tokens, z = torch.tensor([1, 1]), torch.tensor([[0.1, 1.0], [1.0, 0.1]])
+    assert state.select(tokens, z).tolist() == [0, 0]
+    assert state.allowed()[:, 1].sum() == 0
+    state.step = 2
+    assert state.select(tokens, z).tolist() == [1, 0]
+    assert state.allowed().all()
+    unfitted = SenseState(4, 2, 3, proj_dim=2, queue_size=8, warmup_steps=0)
+    assert unfitted.single_sense and unfitted.select(tokens, z).tolist() == [0, 0]
+
+
+def test_prune_mask_hand_example():
+    counts = torch.tensor([[90, 8, 2], [0, 0, 0], [1, 0, 2], [0, 1, 0]])
+    active = torch.ones(4, 3, dtype=torch.bool)
+    # row 0: shares .9 .08 .02 -> sense 2 off; row 1 never selected; row 2 has 3 < min_count 4;
+    # row 3: shares 0 1 0 with min_count 1 -> 0 and 2 off, the most chosen stays
+    out = prune_mask(counts, active, beta=0.05, min_count=1)
+    assert out.tolist() == [[True, True, False], [True, True, True], [True, False, True], [False, True, False]]
+    out = prune_mask(counts, active, beta=0.05, min_count=4)
+    assert out.tolist() == [[True, True, False], [True, True, True], [True, True, True], [True, True, True]]
+    # an inactive sense stays inactive; the most chosen sense survives even with beta = 1
+    assert prune_mask(counts, out, beta=1.0)[0].tolist() == [True, False, False]
+
+
+def test_observe_counts_after_warmup_and_pruned_sense_is_never_selected():
+    state = fitted_state(warmup_steps=1)
+    tokens, senses, states = torch.tensor([1, 1]), torch.tensor([0, 0]), torch.tensor([[1.0, 0, 0], [1, 0, 0]])
+    state.observe(tokens, senses, states, alpha=0.5)       # warm-up step: no counts
+    assert state.counts.sum() == 0 and state.step == 1
+    state.observe(tokens, torch.tensor([0, 1]), states, alpha=0.5)
+    assert state.counts[1].tolist() == [1, 1]
+    state.counts[1] = torch.tensor([20, 1])
+    assert state.prune(0.1) == 1 and state.active[1].tolist() == [True, False]
+    assert state.select(torch.tensor([1]), torch.tensor([[0.0, 1.0]])).tolist() == [0]
+
+
+# ---------------------------------------------------------------- queue and refit
+def test_queue_is_fifo_and_refit_carries_updated_centres():
+    state = SenseState(vocab_size=3, num_senses=2, hidden_size=4, proj_dim=2, queue_size=6, refit_every=3)
+    g = torch.Generator().manual_seed(2)
+    first = torch.randn(5, 4, generator=g, dtype=torch.float64).float()
+    second = torch.randn(4, 4, generator=g)
+    state.update_queue(first)
+    assert state.queue_filled == 5
+    state.update_queue(second)
+    kept = torch.cat([first, second])[-6:]
+    assert state.queue_filled == 6
+    assert torch.equal(torch.sort(state.queue, 0).values, torch.sort(kept, 0).values)
+    assert state.maybe_refit_projection() and state.fitted
+    expected_mean, expected_proj = principal_components(kept, 2)
+    assert torch.allclose(state.mean, expected_mean, atol=1e-6) and torch.allclose(state.proj.abs(),
+                                                                                     expected_proj.abs(), atol=1e-5)
+    state.update_centres(torch.tensor([2]), torch.tensor([1]), torch.tensor([[1.0, -2.0]]), alpha=1.0)
+    old_centres, old_mean, old_proj = state.centres.clone(), state.mean.clone(), state.proj.clone()
+    state.step = 2
+    assert not state.maybe_refit_projection()                   # M = 3 steps have not passed
+    state.update_queue(torch.randn(3, 4, generator=g) * 5)
+    state.step = 3
+    assert state.maybe_refit_projection()
+    reconstructed = old_proj.numpy() @ np.array([1.0, -2.0]) + old_mean.numpy() - state.mean.numpy()
+    np.testing.assert_allclose(state.centres[2, 1].numpy(), reconstructed @ state.proj.numpy(), atol=1e-5)
+    never_updated = torch.ones(3, 2, dtype=torch.bool)
+    never_updated[2, 1] = False
+    assert torch.equal(state.centres[never_updated], old_centres[never_updated])
+
+
+def test_state_dict_round_trip():
+    state = fitted_state(warmup_steps=0, seed=3)
+    state.observe(torch.tensor([1, 2, 1]), torch.tensor([1, 0, 1]), torch.randn(3, 3), alpha=0.2)
+    state.prune(0.4, min_count=1)
+    restored = SenseState(4, 2, 3, proj_dim=2, queue_size=8, refit_every=100, seed=99)
+    restored.load_state_dict(state.state_dict())
+    for name, value in state.state_dict().items():
+        assert torch.equal(restored.state_dict()[name], value), name
+    assert restored.fitted and restored.step == 1
+    with pytest.raises(ValueError, match="centres"):
+        SenseState(5, 2, 3, proj_dim=2, queue_size=8).load_state_dict(state.state_dict())
+
+
+# ---------------------------------------------------------------- translation labels and loss
+def test_build_translation_table():
+    table = build_translation_table([1, 1, 2, 1, 3], [2, 4, 1, 3, 3], vocab_size=5, max_translations=2)
+    # 1->2, 1->4 (1->3 over the limit), 2->1, 4->1, 3->1; 3->3 is a self-pair; 2->1 twice kept once
+    assert table.tolist() == [[-1, -1], [2, 4], [1, -1], [1, -1], [1, -1]]
+    assert build_translation_table([1], [2], 5, symmetric=False)[2].tolist() == [-1] * 8
+    with pytest.raises(ValueError, match=r"tgt_ids\[0\] = 7"):
+        build_translation_table([1], [7], vocab_size=5)
+
+
+def test_translation_label_picks_nearest_sense_over_all_translations():
+    centres = torch.zeros(5, 2, 2)
+    centres[2] = torch.tensor([[1.0, 0.0], [0.6, 0.8]])
+    centres[3] = torch.tensor([[0.0, 1.0], [-1.0, 0.0]])
+    allowed = torch.ones(5, 2, dtype=torch.bool)
+    table = torch.tensor([[-1, -1], [2, 3], [-1, -1], [-1, -1], [3, -1]])
+    targets = torch.tensor([1, 1, 0, 4])
+    z = torch.tensor([[0.5, 1.0], [1.0, 0.1], [1.0, 1.0], [-1.0, 0.2]])
+    # z0: cos with (2,1)=.98, (3,0)=.89 -> 2*2+1; z1: (2,0) -> 4; target 0 has none; z3 -> (3,1) = 7
+    assert translation_labels(targets, z, centres, allowed, table).tolist() == [5, 4, IGNORE_INDEX, 7]
+    allowed[2, 1] = False
+    assert translation_labels(targets, z, centres, allowed, table)[0].item() == 6  # (3, 0)
+    # before the projection is fitted z is zero: every cosine is 0 -> first translation, first sense
+    assert translation_labels(targets, torch.zeros(4, 2), centres, allowed, table).tolist() == [4, 4, -100, 6]
+
+
+def test_loss_matches_per_position_loop():
+    g = torch.Generator().manual_seed(4)
+    logits = torch.randn(5, 12, generator=g, dtype=torch.float64)
+    logits[:, 11] = float("-inf")                                   # an inactive class
+    labels = torch.tensor([3, IGNORE_INDEX, 0, 7, 10])
+    second = torch.tensor([5, 2, IGNORE_INDEX, 1, IGNORE_INDEX])
+    terms = []
+    for i in range(5):
+        if labels[i] == IGNORE_INDEX:
+            continue
+        ce = F.cross_entropy(logits[i:i + 1], labels[i:i + 1])
+        if second[i] != IGNORE_INDEX:
+            ce = 0.7 * ce + 0.3 * F.cross_entropy(logits[i:i + 1], second[i:i + 1])
+        terms.append(ce)
+    expected = torch.stack(terms).mean()
+    assert sense_aware_loss(logits, labels, second, 0.3).item() == pytest.approx(expected.item(), rel=1e-12)
+    # lambda = .5 is the paper's plain mean of the two cross-entropies
+    half = (F.cross_entropy(logits[:1], labels[:1]) + F.cross_entropy(logits[:1], second[:1])) / 2
+    assert sense_aware_loss(logits[:1], labels[:1], second[:1]).item() == pytest.approx(half.item(), rel=1e-12)
+    with pytest.raises(ValueError, match="no position has a label"):
+        sense_aware_loss(logits[1:2], labels[1:2], second[1:2])
+
+
+# ---------------------------------------------------------------- model pieces
+@pytest.mark.parametrize("architecture", ["xlmr", "bert"])
+def test_sense_zero_reproduces_original_decoder_logits(architecture):
+    if architecture == "xlmr":
+        masked_lm = tiny_xlmr()
+    else:
+        torch.manual_seed(0)
+        masked_lm = BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=D, num_hidden_layers=1,
+                                               num_attention_heads=2, intermediate_size=32,
+                                               max_position_embeddings=20)).eval()
+    ids = corpus_batch()["masked_ids"]
+    with torch.no_grad():
+        reference = masked_lm(input_ids=ids).logits
+        hidden = masked_lm.base_model(input_ids=ids).last_hidden_state
+        states = prediction_transform(masked_lm)(hidden)
+        layer = SenseOutputLayer.from_masked_lm(masked_lm, num_senses=3)
+        logits = layer(states, torch.ones(V, 3, dtype=torch.bool)).view(*ids.shape, V, 3)
+    assert torch.allclose(logits[..., 0], reference, atol=1e-5)
+    assert layer.weight.data_ptr() != masked_lm.get_output_embeddings().weight.data_ptr()  # untied
+    with pytest.raises(ValueError, match="no known MLM head"):
+        prediction_transform(torch.nn.Linear(2, 2))
+
+
+def test_masked_senses_get_minus_infinity_and_copy_sense_zero():
+    layer = SenseOutputLayer(torch.randn(4, 3), torch.randn(4), num_senses=2)
+    with torch.no_grad():
+        layer.weight[1] += 1.0                                       # token 0, sense 1 drifts
+    allowed = torch.tensor([[True, False]] * 4)
+    logits = layer(torch.randn(2, 3), allowed)
+    assert torch.isinf(logits[:, 1::2]).all() and torch.isfinite(logits[:, 0::2]).all()
+    layer.weight.data[0] = 7.0
+    layer.copy_sense_zero_()
+    assert torch.equal(layer.weight[1], torch.full((3,), 7.0)) and torch.equal(layer.bias[0::2], layer.bias[1::2])
+
+
+def make_objective(**kwargs):
+    masked_lm = tiny_xlmr()
+    table = build_translation_table([5, 6, 7], [20, 21, 22], vocab_size=V, max_translations=2)
+    defaults = dict(num_senses=2, proj_dim=3, queue_size=64, refit_every=2, alpha=0.5, warmup_steps=2)
+    objective = SenseAwareObjective(masked_lm, table, **{**defaults, **kwargs})
+    return AlignmentModel(masked_lm, {"sense_aware": objective}, {"sense_aware": 1.0}), objective
+
+
+def test_objective_trains_updates_state_and_keeps_export_architecture():
+    model, objective = make_objective()                      # warm-up: 2 steps
+    original_keys = set(tiny_xlmr().state_dict())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    initial = objective.sense_output.weight.detach().clone().view(V, 2, D)
+    model.train()
+    for step in range(4):
+        losses = model({"corpus": corpus_batch(seed=step)})
+        assert torch.isfinite(losses["loss"])
+        losses["loss"].backward()
+        grad = objective.sense_output.weight.grad.view(V, 2, D)
+        assert grad[:, 0].abs().sum() > 0
+        assert model.masked_lm.roberta.encoder.layer[0].attention.self.query.weight.grad.abs().sum() > 0
+        # single-sense mode (steps 0, 1): the other sense's vectors get no gradient
+        assert (grad[:, 1].abs().sum() == 0) == (step < 2)
+        optimizer.step()
+        optimizer.zero_grad()
+        objective.update_state(gather=lambda rows: rows)
+        senses = objective.sense_output.weight.detach().view(V, 2, D)
+        if step == 0:
+            assert torch.equal(senses[:, 1], initial[:, 1]) and not torch.equal(senses[:, 0], initial[:, 0])
+        if step == 1:                                        # warm-up just ended: sense 0 copied over
+            assert torch.equal(senses[:, 1], senses[:, 0]) and not torch.equal(senses[:, 1], initial[:, 1])
+    state = objective.sense_state
+    assert state.step == 4 and state.fitted and not state.single_sense
+    assert state.updated[:, 0].any() and state.counts.sum() > 0
+    assert set(model.masked_lm.state_dict()) == original_keys
+
+
+@pytest.mark.parametrize("prune_beta", [0.0, 0.5])
+def test_objective_prunes_rare_senses_at_refits_after_warmup(prune_beta):
+    model, objective = make_objective(warmup_steps=0, refit_every=1, prune_beta=prune_beta, prune_min_count=1)
+    model.train()
+    for step in range(3):
+        model({"corpus": corpus_batch(seed=step)})
+        objective.update_state(gather=lambda rows: rows)
+    state = objective.sense_state
+    pruned = ~state.active
+    assert pruned.any() == (prune_beta > 0)
+    share = state.counts.double() / state.counts.sum(1, keepdim=True).clamp(min=1)
+    assert (share[pruned] < prune_beta).all()
+
+
+def test_objective_state_dict_round_trip_restores_sense_state_and_loss():
+    model, objective = make_objective(warmup_steps=0)
+    model.train()
+    for step in range(3):
+        model({"corpus": corpus_batch(seed=step)})
+        objective.update_state(gather=lambda rows: rows)
+    checkpoint = model.state_dict()
+    assert "objectives.sense_aware._extra_state" in checkpoint
+    restored_model, restored = make_objective(warmup_steps=0, seed=5)
+    restored_model.load_state_dict(checkpoint)
+    for name, value in objective.sense_state.state_dict().items():
+        assert torch.equal(restored.sense_state.state_dict()[name], value), name
+    model.eval()
+    restored_model.eval()
+    batch = {"corpus": corpus_batch(seed=9)}
+    assert torch.allclose(model(batch)["loss"], restored_model(batch)["loss"])
+
+
+def _gather_worker(rank, init_file, results):
+    import torch.distributed as dist
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
+    rows = torch.full((rank + 1, 2), float(rank))
+    results[rank] = all_gather_rows(rows).tolist()
+    dist.destroy_process_group()
+
+
+def test_all_gather_rows_concatenates_uneven_ranks_in_order(tmp_path):
+    import torch.multiprocessing as mp
+    assert torch.equal(all_gather_rows(torch.ones(2, 3)), torch.ones(2, 3))   # no process group: unchanged
+    results = mp.Manager().dict()
+    # fork: the children need not import torch again (spawn costs seconds on 2 cores)
+    mp.start_processes(_gather_worker, args=(str(tmp_path / "init"), results), nprocs=2, start_method="fork")
+    expected = [[0.0, 0.0], [1.0, 1.0], [1.0, 1.0]]
+    assert results[0] == expected and results[1] == expected

@@ -1,0 +1,24 @@
+"""Evaluation interval: fixed steps, or a fraction of an epoch of the main training stream."""
+
+from types import SimpleNamespace
+
+from conftest import QUICKSTART
+from distalign.config import load_config
+from distalign.train.trainer import eval_interval
+
+PREPARED = SimpleNamespace(constraints=[0] * 1000, corpus=[0] * 640)
+
+
+def test_every_steps_by_default():
+    assert eval_interval(load_config(QUICKSTART, ["eval.every=7"]), PREPARED) == 7
+
+
+def test_quarter_epoch_of_the_constraint_stream():
+    # 1000 pairs / (2 workers x 32 pairs) = 15 steps per epoch -> every round(3.75) = 4 steps
+    assert eval_interval(load_config(QUICKSTART, ["eval.every_epochs=0.25"]), PREPARED) == 4
+
+
+def test_corpus_stream_when_no_objective_reads_constraints():
+    config = load_config(QUICKSTART, ["eval.every_epochs=0.5", "objectives.lexical.weight=0"])
+    assert eval_interval(config, PREPARED) == 10  # 640 / (2 x 16) = 20 steps per epoch
+    assert eval_interval(load_config(QUICKSTART, ["eval.every_epochs=0.001"]), PREPARED) == 1
