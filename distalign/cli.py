@@ -78,6 +78,27 @@ def _bench_synthetic(args) -> int:
     return 0
 
 
+def _static_extract(args) -> int:
+    from distalign.static.x2static import extract_to_file
+
+    result = extract_to_file(args.model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
+                             negatives=args.negatives, min_count=args.min_count, seed=args.seed)
+    for report in result["reports"]:
+        print(report.summary())
+    print(f"[distalign] {len(result['words'])} static vectors -> {result['path']}")
+    return 0
+
+
+def _static_align(args) -> int:
+    from distalign.static.procrustes import align_files
+
+    report = align_files(args.src, args.tgt, args.dictionary, args.out, iterations=args.iterations,
+                         tgt_out_path=args.tgt_out or None)
+    print(f"[distalign] seed pairs {report['seed_pairs']} ({report['seed_missing']} with a missing word), "
+          f"dictionary sizes {report['dictionary_sizes']} -> {args.out}")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -118,6 +139,31 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--no-cross-lingual", action="store_true")
     mine.add_argument("--unique-pairs", action="store_true", help="keep a pair only for its first synset")
     mine.set_defaults(func=_mine)
+
+    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes alignment"
+                            ).add_subparsers(dest="static", required=True)
+    extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
+                                description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
+                                            "sentence's other token states at --layer, 10 negatives ∝ count^0.5.")
+    extract.add_argument("--model", required=True, help="teacher: HF model directory or hub name")
+    extract.add_argument("--corpus", nargs="+", required=True, help=".txt (a sentence a line), .jsonl or .parquet")
+    extract.add_argument("--out", required=True, help="output .vec (word2vec text format)")
+    extract.add_argument("--layer", type=int, default=6, help="teacher layer (6 for XLM-R base)")
+    extract.add_argument("--epochs", type=int, default=1)
+    extract.add_argument("--lr", type=float, default=1e-3)
+    extract.add_argument("--negatives", type=int, default=10)
+    extract.add_argument("--min-count", type=int, default=1)
+    extract.add_argument("--seed", type=int, default=0)
+    extract.set_defaults(func=_static_extract)
+    align = static.add_parser("align", help="orthogonal Procrustes map of one static space onto another",
+                              description="Fit with a seed dictionary, optionally with VecMap-style self-learning.")
+    align.add_argument("--src", required=True, help="source .vec")
+    align.add_argument("--tgt", required=True, help="target .vec")
+    align.add_argument("--dictionary", required=True, help="seed dictionary src<TAB>tgt")
+    align.add_argument("--out", required=True, help="mapped source .vec")
+    align.add_argument("--tgt-out", default="", help="also write the normalised target space here")
+    align.add_argument("--iterations", type=int, default=0, help="self-learning rounds (0 = seed only)")
+    align.set_defaults(func=_static_align)
 
     bench = sub.add_parser("bench", help="controlled benchmarks").add_subparsers(dest="bench", required=True)
     synthetic = bench.add_parser(
