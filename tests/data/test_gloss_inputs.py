@@ -2,13 +2,12 @@
 
 import numpy as np
 import pytest
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
-from transformers import PreTrainedTokenizerFast
 
 from distalign.config import TinyModelConfig
 from distalign.data.gloss_inputs import encode_words_with_gloss, tokenize_sense_constraint_batch
 from distalign.data.tokenize import encode_words
 from distalign.models.loading import build_tiny_model, load_tokenizer
+from tiny_tokenizers import wordpiece_tokenizer
 
 TEXTS = [
     "the cat sat on the mat", "a small domesticated carnivorous mammal", "der hund bellt laut",
@@ -29,17 +28,7 @@ def xlmr_tokenizer_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def bert_tokenizer():
-    wp = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    wp.normalizer = normalizers.BertNormalizer(lowercase=True)
-    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    wp.decoder = decoders.WordPiece()
-    wp.train_from_iterator(TEXTS, trainers.WordPieceTrainer(
-        vocab_size=90, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
-    cls, sep = wp.token_to_id("[CLS]"), wp.token_to_id("[SEP]")
-    wp.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=wp, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
-                                   mask_token="[MASK]", unk_token="[UNK]", model_max_length=64)
+    return wordpiece_tokenizer(TEXTS, vocab_size=90)
 
 
 @pytest.fixture(params=["xlmr", "bert"])

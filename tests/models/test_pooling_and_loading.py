@@ -5,13 +5,11 @@ import json
 import numpy as np
 import pytest
 import torch
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 from transformers import (
     AutoModelForMaskedLM,
     AutoTokenizer,
     BertConfig,
     BertForMaskedLM,
-    PreTrainedTokenizerFast,
 )
 
 from distalign.config import TinyModelConfig
@@ -21,6 +19,7 @@ from distalign.data.tokenize import encode_words
 from distalign.models.alignment_model import AlignmentModel
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.models.pooling import mean_pool
+from tiny_tokenizers import wordpiece_tokenizer
 
 
 # ------------------------------------------------------------------------------ mean_pool
@@ -162,18 +161,7 @@ def test_alignment_model_encode_words_tiny(tiny_dir, synthetic_texts):
 @pytest.fixture(scope="module")
 def bert_dir(tmp_path_factory, synthetic_texts):
     out = tmp_path_factory.mktemp("models") / "bert-tiny-uncased"
-    wp = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-    wp.normalizer = normalizers.BertNormalizer(lowercase=True)
-    wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    wp.decoder = decoders.WordPiece()
-    wp.train_from_iterator(synthetic_texts, trainers.WordPieceTrainer(
-        vocab_size=120, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
-    cls, sep = wp.token_to_id("[CLS]"), wp.token_to_id("[SEP]")
-    wp.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=wp, cls_token="[CLS]", sep_token="[SEP]",
-                                        pad_token="[PAD]", mask_token="[MASK]", unk_token="[UNK]",
-                                        model_max_length=64)
+    tokenizer = wordpiece_tokenizer(synthetic_texts, vocab_size=120)
     torch.manual_seed(0)
     config = BertConfig(vocab_size=len(tokenizer), hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
                         intermediate_size=32, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
