@@ -40,6 +40,14 @@ class TinyModelConfig:
 
 
 @dataclass
+class AdaptersConfig:
+    # Bottleneck adapters in every layer (BabelBERT's adapter variant); only adapters are trained.
+    enabled: bool = False
+    reduction_factor: int = 16  # adapter width = hidden size / reduction_factor
+    non_linearity: str = "relu"
+
+
+@dataclass
 class ModelConfig:
     # Hub name (bert-base-multilingual-uncased, xlm-roberta-base), local HF directory, or "tiny".
     name_or_path: str = "tiny"
@@ -47,6 +55,7 @@ class ModelConfig:
     # Layer whose subword states are mean-pooled into word vectors (-1 = last, 0 = embeddings).
     word_layer: int = -1
     max_word_tokens: int = 16  # subword budget of a word encoded alone ([CLS] word [SEP])
+    adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
 
 
 @dataclass
@@ -105,6 +114,11 @@ class MLMConfig:
 class LexicalConfig:
     weight: float = 1.0
     temperature: float = 0.07
+    # sense level: each word encoded with its synset gloss ([CLS] word [SEP] gloss [SEP]), only the
+    # word's subwords pooled; pairs without glosses fall back to the word alone
+    sense_level: bool = False
+    gloss_weight: float = 0.0  # > 0 adds the same InfoNCE on the gloss spans (sense level only)
+    max_sense_tokens: int = 64  # subword budget of word + gloss
 
 
 @dataclass
@@ -377,6 +391,11 @@ def validate(config: ExperimentConfig) -> None:
     _require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
     _require(0 < o.mlm.mask_prob < 1, "objectives.mlm.mask_prob", "must be in (0, 1)")
     _require(o.lexical.temperature > 0, "objectives.lexical.temperature", "must be > 0")
+    _require(o.lexical.gloss_weight >= 0, "objectives.lexical.gloss_weight", "must be >= 0")
+    _require(o.lexical.gloss_weight == 0 or o.lexical.sense_level, "objectives.lexical.gloss_weight",
+             "needs objectives.lexical.sense_level: true")
+    _require(o.lexical.max_sense_tokens >= 6, "objectives.lexical.max_sense_tokens", "must be >= 6")
+    _require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
     for name, section in o._sections().items():
         _require(section.weight >= 0, f"objectives.{name}.weight", "must be >= 0")
     _require(bool(o.active()), "objectives", "every objective has weight 0: nothing to train")

@@ -12,6 +12,7 @@ import ray.data
 
 from distalign.config import ExperimentConfig
 from distalign.data.prepare import PreparedData
+from distalign.data.gloss_inputs import tokenize_sense_constraint_batch
 from distalign.data.tokenize import tokenize_constraint_batch, tokenize_corpus_batch
 
 TOKENIZE_BATCH = 256
@@ -25,9 +26,12 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str
     datasets, cpus = {}, config.data.tokenize_cpus
     streams = config.objectives.streams()
     if "constraints" in streams:
+        lexical = config.objectives.lexical
+        tokenize, max_tokens = ((tokenize_sense_constraint_batch, lexical.max_sense_tokens) if lexical.sense_level
+                                else (tokenize_constraint_batch, config.model.max_word_tokens))
         datasets["constraints"] = ray.data.from_arrow(prepared.constraints).map_batches(
-            tokenize_constraint_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
-            fn_kwargs={"tokenizer_path": prepared.model_path, "max_tokens": config.model.max_word_tokens},
+            tokenize, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
+            fn_kwargs={"tokenizer_path": prepared.model_path, "max_tokens": max_tokens},
         )
     if "corpus" in streams:
         datasets["corpus"] = ray.data.from_arrow(prepared.corpus.select(["text"])).map_batches(

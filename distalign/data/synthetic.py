@@ -113,7 +113,7 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
         corpora[lang.name].write_text("\n".join(sentences) + "\n")
 
     constraints = out / "constraints.parquet"
-    pq.write_table(_constraint_table(lexicon, [l.name for l in languages], ~heldout), constraints)
+    pq.write_table(_constraint_table(lexicon, [l.name for l in languages], ~heldout, topic), constraints)
 
     eval_dicts = []
     for l1, l2 in itertools.combinations([l.name for l in languages], 2):
@@ -150,14 +150,19 @@ def _sentence(rng, lang: _Language, words, word_class, topic) -> str:
     return " ".join(w for role in lang.order for w in parts[role])
 
 
-def _constraint_table(lexicon, languages: list[str], train_concepts: np.ndarray) -> pa.Table:
-    """All mono- and cross-lingual synonym pairs of the training concepts (BabelBERT §3.1 style)."""
+def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:
+    """A definition-like gloss: the words (in ``lang``) of up to three other concepts of the same topic."""
+    neighbours = [k for k in np.flatnonzero(topic == topic[concept]) if k != concept][:3]
+    return " ".join(lexicon[lang][k][0] for k in neighbours)
+
+
+def _constraint_table(lexicon, languages: list[str], train_concepts: np.ndarray, topic: np.ndarray) -> pa.Table:
+    """All mono- and cross-lingual synonym pairs of the training concepts (BabelBERT §3.1 style), with glosses."""
     rows = {name: [] for name in CONSTRAINT_SCHEMA.names}
     for c in np.flatnonzero(train_concepts):
         items = [(w, lang) for lang in languages for w in lexicon[lang][c]]
         for (w1, l1), (w2, l2) in itertools.combinations(items, 2):
-            for key, value in zip(("word1", "lang1", "word2", "lang2", "synset_id"), (w1, l1, w2, l2, f"c{c}")):
+            values = (w1, l1, w2, l2, f"c{c}", _gloss(lexicon, l1, c, topic), _gloss(lexicon, l2, c, topic))
+            for key, value in zip(CONSTRAINT_SCHEMA.names, values):
                 rows[key].append(value)
-            rows["gloss1"].append(None)
-            rows["gloss2"].append(None)
     return pa.table(rows, schema=CONSTRAINT_SCHEMA)

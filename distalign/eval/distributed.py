@@ -29,9 +29,10 @@ class Resources:
 
 def _load(model_path: str):
     from distalign.models.alignment_model import AlignmentModel
-    from distalign.models.loading import load_masked_lm, load_tokenizer
+    from distalign.models.adapters import load_masked_lm_with_adapters
+    from distalign.models.loading import load_tokenizer
 
-    model = AlignmentModel(load_masked_lm(model_path), {}, {})
+    model = AlignmentModel(load_masked_lm_with_adapters(model_path), {}, {})
     if torch.cuda.is_available():
         model = model.cuda()
     return model.eval(), load_tokenizer(model_path)

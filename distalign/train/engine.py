@@ -20,7 +20,9 @@ MAX_GRAD_NORM = 1.0
 
 
 def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # frozen parameters (the base model under adapters) need no optimizer state
+    trainable = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     schedule = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
     return optimizer, schedule
 

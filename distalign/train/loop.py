@@ -20,7 +20,8 @@ from distalign.config import ExperimentConfig, from_dict
 from distalign.eval.bli_task import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.eval.tasks import BLITask
 from distalign.models.alignment_model import AlignmentModel
-from distalign.models.loading import load_masked_lm, load_tokenizer
+from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
+from distalign.models.loading import load_tokenizer
 from distalign.objectives.mlm import whole_word_mask
 from distalign.objectives.registry import build_objectives
 from distalign.tracking import MetricLogger
@@ -67,7 +68,11 @@ def train_loop_per_worker(loop_config: dict) -> None:
         torch.manual_seed(t.seed)
         tokenizer = load_tokenizer(loop_config["model_path"])
         objectives, weights = build_objectives(config.objectives)
-        model = AlignmentModel(load_masked_lm(model_path), objectives, weights, config.model.word_layer)
+        masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
+        adapters = config.model.adapters
+        if adapters.enabled and not adapter_state_dict(masked_lm):
+            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity)
+        model = AlignmentModel(masked_lm, objectives, weights, config.model.word_layer)
         engine = build_engine(model, t, uses_lm_head="mlm" in weights)
         if resumed_dir is not None:
             engine.load(resumed_dir)
