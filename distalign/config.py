@@ -128,8 +128,18 @@ class AlignConfig:
     weight: float = 0.0
 
 
+@dataclass
+class DictMLMConfig:
+    # DICT-MLM (Chaudhary et al. 2020): replaces objectives.mlm (both mask the corpus batch)
+    weight: float = 0.0
+    mask_prob: float = 0.15  # share of dictionary words masked (whole words)
+    keep_original: float = 0.5  # the paper's x/100: a masked word keeps its own label this often (0.5/0.7/0.9)
+    tlm: bool = False  # dict-TLM: [CLS] sentence [SEP] code-switched copy [SEP], masked together
+    switch_prob: float = 0.5  # dict-TLM: share of dictionary words switched in the copy
+
+
 # Which data stream each objective reads (the loop draws one batch per stream per step).
-OBJECTIVE_STREAMS = {"mlm": "corpus", "lexical": "constraints", "align": "constraints"}
+OBJECTIVE_STREAMS = {"mlm": "corpus", "lexical": "constraints", "align": "constraints", "dict_mlm": "corpus"}
 
 
 @dataclass
@@ -137,6 +147,7 @@ class ObjectivesConfig:
     mlm: MLMConfig = field(default_factory=MLMConfig)
     lexical: LexicalConfig = field(default_factory=LexicalConfig)
     align: AlignConfig = field(default_factory=AlignConfig)
+    dict_mlm: DictMLMConfig = field(default_factory=DictMLMConfig)
 
     def active(self) -> dict[str, float]:
         return {name: section.weight for name, section in self._sections().items() if section.weight > 0}
@@ -392,6 +403,11 @@ def validate(config: ExperimentConfig) -> None:
     _require(0 < o.mlm.mask_prob < 1, "objectives.mlm.mask_prob", "must be in (0, 1)")
     _require(o.lexical.temperature > 0, "objectives.lexical.temperature", "must be > 0")
     _require(o.lexical.gloss_weight >= 0, "objectives.lexical.gloss_weight", "must be >= 0")
+    _require(o.mlm.weight == 0 or o.dict_mlm.weight == 0, "objectives.dict_mlm.weight",
+             "DICT-MLM replaces MLM: set objectives.mlm.weight=0")
+    _require(0 < o.dict_mlm.mask_prob < 1, "objectives.dict_mlm.mask_prob", "must be in (0, 1)")
+    _require(0 <= o.dict_mlm.keep_original <= 1, "objectives.dict_mlm.keep_original", "must be in [0, 1]")
+    _require(0 <= o.dict_mlm.switch_prob <= 1, "objectives.dict_mlm.switch_prob", "must be in [0, 1]")
     _require(o.lexical.gloss_weight == 0 or o.lexical.sense_level, "objectives.lexical.gloss_weight",
              "needs objectives.lexical.sense_level: true")
     _require(o.lexical.max_sense_tokens >= 6, "objectives.lexical.max_sense_tokens", "must be >= 6")
@@ -414,8 +430,9 @@ def validate(config: ExperimentConfig) -> None:
         _require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
         _require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
     else:
-        _require(bool(d.constraints or d.dictionaries) or "constraints" not in o.streams(), "data.constraints",
-                 "the lexical and align objectives need data.constraints or data.dictionaries")
+        _require(bool(d.constraints or d.dictionaries) or ("constraints" not in o.streams() and not o.dict_mlm.weight),
+                 "data.constraints", "the lexical, align and dict_mlm objectives need data.constraints or "
+                 "data.dictionaries")
         _require(bool(d.corpora) or "corpus" not in o.streams(), "data.corpora", "the MLM objective needs data.corpora")
     for i, p in enumerate(d.constraints):
         _require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")

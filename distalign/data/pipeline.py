@@ -34,8 +34,9 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str
             fn_kwargs={"tokenizer_path": prepared.model_path, "max_tokens": max_tokens},
         )
     if "corpus" in streams:
-        datasets["corpus"] = ray.data.from_arrow(prepared.corpus.select(["text"])).map_batches(
+        datasets["corpus"] = ray.data.from_arrow(prepared.corpus.select(["text", "lang"])).map_batches(
             tokenize_corpus_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
-            fn_kwargs={"tokenizer_path": prepared.model_path, "max_length": config.data.max_seq_length},
+            fn_kwargs={"tokenizer_path": prepared.model_path, "max_length": config.data.max_seq_length,
+                       "languages": prepared.languages},
         )
     return datasets

@@ -45,6 +45,13 @@ class PreparedData:
     excluded_constraints: int = 0
 
     @property
+    def languages(self) -> list[str]:
+        """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here."""
+        langs = set(self.corpus["lang"].to_pylist())
+        langs |= set(self.constraints["lang1"].to_pylist()) | set(self.constraints["lang2"].to_pylist())
+        return sorted(langs)
+
+    @property
     def malformed_rows(self) -> int:
         return sum(r.malformed for r in self.reports)
 

@@ -44,6 +44,10 @@ def tokenize_constraint_batch(batch: dict[str, np.ndarray], tokenizer_path: str,
     return out
 
 
-def tokenize_corpus_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_length: int):
-    """Ray Data ``map_batches`` function for corpus sentences."""
-    return encode_sentences(load_tokenizer(tokenizer_path), batch["text"].tolist(), max_length)
+def tokenize_corpus_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_length: int,
+                          languages: list[str]):
+    """Ray Data ``map_batches`` function for corpus sentences; ``lang_id`` = the language's index in ``languages``."""
+    encoded = encode_sentences(load_tokenizer(tokenizer_path), batch["text"].tolist(), max_length)
+    index = {lang: i for i, lang in enumerate(languages)}
+    encoded["lang_id"] = np.array([index[lang] for lang in batch["lang"].tolist()], dtype=np.int64)
+    return encoded

@@ -22,11 +22,11 @@ from distalign.eval.tasks import BLITask
 from distalign.models.alignment_model import AlignmentModel
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer
-from distalign.objectives.mlm import whole_word_mask
 from distalign.objectives.registry import build_objectives
 from distalign.tracking import MetricLogger
-from distalign.train.checkpoint import MODEL_DIR, TrainerState, read_state, save_checkpoint
+from distalign.train.checkpoint import MODEL_DIR, TrainerState, load_objective_state, read_state, save_checkpoint
 from distalign.train.engine import build_engine
+from distalign.train.masking import build_corpus_masker
 
 
 def endless_batches(name: str, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
@@ -67,12 +67,14 @@ def train_loop_per_worker(loop_config: dict) -> None:
             model_path = str(resumed_dir / MODEL_DIR)
         torch.manual_seed(t.seed)
         tokenizer = load_tokenizer(loop_config["model_path"])
-        objectives, weights = build_objectives(config.objectives)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
         adapters = config.model.adapters
         if adapters.enabled and not adapter_state_dict(masked_lm):
             add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity)
+        objectives, weights = build_objectives(config.objectives, masked_lm, len(loop_config["languages"]))
         model = AlignmentModel(masked_lm, objectives, weights, config.model.word_layer)
+        if resumed_dir is not None:
+            load_objective_state(model, resumed_dir)
         engine = build_engine(model, t, uses_lm_head="mlm" in weights)
         if resumed_dir is not None:
             engine.load(resumed_dir)
@@ -99,9 +101,12 @@ def train_loop_per_worker(loop_config: dict) -> None:
               f"on {ctx.get_world_size()} workers ({t.engine}, zero={t.zero_stage}, {t.precision})", flush=True)
     last_eval = evaluate()  # the vanilla model's scores, or where a resumed run stands
 
+    mask_corpus, masking = build_corpus_masker(config.objectives, tokenizer, config.data.max_seq_length,
+                                               loop_config["dictionary"], loop_config["languages"])
+    if is_chief and "corpus" in config.objectives.streams():
+        print(f"[distalign] {masking}", flush=True)
     batch_sizes = {"constraints": t.constraint_batch_size, "corpus": t.corpus_batch_size}
     streams = {name: endless_batches(name, batch_sizes[name]) for name in sorted(config.objectives.streams())}
-    mask_token, vocab_size = tokenizer.mask_token_id, len(tokenizer)
     running: dict[str, float] = {}
     started, first_step = time.time(), state.step
 
@@ -109,10 +114,7 @@ def train_loop_per_worker(loop_config: dict) -> None:
         batch = {name: next(stream) for name, stream in streams.items()}
         if "corpus" in batch:
             generator = torch.Generator().manual_seed(t.seed * 1_000_003 + rank * 7919 + state.step)
-            corpus = batch["corpus"]
-            corpus["masked_ids"], corpus["labels"] = whole_word_mask(
-                corpus["input_ids"], corpus["word_ids"], mask_token, vocab_size, config.objectives.mlm.mask_prob,
-                generator)
+            batch["corpus"] = mask_corpus(batch["corpus"], generator)
         losses = engine.step(batch)
         state.step += 1
         for name, value in losses.items():

@@ -1,4 +1,5 @@
-"""BabelBERT's sense-level InfoNCE (word + gloss, plus the gloss-span term) with adapters, 2 DDP workers."""
+"""Objectives beyond the quickstart's, each in a 2-worker DDP run: BabelBERT's sense level with adapters,
+DICT-MLM (dict-TLM variant) with a resume that restores its objective-owned parameters."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.loading import load_masked_lm
+from distalign.train.checkpoint import OBJECTIVES_FILE
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
@@ -37,3 +39,19 @@ def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, dista
     up = [v for k, v in adapters.items() if k.endswith(".up.weight")]
     assert up and all(v.abs().sum() > 0 for v in up)  # zero-initialised, moved by training
     assert len(list(load_masked_lm_with_adapters(str(exported)).base_model.encoder.layer)) == 2
+
+
+def test_dict_tlm_run_checkpoints_its_language_parameters_and_resumes(ray_local, distalign_home):
+    overrides = SMALL + ["run.name=dict-tlm", "objectives.mlm.weight=0", "objectives.lexical.weight=0",
+                         "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
+                         "objectives.dict_mlm.keep_original=0.5"]
+    first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4", "train.checkpoint_every=2"]))
+    second = run_training(load_config(QUICKSTART, overrides))  # max_steps 6: resumes at 4
+    client = MlflowClient(load_config(QUICKSTART, overrides).tracking.uri)
+    assert second.run_id == first.run_id
+    assert sorted(m.step for m in client.get_metric_history(second.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
+    states = [torch.load(Path(o.checkpoint) / OBJECTIVES_FILE, weights_only=False) for o in (first, second)]
+    key = "dict_mlm.language_embeddings.embedding.weight"
+    assert key in states[0]
+    # zero-initialised language embeddings were trained, saved, and kept training after the resume
+    assert states[0][key].abs().sum() > 0 and not torch.equal(states[0][key], states[1][key])
