@@ -85,6 +85,12 @@ class CorpusSource:
 
 
 @dataclass
+class StaticVectorsSource:
+    path: str = ""  # word2vec text format (e.g. from `distalign static extract` / `static align`)
+    lang: str = ""
+
+
+@dataclass
 class DataConfig:
     # "synthetic" generates the whole world; "files" reads the sources below.
     source: Literal["synthetic", "files"] = "synthetic"
@@ -94,6 +100,7 @@ class DataConfig:
     dictionaries: list[DictionarySource] = field(default_factory=list)  # training dictionaries
     eval_dictionaries: list[DictionarySource] = field(default_factory=list)  # held-out BLI pairs
     corpora: list[CorpusSource] = field(default_factory=list)
+    static_vectors: list[StaticVectorsSource] = field(default_factory=list)  # targets of objectives.static
     max_constraints: int = 0  # constraint-set size after language-pair sampling (0 = all)
     sampling_alpha: float = 0.5  # q ∝ p^alpha over language pairs (BabelBERT)
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
@@ -138,8 +145,18 @@ class DictMLMConfig:
     switch_prob: float = 0.5  # dict-TLM: share of dictionary words switched in the copy
 
 
+@dataclass
+class StaticAlignConfig:
+    # Hämmerl et al. 2022: a word's contextual vector (encoded alone, model.word_layer) pulled to its
+    # static vector from data.static_vectors; the static side is fixed, only the encoder learns
+    weight: float = 0.0
+    loss: Literal["mse", "dcca"] = "mse"  # mse needs static dim == hidden size
+    dcca_k: int = 10  # top-k canonical correlations (needs train.static_batch_size > k)
+
+
 # Which data stream each objective reads (the loop draws one batch per stream per step).
-OBJECTIVE_STREAMS = {"mlm": "corpus", "lexical": "constraints", "align": "constraints", "dict_mlm": "corpus"}
+OBJECTIVE_STREAMS = {"mlm": "corpus", "lexical": "constraints", "align": "constraints", "dict_mlm": "corpus",
+                     "static": "static"}
 
 
 @dataclass
@@ -148,6 +165,7 @@ class ObjectivesConfig:
     lexical: LexicalConfig = field(default_factory=LexicalConfig)
     align: AlignConfig = field(default_factory=AlignConfig)
     dict_mlm: DictMLMConfig = field(default_factory=DictMLMConfig)
+    static: StaticAlignConfig = field(default_factory=StaticAlignConfig)
 
     def active(self) -> dict[str, float]:
         return {name: section.weight for name, section in self._sections().items() if section.weight > 0}
@@ -173,6 +191,7 @@ class TrainConfig:
     max_steps: int = 200
     constraint_batch_size: int = 32  # pairs per worker per step
     corpus_batch_size: int = 16  # sentences per worker per step
+    static_batch_size: int = 64  # (word, static vector) rows per worker per step
     checkpoint_every: int = 50
     log_every: int = 10
     seed: int = 0
@@ -363,7 +382,7 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     """Make every local path absolute so Ray workers (other working dirs) see the same files."""
     data = config.data
     data.constraints = [_resolve(p, base) for p in data.constraints]
-    for src in data.dictionaries + data.eval_dictionaries + data.corpora:
+    for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.static_vectors:
         src.path = _resolve(src.path, base)
     if config.model.name_or_path != "tiny" and Path(config.model.name_or_path).expanduser().exists():
         config.model.name_or_path = str(Path(config.model.name_or_path).expanduser().resolve())
@@ -440,11 +459,17 @@ def validate(config: ExperimentConfig) -> None:
         for i, src in enumerate(sources):
             _require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
             _require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
+    for key, sources in (("data.corpora", d.corpora), ("data.static_vectors", d.static_vectors)):
+        for i, src in enumerate(sources):
+            _require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
+            _require(bool(src.lang), f"{key}[{i}].lang", "is required")
     for i, src in enumerate(d.corpora):
-        _require(Path(src.path).is_file(), f"data.corpora[{i}].path", f"file not found: {src.path!r}")
-        _require(bool(src.lang), f"data.corpora[{i}].lang", "is required")
         _require(Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"data.corpora[{i}].path",
                  "must end in .txt, .jsonl or .parquet")
+    _require(bool(d.static_vectors) or not o.static.weight, "data.static_vectors",
+             "the static objective needs word vectors (word2vec text files with their language)")
+    _require(o.static.loss == "mse" or t.static_batch_size > o.static.dcca_k, "train.static_batch_size",
+             "must exceed objectives.static.dcca_k for Deep CCA")
     if m.name_or_path != "tiny" and not _looks_like_hub_name(m.name_or_path):
         _require(Path(m.name_or_path).is_dir(), "model.name_or_path", f"no such model directory: {m.name_or_path}")
 

@@ -13,7 +13,7 @@ import ray.data
 from distalign.config import ExperimentConfig
 from distalign.data.prepare import PreparedData
 from distalign.data.gloss_inputs import tokenize_sense_constraint_batch
-from distalign.data.tokenize import tokenize_constraint_batch, tokenize_corpus_batch
+from distalign.data.tokenize import tokenize_constraint_batch, tokenize_corpus_batch, tokenize_static_batch
 
 TOKENIZE_BATCH = 256
 
@@ -38,5 +38,10 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str
             tokenize_corpus_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
             fn_kwargs={"tokenizer_path": prepared.model_path, "max_length": config.data.max_seq_length,
                        "languages": prepared.languages},
+        )
+    if "static" in streams:
+        datasets["static"] = ray.data.from_arrow(prepared.static).map_batches(
+            tokenize_static_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=cpus,
+            fn_kwargs={"tokenizer_path": prepared.model_path, "max_tokens": config.model.max_word_tokens},
         )
     return datasets

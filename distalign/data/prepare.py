@@ -21,6 +21,7 @@ from distalign.data.sampling import exclude_words, sample_constraints, words_of
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.synthetic import generate_world
 from distalign.models.loading import build_tiny_model
+from distalign.static.word2vec_format import read_word2vec
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +44,7 @@ class PreparedData:
     eval_pairs: list[BLIPairs]
     reports: list[ReadReport] = field(default_factory=list)
     excluded_constraints: int = 0
+    static: pa.Table | None = None  # word, lang, vector: targets of the static objective
 
     @property
     def languages(self) -> list[str]:
@@ -112,7 +114,30 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     for report in reports:
         if report.malformed:
             print(f"[distalign] WARNING {report.summary()}", flush=True)
-    return PreparedData(model_path, with_synset_index(constraints), corpus, eval_pairs, reports, excluded)
+    static = read_static_targets(config, heldout, reports, model_path) if config.objectives.static.weight else None
+    return PreparedData(model_path, with_synset_index(constraints), corpus, eval_pairs, reports, excluded, static)
+
+
+def read_static_targets(config: ExperimentConfig, heldout: set[tuple[str, str]], reports: list[ReadReport],
+                        model_path: str) -> pa.Table:
+    """(word, lang, vector) rows of every data.static_vectors file; evaluation words left out."""
+    from transformers import AutoConfig
+
+    tables = []
+    for src in config.data.static_vectors:
+        words, vectors, report = read_word2vec(src.path)
+        reports.append(report)
+        keep = [i for i, w in enumerate(words) if (src.lang, w) not in heldout]
+        tables.append(pa.table({"word": [words[i] for i in keep], "lang": [src.lang] * len(keep),
+                                "vector": list(vectors[keep])}))
+    static = pa.concat_tables(tables)
+    dim, hidden = len(static["vector"][0]), AutoConfig.from_pretrained(model_path).hidden_size
+    if config.objectives.static.loss == "mse" and dim != hidden:
+        raise ValueError(f"data.static_vectors: {dim}-dimensional vectors, but objectives.static.loss=mse "
+                         f"needs the model's hidden size {hidden} (use loss=dcca for other sizes)")
+    if len(static) < config.train.static_batch_size * config.train.num_workers:
+        raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
+    return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))
 
 
 def with_synset_index(table: pa.Table) -> pa.Table:

@@ -44,6 +44,13 @@ def tokenize_constraint_batch(batch: dict[str, np.ndarray], tokenizer_path: str,
     return out
 
 
+def tokenize_static_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_tokens: int):
+    """Ray Data ``map_batches`` function for (word, static vector) rows."""
+    out = encode_words(load_tokenizer(tokenizer_path), batch["word"].tolist(), max_tokens)
+    out["vector"] = np.stack(batch["vector"]).astype(np.float32)
+    return out
+
+
 def tokenize_corpus_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_length: int,
                           languages: list[str]):
     """Ray Data ``map_batches`` function for corpus sentences; ``lang_id`` = the language's index in ``languages``."""

@@ -9,6 +9,7 @@ from distalign.objectives.align_mlm import AlignObjective
 from distalign.objectives.dict_mlm import DictMLMObjective
 from distalign.objectives.lexical import LexicalObjective
 from distalign.objectives.sense_lexical import SenseLexicalObjective
+from distalign.objectives.static_align import StaticAlignObjective
 from distalign.objectives.mlm import MLMObjective
 
 
@@ -21,6 +22,7 @@ def build_objectives(cfg: ObjectivesConfig, masked_lm: nn.Module,
                             if cfg.lexical.sense_level else LexicalObjective(cfg.lexical.temperature)),
         "align": lambda: AlignObjective(),
         "dict_mlm": lambda: DictMLMObjective.for_model(masked_lm, num_languages),
+        "static": lambda: StaticAlignObjective(cfg.static.loss, cfg.static.dcca_k),
     }
     weights = cfg.active()
     return {name: factories[name]() for name in weights}, weights

@@ -83,3 +83,18 @@ def dcca_loss(
     T = _inv_sqrt(S11, eps) @ S12 @ _inv_sqrt(S22, eps)
     corr = torch.linalg.svdvals(T)                        # descending order
     return (-corr[: int(k)].sum()).to(out_dtype)
+
+
+class StaticAlignObjective(torch.nn.Module):
+    """Words encoded alone and pooled at ``model.word_layer``, pulled to their fixed static vectors."""
+
+    batch_key = "static"
+
+    def __init__(self, loss: str = "mse", dcca_k: int = 10):
+        super().__init__()
+        self.loss, self.dcca_k = loss, dcca_k
+
+    def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        h = model.encode_words(batch["input_ids"], batch["attention_mask"], batch["word_mask"]).float()
+        v = batch["vector"].to(h.device).detach()  # the static side never learns
+        return mse_loss(h, v) if self.loss == "mse" else dcca_loss(h, v, self.dcca_k)

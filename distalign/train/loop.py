@@ -105,7 +105,8 @@ def train_loop_per_worker(loop_config: dict) -> None:
                                                loop_config["dictionary"], loop_config["languages"])
     if is_chief and "corpus" in config.objectives.streams():
         print(f"[distalign] {masking}", flush=True)
-    batch_sizes = {"constraints": t.constraint_batch_size, "corpus": t.corpus_batch_size}
+    batch_sizes = {"constraints": t.constraint_batch_size, "corpus": t.corpus_batch_size,
+                   "static": t.static_batch_size}
     streams = {name: endless_batches(name, batch_sizes[name]) for name in sorted(config.objectives.streams())}
     running: dict[str, float] = {}
     started, first_step = time.time(), state.step

@@ -55,3 +55,36 @@ def test_dict_tlm_run_checkpoints_its_language_parameters_and_resumes(ray_local,
     assert key in states[0]
     # zero-initialised language embeddings were trained, saved, and kept training after the resume
     assert states[0][key].abs().sum() > 0 and not torch.equal(states[0][key], states[1][key])
+
+
+def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distalign_home, tmp_path):
+    from gensim.models import KeyedVectors
+
+    from distalign.data.prepare import prepare_data
+    from distalign.static.procrustes import align_files
+    from distalign.static.x2static import extract_to_file
+
+    overrides = SMALL + ["run.name=static", "objectives.lexical.weight=0"]
+    prepared = prepare_data(load_config(QUICKSTART, overrides))  # the world and the tiny model of this run
+    world = Path(prepared.model_path).parent / "synthetic"
+    vectors = {lang: extract_to_file(prepared.model_path, [world / f"corpus.{lang}.txt"], tmp_path / f"{lang}.vec",
+                                     layer=1, epochs=2, min_count=2)["path"] for lang in ("xa", "xb")}
+    pairs = prepared.constraints.filter((prepared.constraints["lang1"].to_numpy(zero_copy_only=False) == "xa")
+                                        & (prepared.constraints["lang2"].to_numpy(zero_copy_only=False) == "xb"))
+    seed = tmp_path / "seed.xb-xa.tsv"
+    seed.write_text("".join(f"{b}\t{a}\n" for a, b in zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist())))
+    report = align_files(vectors["xb"], vectors["xa"], seed, tmp_path / "xb.aligned.vec", iterations=1,
+                         tgt_out_path=tmp_path / "xa.normalised.vec")
+    assert report["seed_pairs"] > report["seed_missing"]
+    for name in ("xa.vec", "xb.vec", "xb.aligned.vec", "xa.normalised.vec"):  # gensim reads every file written
+        assert KeyedVectors.load_word2vec_format(str(tmp_path / name), binary=False).vector_size == 64
+
+    config = load_config(QUICKSTART, overrides + [
+        "objectives.static.weight=1", "train.static_batch_size=16",
+        f'data.static_vectors=[{{path: "{tmp_path / "xa.normalised.vec"}", lang: xa}}, '
+        f'{{path: "{tmp_path / "xb.aligned.vec"}", lang: xb}}]'])
+    outcome = run_training(config)
+    client = MlflowClient(config.tracking.uri)
+    losses = sorted(client.get_metric_history(outcome.run_id, "train/static_loss"), key=lambda m: m.step)
+    assert [m.step for m in losses] == [2, 4, 6]
+    assert losses[-1].value < losses[0].value  # the contextual vectors move towards the static ones
