@@ -35,6 +35,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -151,6 +152,22 @@ class SenseOutputLayer(nn.Module):
         weight.copy_(weight[:, :1].expand_as(weight))
         bias = self.bias.view(-1, self.num_senses)
         bias.copy_(bias[:, :1].expand_as(bias))
+
+
+def translation_table_from_dictionary(dictionary: pa.Table, tokenizer, max_translations: int = 8) -> torch.Tensor:
+    """:func:`build_translation_table` from the cross-lingual pairs (word1, lang1, word2, lang2) whose two
+    words are single tokens as a corpus word is tokenised (other pairs cannot be a token's label)."""
+    def token(word: str) -> int | None:
+        ids = tokenizer([[word]], is_split_into_words=True, add_special_tokens=False)["input_ids"][0]
+        return ids[0] if len(ids) == 1 else None
+
+    src, tgt = [], []
+    for row in dictionary.select(["word1", "lang1", "word2", "lang2"]).to_pylist():
+        a, b = token(row["word1"]), token(row["word2"])
+        if row["lang1"] != row["lang2"] and a is not None and b is not None:
+            src.append(a)
+            tgt.append(b)
+    return build_translation_table(src, tgt, len(tokenizer), max_translations)
 
 
 class SenseAwareObjective(nn.Module):

@@ -22,7 +22,7 @@ from distalign.eval.tasks import BLITask
 from distalign.models.alignment_model import AlignmentModel
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer
-from distalign.objectives.registry import build_objectives
+from distalign.objectives.registry import ObjectiveContext, build_objectives
 from distalign.tracking import MetricLogger
 from distalign.train.checkpoint import MODEL_DIR, TrainerState, load_objective_state, read_state, save_checkpoint
 from distalign.train.engine import build_engine
@@ -71,7 +71,8 @@ def train_loop_per_worker(loop_config: dict) -> None:
         adapters = config.model.adapters
         if adapters.enabled and not adapter_state_dict(masked_lm):
             add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity)
-        objectives, weights = build_objectives(config.objectives, masked_lm, len(loop_config["languages"]))
+        objectives, weights = build_objectives(config.objectives, ObjectiveContext(
+            masked_lm, tokenizer, loop_config["languages"], loop_config["dictionary"], t.seed))
         model = AlignmentModel(masked_lm, objectives, weights, config.model.word_layer)
         if resumed_dir is not None:
             load_objective_state(model, resumed_dir)
@@ -117,6 +118,9 @@ def train_loop_per_worker(loop_config: dict) -> None:
             generator = torch.Generator().manual_seed(t.seed * 1_000_003 + rank * 7919 + state.step)
             batch["corpus"] = mask_corpus(batch["corpus"], generator)
         losses = engine.step(batch)
+        for objective in engine.module.objectives.values():
+            if hasattr(objective, "update_state"):  # training state outside the optimizer (sense centres):
+                objective.update_state()  # a collective over all ranks, once per step
         state.step += 1
         for name, value in losses.items():
             key = "train/loss" if name == "loss" else f"train/{name}_loss"

@@ -99,9 +99,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
                 "bli_test_sets": [dataclasses.asdict(ts) for ts in test_sets],
                 "eval_every": eval_every,
                 "languages": prepared.languages,
-                # DICT-MLM's synonyms: the training pairs (evaluation words already removed)
+                # DICT-MLM's synonyms, sense-aware translations: the training pairs (evaluation words removed)
                 "dictionary": (prepared.constraints.select(["word1", "lang1", "word2", "lang2"])
-                               if config.objectives.dict_mlm.weight > 0 else None),
+                               if config.objectives.uses_dictionary else None),
             },
             scaling_config=ray.train.ScalingConfig(
                 num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker}),

@@ -46,11 +46,12 @@ def test_dict_tlm_run_checkpoints_its_language_parameters_and_resumes(ray_local,
                          "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
                          "objectives.dict_mlm.keep_original=0.5"]
     first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4", "train.checkpoint_every=2"]))
+    states = [torch.load(Path(first.checkpoint) / OBJECTIVES_FILE, weights_only=False)]  # before a resume may prune it
     second = run_training(load_config(QUICKSTART, overrides))  # max_steps 6: resumes at 4
     client = MlflowClient(load_config(QUICKSTART, overrides).tracking.uri)
     assert second.run_id == first.run_id
     assert sorted(m.step for m in client.get_metric_history(second.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
-    states = [torch.load(Path(o.checkpoint) / OBJECTIVES_FILE, weights_only=False) for o in (first, second)]
+    states.append(torch.load(Path(second.checkpoint) / OBJECTIVES_FILE, weights_only=False))
     key = "dict_mlm.language_embeddings.embedding.weight"
     assert key in states[0]
     # zero-initialised language embeddings were trained, saved, and kept training after the resume
@@ -88,3 +89,24 @@ def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distali
     losses = sorted(client.get_metric_history(outcome.run_id, "train/static_loss"), key=lambda m: m.step)
     assert [m.step for m in losses] == [2, 4, 6]
     assert losses[-1].value < losses[0].value  # the contextual vectors move towards the static ones
+
+
+def test_sense_aware_run_keeps_its_sense_state_across_a_resume(ray_local, distalign_home):
+    overrides = SMALL + ["run.name=sense-aware", "objectives.mlm.weight=0", "objectives.lexical.weight=0",
+                         "objectives.sense_aware.weight=1", "objectives.sense_aware.warmup_steps=2",
+                         "objectives.sense_aware.refit_every=2", "objectives.sense_aware.queue_size=64",
+                         "objectives.sense_aware.proj_dim=4", "objectives.sense_aware.prune_beta=0.2",
+                         "objectives.sense_aware.prune_min_count=1"]
+    first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4", "train.checkpoint_every=2"]))
+    # read now: the resumed run may delete this checkpoint (Ray keeps the best by selection score + the latest)
+    states = [torch.load(Path(first.checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"]]
+    first_vocab = load_masked_lm(str(Path(first.checkpoint) / "model")).config.vocab_size
+    second = run_training(load_config(QUICKSTART, overrides))  # max_steps 6: resumes at 4
+    client = MlflowClient(load_config(QUICKSTART, overrides).tracking.uri)
+    assert sorted(m.step for m in client.get_metric_history(second.run_id, "train/sense_aware_loss")) == [2, 4, 6]
+    states.append(torch.load(Path(second.checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"])
+    # the sense state (centres, projection, step) is training state: restored on resume, so it counts on
+    assert [int(s["step"]) for s in states] == [4, 6]
+    assert int(states[1]["fitted"]) == 1 and states[1]["proj"].abs().sum() > 0  # fitted after warm-up
+    # the exported model keeps the original architecture (sense vectors are not exported)
+    assert load_masked_lm(str(Path(second.checkpoint) / "model")).config.vocab_size == first_vocab
