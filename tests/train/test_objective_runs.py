@@ -1,5 +1,5 @@
 """Objectives beyond the quickstart's, each in a 2-worker DDP run: BabelBERT's sense level with adapters,
-DICT-MLM (dict-TLM variant) with a resume that restores its objective-owned parameters."""
+DICT-MLM (dict-TLM variant), static-vector alignment, sense-aware alignment with a resume."""
 
 from __future__ import annotations
 
@@ -41,21 +41,18 @@ def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, dista
     assert len(list(load_masked_lm_with_adapters(str(exported)).base_model.encoder.layer)) == 2
 
 
-def test_dict_tlm_run_checkpoints_its_language_parameters_and_resumes(ray_local, distalign_home):
-    overrides = SMALL + ["run.name=dict-tlm", "objectives.mlm.weight=0", "objectives.lexical.weight=0",
-                         "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
-                         "objectives.dict_mlm.keep_original=0.5"]
-    first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4", "train.checkpoint_every=2"]))
-    states = [torch.load(Path(first.checkpoint) / OBJECTIVES_FILE, weights_only=False)]  # before a resume may prune it
-    second = run_training(load_config(QUICKSTART, overrides))  # max_steps 6: resumes at 4
-    client = MlflowClient(load_config(QUICKSTART, overrides).tracking.uri)
-    assert second.run_id == first.run_id
-    assert sorted(m.step for m in client.get_metric_history(second.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
-    states.append(torch.load(Path(second.checkpoint) / OBJECTIVES_FILE, weights_only=False))
-    key = "dict_mlm.language_embeddings.embedding.weight"
-    assert key in states[0]
-    # zero-initialised language embeddings were trained, saved, and kept training after the resume
-    assert states[0][key].abs().sum() > 0 and not torch.equal(states[0][key], states[1][key])
+def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, distalign_home):
+    # (restoring objective-owned state on resume is exercised by the sense-aware run below)
+    config = load_config(QUICKSTART, SMALL + [
+        "run.name=dict-tlm", "objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.dict_mlm.weight=1",
+        "objectives.dict_mlm.tlm=true", "objectives.dict_mlm.keep_original=0.5"])
+    outcome = run_training(config)
+    client = MlflowClient(config.tracking.uri)
+    assert sorted(m.step for m in client.get_metric_history(outcome.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
+    state = torch.load(Path(outcome.checkpoint) / OBJECTIVES_FILE, weights_only=False)
+    # zero-initialised language embeddings were trained and saved beside the model, not in it
+    assert state["dict_mlm.language_embeddings.embedding.weight"].abs().sum() > 0
+    assert "dict_mlm" not in str(load_masked_lm(str(Path(outcome.checkpoint) / "model")).state_dict().keys())
 
 
 def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distalign_home, tmp_path):

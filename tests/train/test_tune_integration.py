@@ -18,10 +18,12 @@ def test_two_trial_study_logs_parent_and_child_runs(ray_local, distalign_home, t
     study.write_text(yaml.safe_dump({
         "study": "mini-study",
         "base": str(QUICKSTART),
-        "overrides": SMALL + ["train.max_steps=4", "train.checkpoint_every=4", "eval.every=0"],
+        # one worker per trial and both trials at once: the suite's time goes to Ray start-up, not steps
+        "overrides": SMALL + ["train.max_steps=4", "train.checkpoint_every=4", "eval.every=0", "train.num_workers=1"],
         "grid": {"train.lr": [1.0e-3, 2.0e-4]},
         "metric": "eval/bli/avg/mrr",
         "mode": "max",
+        "max_concurrent_trials": 2,
     }))
     rows = run_study(study)
     assert [r["trial"] for r in rows] == ["mini-study-000", "mini-study-001"]
