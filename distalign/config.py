@@ -152,6 +152,11 @@ class StaticAlignConfig:
     weight: float = 0.0
     loss: Literal["mse", "dcca"] = "mse"  # mse needs static dim == hidden size
     dcca_k: int = 10  # top-k canonical correlations (needs train.static_batch_size > k)
+    # Without data.static_vectors the targets are derived from the starting model before training:
+    # X2Static vectors per corpus language, Procrustes-mapped onto the first language by the training pairs
+    extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)
+    extract_epochs: int = 1
+    align_iterations: int = 1  # self-learning rounds after the seed-dictionary fit (0 = seed only)
 
 
 @dataclass
@@ -212,6 +217,7 @@ class TrainConfig:
     weight_decay: float = 0.01
     warmup_steps: int = 10
     max_steps: int = 200
+    epochs: float = 0.0  # > 0: train this many epochs of the main stream instead (sets max_steps from the data)
     constraint_batch_size: int = 32  # pairs per worker per step
     corpus_batch_size: int = 16  # sentences per worker per step
     static_batch_size: int = 64  # (word, static vector) rows per worker per step
@@ -436,6 +442,7 @@ def validate(config: ExperimentConfig) -> None:
     _require(t.engine == "deepspeed" or t.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed")
     _require(t.lr > 0, "train.lr", "must be > 0")
     _require(t.max_steps >= 1, "train.max_steps", "must be >= 1")
+    _require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
     _require(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
     _require(t.log_every >= 1, "train.log_every", "must be >= 1")
     _require(t.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
@@ -498,8 +505,12 @@ def validate(config: ExperimentConfig) -> None:
     for i, src in enumerate(d.corpora):
         _require(Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"data.corpora[{i}].path",
                  "must end in .txt, .jsonl or .parquet")
-    _require(bool(d.static_vectors) or not o.static.weight, "data.static_vectors",
-             "the static objective needs word vectors (word2vec text files with their language)")
+    _require(o.static.extract_epochs >= 1, "objectives.static.extract_epochs", "must be >= 1")
+    _require(o.static.align_iterations >= 0, "objectives.static.align_iterations", "must be >= 0")
+    derives_static = o.static.weight > 0 and not d.static_vectors and m.name_or_path == "tiny"
+    _require(not derives_static or -(m.tiny.num_layers + 1) <= o.static.extract_layer <= m.tiny.num_layers,
+             "objectives.static.extract_layer", f"must be in [{-(m.tiny.num_layers + 1)}, {m.tiny.num_layers}] "
+             f"for the tiny model (model.tiny.num_layers={m.tiny.num_layers})")
     _require(o.static.loss == "mse" or t.static_batch_size > o.static.dcca_k, "train.static_batch_size",
              "must exceed objectives.static.dcca_k for Deep CCA")
     if m.name_or_path != "tiny" and not _looks_like_hub_name(m.name_or_path):

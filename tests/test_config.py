@@ -68,16 +68,74 @@ def test_quickstart_loads_with_its_values():
     assert config.model.tiny.max_length == 64
 
 
+def stand_in_data_files(raw: dict, root: Path) -> None:
+    """Empty files where a published-setting config names the data its user brings (corpora, dictionaries)."""
+    data = raw.get("data", {})
+    paths = list(data.get("constraints", [])) + [
+        source["path"] for key in ("dictionaries", "eval_dictionaries", "corpora", "static_vectors")
+        for source in data.get(key, [])]
+    for path in paths:
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).touch()
+
+
 # bench_synthetic.yaml gets its data paths from the bench; tests/bench loads it with them
 @pytest.mark.parametrize("path", sorted(set(CONFIG_DIR.glob("*.yaml")) - {CONFIG_DIR / "bench_synthetic.yaml"}),
                          ids=lambda p: p.name)
-def test_every_shipped_config_loads(path):
+def test_every_shipped_config_loads(path, tmp_path, monkeypatch):
     raw = yaml.safe_load(path.read_text())
+    monkeypatch.chdir(tmp_path)  # relative data paths resolve against the working directory first
+    stand_in_data_files(raw, tmp_path)
     if "study" in raw:
         study, trials = load_study(path)
         assert trials and all(isinstance(c, ExperimentConfig) for c in trials.values())
     else:
         assert isinstance(load_config(path), ExperimentConfig)
+
+
+# objective -> (the published setting, its tiny variant that runs here)
+OBJECTIVE_CONFIGS = {
+    "lexical": ("babelbert.yaml", "quickstart.yaml"),
+    "lexical (sense level, adapters)": ("babelbert_sense_adapters.yaml", "babelbert_sense_adapters_tiny.yaml"),
+    "align": ("align_mlm.yaml", "align_mlm_tiny.yaml"),
+    "dict_mlm": ("dict_mlm.yaml", "dict_mlm_tiny.yaml"),
+    "static": ("static_align.yaml", "static_align_tiny.yaml"),
+    "sense_aware": ("sense_aware.yaml", "sense_aware_tiny.yaml"),
+}
+
+
+@pytest.mark.parametrize("objective", sorted(OBJECTIVE_CONFIGS))
+def test_every_objective_has_a_published_and_a_tiny_config(objective, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    published, tiny = (CONFIG_DIR / name for name in OBJECTIVE_CONFIGS[objective])
+    stand_in_data_files(yaml.safe_load(published.read_text()), tmp_path)
+    name = objective.split()[0]
+    for path in (published, tiny):
+        config = load_config(path)
+        assert name in config.objectives.active(), path.name
+        assert (config.objectives.lexical.sense_level and config.model.adapters.enabled) == ("adapters" in objective)
+    assert load_config(tiny).model.name_or_path == "tiny" and load_config(tiny).data.source == "synthetic"
+    assert load_config(published).train.use_gpu  # published settings are cluster runs
+
+
+def test_published_settings_are_the_papers():
+    def raw(name):
+        return yaml.safe_load((CONFIG_DIR / name).read_text())
+
+    babelbert = raw("babelbert.yaml")
+    assert babelbert["objectives"]["lexical"]["temperature"] == 0.07 and babelbert["train"]["lr"] == 5e-6
+    assert babelbert["train"]["num_workers"] * babelbert["train"]["constraint_batch_size"] == 256
+    assert babelbert["train"]["epochs"] == 2 and babelbert["eval"]["every_epochs"] == 0.05
+    assert raw("babelbert_sense_adapters.yaml")["model"]["adapters"]["reduction_factor"] == 16
+    align = raw("align_mlm.yaml")
+    assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
+    assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128
+    assert raw("dict_mlm.yaml")["objectives"]["dict_mlm"]["keep_original"] == 0.5  # DICT-MLM-50
+    sense = raw("sense_aware.yaml")["objectives"]["sense_aware"]
+    assert (sense["num_senses"], sense["proj_dim"], sense["alpha"], sense["warmup_steps"]) == (5, 14, 0.01, 20000)
+    static = raw("static_align.yaml")
+    assert static["objectives"]["static"] == {"weight": 1.0, "loss": "dcca", "dcca_k": 10}
+    assert static["train"]["max_steps"] == 7500 and static["model"]["name_or_path"] == "xlm-roberta-base"
 
 
 def test_quickstart_study_builds_the_grid():

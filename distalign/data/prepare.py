@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from distalign.config import ExperimentConfig
+from distalign.config import ExperimentConfig, StaticVectorsSource
 from distalign.data.readers import ReadReport, read_constraints, read_corpus, read_dictionary
 from distalign.data.sampling import exclude_words, sample_constraints, words_of
 from distalign.data.schema import CONSTRAINT_SCHEMA
@@ -114,17 +114,30 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     for report in reports:
         if report.malformed:
             print(f"[distalign] WARNING {report.summary()}", flush=True)
-    static = read_static_targets(config, heldout, reports, model_path) if config.objectives.static.weight else None
+    static = None
+    if config.objectives.static.weight:
+        sources = d.static_vectors or derived_static_sources(config, model_path, corpora, constraints)
+        static = read_static_targets(config, sources, heldout, reports, model_path)
     return PreparedData(model_path, with_synset_index(constraints), corpus, eval_pairs, reports, excluded, static)
 
 
-def read_static_targets(config: ExperimentConfig, heldout: set[tuple[str, str]], reports: list[ReadReport],
-                        model_path: str) -> pa.Table:
-    """(word, lang, vector) rows of every data.static_vectors file; evaluation words left out."""
+def derived_static_sources(config: ExperimentConfig, model_path: str, corpora: list[tuple[str, str]],
+                           constraints: pa.Table) -> list[StaticVectorsSource]:
+    """X2Static + Procrustes targets from the starting model (``distalign.static.derive``)."""
+    from distalign.static.derive import derive_static_vectors
+
+    s = config.objectives.static
+    return derive_static_vectors(model_path, corpora, constraints, Path(config.data.output_dir) / "static",
+                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed)
+
+
+def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSource],
+                        heldout: set[tuple[str, str]], reports: list[ReadReport], model_path: str) -> pa.Table:
+    """(word, lang, vector) rows of every static vector file; evaluation words left out."""
     from transformers import AutoConfig
 
     tables = []
-    for src in config.data.static_vectors:
+    for src in sources:
         words, vectors, report = read_word2vec(src.path)
         reports.append(report)
         keep = [i for i, w in enumerate(words) if (src.lang, w) not in heldout]

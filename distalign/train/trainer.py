@@ -35,17 +35,28 @@ class TrainingOutcome:
     best_checkpoint: str = ""  # highest eval/selection/rel_mrr_gain ("" without validation pairs)
 
 
-def eval_interval(config: ExperimentConfig, prepared) -> int:
-    """Steps between evaluations: ``eval.every``, or ``eval.every_epochs`` of the main training stream."""
-    if not config.eval.every_epochs:
-        return config.eval.every
+def steps_per_epoch(config: ExperimentConfig, prepared) -> int:
+    """Steps in one pass over the main training stream: the constraint pairs if an objective reads them."""
     t = config.train
     if "constraints" in config.objectives.streams():
         rows, batch = len(prepared.constraints), t.constraint_batch_size
     else:
         rows, batch = len(prepared.corpus), t.corpus_batch_size
-    steps_per_epoch = max(1, rows // (t.num_workers * batch))
-    return max(1, round(config.eval.every_epochs * steps_per_epoch))
+    return max(1, rows // (t.num_workers * batch))
+
+
+def eval_interval(config: ExperimentConfig, prepared) -> int:
+    """Steps between evaluations: ``eval.every``, or ``eval.every_epochs`` of the main training stream."""
+    if not config.eval.every_epochs:
+        return config.eval.every
+    return max(1, round(config.eval.every_epochs * steps_per_epoch(config, prepared)))
+
+
+def resolve_epochs(config: ExperimentConfig, prepared) -> None:
+    """``train.epochs`` > 0 sets ``train.max_steps`` from the prepared data (the LR schedule spans them)."""
+    if config.train.epochs:
+        config.train.max_steps = max(1, round(config.train.epochs * steps_per_epoch(config, prepared)))
+        print(f"[distalign] train.epochs={config.train.epochs}: {config.train.max_steps} steps", flush=True)
 
 
 def _uri(checkpoint: ray.train.Checkpoint) -> str:
@@ -78,6 +89,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     print(f"[distalign] data: {len(prepared.constraints)} constraint pairs "
           f"({prepared.excluded_constraints} excluded as evaluation words), {len(prepared.corpus)} sentences, "
           f"{prepared.malformed_rows} malformed rows skipped; model {prepared.model_path}", flush=True)
+    resolve_epochs(config, prepared)
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed)
                  for p in prepared.eval_pairs]
     eval_every = eval_interval(config, prepared)

@@ -1,10 +1,10 @@
-"""Evaluation interval: fixed steps, or a fraction of an epoch of the main training stream."""
+"""Evaluation interval and training length: fixed steps, or fractions/multiples of an epoch of the main stream."""
 
 from types import SimpleNamespace
 
 from conftest import QUICKSTART
 from distalign.config import load_config
-from distalign.train.trainer import eval_interval
+from distalign.train.trainer import eval_interval, resolve_epochs
 
 PREPARED = SimpleNamespace(constraints=[0] * 1000, corpus=[0] * 640)
 
@@ -22,3 +22,15 @@ def test_corpus_stream_when_no_objective_reads_constraints():
     config = load_config(QUICKSTART, ["eval.every_epochs=0.5", "objectives.lexical.weight=0"])
     assert eval_interval(config, PREPARED) == 10  # 640 / (2 x 16) = 20 steps per epoch
     assert eval_interval(load_config(QUICKSTART, ["eval.every_epochs=0.001"]), PREPARED) == 1
+
+
+def test_epochs_set_max_steps_from_the_data():
+    config = load_config(QUICKSTART, ["train.epochs=2", "train.max_steps=5"])
+    resolve_epochs(config, PREPARED)
+    assert config.train.max_steps == 30  # 2 x 15 steps per epoch; train.max_steps is replaced
+
+
+def test_without_epochs_max_steps_stays():
+    config = load_config(QUICKSTART, ["train.max_steps=5"])
+    resolve_epochs(config, PREPARED)
+    assert config.train.max_steps == 5

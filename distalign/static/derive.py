@@ -1,0 +1,74 @@
+"""Static targets derived from the run's own starting model, for runs that name no ``data.static_vectors``.
+
+Hämmerl et al. (2022)'s pipeline as one driver-side step before training:
+
+1. X2Static vectors per corpus language, distilled from the model the run starts from
+   (``objectives.static.extract_layer``; layer 6 for XLM-R base);
+2. every other language's space mapped by orthogonal Procrustes (plus self-learning rounds) onto
+   the pivot language's VecMap-normalised space, seeded with the run's training pairs between
+   the two languages (evaluation words are already out of them).
+
+The files are written once per run under ``<data.output_dir>/static/`` and reused when the run
+resumes, so it keeps training towards the same vectors.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import pyarrow as pa
+
+from distalign.config import StaticVectorsSource
+from distalign.static.procrustes import align_spaces, apply_map, preprocess
+from distalign.static.word2vec_format import read_word2vec, write_word2vec
+from distalign.static.x2static import extract_to_file
+
+
+def seed_pairs_between(pairs: pa.Table, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
+    """(src word, tgt word) of every training pair between the two languages, in either column order."""
+    found = []
+    for w1, l1, w2, l2 in zip(*(pairs[c].to_pylist() for c in ("word1", "lang1", "word2", "lang2"))):
+        if (l1, l2) == (src_lang, tgt_lang):
+            found.append((w1, w2))
+        elif (l1, l2) == (tgt_lang, src_lang):
+            found.append((w2, w1))
+    return found
+
+
+def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs: pa.Table, out_dir: str | Path,
+                          layer: int, epochs: int, iterations: int, seed: int = 0) -> list[StaticVectorsSource]:
+    """Extract and align (module docstring); ``corpora`` are (path, lang). Returns one source per language."""
+    out_dir = Path(out_dir)
+    paths_by_lang: dict[str, list[str]] = defaultdict(list)
+    for path, lang in corpora:
+        paths_by_lang[lang].append(path)
+    languages = sorted(paths_by_lang)
+    pivot = languages[0]
+    sources = [StaticVectorsSource(str(out_dir / f"{lang}.aligned.vec"), lang) for lang in languages]
+    if all(Path(s.path).is_file() for s in sources):  # a resumed run
+        return sources
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    raw = {}
+    for lang in languages:
+        print(f"[distalign] static targets: X2Static vectors for '{lang}' from {model_path} (layer {layer})",
+              flush=True)
+        raw[lang] = extract_to_file(model_path, paths_by_lang[lang], out_dir / f"{lang}.x2static.vec", layer=layer,
+                                    epochs=epochs, seed=seed)["path"]
+    pivot_words, pivot_vectors, _ = read_word2vec(raw[pivot])
+    for source in sources:
+        words, vectors, _ = read_word2vec(raw[source.lang])
+        if source.lang == pivot:  # the shared space: the pivot's normalised vectors
+            write_word2vec(source.path, words, preprocess(vectors, normalize=True))
+            continue
+        seed_pairs = seed_pairs_between(pairs, source.lang, pivot)
+        if not seed_pairs:
+            raise ValueError(f"objectives.static: no training pairs between '{source.lang}' and the pivot "
+                             f"'{pivot}' to seed the Procrustes map (give data.static_vectors instead)")
+        w, report = align_spaces(words, vectors, pivot_words, pivot_vectors, seed_pairs, iterations=iterations)
+        write_word2vec(source.path, words, apply_map(vectors, w))
+        print(f"[distalign] static targets: '{source.lang}' mapped onto '{pivot}' with "
+              f"{report['dictionary_sizes'][0]} seed pairs ({report['seed_missing']} lacked a vector), "
+              f"dictionary sizes {report['dictionary_sizes']}", flush=True)
+    return sources
