@@ -58,12 +58,16 @@ def _eval(args) -> int:
 
 
 def _mine(args) -> int:
+    from pathlib import Path
+
+    from distalign.data.mining import mine_babelnet
     from distalign.data.omw import mine_omw
 
+    mine = mine_omw if Path(args.source).is_dir() else mine_babelnet
     try:
-        mine_omw(args.omw_dir, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
-                 cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
-                 unique_pairs=args.unique_pairs)
+        mine(args.source, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
+             cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
+             unique_pairs=args.unique_pairs)
     except ValueError as err:  # unknown language for the frequency lists, bad top-k
         raise InputError(str(err)) from err
     return 0
@@ -125,11 +129,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
 
-    mine = sub.add_parser("mine-constraints", help="lexical constraints from multilingual synsets (OMW tab files)",
+    mine = sub.add_parser("mine-constraints", help="lexical constraints from multilingual synsets (OMW, BabelNet)",
                           description="BabelBERT-style mining: all monolingual and cross-lingual synonym pairs per "
                                       "synset, words in the top-k of their language's frequency list (wordfreq), "
                                       "multi-word expressions and evaluation words removed, glosses attached.")
-    mine.add_argument("omw_dir", help="folder of wn-data-<lang>.tab files (e.g. ../shared/data/lexicons/omw)")
+    mine.add_argument("source", help="folder of OMW wn-data-<lang>.tab files (e.g. ../shared/data/lexicons/omw), "
+                                     "or a BabelNet export .tsv (synsetID lang1 lang2 word1 word2 sent1 sent2)")
     mine.add_argument("--languages", required=True, help="ISO 639-1 codes, comma-separated (e.g. fr,it,hr)")
     mine.add_argument("--top-k", type=int, default=15000, help="frequency-list cut-off per language")
     mine.add_argument("--exclude", nargs="*", default=[], metavar="TSV",

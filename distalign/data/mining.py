@@ -36,10 +36,11 @@ from pathlib import Path
 
 import langcodes
 import pyarrow as pa
+import pyarrow.parquet as pq
 import wordfreq
 from wordfreq.preprocess import preprocess_text
 
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, read_dictionary
+from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, read_constraints, read_dictionary
 from distalign.data.schema import CONSTRAINT_SCHEMA
 
 SYNSET_SCHEMA = pa.schema(
@@ -247,3 +248,34 @@ def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], l
         words.setdefault(lang2, set()).update(table["word2"].to_pylist())
         reports.append(report)
     return words, reports
+
+
+def mine_and_write(synsets: pa.Table, read_reports: list, languages: list[str], top_k: int = 15000,
+                   exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
+                   cross_lingual: bool = True, monolingual: bool = True,
+                   unique_pairs: bool = False) -> tuple[pa.Table, MiningReport]:
+    """Drop the words of the evaluation dictionaries ``exclude_paths``, mine, write ``out_path`` (parquet,
+    ``CONSTRAINT_SCHEMA``) when given, and print what was read, skipped and mined."""
+    exclude, exclusion_reports = read_exclusions(exclude_paths)
+    table, report = mine_constraints(synsets, languages, top_k, exclude, cross_lingual=cross_lingual,
+                                     monolingual=monolingual, unique_pairs=unique_pairs)
+    for read_report in [*read_reports, *exclusion_reports]:
+        print(read_report.summary())
+    print(report.summary())
+    if out_path is not None:
+        out_path = Path(out_path)
+        out_path.parent.mkdir(parents=True, exist_ok=True)
+        pq.write_table(table, out_path)
+        print(f"wrote {len(table)} constraints to {out_path}")
+    return table, report
+
+
+def mine_babelnet(export_path: str | Path, languages: Iterable[str], top_k: int = 15000,
+                  exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
+                  **options) -> tuple[pa.Table, MiningReport]:
+    """Constraints from a BabelNet export (``.tsv``) or a constraint parquet, re-mined per synset: its words
+    filtered by frequency, MWE and exclusion like OMW's, and every pair of each synset's kept words emitted."""
+    languages = list(dict.fromkeys(languages))
+    pairs, read_report = read_constraints(export_path)
+    return mine_and_write(synsets_from_constraints(pairs), [read_report], languages, top_k, exclude_paths,
+                          out_path, **options)

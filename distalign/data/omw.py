@@ -25,9 +25,8 @@ from pathlib import Path
 
 import langcodes
 import pyarrow as pa
-import pyarrow.parquet as pq
 
-from distalign.data.mining import SYNSET_SCHEMA, MiningReport, mine_constraints, read_exclusions
+from distalign.data.mining import SYNSET_SCHEMA, MiningReport, mine_and_write
 from distalign.data.readers import InputError, ReadReport, _lines
 
 FILE_NAME = re.compile(r"^wn-data-([a-z]{3})\.tab$")
@@ -146,31 +145,10 @@ def read_omw(omw_dir: str | Path, languages: Iterable[str]) -> tuple[pa.Table, l
     return pa.concat_tables(tables), reports
 
 
-def mine_omw(
-    omw_dir: str | Path,
-    languages: Iterable[str],
-    top_k: int = 15000,
-    exclude_paths: Iterable[str | Path] = (),
-    out_path: str | Path | None = None,
-    cross_lingual: bool = True,
-    monolingual: bool = True,
-    unique_pairs: bool = False,
-) -> tuple[pa.Table, MiningReport]:
-    """Read OMW, drop the words of the evaluation dictionaries ``exclude_paths``, mine, write ``out_path``
-    (parquet, ``CONSTRAINT_SCHEMA``) when given, and print what was read, skipped and mined."""
+def mine_omw(omw_dir: str | Path, languages: Iterable[str], top_k: int = 15000,
+             exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
+             **options) -> tuple[pa.Table, MiningReport]:
+    """Constraints from the OMW files of ``languages`` (``mine_and_write``; ``options``: its pair filters)."""
     languages = list(dict.fromkeys(languages))
     synsets, read_reports = read_omw(omw_dir, languages)
-    exclude, exclusion_reports = read_exclusions(exclude_paths)
-    table, report = mine_constraints(
-        synsets, languages, top_k, exclude, cross_lingual=cross_lingual, monolingual=monolingual,
-        unique_pairs=unique_pairs,
-    )
-    for read_report in [*read_reports, *exclusion_reports]:
-        print(read_report.summary())
-    print(report.summary())
-    if out_path is not None:
-        out_path = Path(out_path)
-        out_path.parent.mkdir(parents=True, exist_ok=True)
-        pq.write_table(table, out_path)
-        print(f"wrote {len(table)} constraints to {out_path}")
-    return table, report
+    return mine_and_write(synsets, read_reports, languages, top_k, exclude_paths, out_path, **options)

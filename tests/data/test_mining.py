@@ -6,6 +6,7 @@ logis 11609, toutou 26903; it casa 123, cane 1152, gatto 2742, dimora 7011, bast
 """
 
 import pyarrow as pa
+import pyarrow.parquet
 import pytest
 import wordfreq
 
@@ -160,6 +161,26 @@ def test_babelnet_export_as_synset_table(tmp_path):
     table, report = mine_constraints(synsets, ["fr", "it"], top_k=15000)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "cane"), ("bn:2n", "fr", "chat", "it", "gatto")]
     assert table["gloss1"].to_pylist()[0] == "un animal" and report.duplicates["fr"] == 1
+
+
+def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
+    from distalign.cli import main
+
+    export, out, exclude = tmp_path / "bn.tsv", tmp_path / "out" / "constraints.parquet", tmp_path / "test.fr-it.tsv"
+    export.write_text("bn:1n\tfr\tit\tchien\tcane\tun animal\tun animale\n"
+                      "bn:1n\tit\tit\tcane\tbastardo\t\t\n"
+                      "bn:2n\tfr\tit\tchat\tgatto\t\t\n"
+                      "bn:3n\tfr\tit\tmaison\tcasa\n"
+                      "a broken line\n")
+    exclude.write_text("chat\tgatto\n")  # evaluation words leave the training pairs
+    assert main(["mine-constraints", str(export), "--languages", "fr,it", "--exclude", str(exclude),
+                 "--out", str(out)]) == 0
+    table = pa.parquet.read_table(out)
+    assert pairs(table) == [("bn:1n", "fr", "chien", "it", "bastardo"), ("bn:1n", "fr", "chien", "it", "cane"),
+                            ("bn:1n", "it", "bastardo", "it", "cane"), ("bn:3n", "fr", "maison", "it", "casa")]
+    assert table["gloss1"].to_pylist()[0] == "un animal"
+    printed = capsys.readouterr().out
+    assert "bn.tsv" in printed and "1 malformed" in printed and "wrote 4 constraints" in printed
 
 
 def test_bad_arguments_are_named():
