@@ -229,7 +229,7 @@ class TrainConfig:
 @dataclass
 class EvalConfig:
     every: int = 50  # steps between in-loop evaluations (0 = only at start and end)
-    # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT: 0.25)
+    # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT code: 0.05)
     every_epochs: float = 0.0
     bli_max_pairs: int = 500  # held-out pairs per language pair evaluated in the loop
 

@@ -15,8 +15,15 @@ to a fixed static embedding ``v`` of the same word (e.g. aligned fastText):
       loss = - (sum of the k largest singular values of T)
 
   i.e. minus the sum of the top-k (regularised) canonical correlations.
-  Inverse square roots use a symmetric eigendecomposition with eigenvalues
-  clamped at ``eps``. Float32/float16 inputs are computed in float64 and the
+  T is computed with Cholesky factors instead of inverse square roots:
+  with S11 = L1 L1^T, L1^{-1} = O S11^{-1/2} for an orthogonal O, so
+  L1^{-1} S12 L2^{-T} has the singular values of T. Unlike an
+  eigendecomposition, whose gradient divides by eigenvalue gaps, this stays
+  differentiable when eigenvalues repeat: in a batch of N < d words all but
+  N - 1 of them equal r up to rounding, and exactly when a dimension is
+  constant over the batch (an eigh-based version diverged on the tiny model).
+  ``eps`` is added to both diagonals so that unregularised rank-deficient
+  views still factor. Float32/float16 inputs are computed in float64 and the
   result is cast back to the input dtype. Gradients flow to both views; detach
   the static side yourself when it must not learn.
 
@@ -46,10 +53,9 @@ def mse_loss(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return ((h - v) ** 2).mean()
 
 
-def _inv_sqrt(S: torch.Tensor, eps: float) -> torch.Tensor:
-    """``S^{-1/2}`` of a symmetric PSD matrix via eigendecomposition (eigenvalues clamped at ``eps``)."""
-    w, Q = torch.linalg.eigh(S)
-    return (Q * w.clamp_min(eps).rsqrt()) @ Q.T
+def _cholesky_factor(S: torch.Tensor, eps: float) -> torch.Tensor:
+    """Lower-triangular ``L`` with ``L L^T = S + eps I`` (``S`` symmetric PSD)."""
+    return torch.linalg.cholesky(S + eps * torch.eye(S.shape[0], dtype=S.dtype, device=S.device))
 
 
 def dcca_loss(
@@ -80,7 +86,9 @@ def dcca_loss(
     S11 = H1.T @ H1 / (n - 1) + r1 * torch.eye(d1, dtype=work, device=H1.device)
     S22 = H2.T @ H2 / (n - 1) + r2 * torch.eye(d2, dtype=work, device=H2.device)
     S12 = H1.T @ H2 / (n - 1)
-    T = _inv_sqrt(S11, eps) @ S12 @ _inv_sqrt(S22, eps)
+    L1, L2 = _cholesky_factor(S11, eps), _cholesky_factor(S22, eps)
+    left = torch.linalg.solve_triangular(L1, S12, upper=False)  # L1^{-1} S12
+    T = torch.linalg.solve_triangular(L2, left.T, upper=False).T  # (L1^{-1} S12) L2^{-T}
     corr = torch.linalg.svdvals(T)                        # descending order
     return (-corr[: int(k)].sum()).to(out_dtype)
 

@@ -63,7 +63,9 @@ def train_loop_per_worker(loop_config: dict) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if checkpoint is not None:
             resumed_dir = Path(checkpoint.to_directory(str(Path(tmp) / "resume")))
-            state.step = read_state(resumed_dir).step
+            saved = read_state(resumed_dir)
+            # the vanilla scores stay the reference for model selection across resumes
+            state.step, state.baseline_mrr = saved.step, saved.baseline_mrr
             model_path = str(resumed_dir / MODEL_DIR)
         torch.manual_seed(t.seed)
         tokenizer = load_tokenizer(loop_config["model_path"])

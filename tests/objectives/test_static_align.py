@@ -118,6 +118,21 @@ def test_dcca_gradcheck_and_gradients_flow_to_both_views():
     assert b2.grad is None and a.grad.abs().sum() > 0
 
 
+def test_dcca_gradient_stays_finite_when_covariance_eigenvalues_repeat():
+    # dimensions constant over the batch give exactly equal eigenvalues (= r); the gradient of an
+    # eigendecomposition divides by their gap (0), which made the tiny DCCA run diverge at step 3
+    g = torch.Generator().manual_seed(0)
+    h = torch.randn(32, 16, generator=g)
+    h[:, :3] = 0.5
+    v = torch.randn(32, 16, generator=g)
+    x = h.clone().requires_grad_()
+    loss = dcca_loss(x, v, 4)
+    loss.backward()
+    assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
+    assert loss.item() == pytest.approx(_ref_regularised(h.double().numpy(), v.double().numpy(), 4, 1e-3, 1e-3),
+                                        rel=1e-6)
+
+
 def test_dcca_float32_in_float32_out_computed_in_float64():
     h1, h2 = _views(seed=7)
     x = torch.from_numpy(h1).float().requires_grad_()

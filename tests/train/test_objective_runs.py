@@ -1,5 +1,6 @@
-"""Objectives beyond the quickstart's, each in a 2-worker DDP run: BabelBERT's sense level with adapters,
-DICT-MLM (dict-TLM variant), static-vector alignment, sense-aware alignment with a resume."""
+"""Objectives beyond the quickstart's, each in a 2-worker DDP run of its shipped tiny config (shrunk to a few
+steps): BabelBERT's sense level with adapters, DICT-MLM (dict-TLM variant), sense-aware alignment with a resume;
+and static-vector alignment towards vectors made with the user's commands (extract, align)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import torch
 from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 
-from conftest import QUICKSTART, SMALL
+from conftest import QUICKSTART, REPO, SMALL
 from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.loading import load_masked_lm
@@ -18,12 +19,11 @@ from distalign.train.checkpoint import OBJECTIVES_FILE
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
+CONFIGS = REPO / "jobs" / "configs"
 
 
 def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, distalign_home):
-    config = load_config(QUICKSTART, SMALL + [
-        "run.name=babelbert-adapters", "objectives.mlm.weight=0", "objectives.lexical.sense_level=true",
-        "objectives.lexical.gloss_weight=0.5", "model.adapters.enabled=true", "model.adapters.reduction_factor=8"])
+    config = load_config(CONFIGS / "babelbert_sense_adapters_tiny.yaml", SMALL)
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert client.get_run(outcome.run_id).info.status == "FINISHED"
@@ -43,9 +43,7 @@ def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, dista
 
 def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, distalign_home):
     # (restoring objective-owned state on resume is exercised by the sense-aware run below)
-    config = load_config(QUICKSTART, SMALL + [
-        "run.name=dict-tlm", "objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.dict_mlm.weight=1",
-        "objectives.dict_mlm.tlm=true", "objectives.dict_mlm.keep_original=0.5"])
+    config = load_config(CONFIGS / "dict_mlm_tiny.yaml", SMALL + ["run.name=dict-tlm", "objectives.dict_mlm.tlm=true"])
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert sorted(m.step for m in client.get_metric_history(outcome.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
@@ -89,17 +87,16 @@ def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distali
 
 
 def test_sense_aware_run_keeps_its_sense_state_across_a_resume(ray_local, distalign_home):
-    overrides = SMALL + ["run.name=sense-aware", "objectives.mlm.weight=0", "objectives.lexical.weight=0",
-                         "objectives.sense_aware.weight=1", "objectives.sense_aware.warmup_steps=2",
-                         "objectives.sense_aware.refit_every=2", "objectives.sense_aware.queue_size=64",
-                         "objectives.sense_aware.proj_dim=4", "objectives.sense_aware.prune_beta=0.2",
-                         "objectives.sense_aware.prune_min_count=1"]
-    first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4", "train.checkpoint_every=2"]))
+    path = CONFIGS / "sense_aware_tiny.yaml"
+    overrides = SMALL + ["objectives.sense_aware.warmup_steps=2", "objectives.sense_aware.refit_every=2",
+                         "objectives.sense_aware.queue_size=64", "objectives.sense_aware.proj_dim=4",
+                         "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"]
+    first = run_training(load_config(path, overrides + ["train.max_steps=4", "train.checkpoint_every=2"]))
     # read now: the resumed run may delete this checkpoint (Ray keeps the best by selection score + the latest)
     states = [torch.load(Path(first.checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"]]
     first_vocab = load_masked_lm(str(Path(first.checkpoint) / "model")).config.vocab_size
-    second = run_training(load_config(QUICKSTART, overrides))  # max_steps 6: resumes at 4
-    client = MlflowClient(load_config(QUICKSTART, overrides).tracking.uri)
+    second = run_training(load_config(path, overrides))  # max_steps 6: resumes at 4
+    client = MlflowClient(load_config(path, overrides).tracking.uri)
     assert sorted(m.step for m in client.get_metric_history(second.run_id, "train/sense_aware_loss")) == [2, 4, 6]
     states.append(torch.load(Path(second.checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"])
     # the sense state (centres, projection, step) is training state: restored on resume, so it counts on

@@ -22,7 +22,7 @@ TINY_CONFIGS = {
     "babelbert_sense_adapters_tiny.yaml": ("lexical", []),
     "align_mlm_tiny.yaml": ("align", []),
     "dict_mlm_tiny.yaml": ("dict_mlm", ["objectives.dict_mlm.tlm=true"]),
-    "static_align_tiny.yaml": ("static", ["train.static_batch_size=16"]),
+    "static_align_tiny.yaml": ("static", ["train.static_batch_size=16", "objectives.static.loss=dcca"]),  # DDP: mse
     "sense_aware_tiny.yaml": ("sense_aware", ["objectives.sense_aware.warmup_steps=2",
                                               "objectives.sense_aware.refit_every=2",
                                               "objectives.sense_aware.queue_size=64"]),

@@ -100,6 +100,11 @@ def test_rerun_with_same_name_resumes_from_s3_and_continues_step_count(ddp_run, 
     assert client.get_run(second.run_id).info.status == "FINISHED"
     assert steps(client, second.run_id, "train/loss") == [2, 4, 6, 8, 10]
     assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 6, 6, 9, 10]  # resume re-evaluates step 6
+    # model selection after the resume still compares with the vanilla model (step 0), not the resume point
+    pairs = ["xa-xb", "xa-xc", "xb-xc"]
+    vanilla = {p: value_at(client, second.run_id, f"eval/bli/{p}/mrr", 0) for p in pairs}
+    gain = sum(value_at(client, second.run_id, f"eval/bli/{p}/mrr", 10) / vanilla[p] - 1 for p in pairs) / len(pairs)
+    assert value_at(client, second.run_id, "eval/selection/rel_mrr_gain", 10) == pytest.approx(gain, rel=1e-6)
     checkpoint = read_s3_checkpoint(s3_storage[1], second.checkpoint, tmp_path)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 10
     assert second.checkpoint != first.checkpoint
