@@ -150,6 +150,11 @@ def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSou
                          f"needs the model's hidden size {hidden} (use loss=dcca for other sizes)")
     if len(static) < config.train.static_batch_size * config.train.num_workers:
         raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
+    if config.objectives.static.loss == "dcca" and config.train.static_batch_size <= max(dim, hidden):
+        # with N <= d samples some projection correlates the views perfectly whatever the encoder does
+        print(f"[distalign] WARNING train.static_batch_size={config.train.static_batch_size} words per worker is "
+              f"not more than the {max(dim, hidden)} dimensions: Deep CCA's top correlations are then ~1 from the "
+              f"start and teach little; use a larger batch", flush=True)
     return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))
 
 
