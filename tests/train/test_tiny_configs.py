@@ -1,46 +1,69 @@
-"""Every objective's tiny config as shipped, under DeepSpeed ZeRO-2 on 2 workers: it trains, logs its
-loss to MLflow, checkpoints (ZeRO shards of both ranks), and a second start resumes from that checkpoint.
-(DDP runs of the same objectives are in test_objective_runs.py and test_training_integration.py.)"""
+"""Every objective's tiny config as shipped, under DeepSpeed ZeRO-2 on 2 workers: it trains, logs its loss to
+MLflow and checkpoints (ZeRO shards of both ranks); where the run has state beyond the model and optimizer
+(adapters, objective-owned parameters, the sense state), a second start resumes from that checkpoint.
+(DDP runs of the same configs are in test_objective_runs.py; the DDP resume in test_training_integration.py.)"""
 
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from conftest import REPO, SMALL
 from distalign.config import load_config
-from distalign.train.checkpoint import STATE_FILE
+from distalign.train.checkpoint import OBJECTIVES_FILE, STATE_FILE
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
 
-# tiny config -> its objective's loss, and what shrinks it to a few steps
+
+@dataclass
+class TinyCase:
+    objective: str  # its loss is logged as train/<objective>_loss
+    shrink: list[str] = field(default_factory=list)  # what brings it down to a few steps
+    resume: bool = True  # align and static have no state of their own: their resume is the quickstart's
+
+
 TINY_CONFIGS = {
-    "babelbert_sense_adapters_tiny.yaml": ("lexical", []),
-    "align_mlm_tiny.yaml": ("align", []),
-    "dict_mlm_tiny.yaml": ("dict_mlm", ["objectives.dict_mlm.tlm=true"]),
-    "static_align_tiny.yaml": ("static", ["train.static_batch_size=16", "objectives.static.loss=dcca"]),  # DDP: mse
-    "sense_aware_tiny.yaml": ("sense_aware", ["objectives.sense_aware.warmup_steps=2",
-                                              "objectives.sense_aware.refit_every=2",
-                                              "objectives.sense_aware.queue_size=64"]),
+    "babelbert_sense_adapters_tiny.yaml": TinyCase("lexical"),
+    "align_mlm_tiny.yaml": TinyCase("align", resume=False),
+    "dict_mlm_tiny.yaml": TinyCase("dict_mlm", ["objectives.dict_mlm.tlm=true"]),
+    "static_align_tiny.yaml": TinyCase("static", ["train.static_batch_size=16", "objectives.static.loss=dcca"],
+                                       resume=False),  # DDP runs mse
+    "sense_aware_tiny.yaml": TinyCase("sense_aware", [
+        "objectives.sense_aware.warmup_steps=2", "objectives.sense_aware.refit_every=2",
+        "objectives.sense_aware.queue_size=64", "objectives.sense_aware.proj_dim=4",
+        "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"]),
 }
+
+
+def sense_state(checkpoint: str) -> dict:
+    return torch.load(Path(checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"]
 
 
 @pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
 def test_tiny_config_under_zero2_checkpoints_and_resumes(name, ray_local, distalign_home):
-    objective, shrink = TINY_CONFIGS[name]
+    case = TINY_CONFIGS[name]
     path = REPO / "jobs" / "configs" / name
-    overrides = SMALL + shrink + ["train.engine=deepspeed", "train.zero_stage=2", f"run.name={path.stem}-zero2"]
-    first = run_training(load_config(path, overrides + ["train.max_steps=4"]))
+    overrides = SMALL + case.shrink + ["train.engine=deepspeed", "train.zero_stage=2", f"run.name={path.stem}-zero2"]
+    first = run_training(load_config(path, overrides + (["train.max_steps=4"] if case.resume else [])))
     shards = [p.name for p in (Path(first.checkpoint) / "deepspeed" / "state").iterdir()]
     assert any("zero_pp_rank_0" in s for s in shards) and any("zero_pp_rank_1" in s for s in shards)
+    # read now: the resumed run may delete this checkpoint (Ray keeps the best by selection score + the latest)
+    first_sense = sense_state(first.checkpoint) if case.objective == "sense_aware" else None
 
     config = load_config(path, overrides)  # max_steps 6: the same run name resumes at step 4
-    second = run_training(config)
+    last = run_training(config) if case.resume else first
     client = MlflowClient(config.tracking.uri)
-    assert second.run_id == first.run_id and client.get_run(second.run_id).info.status == "FINISHED"
-    assert sorted(m.step for m in client.get_metric_history(second.run_id, f"train/{objective}_loss")) == [2, 4, 6]
-    assert json.loads((Path(second.checkpoint) / STATE_FILE).read_text())["step"] == 6
+    assert last.run_id == first.run_id and client.get_run(last.run_id).info.status == "FINISHED"
+    assert sorted(m.step for m in client.get_metric_history(last.run_id, f"train/{case.objective}_loss")) == [2, 4, 6]
+    assert json.loads((Path(last.checkpoint) / STATE_FILE).read_text())["step"] == 6
+    if first_sense is not None:
+        # the sense state (centres, projection, step) is training state: restored on resume, so it counts on
+        last_sense = sense_state(last.checkpoint)
+        assert (int(first_sense["step"]), int(last_sense["step"])) == (4, 6)
+        assert int(last_sense["fitted"]) == 1 and last_sense["proj"].abs().sum() > 0  # fitted after warm-up
