@@ -58,10 +58,10 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
                                     epochs=epochs, seed=seed)["path"]
     pivot_words, pivot_vectors, _ = read_word2vec(raw[pivot])
     for source in sources:
-        words, vectors, _ = read_word2vec(raw[source.lang])
         if source.lang == pivot:  # the shared space: the pivot's normalised vectors
-            write_word2vec(source.path, words, preprocess(vectors, normalize=True))
+            write_word2vec(source.path, pivot_words, preprocess(pivot_vectors, normalize=True))
             continue
+        words, vectors, _ = read_word2vec(raw[source.lang])
         seed_pairs = seed_pairs_between(pairs, source.lang, pivot)
         if not seed_pairs:
             raise ValueError(f"objectives.static: no training pairs between '{source.lang}' and the pivot "
