@@ -26,6 +26,10 @@ SMALL = [
     "eval.every=3",
     "eval.bli_max_pairs=40",
 ]
+# sense-aware's warm-up, refits and pruning brought inside those few steps
+SENSE_AWARE_SMALL = ["objectives.sense_aware.warmup_steps=2", "objectives.sense_aware.refit_every=2",
+                     "objectives.sense_aware.queue_size=64", "objectives.sense_aware.proj_dim=4",
+                     "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"]
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import torch
 from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 
-from conftest import QUICKSTART, REPO, SMALL
+from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.loading import load_masked_lm
@@ -88,10 +88,7 @@ def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distali
 
 def test_sense_aware_run_fits_its_sense_state_and_exports_the_original_model(ray_local, distalign_home):
     # (its resume, which restores the sense state, runs under ZeRO-2 in test_tiny_configs.py)
-    config = load_config(CONFIGS / "sense_aware_tiny.yaml", SMALL + [
-        "objectives.sense_aware.warmup_steps=2", "objectives.sense_aware.refit_every=2",
-        "objectives.sense_aware.queue_size=64", "objectives.sense_aware.proj_dim=4",
-        "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"])
+    config = load_config(CONFIGS / "sense_aware_tiny.yaml", SMALL + SENSE_AWARE_SMALL)
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert sorted(m.step for m in client.get_metric_history(outcome.run_id, "train/sense_aware_loss")) == [2, 4, 6]

@@ -13,7 +13,7 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from conftest import REPO, SMALL
+from conftest import REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
 from distalign.train.checkpoint import OBJECTIVES_FILE, STATE_FILE
 from distalign.train.trainer import run_training
@@ -34,10 +34,7 @@ TINY_CONFIGS = {
     "dict_mlm_tiny.yaml": TinyCase("dict_mlm", ["objectives.dict_mlm.tlm=true"]),
     "static_align_tiny.yaml": TinyCase("static", ["train.static_batch_size=16", "objectives.static.loss=dcca"],
                                        resume=False),  # DDP runs mse
-    "sense_aware_tiny.yaml": TinyCase("sense_aware", [
-        "objectives.sense_aware.warmup_steps=2", "objectives.sense_aware.refit_every=2",
-        "objectives.sense_aware.queue_size=64", "objectives.sense_aware.proj_dim=4",
-        "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"]),
+    "sense_aware_tiny.yaml": TinyCase("sense_aware", SENSE_AWARE_SMALL),
 }
 
 
