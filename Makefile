@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test tune mlflow-ui clean
+.PHONY: quickstart test test-fast tune mlflow-ui clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,10 @@ quickstart: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py)
+test-fast: $(STAMP)
+	$(BIN)/python -m pytest -q -m "not ray"
 
 tune: $(STAMP)
 	$(BIN)/distalign tune jobs/configs/quickstart_tune.yaml

@@ -3,6 +3,7 @@
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
     distalign tune jobs/configs/quickstart_tune.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
+    distalign eval --spec my_eval.yaml suite.max_queries=100
     distalign bench synthetic
     distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
 """
@@ -119,13 +120,17 @@ def build_parser() -> argparse.ArgumentParser:
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
                           description="Grid study over config keys; each trial is a full TorchTrainer run.")
     tune.add_argument("study", help="study YAML (e.g. jobs/configs/quickstart_tune.yaml)")
-    tune.add_argument("overrides", nargs="*", help="key.sub=value overrides applied to every trial")
+    tune.add_argument("overrides", nargs="*",
+                      help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
+                           "max_concurrent_trials=2), else of every trial (train.max_steps=60)")
     tune.set_defaults(func=_tune)
 
     ev = sub.add_parser("eval", help="evaluate a checkpoint or model on BLI, XLSIM, Tatoeba, alignment (Ray)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Encode with every layer, score task x language pair x layer as Ray tasks, "
-                                    "write tables and plots, log them to MLflow.")
+                                    "write tables and plots, log them to MLflow. What to run: a --spec YAML "
+                                    "(the fields of distalign.eval.runner.EvalSpec), then the flags given, "
+                                    "then dotted key=value overrides (suite.max_queries=100).")
     add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
 

@@ -18,25 +18,14 @@ from typing import Any, Literal
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A configuration problem; the message names the offending key or file."""
+from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
+from distalign.data.synthetic import SyntheticConfig
+from distalign.errors import ConfigError, require
+from distalign.models.loading import TinyModelConfig
 
 
 # --------------------------------------------------------------------------------------------
 # Sections
-
-
-@dataclass
-class TinyModelConfig:
-    """A random-init XLM-R-style encoder built offline (tokenizer trained on the run's text)."""
-
-    vocab_size: int = 2000  # target size of the trained Unigram tokenizer
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    intermediate_size: int = 128
-    max_length: int = 64  # max positions / tokens per sequence
 
 
 @dataclass
@@ -56,38 +45,6 @@ class ModelConfig:
     word_layer: int = -1
     max_word_tokens: int = 16  # subword budget of a word encoded alone ([CLS] word [SEP])
     adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
-
-
-@dataclass
-class SyntheticConfig:
-    """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
-
-    languages: list[str] = field(default_factory=lambda: ["xa", "xb", "xc"])
-    num_concepts: int = 300
-    sentences_per_language: int = 1500
-    synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
-    heldout_fraction: float = 0.2  # concepts held out of the constraints for BLI evaluation
-
-
-@dataclass
-class DictionarySource:
-    """A bilingual dictionary (G-BLI / MUSE: ``src<TAB>tgt`` per line) between two languages."""
-
-    path: str = ""
-    lang1: str = ""
-    lang2: str = ""
-
-
-@dataclass
-class CorpusSource:
-    path: str = ""  # .txt (one sentence a line), .jsonl ({"text": ...}) or .parquet (column text)
-    lang: str = ""
-
-
-@dataclass
-class StaticVectorsSource:
-    path: str = ""  # word2vec text format (e.g. from `distalign static extract` / `static align`)
-    lang: str = ""
 
 
 @dataclass
@@ -111,98 +68,60 @@ class DataConfig:
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
 
 
-@dataclass
-class MLMConfig:
-    weight: float = 1.0  # 0 disables the objective
-    mask_prob: float = 0.15  # share of words masked (whole-word masking)
+class ObjectivesConfig(dict):
+    """``objectives.<name>`` sections by name, each the ``Config`` dataclass of its plugin.
 
+    Every plugin of ``distalign.objectives.registry.OBJECTIVES`` has a section (defaults where the
+    YAML names none); ``plugins`` keeps the plugin classes so workers need no registry lookup.
+    """
 
-@dataclass
-class LexicalConfig:
-    weight: float = 1.0
-    temperature: float = 0.07
-    # sense level: each word encoded with its synset gloss ([CLS] word [SEP] gloss [SEP]), only the
-    # word's subwords pooled; pairs without glosses fall back to the word alone
-    sense_level: bool = False
-    gloss_weight: float = 0.0  # > 0 adds the same InfoNCE on the gloss spans (sense level only)
-    max_sense_tokens: int = 64  # subword budget of word + gloss
+    def __init__(self, sections: dict[str, Any] | None = None, plugins: dict[str, type] | None = None):
+        super().__init__(sections or {})
+        self.plugins = dict(plugins or {})
 
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return self[name]
+        except KeyError:
+            raise AttributeError(f"no objective section '{name}'") from None
 
-@dataclass
-class AlignConfig:
-    # ALIGN-MLM (Tang et al. 2022): weight = alpha (10 in the paper) on -mean cos of the input
-    # embeddings of dictionary pairs (data.constraints / data.dictionaries; see data.dictionary_fraction)
-    weight: float = 0.0
+    def active(self) -> dict[str, tuple[type, Any]]:
+        """name -> (plugin, section) of every objective with weight > 0."""
+        return {name: (self.plugins[name], section) for name, section in self.items() if section.weight > 0}
 
-
-@dataclass
-class DictMLMConfig:
-    # DICT-MLM (Chaudhary et al. 2020): replaces objectives.mlm (both mask the corpus batch)
-    weight: float = 0.0
-    mask_prob: float = 0.15  # share of dictionary words masked (whole words)
-    keep_original: float = 0.5  # the paper's x/100: a masked word keeps its own label this often (0.5/0.7/0.9)
-    tlm: bool = False  # dict-TLM: [CLS] sentence [SEP] code-switched copy [SEP], masked together
-    switch_prob: float = 0.5  # dict-TLM: share of dictionary words switched in the copy
-
-
-@dataclass
-class StaticAlignConfig:
-    # Hämmerl et al. 2022: a word's contextual vector (encoded alone, model.word_layer) pulled to its
-    # static vector from data.static_vectors; the static side is fixed, only the encoder learns
-    weight: float = 0.0
-    loss: Literal["mse", "dcca"] = "mse"  # mse needs static dim == hidden size
-    dcca_k: int = 10  # top-k canonical correlations (needs train.static_batch_size > k)
-    # Without data.static_vectors the targets are derived from the starting model before training:
-    # X2Static vectors per corpus language, Procrustes-mapped onto the first language by the training pairs
-    extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)
-    extract_epochs: int = 1
-    align_iterations: int = 1  # self-learning rounds after the seed-dictionary fit (0 = seed only)
-
-
-@dataclass
-class SenseAwareConfig:
-    # multi-sense MLM + sense-level translation loss; replaces objectives.mlm. Only proj_dim = 14 (BERT)
-    # is the paper's; the other defaults are ours. Translations: single-token training pairs.
-    weight: float = 0.0
-    num_senses: int = 3  # S sense output vectors per vocabulary entry
-    proj_dim: int = 14  # d': PCA projection of the states the senses are chosen in
-    queue_size: int = 4096  # Q recent states the projection is fitted on
-    refit_every: int = 1000  # M steps between projection refits (and pruning)
-    alpha: float = 0.01  # sense learning rate of the centre update c <- (1-alpha) c + alpha h
-    warmup_steps: int = 1000  # W steps with a single sense
-    prune_beta: float = 0.0  # prune senses chosen less than this share of a token's selections (0 = never)
-    prune_min_count: int = 100  # only tokens selected at least this often are pruned
-    translation_weight: float = 0.5  # share of the translation label's loss where one exists (0.5 = mean)
-    max_translations: int = 8
-
-
-# Which data stream each objective reads (the loop draws one batch per stream per step).
-OBJECTIVE_STREAMS = {"mlm": "corpus", "lexical": "constraints", "align": "constraints", "dict_mlm": "corpus",
-                     "static": "static", "sense_aware": "corpus"}
-
-
-@dataclass
-class ObjectivesConfig:
-    mlm: MLMConfig = field(default_factory=MLMConfig)
-    lexical: LexicalConfig = field(default_factory=LexicalConfig)
-    align: AlignConfig = field(default_factory=AlignConfig)
-    dict_mlm: DictMLMConfig = field(default_factory=DictMLMConfig)
-    static: StaticAlignConfig = field(default_factory=StaticAlignConfig)
-    sense_aware: SenseAwareConfig = field(default_factory=SenseAwareConfig)
-
-    def active(self) -> dict[str, float]:
-        return {name: section.weight for name, section in self._sections().items() if section.weight > 0}
+    def weights(self) -> dict[str, float]:
+        """name -> weight of every active objective."""
+        return {name: section.weight for name, (_, section) in self.active().items()}
 
     def streams(self) -> set[str]:
-        return {OBJECTIVE_STREAMS[name] for name in self.active()}
+        return {plugin.stream for plugin, _ in self.active().values()}
 
     @property
     def uses_dictionary(self) -> bool:
-        """Objectives that read the training pairs as a dictionary inside the workers."""
-        return self.dict_mlm.weight > 0 or self.sense_aware.weight > 0
+        """Whether an active objective reads the run's training pairs as a dictionary."""
+        return any(plugin.uses_dictionary for plugin, _ in self.active().values())
 
-    def _sections(self) -> dict[str, Any]:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+def _registered_objectives() -> dict[str, type]:
+    from distalign.objectives import registry  # read at call time: a test may register a plugin
+
+    return dict(registry.OBJECTIVES)
+
+
+def default_objectives() -> ObjectivesConfig:
+    plugins = _registered_objectives()
+    return ObjectivesConfig({name: plugin.Config() for name, plugin in plugins.items()}, plugins)
+
+
+def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig:
+    if not isinstance(data, dict):
+        raise ConfigError(f"{key}: expected a mapping, got {type(data).__name__} {data!r}")
+    objectives = default_objectives()
+    for name, section in data.items():
+        if name not in objectives.plugins:
+            raise ConfigError(f"unknown key '{key}.{name}' (allowed here: {', '.join(sorted(objectives.plugins))})")
+        objectives[name] = _coerce(section, objectives.plugins[name].Config, f"{key}.{name}")
+    return objectives
 
 
 @dataclass
@@ -260,14 +179,16 @@ class ExperimentConfig:
     run: RunConfig = field(default_factory=RunConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     data: DataConfig = field(default_factory=DataConfig)
-    objectives: ObjectivesConfig = field(default_factory=ObjectivesConfig)
+    objectives: ObjectivesConfig = field(default_factory=default_objectives)
     train: TrainConfig = field(default_factory=TrainConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     storage: StorageConfig = field(default_factory=StorageConfig)
 
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        data = dataclasses.asdict(self)
+        data["objectives"] = dict(data["objectives"])  # a plain dict, as YAML writers want
+        return data
 
     def flat(self) -> dict[str, Any]:
         """Params flattened with dots (``train.lr``), as logged to MLflow."""
@@ -287,6 +208,10 @@ _FLOAT_RE = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 def _coerce(value: Any, hint: Any, key: str) -> Any:
     origin = typing.get_origin(hint)
+    if hint is Any:
+        return value
+    if hint is ObjectivesConfig:
+        return objectives_from_dict(value, key)
     if dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
@@ -301,8 +226,27 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
             raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
         (item_hint,) = typing.get_args(hint)
         return [_coerce(v, item_hint, f"{key}[{i}]") for i, v in enumerate(value)]
+    if origin is tuple:  # tuple[X, ...] or a fixed tuple[A, B]; a YAML list either way
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            args = (args[0],) * len(value)
+        elif len(value) != len(args):
+            raise ConfigError(f"{key}: expected a list of {len(args)} items, got {value!r}")
+        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
+        key_hint, value_hint = typing.get_args(hint)
+        return {_coerce(k, key_hint, key): _coerce(v, value_hint, f"{key}.{k}") for k, v in value.items()}
     if origin in (typing.Union, types.UnionType):
-        raise ConfigError(f"{key}: union types are not supported in configs")
+        args = typing.get_args(hint)
+        if len(args) != 2 or type(None) not in args:
+            raise ConfigError(f"{key}: only optional (X | None) unions are supported in configs")
+        if value is None:
+            return None
+        return _coerce(value, next(a for a in args if a is not type(None)), key)
     if hint is bool:
         if not isinstance(value, bool):
             raise ConfigError(f"{key}: expected true/false, got {value!r}")
@@ -326,8 +270,12 @@ def _coerce(value: Any, hint: Any, key: str) -> Any:
 
 
 def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
+    """Build dataclass ``cls`` from a nested dict, checking keys and types; errors name the dotted key.
+
+    The keys are the constructor's arguments (fields with ``init=False`` are state, not configuration).
+    """
     hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls)}
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
     for key in data:
         if key not in names:
             where = f"{prefix}.{key}" if prefix else key
@@ -350,12 +298,24 @@ def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
     return out
 
 
-def apply_override(data: dict[str, Any], override: str) -> None:
-    """Apply ``a.b.c=value`` (value parsed as YAML) to a nested dict in place."""
+def apply_override(data: dict[str, Any], override: str, cls: type | None = None) -> None:
+    """Apply ``a.b.c=value`` (value parsed as YAML) to a nested dict in place.
+
+    With the dataclass ``cls`` the dict will build, the rest of the key after a mapping-typed field
+    is one key of that mapping: ``grid.train.lr=[1e-3]`` sets ``grid["train.lr"]``.
+    """
     if "=" not in override:
         raise ConfigError(f"override {override!r} is not of the form key.sub=value")
     key, raw = override.split("=", 1)
     parts = key.strip().split(".")
+    hint: Any = cls
+    for i, part in enumerate(parts):
+        if typing.get_origin(hint) is dict:
+            parts = parts[:i] + [".".join(parts[i:])]
+            break
+        if not dataclasses.is_dataclass(hint):
+            break
+        hint = typing.get_type_hints(hint).get(part)  # None for an unknown key: from_dict names it
     node = data
     for part in parts[:-1]:
         node = node.setdefault(part, {})
@@ -373,34 +333,53 @@ def distalign_home() -> Path:
     return Path(os.environ.get("DISTALIGN_HOME") or os.getcwd()).resolve()
 
 
-def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
-    data: dict[str, Any] = {}
-    if path is not None:
-        path = Path(path)
-        if not path.is_file():
-            raise ConfigError(f"config file not found: {path}")
-        try:
-            loaded = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as err:
-            raise ConfigError(f"{path}: not valid YAML: {err}") from err
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: the top level must be a mapping")
-        data = loaded or {}
+def resolve_tracking_uri(explicit: str = "") -> str:
+    """The MLflow store: ``explicit``, else $MLFLOW_TRACKING_URI, else sqlite:///<distalign_home()>/mlflow.db."""
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{distalign_home() / 'mlflow.db'}"
+
+
+def read_mapping(path: str | os.PathLike) -> dict[str, Any]:
+    """A YAML file whose top level is a mapping (an empty file is an empty mapping)."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML: {err}") from err
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: the top level must be a mapping")
+    return loaded or {}
+
+
+def load_dataclass(cls: type, path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> Any:
+    """Build dataclass ``cls`` from a YAML file and dotted ``key=value`` overrides (applied in order).
+
+    The loader of every configuration file (experiment configs, Tune studies, evaluation specs):
+    unknown keys and wrong types are errors that name the dotted key.
+    """
+    data = read_mapping(path) if path is not None else {}
     for override in overrides or []:
-        apply_override(data, override)
-    config = from_dict(ExperimentConfig, data)
+        apply_override(data, override, cls)
+    return from_dict(cls, data)
+
+
+def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """The experiment config of a YAML file plus overrides, with absolute paths, completely validated."""
+    config = load_dataclass(ExperimentConfig, path, overrides)
     resolve_paths(config, base=Path(path).parent if path is not None else Path.cwd())
     validate(config)
     return config
 
 
-def _resolve(p: str, base: Path) -> str:
+def resolve_path(p: str, base: Path) -> str:
+    """An absolute local path (URIs and "" unchanged): relative to the working directory if it exists there,
+    else to ``base`` (the config file's folder) if it exists there, else to the working directory."""
     if not p or "://" in p:
         return p
     q = Path(p).expanduser()
     if q.is_absolute():
         return str(q)
-    # Data paths are relative to the working directory first, then to the config file.
     for candidate in (Path.cwd() / q, base / q):
         if candidate.exists():
             return str(candidate.resolve())
@@ -410,16 +389,15 @@ def _resolve(p: str, base: Path) -> str:
 def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     """Make every local path absolute so Ray workers (other working dirs) see the same files."""
     data = config.data
-    data.constraints = [_resolve(p, base) for p in data.constraints]
+    data.constraints = [resolve_path(p, base) for p in data.constraints]
     for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.static_vectors:
-        src.path = _resolve(src.path, base)
+        src.path = resolve_path(src.path, base)
     if config.model.name_or_path != "tiny" and Path(config.model.name_or_path).expanduser().exists():
         config.model.name_or_path = str(Path(config.model.name_or_path).expanduser().resolve())
     if not config.storage_is_remote:
         storage = Path(config.storage.path).expanduser()
         config.storage.path = str(storage if storage.is_absolute() else distalign_home() / storage)
-    if not config.tracking.uri:
-        config.tracking.uri = os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{distalign_home() / 'mlflow.db'}"
+    config.tracking.uri = resolve_tracking_uri(config.tracking.uri)
     if data.output_dir:
         data.output_dir = str(Path(data.output_dir).expanduser().resolve())
     elif config.storage_is_remote:
@@ -428,93 +406,76 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
         data.output_dir = str(Path(config.storage.path) / config.run.name / "data")
 
 
-def _require(cond: bool, key: str, message: str) -> None:
-    if not cond:
-        raise ConfigError(f"{key}: {message}")
-
-
 def validate(config: ExperimentConfig) -> None:
     t, d, m, o = config.train, config.data, config.model, config.objectives
-    _require(bool(config.run.name) and "/" not in config.run.name, "run.name", "must be a non-empty name without '/'")
-    _require(t.num_workers >= 1, "train.num_workers", "must be >= 1")
-    _require(t.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
-    _require(0 <= t.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
-    _require(t.engine == "deepspeed" or t.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed")
-    _require(t.lr > 0, "train.lr", "must be > 0")
-    _require(t.max_steps >= 1, "train.max_steps", "must be >= 1")
-    _require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
-    _require(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
-    _require(t.log_every >= 1, "train.log_every", "must be >= 1")
-    _require(t.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
-    _require(t.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
-    _require(config.eval.every >= 0, "eval.every", "must be >= 0")
-    _require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
-    _require(0 < o.mlm.mask_prob < 1, "objectives.mlm.mask_prob", "must be in (0, 1)")
-    _require(o.lexical.temperature > 0, "objectives.lexical.temperature", "must be > 0")
-    _require(o.lexical.gloss_weight >= 0, "objectives.lexical.gloss_weight", "must be >= 0")
-    _require(o.mlm.weight == 0 or o.dict_mlm.weight == 0, "objectives.dict_mlm.weight",
-             "DICT-MLM replaces MLM: set objectives.mlm.weight=0")
-    _require(sum(w > 0 for w in (o.mlm.weight, o.dict_mlm.weight, o.sense_aware.weight)) <= 1,
-             "objectives.sense_aware.weight", "mlm, dict_mlm and sense_aware each predict the masked corpus "
-             "tokens: use one of them")
-    sa = o.sense_aware
-    _require(sa.num_senses >= 1, "objectives.sense_aware.num_senses", "must be >= 1")
-    _require(sa.queue_size > sa.proj_dim >= 1, "objectives.sense_aware.queue_size", "must exceed proj_dim >= 1")
-    _require(0 < sa.alpha <= 1, "objectives.sense_aware.alpha", "must be in (0, 1]")
-    _require(0 <= sa.prune_beta <= 1, "objectives.sense_aware.prune_beta", "must be in [0, 1]")
-    _require(0 <= sa.translation_weight <= 1, "objectives.sense_aware.translation_weight", "must be in [0, 1]")
-    _require(0 < o.dict_mlm.mask_prob < 1, "objectives.dict_mlm.mask_prob", "must be in (0, 1)")
-    _require(0 <= o.dict_mlm.keep_original <= 1, "objectives.dict_mlm.keep_original", "must be in [0, 1]")
-    _require(0 <= o.dict_mlm.switch_prob <= 1, "objectives.dict_mlm.switch_prob", "must be in [0, 1]")
-    _require(o.lexical.gloss_weight == 0 or o.lexical.sense_level, "objectives.lexical.gloss_weight",
-             "needs objectives.lexical.sense_level: true")
-    _require(o.lexical.max_sense_tokens >= 6, "objectives.lexical.max_sense_tokens", "must be >= 6")
-    _require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
-    for name, section in o._sections().items():
-        _require(section.weight >= 0, f"objectives.{name}.weight", "must be >= 0")
-    _require(bool(o.active()), "objectives", "every objective has weight 0: nothing to train")
-    _require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
-    _require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
-    _require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
-    _require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
-    _require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
+    require(bool(config.run.name) and "/" not in config.run.name, "run.name", "must be a non-empty name without '/'")
+    require(t.num_workers >= 1, "train.num_workers", "must be >= 1")
+    require(t.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
+    require(0 <= t.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
+    require(t.engine == "deepspeed" or t.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed")
+    require(t.lr > 0, "train.lr", "must be > 0")
+    require(t.max_steps >= 1, "train.max_steps", "must be >= 1")
+    require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
+    require(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+    require(t.log_every >= 1, "train.log_every", "must be >= 1")
+    require(t.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
+    require(t.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
+    require(config.eval.every >= 0, "eval.every", "must be >= 0")
+    require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
+    require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
+    validate_objectives(config)
+    require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
+    require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
+    require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
+    require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
+    require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
              f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
-    _require(m.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
+    require(m.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
     if d.source == "synthetic":
         s = d.synthetic
-        _require(len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),
+        require(len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),
                  "data.synthetic.languages", "needs at least two distinct languages")
-        _require(s.num_concepts >= 10, "data.synthetic.num_concepts", "must be >= 10")
-        _require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
-        _require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
+        require(s.num_concepts >= 10, "data.synthetic.num_concepts", "must be >= 10")
+        require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
+        require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
     else:
-        _require(bool(d.constraints or d.dictionaries) or ("constraints" not in o.streams() and not o.uses_dictionary),
-                 "data.constraints", "the lexical, align, dict_mlm and sense_aware objectives need data.constraints "
-                 "or data.dictionaries")
-        _require(bool(d.corpora) or "corpus" not in o.streams(), "data.corpora", "the MLM objective needs data.corpora")
+        readers = {name for name, (plugin, _) in o.active().items()
+                   if plugin.stream == "constraints" or plugin.uses_dictionary}
+        require(bool(d.constraints or d.dictionaries) or not readers, "data.constraints",
+                 f"objectives {sorted(readers)} need data.constraints or data.dictionaries")
+        corpus = sorted(name for name, (plugin, _) in o.active().items() if plugin.stream == "corpus")
+        require(bool(d.corpora) or not corpus, "data.corpora", f"objectives {corpus} need data.corpora")
     for i, p in enumerate(d.constraints):
-        _require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
+        require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
     for key, sources in (("data.dictionaries", d.dictionaries), ("data.eval_dictionaries", d.eval_dictionaries)):
         for i, src in enumerate(sources):
-            _require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
-            _require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
+            require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
+            require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
     for key, sources in (("data.corpora", d.corpora), ("data.static_vectors", d.static_vectors)):
         for i, src in enumerate(sources):
-            _require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
-            _require(bool(src.lang), f"{key}[{i}].lang", "is required")
+            require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
+            require(bool(src.lang), f"{key}[{i}].lang", "is required")
     for i, src in enumerate(d.corpora):
-        _require(Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"data.corpora[{i}].path",
+        require(Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"data.corpora[{i}].path",
                  "must end in .txt, .jsonl or .parquet")
-    _require(o.static.extract_epochs >= 1, "objectives.static.extract_epochs", "must be >= 1")
-    _require(o.static.align_iterations >= 0, "objectives.static.align_iterations", "must be >= 0")
-    derives_static = o.static.weight > 0 and not d.static_vectors and m.name_or_path == "tiny"
-    _require(not derives_static or -(m.tiny.num_layers + 1) <= o.static.extract_layer <= m.tiny.num_layers,
-             "objectives.static.extract_layer", f"must be in [{-(m.tiny.num_layers + 1)}, {m.tiny.num_layers}] "
-             f"for the tiny model (model.tiny.num_layers={m.tiny.num_layers})")
-    _require(o.static.loss == "mse" or t.static_batch_size > o.static.dcca_k, "train.static_batch_size",
-             "must exceed objectives.static.dcca_k for Deep CCA")
     if m.name_or_path != "tiny" and not _looks_like_hub_name(m.name_or_path):
-        _require(Path(m.name_or_path).is_dir(), "model.name_or_path", f"no such model directory: {m.name_or_path}")
+        require(Path(m.name_or_path).is_dir(), "model.name_or_path", f"no such model directory: {m.name_or_path}")
+
+
+def validate_objectives(config: ExperimentConfig) -> None:
+    """Weights, each active plugin's own checks, and at most one data-side preparer per stream."""
+    o = config.objectives
+    for name, section in o.items():
+        require(section.weight >= 0, f"objectives.{name}.weight", "must be >= 0")
+    require(bool(o.active()), "objectives", "every objective has weight 0: nothing to train")
+    preparers: dict[str, str] = {}
+    for name, (plugin, section) in o.active().items():
+        plugin.validate(section, config, f"objectives.{name}")
+        if plugin.prepares:  # two objectives cannot both transform (e.g. mask) the same batches
+            other = preparers.setdefault(plugin.stream, name)
+            require(other == name, f"objectives.{name}.weight",
+                     f"objectives.{other} and objectives.{name} both prepare (mask) the '{plugin.stream}' batches: "
+                     f"use one of them (set the other's weight to 0)")
 
 
 def _looks_like_hub_name(name: str) -> bool:

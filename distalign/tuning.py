@@ -1,6 +1,6 @@
 """Ray Tune studies: a grid over config keys, each trial a full TorchTrainer run (Train V2 pattern).
 
-Study file (``jobs/configs/quickstart_tune.yaml``)::
+Study file (``jobs/configs/quickstart_tune.yaml``; its keys are the fields of ``StudyConfig``)::
 
     study: quickstart-tune          # MLflow parent run name; trials are <study>-000, <study>-001, ...
     base: quickstart.yaml           # experiment config, relative to this file
@@ -11,59 +11,73 @@ Study file (``jobs/configs/quickstart_tune.yaml``)::
     mode: max
     max_concurrent_trials: 1
 
-Every trial's config is built and validated on the driver before Ray starts. MLflow gets one
-parent run for the study and a nested child run per trial; the parent holds the trial table (CSV)
-and a plot of the metric per trial.
+The file is read by the loader of experiment configs (``distalign.config.load_dataclass``): an
+unknown key or a wrong type is an error naming the dotted key. Every trial's config is built and
+validated on the driver before Ray starts. MLflow gets one parent run for the study and a nested
+child run per trial; the parent holds the trial table (CSV) and a plot of the metric per trial.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import json
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-import yaml
-
-from distalign.config import ConfigError, ExperimentConfig, from_dict, load_config
+from distalign.config import ConfigError, ExperimentConfig, from_dict, load_config, load_dataclass
 
 
 @dataclass
 class StudyConfig:
-    study: str = "study"
-    base: str = ""
-    overrides: list[str] = field(default_factory=list)
-    grid: dict[str, list] = field(default_factory=dict)
-    metric: str = "eval/bli/avg/mrr"
-    mode: str = "max"
+    study: str = "study"  # MLflow parent run name; trials are <study>-000, <study>-001, ...
+    base: str = ""  # experiment config (absolute, or relative to the study file)
+    overrides: list[str] = field(default_factory=list)  # dotted key=value, applied to every trial
+    grid: dict[str, list[Any]] = field(default_factory=dict)  # config key -> values; every combination is a trial
+    metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
+    mode: Literal["min", "max"] = "max"
     max_concurrent_trials: int = 1
     trial_cpus: float = 0.1  # the trial function only waits on its TorchTrainer
 
 
-def load_study(path: str | Path, extra_overrides: list[str] | None = None) -> tuple[StudyConfig, dict[str, ExperimentConfig]]:
+STUDY_KEYS = {f.name for f in dataclasses.fields(StudyConfig)}
+
+
+def _is_study_override(override: str) -> bool:
+    return override.split("=", 1)[0].split(".", 1)[0].strip() in STUDY_KEYS
+
+
+def load_study(path: str | Path,
+               extra_overrides: list[str] | None = None) -> tuple[StudyConfig, dict[str, ExperimentConfig]]:
+    """The study file and the validated experiment config of every trial, by trial name.
+
+    An extra override whose first key is a study key (``grid.train.lr=[1e-3]``,
+    ``max_concurrent_trials=2``) changes the study; any other applies to every trial (``train.max_steps=10``).
+    """
     path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"study file not found: {path}")
-    raw = yaml.safe_load(path.read_text()) or {}
-    unknown = set(raw) - set(StudyConfig.__dataclass_fields__)
-    if unknown:
-        raise ConfigError(f"{path}: unknown study keys {sorted(unknown)}")
-    study = StudyConfig(**raw)
-    if study.mode not in ("min", "max"):
-        raise ConfigError(f"{path}: mode must be min or max")
-    if not study.grid or not all(isinstance(v, list) and v for v in study.grid.values()):
-        raise ConfigError(f"{path}: grid must map config keys to non-empty lists")
-    base = (path.parent / study.base) if study.base else None
-    if base is None or not base.is_file():
-        raise ConfigError(f"{path}: base config not found: {base}")
+    extra_overrides = extra_overrides or []
+    study = load_dataclass(StudyConfig, path, [o for o in extra_overrides if _is_study_override(o)])
+    if not study.grid:
+        raise ConfigError("grid: must map config keys to non-empty lists of values")
+    for key, values in study.grid.items():
+        if not values:
+            raise ConfigError(f"grid.{key}: must be a non-empty list of values")
+    if study.max_concurrent_trials < 1:
+        raise ConfigError("max_concurrent_trials: must be >= 1")
+    if study.trial_cpus <= 0:
+        raise ConfigError("trial_cpus: must be > 0")
+    base = path.parent / study.base
+    if not study.base or not base.is_file():
+        raise ConfigError(f"base: experiment config not found: {base if study.base else '(empty)'}")
+    trial_overrides = study.overrides + [o for o in extra_overrides if not _is_study_override(o)]
     keys = list(study.grid)
     trials = {}
     for i, values in enumerate(itertools.product(*study.grid.values())):
         name = f"{study.study}-{i:03d}"
         point = [f"{k}={json.dumps(v)}" for k, v in zip(keys, values)]  # JSON is valid YAML
-        trials[name] = load_config(base, study.overrides + (extra_overrides or []) + point + [f"run.name={name}"])
+        trials[name] = load_config(base, trial_overrides + point + [f"run.name={name}"])
     return study, trials
 
 
@@ -75,13 +89,19 @@ def _trial(params: dict[str, Any]) -> None:
     run_training(from_dict(ExperimentConfig, params["trial"]["config"]), callbacks=[TuneReportCallback()])
 
 
-def run_study(path: str | Path, extra_overrides: list[str] | None = None):
-    import ray
+def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> list[dict[str, Any]]:
+    """Run a Tune study (see the module docstring) on a local Ray cluster or the one in RAY_ADDRESS.
+
+    Every trial's config is loaded and validated first (``load_study``), then an MLflow parent run is
+    opened for the study and Tune runs the grid, each trial a TorchTrainer run logged as a child run.
+    Returns one row per trial (name, grid point, the study metric, error); the table and a plot go to
+    the parent run. Raises ``RuntimeError`` naming the failed trials, after logging the summary.
+    """
     from ray import tune
 
     from distalign.ray_session import ensure_ray
+    from distalign.storage import ray_storage_path, storage_filesystem
     from distalign.tracking import client_for, tracked_run
-    from distalign.train.trainer import ray_storage_path, storage_filesystem
 
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))
@@ -89,7 +109,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None):
     ensure_ray()
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
                      {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
-                     yaml.safe_load(Path(path).read_text())) as parent_id:
+                     dataclasses.asdict(study)) as parent_id:
         space = []
         for name, config in trials.items():
             config.tracking.parent_run_id = parent_id
@@ -99,8 +119,9 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None):
             tune.with_resources(_trial, {"cpu": study.trial_cpus}),
             param_space={"trial": tune.grid_search(space)},
             tune_config=tune.TuneConfig(max_concurrent_trials=study.max_concurrent_trials),
-            run_config=tune.RunConfig(name=study.study, storage_path=ray_storage_path(first),
-                                      storage_filesystem=storage_filesystem(first)),
+            run_config=tune.RunConfig(
+                name=study.study, storage_path=ray_storage_path(first.storage.path, first.storage.endpoint_url),
+                storage_filesystem=storage_filesystem(first.storage.endpoint_url)),
         )
         results = tuner.fit()
         rows = []

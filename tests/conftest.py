@@ -91,3 +91,11 @@ def s3_endpoint():
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def pytest_collection_modifyitems(items):
+    """Mark ``ray`` every test that needs a Ray cluster: it uses ``ray_local``, or it is ``slow``
+    (a real Ray cluster or Ray job), so ``make test-fast`` (``-m "not ray"``) runs the others."""
+    for item in items:
+        if "ray_local" in item.fixturenames or item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.ray)

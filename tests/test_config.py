@@ -1,13 +1,15 @@
 """distalign.config: YAML loading, dotted overrides, validation errors that name the key, path resolution."""
 
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from distalign.config import ConfigError, ExperimentConfig, load_config
+from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass, resolve_tracking_uri
 from distalign.tuning import load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
@@ -63,7 +65,7 @@ def test_quickstart_loads_with_its_values():
     assert config.model.tiny.hidden_size == raw["model"]["tiny"]["hidden_size"]
     assert config.data.source == "synthetic"
     assert config.data.synthetic.languages == raw["data"]["synthetic"]["languages"]
-    assert config.objectives.active() == {"mlm": 1.0, "lexical": 1.0}
+    assert config.objectives.weights() == {"mlm": 1.0, "lexical": 1.0}
     # keys not in the file keep their dataclass defaults
     assert config.model.tiny.max_length == 64
 
@@ -252,7 +254,7 @@ def test_files_source_needs_data_for_active_objectives(data_files):
         load_config(QUICKSTART, files_overrides(corpus=data_files["corpus"]))
     # with the MLM objective off, constraints alone are enough
     config = load_config(QUICKSTART, files_overrides(data_files["constraints"]) + ["objectives.mlm.weight=0"])
-    assert config.objectives.active() == {"lexical": 1.0}
+    assert config.objectives.weights() == {"lexical": 1.0}
 
 
 def test_relative_data_path_resolves_next_to_the_config(tmp_path, data_files, monkeypatch):
@@ -353,3 +355,42 @@ def test_tracking_uri_from_environment_or_config(monkeypatch):
     assert load_config(QUICKSTART).tracking.uri == "http://mlflow.example:5000"
     explicit = load_config(QUICKSTART, ["tracking.uri=sqlite:////data/x.db"])
     assert explicit.tracking.uri == "sqlite:////data/x.db"
+
+
+# ------------------------------------------------------------------------------------ the generic loader
+@dataclass
+class _Inner:
+    pair: tuple[str, str] = ("a", "b")
+    layer: int | None = None
+
+
+@dataclass
+class _Section:
+    names: tuple[str, ...] = ("x",)
+    table: dict[str, list[Any]] = field(default_factory=dict)
+    inner: _Inner = field(default_factory=_Inner)
+    seen: list[str] = field(default_factory=list, init=False)  # state, not configuration
+
+
+def test_load_dataclass_reads_any_section_with_the_same_checks(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text("names: [p, q]\ntable: {train.lr: [1, two]}\ninner: {pair: [c, d]}\n")
+    section = load_dataclass(_Section, path, ["inner.layer=-1", "table.data.seed=[3]"])
+    assert section.names == ("p", "q") and section.inner == _Inner(("c", "d"), -1)
+    assert section.table == {"train.lr": [1, "two"], "data.seed": [3]}  # a dotted override sets one mapping key
+    assert load_dataclass(_Section, path, ["inner.layer=null"]).inner.layer is None
+    for overrides, message in ((["seen=[a]"], r"unknown key 'seen' \(allowed here: inner, names, table\)"),
+                               (["inner.pairs=[a, b]"], r"unknown key 'inner\.pairs' \(allowed here: layer, pair\)"),
+                               (["inner.pair=[a]"], r"inner\.pair: expected a list of 2 items"),
+                               (["inner.layer=top"], r"inner\.layer: expected an integer"),
+                               (["names=[1]"], r"names\[0\]: expected a string"),
+                               (["table=[1]"], r"table: expected a mapping")):
+        with pytest.raises(ConfigError, match=message):
+            load_dataclass(_Section, path, overrides)
+
+
+def test_tracking_uri_resolution_order(monkeypatch, isolated_home):
+    assert resolve_tracking_uri() == f"sqlite:///{isolated_home / 'mlflow.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////env/mlflow.db")
+    assert resolve_tracking_uri() == "sqlite:////env/mlflow.db"
+    assert resolve_tracking_uri("http://mlflow.example:5000") == "http://mlflow.example:5000"

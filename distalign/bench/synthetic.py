@@ -117,12 +117,12 @@ def training_config(spec: BenchSpec, transformation: str, objective: str, paths:
 def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str], translit: Transliteration) -> dict:
     """Alignment score at the embedding layer and at its best layer; BLI MRR at its best layer."""
     from distalign.eval.tasks import AlignmentTask, BLITask, evaluate_locally
-    from distalign.models.alignment_model import AlignmentModel
+    from distalign.models.encoder import Encoder
     from distalign.models.adapters import load_masked_lm_with_adapters
     from distalign.models.loading import load_tokenizer
 
     pairs = [(w, translit.word(w)) for w in eval_words]
-    model = AlignmentModel(load_masked_lm_with_adapters(model_dir), {}, {})
+    model = Encoder(load_masked_lm_with_adapters(model_dir))
     rows = pd.DataFrame(evaluate_locally(model, load_tokenizer(model_dir), [
         AlignmentTask(BASE_LANG, DERIVED_LANG, pairs),
         BLITask.from_pairs(BASE_LANG, DERIVED_LANG, pairs, derived_vocab, lowercase=False),

@@ -24,7 +24,6 @@ from __future__ import annotations
 import numpy as np
 
 from distalign.data.tokenize import encode_words
-from distalign.models.loading import load_tokenizer
 
 
 def encode_words_with_gloss(tokenizer, words: list[str], glosses: list[str | None],
@@ -57,17 +56,4 @@ def encode_words_with_gloss(tokenizer, words: list[str], glosses: list[str | Non
         out["attention_mask"][with_gloss] = enc["attention_mask"]
         out["word_mask"][with_gloss] = sequence == 0
         out["gloss_mask"][with_gloss] = sequence == 1
-    return out
-
-
-def tokenize_sense_constraint_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_tokens: int):
-    """Ray Data ``map_batches`` function for constraint pairs with glosses (columns ``word1/2``,
-    ``gloss1/2``, ``synset_index``) -> ``input_ids1, attention_mask1, word_mask1, gloss_mask1``,
-    the same with ``2``, and ``synset``."""
-    tokenizer = load_tokenizer(tokenizer_path)
-    out = {"synset": batch["synset_index"].astype(np.int64)}
-    for side in ("1", "2"):
-        encoded = encode_words_with_gloss(tokenizer, batch[f"word{side}"].tolist(), batch[f"gloss{side}"].tolist(),
-                                          max_tokens)
-        out.update({f"{key}{side}": value for key, value in encoded.items()})
     return out

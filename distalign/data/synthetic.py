@@ -14,20 +14,31 @@ independent samples per language, not translations of each other.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from distalign.config import DictionarySource, SyntheticConfig
+from distalign.data.sources import DictionarySource
 from distalign.data.schema import CONSTRAINT_SCHEMA
 
 CONSONANTS = list("ptkbdgmnlrsvfz")
 VOWELS = list("aeiou")
 WORD_ORDERS = ["SVO", "SOV", "VSO", "OVS"]
 NUM_TOPICS = 8
+
+
+@dataclass
+class SyntheticConfig:
+    """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
+
+    languages: list[str] = field(default_factory=lambda: ["xa", "xb", "xc"])
+    num_concepts: int = 300
+    sentences_per_language: int = 1500
+    synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
+    heldout_fraction: float = 0.2  # concepts held out of the constraints for BLI evaluation
 
 
 @dataclass

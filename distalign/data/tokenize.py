@@ -1,10 +1,8 @@
-"""Tokenisation into fixed-size numpy arrays (what Ray Data batches and the training loop consume)."""
+"""Tokenisation into fixed-size numpy arrays (the tensors of the training streams and of evaluation)."""
 
 from __future__ import annotations
 
 import numpy as np
-
-from distalign.models.loading import load_tokenizer
 
 
 def encode_words(tokenizer, words: list[str], max_tokens: int) -> dict[str, np.ndarray]:
@@ -32,29 +30,3 @@ def encode_sentences(tokenizer, texts: list[str], max_length: int) -> dict[str, 
         "attention_mask": enc["attention_mask"].astype(np.int64),
         "word_ids": word_ids,
     }
-
-
-def tokenize_constraint_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_tokens: int):
-    """Ray Data ``map_batches`` function for constraint pairs."""
-    tokenizer = load_tokenizer(tokenizer_path)
-    out = {"synset": batch["synset_index"].astype(np.int64)}
-    for side in ("1", "2"):
-        for key, value in encode_words(tokenizer, batch[f"word{side}"].tolist(), max_tokens).items():
-            out[f"{key}{side}"] = value
-    return out
-
-
-def tokenize_static_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_tokens: int):
-    """Ray Data ``map_batches`` function for (word, static vector) rows."""
-    out = encode_words(load_tokenizer(tokenizer_path), batch["word"].tolist(), max_tokens)
-    out["vector"] = np.stack(batch["vector"]).astype(np.float32)
-    return out
-
-
-def tokenize_corpus_batch(batch: dict[str, np.ndarray], tokenizer_path: str, max_length: int,
-                          languages: list[str]):
-    """Ray Data ``map_batches`` function for corpus sentences; ``lang_id`` = the language's index in ``languages``."""
-    encoded = encode_sentences(load_tokenizer(tokenizer_path), batch["text"].tolist(), max_length)
-    index = {lang: i for i, lang in enumerate(languages)}
-    encoded["lang_id"] = np.array([index[lang] for lang in batch["lang"].tolist()], dtype=np.int64)
-    return encoded

@@ -28,11 +28,11 @@ class Resources:
 
 
 def _load(model_path: str):
-    from distalign.models.alignment_model import AlignmentModel
+    from distalign.models.encoder import Encoder
     from distalign.models.adapters import load_masked_lm_with_adapters
     from distalign.models.loading import load_tokenizer
 
-    model = AlignmentModel(load_masked_lm_with_adapters(model_path), {}, {})
+    model = Encoder(load_masked_lm_with_adapters(model_path))
     if torch.cuda.is_available():
         model = model.cuda()
     return model.eval(), load_tokenizer(model_path)

@@ -1,4 +1,4 @@
-"""Word and sentence vectors at every layer of an ``AlignmentModel``, with an on-disk cache.
+"""Word and sentence vectors at every layer of an ``TrainingModule``, with an on-disk cache.
 
 Vectors come back as float32 CPU tensors ``[num_layers + 1, n, d]`` (index 0 = embeddings), so a
 task scores all layers from one forward pass. Memory is ``(L+1) * n * d * 4`` bytes: a 100K-word

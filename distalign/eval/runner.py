@@ -2,6 +2,11 @@
 
     distalign eval --checkpoint runs/quickstart/checkpoint_... --eval-dir ../shared/data/eval \\
         --tasks bli,xlsim,tatoeba --bli-pairs de-en,en-fi --xlsim-pairs eng-fra --tatoeba-langs deu,fra
+    distalign eval --spec my_eval.yaml suite.max_queries=100 --model xlm-roberta-base
+
+What to run is an ``EvalSpec``: a ``--spec`` YAML file, then the flags given, then dotted
+``key=value`` overrides, read and checked by the loader of training configs
+(``distalign.config.load_dataclass``).
 
 Results go to ``<output-dir>``: ``results.csv``/``.parquet`` (task x pair x layer x metric),
 ``best_layers.csv``, ``by_layer.png`` and one pair heatmap per task, and to MLflow: the checkpoint's
@@ -10,20 +15,49 @@ own training run when the store knows it (values at the checkpoint's step), othe
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from distalign.config import distalign_home
+from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
 from distalign.data.readers import InputError
 from distalign.eval import report
-from distalign.eval.suite import SuiteSpec, build_tasks, split_pair
+from distalign.eval.suite import TASK_NAMES, SuiteSpec, build_tasks, split_pair
 from distalign.eval.tasks import EncodingSettings
-from distalign.train.checkpoint import MODEL_DIR, STATE_FILE, read_state
+from distalign.checkpoint import MODEL_DIR, STATE_FILE, read_state
 
 ARTIFACT_DIR = "eval"
+
+
+@dataclass
+class EvalTrackingConfig:
+    uri: str = ""  # MLflow store; empty = $MLFLOW_TRACKING_URI, else sqlite:///<DISTALIGN_HOME or cwd>/mlflow.db
+    experiment: str = "distalign-eval"  # experiment of a new eval run (a known checkpoint logs into its own run)
+    enabled: bool = True  # false: write files only
+
+
+@dataclass
+class EvalSpec:
+    """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
+
+        model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
+        suite: {eval_dir: ../shared/data/eval, tasks: [bli, alignment], bli_pairs: [de-en], max_queries: 500}
+        layer: -1
+        tracking: {experiment: my-evals}
+    """
+
+    checkpoint: str = ""  # distalign checkpoint directory (logs into its training run)
+    model: str = ""  # Hugging Face model directory or hub name; exactly one of checkpoint and model
+    suite: SuiteSpec = field(default_factory=SuiteSpec)
+    layer: int | None = None  # score only this layer (negative counts from the last); null = every layer
+    output_dir: str = ""  # tables and plots (default <DISTALIGN_HOME>/eval_results/<model>-<time>)
+    cache_dir: str = ""  # encoding cache (default <DISTALIGN_HOME>/.cache/encodings)
+    cpus_per_task: float = 1.0  # CPUs per Ray encoding/scoring task
+    use_gpu: bool = False  # encode on a GPU per encoding task
+    tracking: EvalTrackingConfig = field(default_factory=EvalTrackingConfig)
 
 
 @dataclass
@@ -53,20 +87,55 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
     return ModelUnderTest(model, model)  # a hub name, loaded by transformers
 
 
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(v.strip() for v in value.split(",") if v.strip())
+def _csv(value: str | None) -> list[str] | None:
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
 
-def suite_from_args(args) -> SuiteSpec:
+def _dictionaries(items: list[str] | None) -> list[list[str]] | None:
+    if items is None:
+        return None
     dictionaries = []
-    for spec in args.dictionary or []:
-        pair, sep, path = spec.partition(":")
+    for item in items:
+        pair, sep, path = item.partition(":")
         if not sep:
-            raise InputError(f"--dictionary {spec!r}: expected L1-L2:PATH, e.g. de-en:test.tsv")
-        dictionaries.append((*split_pair(pair, "--dictionary"), path))
-    return SuiteSpec(args.eval_dir, _csv(args.tasks), _csv(args.bli_pairs), _csv(args.xlsim_pairs),
-                     _csv(args.tatoeba_langs), tuple(dictionaries), _csv(args.similarity), args.vocab_size,
-                     args.max_queries, args.max_sentences)
+            raise InputError(f"--dictionary {item!r}: expected L1-L2:PATH, e.g. de-en:test.tsv")
+        dictionaries.append([*split_pair(pair, "--dictionary"), path])
+    return dictionaries
+
+
+def flag_overrides(args) -> list[str]:
+    """The flags given on the command line as ``key=value`` overrides of the spec (JSON values are YAML)."""
+    values = {
+        "suite.eval_dir": args.eval_dir, "suite.tasks": _csv(args.tasks), "suite.bli_pairs": _csv(args.bli_pairs),
+        "suite.xlsim_pairs": _csv(args.xlsim_pairs), "suite.tatoeba_langs": _csv(args.tatoeba_langs),
+        "suite.dictionaries": _dictionaries(args.dictionary), "suite.similarities": _csv(args.similarity),
+        "suite.vocab_size": args.vocab_size, "suite.max_queries": args.max_queries,
+        "suite.max_sentences": args.max_sentences, "layer": args.layer, "output_dir": args.output_dir,
+        "cache_dir": args.cache_dir, "cpus_per_task": args.cpus_per_task, "use_gpu": args.use_gpu,
+        "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
+        "tracking.enabled": False if args.no_mlflow else None,
+    }
+    if args.checkpoint or args.model:  # a model on the command line replaces the spec's
+        values |= {"checkpoint": args.checkpoint or "", "model": args.model or ""}
+    return [f"{key}={json.dumps(value)}" for key, value in values.items() if value is not None]
+
+
+def spec_from_args(args) -> EvalSpec:
+    """The evaluation spec: the ``--spec`` file, then the flags given, then the ``key=value`` overrides.
+
+    Local input paths become absolute (relative to the working directory, else to the spec file).
+    """
+    spec: EvalSpec = load_dataclass(EvalSpec, args.spec, flag_overrides(args) + args.overrides)
+    if bool(spec.checkpoint) == bool(spec.model):
+        raise ConfigError("checkpoint, model: give exactly one (--checkpoint or --model)")
+    if spec.cpus_per_task <= 0:
+        raise ConfigError("cpus_per_task: must be > 0")
+    base = Path(args.spec).parent if args.spec else Path.cwd()
+    suite = spec.suite
+    suite.eval_dir = resolve_path(suite.eval_dir, base)
+    suite.dictionaries = tuple((l1, l2, resolve_path(path, base)) for l1, l2, path in suite.dictionaries)
+    spec.checkpoint = resolve_path(spec.checkpoint, base)
+    return spec
 
 
 def summarise(df: pd.DataFrame) -> str:
@@ -95,10 +164,10 @@ def write_reports(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     return files
 
 
-def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, args) -> str:
+def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, spec: EvalSpec) -> str:
     from distalign.tracking import CHECKPOINT_TAG, MetricLogger, client_for, experiment_id, log_params
 
-    uri = args.tracking_uri or f"sqlite:///{distalign_home() / 'mlflow.db'}"
+    uri = resolve_tracking_uri(spec.tracking.uri)
     client = client_for(uri)
     run_id = model.mlflow_run_id
     known = False
@@ -108,16 +177,17 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, ar
             known = True
         except Exception:  # the checkpoint was trained against another MLflow store
             print(f"[distalign eval] run {run_id} of the checkpoint is not in {uri}: logging to a new run")
-    metrics = report.mlflow_metrics(df, None if args.layer is None else args.layer)
+    metrics = report.mlflow_metrics(df, spec.layer)
     if known:
         artifact_path = f"{ARTIFACT_DIR}/step_{model.step}"
     else:
-        exp_id = experiment_id(client, args.experiment)
+        exp_id = experiment_id(client, spec.tracking.experiment)
         run_id = client.create_run(exp_id, run_name=f"eval-{model.label}",
                                    tags={CHECKPOINT_TAG: model.path}).info.run_id
-        log_params(client, run_id, {"model": model.path, "tasks": args.tasks, "eval_dir": args.eval_dir,
-                                    "vocab_size": args.vocab_size, "similarity": args.similarity,
-                                    "layer": "best" if args.layer is None else args.layer})
+        suite = spec.suite
+        log_params(client, run_id, {"model": model.path, "tasks": ",".join(suite.tasks), "eval_dir": suite.eval_dir,
+                                    "vocab_size": suite.vocab_size, "similarity": ",".join(suite.similarities),
+                                    "layer": "best" if spec.layer is None else spec.layer})
         artifact_path = ARTIFACT_DIR
     MetricLogger(uri, run_id).log(metrics, model.step)
     for path in files:
@@ -135,53 +205,63 @@ def run_eval_cli(args) -> int:
     from distalign.eval.distributed import Resources, evaluate_distributed
     from distalign.ray_session import ensure_ray
 
-    spec = suite_from_args(args)
-    model = resolve_model(args.checkpoint, args.model)
-    tasks = build_tasks(spec)  # every file read and checked before Ray starts
-    for read in spec.reports:
+    spec = spec_from_args(args)
+    suite = spec.suite
+    model = resolve_model(spec.checkpoint, spec.model)
+    tasks = build_tasks(suite)  # every file read and checked before Ray starts
+    for read in suite.reports:
         if read.malformed:
             print(f"[distalign eval] WARNING {read.summary()}")
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
-    out_dir = Path(args.output_dir or distalign_home() / "eval_results" /
+    out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
                    f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
-    cache_dir = args.cache_dir or str(distalign_home() / ".cache" / "encodings")
+    cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")
     print(f"[distalign eval] {model.path}: {len(tasks)} tasks, {num_layers} layers; results in {out_dir}")
 
     ensure_ray()
-    rows = evaluate_distributed(model.path, tasks, num_layers, None if args.layer is None else [args.layer],
-                                EncodingSettings(), cache_dir, Resources(args.cpus_per_task, args.cpus_per_task,
-                                                                         args.use_gpu))
+    rows = evaluate_distributed(model.path, tasks, num_layers, None if spec.layer is None else [spec.layer],
+                                EncodingSettings(), cache_dir, Resources(spec.cpus_per_task, spec.cpus_per_task,
+                                                                         spec.use_gpu))
     df = pd.DataFrame(rows).sort_values(["task", "pair", "layer", "metric"]).reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = write_reports(df, out_dir)
     print("\n[distalign eval] best layer per task and pair:\n" + summarise(df) + "\n")
-    if not args.no_mlflow:
-        log_to_mlflow(df, files, model, args)
+    if spec.tracking.enabled:
+        log_to_mlflow(df, files, model, spec)
     return 0
 
 
 def add_eval_arguments(parser) -> None:
-    source = parser.add_mutually_exclusive_group(required=True)
+    """``--spec FILE [key=value ...]`` and one flag per common spec key (a flag given wins over the file)."""
+    d = EvalSpec()
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec (suite.max_queries=100)")
+    parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.runner.EvalSpec)")
+    source = parser.add_mutually_exclusive_group()
     source.add_argument("--checkpoint", help="distalign checkpoint directory (logs into its training run)")
     source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
-    parser.add_argument("--eval-dir", default="../shared/data/eval", help="benchmark folder (default %(default)s)")
-    parser.add_argument("--tasks", default="bli,xlsim,tatoeba", help="comma list of bli,xlsim,tatoeba,alignment")
-    parser.add_argument("--bli-pairs", default="de-en,en-fi", help="G-BLI pairs for bli and alignment")
-    parser.add_argument("--xlsim-pairs", default="eng-fra", help="Multi-SimLex pairs (ISO 639-3)")
-    parser.add_argument("--tatoeba-langs", default="deu,fra", help="Tatoeba languages (ISO 639-3), each vs English")
+    parser.add_argument("--eval-dir", help=f"benchmark folder (default {d.suite.eval_dir})")
+    parser.add_argument("--tasks", help=f"comma list of {','.join(TASK_NAMES)} (default {','.join(d.suite.tasks)})")
+    parser.add_argument("--bli-pairs", help="G-BLI pairs for bli and alignment "
+                                            f"(default {','.join(d.suite.bli_pairs)})")
+    parser.add_argument("--xlsim-pairs", help="Multi-SimLex pairs (ISO 639-3) "
+                                              f"(default {','.join(d.suite.xlsim_pairs)})")
+    parser.add_argument("--tatoeba-langs", help="Tatoeba languages (ISO 639-3), each vs English "
+                                                f"(default {','.join(d.suite.tatoeba_langs)})")
     parser.add_argument("--dictionary", action="append", metavar="L1-L2:PATH",
                         help="extra BLI test dictionary (G-BLI/MUSE/PanLex format), repeatable")
-    parser.add_argument("--similarity", default="cosine", help="BLI ranking: cosine, csls or cosine,csls")
-    parser.add_argument("--vocab-size", type=int, default=100_000, help="BLI target vocabulary size")
-    parser.add_argument("--max-queries", type=int, default=0, help="BLI source words per pair (0 = all)")
-    parser.add_argument("--max-sentences", type=int, default=0, help="Tatoeba sentences per language (0 = all)")
-    parser.add_argument("--layer", type=int, default=None,
+    parser.add_argument("--similarity", help="BLI ranking: cosine, csls or cosine,csls (default cosine)")
+    parser.add_argument("--vocab-size", type=int, help=f"BLI target vocabulary size (default {d.suite.vocab_size})")
+    parser.add_argument("--max-queries", type=int, help="BLI source words per pair (default 0 = all)")
+    parser.add_argument("--max-sentences", type=int, help="Tatoeba sentences per language (default 0 = all)")
+    parser.add_argument("--layer", type=int,
                         help="score only this layer (negative counts from the last); default: all layers, "
                              "MLflow values at each task's best layer")
-    parser.add_argument("--output-dir", default="", help="where tables and plots go")
-    parser.add_argument("--cache-dir", default="", help="encoding cache (default $DISTALIGN_HOME/.cache/encodings)")
-    parser.add_argument("--cpus-per-task", type=float, default=1.0, help="CPUs per Ray encoding/scoring task")
-    parser.add_argument("--use-gpu", action="store_true", help="encode on a GPU per encoding task")
-    parser.add_argument("--tracking-uri", default="", help="MLflow store (default sqlite:///$DISTALIGN_HOME/mlflow.db)")
-    parser.add_argument("--experiment", default="distalign-eval", help="experiment of a new eval run")
-    parser.add_argument("--no-mlflow", action="store_true", help="write files only")
+    parser.add_argument("--output-dir", help="where tables and plots go")
+    parser.add_argument("--cache-dir", help="encoding cache (default $DISTALIGN_HOME/.cache/encodings)")
+    parser.add_argument("--cpus-per-task", type=float, help=f"CPUs per Ray encoding/scoring task "
+                                                            f"(default {d.cpus_per_task})")
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="encode on a GPU per encoding task")
+    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
+                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
+    parser.add_argument("--experiment", help=f"experiment of a new eval run (default {d.tracking.experiment})")
+    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")

@@ -9,27 +9,32 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal, get_args
 
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval import benchmarks
 from distalign.eval.tasks import AlignmentTask, BLITask, EvalTask, TatoebaTask, XLSimTask
 
-TASK_NAMES = ("bli", "xlsim", "tatoeba", "alignment")
+TaskName = Literal["bli", "xlsim", "tatoeba", "alignment"]
+TASK_NAMES = get_args(TaskName)
 
 
 @dataclass
 class SuiteSpec:
-    eval_dir: str
-    tasks: tuple[str, ...] = ("bli", "xlsim", "tatoeba")
-    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1
+    """The benchmarks of an evaluation; the ``suite`` section of an evaluation spec (``distalign eval --spec``)."""
+
+    eval_dir: str = "../shared/data/eval"  # benchmark folder (layout: distalign.eval.benchmarks)
+    tasks: tuple[TaskName, ...] = ("bli", "xlsim", "tatoeba")
+    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and alignment
     xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
     tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
-    dictionaries: tuple[tuple[str, str, str], ...] = ()  # extra BLI test files (lang1, lang2, path)
-    similarities: tuple[str, ...] = ("cosine",)  # add "csls" for CSLS (k = 10) rankings
-    vocab_size: int = 100_000
+    # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]
+    dictionaries: tuple[tuple[str, str, str], ...] = ()
+    similarities: tuple[Literal["cosine", "csls"], ...] = ("cosine",)  # add "csls" for CSLS (k = 10) rankings
+    vocab_size: int = 100_000  # BLI target vocabulary size
     max_queries: int = 0  # per BLI pair, 0 = all
     max_sentences: int = 0  # per Tatoeba language, 0 = all
-    reports: list[ReadReport] = field(default_factory=list)
+    reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read
 
 
 def split_pair(pair: str, option: str) -> tuple[str, str]:
@@ -80,15 +85,23 @@ def one_to_one(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
+    """The evaluation tasks of a suite, every benchmark file read and checked (before any Ray work).
+
+    One BLI task per pair and similarity (G-BLI pairs, then ``dictionaries``), one alignment task
+    per BLI pair (one-to-one pairs), one XLSIM task per Multi-SimLex pair, one Tatoeba task per
+    language; what each reader kept and skipped is appended to ``spec.reports``. Errors name the
+    spec key and its ``distalign eval`` flag.
+    """
     unknown = set(spec.tasks) - set(TASK_NAMES)
     if unknown:
-        raise InputError(f"--tasks: unknown task(s) {sorted(unknown)}; choose from {', '.join(TASK_NAMES)}")
+        raise InputError(f"suite.tasks (--tasks): unknown task(s) {sorted(unknown)}; "
+                         f"choose from {', '.join(TASK_NAMES)}")
     if not Path(spec.eval_dir).is_dir():
-        raise InputError(f"--eval-dir: directory not found: {spec.eval_dir}")
+        raise InputError(f"suite.eval_dir (--eval-dir): directory not found: {spec.eval_dir}")
     bli_sources = []  # (lang1, lang2, pairs)
     if "bli" in spec.tasks or "alignment" in spec.tasks:
         for pair in spec.bli_pairs:
-            lang1, lang2 = split_pair(pair, "--bli-pairs")
+            lang1, lang2 = split_pair(pair, "suite.bli_pairs (--bli-pairs)")
             pairs, report = gbli_test_pairs(spec.eval_dir, lang1, lang2)
             spec.reports.append(report)
             bli_sources.append((lang1, lang2, pairs))
@@ -108,7 +121,7 @@ def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
             tasks.append(AlignmentTask(lang1, lang2, one_to_one(_limit_queries(pairs, spec.max_queries))))
     if "xlsim" in spec.tasks:
         for pair in spec.xlsim_pairs:
-            lang1, lang2 = split_pair(pair, "--xlsim-pairs")
+            lang1, lang2 = split_pair(pair, "suite.xlsim_pairs (--xlsim-pairs)")
             rows, report = benchmarks.read_multisimlex(benchmarks.multisimlex_path(spec.eval_dir, lang1, lang2),
                                                        lang1, lang2)
             spec.reports.append(report)

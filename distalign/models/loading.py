@@ -9,6 +9,7 @@ Hugging Face directory so every other code path loads it the same way.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
@@ -25,10 +26,22 @@ from transformers import (
     XLMRobertaForMaskedLM,
 )
 
-from distalign.config import TinyModelConfig
 
 # "Loading weights" / "Writing model shards" bars from every worker and eval task drown the progress lines
 transformers.utils.logging.disable_progress_bar()
+
+
+@dataclass
+class TinyModelConfig:
+    """A random-init XLM-R-style encoder built offline (tokenizer trained on the run's text)."""
+
+    vocab_size: int = 2000  # target size of the trained Unigram tokenizer
+    hidden_size: int = 64
+    num_layers: int = 2
+    num_heads: int = 2
+    intermediate_size: int = 128
+    max_length: int = 64  # max positions / tokens per sequence
+
 
 # XLM-R's special tokens, in its id order.
 SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]

@@ -33,8 +33,12 @@ tensor(-0.5000, grad_fn=<NegBackward0>)
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
+
+from distalign.objectives.base import Objective
 
 PAD_ID = -1
 
@@ -83,7 +87,14 @@ def word_token_ids(input_ids: torch.Tensor, word_mask: torch.Tensor) -> torch.Te
     return torch.where(word_mask.bool(), input_ids, torch.full_like(input_ids, PAD_ID))
 
 
-class AlignObjective(torch.nn.Module):
+@dataclass
+class AlignConfig:
+    # weight = alpha (10 in the paper) on -mean cos of the input embeddings of the training pairs
+    # (data.constraints / data.dictionaries; their share: data.dictionary_fraction)
+    weight: float = 0.0
+
+
+class AlignObjective(Objective):
     """ALIGN-MLM's alignment term on the dictionary (constraint) pairs of a batch.
 
     A multi-token word is the mean of its subword embedding rows (single-token words are their
@@ -92,7 +103,10 @@ class AlignObjective(torch.nn.Module):
     The weight alpha (10 in the paper) is this objective's ``objectives.align.weight``.
     """
 
-    batch_key = "constraints"
+    Config = AlignConfig
+    stream = "constraints"
+    consumes = ("input_ids1", "word_mask1", "input_ids2", "word_mask2")
+    reference = "Tang, Deshpande & Narasimhan 2022, ALIGN-MLM"
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         src = word_token_ids(batch["input_ids1"], batch["word_mask1"])

@@ -9,9 +9,9 @@ For a sentence in language ``l``:
 
 1. Masking: whole-word masking (``mask_prob`` = 15% of words, 80% ``<mask>`` / 10% random /
    10% unchanged per word, ``distalign.objectives.mlm.whole_word_mask``) restricted to words
-   ``w`` with a dictionary entry ``D(l, w) = {(l', s)}``. A batch without any such word falls
-   back to plain whole-word masking over all words, so the loss stays defined and the batch
-   still trains the ordinary MLM signal (labels then keep their original words).
+   ``w`` with a dictionary entry ``D(l, w) = {(l', s)}``. A sentence without any such word falls
+   back to plain whole-word masking over all its words, so it still trains the ordinary MLM
+   signal (labels then keep their original words).
 2. Labels: for each masked word, with probability ``keep_original`` (x/100 in the paper's
    DICT-MLM-x, x ∈ {50, 70, 90}) the label stays ``w`` in language ``l``; otherwise
    ``l' ~ Uniform{languages of D(l, w)}``, ``s ~ Uniform{synonyms of w in l'}``, and the
@@ -36,29 +36,34 @@ cross-lingual synonym, chosen as in 2., with probability ``switch_prob``) and co
 the original as ``[CLS] orig [SEP] switched [SEP]`` (whole words only, both halves cut to the same
 words so they stay parallel), then masked and labelled as above over the concatenation.
 
-Masking happens in the training loop's collate step (``mask_dict_mlm_batch``, deterministic
-given a ``torch.Generator``); ``DictMLMObjective`` computes the loss of an already masked batch.
+Masking happens on the data side (``DictMLMPreparer`` in Ray Data, one random stream per row:
+``distalign.data.row_random``); ``DictMLMObjective`` computes the loss of an already masked batch.
 """
 
 from __future__ import annotations
 
 import functools
+import uuid
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Sequence
 
+import numpy as np
 import pyarrow as pa
 import torch
-import torch.nn.functional as F
 from torch import nn
 
+from distalign.data.batches import TensorSpec
+from distalign.data.row_random import RowRandom
+from distalign.errors import require
 from distalign.models.language_embeddings import (
     LanguageConditionedLMHead,
     LanguageEmbeddings,
     position_ids,
     pretrained_lm_transform,
 )
-from distalign.objectives.mlm import IGNORE_INDEX, whole_word_mask
+from distalign.objectives.base import DataContext, Objective, ObjectiveContext
+from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, masked_lm_loss, whole_word_mask
 
 DICTIONARY_COLUMNS = ("word1", "lang1", "word2", "lang2")
 
@@ -162,11 +167,9 @@ def dictionary_entry_ids(input_ids: torch.Tensor, word_ids: torch.Tensor, lang_i
     return entry_ids
 
 
-def _word_uniforms(word_ids: torch.Tensor, count: int, generator: torch.Generator | None):
+def _word_uniforms(word_ids: torch.Tensor, count: int, random: RowRandom):
     """``count`` uniform [B, T] tensors drawn once per word (equal on all tokens of a word)."""
-    batch = word_ids.shape[0]
-    max_words = max(int(word_ids.max()) + 1, 1) if word_ids.numel() else 1
-    uniforms = torch.rand(count, batch, max_words, generator=generator)
+    uniforms = random.rand(count, word_ids.shape[1]).transpose(0, 1)  # [count, B, T], indexed by word index
     return uniforms.gather(2, word_ids.clamp(min=0).expand(count, -1, -1)).unbind(0)
 
 
@@ -203,25 +206,24 @@ def _substitute_synonyms(tokens: torch.Tensor, word_ids: torch.Tensor, entry_ids
 
 
 def dict_whole_word_mask(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
-                         mask_token_id: int, vocab_size: int, mask_prob: float = 0.15,
-                         generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """``whole_word_mask`` over the words with a dictionary entry (all words if the batch has none)."""
+                         mask_token_id: int, vocab_size: int, mask_prob: float,
+                         random: RowRandom) -> tuple[torch.Tensor, torch.Tensor]:
+    """``whole_word_mask`` over the words with a dictionary entry (all words of a row that has none)."""
     eligible = entry_ids >= 0
-    if not eligible.any():
-        eligible = word_ids >= 0
+    eligible = torch.where(eligible.any(1, keepdim=True), eligible, word_ids >= 0)
     return whole_word_mask(input_ids, torch.where(eligible, word_ids, -1), mask_token_id, vocab_size,
-                           mask_prob, generator)
+                           mask_prob, random)
 
 
 def replace_labels(labels: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
                    token_lang_ids: torch.Tensor, table: SynonymTable, keep_original: float,
-                   generator: torch.Generator | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+                   random: RowRandom) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (labels, label language ids): each labelled word with an entry keeps its label with
     probability ``keep_original``, else takes a synonym's token ids and language. Label language
     ids are the token's own language where the label is kept, -100 where there is no label."""
     if not 0.0 <= keep_original <= 1.0:
         raise ValueError(f"keep_original must be in [0, 1], got {keep_original}")
-    r_keep, r_lang, r_syn = _word_uniforms(word_ids, 3, generator)
+    r_keep, r_lang, r_syn = _word_uniforms(word_ids, 3, random)
     labelled = labels != IGNORE_INDEX
     replace = labelled & (entry_ids >= 0) & (r_keep >= keep_original)
     new_labels, _, target_lang = _substitute_synonyms(labels, word_ids, entry_ids, replace, r_lang, r_syn, table)
@@ -232,8 +234,7 @@ def replace_labels(labels: torch.Tensor, word_ids: torch.Tensor, entry_ids: torc
 
 def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
                        lang_ids: torch.Tensor, table: SynonymTable, *, cls_id: int, sep_id: int, pad_id: int,
-                       max_length: int, switch_prob: float,
-                       generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
+                       max_length: int, switch_prob: float, random: RowRandom) -> dict[str, torch.Tensor]:
     """dict-TLM input ``[CLS] orig [SEP] switched [SEP] pad…`` of width ``max_length``.
 
     Returns input_ids, attention_mask, word_ids (switched words numbered after the original ones),
@@ -244,7 +245,7 @@ def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_id
         raise ValueError(f"max_length must be >= 3 (three special tokens), got {max_length}")
     if not 0.0 <= switch_prob <= 1.0:
         raise ValueError(f"switch_prob must be in [0, 1], got {switch_prob}")
-    r_switch, r_lang, r_syn = _word_uniforms(word_ids, 3, generator)
+    r_switch, r_lang, r_syn = _word_uniforms(word_ids, 3, random)
     sentence_lang = lang_ids[:, None].expand_as(input_ids)
     switch = (entry_ids >= 0) & (r_switch < switch_prob)
     switched_ids, synonym, synonym_lang = _substitute_synonyms(input_ids, word_ids, entry_ids, switch, r_lang,
@@ -297,8 +298,8 @@ class DictMLMMasking:
 
 
 def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, masking: DictMLMMasking,
-                        generator: torch.Generator | None = None) -> dict[str, torch.Tensor]:
-    """The training loop's collate step: corpus batch (input_ids, attention_mask, word_ids [B, T],
+                        random: RowRandom) -> dict[str, torch.Tensor]:
+    """The data-side preparation: corpus batch (input_ids, attention_mask, word_ids [B, T],
     lang_id [B]) -> the batch ``DictMLMObjective`` reads (masked_ids, labels, label_lang_ids,
     lang_ids [B, T], attention_mask)."""
     sentence_lang = corpus["lang_id"]
@@ -310,27 +311,93 @@ def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, ma
         tokens = code_switch_concat(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"], sentence_lang,
                                     table, cls_id=masking.cls_id, sep_id=masking.sep_id, pad_id=masking.pad_id,
                                     max_length=masking.max_length, switch_prob=masking.switch_prob,
-                                    generator=generator)
+                                    random=random)
     masked_ids, labels = dict_whole_word_mask(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"],
                                               masking.mask_token_id, masking.vocab_size, masking.mask_prob,
-                                              generator)
+                                              random)
     labels, label_lang_ids = replace_labels(labels, tokens["word_ids"], tokens["entry_ids"], tokens["lang_ids"],
-                                            table, masking.keep_original, generator)
+                                            table, masking.keep_original, random)
     return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
             "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"]}
 
 
-class DictMLMObjective(nn.Module):
+# Synonym tables built in this process, by preparer: a Ray Data worker builds each table once.
+_SYNONYM_TABLES: dict[str, tuple[SynonymTable, object]] = {}
+
+
+@dataclass(frozen=True)
+class DictMLMPreparer:
+    """Data-side preparer of a corpus batch: dictionary-aware masking (and dict-TLM code-switching)."""
+
+    tokenizer_path: str
+    languages: tuple[str, ...]
+    dictionary: pa.Table
+    masking: DictMLMMasking
+    key: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this preparer's table in the cache
+
+    def synonym_table(self) -> SynonymTable:
+        if self.key not in _SYNONYM_TABLES:
+            from distalign.models.loading import load_tokenizer
+
+            tokenizer = load_tokenizer(self.tokenizer_path)
+            _SYNONYM_TABLES[self.key] = (build_synonym_table(self.dictionary, tokenizer, self.languages), tokenizer)
+        return _SYNONYM_TABLES[self.key][0]
+
+    def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
+        corpus = {name: torch.from_numpy(batch[name]) for name in ("input_ids", "attention_mask", "word_ids", "lang_id")}
+        out = mask_dict_mlm_batch(corpus, self.synonym_table(), self.masking, random)
+        return {name: tensor.numpy() for name, tensor in out.items()}
+
+
+@dataclass
+class DictMLMConfig:
+    # DICT-MLM (Chaudhary et al. 2020): replaces objectives.mlm (both mask the corpus batch)
+    weight: float = 0.0
+    mask_prob: float = 0.15  # share of dictionary words masked (whole words)
+    keep_original: float = 0.5  # the paper's x/100: a masked word keeps its own label this often (0.5/0.7/0.9)
+    tlm: bool = False  # dict-TLM: [CLS] sentence [SEP] code-switched copy [SEP], masked together
+    switch_prob: float = 0.5  # dict-TLM: share of dictionary words switched in the copy
+
+
+class DictMLMObjective(Objective):
     """DICT-MLM loss of a masked batch; owns the language embeddings and the conditioned head,
     which are trained and checkpointed with the objective but not exported with the HF model."""
 
-    batch_key = "corpus"
+    Config = DictMLMConfig
+    stream = "corpus"
+    consumes = ("masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask")
+    prepares = MASKED_TENSORS + (
+        TensorSpec("label_lang_ids", "int64", "B,T", "language of each label (a synonym's), -100 unlabelled"),
+        TensorSpec("lang_ids", "int64", "B,T", "each input token's language"),
+        TensorSpec("attention_mask", "int64", "B,T", "of the (code-switched) input"))
+    uses_dictionary = True
+    reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
 
     def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
                  layer_norm_eps: float = 1e-5):
         super().__init__()
         self.language_embeddings = LanguageEmbeddings(num_languages, hidden_size)
         self.head = LanguageConditionedLMHead(hidden_size, num_languages, lang_dim, layer_norm_eps)
+
+    @classmethod
+    def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
+        require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
+        require(0 <= cfg.keep_original <= 1, f"{key}.keep_original", "must be in [0, 1]")
+        require(0 <= cfg.switch_prob <= 1, f"{key}.switch_prob", "must be in [0, 1]")
+
+    @classmethod
+    def batch_preparer(cls, cfg: DictMLMConfig, ctx: DataContext) -> DictMLMPreparer:
+        from distalign.models.loading import load_tokenizer
+
+        tokenizer = load_tokenizer(ctx.tokenizer_path)
+        masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
+                                 tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob, cfg.keep_original,
+                                 cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
+        return DictMLMPreparer(ctx.tokenizer_path, tuple(ctx.languages), ctx.dictionary, masking)
+
+    @classmethod
+    def build(cls, cfg: DictMLMConfig, ctx: ObjectiveContext) -> DictMLMObjective:
+        return cls.for_model(ctx.masked_lm, len(ctx.languages))
 
     @classmethod
     def for_model(cls, masked_lm: nn.Module, num_languages: int, lang_dim: int | None = None) -> DictMLMObjective:
@@ -349,4 +416,4 @@ class DictMLMObjective(nn.Module):
         labelled = batch["labels"] != IGNORE_INDEX
         # Logits only where there is a label: the vocabulary projection dominates the cost.
         logits = self.head(states[labelled], batch["label_lang_ids"][labelled], masked_lm.get_output_embeddings())
-        return F.cross_entropy(logits.float(), batch["labels"][labelled])
+        return masked_lm_loss(logits, batch["labels"][labelled])

@@ -28,12 +28,30 @@ Example
 >>> loss = info_nce(a, b, torch.tensor([0, 1, 1, 2]))
 >>> loss.backward(); a.grad.shape
 torch.Size([4, 16])
+
+Sense level (``sense_info_nce``): Each word of a constraint pair is encoded as
+``[CLS] word [SEP] gloss [SEP]`` (``distalign.data.gloss_inputs``); its sense vector is the mean of
+the word's subword states (``word_mask``), and the pairs are contrasted with the same multi-positive
+InfoNCE as the type-level objective (``distalign.objectives.lexical.info_nce``)::
+
+    loss = info_nce(w_1, w_2, synset) + gloss_weight * info_nce(g_1, g_2, synset)[pairs with both glosses]
+
+``w_s`` / ``g_s`` pool one encoder pass of side ``s`` over ``word_mask`` / ``gloss_mask``. The
+gloss term (``gloss_weight > 0``) also aligns the glosses of a synset across languages; it only
+uses the pairs whose two rows both have gloss tokens (a row without a gloss pools to a zero
+vector, which would be a meaningless item), and is 0 when no pair has both.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
+
+from distalign.errors import require
+from distalign.models.pooling import mean_pool
+from distalign.objectives.base import Objective, ObjectiveContext
 
 
 def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float = 0.07) -> torch.Tensor:
@@ -61,16 +79,71 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, tempera
     return per_pair[pos].mean()
 
 
-class LexicalObjective(torch.nn.Module):
-    """Type-level BabelBERT objective: both words of each constraint pair encoded alone, pooled, InfoNCE."""
+def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: torch.Tensor, word_mask2: torch.Tensor,
+                   gloss_mask1: torch.Tensor, gloss_mask2: torch.Tensor, synset_ids: torch.Tensor,
+                   temperature: float = 0.07, gloss_weight: float = 0.0) -> torch.Tensor:
+    """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss."""
+    if gloss_weight < 0:
+        raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
+    loss = info_nce(mean_pool(states1, word_mask1).float(), mean_pool(states2, word_mask2).float(), synset_ids,
+                    temperature)
+    if gloss_weight == 0:
+        return loss
+    both = (gloss_mask1.sum(1) > 0) & (gloss_mask2.sum(1) > 0)
+    if not both.any():
+        return loss
+    g1 = mean_pool(states1[both], gloss_mask1[both]).float()
+    g2 = mean_pool(states2[both], gloss_mask2[both]).float()
+    return loss + gloss_weight * info_nce(g1, g2, torch.as_tensor(synset_ids, device=g1.device)[both], temperature)
 
-    batch_key = "constraints"
 
-    def __init__(self, temperature: float = 0.07):
+@dataclass
+class LexicalConfig:
+    weight: float = 1.0
+    temperature: float = 0.07
+    # sense level: each word encoded with its synset gloss ([CLS] word [SEP] gloss [SEP]), only the
+    # word's subwords pooled; pairs without glosses fall back to the word alone
+    sense_level: bool = False
+    gloss_weight: float = 0.0  # > 0 adds the same InfoNCE on the gloss spans (sense level only)
+    max_sense_tokens: int = 64  # subword budget of word + gloss
+
+
+class LexicalObjective(Objective):
+    """BabelBERT on a constraints batch: type level (each word alone) or sense level (word + gloss).
+
+    Both levels pool the word's own subword states (``word_mask``) of one encoder pass per side;
+    the sense level may add the gloss-span term (``distalign.objectives.sense_lexical``).
+    """
+
+    Config = LexicalConfig
+    stream = "constraints"
+    consumes = ("input_ids1", "attention_mask1", "word_mask1", "gloss_mask1",
+                "input_ids2", "attention_mask2", "word_mask2", "gloss_mask2", "synset")
+    reference = "Green, Ponzetto & Glavaš 2022, BabelBERT"
+
+    def __init__(self, temperature: float = 0.07, gloss_weight: float = 0.0):
         super().__init__()
-        self.temperature = temperature
+        if gloss_weight < 0:
+            raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
+        self.temperature, self.gloss_weight = temperature, gloss_weight
+
+    @classmethod
+    def validate(cls, cfg: LexicalConfig, experiment, key: str) -> None:
+        require(cfg.temperature > 0, f"{key}.temperature", "must be > 0")
+        require(cfg.gloss_weight >= 0, f"{key}.gloss_weight", "must be >= 0")
+        require(cfg.gloss_weight == 0 or cfg.sense_level, f"{key}.gloss_weight", f"needs {key}.sense_level: true")
+        require(cfg.max_sense_tokens >= 6, f"{key}.max_sense_tokens", "must be >= 6")
+
+    @classmethod
+    def stream_settings(cls, cfg: LexicalConfig, experiment) -> dict:
+        return {"with_gloss": True, "max_tokens": cfg.max_sense_tokens} if cfg.sense_level else {}
+
+    @classmethod
+    def build(cls, cfg: LexicalConfig, ctx: ObjectiveContext) -> LexicalObjective:
+        return cls(cfg.temperature, cfg.gloss_weight)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        a = model.encode_words(batch["input_ids1"], batch["attention_mask1"], batch["word_mask1"])
-        b = model.encode_words(batch["input_ids2"], batch["attention_mask2"], batch["word_mask2"])
-        return info_nce(a.float(), b.float(), batch["synset"], self.temperature)
+        states1 = model.layer_states(batch["input_ids1"], batch["attention_mask1"])
+        states2 = model.layer_states(batch["input_ids2"], batch["attention_mask2"])
+        return sense_info_nce(states1, states2, batch["word_mask1"], batch["word_mask2"], batch["gloss_mask1"],
+                              batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight)

@@ -3,15 +3,28 @@
 Each word (all its subword tokens together) is selected with probability ``mask_prob`` (15%);
 a selected word's tokens are replaced by ``<mask>`` 80% of the time, by random tokens 10%, and
 left unchanged 10% (decided once per word). Labels are the original ids at selected positions and
--100 elsewhere, so the loss is the cross-entropy over selected tokens only.
+-100 elsewhere, so the loss is the cross-entropy over selected tokens only:
+
+    L = -1/|M| Σ_{t∈M} log p(x_t | x̃)
+
+Masking runs on the data side (``WholeWordMasking`` in Ray Data), one random stream per row.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
+import numpy as np
 import torch
-from torch import nn
+
+from distalign.data.batches import TensorSpec
+from distalign.data.row_random import RowRandom
+from distalign.errors import require
+from distalign.objectives.base import DataContext, Objective
 
 IGNORE_INDEX = -100
+MASKED_TENSORS = (TensorSpec("masked_ids", "int64", "B,T", "input ids after masking"),
+                  TensorSpec("labels", "int64", "B,T", "original id where masked, -100 elsewhere"))
 
 
 def whole_word_mask(
@@ -19,40 +32,83 @@ def whole_word_mask(
     word_ids: torch.Tensor,
     mask_token_id: int,
     vocab_size: int,
-    mask_prob: float = 0.15,
-    generator: torch.Generator | None = None,
+    mask_prob: float,
+    random: RowRandom,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Return (masked input ids, labels).
 
     ``word_ids`` [B, T] gives each token's word index within its sentence, -1 for special and
-    padding tokens (which are never masked). At least one word in the batch is always selected so
-    the loss is defined.
+    padding tokens (which are never masked). Each row draws a fixed number of values from its
+    own stream in ``random`` (a word's draws are indexed by its word index), so a row's mask does
+    not depend on the other rows of the batch. A row may end up with no masked word (the loss
+    then ignores it).
     """
-    batch, _ = input_ids.shape
+    _, length = input_ids.shape
+    uniforms = random.rand(2, length)  # [B, 2, T]: per word index, selection and action
+    random_tokens = random.randint(vocab_size, length)
     is_word = word_ids >= 0
-    max_words = int(word_ids.max().item()) + 1 if is_word.any() else 1
-    chosen = torch.rand(batch, max_words, generator=generator) < mask_prob
-    if not (chosen.gather(1, word_ids.clamp(min=0)) & is_word).any() and is_word.any():
-        first = int(is_word.any(dim=1).nonzero()[0])
-        chosen[first, int(word_ids[first][is_word[first]][0])] = True
-    action = torch.rand(batch, max_words, generator=generator)  # <0.8 mask, <0.9 random, else keep
     index = word_ids.clamp(min=0)
-    selected = chosen.gather(1, index) & is_word
-    token_action = action.gather(1, index)
+    selected = (uniforms[:, 0].gather(1, index) < mask_prob) & is_word
+    action = uniforms[:, 1].gather(1, index)  # <0.8 mask, <0.9 random, else keep
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-    masked = input_ids.clone()
-    masked[selected & (token_action < 0.8)] = mask_token_id
-    to_random = selected & (token_action >= 0.8) & (token_action < 0.9)
-    masked[to_random] = torch.randint(vocab_size, (int(to_random.sum()),), generator=generator)
+    masked = torch.where(selected & (action < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
+    masked = torch.where(selected & (action >= 0.8) & (action < 0.9), random_tokens, masked)
     return masked, labels
 
 
-class MLMObjective(nn.Module):
-    """Cross-entropy of the masked LM head on a corpus batch already masked by ``whole_word_mask``."""
+@dataclass(frozen=True)
+class WholeWordMasking:
+    """Data-side preparer of a corpus batch: adds ``masked_ids`` and ``labels``."""
 
-    batch_key = "corpus"
+    mask_token_id: int
+    vocab_size: int
+    mask_prob: float = 0.15
+
+    @classmethod
+    def for_tokenizer(cls, tokenizer_path: str, mask_prob: float) -> WholeWordMasking:
+        from distalign.models.loading import load_tokenizer
+
+        tokenizer = load_tokenizer(tokenizer_path)
+        return cls(tokenizer.mask_token_id, len(tokenizer), mask_prob)
+
+    def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
+        masked, labels = whole_word_mask(torch.from_numpy(batch["input_ids"]), torch.from_numpy(batch["word_ids"]),
+                                         self.mask_token_id, self.vocab_size, self.mask_prob, random)
+        return {"masked_ids": masked.numpy(), "labels": labels.numpy()}
+
+
+def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Mean cross-entropy over labelled positions; 0 (still attached to the graph) when none is labelled."""
+    labelled = labels != IGNORE_INDEX
+    if not labelled.any():
+        return logits.sum() * 0.0
+    return torch.nn.functional.cross_entropy(logits[labelled].float(), labels[labelled])
+
+
+@dataclass
+class MLMConfig:
+    weight: float = 1.0  # 0 disables the objective
+    mask_prob: float = 0.15  # share of words masked (whole-word masking)
+
+
+class MLMObjective(Objective):
+    """Cross-entropy of the masked LM head on a corpus batch masked by ``whole_word_mask``."""
+
+    Config = MLMConfig
+    stream = "corpus"
+    consumes = ("masked_ids", "attention_mask", "labels")
+    prepares = MASKED_TENSORS
+    uses_lm_head = True
+    reference = "Devlin et al. 2019, BERT (whole-word masking release)"
+
+    @classmethod
+    def validate(cls, cfg: MLMConfig, experiment, key: str) -> None:
+        require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
+
+    @classmethod
+    def batch_preparer(cls, cfg: MLMConfig, ctx: DataContext) -> WholeWordMasking:
+        return WholeWordMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        out = model.masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"],
-                              labels=batch["labels"])
-        return out.loss
+        logits = model.masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"]).logits
+        return masked_lm_loss(logits, batch["labels"])

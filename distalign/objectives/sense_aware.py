@@ -33,6 +33,7 @@ Decisions made here:
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Sequence
 
 import pyarrow as pa
@@ -41,7 +42,9 @@ import torch.nn.functional as F
 from torch import nn
 from transformers.activations import gelu
 
-from distalign.objectives.mlm import IGNORE_INDEX
+from distalign.errors import require
+from distalign.objectives.base import DataContext, Objective, ObjectiveContext
+from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, WholeWordMasking
 from distalign.objectives.sense_state import SenseState, all_gather_rows
 
 NO_TRANSLATION = -1
@@ -170,25 +173,49 @@ def translation_table_from_dictionary(dictionary: pa.Table, tokenizer, max_trans
     return build_translation_table(src, tgt, len(tokenizer), max_translations)
 
 
-class SenseAwareObjective(nn.Module):
+@dataclass
+class SenseAwareConfig:
+    # multi-sense MLM + sense-level translation loss; replaces objectives.mlm. Only proj_dim = 14 (BERT)
+    # is the paper's; the other defaults are ours. Translations: single-token training pairs.
+    weight: float = 0.0
+    mask_prob: float = 0.15  # share of words masked (whole-word masking, as objectives.mlm)
+    num_senses: int = 3  # S sense output vectors per vocabulary entry
+    proj_dim: int = 14  # d': PCA projection of the states the senses are chosen in
+    queue_size: int = 4096  # Q recent states the projection is fitted on
+    refit_every: int = 1000  # M steps between projection refits (and pruning)
+    alpha: float = 0.01  # sense learning rate of the centre update c <- (1-alpha) c + alpha h
+    warmup_steps: int = 1000  # W steps with a single sense
+    prune_beta: float = 0.0  # prune senses chosen less than this share of a token's selections (0 = never)
+    prune_min_count: int = 100  # only tokens selected at least this often are pruned
+    translation_weight: float = 0.5  # share of the translation label's loss where one exists (0.5 = mean)
+    max_translations: int = 8
+
+
+class SenseAwareObjective(Objective):
     """Sense-aware MLM + sense-level translation loss on a corpus batch masked by ``whole_word_mask``.
 
-    ``forward`` only reads the state; the training loop calls ``update_state()`` once per optimizer
+    ``forward`` only reads the state; the training loop calls ``after_step()`` once per optimizer
     step on every rank (after the backward of all micro-batches) to move centres, queue, step,
     projection and pruning forward from the rows gathered over all ranks.
     """
 
+    Config = SenseAwareConfig
+    stream = "corpus"
+    consumes = ("masked_ids", "attention_mask", "labels")
+    prepares = MASKED_TENSORS
+    uses_dictionary = True
+    reference = "Liu, Nguyen, Joty, Bing & Si 2022, multi-sense cross-lingual alignment (COLING)"
+
     def __init__(self, masked_lm: nn.Module, translation_table: torch.Tensor, num_senses: int = 3,
                  proj_dim: int = 14, queue_size: int = 4096, refit_every: int = 1000, alpha: float = 0.01,
                  warmup_steps: int = 1000, prune_beta: float = 0.0, prune_min_count: int = 100,
-                 translation_weight: float = 0.5, seed: int = 0, batch_key: str = "corpus"):
+                 translation_weight: float = 0.5, seed: int = 0):
         super().__init__()
         vocab_size, hidden_size = masked_lm.get_output_embeddings().weight.shape
         if translation_table.dim() != 2 or translation_table.shape[0] != vocab_size:
             raise ValueError(f"translation_table must be [{vocab_size}, K], got {tuple(translation_table.shape)}")
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha (sense learning rate) must be in (0, 1], got {alpha}")
-        self.batch_key = batch_key
         self.alpha, self.translation_weight = alpha, translation_weight
         # Pruning runs at each projection refit after warm-up, for tokens selected >= prune_min_count times.
         self.prune_beta, self.prune_min_count = prune_beta, prune_min_count
@@ -197,6 +224,25 @@ class SenseAwareObjective(nn.Module):
                                       warmup_steps, seed=seed)
         self.translation_table = translation_table.long()
         self._pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+
+    @classmethod
+    def validate(cls, cfg: SenseAwareConfig, experiment, key: str) -> None:
+        require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
+        require(cfg.num_senses >= 1, f"{key}.num_senses", "must be >= 1")
+        require(cfg.queue_size > cfg.proj_dim >= 1, f"{key}.queue_size", "must exceed proj_dim >= 1")
+        require(0 < cfg.alpha <= 1, f"{key}.alpha", "must be in (0, 1]")
+        require(0 <= cfg.prune_beta <= 1, f"{key}.prune_beta", "must be in [0, 1]")
+        require(0 <= cfg.translation_weight <= 1, f"{key}.translation_weight", "must be in [0, 1]")
+
+    @classmethod
+    def batch_preparer(cls, cfg: SenseAwareConfig, ctx: DataContext) -> WholeWordMasking:
+        return WholeWordMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob)
+
+    @classmethod
+    def build(cls, cfg: SenseAwareConfig, ctx: ObjectiveContext) -> SenseAwareObjective:
+        table = translation_table_from_dictionary(ctx.dictionary, ctx.tokenizer, cfg.max_translations)
+        return cls(ctx.masked_lm, table, cfg.num_senses, cfg.proj_dim, cfg.queue_size, cfg.refit_every, cfg.alpha,
+                   cfg.warmup_steps, cfg.prune_beta, cfg.prune_min_count, cfg.translation_weight, ctx.seed)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         masked_lm = model.masked_lm
@@ -212,10 +258,15 @@ class SenseAwareObjective(nn.Module):
         allowed = state.allowed()
         second = translation_labels(targets, projected, state.centres, allowed, self.translation_table)
         logits = self.sense_output(states, allowed)
-        if self.training:
+        if self.training:  # appended even when empty: every rank must join the gather in update_state
             self._pending.append((targets, senses, states.detach().float()))
+        if not masked.any():  # a batch whose rows drew no masked word
+            return logits.sum() * 0.0
         return sense_aware_loss(logits.float(), targets * state.num_senses + senses, second,
                                 self.translation_weight)
+
+    def after_step(self) -> None:
+        self.update_state()
 
     def update_state(self, gather: Callable[[torch.Tensor], torch.Tensor] = all_gather_rows) -> None:
         """Apply this step's (token, sense, state) rows, gathered over ranks, to the sense state."""
@@ -223,6 +274,8 @@ class SenseAwareObjective(nn.Module):
             return
         targets, senses, states = (gather(torch.cat(part)) for part in zip(*self._pending))
         self._pending.clear()
+        if not len(targets):
+            return
         state = self.sense_state
         was_single = state.single_sense
         refitted = state.observe(targets, senses, states, self.alpha)

@@ -43,7 +43,13 @@ torch.Size([])
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
+
+from distalign.errors import require
+from distalign.objectives.base import Objective, ObjectiveContext
 
 
 def mse_loss(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -93,14 +99,47 @@ def dcca_loss(
     return (-corr[: int(k)].sum()).to(out_dtype)
 
 
-class StaticAlignObjective(torch.nn.Module):
+@dataclass
+class StaticAlignConfig:
+    # a word's contextual vector (encoded alone, model.word_layer) pulled to its static vector from
+    # data.static_vectors; the static side is fixed, only the encoder learns
+    weight: float = 0.0
+    loss: Literal["mse", "dcca"] = "mse"  # mse needs static dim == hidden size
+    dcca_k: int = 10  # top-k canonical correlations (needs train.static_batch_size > k)
+    # Without data.static_vectors the targets are derived from the starting model before training:
+    # X2Static vectors per corpus language, Procrustes-mapped onto the first language by the training pairs
+    extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)
+    extract_epochs: int = 1
+    align_iterations: int = 1  # self-learning rounds after the seed-dictionary fit (0 = seed only)
+
+
+class StaticAlignObjective(Objective):
     """Words encoded alone and pooled at ``model.word_layer``, pulled to their fixed static vectors."""
 
-    batch_key = "static"
+    Config = StaticAlignConfig
+    stream = "static"
+    consumes = ("input_ids", "attention_mask", "word_mask", "vector")
+    reference = "Hämmerl et al. 2022, combining static and contextual multilingual embeddings"
 
     def __init__(self, loss: str = "mse", dcca_k: int = 10):
         super().__init__()
         self.loss, self.dcca_k = loss, dcca_k
+
+    @classmethod
+    def validate(cls, cfg: StaticAlignConfig, experiment, key: str) -> None:
+        require(cfg.extract_epochs >= 1, f"{key}.extract_epochs", "must be >= 1")
+        require(cfg.align_iterations >= 0, f"{key}.align_iterations", "must be >= 0")
+        require(cfg.loss == "mse" or experiment.train.static_batch_size > cfg.dcca_k, "train.static_batch_size",
+                f"must exceed {key}.dcca_k for Deep CCA")
+        model = experiment.model
+        if not experiment.data.static_vectors and model.name_or_path == "tiny":  # targets derived from the tiny model
+            layers = model.tiny.num_layers
+            require(-(layers + 1) <= cfg.extract_layer <= layers, f"{key}.extract_layer",
+                    f"must be in [{-(layers + 1)}, {layers}] for the tiny model (model.tiny.num_layers={layers})")
+
+    @classmethod
+    def build(cls, cfg: StaticAlignConfig, ctx: ObjectiveContext) -> StaticAlignObjective:
+        return cls(cfg.loss, cfg.dcca_k)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         h = model.encode_words(batch["input_ids"], batch["attention_mask"], batch["word_mask"]).float()

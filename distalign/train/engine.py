@@ -1,6 +1,6 @@
 """The two distributed engines behind one small interface: PyTorch DDP or DeepSpeed ZeRO.
 
-``engine.module`` is the unwrapped ``AlignmentModel`` (for evaluation and export);
+``engine.module`` is the unwrapped ``TrainingModule`` (for evaluation and export);
 ``engine.step(batch)`` runs forward, backward and the optimizer step and returns the losses.
 """
 
@@ -10,6 +10,7 @@ import contextlib
 from pathlib import Path
 
 import torch
+from torch.nn.parallel import DistributedDataParallel
 from transformers import get_linear_schedule_with_warmup
 
 from distalign.config import TrainConfig
@@ -28,12 +29,10 @@ def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
 
 
 class DDPEngine:
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, find_unused_parameters: bool):
-        import ray.train.torch
-
-        self.module = model
-        self.wrapped = ray.train.torch.prepare_model(
-            model, parallel_strategy_kwargs={"find_unused_parameters": find_unused_parameters})
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, find_unused_parameters: bool, device: torch.device):
+        self.module = model.to(device)
+        self.wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
+                                               find_unused_parameters=find_unused_parameters)
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg)
         self.bf16 = cfg.precision == "bf16"
 
@@ -119,8 +118,9 @@ class DeepSpeedEngine:
             yield
 
 
-def build_engine(model: torch.nn.Module, cfg: TrainConfig, uses_lm_head: bool):
+def build_engine(model: torch.nn.Module, cfg: TrainConfig, uses_lm_head: bool, device: torch.device):
+    """DDP or DeepSpeed over the initialised process group; the model ends up on ``device``."""
     if cfg.engine == "deepspeed":
-        return DeepSpeedEngine(model, cfg)
-    # Without MLM the LM head gets no gradient, which DDP must be told about.
-    return DDPEngine(model, cfg, find_unused_parameters=not uses_lm_head)
+        return DeepSpeedEngine(model.to(device), cfg)
+    # Without an objective that trains the LM head it gets no gradient, which DDP must be told about.
+    return DDPEngine(model, cfg, find_unused_parameters=not uses_lm_head, device=device)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from distalign.config import TinyModelConfig
-from distalign.data.gloss_inputs import encode_words_with_gloss, tokenize_sense_constraint_batch
+from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.tokenize import encode_words
 from distalign.models.loading import build_tiny_model, load_tokenizer
 from tiny_tokenizers import wordpiece_tokenizer
@@ -108,7 +108,9 @@ def test_bad_arguments_raise(xlmr_tokenizer_dir):
         encode_words_with_gloss(tokenizer, ["cat"], ["gloss"], 5)   # XLM-R's pair layout takes 4 specials
 
 
-def test_ray_data_batch_function(xlmr_tokenizer_dir):
+def test_sense_level_constraint_stream_rows(xlmr_tokenizer_dir):
+    from distalign.preparation.streams import tokenize_rows
+
     tokenizer = load_tokenizer(str(xlmr_tokenizer_dir))
     batch = {
         "word1": np.array(["cat", "hund", "chat"], dtype=object),
@@ -116,10 +118,11 @@ def test_ray_data_batch_function(xlmr_tokenizer_dir):
         "word2": np.array(["katze", "chat", "cat"], dtype=object),
         "gloss2": np.array([GLOSSES[3], GLOSSES[2], None], dtype=object),
         "synset_index": np.array([4, 9, 4], dtype=np.int32),
+        "row": np.array([0, 1, 2]),
     }
-    out = tokenize_sense_constraint_batch(batch, str(xlmr_tokenizer_dir), 24)
+    out = tokenize_rows("constraints", batch, tokenizer, {"with_gloss": True, "max_tokens": 24})
     expected_keys = {f"{k}{s}" for k in ("input_ids", "attention_mask", "word_mask", "gloss_mask") for s in "12"}
-    assert set(out) == expected_keys | {"synset"}
+    assert set(out) == expected_keys | {"synset", "row"}
     assert out["synset"].dtype == np.int64 and out["synset"].tolist() == [4, 9, 4]
     for side in "12":
         direct = encode_words_with_gloss(tokenizer, batch[f"word{side}"].tolist(), batch[f"gloss{side}"].tolist(), 24)

@@ -17,7 +17,7 @@ from distalign.eval.encoders import (
     sentence_vectors,
     word_vectors,
 )
-from distalign.models.alignment_model import AlignmentModel
+from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 
 TINY = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
@@ -32,7 +32,7 @@ def generated_sentences(n=200, seed=0):
 @pytest.fixture(scope="module")
 def tiny(tmp_path_factory):
     path = build_tiny_model(tmp_path_factory.mktemp("tiny") / "model", generated_sentences(), TINY)
-    model = AlignmentModel(load_masked_lm(str(path)), {}, {}, -1).eval()  # a new nn.Module starts in train mode
+    model = Encoder(load_masked_lm(str(path)), -1).eval()  # a new nn.Module starts in train mode
     return model, load_tokenizer(str(path))
 
 
@@ -53,7 +53,7 @@ def test_words_all_layers_match_single_word_forward(tiny):
     assert out.shape == (TINY.num_layers + 1, len(words), TINY.hidden_size) and out.dtype == torch.float32
     for i, word in enumerate(words):
         torch.testing.assert_close(out[:, i], reference(model, tokenizer, word), atol=1e-5, rtol=1e-4)
-    # same as the pooling the training objectives use (AlignmentModel.encode_words at the word layer)
+    # same as the pooling the training objectives use (TrainingModule.encode_words at the word layer)
     enc = {k: torch.from_numpy(v) for k, v in encode_words(tokenizer, words, 16).items()}
     with torch.no_grad():
         trained_view = model.encode_words(enc["input_ids"], enc["attention_mask"], enc["word_mask"])

@@ -4,17 +4,18 @@ import random
 
 import pandas as pd
 import pytest
+import yaml
 
-from conftest import SHARED_DATA
+from conftest import QUICKSTART, SHARED_DATA
 from distalign.cli import main
-from distalign.config import TinyModelConfig
+from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
 from distalign.eval.suite import SuiteSpec, build_tasks
 from distalign.eval.tasks import evaluate_locally
-from distalign.models.alignment_model import AlignmentModel
+from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.tracking import client_for, experiment_id
-from distalign.train.checkpoint import MODEL_DIR, TrainerState, write_state
+from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 
 EN = ["dog", "cat", "house", "tree", "river", "stone", "bird", "sun", "moon", "water"]
 DE = ["hund", "katze", "haus", "baum", "fluss", "stein", "vogel", "sonne", "mond", "wasser"]
@@ -89,7 +90,7 @@ def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path,
     tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "alignment"), ("de-en",), ("eng-fra",),
                                   ("fra",), similarities=("cosine", "csls")))
     model_dir = str(ckpt / MODEL_DIR)
-    local = pd.DataFrame(evaluate_locally(AlignmentModel(load_masked_lm(model_dir), {}, {}), load_tokenizer(model_dir),
+    local = pd.DataFrame(evaluate_locally(Encoder(load_masked_lm(model_dir)), load_tokenizer(model_dir),
                                           tasks))
     merged = table[table["pair"] != "avg"].merge(local, on=["task", "pair", "layer", "metric"])
     assert len(merged) == len(local) == 3 * (2 * 5 + 1 + 3 + 1)
@@ -123,3 +124,24 @@ def test_eval_cli_on_real_benchmarks_new_run(ray_local, checkpoint, tmp_path):
             "eval/tatoeba/deu-eng/acc", "eval/tatoeba/avg/acc"} <= set(run.data.metrics)
     assert {"eval/results.parquet", "eval/by_layer.png"} <= {a.path for a in client.list_artifacts(run.info.run_id,
                                                                                                     "eval")}
+
+
+def test_eval_and_train_configs_honour_mlflow_tracking_uri(ray_local, checkpoint, tmp_path, monkeypatch):
+    """One resolver: with MLFLOW_TRACKING_URI set and no explicit URI, both use that store (not DISTALIGN_HOME's)."""
+    ckpt, _, _ = checkpoint
+    uri = f"sqlite:///{tmp_path / 'env.db'}"
+    monkeypatch.setenv("MLFLOW_TRACKING_URI", uri)
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
+    assert load_config(QUICKSTART).tracking.uri == uri  # what `distalign train` logs to
+
+    write_eval_dir(tmp_path / "eval")
+    spec = tmp_path / "spec.yaml"  # eval_dir relative to the spec file
+    spec.write_text(yaml.safe_dump({"suite": {"eval_dir": "eval", "tasks": ["bli"], "bli_pairs": ["de-en"]},
+                                    "layer": -1, "cpus_per_task": 0.5}))
+    code = main(["eval", "--spec", str(spec), "--model", str(ckpt / MODEL_DIR), f"output_dir={tmp_path / 'out'}",
+                 f"cache_dir={tmp_path / 'cache'}"])
+    assert code == 0
+    client = client_for(uri)
+    [run] = client.search_runs([client.get_experiment_by_name("distalign-eval").experiment_id])
+    assert run.info.status == "FINISHED" and "eval/bli/de-en/mrr" in run.data.metrics
+    assert not (tmp_path / "home" / "mlflow.db").exists()

@@ -11,7 +11,7 @@ import distalign.eval.tasks as tasks
 from distalign.config import TinyModelConfig
 from distalign.eval.bli import mrr
 from distalign.eval.tasks import AlignmentTask, BLITask, TatoebaTask, XLSimTask, evaluate_locally
-from distalign.models.alignment_model import AlignmentModel
+from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 
 E = torch.eye(4)
@@ -154,7 +154,7 @@ def test_all_tasks_run_on_a_tiny_model(tmp_path):
     texts = [" ".join(rng.choices(words, k=rng.randint(3, 7))) for _ in range(200)]
     cfg = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
     path = str(build_tiny_model(tmp_path / "model", texts, cfg))
-    model, tokenizer = AlignmentModel(load_masked_lm(path), {}, {}, -1), load_tokenizer(path)
+    model, tokenizer = Encoder(load_masked_lm(path), -1), load_tokenizer(path)
     pairs = list(zip(words[:5], words[5:]))
     all_rows = evaluate_locally(model, tokenizer, [
         BLITask.from_pairs("xa", "xb", pairs, words, similarity="csls"),

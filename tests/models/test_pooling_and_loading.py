@@ -16,7 +16,7 @@ from distalign.config import TinyModelConfig
 from distalign.data.synthetic import generate_world
 from distalign.config import SyntheticConfig
 from distalign.data.tokenize import encode_words
-from distalign.models.alignment_model import AlignmentModel
+from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.models.pooling import mean_pool
 from tiny_tokenizers import wordpiece_tokenizer
@@ -128,7 +128,7 @@ def check_encode_words(path, words, max_tokens=12):
     enc = encode_words(tokenizer, words, max_tokens)
     assert enc["input_ids"].shape == (len(words), max_tokens)
     for layer in (-1, 0, 1):
-        model = AlignmentModel(masked_lm, {}, {}, word_layer=layer).eval()
+        model = Encoder(masked_lm, layer).eval()
         with torch.no_grad():
             got = model.encode_words(*(torch.from_numpy(enc[k]) for k in ("input_ids", "attention_mask", "word_mask")))
         expected, lengths = expected_word_vectors(masked_lm, tokenizer, words, enc, layer)
@@ -138,7 +138,7 @@ def check_encode_words(path, words, max_tokens=12):
     assert enc["word_mask"].sum(1).tolist() == lengths
     assert max(lengths) > 1, "test words should include multi-subword words"
     # the explicit layer argument overrides word_layer; last layer is index n_layers
-    model = AlignmentModel(masked_lm, {}, {}, word_layer=0).eval()
+    model = Encoder(masked_lm, 0).eval()
     t = {k: torch.from_numpy(v) for k, v in enc.items()}
     with torch.no_grad():
         last = model.encode_words(t["input_ids"], t["attention_mask"], t["word_mask"], layer=n_layers)

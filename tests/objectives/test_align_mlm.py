@@ -84,14 +84,14 @@ def test_errors():
 def test_align_objective_equals_align_loss_on_the_full_embedding_matrix():
     from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-    from distalign.models.alignment_model import AlignmentModel
+    from distalign.train.module import TrainingModule
     from distalign.objectives.align_mlm import AlignObjective, word_token_ids
 
     torch.manual_seed(0)
     lm = XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=40, hidden_size=16, num_hidden_layers=1,
                                                 num_attention_heads=2, intermediate_size=32,
                                                 max_position_embeddings=20))
-    model = AlignmentModel(lm, {"align": AlignObjective()}, {"align": 10.0})
+    model = TrainingModule(lm, {"align": AlignObjective()}, {"align": 10.0})
     # <s> word-subwords </s> <pad>...: word 1 = [5, 6], word 2 = [7]; word 1' = [9], word 2' = [5, 11, 12]
     batch = {"input_ids1": torch.tensor([[0, 5, 6, 2, 1], [0, 9, 2, 1, 1]]),
              "word_mask1": torch.tensor([[0, 1, 1, 0, 0], [0, 1, 0, 0, 0]]),

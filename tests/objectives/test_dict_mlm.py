@@ -8,7 +8,9 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.models.alignment_model import AlignmentModel
+from distalign.train.module import TrainingModule
+from distalign.data.row_random import RowRandom
+from distalign.models.encoder import Encoder
 from distalign.objectives.dict_mlm import (
     DictMLMMasking,
     DictMLMObjective,
@@ -124,7 +126,7 @@ def single_word_batch(table, rows, word, lang):
 def test_replacement_probability_and_uniform_choice_across_languages(table, keep_original):
     rows = 12000
     labels, words, entries, langs = single_word_batch(table, rows, [HOUSE], EN)
-    generator = torch.Generator().manual_seed(int(keep_original * 10))
+    generator = RowRandom.for_batch(rows, seed=int(keep_original * 10))
     new_labels, label_langs = replace_labels(labels, words, entries, langs, table, keep_original, generator)
     chosen = new_labels[:, 1]
     share = {t: (chosen == t).float().mean().item() for t in LANG_OF_LABEL}
@@ -148,17 +150,17 @@ def test_multi_subword_word_takes_the_whole_synonym_and_its_language(table):
     labels = torch.where(words >= 0, ids, IGNORE_INDEX)
     entries = dictionary_entry_ids(ids, words, torch.tensor([FR]), table)
     langs = torch.full_like(ids, FR)
-    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, keep_original=0.0)
+    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, keep_original=0.0, random=RowRandom.for_batch(1))
     assert new_labels.tolist() == [[IGNORE_INDEX, CA, NE, BIG, IGNORE_INDEX]]
     assert label_langs.tolist() == [[IGNORE_INDEX, IT, IT, FR, IGNORE_INDEX]]
-    kept, kept_langs = replace_labels(labels, words, entries, langs, table, keep_original=1.0)
+    kept, kept_langs = replace_labels(labels, words, entries, langs, table, keep_original=1.0, random=RowRandom.for_batch(1))
     assert torch.equal(kept, labels) and kept_langs.tolist() == [[IGNORE_INDEX, FR, FR, FR, IGNORE_INDEX]]
     # unlabelled words are never replaced
     unlabelled = labels.clone()
     unlabelled[0, 1:3] = IGNORE_INDEX
-    assert torch.equal(replace_labels(unlabelled, words, entries, langs, table, 0.0)[0], unlabelled)
+    assert torch.equal(replace_labels(unlabelled, words, entries, langs, table, 0.0, RowRandom.for_batch(1))[0], unlabelled)
     with pytest.raises(ValueError, match="keep_original"):
-        replace_labels(labels, words, entries, langs, table, keep_original=1.5)
+        replace_labels(labels, words, entries, langs, table, keep_original=1.5, random=RowRandom.for_batch(1))
 
 
 def test_entry_ids_that_do_not_match_the_spans_raise(table):
@@ -167,7 +169,7 @@ def test_entry_ids_that_do_not_match_the_spans_raise(table):
     one_token_entry = table.entries[(EN, (DOG,))]  # a 1-token synonym for a 2-token word
     entries = torch.tensor([[-1, one_token_entry, one_token_entry, -1]])
     with pytest.raises(ValueError, match="entry_ids do not match"):
-        replace_labels(torch.where(words >= 0, ids, IGNORE_INDEX), words, entries, torch.zeros_like(ids), table, 0.0)
+        replace_labels(torch.where(words >= 0, ids, IGNORE_INDEX), words, entries, torch.zeros_like(ids), table, 0.0, RowRandom.for_batch(len(ids)))
 
 
 # ------------------------------------------------------------------------------ dictionary-restricted masking
@@ -213,7 +215,9 @@ def per_word_outcomes(ids, words, masked, labels):
 
 def test_only_dictionary_words_are_masked_with_80_10_10():
     ids, words, entries = random_words(3000, seed=0)
-    masked, labels = dict_whole_word_mask(ids, words, entries, MASK, 5000, 0.15, torch.Generator().manual_seed(1))
+    with_entry = (entries >= 0).any(1)  # a sentence without dictionary words falls back (test below)
+    ids, words, entries = ids[with_entry], words[with_entry], entries[with_entry]
+    masked, labels = dict_whole_word_mask(ids, words, entries, MASK, 5000, 0.15, RowRandom.for_batch(len(ids), seed=1))
     selected = labels != IGNORE_INDEX
     assert (entries[selected] >= 0).all(), "a word without a dictionary entry was masked"
     assert torch.equal(masked[~selected], ids[~selected])
@@ -226,11 +230,11 @@ def test_only_dictionary_words_are_masked_with_80_10_10():
         assert abs(share - expected) < 0.025, (kind, share)  # sd <= 0.0075 over ~2.5k words
 
 
-def test_batch_without_dictionary_words_falls_back_to_plain_whole_word_masking():
+def test_sentences_without_dictionary_words_fall_back_to_plain_whole_word_masking():
     ids, words, _ = random_words(8, seed=2)
     no_entries = torch.full_like(words, -1)
-    ours = dict_whole_word_mask(ids, words, no_entries, MASK, 5000, 0.15, torch.Generator().manual_seed(3))
-    plain = whole_word_mask(ids, words, MASK, 5000, 0.15, torch.Generator().manual_seed(3))
+    ours = dict_whole_word_mask(ids, words, no_entries, MASK, 5000, 0.15, RowRandom.for_batch(len(ids), seed=3))
+    plain = whole_word_mask(ids, words, MASK, 5000, 0.15, RowRandom.for_batch(len(ids), seed=3))
     assert torch.equal(ours[0], plain[0]) and torch.equal(ours[1], plain[1])
     assert (ours[1] != IGNORE_INDEX).any()
 
@@ -243,7 +247,7 @@ def test_code_switched_concatenation_by_hand(table):
     sentence_lang = torch.tensor([EN, FR])
     entries = dictionary_entry_ids(ids, words, sentence_lang, table)
     out = code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             max_length=8, switch_prob=1.0)
+                             max_length=8, switch_prob=1.0, random=RowRandom.for_batch(2))
     dog, hund = table.entries[(EN, (DOG,))], table.entries[(DE, (HUND,))]
     chien, cane = table.entries[(FR, (CHI, EN_))], table.entries[(IT, (CA, NE))]
     assert out["input_ids"].tolist() == [[CLS, DOG, BIG, SEP, HUND, BIG, SEP, PAD],
@@ -255,11 +259,11 @@ def test_code_switched_concatenation_by_hand(table):
     assert out["lang_ids"].tolist() == [[EN, EN, EN, EN, DE, EN, EN, EN], [FR, FR, FR, FR, IT, IT, FR, FR]]
     # switch_prob 0: the second half is the original again
     same = code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                              max_length=8, switch_prob=0.0)
+                              max_length=8, switch_prob=0.0, random=RowRandom.for_batch(2))
     assert same["input_ids"][0].tolist() == [CLS, DOG, BIG, SEP, DOG, BIG, SEP, PAD]
     with pytest.raises(ValueError, match="max_length"):
         code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                           max_length=2, switch_prob=0.5)
+                           max_length=2, switch_prob=0.5, random=RowRandom.for_batch(2))
 
 
 def test_code_switch_rate(table):
@@ -269,7 +273,7 @@ def test_code_switch_rate(table):
     langs = torch.full((rows,), EN)
     entries = dictionary_entry_ids(ids, words, langs, table)
     out = code_switch_concat(ids, words, entries, langs, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             max_length=6, switch_prob=0.3, generator=torch.Generator().manual_seed(4))
+                             max_length=6, switch_prob=0.3, random=RowRandom.for_batch(rows, seed=4))
     switched = out["input_ids"][:, 3]  # [CLS] dog [SEP] switched [SEP] pad
     assert abs((switched == HUND).float().mean().item() - 0.3) < 0.03  # sd 0.009
     assert set(switched.tolist()) == {DOG, HUND}
@@ -284,11 +288,11 @@ def corpus_batch():
 
 
 @pytest.mark.parametrize("tlm", [False, True])
-def test_collate_step_masks_dictionary_words_deterministically(table, tlm):
+def test_data_side_preparation_masks_dictionary_words_deterministically(table, tlm):
     masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
                              mask_prob=0.5, keep_original=0.5, tlm=tlm, max_length=12)
-    first = mask_dict_mlm_batch(corpus_batch(), table, masking, torch.Generator().manual_seed(5))
-    again = mask_dict_mlm_batch(corpus_batch(), table, masking, torch.Generator().manual_seed(5))
+    first = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
+    again = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask"}
     assert all(torch.equal(first[k], again[k]) for k in first)
     width = 12 if tlm else 6
@@ -306,7 +310,7 @@ def test_empty_dictionary_gives_plain_masking_and_original_labels(tokenizer):
     assert empty.entries == {} and empty.synonym_ids.shape == (0, 0)
     masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
                              mask_prob=0.5, keep_original=0.0)
-    out = mask_dict_mlm_batch(corpus_batch(), empty, masking, torch.Generator().manual_seed(6))
+    out = mask_dict_mlm_batch(corpus_batch(), empty, masking, RowRandom.for_batch(2, seed=6))
     labelled = out["labels"] != IGNORE_INDEX
     assert labelled.any()
     assert torch.equal(out["labels"][labelled], corpus_batch()["input_ids"][labelled])
@@ -333,7 +337,7 @@ def test_loss_equals_cross_entropy_computed_by_hand():
     objective = DictMLMObjective.for_model(masked_lm, num_languages=len(LANGUAGES))
     torch.nn.init.normal_(objective.language_embeddings.embedding.weight)  # non-trivial languages
     torch.nn.init.normal_(objective.head.dense.weight, std=0.1)
-    model = AlignmentModel(masked_lm, {"dict_mlm": objective}, {"dict_mlm": 1.0})
+    model = TrainingModule(masked_lm, {"dict_mlm": objective}, {"dict_mlm": 1.0})
     batch = masked_example()
     loss = model({"corpus": batch})["dict_mlm"]
 
@@ -361,7 +365,7 @@ def test_objective_starts_as_plain_mlm_and_trains_its_language_parameters():
     batch = masked_example()
     plain = masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"],
                       labels=batch["labels"]).loss
-    loss = objective(AlignmentModel(masked_lm, {}, {}), batch)
+    loss = objective(Encoder(masked_lm), batch)
     torch.testing.assert_close(loss, plain)  # zero-init languages + copied head = the plain MLM loss
     loss.backward()
     used = objective.language_embeddings.embedding.weight.grad[[EN, FR]]

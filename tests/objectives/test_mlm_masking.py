@@ -3,7 +3,8 @@
 import numpy as np
 import torch
 
-from distalign.objectives.mlm import IGNORE_INDEX, whole_word_mask
+from distalign.data.row_random import RowRandom
+from distalign.objectives.mlm import IGNORE_INDEX, masked_lm_loss, whole_word_mask
 
 MASK_ID = 4
 VOCAB = 5000
@@ -36,9 +37,9 @@ def word_spans(word_ids):
     return spans
 
 
-def run(input_ids, word_ids, mask_prob=0.15, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return whole_word_mask(input_ids, word_ids, MASK_ID, VOCAB, mask_prob=mask_prob, generator=g)
+def run(input_ids, word_ids, mask_prob=0.15, seed=0, rows=None):
+    random = RowRandom(seed, 0, range(len(input_ids)) if rows is None else rows)
+    return whole_word_mask(input_ids, word_ids, MASK_ID, VOCAB, mask_prob, random)
 
 
 def classify(input_ids, word_ids, masked, labels):
@@ -133,17 +134,25 @@ def test_random_replacements_are_spread_over_the_vocabulary():
     assert len(set(replaced.tolist())) > 0.8 * len(replaced)
 
 
-def test_at_least_one_word_even_with_tiny_probability():
-    input_ids, word_ids = random_batch(batch=4, seed=6)
-    # no real words in row 0: the forced word must come from a row that has words
-    word_ids[0] = -1
-    masked, labels = run(input_ids, word_ids, mask_prob=1e-9)
-    kinds = classify(input_ids, word_ids, masked, labels)
-    assert len(kinds) == 1
-    ((row, _),) = kinds
-    assert row != 0
-    assert (labels != IGNORE_INDEX).sum() >= 1
-    assert (labels[word_ids < 0] == IGNORE_INDEX).all()
+def test_a_rows_mask_does_not_depend_on_its_batch():
+    """Data-side masking is seeded per row: the same row masks alike in any batch, at any padding width."""
+    input_ids, word_ids = random_batch(batch=8, seed=6)
+    masked, labels = run(input_ids, word_ids)
+    alone_ids, alone_labels = run(input_ids[2:5], word_ids[2:5], rows=[2, 3, 4])
+    assert torch.equal(alone_ids, masked[2:5]) and torch.equal(alone_labels, labels[2:5])
+    other_epoch = whole_word_mask(input_ids, word_ids, MASK_ID, VOCAB, 0.15, RowRandom(0, 1, range(8)))
+    assert not torch.equal(other_epoch[1], labels)  # a new epoch draws new masks
+
+
+def test_loss_of_a_batch_without_masked_words_is_zero_and_differentiable():
+    logits = torch.randn(2, 4, VOCAB, requires_grad=True)
+    loss = masked_lm_loss(logits, torch.full((2, 4), IGNORE_INDEX))
+    loss.backward()
+    assert loss.item() == 0.0 and logits.grad is not None
+    labels = torch.full((2, 4), IGNORE_INDEX)
+    labels[1, 2] = 7
+    expected = torch.nn.functional.cross_entropy(logits[1, 2:3], torch.tensor([7]))
+    assert torch.allclose(masked_lm_loss(logits, labels), expected)
 
 
 def test_no_words_at_all_selects_nothing():

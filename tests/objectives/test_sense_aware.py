@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.models.alignment_model import AlignmentModel
+from distalign.train.module import TrainingModule
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.sense_aware import (
     SenseAwareObjective,
@@ -278,7 +278,7 @@ def make_objective(**kwargs):
     table = build_translation_table([5, 6, 7], [20, 21, 22], vocab_size=V, max_translations=2)
     defaults = dict(num_senses=2, proj_dim=3, queue_size=64, refit_every=2, alpha=0.5, warmup_steps=2)
     objective = SenseAwareObjective(masked_lm, table, **{**defaults, **kwargs})
-    return AlignmentModel(masked_lm, {"sense_aware": objective}, {"sense_aware": 1.0}), objective
+    return TrainingModule(masked_lm, {"sense_aware": objective}, {"sense_aware": 1.0}), objective
 
 
 def test_objective_trains_updates_state_and_keeps_export_architecture():

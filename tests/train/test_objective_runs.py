@@ -15,7 +15,7 @@ from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.loading import load_masked_lm
-from distalign.train.checkpoint import OBJECTIVES_FILE
+from distalign.checkpoint import OBJECTIVES_FILE
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, 
 def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distalign_home, tmp_path):
     from gensim.models import KeyedVectors
 
-    from distalign.data.prepare import prepare_data
+    from distalign.preparation.inputs import prepare_data
     from distalign.static.procrustes import align_files
     from distalign.static.x2static import extract_to_file
 

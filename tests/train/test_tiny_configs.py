@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
-from distalign.train.checkpoint import OBJECTIVES_FILE, STATE_FILE
+from distalign.checkpoint import OBJECTIVES_FILE, STATE_FILE
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow

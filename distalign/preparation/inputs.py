@@ -1,4 +1,4 @@
-"""Driver-side data preparation: everything read, validated and counted before Ray resources are taken.
+"""The run's inputs, read, validated and counted on the driver before Ray resources are taken.
 
 Produces the constraint table (evaluation words excluded, language pairs sampled), the corpus
 table, the held-out BLI dictionaries, and the model directory (the offline ``tiny`` model is built
@@ -15,15 +15,16 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from distalign.config import ExperimentConfig, StaticVectorsSource
+from distalign.config import ExperimentConfig
 from distalign.data.readers import ReadReport, read_constraints, read_corpus, read_dictionary
 from distalign.data.sampling import exclude_words, sample_constraints, words_of
 from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.sources import StaticVectorsSource
 from distalign.data.synthetic import generate_world
 from distalign.models.loading import build_tiny_model
 from distalign.static.word2vec_format import read_word2vec
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("distalign")
 
 
 @dataclass
@@ -113,18 +114,19 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
             build_tiny_model(model_path, texts, config.model.tiny, seed=config.train.seed)
     for report in reports:
         if report.malformed:
-            print(f"[distalign] WARNING {report.summary()}", flush=True)
+            log.warning("%s", report.summary())
     static = None
     if config.objectives.static.weight:
         sources = d.static_vectors or derived_static_sources(config, model_path, corpora, constraints)
         static = read_static_targets(config, sources, heldout, reports, model_path)
-    return PreparedData(model_path, with_synset_index(constraints), corpus, eval_pairs, reports, excluded, static)
+    return PreparedData(model_path, with_row_index(with_synset_index(constraints)), with_row_index(corpus), eval_pairs,
+                        reports, excluded, static if static is None else with_row_index(static))
 
 
 def derived_static_sources(config: ExperimentConfig, model_path: str, corpora: list[tuple[str, str]],
                            constraints: pa.Table) -> list[StaticVectorsSource]:
-    """X2Static + Procrustes targets from the starting model (``distalign.static.derive``)."""
-    from distalign.static.derive import derive_static_vectors
+    """X2Static + Procrustes targets from the starting model (``distalign.preparation.static_targets``)."""
+    from distalign.preparation.static_targets import derive_static_vectors
 
     s = config.objectives.static
     return derive_static_vectors(model_path, corpora, constraints, Path(config.data.output_dir) / "static",
@@ -152,9 +154,9 @@ def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSou
         raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
     if config.objectives.static.loss == "dcca" and config.train.static_batch_size <= max(dim, hidden):
         # with N <= d samples some projection correlates the views perfectly whatever the encoder does
-        print(f"[distalign] WARNING train.static_batch_size={config.train.static_batch_size} words per worker is "
-              f"not more than the {max(dim, hidden)} dimensions: Deep CCA's top correlations are then ~1 from the "
-              f"start and teach little; use a larger batch", flush=True)
+        log.warning("train.static_batch_size=%d words per worker is not more than the %d dimensions: Deep CCA's "
+                    "top correlations are then ~1 from the start and teach little; use a larger batch",
+                    config.train.static_batch_size, max(dim, hidden))
     return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))
 
 
@@ -162,3 +164,8 @@ def with_synset_index(table: pa.Table) -> pa.Table:
     """Integer synset labels for the loss (dense over this table's synsets)."""
     index = pc.dictionary_encode(table["synset_id"]).combine_chunks().indices
     return table.append_column("synset_index", pc.cast(index, pa.int64()))
+
+
+def with_row_index(table: pa.Table) -> pa.Table:
+    """A ``row`` column: each row's index in the shuffled table (it seeds the row's data-side randomness)."""
+    return table.append_column("row", pa.array(np.arange(len(table), dtype=np.int64)))

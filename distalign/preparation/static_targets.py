@@ -14,15 +14,18 @@ resumes, so it keeps training towards the same vectors.
 
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from pathlib import Path
 
 import pyarrow as pa
 
-from distalign.config import StaticVectorsSource
+from distalign.data.sources import StaticVectorsSource
 from distalign.static.procrustes import align_spaces, apply_map, preprocess
 from distalign.static.word2vec_format import read_word2vec, write_word2vec
 from distalign.static.x2static import extract_to_file
+
+log = logging.getLogger("distalign")
 
 
 def seed_pairs_between(pairs: pa.Table, src_lang: str, tgt_lang: str) -> list[tuple[str, str]]:
@@ -52,8 +55,7 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = {}
     for lang in languages:
-        print(f"[distalign] static targets: X2Static vectors for '{lang}' from {model_path} (layer {layer})",
-              flush=True)
+        log.info("static targets: X2Static vectors for '%s' from %s (layer %d)", lang, model_path, layer)
         raw[lang] = extract_to_file(model_path, paths_by_lang[lang], out_dir / f"{lang}.x2static.vec", layer=layer,
                                     epochs=epochs, seed=seed)["path"]
     pivot_words, pivot_vectors, _ = read_word2vec(raw[pivot])
@@ -68,7 +70,7 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
                              f"'{pivot}' to seed the Procrustes map (give data.static_vectors instead)")
         w, report = align_spaces(words, vectors, pivot_words, pivot_vectors, seed_pairs, iterations=iterations)
         write_word2vec(source.path, words, apply_map(vectors, w))
-        print(f"[distalign] static targets: '{source.lang}' mapped onto '{pivot}' with "
-              f"{report['dictionary_sizes'][0]} seed pairs ({report['seed_missing']} lacked a vector), "
-              f"dictionary sizes {report['dictionary_sizes']}", flush=True)
+        log.info("static targets: '%s' mapped onto '%s' with %d seed pairs (%d lacked a vector), dictionary "
+                 "sizes %s", source.lang, pivot, report["dictionary_sizes"][0], report["seed_missing"],
+                 report["dictionary_sizes"])
     return sources

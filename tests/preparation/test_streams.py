@@ -8,8 +8,8 @@ import pytest
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
-from distalign.data.pipeline import build_datasets
-from distalign.data.prepare import prepare_data
+from distalign.preparation.streams import build_datasets
+from distalign.preparation.inputs import prepare_data
 from distalign.models.loading import load_tokenizer
 
 pytestmark = pytest.mark.slow

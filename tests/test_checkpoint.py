@@ -3,9 +3,9 @@
 import torch
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.models.alignment_model import AlignmentModel
+from distalign.train.module import TrainingModule
 from distalign.objectives.dict_mlm import DictMLMObjective
-from distalign.train.checkpoint import OBJECTIVES_FILE, load_objective_state
+from distalign.checkpoint import OBJECTIVES_FILE, read_objective_state
 
 
 def model_with_dict_mlm(seed):
@@ -13,7 +13,7 @@ def model_with_dict_mlm(seed):
     lm = XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
                                                 num_attention_heads=2, intermediate_size=32,
                                                 max_position_embeddings=20))
-    return AlignmentModel(lm, {"dict_mlm": DictMLMObjective.for_model(lm, 3)}, {"dict_mlm": 1.0})
+    return TrainingModule(lm, {"dict_mlm": DictMLMObjective.for_model(lm, 3)}, {"dict_mlm": 1.0})
 
 
 def test_objective_state_round_trip(tmp_path):
@@ -24,7 +24,7 @@ def test_objective_state_round_trip(tmp_path):
     fresh = model_with_dict_mlm(1)
     assert not torch.equal(fresh.objectives.state_dict()["dict_mlm.head.dense.weight"],
                            trained.objectives.state_dict()["dict_mlm.head.dense.weight"])
-    load_objective_state(fresh, tmp_path)
+    fresh.objectives.load_state_dict(read_objective_state(tmp_path))
     for key, value in trained.objectives.state_dict().items():
         assert torch.equal(fresh.objectives.state_dict()[key], value), key
-    load_objective_state(model_with_dict_mlm(2), tmp_path / "no-such-checkpoint")  # nothing saved: no-op
+    assert read_objective_state(tmp_path / "no-such-checkpoint") is None  # nothing saved

@@ -1,4 +1,5 @@
-"""BLI inside the training loop: held-out dictionary pairs, one layer, MRR per language pair.
+"""Model selection inside the training loop: BLI on held-out dictionary pairs, one layer, MRR per
+language pair, and the relative MRR gain over the vanilla model that ranks checkpoints.
 
 The target vocabulary of a pair is the set of distinct target words of its dictionary (the full
 100K-word vocabularies belong to the offline runner, ``distalign eval``).

@@ -1,8 +1,8 @@
-"""distalign.eval.bli_task: test sets (grouping by source word, gold indices, seeded subsets), selection score."""
+"""distalign.eval.selection: test sets (grouping by source word, gold indices, seeded subsets), selection score."""
 
 import pytest
 
-from distalign.eval.bli_task import build_test_set
+from distalign.eval.selection import build_test_set
 
 
 def test_groups_translations_by_source_word():
@@ -63,7 +63,7 @@ def test_max_pairs_zero_or_large_keeps_all():
 
 
 def test_model_selection_score_is_mean_relative_mrr_gain():
-    from distalign.eval.bli_task import pair_mrrs, relative_mrr_gain
+    from distalign.eval.selection import pair_mrrs, relative_mrr_gain
 
     metrics = {"eval/bli/en-de/mrr": 0.3, "eval/bli/en-fi/mrr": 0.1, "eval/bli/avg/mrr": 0.2, "train/loss": 1.0}
     assert pair_mrrs(metrics) == {"en-de": 0.3, "en-fi": 0.1}

@@ -8,7 +8,7 @@ from scipy.linalg import orthogonal_procrustes
 
 from distalign.config import TinyModelConfig
 from distalign.models.loading import build_tiny_model
-from distalign.static.derive import derive_static_vectors, seed_pairs_between
+from distalign.preparation.static_targets import derive_static_vectors, seed_pairs_between
 from distalign.static.procrustes import normalize_embeddings
 from distalign.static.word2vec_format import read_word2vec
 

@@ -1,7 +1,7 @@
-"""The trainable module: a Hugging Face masked LM plus the weighted objectives of the run.
+"""A masked LM used as an encoder: hidden states of a layer, and word vectors pooled from them.
 
-One ``forward(batch)`` computes every active objective and their weighted sum, so DDP and
-DeepSpeed see one forward and one backward per step whatever the objective mix.
+Evaluation encodes with it directly; training wraps it with objectives
+(``distalign.train.module.TrainingModule``), and the objectives read words through it.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ from torch import nn
 from distalign.models.pooling import mean_pool
 
 
-class AlignmentModel(nn.Module):
-    def __init__(self, masked_lm: nn.Module, objectives: dict[str, nn.Module], weights: dict[str, float],
-                 word_layer: int = -1):
+class Encoder(nn.Module):
+    def __init__(self, masked_lm: nn.Module, word_layer: int = -1):
         super().__init__()
         self.masked_lm = masked_lm
-        self.objectives = nn.ModuleDict(objectives)
-        self.weights = dict(weights)
         self.word_layer = word_layer
 
     def layer_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, layer: int | None = None):
@@ -30,8 +27,3 @@ class AlignmentModel(nn.Module):
                      layer: int | None = None):
         """Mean of the word's subword states; ``word_mask`` excludes special tokens and padding."""
         return mean_pool(self.layer_states(input_ids, attention_mask, layer), word_mask)
-
-    def forward(self, batch: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        losses = {name: objective(self, batch[objective.batch_key]) for name, objective in self.objectives.items()}
-        losses["loss"] = sum(self.weights[name] * loss for name, loss in losses.items())
-        return losses

@@ -1,12 +1,13 @@
-"""Sense-level InfoNCE against info_nce on hand-pooled states of a tiny XLM-R wrapped in AlignmentModel."""
+"""Sense-level InfoNCE against info_nce on hand-pooled states of a tiny XLM-R wrapped in TrainingModule."""
 
 import pytest
 import torch
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.models.alignment_model import AlignmentModel
+from distalign.train.module import TrainingModule
+from distalign.models.encoder import Encoder
 from distalign.objectives.lexical import info_nce
-from distalign.objectives.sense_lexical import SenseLexicalObjective, sense_info_nce
+from distalign.objectives.lexical import LexicalObjective, sense_info_nce
 
 T = 10
 SYNSETS = torch.tensor([0, 1, 0, 2, 1])
@@ -53,7 +54,7 @@ def hand_pooled(masked_lm, ids, attention, mask, layer):
 @pytest.mark.parametrize("gloss_weight", [0.0, 0.5])
 def test_loss_matches_info_nce_on_hand_pooled_states(layer, gloss_weight):
     masked_lm, batch = tiny_masked_lm(), constraint_batch()
-    model = AlignmentModel(masked_lm, {"lexical": SenseLexicalObjective(0.1, gloss_weight)}, {"lexical": 1.0},
+    model = TrainingModule(masked_lm, {"lexical": LexicalObjective(0.1, gloss_weight)}, {"lexical": 1.0},
                            word_layer=layer)
     with torch.no_grad():
         got = model({"constraints": batch})["lexical"]
@@ -72,10 +73,10 @@ def test_gloss_term_changes_the_loss_and_one_encoder_pass_per_side():
     masked_lm, batch = tiny_masked_lm(), constraint_batch()
     calls = []
     masked_lm.base_model.register_forward_hook(lambda *_: calls.append(1))
-    model = AlignmentModel(masked_lm, {}, {})
+    model = Encoder(masked_lm)
     with torch.no_grad():
-        word_only = SenseLexicalObjective(0.1, 0.0)(model, batch)
-        with_gloss = SenseLexicalObjective(0.1, 1.0)(model, batch)
+        word_only = LexicalObjective(0.1, 0.0)(model, batch)
+        with_gloss = LexicalObjective(0.1, 1.0)(model, batch)
     assert len(calls) == 4          # two calls of the objective, two sides each
     assert with_gloss.item() > word_only.item()   # an InfoNCE term is positive
 
@@ -93,7 +94,7 @@ def test_no_pair_with_both_glosses_leaves_the_word_loss():
 
 def test_gradient_reaches_the_encoder():
     masked_lm, batch = tiny_masked_lm(), constraint_batch()
-    model = AlignmentModel(masked_lm, {"lexical": SenseLexicalObjective(0.1, 0.5)}, {"lexical": 1.0})
+    model = TrainingModule(masked_lm, {"lexical": LexicalObjective(0.1, 0.5)}, {"lexical": 1.0})
     model({"constraints": batch})["loss"].backward()
     grad = masked_lm.base_model.encoder.layer[-1].output.dense.weight.grad
     assert grad is not None and grad.abs().sum() > 0
@@ -101,4 +102,4 @@ def test_gradient_reaches_the_encoder():
 
 def test_negative_gloss_weight_raises():
     with pytest.raises(ValueError, match="gloss_weight"):
-        SenseLexicalObjective(0.07, -0.1)
+        LexicalObjective(0.07, -0.1)

@@ -1,4 +1,6 @@
-"""Checkpoint layout (one directory per checkpoint, merged by Ray Train from all ranks):
+"""The checkpoint format, read by training (resume), evaluation and benchmarks; written by training.
+
+One directory per checkpoint, merged by Ray Train from all ranks:
 
     trainer_state.json   step, MLflow run id, the vanilla model's validation MRRs (rank 0)
     model/               Hugging Face model + tokenizer, loadable by ``from_pretrained`` (rank 0);
@@ -39,20 +41,16 @@ def read_state(directory: Path) -> TrainerState:
     return TrainerState(**json.loads((directory / STATE_FILE).read_text()))
 
 
-def save_checkpoint(directory: Path, engine, tokenizer, state: TrainerState, rank: int) -> None:
-    engine.save(directory, rank)
-    with engine.full_weights():
-        if rank == 0:
-            save_pretrained_with_adapters(engine.module.masked_lm, directory / MODEL_DIR)
-            objective_state = engine.module.objectives.state_dict()
-            if objective_state:
-                torch.save(objective_state, directory / OBJECTIVES_FILE)
-            tokenizer.save_pretrained(directory / MODEL_DIR)
-            write_state(directory, state)
+def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState) -> None:
+    """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself)."""
+    save_pretrained_with_adapters(masked_lm, directory / MODEL_DIR)
+    tokenizer.save_pretrained(directory / MODEL_DIR)
+    if objective_state:
+        torch.save(objective_state, directory / OBJECTIVES_FILE)
+    write_state(directory, state)
 
 
-def load_objective_state(model, directory: Path) -> None:
-    """Objective-owned parameters of a checkpoint (before the engine wraps the model)."""
+def read_objective_state(directory: Path) -> dict | None:
+    """Objective-owned parameters and state of a checkpoint, if it has any."""
     path = directory / OBJECTIVES_FILE
-    if path.is_file():
-        model.objectives.load_state_dict(torch.load(path, map_location="cpu", weights_only=False))
+    return torch.load(path, map_location="cpu", weights_only=False) if path.is_file() else None

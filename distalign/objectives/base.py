@@ -1,0 +1,97 @@
+"""What an objective plugin is: one class that owns everything about one training objective.
+
+A plugin subclasses ``Objective`` and sets, beside its ``forward``:
+
+- ``Config``: a dataclass whose fields are the keys of its YAML section ``objectives.<name>``
+  (``weight`` included; a weight of 0 switches the objective off). The loader and the error
+  messages are built from it: nothing restates the schema.
+- ``stream`` and ``consumes``: the stream it reads (``distalign.data.batches.STREAMS``) and the
+  tensors of that stream's batches it uses; ``prepares``: the tensors its data-side preparer adds.
+- ``batch_preparer``: the random per-batch transformation of its stream (masking), run on CPU in
+  Ray Data with per-row seeds, so the worker only moves finished tensors to its device.
+- ``validate``: checks of its section that need more than types; errors name the dotted key.
+- ``uses_lm_head`` / ``uses_dictionary``: whether its loss trains the masked LM head (DDP must be
+  told about parameters without gradients) and whether it reads the run's training word pairs.
+- ``build``: the module from its config and the worker's ``ObjectiveContext``; ``after_step``:
+  state moved forward once per optimizer step on every rank. Parameters, buffers and
+  ``get_extra_state`` are checkpointed with the run (``objectives.pt``).
+- ``reference``: the paper; the module docstring gives the formula.
+
+``distalign.objectives.registry`` maps each section name to its plugin.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from distalign.data.batches import TensorSpec
+from distalign.data.row_random import RowRandom
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+
+@dataclass
+class DataContext:
+    """What a data-side preparer is built from; picklable, it travels to the Ray Data tasks."""
+
+    tokenizer_path: str
+    languages: list[str]  # a language's id is its index here
+    dictionary: pa.Table | None  # the run's training pairs (word1, lang1, word2, lang2) if an objective uses them
+    max_seq_length: int
+
+
+@dataclass
+class ObjectiveContext:
+    """What a worker builds objectives from."""
+
+    masked_lm: nn.Module
+    tokenizer: Any
+    languages: list[str]
+    dictionary: pa.Table | None = None
+    seed: int = 0
+
+
+class BatchPreparer(Protocol):
+    """A picklable data-side transformation: the stream's numpy batch -> the tensors ``Objective.prepares``."""
+
+    def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]: ...
+
+
+class Objective(nn.Module):
+    Config: ClassVar[type]
+    stream: ClassVar[str]
+    consumes: ClassVar[tuple[str, ...]]
+    prepares: ClassVar[tuple[TensorSpec, ...]] = ()
+    uses_lm_head: ClassVar[bool] = False
+    uses_dictionary: ClassVar[bool] = False
+    reference: ClassVar[str] = ""
+
+    @classmethod
+    def validate(cls, cfg, experiment, key: str) -> None:
+        """Raise ``ConfigError`` naming ``<key>.<field>`` for values the types alone do not rule out."""
+
+    @classmethod
+    def stream_settings(cls, cfg, experiment) -> dict[str, Any]:
+        """Tokenisation settings this objective needs for its stream (e.g. words with glosses)."""
+        return {}
+
+    @classmethod
+    def batch_preparer(cls, cfg, ctx: DataContext) -> BatchPreparer | None:
+        """The data-side transformation of this objective's stream, or None."""
+        return None
+
+    @classmethod
+    def build(cls, cfg, ctx: ObjectiveContext) -> Objective:
+        return cls()
+
+    def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        raise NotImplementedError
+
+    def after_step(self) -> None:
+        """Move state kept outside the optimizer forward; called on every rank after each step."""

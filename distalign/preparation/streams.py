@@ -1,0 +1,123 @@
+"""Ray Data streams for training, in the shape of the batch contract (``distalign.data.batches``).
+
+Each stream's table (shuffled once with the run's seed on the driver, order preserved through
+the pipeline, so every worker's shard is the same for the same seed) is tokenised in
+``map_batches`` and then, if an active objective transforms that stream (masking), prepared on
+CPU by the objective's preparer with per-row random streams seeded by (run seed, epoch, row).
+A stream is as many epochs of its table, one after the other, as ``train.max_steps`` needs, so
+each epoch draws new masks and every batch is regenerated identically on resume.
+Ray Train splits each dataset into equal shards, one per worker (``get_dataset_shard``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import ray
+import ray.data
+
+from distalign.config import ExperimentConfig
+from distalign.data.batches import STREAMS
+from distalign.data.gloss_inputs import encode_words_with_gloss
+from distalign.data.row_random import RowRandom
+from distalign.data.tokenize import encode_sentences, encode_words
+from distalign.models.loading import load_tokenizer
+from distalign.objectives.base import BatchPreparer, DataContext
+from distalign.preparation.inputs import PreparedData
+
+TOKENIZE_BATCH = 256
+log = logging.getLogger("distalign")
+
+
+def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, dict[str, Any]]:
+    """Tokenisation settings per stream: the defaults, updated by the active objectives' needs."""
+    settings: dict[str, dict[str, Any]] = {
+        "constraints": {"max_tokens": config.model.max_word_tokens, "with_gloss": False},
+        "corpus": {"max_length": config.data.max_seq_length, "languages": list(languages)},
+        "static": {"max_tokens": config.model.max_word_tokens},
+    }
+    for plugin, section in config.objectives.active().values():
+        settings[plugin.stream].update(plugin.stream_settings(section, config))
+    return settings
+
+
+def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer, settings: dict[str, Any]) -> dict[str, np.ndarray]:
+    """One stream's table rows -> the tensors the batch contract lists for that stream."""
+    if stream == "constraints":
+        out = {"synset": batch["synset_index"].astype(np.int64)}
+        for side in ("1", "2"):
+            words = batch[f"word{side}"].tolist()
+            if settings["with_gloss"]:
+                encoded = encode_words_with_gloss(tokenizer, words, batch[f"gloss{side}"].tolist(),
+                                                  settings["max_tokens"])
+            else:
+                encoded = encode_words(tokenizer, words, settings["max_tokens"])
+                encoded["gloss_mask"] = np.zeros_like(encoded["word_mask"])
+            out.update({f"{key}{side}": value for key, value in encoded.items()})
+    elif stream == "corpus":
+        out = encode_sentences(tokenizer, batch["text"].tolist(), settings["max_length"])
+        index = {lang: i for i, lang in enumerate(settings["languages"])}
+        out["lang_id"] = np.array([index[lang] for lang in batch["lang"].tolist()], dtype=np.int64)
+    elif stream == "static":
+        out = encode_words(tokenizer, batch["word"].tolist(), settings["max_tokens"])
+        out["vector"] = np.stack(batch["vector"]).astype(np.float32)
+    else:
+        raise ValueError(f"unknown stream '{stream}' (known: {sorted(STREAMS)})")
+    out["row"] = batch["row"].astype(np.int64)
+    return out
+
+
+def build_stream_batch(batch: dict[str, np.ndarray], stream: str, tokenizer_path: str, settings: dict[str, Any],
+                       preparer: BatchPreparer | None, seed: int, epoch: int) -> dict[str, np.ndarray]:
+    """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any)."""
+    out = tokenize_rows(stream, batch, load_tokenizer(tokenizer_path), settings)
+    if preparer is not None:
+        out.update(preparer(out, RowRandom(seed, epoch, out["row"].tolist())))
+    return out
+
+
+def stream_preparers(config: ExperimentConfig, ctx: DataContext) -> dict[str, BatchPreparer]:
+    """The preparer of each stream an active objective transforms (validation allows one per stream)."""
+    return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in config.objectives.active().values()
+            if plugin.prepares}
+
+
+def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) -> int:
+    """Passes over a table of ``rows`` that feed ``max_steps`` batches to every worker (one row each spare)."""
+    return max(1, math.ceil((max_steps * batch_size + 1) * num_workers / max(rows, 1)))
+
+
+def stream_tables(prepared: PreparedData) -> dict[str, pa.Table | None]:
+    return {"constraints": prepared.constraints, "corpus": prepared.corpus.select(["text", "lang", "row"]),
+            "static": prepared.static}
+
+
+def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str, ray.data.Dataset]:
+    """One Ray Dataset per stream an active objective reads (see the module docstring)."""
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True
+    # The split restarts every epoch; its progress bars would drown the training progress lines.
+    context.enable_progress_bars = False
+    t = config.train
+    dictionary = prepared.constraints.select(["word1", "lang1", "word2", "lang2"]) \
+        if config.objectives.uses_dictionary else None
+    ctx = DataContext(prepared.model_path, prepared.languages, dictionary, config.data.max_seq_length)
+    settings, preparers, tables = stream_settings(config, prepared.languages), stream_preparers(config, ctx), \
+        stream_tables(prepared)
+    datasets = {}
+    for stream in sorted(config.objectives.streams()):
+        table = tables[stream]
+        epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
+        if epochs > 1000:
+            log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
+        parts = [ray.data.from_arrow(table).map_batches(
+            build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=config.data.tokenize_cpus,
+            fn_kwargs={"stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
+                       "preparer": preparers.get(stream), "seed": t.seed, "epoch": epoch})
+            for epoch in range(epochs)]
+        datasets[stream] = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+    return datasets

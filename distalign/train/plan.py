@@ -1,0 +1,21 @@
+"""The training plan: everything a worker needs, filled in by the driver (``run_training``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from distalign.config import ExperimentConfig
+from distalign.eval.tasks import BLITask
+
+
+@dataclass
+class TrainingPlan:
+    config: ExperimentConfig
+    model_path: str  # the starting model (a resumed run loads its checkpoint's model instead)
+    mlflow_run_id: str = ""  # "" = no MLflow logging (unit tests)
+    languages: list[str] = field(default_factory=list)  # a language's id is its index here
+    dictionary: pa.Table | None = None  # the training pairs, when an objective uses them in the worker
+    bli_test_sets: list[BLITask] = field(default_factory=list)  # held-out pairs for model selection
+    eval_every: int = 0  # steps between evaluations (0 = only at the start and the end)

@@ -1,0 +1,181 @@
+"""The training recipe one worker runs: set up or resume, step, evaluate, save.
+
+It needs an initialised process group (Ray Train's, or a gloo group of one in tests) and the
+batches of every stream it reads, already prepared on the data side: a step only moves finished
+tensors to the device. Ray itself stays in ``distalign.train.loop``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable, ContextManager, Iterator
+
+import torch
+import torch.distributed as dist
+
+from distalign.checkpoint import (
+    MODEL_DIR,
+    TrainerState,
+    read_objective_state,
+    read_state,
+    write_rank0_files,
+)
+from distalign.data.batches import STREAMS
+from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
+from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
+from distalign.models.loading import load_tokenizer
+from distalign.objectives.base import ObjectiveContext
+from distalign.train.engine import build_engine
+from distalign.train.module import TrainingModule
+from distalign.train.plan import TrainingPlan
+
+log = logging.getLogger("distalign")
+Batches = dict[str, dict[str, torch.Tensor]]
+Report = Callable[[dict[str, float], "Path | None"], None]  # metrics, and a checkpoint directory or None
+
+
+def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
+    if not dist.is_available() or not dist.is_initialized():
+        return values
+    keys = sorted(values)
+    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
+    dist.all_reduce(t)
+    return {k: v / dist.get_world_size() for k, v in zip(keys, t.tolist())}
+
+
+class TrainingRecipe:
+    def __init__(self, plan: TrainingPlan, rank: int = 0, world_size: int = 1,
+                 device: torch.device | None = None):
+        self.plan, self.config = plan, plan.config
+        self.rank, self.world_size = rank, world_size
+        self.device = device or torch.device("cpu")
+        self.is_chief = rank == 0
+        self.state = TrainerState(mlflow_run_id=plan.mlflow_run_id)
+        self.resumed = False
+        self.last_eval: dict[str, float] = {}
+        self.logger = None
+
+    # -- set up or resume ------------------------------------------------------------------
+
+    def setup(self, resume_dir: Path | None = None) -> None:
+        """Build model, objectives and engine from the plan, or restore them from a checkpoint."""
+        config, t = self.config, self.config.train
+        model_path = self.plan.model_path
+        if resume_dir is not None:
+            saved = read_state(resume_dir)
+            # the vanilla scores stay the reference for model selection across resumes
+            self.state.step, self.state.baseline_mrr = saved.step, saved.baseline_mrr
+            model_path, self.resumed = str(resume_dir / MODEL_DIR), True
+        torch.manual_seed(t.seed)
+        self.tokenizer = load_tokenizer(self.plan.model_path)
+        masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
+        adapters = config.model.adapters
+        if adapters.enabled and not adapter_state_dict(masked_lm):
+            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity)
+        active = config.objectives.active()
+        context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.dictionary, t.seed)
+        objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}
+        model = TrainingModule(masked_lm, objectives, config.objectives.weights(), config.model.word_layer)
+        if resume_dir is not None and (objective_state := read_objective_state(resume_dir)) is not None:
+            model.objectives.load_state_dict(objective_state)
+        uses_lm_head = any(plugin.uses_lm_head for plugin, _ in active.values())
+        self.engine = build_engine(model, t, uses_lm_head, self.device)
+        if resume_dir is not None:
+            self.engine.load(resume_dir)
+        if self.is_chief and self.plan.mlflow_run_id:
+            from distalign.tracking import MetricLogger
+
+            self.logger = MetricLogger(config.tracking.uri, self.plan.mlflow_run_id)
+
+    # -- one step, evaluation, checkpoint --------------------------------------------------
+
+    def step(self, batches: Batches) -> dict[str, float]:
+        """One optimizer step on one batch per stream; then every objective's per-step state hook."""
+        batches = {name: {k: v.to(self.device) for k, v in batch.items()} for name, batch in batches.items()}
+        losses = self.engine.step(batches)
+        for objective in self.engine.module.objectives.values():
+            objective.after_step()  # may be a collective over all ranks: every rank calls it every step
+        self.state.step += 1
+        return {("train/loss" if name == "loss" else f"train/{name}_loss"): float(value.detach())
+                for name, value in losses.items()}
+
+    def evaluate(self) -> dict[str, float]:
+        """In-loop BLI on the held-out pairs and the model-selection score (all ranks enter)."""
+        with self.engine.full_weights():
+            metrics = evaluate_bli(self.engine.module, self.tokenizer, self.plan.bli_test_sets,
+                                   self.config.model.max_word_tokens, self.config.model.word_layer)
+        if metrics:
+            if not self.state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection
+                self.state.baseline_mrr = pair_mrrs(metrics)
+            metrics[SELECTION_METRIC] = relative_mrr_gain(pair_mrrs(metrics), self.state.baseline_mrr)
+        if self.is_chief and metrics:
+            self._log(metrics)
+            log.info("step %d eval %s", self.state.step, " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
+        self.last_eval = metrics
+        return metrics
+
+    def save(self, directory: Path) -> None:
+        """This rank's part of a checkpoint (the engine's shards on every rank, the rest on rank 0)."""
+        self.engine.save(directory, self.rank)
+        with self.engine.full_weights():
+            if self.is_chief:
+                module = self.engine.module
+                write_rank0_files(directory, module.masked_lm, self.tokenizer, module.objectives.state_dict(),
+                                  self.state)
+
+    # -- the loop ----------------------------------------------------------------------------
+
+    def run(self, streams: dict[str, Iterator[dict[str, torch.Tensor]]], report: Report,
+            checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
+        """Train to ``train.max_steps``: log, evaluate and checkpoint on the configured intervals.
+
+        ``checkpoint_dir()`` gives a context manager yielding an empty directory to save into;
+        ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
+        """
+        t, eval_every = self.config.train, self.plan.eval_every
+        if self.is_chief:
+            log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
+                     self.state.step, t.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
+        self.evaluate()  # the vanilla model's scores, or where a resumed run stands
+        if self.resumed:  # the streams start from the first batch: pass over the batches already trained on
+            if self.is_chief:
+                log.info("skipping the %d batches per stream trained on before the resume", self.state.step)
+            for stream in streams.values():
+                for _ in range(self.state.step):
+                    next(stream)
+        running: dict[str, float] = {}
+        started, first_step = time.time(), self.state.step
+        while self.state.step < t.max_steps:
+            for key, value in self.step({name: next(stream) for name, stream in streams.items()}).items():
+                running[key] = running.get(key, 0.0) + value
+            step = self.state.step
+            if step % t.log_every == 0 or step == t.max_steps:
+                count = t.log_every if step % t.log_every == 0 else step % t.log_every
+                metrics = mean_across_ranks({k: v / count for k, v in running.items()})
+                metrics["train/lr"] = self.engine.lr
+                running = {}
+                if self.is_chief:
+                    self._log(metrics)
+                    rate = (step - first_step) / max(time.time() - started, 1e-9)
+                    log.info("step %d/%d loss %.4f (%.2f steps/s)", step, t.max_steps, metrics["train/loss"], rate)
+            eval_now = (eval_every and step % eval_every == 0) or step == t.max_steps
+            if eval_now:
+                self.evaluate()
+            # with epoch-based evaluation every evaluated model is a candidate for the best checkpoint
+            if step % t.checkpoint_every == 0 or step == t.max_steps or (eval_now and self.config.eval.every_epochs):
+                with checkpoint_dir() as directory:
+                    self.save(Path(directory))
+                    report({"step": step, **self.last_eval}, Path(directory))
+        if self.is_chief:
+            log.info("finished at step %d", self.state.step)
+
+    def _log(self, metrics: dict[str, float]) -> None:
+        if self.logger is not None:
+            self.logger.log(metrics, self.state.step)
+
+
+def stream_batch_sizes(config) -> dict[str, int]:
+    """Rows per worker per step of every stream the active objectives read."""
+    return {name: STREAMS[name].batch_size(config.train) for name in sorted(config.objectives.streams())}

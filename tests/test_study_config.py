@@ -1,0 +1,79 @@
+"""Tune study files: read by the loader of experiment configs (same errors, same dotted overrides)."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from distalign.config import ConfigError, ExperimentConfig
+from distalign.tuning import StudyConfig, load_study
+
+CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
+SHIPPED = CONFIG_DIR / "quickstart_tune.yaml"
+
+
+@pytest.fixture(autouse=True)
+def isolated_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+
+
+def write_study(tmp_path, **changes) -> Path:
+    """The shipped study, changed, with its base config as an absolute path."""
+    raw = yaml.safe_load(SHIPPED.read_text()) | {"base": str(CONFIG_DIR / "quickstart.yaml")} | changes
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return path
+
+
+def test_shipped_study_file_loads_as_a_dataclass():
+    study, trials = load_study(SHIPPED)
+    raw = yaml.safe_load(SHIPPED.read_text())
+    assert isinstance(study, StudyConfig)
+    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "quickstart.yaml", raw["metric"], "max")
+    assert study.grid == {"train.lr": [1.0e-3, 3.0e-4], "data.max_constraints": [400, 1200]}
+    assert study.overrides == raw["overrides"] and study.trial_cpus == 0.1
+    assert len(trials) == 4 and all(isinstance(c, ExperimentConfig) for c in trials.values())
+
+
+def test_unknown_study_key_names_it_and_the_allowed_keys(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown key 'grids' \(allowed here: base, grid, max_concurrent_trials, "
+                                          r"metric, mode, overrides, study, trial_cpus\)"):
+        load_study(write_study(tmp_path, grids={"train.lr": [1e-3]}))
+
+
+def test_unknown_grid_key_is_named_with_its_dotted_path(tmp_path):
+    with pytest.raises(ConfigError, match=r"unknown key 'train\.lrr' \(allowed here: .*lr,"):
+        load_study(write_study(tmp_path, grid={"train.lrr": [1e-3]}))
+
+
+@pytest.mark.parametrize("changes,message", [
+    ({"mode": "best"}, r"mode: 'best' is not one of \['min', 'max'\]"),
+    ({"max_concurrent_trials": "two"}, r"max_concurrent_trials: expected an integer"),
+    ({"grid": {"train.lr": 0.1}}, r"grid\.train\.lr: expected a list"),
+    ({"grid": {"train.lr": []}}, r"grid\.train\.lr: must be a non-empty list"),
+    ({"grid": {}}, r"^grid: must map"),
+    ({"overrides": "train.lr=1"}, r"overrides: expected a list"),
+    ({"base": "absent.yaml"}, r"base: experiment config not found: .*absent\.yaml"),
+])
+def test_wrong_study_values_name_the_key(tmp_path, changes, message):
+    with pytest.raises(ConfigError, match=message):
+        load_study(write_study(tmp_path, **changes))
+
+
+def test_overrides_of_the_study_and_of_every_trial():
+    study, trials = load_study(SHIPPED, ["grid.train.lr=[1.0e-2]", "max_concurrent_trials=2", "mode=min",
+                                         "train.max_steps=7"])
+    assert study.grid == {"train.lr": [1.0e-2], "data.max_constraints": [400, 1200]}  # one grid key replaced
+    assert (study.max_concurrent_trials, study.mode) == (2, "min")
+    assert {(c.train.lr, c.data.max_constraints) for c in trials.values()} == {(1e-2, 400), (1e-2, 1200)}
+    assert all(c.train.max_steps == 7 and c.eval.every == 30 for c in trials.values())  # after the file's overrides
+
+
+def test_bad_overrides_name_the_key():
+    with pytest.raises(ConfigError, match=r"mode: 'fastest' is not one of"):
+        load_study(SHIPPED, ["mode=fastest"])
+    with pytest.raises(ConfigError, match=r"unknown key 'train\.lrr'"):
+        load_study(SHIPPED, ["train.lrr=1"])
+    with pytest.raises(ConfigError, match=r"unknown key 'data\.max_constraint'"):
+        load_study(SHIPPED, ["grid.data.max_constraint=[1]"])
