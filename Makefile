@@ -18,18 +18,21 @@ $(STAMP): pyproject.toml
 quickstart: $(STAMP)
 	$(BIN)/distalign train jobs/configs/quickstart.yaml
 
+# lint-imports: imports only run downward (the layers in pyproject.toml)
 test: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q
 
 # the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py)
 test-fast: $(STAMP)
+	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q -m "not ray"
 
 tune: $(STAMP)
 	$(BIN)/distalign tune jobs/configs/quickstart_tune.yaml
 
 mlflow-ui: $(STAMP)
-	$(BIN)/mlflow ui --backend-store-uri sqlite:///$(CURDIR)/mlflow.db --host 127.0.0.1 --port 5000
+	$(BIN)/mlflow ui --backend-store-uri sqlite:///$${DISTALIGN_HOME:-$(CURDIR)}/mlflow.db --host 127.0.0.1 --port 5000
 
 clean:
 	rm -rf runs mlflow.db

@@ -24,6 +24,8 @@ from distalign.models.adapters import save_pretrained_with_adapters
 STATE_FILE = "trainer_state.json"
 OBJECTIVES_FILE = "objectives.pt"
 MODEL_DIR = "model"
+OPTIMIZER_FILE = "optimizer.pt"
+DEEPSPEED_DIR = "deepspeed"
 
 
 @dataclass

@@ -97,9 +97,9 @@ class ObjectivesConfig(dict):
         return {plugin.stream for plugin, _ in self.active().values()}
 
     @property
-    def uses_dictionary(self) -> bool:
-        """Whether an active objective reads the run's training pairs as a dictionary."""
-        return any(plugin.uses_dictionary for plugin, _ in self.active().values())
+    def uses_word_pairs(self) -> bool:
+        """Whether an active objective reads the run's training word pairs (in its worker or preparer)."""
+        return any(plugin.uses_word_pairs for plugin, _ in self.active().values())
 
 
 def _registered_objectives() -> dict[str, type]:
@@ -407,6 +407,8 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
 
 
 def validate(config: ExperimentConfig) -> None:
+    """Every check a run needs before Ray starts: values, data sources for the active objectives' streams,
+    files that must exist, and each active objective's own checks; errors name the dotted key."""
     t, d, m, o = config.train, config.data, config.model, config.objectives
     require(bool(config.run.name) and "/" not in config.run.name, "run.name", "must be a non-empty name without '/'")
     require(t.num_workers >= 1, "train.num_workers", "must be >= 1")
@@ -440,7 +442,7 @@ def validate(config: ExperimentConfig) -> None:
         require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
     else:
         readers = {name for name, (plugin, _) in o.active().items()
-                   if plugin.stream == "constraints" or plugin.uses_dictionary}
+                   if plugin.stream == "constraints" or plugin.uses_word_pairs}
         require(bool(d.constraints or d.dictionaries) or not readers, "data.constraints",
                  f"objectives {sorted(readers)} need data.constraints or data.dictionaries")
         corpus = sorted(name for name, (plugin, _) in o.active().items() if plugin.stream == "corpus")

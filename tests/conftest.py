@@ -43,6 +43,21 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.fixture
+def gloo_group():
+    """A gloo process group of one, for the training recipe without Ray."""
+    import socket
+
+    import torch.distributed as dist
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
 @pytest.fixture(scope="module")
 def distalign_home(tmp_path_factory):
     """DISTALIGN_HOME (runs/, mlflow.db) in a fresh directory for the whole test module."""

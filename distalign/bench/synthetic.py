@@ -21,6 +21,7 @@ from pathlib import Path
 import pandas as pd
 
 from distalign.bench.derived_language import TRANSFORMATIONS, Transliteration, derive, normalise
+from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
 
@@ -176,7 +177,7 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
             config = training_config(spec, transformation, objective, paths, out_dir, parent_id)
             outcome = run_training(config)
             derived_vocab = sorted(set(paths["derived"].read_text(encoding="utf-8").split()))
-            scores = evaluate_run(str(Path(outcome.checkpoint) / "model"), eval_words, derived_vocab, translit)
+            scores = evaluate_run(str(Path(outcome.checkpoint) / MODEL_DIR), eval_words, derived_vocab, translit)
             MetricLogger(config.tracking.uri, outcome.run_id).log(
                 {f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
             results.append({"transformation": transformation, "objective": objective, **scores})

@@ -108,9 +108,12 @@ def similarity_matrix(
 
 def _gold_index(gold: Sequence[Iterable[int] | int], n: int, m: int):
     """Flatten gold sets into (row, col) pairs plus per-query offsets into them."""
+    if hasattr(gold, "tolist"):  # a tensor or array: [n] target indices, or [n, k] sets
+        gold = gold.tolist()
     if isinstance(gold, (str, bytes)) or len(gold) != n:
         raise ValueError(f"gold must hold one set of target indices per query ({n}), got {len(gold)}")
-    sets = [[g] if isinstance(g, numbers.Integral) else list(g) for g in gold]
+    sets = [[int(g)] if isinstance(g, numbers.Integral) or (hasattr(g, "ndim") and g.ndim == 0) else
+            [int(x) for x in g] for g in gold]
     lengths = torch.tensor([len(g) for g in sets], dtype=torch.long)
     if (lengths == 0).any():
         raise ValueError(f"query {int((lengths == 0).nonzero()[0])} has an empty gold set")

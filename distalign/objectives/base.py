@@ -10,7 +10,7 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 - ``batch_preparer``: the random per-batch transformation of its stream (masking), run on CPU in
   Ray Data with per-row seeds, so the worker only moves finished tensors to its device.
 - ``validate``: checks of its section that need more than types; errors name the dotted key.
-- ``uses_lm_head`` / ``uses_dictionary``: whether its loss trains the masked LM head (DDP must be
+- ``uses_lm_head`` / ``uses_word_pairs``: whether its loss trains the masked LM head (DDP must be
   told about parameters without gradients) and whether it reads the run's training word pairs.
 - ``build``: the module from its config and the worker's ``ObjectiveContext``; ``after_step``:
   state moved forward once per optimizer step on every rank. Parameters, buffers and
@@ -42,7 +42,7 @@ class DataContext:
 
     tokenizer_path: str
     languages: list[str]  # a language's id is its index here
-    dictionary: pa.Table | None  # the run's training pairs (word1, lang1, word2, lang2) if an objective uses them
+    word_pairs: pa.Table | None  # the run's training word pairs (word1, lang1, word2, lang2) if an objective uses them
     max_seq_length: int
 
 
@@ -53,7 +53,7 @@ class ObjectiveContext:
     masked_lm: nn.Module
     tokenizer: Any
     languages: list[str]
-    dictionary: pa.Table | None = None
+    word_pairs: pa.Table | None = None  # as in DataContext
     seed: int = 0
 
 
@@ -69,7 +69,7 @@ class Objective(nn.Module):
     consumes: ClassVar[tuple[str, ...]]
     prepares: ClassVar[tuple[TensorSpec, ...]] = ()
     uses_lm_head: ClassVar[bool] = False
-    uses_dictionary: ClassVar[bool] = False
+    uses_word_pairs: ClassVar[bool] = False
     reference: ClassVar[str] = ""
 
     @classmethod

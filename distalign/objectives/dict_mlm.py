@@ -370,7 +370,7 @@ class DictMLMObjective(Objective):
         TensorSpec("label_lang_ids", "int64", "B,T", "language of each label (a synonym's), -100 unlabelled"),
         TensorSpec("lang_ids", "int64", "B,T", "each input token's language"),
         TensorSpec("attention_mask", "int64", "B,T", "of the (code-switched) input"))
-    uses_dictionary = True
+    uses_word_pairs = True
     reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
 
     def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
@@ -393,7 +393,7 @@ class DictMLMObjective(Objective):
         masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
                                  tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob, cfg.keep_original,
                                  cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
-        return DictMLMPreparer(ctx.tokenizer_path, tuple(ctx.languages), ctx.dictionary, masking)
+        return DictMLMPreparer(ctx.tokenizer_path, tuple(ctx.languages), ctx.word_pairs, masking)
 
     @classmethod
     def build(cls, cfg: DictMLMConfig, ctx: ObjectiveContext) -> DictMLMObjective:

@@ -203,7 +203,7 @@ class SenseAwareObjective(Objective):
     stream = "corpus"
     consumes = ("masked_ids", "attention_mask", "labels")
     prepares = MASKED_TENSORS
-    uses_dictionary = True
+    uses_word_pairs = True
     reference = "Liu, Nguyen, Joty, Bing & Si 2022, multi-sense cross-lingual alignment (COLING)"
 
     def __init__(self, masked_lm: nn.Module, translation_table: torch.Tensor, num_senses: int = 3,
@@ -240,7 +240,7 @@ class SenseAwareObjective(Objective):
 
     @classmethod
     def build(cls, cfg: SenseAwareConfig, ctx: ObjectiveContext) -> SenseAwareObjective:
-        table = translation_table_from_dictionary(ctx.dictionary, ctx.tokenizer, cfg.max_translations)
+        table = translation_table_from_dictionary(ctx.word_pairs, ctx.tokenizer, cfg.max_translations)
         return cls(ctx.masked_lm, table, cfg.num_senses, cfg.proj_dim, cfg.queue_size, cfg.refit_every, cfg.alpha,
                    cfg.warmup_steps, cfg.prune_beta, cfg.prune_min_count, cfg.translation_weight, ctx.seed)
 

@@ -55,11 +55,19 @@ class PreparedData:
         return sorted(langs)
 
     @property
+    def word_pairs(self) -> pa.Table:
+        """The training word pairs as (word1, lang1, word2, lang2): DICT-MLM's synonyms, sense-aware translations."""
+        return self.constraints.select(["word1", "lang1", "word2", "lang2"])
+
+    @property
     def malformed_rows(self) -> int:
         return sum(r.malformed for r in self.reports)
 
 
 def prepare_data(config: ExperimentConfig) -> PreparedData:
+    """Read every input the config names (or generate the synthetic world), check and count bad rows,
+    take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
+    tiny model if asked for and the static targets if the static objective needs them."""
     d = config.data
     out = Path(d.output_dir)
     if d.source == "synthetic":

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 import pyarrow as pa
 import ray
 import ray.data
+import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.batches import STREAMS
@@ -96,28 +97,51 @@ def stream_tables(prepared: PreparedData) -> dict[str, pa.Table | None]:
             "static": prepared.static}
 
 
+def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
+    """Per stream read by an active objective: its table, epochs, and the ``build_stream_batch`` arguments."""
+    t = config.train
+    word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
+    ctx = DataContext(prepared.model_path, prepared.languages, word_pairs, config.data.max_seq_length)
+    settings, preparers, tables = stream_settings(config, prepared.languages), stream_preparers(config, ctx), \
+        stream_tables(prepared)
+    plan = {}
+    for stream in sorted(config.objectives.streams()):
+        table = tables[stream]
+        epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
+        if epochs > 1000:
+            log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
+        plan[stream] = {"table": table, "epochs": epochs, "kwargs": {
+            "stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
+            "preparer": preparers.get(stream), "seed": t.seed}}
+    return plan
+
+
+def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str, Iterator[dict[str, torch.Tensor]]]:
+    """The batches one worker of a one-worker run would read, built in this process without Ray
+    (same tokenisation, preparers and seeds as ``build_datasets``): for tests and debugging."""
+    def batches(spec: dict[str, Any], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+        for epoch in range(spec["epochs"]):
+            table = spec["table"]
+            for start in range(0, len(table) - batch_size + 1, batch_size):
+                rows = table.slice(start, batch_size)
+                columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
+                out = build_stream_batch(columns, epoch=epoch, **spec["kwargs"])
+                yield {k: torch.from_numpy(v) for k, v in out.items()}
+
+    return {stream: batches(spec, STREAMS[stream].batch_size(config.train))
+            for stream, spec in stream_plan(prepared, config).items()}
+
+
 def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str, ray.data.Dataset]:
     """One Ray Dataset per stream an active objective reads (see the module docstring)."""
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     # The split restarts every epoch; its progress bars would drown the training progress lines.
     context.enable_progress_bars = False
-    t = config.train
-    dictionary = prepared.constraints.select(["word1", "lang1", "word2", "lang2"]) \
-        if config.objectives.uses_dictionary else None
-    ctx = DataContext(prepared.model_path, prepared.languages, dictionary, config.data.max_seq_length)
-    settings, preparers, tables = stream_settings(config, prepared.languages), stream_preparers(config, ctx), \
-        stream_tables(prepared)
     datasets = {}
-    for stream in sorted(config.objectives.streams()):
-        table = tables[stream]
-        epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
-        if epochs > 1000:
-            log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
-        parts = [ray.data.from_arrow(table).map_batches(
+    for stream, spec in stream_plan(prepared, config).items():
+        parts = [ray.data.from_arrow(spec["table"]).map_batches(
             build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=config.data.tokenize_cpus,
-            fn_kwargs={"stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
-                       "preparer": preparers.get(stream), "seed": t.seed, "epoch": epoch})
-            for epoch in range(epochs)]
+            fn_kwargs={**spec["kwargs"], "epoch": epoch}) for epoch in range(spec["epochs"])]
         datasets[stream] = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
     return datasets

@@ -13,10 +13,9 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from transformers import get_linear_schedule_with_warmup
 
+from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
 
-OPTIMIZER_FILE = "optimizer.pt"
-DEEPSPEED_DIR = "deepspeed"
 MAX_GRAD_NORM = 1.0
 
 

@@ -16,6 +16,6 @@ class TrainingPlan:
     model_path: str  # the starting model (a resumed run loads its checkpoint's model instead)
     mlflow_run_id: str = ""  # "" = no MLflow logging (unit tests)
     languages: list[str] = field(default_factory=list)  # a language's id is its index here
-    dictionary: pa.Table | None = None  # the training pairs, when an objective uses them in the worker
+    word_pairs: pa.Table | None = None  # the training word pairs, when an objective uses them in the worker
     bli_test_sets: list[BLITask] = field(default_factory=list)  # held-out pairs for model selection
     eval_every: int = 0  # steps between evaluations (0 = only at the start and the end)

@@ -75,7 +75,7 @@ class TrainingRecipe:
         if adapters.enabled and not adapter_state_dict(masked_lm):
             add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity)
         active = config.objectives.active()
-        context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.dictionary, t.seed)
+        context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.word_pairs, t.seed)
         objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}
         model = TrainingModule(masked_lm, objectives, config.objectives.weights(), config.model.word_layer)
         if resume_dir is not None and (objective_state := read_objective_state(resume_dir)) is not None:

@@ -62,14 +62,12 @@ def resolve_epochs(config: ExperimentConfig, prepared: PreparedData) -> None:
 
 
 def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str) -> TrainingPlan:
-    """The workers' plan: model, languages, held-out pairs for model selection, the dictionary if used."""
+    """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used."""
     t = config.train
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed)
                  for p in prepared.eval_pairs]
-    # DICT-MLM's synonyms, sense-aware translations: the training pairs (evaluation words removed)
-    dictionary = (prepared.constraints.select(["word1", "lang1", "word2", "lang2"])
-                  if config.objectives.uses_dictionary else None)
-    return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, dictionary, test_sets,
+    word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
+    return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, word_pairs, test_sets,
                         eval_interval(config, prepared))
 
 

@@ -197,6 +197,12 @@ def test_gold_formats():
     assert gold_ranks(HAND_SRC, HAND_TGT, [1, 1, 0]).tolist() == expected  # bare ints
     assert gold_ranks(HAND_SRC, HAND_TGT, [np.array([1]), (1,), torch.tensor([0])]).tolist() == expected
     assert gold_ranks(HAND_SRC, HAND_TGT, [[1, 1], [1], [0]]).tolist() == expected  # duplicated gold index
+    # the natural form: a LongTensor (or array) of one target index per query, and lists of 0-d tensors
+    assert gold_ranks(HAND_SRC, HAND_TGT, torch.tensor([1, 1, 0])).tolist() == expected
+    assert gold_ranks(HAND_SRC, HAND_TGT, np.array([1, 1, 0])).tolist() == expected
+    assert gold_ranks(HAND_SRC, HAND_TGT, list(torch.tensor([1, 1, 0]))).tolist() == expected
+    assert gold_ranks(HAND_SRC, HAND_TGT, [{1}, {1}, {0}]).tolist() == expected
+    assert mrr(HAND_SRC, HAND_TGT, torch.tensor([1, 1, 0])) == mrr(HAND_SRC, HAND_TGT, HAND_GOLD)
 
 
 def test_dtypes_and_return_types():

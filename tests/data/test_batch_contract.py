@@ -1,0 +1,85 @@
+"""The batch contract: every plugin reads only tensors its stream carries, and the pipeline makes exactly
+the tensors the contract lists (names, dtypes, ranks), for every objective's stream and preparer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from conftest import QUICKSTART, SENSE_AWARE_SMALL, SMALL
+from distalign.config import load_config
+from distalign.data.batches import STREAMS, check_batch
+from distalign.objectives.mlm import IGNORE_INDEX
+from distalign.objectives.registry import OBJECTIVES
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import local_streams
+
+
+@pytest.mark.parametrize("name", sorted(OBJECTIVES))
+def test_every_plugin_reads_what_its_stream_carries(name):
+    plugin = OBJECTIVES[name]
+    assert plugin.stream in STREAMS, f"{name} reads an unknown stream '{plugin.stream}'"
+    available = STREAMS[plugin.stream].names | {t.name for t in plugin.prepares}
+    assert set(plugin.consumes) <= available, f"{name} reads {sorted(set(plugin.consumes) - available)}"
+    assert plugin.Config().weight >= 0 and plugin.reference
+
+
+# Run settings that between them activate every stream, every preparer and the sense-level inputs.
+MIXES = {
+    "mlm+sense-level lexical+align": ["objectives.align.weight=1", "objectives.lexical.sense_level=true"],
+    "dict_mlm (dict-TLM)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true"],
+    "sense_aware": ["objectives.mlm.weight=0", "objectives.sense_aware.weight=1"] + SENSE_AWARE_SMALL,
+}
+
+
+@pytest.fixture(scope="module")
+def home(tmp_path_factory):
+    with pytest.MonkeyPatch.context() as mp:
+        home = tmp_path_factory.mktemp("contract")
+        mp.setenv("DISTALIGN_HOME", str(home))
+        yield home
+
+
+@pytest.mark.parametrize("mix", sorted(MIXES))
+def test_pipeline_batches_match_the_contract(home, mix):
+    # one run name: the synthetic world and tiny model are built once and shared by the mixes
+    config = load_config(QUICKSTART, SMALL + ["run.name=contract"] + MIXES[mix])
+    prepared = prepare_data(config)
+    streams = local_streams(prepared, config)
+    assert set(streams) == config.objectives.streams()
+    for stream, batches in streams.items():
+        batch = {k: v.numpy() for k, v in next(batches).items()}
+        extra = tuple(t for plugin, _ in config.objectives.active().values() if plugin.stream == stream
+                      for t in plugin.prepares)
+        check_batch(stream, batch, extra)
+        assert len(batch["row"]) == STREAMS[stream].batch_size(config.train)
+        for name, (plugin, _) in config.objectives.active().items():
+            if plugin.stream == stream:
+                assert set(plugin.consumes) <= set(batch), name
+
+
+def test_mlm_masks_the_configured_share_of_words(home):
+    """What reaches MLM in a run: ~mask_prob of the corpus words carry labels, never a special token."""
+    config = load_config(QUICKSTART, SMALL + ["run.name=contract", "objectives.mlm.mask_prob=0.3",
+                                              "train.corpus_batch_size=32", "train.max_steps=40"])
+    corpus = local_streams(prepare_data(config), config)["corpus"]
+    words = labelled = 0
+    for _ in range(40):
+        batch = next(corpus)
+        word_ids, labels = batch["word_ids"], batch["labels"]
+        assert (labels[word_ids < 0] == IGNORE_INDEX).all()
+        for row in range(len(word_ids)):
+            row_words = set(word_ids[row][word_ids[row] >= 0].tolist())
+            words += len(row_words)
+            labelled += len(set(word_ids[row][labels[row] != IGNORE_INDEX].tolist()))
+    assert words > 3000
+    assert abs(labelled / words - 0.3) < 0.03  # binomial sd < 0.009 over > 3000 words
+
+
+def test_check_batch_names_a_missing_or_mistyped_tensor():
+    batch = {t.name: np.zeros((2, 3) if "T" in t.shape else (2,), dtype=t.dtype) for t in STREAMS["corpus"].tensors}
+    check_batch("corpus", batch)
+    with pytest.raises(KeyError, match="corpus"):
+        check_batch("corpus", {k: v for k, v in batch.items() if k != "word_ids"})
+    with pytest.raises(TypeError, match="lang_id"):
+        check_batch("corpus", {**batch, "lang_id": batch["lang_id"].astype(np.float32)})

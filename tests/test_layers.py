@@ -1,0 +1,34 @@
+"""Imports only run downward: import-linter's layered contract (pyproject.toml) holds, and catches an upward import."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO
+
+LINT = Path(sys.executable).with_name("lint-imports")
+
+
+def lint(package_parent: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(package_parent)}
+    return subprocess.run([str(LINT), "--config", str(REPO / "pyproject.toml"), "--no-cache"], cwd=package_parent,
+                          env=env, capture_output=True, text=True)
+
+
+def test_the_layers_hold():
+    result = lint(REPO)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 kept, 0 broken" in result.stdout
+
+
+def test_an_upward_import_breaks_the_contract(tmp_path):
+    shutil.copytree(REPO / "distalign", tmp_path / "distalign", ignore=shutil.ignore_patterns("__pycache__"))
+    with open(tmp_path / "distalign" / "eval" / "bli.py", "a") as f:
+        f.write("\nfrom distalign.train import trainer  # noqa: an upward import\n")
+    result = lint(tmp_path)
+    assert result.returncode != 0
+    assert "distalign.eval.bli -> distalign.train.trainer" in result.stdout

@@ -1,0 +1,65 @@
+"""The training recipe in one process (a gloo group of one), fed by ``local_streams``: no Ray."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from conftest import QUICKSTART, SMALL
+from distalign.checkpoint import MODEL_DIR, OPTIMIZER_FILE, STATE_FILE, read_state
+from distalign.config import load_config
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import local_streams
+from distalign.train.recipe import TrainingRecipe
+from distalign.train.trainer import plan_training
+
+
+def run_recipe(config, prepared, checkpoints, resume_dir=None):
+    """Run to train.max_steps; returns the recipe and the batches each step trained on, by step."""
+    recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
+    recipe.setup(resume_dir)
+    trained_on = {}
+    step = recipe.step
+
+    def recording_step(batches):
+        trained_on[recipe.state.step + 1] = batches
+        return step(batches)
+
+    recipe.step = recording_step
+
+    def checkpoint_dir():
+        directory = checkpoints / f"step{recipe.state.step}"
+        directory.mkdir()
+        return contextlib.nullcontext(str(directory))
+
+    reports = []
+    recipe.run(local_streams(prepared, config), lambda metrics, d: reports.append(metrics), checkpoint_dir)
+    return recipe, trained_on, reports
+
+
+def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, monkeypatch, gloo_group):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1"])
+    prepared = prepare_data(config)
+    (tmp_path / "first").mkdir()
+    recipe, first, reports = run_recipe(config, prepared, tmp_path / "first")
+
+    assert recipe.state.step == 4 and sorted(first) == [1, 2, 3, 4]
+    assert [r["step"] for r in reports] == [3, 4]  # checkpoint_every=3, and the last step
+    assert "eval/selection/rel_mrr_gain" in reports[-1]
+    saved = tmp_path / "first" / "step3"
+    assert read_state(saved).step == 3 and (saved / MODEL_DIR / "config.json").is_file()
+    assert (saved / STATE_FILE).is_file() and (saved / OPTIMIZER_FILE).is_file()
+    # every step saw a masked corpus batch and a constraint batch, as the plugins declare
+    assert set(first[1]) == {"corpus", "constraints"}
+    assert (first[1]["corpus"]["labels"] != -100).any()
+
+    # a resumed recipe continues at step 3 and trains step 4 on exactly the batch of the first run
+    (tmp_path / "resumed").mkdir()
+    resumed, again, _ = run_recipe(config, prepared, tmp_path / "resumed", resume_dir=saved)
+    assert resumed.state.step == 4 and sorted(again) == [4]
+    for stream, batch in first[4].items():
+        for name, tensor in batch.items():
+            assert torch.equal(again[4][stream][name], tensor), (stream, name)
+    assert resumed.state.baseline_mrr == recipe.state.baseline_mrr  # model selection keeps its reference
