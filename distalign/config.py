@@ -58,8 +58,8 @@ class DataConfig:
     eval_dictionaries: list[DictionarySource] = field(default_factory=list)  # held-out BLI pairs
     corpora: list[CorpusSource] = field(default_factory=list)
     static_vectors: list[StaticVectorsSource] = field(default_factory=list)  # targets of objectives.static
-    max_constraints: int = 0  # constraint-set size after language-pair sampling (0 = all)
-    sampling_alpha: float = 0.5  # q ∝ p^alpha over language pairs (BabelBERT)
+    max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
+    sampling_alpha: float = 0.5  # batches draw language pair k with q ∝ p^alpha (BabelBERT)
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
     # CPUs per Ray Data tokenisation task: fractional so a small machine running Train workers

@@ -132,7 +132,7 @@ def test_published_settings_are_the_papers():
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
     assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128
-    assert raw("dict_mlm.yaml")["objectives"]["dict_mlm"]["keep_original"] == 0.5  # DICT-MLM-50
+    assert raw("dict_mlm.yaml")["objectives"]["dict_mlm"]["synonym_label_percent"] == 50  # DICT-MLM-50
     sense = raw("sense_aware.yaml")["objectives"]["sense_aware"]
     assert (sense["num_senses"], sense["proj_dim"], sense["alpha"], sense["warmup_steps"]) == (5, 14, 0.01, 20000)
     static = raw("static_align.yaml")

@@ -7,8 +7,8 @@ declares the names it reads (``Objective.consumes``). ``tests/data/test_batch_co
 every objective's reads against this table and the table against what the pipeline really makes.
 
 Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
-Every stream carries ``row``, the row's index in the run's shuffled table: with the epoch and the
-run seed it seeds the row's data-side randomness (``distalign.data.row_random``).
+Every stream carries ``row``, the row's position in its epoch: with the epoch and the run seed it
+seeds the row's data-side randomness (``distalign.data.row_random``).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ def _word_pair_side(side: str) -> tuple[TensorSpec, ...]:
     )
 
 
-ROW = TensorSpec("row", "int64", "B", "index of the row in the run's shuffled table")
+ROW = TensorSpec("row", "int64", "B", "position of the row in its epoch")
 
 STREAMS: dict[str, StreamSpec] = {
     "constraints": StreamSpec(

@@ -12,10 +12,10 @@ For a sentence in language ``l``:
    ``w`` with a dictionary entry ``D(l, w) = {(l', s)}``. A sentence without any such word falls
    back to plain whole-word masking over all its words, so it still trains the ordinary MLM
    signal (labels then keep their original words).
-2. Labels: for each masked word, with probability ``keep_original`` (x/100 in the paper's
-   DICT-MLM-x, x ∈ {50, 70, 90}) the label stays ``w`` in language ``l``; otherwise
-   ``l' ~ Uniform{languages of D(l, w)}``, ``s ~ Uniform{synonyms of w in l'}``, and the
-   label becomes the token ids of ``s`` with target language ``l'``. Choosing the language
+2. Labels (§2.3): for each masked word, with probability ``synonym_share`` (x/100 in the paper's
+   DICT-MLM-x, x ∈ {50, 70, 90}) ``l' ~ Uniform{languages of D(l, w)}``,
+   ``s ~ Uniform{synonyms of w in l'}``, and the label becomes the token ids of ``s`` with target
+   language ``l'``; the other (100 − x)% of the time the label stays ``w`` in language ``l``. Choosing the language
    first stops a language with many listed synonyms from dominating.
 3. Loss: mean cross-entropy over labelled tokens of the target-language-conditioned head
    (``distalign.models.language_embeddings``), with language embeddings added at the input:
@@ -216,16 +216,16 @@ def dict_whole_word_mask(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_
 
 
 def replace_labels(labels: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
-                   token_lang_ids: torch.Tensor, table: SynonymTable, keep_original: float,
+                   token_lang_ids: torch.Tensor, table: SynonymTable, synonym_share: float,
                    random: RowRandom) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (labels, label language ids): each labelled word with an entry keeps its label with
-    probability ``keep_original``, else takes a synonym's token ids and language. Label language
-    ids are the token's own language where the label is kept, -100 where there is no label."""
-    if not 0.0 <= keep_original <= 1.0:
-        raise ValueError(f"keep_original must be in [0, 1], got {keep_original}")
-    r_keep, r_lang, r_syn = _word_uniforms(word_ids, 3, random)
+    """Return (labels, label language ids): each labelled word with an entry takes a synonym's token
+    ids and language with probability ``synonym_share``, else keeps its label. Label language ids
+    are the token's own language where the label is kept, -100 where there is no label."""
+    if not 0.0 <= synonym_share <= 1.0:
+        raise ValueError(f"synonym_share must be in [0, 1], got {synonym_share}")
+    r_synonym, r_lang, r_syn = _word_uniforms(word_ids, 3, random)
     labelled = labels != IGNORE_INDEX
-    replace = labelled & (entry_ids >= 0) & (r_keep >= keep_original)
+    replace = labelled & (entry_ids >= 0) & (r_synonym < synonym_share)
     new_labels, _, target_lang = _substitute_synonyms(labels, word_ids, entry_ids, replace, r_lang, r_syn, table)
     label_lang_ids = torch.where(labelled, token_lang_ids, IGNORE_INDEX)
     label_lang_ids[replace] = target_lang
@@ -291,7 +291,7 @@ class DictMLMMasking:
     sep_id: int
     pad_id: int
     mask_prob: float = 0.15
-    keep_original: float = 0.5  # x/100 of the paper's DICT-MLM-x
+    synonym_share: float = 0.5  # x/100 of the paper's DICT-MLM-x
     tlm: bool = False  # dict-TLM: mask [CLS] orig [SEP] code-switched [SEP]
     switch_prob: float = 0.5  # dict-TLM: share of dictionary words code-switched
     max_length: int = 64  # dict-TLM: width of the concatenation
@@ -316,7 +316,7 @@ def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, ma
                                               masking.mask_token_id, masking.vocab_size, masking.mask_prob,
                                               random)
     labels, label_lang_ids = replace_labels(labels, tokens["word_ids"], tokens["entry_ids"], tokens["lang_ids"],
-                                            table, masking.keep_original, random)
+                                            table, masking.synonym_share, random)
     return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
             "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"]}
 
@@ -354,7 +354,8 @@ class DictMLMConfig:
     # DICT-MLM (Chaudhary et al. 2020): replaces objectives.mlm (both mask the corpus batch)
     weight: float = 0.0
     mask_prob: float = 0.15  # share of dictionary words masked (whole words)
-    keep_original: float = 0.5  # the paper's x/100: a masked word keeps its own label this often (0.5/0.7/0.9)
+    # the paper's x (DICT-MLM-50/70/90): a masked word's label is a cross-lingual synonym x% of the time
+    synonym_label_percent: int = 50
     tlm: bool = False  # dict-TLM: [CLS] sentence [SEP] code-switched copy [SEP], masked together
     switch_prob: float = 0.5  # dict-TLM: share of dictionary words switched in the copy
 
@@ -382,7 +383,7 @@ class DictMLMObjective(Objective):
     @classmethod
     def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
-        require(0 <= cfg.keep_original <= 1, f"{key}.keep_original", "must be in [0, 1]")
+        require(0 <= cfg.synonym_label_percent <= 100, f"{key}.synonym_label_percent", "must be in [0, 100]")
         require(0 <= cfg.switch_prob <= 1, f"{key}.switch_prob", "must be in [0, 1]")
 
     @classmethod
@@ -391,7 +392,7 @@ class DictMLMObjective(Objective):
 
         tokenizer = load_tokenizer(ctx.tokenizer_path)
         masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
-                                 tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob, cfg.keep_original,
+                                 tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob, cfg.synonym_label_percent / 100,
                                  cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
         return DictMLMPreparer(ctx.tokenizer_path, tuple(ctx.languages), ctx.word_pairs, masking)
 

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from distalign.config import ExperimentConfig
 from distalign.data.readers import ReadReport, read_constraints, read_corpus, read_dictionary
-from distalign.data.sampling import exclude_words, sample_constraints, words_of
+from distalign.data.sampling import exclude_words, subsample_constraints, words_of
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import StaticVectorsSource
 from distalign.data.synthetic import generate_world
@@ -99,7 +99,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist()))
     heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
     constraints, excluded = exclude_words(constraints, heldout)
-    constraints = sample_constraints(constraints, d.max_constraints, d.sampling_alpha, config.train.seed)
+    constraints = subsample_constraints(constraints, d.max_constraints, config.train.seed)  # shares p kept
     constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
     if "constraints" in config.objectives.streams() and \
             len(constraints) < config.train.constraint_batch_size * config.train.num_workers:

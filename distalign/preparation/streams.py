@@ -5,7 +5,8 @@ the pipeline, so every worker's shard is the same for the same seed) is tokenise
 ``map_batches`` and then, if an active objective transforms that stream (masking), prepared on
 CPU by the objective's preparer with per-row random streams seeded by (run seed, epoch, row).
 A stream is as many epochs of its table, one after the other, as ``train.max_steps`` needs, so
-each epoch draws new masks and every batch is regenerated identically on resume.
+each epoch draws new masks and every batch is regenerated identically on resume. Constraint
+epochs are drawn by language pair with q ∝ p^α (``epoch_tables``).
 Ray Train splits each dataset into equal shards, one per worker (``get_dataset_shard``).
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -25,6 +26,7 @@ from distalign.config import ExperimentConfig
 from distalign.data.batches import STREAMS
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.row_random import RowRandom
+from distalign.data.sampling import pair_sampling_weights, sampled_epoch
 from distalign.data.tokenize import encode_sentences, encode_words
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
@@ -110,10 +112,24 @@ def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, d
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
         if epochs > 1000:
             log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
-        plan[stream] = {"table": table, "epochs": epochs, "kwargs": {
+        plan[stream] = {"epoch_table": epoch_tables(stream, table, config), "epochs": epochs, "kwargs": {
             "stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
             "preparer": preparers.get(stream), "seed": t.seed}}
     return plan
+
+
+def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
+    """Epoch -> the rows of that epoch, ``row`` = position in it. Constraint batches are drawn with
+    replacement so that language pair k makes up q_k ∝ p_k^α of them (``data.sampling_alpha``); the
+    other streams pass over their (already shuffled) table in order."""
+    weights = pair_sampling_weights(table, config.data.sampling_alpha) if stream == "constraints" else None
+
+    def rows_of(epoch: int) -> pa.Table:
+        rows = table if weights is None else sampled_epoch(table, weights, config.train.seed, epoch)
+        return rows.set_column(rows.schema.get_field_index("row"), "row",
+                               pa.array(np.arange(len(rows), dtype=np.int64)))
+
+    return rows_of
 
 
 def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str, Iterator[dict[str, torch.Tensor]]]:
@@ -121,7 +137,7 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
     (same tokenisation, preparers and seeds as ``build_datasets``): for tests and debugging."""
     def batches(spec: dict[str, Any], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
         for epoch in range(spec["epochs"]):
-            table = spec["table"]
+            table = spec["epoch_table"](epoch)
             for start in range(0, len(table) - batch_size + 1, batch_size):
                 rows = table.slice(start, batch_size)
                 columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
@@ -140,7 +156,7 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str
     context.enable_progress_bars = False
     datasets = {}
     for stream, spec in stream_plan(prepared, config).items():
-        parts = [ray.data.from_arrow(spec["table"]).map_batches(
+        parts = [ray.data.from_arrow(spec["epoch_table"](epoch)).map_batches(
             build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=config.data.tokenize_cpus,
             fn_kwargs={**spec["kwargs"], "epoch": epoch}) for epoch in range(spec["epochs"])]
         datasets[stream] = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]

@@ -1,16 +1,19 @@
-"""distalign.data.sampling: q ∝ p^α over unordered language pairs, budgeted draws, word exclusion."""
+"""distalign.data.sampling: q ∝ p^α batches over unordered language pairs, subsets keeping p, word exclusion."""
 
 import collections
 import math
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
 from distalign.data.sampling import (
     exclude_words,
     language_pair_keys,
-    sample_constraints,
+    pair_sampling_weights,
+    sampled_epoch,
     sampling_probabilities,
+    subsample_constraints,
     words_of,
 )
 from distalign.data.schema import CONSTRAINT_SCHEMA
@@ -65,47 +68,52 @@ def expected_q():
     return {k: v / total for k, v in w.items()}  # ≈ 0.703, 0.222, 0.074
 
 
-def test_sample_constraints_follows_q():
+@pytest.mark.parametrize("budget,expected", [(50, {"de-en": 45, "en-fr": 5}), (3000, {"de-en": 2700, "en-fr": 270,
+                                                                                  "fr-sw": 30})])
+def test_subsets_keep_the_pair_shares_and_hit_the_budget(budget, expected):
+    """BabelBERT §5.1: a smaller constraint set has the full set's relative distribution (p, not q)."""
     table = make_table(POOL)
-    available = pair_counts(table)
-    sample = sample_constraints(table, BUDGET, alpha=0.5, seed=0)
-    counts = pair_counts(sample)
-    q = expected_q()
-    assert set(counts) == {"de-en", "en-fr", "fr-sw"}  # de-en and en-de pooled into one pair
-    # de-en: ~2110 (alpha=1 would give 2700, unpooled directions ~2310); multinomial sd ~25
-    assert abs(counts["de-en"] - q["de-en"] * BUDGET) < 100
-    assert abs(counts["en-fr"] - q["en-fr"] * BUDGET) < 100
-    # fr-sw's quota (~222) exceeds its 100 rows: it contributes all of them, never more
-    assert counts["fr-sw"] == available["fr-sw"] == 100
-    assert all(counts[k] <= available[k] for k in counts)
-    assert len(sample) <= BUDGET
-    # rows are drawn without replacement and come from the table
+    sample = subsample_constraints(table, budget, seed=0)
+    assert len(sample) == budget
+    # 50 x (0.9, 0.09, 0.01) = 45, 4.5, 0.5: largest remainders give the one spare row to en-fr
+    assert dict(pair_counts(sample)) == expected
     ids = sample["synset_id"].to_pylist()
-    assert len(set(ids)) == len(ids)
-    assert set(ids) <= set(table["synset_id"].to_pylist())
-    # both directions of de-en are represented roughly equally
+    assert len(set(ids)) == len(ids) and set(ids) <= set(table["synset_id"].to_pylist())  # no replacement
     directions = collections.Counter(zip(sample["lang1"].to_pylist(), sample["lang2"].to_pylist()))
-    assert abs(directions[("de", "en")] - directions[("en", "de")]) < 0.2 * counts["de-en"]
+    if budget == 3000:  # both directions of de-en represented roughly equally
+        assert abs(directions[("de", "en")] - directions[("en", "de")]) < 0.2 * expected["de-en"]
 
 
-def test_sample_constraints_reproducible_per_seed():
+def test_subsets_reproducible_per_seed():
     table = make_table(POOL)
-    a = sample_constraints(table, 500, alpha=0.5, seed=7)
-    b = sample_constraints(table, 500, alpha=0.5, seed=7)
-    c = sample_constraints(table, 500, alpha=0.5, seed=8)
+    a, b, c = (subsample_constraints(table, 500, seed=s) for s in (7, 7, 8))
     assert a.equals(b)
-    assert a["synset_id"].to_pylist() != c["synset_id"].to_pylist()
     assert set(a["synset_id"].to_pylist()) != set(c["synset_id"].to_pylist())
 
 
 def test_budget_zero_or_large_keeps_everything_shuffled():
     table = make_table(POOL)
     for budget in (0, len(table), len(table) + 10):
-        out = sample_constraints(table, budget, alpha=0.5, seed=1)
-        assert len(out) == len(table)
+        out = subsample_constraints(table, budget, seed=1)
         assert sorted(out["synset_id"].to_pylist()) == sorted(table["synset_id"].to_pylist())
-    shuffled = sample_constraints(table, 0, alpha=0.5, seed=1)
-    assert shuffled["synset_id"].to_pylist() != table["synset_id"].to_pylist()
+    assert subsample_constraints(table, 0, seed=1)["synset_id"].to_pylist() != table["synset_id"].to_pylist()
+
+
+def test_sampled_epochs_draw_pairs_from_q_whatever_the_set_size():
+    """Batches follow q ∝ p^α even on the full set (max_constraints 0), as BabelBERT's weighted sampler."""
+    table = make_table(POOL)
+    weights = pair_sampling_weights(table, 0.5)
+    assert weights.sum() == pytest.approx(1.0)
+    counts = collections.Counter()
+    for epoch in range(3):
+        counts += pair_counts(sampled_epoch(table, weights, seed=0, epoch=epoch))
+    draws = sum(counts.values())  # 30,000
+    for pair, q in expected_q().items():
+        assert abs(counts[pair] / draws - q) < 0.01, pair  # sd <= 0.0027
+    first, again = sampled_epoch(table, weights, 0, 0), sampled_epoch(table, weights, 0, 0)
+    assert first.equals(again) and not first.equals(sampled_epoch(table, weights, 0, 1))
+    uniform = pair_sampling_weights(table, 1.0)  # alpha = 1: every row equally likely, shares p
+    assert np.allclose(uniform, 1 / len(table))
 
 
 def test_exclude_words_both_sides():

@@ -122,16 +122,17 @@ def single_word_batch(table, rows, word, lang):
     return labels, words, entries, torch.full_like(ids, lang)
 
 
-@pytest.mark.parametrize("keep_original", [0.5, 0.7, 0.9])
-def test_replacement_probability_and_uniform_choice_across_languages(table, keep_original):
+@pytest.mark.parametrize("percent", [50, 70, 90])
+def test_dict_mlm_x_labels_a_synonym_x_percent_of_the_time(table, percent):
+    """DICT-MLM-x (§2.3): the label is a cross-lingual synonym x% of the time, the word itself (100 - x)%."""
     rows = 12000
     labels, words, entries, langs = single_word_batch(table, rows, [HOUSE], EN)
-    generator = RowRandom.for_batch(rows, seed=int(keep_original * 10))
-    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, keep_original, generator)
+    random = RowRandom.for_batch(rows, seed=percent)
+    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, percent / 100, random)
     chosen = new_labels[:, 1]
     share = {t: (chosen == t).float().mean().item() for t in LANG_OF_LABEL}
-    assert abs(share[HOUSE] - keep_original) < 0.02  # sd <= 0.0046
-    replaced = 1 - keep_original
+    replaced = percent / 100
+    assert abs(share[HOUSE] - (1 - replaced)) < 0.02  # sd <= 0.0046
     # language first (1/3 each for de, it, fr), then synonym within fr (1/9 each); a uniform draw over
     # all five synonyms would give de 1/5 instead.
     for token, expected in ((HAUS, replaced / 3), (CASA, replaced / 3),
@@ -150,17 +151,20 @@ def test_multi_subword_word_takes_the_whole_synonym_and_its_language(table):
     labels = torch.where(words >= 0, ids, IGNORE_INDEX)
     entries = dictionary_entry_ids(ids, words, torch.tensor([FR]), table)
     langs = torch.full_like(ids, FR)
-    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, keep_original=0.0, random=RowRandom.for_batch(1))
+    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, synonym_share=1.0,
+                                             random=RowRandom.for_batch(1))
     assert new_labels.tolist() == [[IGNORE_INDEX, CA, NE, BIG, IGNORE_INDEX]]
     assert label_langs.tolist() == [[IGNORE_INDEX, IT, IT, FR, IGNORE_INDEX]]
-    kept, kept_langs = replace_labels(labels, words, entries, langs, table, keep_original=1.0, random=RowRandom.for_batch(1))
+    kept, kept_langs = replace_labels(labels, words, entries, langs, table, synonym_share=0.0,
+                                      random=RowRandom.for_batch(1))
     assert torch.equal(kept, labels) and kept_langs.tolist() == [[IGNORE_INDEX, FR, FR, FR, IGNORE_INDEX]]
     # unlabelled words are never replaced
     unlabelled = labels.clone()
     unlabelled[0, 1:3] = IGNORE_INDEX
-    assert torch.equal(replace_labels(unlabelled, words, entries, langs, table, 0.0, RowRandom.for_batch(1))[0], unlabelled)
-    with pytest.raises(ValueError, match="keep_original"):
-        replace_labels(labels, words, entries, langs, table, keep_original=1.5, random=RowRandom.for_batch(1))
+    always = replace_labels(unlabelled, words, entries, langs, table, 1.0, RowRandom.for_batch(1))
+    assert torch.equal(always[0], unlabelled)
+    with pytest.raises(ValueError, match="synonym_share"):
+        replace_labels(labels, words, entries, langs, table, synonym_share=1.5, random=RowRandom.for_batch(1))
 
 
 def test_entry_ids_that_do_not_match_the_spans_raise(table):
@@ -169,7 +173,8 @@ def test_entry_ids_that_do_not_match_the_spans_raise(table):
     one_token_entry = table.entries[(EN, (DOG,))]  # a 1-token synonym for a 2-token word
     entries = torch.tensor([[-1, one_token_entry, one_token_entry, -1]])
     with pytest.raises(ValueError, match="entry_ids do not match"):
-        replace_labels(torch.where(words >= 0, ids, IGNORE_INDEX), words, entries, torch.zeros_like(ids), table, 0.0, RowRandom.for_batch(len(ids)))
+        replace_labels(torch.where(words >= 0, ids, IGNORE_INDEX), words, entries, torch.zeros_like(ids), table, 1.0,
+                       RowRandom.for_batch(len(ids)))
 
 
 # ------------------------------------------------------------------------------ dictionary-restricted masking
@@ -217,7 +222,8 @@ def test_only_dictionary_words_are_masked_with_80_10_10():
     ids, words, entries = random_words(3000, seed=0)
     with_entry = (entries >= 0).any(1)  # a sentence without dictionary words falls back (test below)
     ids, words, entries = ids[with_entry], words[with_entry], entries[with_entry]
-    masked, labels = dict_whole_word_mask(ids, words, entries, MASK, 5000, 0.15, RowRandom.for_batch(len(ids), seed=1))
+    masked, labels = dict_whole_word_mask(ids, words, entries, MASK, 5000, 0.15,
+                                          RowRandom.for_batch(len(ids), seed=1))
     selected = labels != IGNORE_INDEX
     assert (entries[selected] >= 0).all(), "a word without a dictionary entry was masked"
     assert torch.equal(masked[~selected], ids[~selected])
@@ -290,7 +296,7 @@ def corpus_batch():
 @pytest.mark.parametrize("tlm", [False, True])
 def test_data_side_preparation_masks_dictionary_words_deterministically(table, tlm):
     masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             mask_prob=0.5, keep_original=0.5, tlm=tlm, max_length=12)
+                             mask_prob=0.5, synonym_share=0.5, tlm=tlm, max_length=12)
     first = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     again = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask"}
@@ -309,7 +315,7 @@ def test_empty_dictionary_gives_plain_masking_and_original_labels(tokenizer):
     empty = build_synonym_table(same_language_only, tokenizer, LANGUAGES)
     assert empty.entries == {} and empty.synonym_ids.shape == (0, 0)
     masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             mask_prob=0.5, keep_original=0.0)
+                             mask_prob=0.5, synonym_share=1.0)
     out = mask_dict_mlm_batch(corpus_batch(), empty, masking, RowRandom.for_batch(2, seed=6))
     labelled = out["labels"] != IGNORE_INDEX
     assert labelled.any()
