@@ -45,6 +45,7 @@ vector, which would be a meaningless item), and is 0 when no pair has both.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +53,7 @@ import torch.nn.functional as F
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
+from distalign.objectives.collectives import all_gather_rows
 
 
 def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float = 0.07) -> torch.Tensor:
@@ -79,22 +81,36 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, tempera
     return per_pair[pos].mean()
 
 
+def _local(rows: torch.Tensor) -> torch.Tensor:
+    return rows
+
+
+def gather_pairs(rows: torch.Tensor) -> torch.Tensor:
+    """The rows of every rank (float rows keep their gradients): negatives span the global batch."""
+    return all_gather_rows(rows, with_grad=rows.is_floating_point())
+
+
 def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: torch.Tensor, word_mask2: torch.Tensor,
                    gloss_mask1: torch.Tensor, gloss_mask2: torch.Tensor, synset_ids: torch.Tensor,
-                   temperature: float = 0.07, gloss_weight: float = 0.0) -> torch.Tensor:
-    """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss."""
+                   temperature: float = 0.07, gloss_weight: float = 0.0,
+                   gather: Callable[[torch.Tensor], torch.Tensor] = _local) -> torch.Tensor:
+    """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss.
+
+    ``gather`` collects pooled rows and labels before the loss (``gather_pairs``: from every rank).
+    """
     if gloss_weight < 0:
         raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
-    loss = info_nce(mean_pool(states1, word_mask1).float(), mean_pool(states2, word_mask2).float(), synset_ids,
-                    temperature)
+    synset_ids = torch.as_tensor(synset_ids, device=states1.device)
+    loss = info_nce(gather(mean_pool(states1, word_mask1).float()), gather(mean_pool(states2, word_mask2).float()),
+                    gather(synset_ids), temperature)
     if gloss_weight == 0:
         return loss
     both = (gloss_mask1.sum(1) > 0) & (gloss_mask2.sum(1) > 0)
-    if not both.any():
+    g1 = gather(mean_pool(states1[both], gloss_mask1[both]).float())
+    g2 = gather(mean_pool(states2[both], gloss_mask2[both]).float())
+    if not len(g1):  # no pair with both glosses on any rank (every rank sees the same gathered size)
         return loss
-    g1 = mean_pool(states1[both], gloss_mask1[both]).float()
-    g2 = mean_pool(states2[both], gloss_mask2[both]).float()
-    return loss + gloss_weight * info_nce(g1, g2, torch.as_tensor(synset_ids, device=g1.device)[both], temperature)
+    return loss + gloss_weight * info_nce(g1, g2, gather(synset_ids[both]), temperature)
 
 
 @dataclass
@@ -106,6 +122,9 @@ class LexicalConfig:
     sense_level: bool = False
     gloss_weight: float = 0.0  # > 0 adds the same InfoNCE on the gloss spans (sense level only)
     max_sense_tokens: int = 64  # subword budget of word + gloss
+    # negatives from the pairs of every worker (encodings gathered with their gradients): BabelBERT's
+    # batch is one contrastive set; false = each worker's own pairs only
+    global_negatives: bool = True
 
 
 class LexicalObjective(Objective):
@@ -121,11 +140,12 @@ class LexicalObjective(Objective):
                 "input_ids2", "attention_mask2", "word_mask2", "gloss_mask2", "synset")
     reference = "Green, Ponzetto & Glavaš 2022, BabelBERT"
 
-    def __init__(self, temperature: float = 0.07, gloss_weight: float = 0.0):
+    def __init__(self, temperature: float = 0.07, gloss_weight: float = 0.0, global_negatives: bool = False):
         super().__init__()
         if gloss_weight < 0:
             raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
         self.temperature, self.gloss_weight = temperature, gloss_weight
+        self.gather = gather_pairs if global_negatives else _local
 
     @classmethod
     def validate(cls, cfg: LexicalConfig, experiment, key: str) -> None:
@@ -140,10 +160,10 @@ class LexicalObjective(Objective):
 
     @classmethod
     def build(cls, cfg: LexicalConfig, ctx: ObjectiveContext) -> LexicalObjective:
-        return cls(cfg.temperature, cfg.gloss_weight)
+        return cls(cfg.temperature, cfg.gloss_weight, cfg.global_negatives)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states1 = model.layer_states(batch["input_ids1"], batch["attention_mask1"])
         states2 = model.layer_states(batch["input_ids2"], batch["attention_mask2"])
         return sense_info_nce(states1, states2, batch["word_mask1"], batch["word_mask2"], batch["gloss_mask1"],
-                              batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight)
+                              batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight, self.gather)

@@ -30,14 +30,13 @@ Decisions made here (the paper leaves them open):
   of a token chosen in less than a share β of its selections (the most chosen sense always stays).
 
 Distributed training: the state is kept identical on every rank by applying the same update on
-every rank from the (token, sense, state) rows gathered from all ranks (``all_gather_rows``), in
+every rank from the (token, sense, state) rows gathered from all ranks (``collectives.all_gather_rows``), in
 rank order. Identical queues give identical projections, so nothing else needs broadcasting.
 """
 
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 
 
@@ -104,25 +103,6 @@ def prune_mask(counts: torch.Tensor, active: torch.Tensor, beta: float, min_coun
     drop = (share < beta) & (total >= min_count)
     drop.scatter_(1, counts.argmax(1, keepdim=True), False)
     return active & ~drop
-
-
-def all_gather_rows(rows: torch.Tensor) -> torch.Tensor:
-    """Concatenate ``rows`` [n_rank, ...] from all ranks in rank order (n may differ between ranks).
-
-    Without an initialised process group (or with one rank) ``rows`` is returned unchanged.
-    """
-    if not (dist.is_available() and dist.is_initialized()) or dist.get_world_size() == 1:
-        return rows
-    world = dist.get_world_size()
-    size = torch.tensor([rows.shape[0]], device=rows.device)
-    sizes = [torch.zeros_like(size) for _ in range(world)]
-    dist.all_gather(sizes, size)
-    longest = int(max(sizes))
-    padded = rows.new_zeros((longest, *rows.shape[1:]))
-    padded[: rows.shape[0]] = rows
-    gathered = [torch.empty_like(padded) for _ in range(world)]
-    dist.all_gather(gathered, padded)
-    return torch.cat([part[: int(n)] for part, n in zip(gathered, sizes)])
 
 
 class SenseState:

@@ -5,6 +5,7 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
 from distalign.train.module import TrainingModule
+from distalign.objectives.collectives import all_gather_rows
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.sense_aware import (
     SenseAwareObjective,
@@ -16,7 +17,6 @@ from distalign.objectives.sense_aware import (
 )
 from distalign.objectives.sense_state import (
     SenseState,
-    all_gather_rows,
     ema_update,
     nearest_sense,
     principal_components,
