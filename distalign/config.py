@@ -151,6 +151,9 @@ class EvalConfig:
     # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT code: 0.05)
     every_epochs: float = 0.0
     bli_max_pairs: int = 500  # held-out pairs per language pair evaluated in the loop
+    # in-loop BLI queries: one per source word ("grouped"), or one per pair with the word's other
+    # translations competing ("per_pair", as BabelBERT evaluates)
+    bli_ranking: Literal["grouped", "per_pair"] = "grouped"
 
 
 @dataclass

@@ -129,6 +129,7 @@ def test_published_settings_are_the_papers():
     assert babelbert["train"]["num_workers"] * babelbert["train"]["constraint_batch_size"] == 256
     assert babelbert["train"]["epochs"] == 2 and babelbert["eval"]["every_epochs"] == 0.05
     assert raw("babelbert_sense_adapters.yaml")["model"]["adapters"]["reduction_factor"] == 16
+    assert babelbert["eval"]["bli_ranking"] == raw("babelbert_sense_adapters.yaml")["eval"]["bli_ranking"] == "per_pair"
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
     assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128

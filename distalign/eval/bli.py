@@ -68,7 +68,7 @@ def _mean_topk_cos(x: torch.Tensor, y: torch.Tensor, k: int, chunk_size: int) ->
     )
 
 
-def _prepare(src, tgt, similarity: str, k: int, chunk_size: int):
+def _prepare(src, tgt, similarity: str, k: int, chunk_size: int, src_space=None):
     """Validate arguments; return unit rows (s, t) and r_S over targets (None for cosine)."""
     if similarity not in SIMILARITIES:
         raise ValueError(f"unknown similarity {similarity!r}; expected one of {SIMILARITIES}")
@@ -78,7 +78,8 @@ def _prepare(src, tgt, similarity: str, k: int, chunk_size: int):
     if similarity == "csls":
         if k < 1:
             raise ValueError(f"CSLS neighbourhood size k must be >= 1, got {k}")
-        r_s = _mean_topk_cos(t, s, k, chunk_size)  # r_S(y): y's k nearest source rows
+        space = s if src_space is None else _normalized_pair(src_space, tgt)[0].to(s.dtype)
+        r_s = _mean_topk_cos(t, space, k, chunk_size)  # r_S(y): y's k nearest rows of the source space
     return s, t, r_s
 
 
@@ -93,16 +94,19 @@ def _score_chunks(s, t, r_s, k: int, chunk_size: int) -> Iterator[tuple[int, tor
 
 
 def similarity_matrix(
-    src: torch.Tensor, tgt: torch.Tensor, similarity: str = "cosine", k: int = 10, *, chunk_size: int = CHUNK_SIZE
+    src: torch.Tensor, tgt: torch.Tensor, similarity: str = "cosine", k: int = 10, *, chunk_size: int = CHUNK_SIZE,
+    src_space: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """[n_src, n_tgt] scores between rows of ``src`` and ``tgt``.
 
     cosine: cos(x, y) on L2-normalised rows.
     csls (Conneau et al. 2018): csls(x, y) = 2 cos(x, y) - r_T(x) - r_S(y), where
     r_T(x) is the mean cosine of x to its k nearest rows of ``tgt`` and r_S(y) the
-    mean cosine of y to its k nearest rows of ``src`` (k clipped to the row count).
+    mean cosine of y to its k nearest rows of the source space (k clipped to the row count).
+    The source space is ``src_space`` (Conneau et al.: the source vocabulary the queries come
+    from, so a query's score does not depend on which other queries are evaluated), or ``src``.
     """
-    s, t, r_s = _prepare(src, tgt, similarity, k, chunk_size)
+    s, t, r_s = _prepare(src, tgt, similarity, k, chunk_size, src_space)
     return torch.cat([scores for _, scores in _score_chunks(s, t, r_s, k, chunk_size)])
 
 
@@ -134,6 +138,7 @@ def gold_ranks(
     k: int = 10,
     *,
     chunk_size: int = CHUNK_SIZE,
+    src_space: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """LongTensor [n]: 1-based rank of the best-scoring gold translation of each query.
 
@@ -144,9 +149,9 @@ def gold_ranks(
     high as the best gold ranks above it. An encoder that maps many words to one
     vector (e.g. all to ``<unk>``) therefore scores near 0, not near 1; distinct
     real-valued vectors almost never tie. Empty gold sets raise ValueError.
-    ``similarity``/``k`` are as in :func:`similarity_matrix` (CSLS r_S uses ``src``).
+    ``similarity``/``k``/``src_space`` are as in :func:`similarity_matrix`.
     """
-    s, t, r_s = _prepare(src, tgt_vocab, similarity, k, chunk_size)
+    s, t, r_s = _prepare(src, tgt_vocab, similarity, k, chunk_size, src_space)
     rows, cols, offsets = _gold_index(gold, s.shape[0], t.shape[0])
     rows, cols = rows.to(s.device), cols.to(s.device)
     ranks = torch.empty(s.shape[0], dtype=torch.long, device=s.device)
@@ -172,9 +177,10 @@ def mrr(
     k: int = 10,
     *,
     chunk_size: int = CHUNK_SIZE,
+    src_space: torch.Tensor | None = None,
 ) -> float:
     """Mean reciprocal rank: mean_i 1 / rank_i, ranks from :func:`gold_ranks` (ties count against gold)."""
-    ranks = gold_ranks(src, tgt_vocab, gold, similarity, k, chunk_size=chunk_size)
+    ranks = gold_ranks(src, tgt_vocab, gold, similarity, k, chunk_size=chunk_size, src_space=src_space)
     return ranks.double().reciprocal().mean().item()
 
 
@@ -187,12 +193,13 @@ def precision_at_k(
     csls_k: int = 10,
     *,
     chunk_size: int = CHUNK_SIZE,
+    src_space: torch.Tensor | None = None,
 ) -> dict[int, float]:
     """{k: fraction of queries with rank <= k} for each k in ``k_values`` (ranks from :func:`gold_ranks`).
 
     ``csls_k`` is the CSLS neighbourhood size (unrelated to the precision cut-offs).
     """
-    ranks = gold_ranks(src, tgt_vocab, gold, similarity, csls_k, chunk_size=chunk_size)
+    ranks = gold_ranks(src, tgt_vocab, gold, similarity, csls_k, chunk_size=chunk_size, src_space=src_space)
     return {k: value for k, value in ranking_metrics(ranks, k_values).items() if k != "mrr"}
 
 

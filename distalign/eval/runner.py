@@ -110,6 +110,7 @@ def flag_overrides(args) -> list[str]:
         "suite.xlsim_pairs": _csv(args.xlsim_pairs), "suite.tatoeba_langs": _csv(args.tatoeba_langs),
         "suite.dictionaries": _dictionaries(args.dictionary), "suite.similarities": _csv(args.similarity),
         "suite.vocab_size": args.vocab_size, "suite.max_queries": args.max_queries,
+        "suite.bli_ranking": args.bli_ranking,
         "suite.max_sentences": args.max_sentences, "layer": args.layer, "output_dir": args.output_dir,
         "cache_dir": args.cache_dir, "cpus_per_task": args.cpus_per_task, "use_gpu": args.use_gpu,
         "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
@@ -250,6 +251,9 @@ def add_eval_arguments(parser) -> None:
     parser.add_argument("--dictionary", action="append", metavar="L1-L2:PATH",
                         help="extra BLI test dictionary (G-BLI/MUSE/PanLex format), repeatable")
     parser.add_argument("--similarity", help="BLI ranking: cosine, csls or cosine,csls (default cosine)")
+    parser.add_argument("--bli-ranking", choices=["grouped", "per_pair"],
+                        help="BLI queries: one per source word (grouped, the default) or one per test pair with "
+                             "its other translations competing (per_pair, BabelBERT's)")
     parser.add_argument("--vocab-size", type=int, help=f"BLI target vocabulary size (default {d.suite.vocab_size})")
     parser.add_argument("--max-queries", type=int, help="BLI source words per pair (default 0 = all)")
     parser.add_argument("--max-sentences", type=int, help="Tatoeba sentences per language (default 0 = all)")

@@ -9,18 +9,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from distalign.eval.tasks import BLITask, EncodingSettings, evaluate_locally
+from distalign.eval.tasks import BLIRanking, BLITask, EncodingSettings, evaluate_locally
 
 
 def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], max_pairs: int = 0,
-                   seed: int = 0) -> BLITask:
-    """Group dictionary pairs by source word; keep at most ``max_pairs`` source words (seeded)."""
+                   seed: int = 0, ranking: BLIRanking = "grouped") -> BLITask:
+    """Queries from dictionary pairs (``ranking`` as in ``BLITask``) of at most ``max_pairs`` source
+    words (seeded)."""
     pairs = list(zip(src, tgt))
     sources = list(dict.fromkeys(src))
     if 0 < max_pairs < len(sources):
         keep = {sources[i] for i in np.random.default_rng(seed).choice(len(sources), size=max_pairs, replace=False)}
         pairs = [p for p in pairs if p[0] in keep]
-    task = BLITask.from_pairs(lang1, lang2, pairs, lowercase=False)
+    task = BLITask.from_pairs(lang1, lang2, pairs, lowercase=False, ranking=ranking)
     order = sorted(range(len(task.vocab)), key=task.vocab.__getitem__)  # sorted vocabulary: stable across runs
     new_index = {old: new for new, old in enumerate(order)}
     task.vocab = [task.vocab[i] for i in order]

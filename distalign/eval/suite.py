@@ -31,7 +31,10 @@ class SuiteSpec:
     # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]
     dictionaries: tuple[tuple[str, str, str], ...] = ()
     similarities: tuple[Literal["cosine", "csls"], ...] = ("cosine",)  # add "csls" for CSLS (k = 10) rankings
-    vocab_size: int = 100_000  # BLI target vocabulary size
+    vocab_size: int = 100_000  # BLI vocabulary size (targets; the source space for CSLS and per-pair OOV)
+    # BLI queries: one per source word ("grouped"), or one per test pair with the word's other
+    # translations competing and pairs outside the source vocabulary dropped ("per_pair", BabelBERT's)
+    bli_ranking: Literal["grouped", "per_pair"] = "grouped"
     max_queries: int = 0  # per BLI pair, 0 = all
     max_sentences: int = 0  # per Tatoeba language, 0 = all
     reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read
@@ -56,7 +59,7 @@ def gbli_test_pairs(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[list[
     return [(b, a) for a, b in pairs], report
 
 
-def _vocabulary(spec: SuiteSpec, lang: str, fallback: list[str]) -> list[str]:
+def _vocabulary(spec: SuiteSpec, lang: str, fallback: list[str] | None) -> list[str] | None:
     path = benchmarks.vocab_path(spec.eval_dir, lang)
     if not path.is_file():
         return fallback
@@ -115,7 +118,9 @@ def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
         for lang1, lang2, pairs in bli_sources:
             pairs = _limit_queries(pairs, spec.max_queries)
             vocab = _vocabulary(spec, lang2, fallback=[t for _, t in pairs])
-            tasks += [BLITask.from_pairs(lang1, lang2, pairs, vocab, similarity=sim) for sim in spec.similarities]
+            source_vocab = _vocabulary(spec, lang1, fallback=None)  # CSLS's r_S and per-pair OOV: the source space
+            tasks += [BLITask.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
+                                         ranking=spec.bli_ranking, similarity=sim) for sim in spec.similarities]
     if "alignment" in spec.tasks:
         for lang1, lang2, pairs in bli_sources:
             tasks.append(AlignmentTask(lang1, lang2, one_to_one(_limit_queries(pairs, spec.max_queries))))

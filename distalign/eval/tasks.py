@@ -15,6 +15,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Literal
 
 import torch
 
@@ -49,19 +50,31 @@ def _distinct(words: list[str]) -> tuple[list[str], list[int]]:
     return distinct, [position[w] for w in words]
 
 
+BLIRanking = Literal["grouped", "per_pair"]
+
+
 @dataclass
 class BLITask:
-    """Bilingual lexicon induction lang1 -> lang2: rank ``vocab`` for every query (see :meth:`from_pairs`)."""
+    """Bilingual lexicon induction lang1 -> lang2: rank ``vocab`` for every query (see :meth:`from_pairs`).
+
+    ``grouped``: one query per source word, its best-ranked gold translation counts. ``per_pair``
+    (BabelBERT's evaluation): one query per test pair, the pair's own target is the gold and the
+    word's other translations compete with it. ``source_vocab`` is the source space the queries come
+    from: CSLS's r_S is computed over it, and per-pair queries outside it are dropped (``oov_source``).
+    """
 
     lang1: str
     lang2: str
     queries: list[str]
     vocab: list[str]
     gold: list[list[int]]  # gold[i] = indices into vocab of the translations of queries[i]
-    oov: int = 0  # source words whose translations are all outside the vocabulary (not scored)
+    oov: int = 0  # queries whose translations are all outside the vocabulary (not scored)
     similarity: str = "cosine"
     k_values: tuple[int, ...] = (1, 5, 10)
     csls_k: int = 10
+    source_vocab: list[str] | None = None
+    ranking: BLIRanking = "grouped"
+    oov_source: int = 0  # per_pair: test pairs whose source word is outside source_vocab (not scored)
 
     @property
     def task(self) -> str:
@@ -73,15 +86,24 @@ class BLITask:
 
     @classmethod
     def from_pairs(cls, lang1: str, lang2: str, pairs: list[tuple[str, str]], vocab_words: list[str] | None = None,
-                   *, lowercase: bool = True, **options) -> "BLITask":
-        """Group test pairs by source word; the target vocabulary is ``vocab_words`` (never extended with
-        gold words: a query whose translations are all missing is OOV, counted and skipped) or, when
-        None, the distinct targets of the pairs. ``lowercase`` applies to queries, gold and vocabulary
+                   *, lowercase: bool = True, source_vocab: list[str] | None = None,
+                   ranking: BLIRanking = "grouped", **options) -> "BLITask":
+        """Queries from test pairs; the target vocabulary is ``vocab_words`` (never extended with gold
+        words: a query whose translations are all missing is OOV, counted and skipped) or, when None,
+        the distinct targets of the pairs. ``lowercase`` applies to queries, gold and vocabularies
         (the shared vocabularies are lower-case while G-BLI keeps German noun capitals)."""
         norm = str.lower if lowercase else str
         vocab = list(dict.fromkeys(norm(w) for w in (vocab_words if vocab_words is not None else
                                                      [t for _, t in pairs])))
         position = {w: i for i, w in enumerate(vocab)}
+        sources = None if source_vocab is None else list(dict.fromkeys(norm(w) for w in source_vocab))
+        if ranking == "per_pair":
+            known = set(sources) if sources is not None else None
+            in_space = [(norm(a), norm(b)) for a, b in pairs if known is None or norm(a) in known]
+            scored = [(a, position[b]) for a, b in in_space if b in position]
+            return cls(lang1, lang2, [a for a, _ in scored], vocab, [[g] for _, g in scored],
+                       oov=len(in_space) - len(scored), source_vocab=sources, ranking=ranking,
+                       oov_source=len(pairs) - len(in_space), **options)
         translations: dict[str, set[int]] = {}
         for src, tgt in pairs:
             gold = translations.setdefault(norm(src), set())
@@ -89,19 +111,33 @@ class BLITask:
                 gold.add(position[norm(tgt)])
         queries = [q for q, gold in translations.items() if gold]
         return cls(lang1, lang2, queries, vocab, [sorted(translations[q]) for q in queries],
-                   oov=len(translations) - len(queries), **options)
+                   oov=len(translations) - len(queries), source_vocab=sources, **options)
 
     def text_sets(self) -> dict[str, TextSet]:
         if not self.queries:  # all OOV: nothing to encode, score() reports NaN and the OOV count
             return {}
-        return {"src": TextSet(WORDS, self.lang1, self.queries), "tgt": TextSet(WORDS, self.lang2, self.vocab)}
+        return {"src": TextSet(WORDS, self.lang1, self._source_words()[0]),
+                "tgt": TextSet(WORDS, self.lang2, self.vocab)}
+
+    def _source_words(self) -> tuple[list[str], list[int]]:
+        """The encoded source words (the source space) and each query's row among them."""
+        if self.source_vocab is None:
+            return _distinct(self.queries)
+        row = {w: i for i, w in enumerate(self.source_vocab)}
+        extra = [q for q in dict.fromkeys(self.queries) if q not in row]  # grouped queries outside the space
+        words = self.source_vocab + extra
+        row.update({w: len(self.source_vocab) + i for i, w in enumerate(extra)})
+        return words, [row[q] for q in self.queries]
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        counts = {"oov": self.oov, **({"oov_source": self.oov_source} if self.ranking == "per_pair" else {})}
         if not self.queries:
-            return {"mrr": math.nan, **{f"p_at_{k}": math.nan for k in self.k_values}, "oov": self.oov}
-        ranks = gold_ranks(vectors["src"], vectors["tgt"], self.gold, self.similarity, self.csls_k)
+            return {"mrr": math.nan, **{f"p_at_{k}": math.nan for k in self.k_values}, **counts}
+        _, rows = self._source_words()
+        ranks = gold_ranks(vectors["src"][rows], vectors["tgt"], self.gold, self.similarity, self.csls_k,
+                           src_space=vectors["src"])
         metrics = ranking_metrics(ranks, self.k_values)
-        return {"mrr": metrics.pop("mrr"), **{f"p_at_{k}": v for k, v in metrics.items()}, "oov": self.oov}
+        return {"mrr": metrics.pop("mrr"), **{f"p_at_{k}": v for k, v in metrics.items()}, **counts}
 
 
 @dataclass

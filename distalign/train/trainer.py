@@ -64,8 +64,8 @@ def resolve_epochs(config: ExperimentConfig, prepared: PreparedData) -> None:
 def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str) -> TrainingPlan:
     """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used."""
     t = config.train
-    test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed)
-                 for p in prepared.eval_pairs]
+    test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
+                                config.eval.bli_ranking) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, word_pairs, test_sets,
                         eval_interval(config, prepared))

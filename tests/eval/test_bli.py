@@ -5,6 +5,7 @@ import math
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 from distalign.eval.bli import gold_ranks, mrr, precision_at_k, ranking_metrics, similarity_matrix
 
@@ -257,3 +258,25 @@ def test_invalid_shapes_and_parameters():
         precision_at_k(HAND_SRC, HAND_TGT, HAND_GOLD, k_values=(0, 1))
     with pytest.raises(ValueError, match="chunk_size"):
         gold_ranks(HAND_SRC, HAND_TGT, HAND_GOLD, chunk_size=0)
+
+
+# ---------------------------------------------------------------- CSLS over the source space
+def test_csls_rank_of_a_query_does_not_depend_on_the_other_queries():
+    """r_S(y) over the source vocabulary (Conneau et al. 2018), not over whichever queries are scored together."""
+    g = torch.Generator().manual_seed(3)
+    source_space, targets = torch.randn(60, 8, generator=g), torch.randn(40, 8, generator=g)
+    gold = list(range(20))
+    alone = [int(gold_ranks(source_space[[i]], targets, [gold[i]], "csls", 5, src_space=source_space))
+             for i in range(20)]
+    together = gold_ranks(source_space[:20], targets, gold, "csls", 5, src_space=source_space).tolist()
+    assert alone == together
+    # r_S over the queries themselves (no source space given) makes a query's rank depend on its company
+    assert [int(gold_ranks(source_space[[i]], targets, [gold[i]], "csls", 5)) for i in range(20)] != together
+    # the hand formula: 2 cos - r_T(x) - r_S(y), r_S over the source space
+    s, t = F.normalize(source_space, dim=1), F.normalize(targets, dim=1)
+    cos = s[:3] @ t.T
+    r_t = cos.topk(5, dim=1).values.mean(1)
+    r_s = (t @ s.T).topk(5, dim=1).values.mean(1)
+    expected = 2 * cos - r_t[:, None] - r_s[None, :]
+    assert torch.allclose(similarity_matrix(source_space[:3], targets, "csls", 5, src_space=source_space), expected,
+                          atol=1e-6)

@@ -167,3 +167,23 @@ def test_all_tasks_run_on_a_tiny_model(tmp_path):
         assert len(rows) == (cfg.num_layers + 1) * metrics
         assert sorted({r["layer"] for r in rows}) == list(range(cfg.num_layers + 1))
         assert all(math.isfinite(r["value"]) for r in rows)
+
+
+# ---------------------------------------------------------------- BLI per pair (BabelBERT) vs grouped
+def test_bli_per_pair_ranks_each_pair_with_the_other_translations_competing():
+    # "a" has two translations x (ranked 1st by the vectors) and y (2nd); "b" -> z (1st); "c" is outside the
+    # source vocabulary
+    pairs = [("a", "x"), ("a", "y"), ("b", "z"), ("c", "x")]
+    vectors = {"src": torch.tensor([[1.0, 0.0], [0.0, 1.0]]),  # source vocabulary: a, b
+               "tgt": torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])}  # x, y, z
+    per_pair = BLITask.from_pairs("l1", "l2", pairs, ["x", "y", "z"], source_vocab=["a", "b"], ranking="per_pair")
+    assert per_pair.queries == ["a", "a", "b"] and per_pair.gold == [[0], [1], [2]] and per_pair.oov_source == 1
+    assert per_pair.text_sets()["src"].texts == ["a", "b"]
+    scores = per_pair.score(vectors)
+    assert scores["mrr"] == pytest.approx((1 + 1 / 2 + 1) / 3)  # y ranks behind its competitor x
+    assert scores["oov_source"] == 1 and scores["p_at_1"] == pytest.approx(2 / 3)
+    grouped = BLITask.from_pairs("l1", "l2", pairs, ["x", "y", "z"], source_vocab=["a", "b"])
+    assert grouped.queries == ["a", "b", "c"] and grouped.gold == [[0, 1], [2], [0]]
+    assert grouped.text_sets()["src"].texts == ["a", "b", "c"]  # a grouped query outside the space is still encoded
+    both = grouped.score({"src": torch.cat([vectors["src"], torch.tensor([[0.7, 0.7]])]), "tgt": vectors["tgt"]})
+    assert "oov_source" not in both and both["mrr"] <= 1
