@@ -34,6 +34,8 @@ class AdaptersConfig:
     enabled: bool = False
     reduction_factor: int = 16  # adapter width = hidden size / reduction_factor
     non_linearity: str = "relu"
+    # pfeiffer: after the FFN sublayer's Add & Norm (BabelBERT's PfeifferConfig); houlsby: before it
+    placement: Literal["pfeiffer", "houlsby"] = "pfeiffer"
 
 
 @dataclass

@@ -1,27 +1,29 @@
-"""Bottleneck adapters (Houlsby et al. 2019; Pfeiffer et al. 2021) for BERT/XLM-R masked LMs.
+"""Bottleneck adapters (Pfeiffer et al. 2021; Houlsby et al. 2019) for BERT/XLM-R masked LMs.
 
 BabelBERT (Green, Ponzetto & Glavaš 2022) also specialises the encoder with adapters instead of
-full fine-tuning. Every transformer layer gets one adapter on its feed-forward sublayer, the
-"Pfeiffer" configuration (one adapter per layer, after the FFN)::
+full fine-tuning, with adapter-transformers' ``PfeifferConfig``: one adapter per layer, on the
+feed-forward sublayer. With ``A(h) = W_up · f(W_down · h + b_down) + b_up`` (``W_down``: d -> d //
+reduction_factor, ``W_up`` back to d), ``x`` the sublayer's input, ``ffn`` its projected output
+and ``LN`` the layer's own output LayerNorm:
 
-    a(h) = h + W_up · f(W_down · h + b_down) + b_up,   W_down: d -> d // reduction_factor, W_up: back to d
+    pfeiffer (default):  LN(ffn + x + A(LN(ffn + x)))   after the layer's Add & Norm, re-using its LN
+    houlsby:             LN(ffn + A(ffn) + x)           before the skip connection and the LN
 
-Placement, precisely: ``layer.output`` of a BERT/XLM-R layer computes
-``LayerNorm(dropout(dense(x)) + residual)``; the adapter is applied to the output of
-``layer.output.dense`` (the FFN's projection back to ``d``), i.e. before the dropout, the skip
-connection and the LayerNorm, which is where Houlsby et al. place it ("after projection back to the
-input size, before adding the skip connection"). It is attached with a forward hook on that
-``dense`` and lives as the child module ``layer.output.adapter``, so the base model's parameter names
-(and thus its Hugging Face checkpoint keys) stay untouched. ``W_up`` and ``b_up`` start at zero, so
-the adapted model computes exactly what the base model computes until training moves them.
+Pfeiffer's adapter reads the normalised layer output; its residual is the FFN output, and the
+original Add & Norm is applied again around it (``original_ln_before``/``original_ln_after`` and
+``residual_before_ln`` in adapter-transformers). Both are attached with forward hooks (Pfeiffer on
+``layer.output.LayerNorm``, Houlsby on ``layer.output.dense``) and live as the child module
+``layer.output.adapter``, so the base model's parameter names (its Hugging Face checkpoint keys)
+stay untouched. ``W_up`` and ``b_up`` start at zero, so the adapted model computes exactly what the
+base model computes until training moves them.
 
 Only adapters are trained: ``add_bottleneck_adapters`` freezes every base parameter. Trainable
 parameters: ``L · (2 · d · m + m + d)`` with ``m = d // reduction_factor``.
 
-Export (no merge: an adapter is a non-linear function and cannot be folded into ``dense``):
-``save_pretrained_with_adapters`` writes the frozen base model as a plain Hugging Face directory
-(``from_pretrained`` loads it as the unadapted base) plus ``adapters.safetensors`` (the adapter
-weights) and ``adapters.json`` (how to rebuild them); ``load_masked_lm_with_adapters`` loads such a
+Export (no merge: an adapter is a non-linear function): ``save_pretrained_with_adapters`` writes the
+frozen base model as a plain Hugging Face directory plus ``adapters.safetensors`` and
+``adapters.json`` (how to rebuild them, placement included; files without one are Houlsby's, as
+written before the placement was configurable); ``load_masked_lm_with_adapters`` loads such a
 directory with its adapters re-attached, and any plain HF directory without them.
 """
 
@@ -31,6 +33,7 @@ import json
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
 from transformers.activations import ACT2FN
@@ -56,26 +59,43 @@ class BottleneckAdapter(nn.Module):
         nn.init.zeros_(self.up.weight)
         nn.init.zeros_(self.up.bias)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return hidden + self.up(self.activation(self.down(hidden)))
+    def bottleneck(self, hidden: torch.Tensor) -> torch.Tensor:
+        """A(h) = W_up f(W_down h + b_down) + b_up."""
+        return self.up(self.activation(self.down(hidden)))
 
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        return hidden + self.bottleneck(hidden)
+
+    # Forward hooks are bound methods, so a ``deepcopy`` of the model calls its own adapters.
     def adapt_output(self, module: nn.Module, inputs, output: torch.Tensor) -> torch.Tensor:
-        """Forward hook for the FFN's output projection (a bound method, so ``deepcopy`` keeps it right)."""
+        """Houlsby: on the FFN's output projection, before the skip connection and the LayerNorm."""
         return self(output)
+
+    def adapt_after_layer_norm(self, module: nn.LayerNorm, inputs, output: torch.Tensor) -> torch.Tensor:
+        """Pfeiffer: ``inputs[0]`` = ffn + x, ``output`` = LN(ffn + x) -> LN(ffn + x + A(LN(ffn + x)))."""
+        return F.layer_norm(inputs[0] + self.bottleneck(output), module.normalized_shape, module.weight, module.bias,
+                            module.eps)
 
 
 def _transformer_layers(model: nn.Module) -> nn.ModuleList:
     encoder = getattr(getattr(model, "base_model", None), "encoder", None)
     layers = getattr(encoder, "layer", None)
-    if layers is None or not all(hasattr(getattr(layer, "output", None), "dense") for layer in layers):
+    if layers is None or not all(hasattr(getattr(layer, "output", None), "dense") and
+                                 hasattr(layer.output, "LayerNorm") for layer in layers):
         raise ValueError(f"model: {type(model).__name__} is not a BERT/XLM-R-style encoder "
-                         "(expected base_model.encoder.layer[i].output.dense)")
+                         "(expected base_model.encoder.layer[i].output.dense and .LayerNorm)")
     return layers
 
 
-def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16,
-                            non_linearity: str = "relu") -> list[BottleneckAdapter]:
-    """Attach one adapter after each layer's FFN output projection; freeze everything else."""
+PLACEMENTS = ("pfeiffer", "houlsby")
+
+
+def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16, non_linearity: str = "relu",
+                            placement: str = "pfeiffer") -> list[BottleneckAdapter]:
+    """Attach one adapter to each layer's feed-forward sublayer (``placement``, see the module
+    docstring); freeze everything else."""
+    if placement not in PLACEMENTS:
+        raise ValueError(f"placement={placement!r} is not one of {PLACEMENTS}")
     layers = _transformer_layers(model)
     if any(hasattr(layer.output, "adapter") for layer in layers):
         raise ValueError("model already has adapters")
@@ -86,9 +106,13 @@ def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16,
         dense = layer.output.dense
         adapter = BottleneckAdapter(dense.out_features, reduction_factor, non_linearity).to(dense.weight.device)
         layer.output.adapter = adapter
-        dense.register_forward_hook(adapter.adapt_output)
+        if placement == "pfeiffer":
+            layer.output.LayerNorm.register_forward_hook(adapter.adapt_after_layer_norm)
+        else:
+            dense.register_forward_hook(adapter.adapt_output)
         adapters.append(adapter)
-    model.adapter_config = {"reduction_factor": reduction_factor, "non_linearity": non_linearity}
+    model.adapter_config = {"reduction_factor": reduction_factor, "non_linearity": non_linearity,
+                            "placement": placement}
     return adapters
 
 
@@ -131,7 +155,8 @@ def load_masked_lm_with_adapters(name_or_path: str) -> nn.Module:
     if config_file.is_file():
         try:
             settings = json.loads(config_file.read_text())
-            add_bottleneck_adapters(model, settings["reduction_factor"], settings["non_linearity"])
+            add_bottleneck_adapters(model, settings["reduction_factor"], settings["non_linearity"],
+                                    settings.get("placement", "houlsby"))
         except (json.JSONDecodeError, KeyError, TypeError) as error:
             raise ValueError(f"{config_file}: not an adapter config ({error})") from error
         load_adapters(model, load_file(str(config_file.with_name(ADAPTER_WEIGHTS))))

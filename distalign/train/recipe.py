@@ -73,7 +73,7 @@ class TrainingRecipe:
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
         adapters = config.model.adapters
         if adapters.enabled and not adapter_state_dict(masked_lm):
-            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity)
+            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement)
         active = config.objectives.active()
         context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.word_pairs, t.seed)
         objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}

@@ -70,18 +70,45 @@ def test_identity_at_init_and_only_adapters_trainable(kind):
     assert sum(p.numel() for p in model.parameters() if p.requires_grad) == 2 * LAYERS * D * m + LAYERS * (m + D)
 
 
-def test_adapter_formula_and_placement():
-    """An adapter computes h + W_up relu(W_down h + b_down) + b_up on the FFN projection's output."""
-    model = tiny("xlmr")
-    adapters = add_bottleneck_adapters(model, reduction_factor=8)
+def randomised(adapters):
     g = torch.Generator().manual_seed(2)
     for adapter in adapters:
         for p in adapter.parameters():
-            p.data = torch.randn(p.shape, generator=g)
+            p.data = torch.randn(p.shape, generator=g) * 0.3
+    return g
+
+
+def bottleneck(a, h):
+    return torch.relu(h @ a.down.weight.T + a.down.bias) @ a.up.weight.T + a.up.bias
+
+
+@pytest.mark.parametrize("kind", ["xlmr", "bert"])
+def test_pfeiffer_adapter_sits_after_the_feed_forward_add_and_norm(kind):
+    """Pfeiffer (BabelBERT's PfeifferConfig): LN(ffn + x + A(LN(ffn + x))), the layer's own LN re-used."""
+    model = tiny(kind)
+    adapters = add_bottleneck_adapters(model, reduction_factor=8)  # placement defaults to pfeiffer
+    g = randomised(adapters)
+    output, a = model.base_model.encoder.layer[0].output, adapters[0]
+    intermediate, x = torch.randn(4, output.dense.in_features, generator=g), torch.randn(4, D, generator=g)
+    z = output.dense(intermediate) + x  # eval mode: dropout is the identity
+    ln = torch.nn.functional.layer_norm
+    inner = ln(z, (D,), output.LayerNorm.weight, output.LayerNorm.bias, output.LayerNorm.eps)
+    expected = ln(z + bottleneck(a, inner), (D,), output.LayerNorm.weight, output.LayerNorm.bias,
+                  output.LayerNorm.eps)
+    with torch.no_grad():
+        assert torch.allclose(output(intermediate, x), expected, atol=1e-5)
+        assert not torch.allclose(output(intermediate, x), inner, atol=1e-3)  # the adapter does act
+        assert torch.allclose(output.dense(intermediate), intermediate @ output.dense.weight.T + output.dense.bias)
+
+
+def test_houlsby_adapter_sits_before_the_skip_connection():
+    """Houlsby: h + A(h) on the FFN projection's output, before the skip connection and the LayerNorm."""
+    model = tiny("xlmr")
+    adapters = add_bottleneck_adapters(model, reduction_factor=8, placement="houlsby")
+    g = randomised(adapters)
     h = torch.randn(4, D, generator=g)
     a = adapters[0]
-    expected = h + torch.relu(h @ a.down.weight.T + a.down.bias) @ a.up.weight.T + a.up.bias
-    assert torch.allclose(a(h), expected, atol=1e-5)
+    assert torch.allclose(a(h), h + bottleneck(a, h), atol=1e-5)
     dense = model.base_model.encoder.layer[0].output.dense
     x = torch.randn(4, dense.in_features, generator=g)
     assert torch.allclose(dense(x), a(x @ dense.weight.T + dense.bias), atol=1e-5)
@@ -89,6 +116,8 @@ def test_adapter_formula_and_placement():
     clone = copy.deepcopy(model)
     clone.base_model.encoder.layer[0].output.adapter.up.bias.data.add_(1.0)
     assert not torch.allclose(clone.base_model.encoder.layer[0].output.dense(x), dense(x))
+    with pytest.raises(ValueError, match="placement"):
+        add_bottleneck_adapters(tiny("bert"), placement="after")
 
 
 @pytest.mark.parametrize("kind", ["xlmr", "bert"])
@@ -103,17 +132,19 @@ def test_optimizer_steps_change_only_adapters(kind):
 
 
 @pytest.mark.parametrize("kind", ["xlmr", "bert"])
-def test_save_and_load_round_trip(kind, tmp_path):
+@pytest.mark.parametrize("placement", ["pfeiffer", "houlsby"])
+def test_save_and_load_round_trip(kind, placement, tmp_path):
     base = tiny(kind)
     base_logits = logits(base)
     model = copy.deepcopy(base)
-    add_bottleneck_adapters(model, reduction_factor=16, non_linearity="gelu")
+    add_bottleneck_adapters(model, reduction_factor=16, non_linearity="gelu", placement=placement)
     train_steps(model)
     adapted = logits(model)
     assert not torch.allclose(adapted, base_logits)
 
     save_pretrained_with_adapters(model, tmp_path)
-    assert json.loads((tmp_path / ADAPTER_CONFIG).read_text()) == {"reduction_factor": 16, "non_linearity": "gelu"}
+    assert json.loads((tmp_path / ADAPTER_CONFIG).read_text()) == {"reduction_factor": 16, "non_linearity": "gelu",
+                                                                  "placement": placement}
     assert (tmp_path / ADAPTER_WEIGHTS).is_file()
     loaded = load_masked_lm_with_adapters(str(tmp_path)).eval()
     assert torch.allclose(logits(loaded), adapted, atol=1e-6)
