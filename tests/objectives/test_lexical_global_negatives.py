@@ -45,8 +45,8 @@ def _worker(rank, init_file, results):
 
 def test_two_workers_with_global_negatives_match_one_worker_with_the_whole_batch(tmp_path):
     results = mp.Manager().dict()
-    # fork: the children need not import torch again (spawn costs seconds on 2 cores)
-    mp.start_processes(_worker, args=(str(tmp_path / "init"), results), nprocs=2, start_method="fork")
+    # spawn, not fork: a child forked after this process ran autograd can deadlock in its backward
+    mp.start_processes(_worker, args=(str(tmp_path / "init"), results), nprocs=2, start_method="spawn")
     full_loss, full_grad = loss_and_grad(slice(None), _local)
     for rank in (0, 1):
         loss, grad, local_loss = results[rank]
