@@ -16,6 +16,7 @@ import sys
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
+from distalign.logs import configure
 
 
 def _train(args) -> int:
@@ -199,6 +200,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    configure()  # progress lines and warnings of every command: the "distalign" logger
     try:
         return args.func(args)
     except (ConfigError, InputError) as err:

@@ -20,6 +20,7 @@ child run per trial; the parent holds the trial table (CSV) and a plot of the me
 from __future__ import annotations
 
 import dataclasses
+import logging
 import itertools
 import json
 import tempfile
@@ -28,6 +29,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, from_dict, load_config, load_dataclass
+
+log = logging.getLogger("distalign")
 
 
 @dataclass
@@ -105,7 +108,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
 
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))
-    print(f"[distalign] study {study.study}: {len(trials)} trials over {list(study.grid)}", flush=True)
+    log.info("study %s: %d trials over %s", study.study, len(trials), list(study.grid))
     ensure_ray()
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
                      {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},

@@ -13,6 +13,7 @@ table as an artifact; the table is also printed.
 from __future__ import annotations
 
 import json
+import logging
 import random
 from collections import Counter
 from dataclasses import dataclass, field
@@ -33,6 +34,8 @@ OBJECTIVE_SETS = {
     "lexical": {"mlm": 1.0, "lexical": 1.0},
 }
 BENCH_CONFIG = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "bench_synthetic.yaml"
+
+log = logging.getLogger("distalign")
 
 
 @dataclass
@@ -160,9 +163,9 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
     params = {"corpus": spec.corpus or "tatoeba English", "sentences": len(sentences),
               "dictionary_share": spec.dictionary_share, "eval_words": spec.eval_words,
               "overrides": " ".join(spec.overrides)}
-    print(f"[distalign bench] {len(sentences)} base sentences; dictionary {len(train_words)} training words, "
-          f"{len(eval_words)} held out; transformations {list(spec.transformations)}, objectives "
-          f"{list(spec.objectives)}", flush=True)
+    log.info("bench: %d base sentences; dictionary %d training words, %d held out; transformations %s, "
+             "objectives %s", len(sentences), len(train_words), len(eval_words), list(spec.transformations),
+             list(spec.objectives))
     data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed)
             for t in spec.transformations}
     runs = [(t, o) for t in spec.transformations for o in spec.objectives]
@@ -172,7 +175,7 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
     with tracked_run(probe.tracking.uri, probe.tracking.experiment, "bench-synthetic", str(out_dir), params,
                      {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()}) as parent_id:
         for transformation, objective in runs:
-            print(f"[distalign bench] training {transformation} / {objective}", flush=True)
+            log.info("bench: training %s / %s", transformation, objective)
             paths = data[transformation]
             config = training_config(spec, transformation, objective, paths, out_dir, parent_id)
             outcome = run_training(config)
@@ -181,8 +184,8 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
             MetricLogger(config.tracking.uri, outcome.run_id).log(
                 {f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
             results.append({"transformation": transformation, "objective": objective, **scores})
-            print(f"[distalign bench] {transformation} / {objective}: alignment {scores['alignment_emb']:.1f} "
-                  f"(embeddings), BLI MRR {scores['bli_mrr_best']:.3f}", flush=True)
+            log.info("bench: %s / %s: alignment %.1f (embeddings), BLI MRR %.3f", transformation, objective,
+                     scores["alignment_emb"], scores["bli_mrr_best"])
         table = pd.DataFrame(results)
         text = markdown_table(table)
         (out_dir / "results.md").write_text(text, encoding="utf-8")

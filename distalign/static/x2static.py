@@ -37,6 +37,7 @@ Example
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -54,6 +55,8 @@ from distalign.data.tokenize import encode_sentences
 from distalign.models.loading import load_tokenizer
 from distalign.models.pooling import mean_pool
 from distalign.static.word2vec_format import write_word2vec
+
+log = logging.getLogger("distalign")
 
 NEGATIVE_POWER = 0.5  # negatives ∝ count^0.5
 
@@ -206,9 +209,9 @@ class OccurrenceContexts:
         return self.vectors[rows_tensor], self.valid[rows_tensor]
 
 
-def print_progress(info: dict) -> None:
-    print(f"x2static epoch {info['epoch']} step {info['step']}: loss {info['loss']:.4f}  "
-          f"lr {info['lr']:.2e}  {info['words_per_s']:.0f} words/s", flush=True)
+def log_progress(info: dict) -> None:
+    log.info("x2static epoch %d step %d: loss %.4f  lr %.2e  %.0f words/s", info["epoch"], info["step"], info["loss"],
+             info["lr"], info["words_per_s"])
 
 
 def extract_static_vectors(
@@ -226,7 +229,7 @@ def extract_static_vectors(
     seed: int = 0,
     device: str | None = None,
     log_every: int = 100,
-    progress: Callable[[dict], None] | None = print_progress,
+    progress: Callable[[dict], None] | None = log_progress,
     cache_bytes: int = 2 * 1024**3,
 ) -> tuple[list[str], np.ndarray]:
     """Train X2Static vectors (module docstring) for the corpus' words; returns words and float32 vectors.
