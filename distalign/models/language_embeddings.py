@@ -7,6 +7,10 @@ the model is told which language it reads and which language it must predict:
     input:   x_t = E_word[id_t] + E_lang_in[lang_t]                 (then the encoder as usual)
     output:  logits_t = W_dec · LN(gelu(W [h_t ; E_lang_out[target_lang_t]] + b)) + b_dec
 
+The paper couples the two language tables (§2.3: "coupling the two help[s] improve performance
+slightly and is thus the setup we use"): ``E_lang_out = E_lang_in`` by default; separate tables
+are an option.
+
 Both exist only during pre-training: they live in the DICT-MLM objective module, not in the
 Hugging Face model, so the exported model keeps its original embeddings and MLM head.
 
@@ -17,9 +21,11 @@ be disturbed by randomly initialised additions):
   the language's tokens) is non-zero, so it still learns.
 - ``W``'s hidden-state columns and ``b``, ``LN`` start as copies of the pretrained head's
   transform and its language columns start at zero (``load_pretrained_transform``), so the
-  conditioned head's logits equal the pretrained head's at step 0. ``E_lang_out`` is therefore
-  randomly initialised: were it zero too, the language columns and the language vectors would
-  both have zero gradient forever (each one's gradient is a product with the other).
+  conditioned head's logits equal the pretrained head's at step 0. A separate ``E_lang_out`` is
+  therefore randomly initialised: were it zero too, the language columns and the language vectors
+  would both have zero gradient forever (each one's gradient is a product with the other). The
+  coupled table escapes through the input: its first gradients come from the input side, and once
+  it is non-zero the language columns learn too.
 - ``W_dec``/``b_dec`` are the model's own output embeddings (tied to the input embeddings in
   XLM-R and mBERT), called as a module so DeepSpeed ZeRO-3 gathers them; a separate decoder would
   add vocab × hidden parameters (192M for XLM-R base) and lose the tying.
@@ -75,12 +81,18 @@ class LanguageConditionedLMHead(nn.Module):
     """``LN(gelu(W [h ; E_lang_out[target]] + b))`` then the model's decoder (see module docstring)."""
 
     def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
-                 layer_norm_eps: float = 1e-5, init_std: float = 0.02):
+                 layer_norm_eps: float = 1e-5, init_std: float = 0.02, own_table: bool = True):
+        """``own_table=False``: the head reads the language vectors passed to ``forward`` (the coupled
+        input table, of ``hidden_size``) instead of its own ``E_lang_out``."""
         super().__init__()
         self.hidden_size = hidden_size
-        self.target_language = nn.Embedding(num_languages, lang_dim or hidden_size)
-        nn.init.normal_(self.target_language.weight, std=init_std)
-        self.dense = nn.Linear(hidden_size + self.target_language.embedding_dim, hidden_size)
+        self.target_language = None
+        if own_table:
+            self.target_language = nn.Embedding(num_languages, lang_dim or hidden_size)
+            nn.init.normal_(self.target_language.weight, std=init_std)
+        elif lang_dim not in (None, hidden_size):
+            raise ValueError(f"lang_dim={lang_dim}: a coupled language table has the hidden size {hidden_size}")
+        self.dense = nn.Linear(hidden_size + (lang_dim or hidden_size), hidden_size)
         self.layer_norm = nn.LayerNorm(hidden_size, eps=layer_norm_eps)
 
     @torch.no_grad()
@@ -94,7 +106,12 @@ class LanguageConditionedLMHead(nn.Module):
         self.dense.bias.copy_(dense.bias)
         self.layer_norm.load_state_dict(layer_norm.state_dict())
 
-    def forward(self, states: torch.Tensor, target_lang_ids: torch.Tensor, decoder: nn.Module) -> torch.Tensor:
-        """Logits [..., V] from token states [..., d] and the target language id of each token."""
-        x = torch.cat([states, self.target_language(target_lang_ids).to(states.dtype)], dim=-1)
+    def forward(self, states: torch.Tensor, target_lang_ids: torch.Tensor, decoder: nn.Module,
+                language_table: nn.Embedding | None = None) -> torch.Tensor:
+        """Logits [..., V] from token states [..., d] and the target language id of each token
+        (looked up in the head's own table, or in ``language_table`` when the tables are coupled)."""
+        table = self.target_language if self.target_language is not None else language_table
+        if table is None:
+            raise ValueError("a head without its own language table needs language_table")
+        x = torch.cat([states, table(target_lang_ids).to(states.dtype)], dim=-1)
         return decoder(self.layer_norm(F.gelu(self.dense(x))))

@@ -31,10 +31,12 @@ every label sequence is a complete word, at the cost of fewer usable dictionary 
 Synonyms are the direct dictionary pairs, in both directions, between different languages
 (no pivoting through a third language).
 
-dict-TLM variant: the sentence is code-switched (each dictionary word replaced by a random
-cross-lingual synonym, chosen as in 2., with probability ``switch_prob``) and concatenated with
-the original as ``[CLS] orig [SEP] switched [SEP]`` (whole words only, both halves cut to the same
-words so they stay parallel), then masked and labelled as above over the concatenation.
+dict-TLM variant (§2.3): the sentence is code-switched as in §2.2 (a dictionary word is replaced
+by a random cross-lingual synonym, chosen as in 2., with probability ``switch_prob``: 15%, the
+share §2.2 selects) and concatenated with the original as ``[CLS] orig [SEP] switched [SEP]``
+(whole words only, both halves cut to the same words so they stay parallel); then, as in TLM,
+15% of the concatenation's words are masked (whole words, any word) and predicted with the plain
+MLM objective: every label is the token at its position, in its own language.
 
 Masking happens on the data side (``DictMLMPreparer`` in Ray Data, one random stream per row:
 ``distalign.data.row_random``); ``DictMLMObjective`` computes the loss of an already masked batch.
@@ -293,7 +295,7 @@ class DictMLMMasking:
     mask_prob: float = 0.15
     synonym_share: float = 0.5  # x/100 of the paper's DICT-MLM-x
     tlm: bool = False  # dict-TLM: mask [CLS] orig [SEP] code-switched [SEP]
-    switch_prob: float = 0.5  # dict-TLM: share of dictionary words code-switched
+    switch_prob: float = 0.15  # dict-TLM: share of dictionary words code-switched (§2.2's 15%)
     max_length: int = 64  # dict-TLM: width of the concatenation
 
 
@@ -312,11 +314,15 @@ def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, ma
                                     table, cls_id=masking.cls_id, sep_id=masking.sep_id, pad_id=masking.pad_id,
                                     max_length=masking.max_length, switch_prob=masking.switch_prob,
                                     random=random)
-    masked_ids, labels = dict_whole_word_mask(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"],
-                                              masking.mask_token_id, masking.vocab_size, masking.mask_prob,
-                                              random)
-    labels, label_lang_ids = replace_labels(labels, tokens["word_ids"], tokens["entry_ids"], tokens["lang_ids"],
-                                            table, masking.synonym_share, random)
+        masked_ids, labels = whole_word_mask(tokens["input_ids"], tokens["word_ids"], masking.mask_token_id,
+                                             masking.vocab_size, masking.mask_prob, random)
+        label_lang_ids = torch.where(labels != IGNORE_INDEX, tokens["lang_ids"], IGNORE_INDEX)
+    else:
+        masked_ids, labels = dict_whole_word_mask(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"],
+                                                  masking.mask_token_id, masking.vocab_size, masking.mask_prob,
+                                                  random)
+        labels, label_lang_ids = replace_labels(labels, tokens["word_ids"], tokens["entry_ids"], tokens["lang_ids"],
+                                                table, masking.synonym_share, random)
     return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
             "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"]}
 
@@ -344,7 +350,8 @@ class DictMLMPreparer:
         return _SYNONYM_TABLES[self.key][0]
 
     def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
-        corpus = {name: torch.from_numpy(batch[name]) for name in ("input_ids", "attention_mask", "word_ids", "lang_id")}
+        names = ("input_ids", "attention_mask", "word_ids", "lang_id")
+        corpus = {name: torch.from_numpy(batch[name]) for name in names}
         out = mask_dict_mlm_batch(corpus, self.synonym_table(), self.masking, random)
         return {name: tensor.numpy() for name, tensor in out.items()}
 
@@ -356,8 +363,10 @@ class DictMLMConfig:
     mask_prob: float = 0.15  # share of dictionary words masked (whole words)
     # the paper's x (DICT-MLM-50/70/90): a masked word's label is a cross-lingual synonym x% of the time
     synonym_label_percent: int = 50
+    # one language table at the input and in the head (§2.3, the paper's setup); false = two tables
+    couple_language_embeddings: bool = True
     tlm: bool = False  # dict-TLM: [CLS] sentence [SEP] code-switched copy [SEP], masked together
-    switch_prob: float = 0.5  # dict-TLM: share of dictionary words switched in the copy
+    switch_prob: float = 0.15  # dict-TLM: share of dictionary words switched in the copy (§2.2's 15%)
 
 
 class DictMLMObjective(Objective):
@@ -375,10 +384,12 @@ class DictMLMObjective(Objective):
     reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
 
     def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
-                 layer_norm_eps: float = 1e-5):
+                 layer_norm_eps: float = 1e-5, coupled: bool = True):
         super().__init__()
         self.language_embeddings = LanguageEmbeddings(num_languages, hidden_size)
-        self.head = LanguageConditionedLMHead(hidden_size, num_languages, lang_dim, layer_norm_eps)
+        # coupled (the paper's setup): the head reads the input's language table
+        self.head = LanguageConditionedLMHead(hidden_size, num_languages, lang_dim, layer_norm_eps,
+                                              own_table=not coupled)
 
     @classmethod
     def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
@@ -392,19 +403,20 @@ class DictMLMObjective(Objective):
 
         tokenizer = load_tokenizer(ctx.tokenizer_path)
         masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
-                                 tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob, cfg.synonym_label_percent / 100,
-                                 cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
+                                 tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob,
+                                 cfg.synonym_label_percent / 100, cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
         return DictMLMPreparer(ctx.tokenizer_path, tuple(ctx.languages), ctx.word_pairs, masking)
 
     @classmethod
     def build(cls, cfg: DictMLMConfig, ctx: ObjectiveContext) -> DictMLMObjective:
-        return cls.for_model(ctx.masked_lm, len(ctx.languages))
+        return cls.for_model(ctx.masked_lm, len(ctx.languages), coupled=cfg.couple_language_embeddings)
 
     @classmethod
-    def for_model(cls, masked_lm: nn.Module, num_languages: int, lang_dim: int | None = None) -> DictMLMObjective:
+    def for_model(cls, masked_lm: nn.Module, num_languages: int, lang_dim: int | None = None,
+                  coupled: bool = True) -> DictMLMObjective:
         """Sized for ``masked_lm``, head transform copied from its pretrained MLM head."""
         config = masked_lm.config
-        objective = cls(config.hidden_size, num_languages, lang_dim, config.layer_norm_eps)
+        objective = cls(config.hidden_size, num_languages, lang_dim, config.layer_norm_eps, coupled)
         objective.head.load_pretrained_transform(*pretrained_lm_transform(masked_lm))
         return objective
 
@@ -416,5 +428,6 @@ class DictMLMObjective(Objective):
         ).last_hidden_state
         labelled = batch["labels"] != IGNORE_INDEX
         # Logits only where there is a label: the vocabulary projection dominates the cost.
-        logits = self.head(states[labelled], batch["label_lang_ids"][labelled], masked_lm.get_output_embeddings())
+        logits = self.head(states[labelled], batch["label_lang_ids"][labelled], masked_lm.get_output_embeddings(),
+                           self.language_embeddings.embedding)
         return masked_lm_loss(logits, batch["labels"][labelled])

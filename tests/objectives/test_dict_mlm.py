@@ -305,9 +305,28 @@ def test_data_side_preparation_masks_dictionary_words_deterministically(table, t
     assert all(v.shape == (2, width) for v in first.values())
     labelled = first["labels"] != IGNORE_INDEX
     assert labelled.any()
-    # BIG has no entry in either language: never masked, never a label
-    assert not (first["labels"] == BIG).any()
     assert torch.equal(labelled, first["label_lang_ids"] != IGNORE_INDEX)
+    if not tlm:  # BIG has no entry in either language: DICT-MLM never masks it
+        assert not (first["labels"] == BIG).any()
+
+
+def test_dict_tlm_masks_any_word_of_the_concatenation_with_plain_labels(table):
+    """dict-TLM (§2.3): as TLM, 15% of the concatenation's words masked, each label the token at its position."""
+    masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
+                             mask_prob=0.15, synonym_share=1.0, tlm=True, switch_prob=1.0, max_length=12)
+    rows = 400
+    corpus = {k: v.repeat(rows // 2, *([1] * (v.dim() - 1))) for k, v in corpus_batch().items()}
+    out = mask_dict_mlm_batch(corpus, table, masking, RowRandom.for_batch(rows, seed=7))
+    entries = dictionary_entry_ids(corpus["input_ids"], corpus["word_ids"], corpus["lang_id"], table)
+    unmasked = code_switch_concat(corpus["input_ids"], corpus["word_ids"], entries, corpus["lang_id"], table,
+                                  cls_id=CLS, sep_id=SEP, pad_id=PAD, max_length=12, switch_prob=1.0,
+                                  random=RowRandom.for_batch(rows, seed=7))
+    labelled = out["labels"] != IGNORE_INDEX
+    assert torch.equal(out["labels"][labelled], unmasked["input_ids"][labelled])  # never a synonym label
+    assert torch.equal(out["label_lang_ids"][labelled], unmasked["lang_ids"][labelled])
+    assert (out["labels"] == BIG).any()  # words without a dictionary entry are masked too
+    words = int((unmasked["word_ids"] >= 0).sum())
+    assert 0.09 < int(labelled.sum()) / words < 0.21  # ~15% of the tokens (whole words)
 
 
 def test_empty_dictionary_gives_plain_masking_and_original_labels(tokenizer):
@@ -338,9 +357,10 @@ def masked_example():
             "label_lang_ids": torch.tensor([[-100, DE, -100, EN, -100, -100], [-100, IT, IT, -100, -100, -100]])}
 
 
-def test_loss_equals_cross_entropy_computed_by_hand():
+@pytest.mark.parametrize("coupled", [True, False])
+def test_loss_equals_cross_entropy_computed_by_hand(coupled):
     masked_lm = tiny_model()
-    objective = DictMLMObjective.for_model(masked_lm, num_languages=len(LANGUAGES))
+    objective = DictMLMObjective.for_model(masked_lm, num_languages=len(LANGUAGES), coupled=coupled)
     torch.nn.init.normal_(objective.language_embeddings.embedding.weight)  # non-trivial languages
     torch.nn.init.normal_(objective.head.dense.weight, std=0.1)
     model = TrainingModule(masked_lm, {"dict_mlm": objective}, {"dict_mlm": 1.0})
@@ -357,7 +377,10 @@ def test_loss_equals_cross_entropy_computed_by_hand():
     states = masked_lm.roberta(inputs_embeds=embeds, position_ids=positions,
                                attention_mask=batch["attention_mask"]).last_hidden_state
     head, decoder = objective.head, masked_lm.lm_head.decoder
-    x = torch.cat([states, head.target_language.weight[batch["label_lang_ids"].clamp(min=0)]], -1)
+    # coupled (the paper's setup): the head's language vectors are the input's
+    table = objective.language_embeddings.embedding if coupled else head.target_language
+    assert (head.target_language is None) == coupled
+    x = torch.cat([states, table.weight[batch["label_lang_ids"].clamp(min=0)]], -1)
     x = F.layer_norm(F.gelu(x @ head.dense.weight.T + head.dense.bias), (16,), head.layer_norm.weight,
                      head.layer_norm.bias, head.layer_norm.eps)
     logits = x @ decoder.weight.T + decoder.bias
@@ -374,7 +397,11 @@ def test_objective_starts_as_plain_mlm_and_trains_its_language_parameters():
     loss = objective(Encoder(masked_lm), batch)
     torch.testing.assert_close(loss, plain)  # zero-init languages + copied head = the plain MLM loss
     loss.backward()
-    used = objective.language_embeddings.embedding.weight.grad[[EN, FR]]
-    assert (used.abs().sum(1) > 0).all()
-    assert objective.head.dense.weight.grad[:, 16:].abs().sum() > 0
+    table = objective.language_embeddings.embedding.weight
+    assert (table.grad[[EN, FR]].abs().sum(1) > 0).all()  # the coupled table learns through the input first
     assert masked_lm.get_input_embeddings().weight.grad is not None
+    # one step later the (shared) language vectors are non-zero and the head's language columns learn too
+    torch.optim.SGD(objective.parameters(), lr=1.0).step()
+    objective.zero_grad()
+    objective(Encoder(masked_lm), batch).backward()
+    assert objective.head.dense.weight.grad[:, 16:].abs().sum() > 0
