@@ -137,6 +137,7 @@ class TrainConfig:
     lr: float = 5e-4
     weight_decay: float = 0.01
     warmup_steps: int = 10
+    lr_schedule: Literal["linear", "constant"] = "linear"  # after warm-up: linear decay to 0, or constant
     max_steps: int = 200
     epochs: float = 0.0  # > 0: train this many epochs of the main stream instead (sets max_steps from the data)
     constraint_batch_size: int = 32  # pairs per worker per step

@@ -98,7 +98,9 @@ def test_every_shipped_config_loads(path, tmp_path, monkeypatch):
 # objective -> (the published setting, its tiny variant that runs here)
 OBJECTIVE_CONFIGS = {
     "lexical": ("babelbert.yaml", "quickstart.yaml"),
-    "lexical (sense level, adapters)": ("babelbert_sense_adapters.yaml", "babelbert_sense_adapters_tiny.yaml"),
+    # one published config per variant the paper ran; one tiny run covers both (sense level + adapters)
+    "lexical (adapters)": ("babelbert_adapters.yaml", "babelbert_sense_adapters_tiny.yaml"),
+    "lexical (sense level)": ("babelbert_gloss.yaml", "babelbert_sense_adapters_tiny.yaml"),
     "align": ("align_mlm.yaml", "align_mlm_tiny.yaml"),
     "dict_mlm": ("dict_mlm.yaml", "dict_mlm_tiny.yaml"),
     "static": ("static_align.yaml", "static_align_tiny.yaml"),
@@ -115,7 +117,8 @@ def test_every_objective_has_a_published_and_a_tiny_config(objective, tmp_path, 
     for path in (published, tiny):
         config = load_config(path)
         assert name in config.objectives.active(), path.name
-        assert (config.objectives.lexical.sense_level and config.model.adapters.enabled) == ("adapters" in objective)
+        assert config.model.adapters.enabled or "adapters" not in objective
+        assert config.objectives.lexical.sense_level or "sense level" not in objective
     assert load_config(tiny).model.name_or_path == "tiny" and load_config(tiny).data.source == "synthetic"
     assert load_config(published).train.use_gpu  # published settings are cluster runs
 
@@ -124,12 +127,19 @@ def test_published_settings_are_the_papers():
     def raw(name):
         return yaml.safe_load((CONFIG_DIR / name).read_text())
 
-    babelbert = raw("babelbert.yaml")
-    assert babelbert["objectives"]["lexical"]["temperature"] == 0.07 and babelbert["train"]["lr"] == 5e-6
-    assert babelbert["train"]["num_workers"] * babelbert["train"]["constraint_batch_size"] == 256
-    assert babelbert["train"]["epochs"] == 2 and babelbert["eval"]["every_epochs"] == 0.05
-    assert raw("babelbert_sense_adapters.yaml")["model"]["adapters"]["reduction_factor"] == 16
-    assert babelbert["eval"]["bli_ranking"] == raw("babelbert_sense_adapters.yaml")["eval"]["bli_ranking"] == "per_pair"
+    # BabelBERT §4 and Table 4 (mBERT): lr / batch per variant, 15 epochs, quarter-epoch validation
+    for name, lr, batch in (("babelbert.yaml", 1e-6, 64), ("babelbert_adapters.yaml", 5e-6, 32),
+                            ("babelbert_gloss.yaml", 1e-6, 64)):
+        babel = raw(name)
+        assert babel["objectives"]["lexical"]["temperature"] == 0.07, name
+        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["constraint_batch_size"]) == \
+            (lr, batch), name
+        assert babel["train"]["epochs"] == 15 and babel["train"]["lr_schedule"] == "constant", name
+        assert babel["eval"]["every_epochs"] == 0.25 and babel["eval"]["bli_ranking"] == "per_pair", name
+        assert babel["data"]["sampling_alpha"] == 0.5, name
+    assert raw("babelbert_adapters.yaml")["model"]["adapters"] == {"enabled": True, "reduction_factor": 16,
+                                                                   "placement": "pfeiffer"}
+    assert raw("babelbert_gloss.yaml")["objectives"]["lexical"]["sense_level"] is True
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
     assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import torch
 from torch.nn.parallel import DistributedDataParallel
-from transformers import get_linear_schedule_with_warmup
+from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
@@ -23,7 +23,10 @@ def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
     # frozen parameters (the base model under adapters) need no optimizer state
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
-    schedule = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+    if cfg.lr_schedule == "constant":  # BabelBERT's authors: a constant learning rate
+        schedule = get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
+    else:
+        schedule = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
     return optimizer, schedule
 
 
