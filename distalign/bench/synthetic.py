@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
+import torch
 
 from distalign.bench.derived_language import TRANSFORMATIONS, Transliteration, derive, normalise
 from distalign.checkpoint import MODEL_DIR
@@ -118,32 +119,67 @@ def training_config(spec: BenchSpec, transformation: str, objective: str, paths:
     ])
 
 
+# ALIGN-MLM's Table 8 (alignment %, the paper's transformations): ours maps translit -> Trans, translit_inv ->
+# Trans + Inv; it has no syntax transformation and the paper no permutation.
+PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3,
+                ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2}
+
+
+def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration) -> tuple[list[int], list[int],
+                                                                                        list[int], int]:
+    """Token ids of the base language's vocabulary with their transliterated counterparts, the derived
+    language's whole vocabulary, and how many base tokens have no counterpart in the vocabulary.
+
+    Base tokens are those spelt only in the base alphabet, derived tokens only in the transliterated
+    one (the word-start marker and other shared symbols aside); a counterpart is the same token with
+    every character transliterated."""
+    def letters(token: str) -> set[str]:
+        return {c for c in token if c.isalnum() or c in translit.table}
+
+    source, derived = set(translit.table), set(translit.table.values())
+    base = [t for t in vocab if letters(t) and letters(t) <= source]
+    candidates = [vocab[t] for t in vocab if letters(t) and letters(t) <= derived]
+    counterparts = {t: "".join(translit.table.get(c, c) for c in t) for t in base}
+    paired = [(vocab[t], vocab[c]) for t, c in counterparts.items() if c in vocab]
+    return [a for a, _ in paired], [b for _, b in paired], candidates, len(base) - len(paired)
+
+
 def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str], translit: Transliteration) -> dict:
-    """Alignment score at the embedding layer and at its best layer; BLI MRR at its best layer."""
-    from distalign.eval.tasks import AlignmentTask, BLITask, evaluate_locally
-    from distalign.models.encoder import Encoder
+    """ALIGN-MLM's alignment (input embeddings, whole vocabularies); the contextual word alignment of the
+    held-out words at the embedding layer and its best layer; BLI MRR at its best layer."""
+    from distalign.eval.alignment import vocabulary_alignment
+    from distalign.eval.tasks import BLITask, WordAlignmentTask, evaluate_locally
     from distalign.models.adapters import load_masked_lm_with_adapters
+    from distalign.models.encoder import Encoder
     from distalign.models.loading import load_tokenizer
 
     pairs = [(w, translit.word(w)) for w in eval_words]
-    model = Encoder(load_masked_lm_with_adapters(model_dir))
-    rows = pd.DataFrame(evaluate_locally(model, load_tokenizer(model_dir), [
-        AlignmentTask(BASE_LANG, DERIVED_LANG, pairs),
+    masked_lm, tokenizer = load_masked_lm_with_adapters(model_dir), load_tokenizer(model_dir)
+    src, tgt, candidates, unpaired = vocabulary_counterparts(tokenizer.get_vocab(), translit)
+    with torch.no_grad():
+        alignment = vocabulary_alignment(masked_lm.get_input_embeddings().weight, src, tgt, candidates)
+    rows = pd.DataFrame(evaluate_locally(Encoder(masked_lm), tokenizer, [
+        WordAlignmentTask(BASE_LANG, DERIVED_LANG, pairs),
         BLITask.from_pairs(BASE_LANG, DERIVED_LANG, pairs, derived_vocab, lowercase=False),
     ]))
-    alignment = rows[rows["task"] == "alignment"].set_index("layer")["value"]
+    words = rows[rows["task"] == "word_alignment"].set_index("layer")["value"]
     mrr = rows[(rows["task"] == "bli") & (rows["metric"] == "mrr")].set_index("layer")["value"]
-    return {"alignment_emb": alignment.loc[0], "alignment_best": alignment.max(),
-            "alignment_best_layer": int(alignment.idxmax()), "bli_mrr_best": mrr.max(),
+    return {"alignment": alignment, "alignment_tokens": len(src), "alignment_unpaired": unpaired,
+            "word_alignment_emb": words.loc[0], "word_alignment_best": words.max(),
+            "word_alignment_best_layer": int(words.idxmax()), "bli_mrr_best": mrr.max(),
             "bli_best_layer": int(mrr.idxmax())}
 
 
 def markdown_table(results: pd.DataFrame) -> str:
-    header = ("| transformation | objective | alignment, embeddings | alignment, best layer | BLI MRR, best layer |\n"
-              "|---|---|---|---|---|\n")
+    header = ("| transformation | objective | alignment (ALIGN-MLM's) | paper, Table 8 | word alignment, embeddings "
+              "| word alignment, best layer | BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n")
+    def paper(r) -> str:
+        value = PAPER_TABLE8.get((r.transformation, r.objective))
+        return "–" if value is None else f"{value:.1f}"
     return header + "".join(
-        f"| {r.transformation} | {r.objective} | {r.alignment_emb:.1f} | {r.alignment_best:.1f} "
-        f"(layer {r.alignment_best_layer}) | {r.bli_mrr_best:.3f} (layer {r.bli_best_layer}) |\n"
+        f"| {r.transformation} | {r.objective} | {r.alignment:.1f} | {paper(r)} | {r.word_alignment_emb:.1f} "
+        f"| {r.word_alignment_best:.1f} (layer {r.word_alignment_best_layer}) | {r.bli_mrr_best:.3f} "
+        f"(layer {r.bli_best_layer}) |\n"
         for r in results.itertuples())
 
 
@@ -184,8 +220,8 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
             MetricLogger(config.tracking.uri, outcome.run_id).log(
                 {f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
             results.append({"transformation": transformation, "objective": objective, **scores})
-            log.info("bench: %s / %s: alignment %.1f (embeddings), BLI MRR %.3f", transformation, objective,
-                     scores["alignment_emb"], scores["bli_mrr_best"])
+            log.info("bench: %s / %s: alignment %.1f (%d tokens), BLI MRR %.3f", transformation, objective,
+                     scores["alignment"], scores["alignment_tokens"], scores["bli_mrr_best"])
         table = pd.DataFrame(results)
         text = markdown_table(table)
         (out_dir / "results.md").write_text(text, encoding="utf-8")
@@ -195,6 +231,6 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
             client.log_artifact(parent_id, str(out_dir / name))
         MetricLogger(probe.tracking.uri, parent_id).log(
             {f"bench/{r['transformation']}/{r['objective']}/{k}": float(r[k])
-             for r in results for k in ("alignment_emb", "alignment_best", "bli_mrr_best")}, 0)
+             for r in results for k in ("alignment", "word_alignment_best", "bli_mrr_best")}, 0)
     print("\n" + text, flush=True)
     return table

@@ -6,7 +6,7 @@ import torch
 
 from distalign.eval.bli import CHUNK_SIZE, _check_chunk_size, _normalized_pair
 
-__all__ = ["aligned_nn_hits", "alignment_score"]
+__all__ = ["aligned_nn_hits", "alignment_score", "vocabulary_alignment"]
 
 
 def aligned_nn_hits(queries: torch.Tensor, candidates: torch.Tensor, *, chunk_size: int = CHUNK_SIZE) -> torch.Tensor:
@@ -29,3 +29,30 @@ def aligned_nn_hits(queries: torch.Tensor, candidates: torch.Tensor, *, chunk_si
 def alignment_score(e_src: torch.Tensor, e_tgt: torch.Tensor, *, chunk_size: int = CHUNK_SIZE) -> float:
     """100 * mean_i [argmax_j cos(e_src[i], e_tgt[j]) == i]; ties count as correct if i is among the maxima."""
     return 100.0 * aligned_nn_hits(e_src, e_tgt, chunk_size=chunk_size).double().mean().item()
+
+
+def vocabulary_alignment(embeddings: torch.Tensor, src_ids, tgt_ids, candidate_ids, *,
+                         chunk_size: int = CHUNK_SIZE) -> float:
+    """ALIGN-MLM's alignment score (Tang et al. 2022 §4, after Deshpande et al. 2021), in %.
+
+    A token of the natural language scores 100 if, by cosine of the input-embedding rows
+    (``embeddings`` [V, d]), its counterpart in the derived language is the nearest among the derived
+    language's whole vocabulary (``candidate_ids``), else 0; the score is the mean over the natural
+    language's tokens ``src_ids`` with counterparts ``tgt_ids``. Ties count for the counterpart.
+    """
+    src_ids, tgt_ids, candidate_ids = (torch.as_tensor(x, dtype=torch.long) for x in (src_ids, tgt_ids, candidate_ids))
+    if src_ids.shape != tgt_ids.shape or not len(src_ids):
+        raise ValueError(f"src_ids and tgt_ids must be equal non-empty lists, got {len(src_ids)} and {len(tgt_ids)}")
+    position = {int(c): i for i, c in enumerate(candidate_ids)}
+    missing = [int(t) for t in tgt_ids if int(t) not in position]
+    if missing:
+        raise ValueError(f"counterparts {missing[:5]} are not among the candidate ids (the derived vocabulary)")
+    _check_chunk_size(chunk_size)
+    rows, candidates = _normalized_pair(embeddings[src_ids], embeddings[candidate_ids])
+    own = torch.tensor([position[int(t)] for t in tgt_ids])
+    hits = []
+    for start in range(0, len(rows), chunk_size):
+        sims = rows[start : start + chunk_size] @ candidates.T
+        mine = sims.gather(1, own[start : start + chunk_size, None]).squeeze(1)
+        hits.append(mine >= sims.amax(dim=1))
+    return 100.0 * torch.cat(hits).double().mean().item()

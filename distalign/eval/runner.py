@@ -44,7 +44,7 @@ class EvalSpec:
     """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
 
         model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
-        suite: {eval_dir: ../shared/data/eval, tasks: [bli, alignment], bli_pairs: [de-en], max_queries: 500}
+        suite: {eval_dir: ../shared/data/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
         layer: -1
         tracking: {experiment: my-evals}
     """
@@ -153,7 +153,7 @@ def write_reports(df: pd.DataFrame, out_dir: Path) -> list[Path]:
     best = out_dir / "best_layers.csv"
     report.best_layers(df).to_csv(best, index=False)
     files += [best, report.plot_by_layer(df, out_dir / "by_layer.png")]
-    main_metric = {"bli": "mrr", "xlsim": "spearman", "tatoeba": "acc", "alignment": "score"}
+    main_metric = {"bli": "mrr", "xlsim": "spearman", "tatoeba": "acc", "word_alignment": "score"}
     pairs_only = df[df["pair"] != report.AVG]
     for task in sorted(pairs_only["task"].unique()):
         metric = main_metric.get(task.split("_")[0], "mrr")
@@ -242,7 +242,7 @@ def add_eval_arguments(parser) -> None:
     source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
     parser.add_argument("--eval-dir", help=f"benchmark folder (default {d.suite.eval_dir})")
     parser.add_argument("--tasks", help=f"comma list of {','.join(TASK_NAMES)} (default {','.join(d.suite.tasks)})")
-    parser.add_argument("--bli-pairs", help="G-BLI pairs for bli and alignment "
+    parser.add_argument("--bli-pairs", help="G-BLI pairs for bli and word_alignment "
                                             f"(default {','.join(d.suite.bli_pairs)})")
     parser.add_argument("--xlsim-pairs", help="Multi-SimLex pairs (ISO 639-3) "
                                               f"(default {','.join(d.suite.xlsim_pairs)})")

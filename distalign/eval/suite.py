@@ -13,9 +13,9 @@ from typing import Literal, get_args
 
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval import benchmarks
-from distalign.eval.tasks import AlignmentTask, BLITask, EvalTask, TatoebaTask, XLSimTask
+from distalign.eval.tasks import BLITask, EvalTask, TatoebaTask, WordAlignmentTask, XLSimTask
 
-TaskName = Literal["bli", "xlsim", "tatoeba", "alignment"]
+TaskName = Literal["bli", "xlsim", "tatoeba", "word_alignment"]
 TASK_NAMES = get_args(TaskName)
 
 
@@ -25,7 +25,7 @@ class SuiteSpec:
 
     eval_dir: str = "../shared/data/eval"  # benchmark folder (layout: distalign.eval.benchmarks)
     tasks: tuple[TaskName, ...] = ("bli", "xlsim", "tatoeba")
-    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and alignment
+    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and word_alignment
     xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
     tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
     # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]
@@ -90,7 +90,7 @@ def one_to_one(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
     """The evaluation tasks of a suite, every benchmark file read and checked (before any Ray work).
 
-    One BLI task per pair and similarity (G-BLI pairs, then ``dictionaries``), one alignment task
+    One BLI task per pair and similarity (G-BLI pairs, then ``dictionaries``), one word_alignment task
     per BLI pair (one-to-one pairs), one XLSIM task per Multi-SimLex pair, one Tatoeba task per
     language; what each reader kept and skipped is appended to ``spec.reports``. Errors name the
     spec key and its ``distalign eval`` flag.
@@ -102,7 +102,7 @@ def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
     if not Path(spec.eval_dir).is_dir():
         raise InputError(f"suite.eval_dir (--eval-dir): directory not found: {spec.eval_dir}")
     bli_sources = []  # (lang1, lang2, pairs)
-    if "bli" in spec.tasks or "alignment" in spec.tasks:
+    if "bli" in spec.tasks or "word_alignment" in spec.tasks:
         for pair in spec.bli_pairs:
             lang1, lang2 = split_pair(pair, "suite.bli_pairs (--bli-pairs)")
             pairs, report = gbli_test_pairs(spec.eval_dir, lang1, lang2)
@@ -121,9 +121,9 @@ def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
             source_vocab = _vocabulary(spec, lang1, fallback=None)  # CSLS's r_S and per-pair OOV: the source space
             tasks += [BLITask.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
                                          ranking=spec.bli_ranking, similarity=sim) for sim in spec.similarities]
-    if "alignment" in spec.tasks:
+    if "word_alignment" in spec.tasks:
         for lang1, lang2, pairs in bli_sources:
-            tasks.append(AlignmentTask(lang1, lang2, one_to_one(_limit_queries(pairs, spec.max_queries))))
+            tasks.append(WordAlignmentTask(lang1, lang2, one_to_one(_limit_queries(pairs, spec.max_queries))))
     if "xlsim" in spec.tasks:
         for pair in spec.xlsim_pairs:
             lang1, lang2 = split_pair(pair, "suite.xlsim_pairs (--xlsim-pairs)")

@@ -186,13 +186,15 @@ class TatoebaTask:
 
 
 @dataclass
-class AlignmentTask:
-    """ALIGN-MLM alignment score (0-100): word i's nearest target by cosine is its translation."""
+class WordAlignmentTask:
+    """Contextual word alignment (0-100) at every layer: word i's cosine-nearest among the evaluated
+    pairs' targets is its translation (chance 1/n). A per-layer variant of ALIGN-MLM's score, which is
+    ``distalign.eval.alignment.vocabulary_alignment`` (embedding rows, whole vocabularies)."""
 
     lang1: str
     lang2: str
     pairs: list[tuple[str, str]]
-    task: str = field(default="alignment", init=False)
+    task: str = field(default="word_alignment", init=False)
 
     @property
     def pair(self) -> str:
@@ -208,7 +210,7 @@ class AlignmentTask:
         return {"score": alignment_score(src, tgt)}
 
 
-EvalTask = BLITask | XLSimTask | TatoebaTask | AlignmentTask
+EvalTask = BLITask | XLSimTask | TatoebaTask | WordAlignmentTask
 
 
 @dataclass(frozen=True)

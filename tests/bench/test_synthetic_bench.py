@@ -6,7 +6,14 @@ from pathlib import Path
 import pytest
 
 from distalign.bench.derived_language import Transliteration, derive, normalise
-from distalign.bench.synthetic import BenchSpec, base_sentences, split_dictionary, training_config, write_language_pair
+from distalign.bench.synthetic import (
+    BenchSpec,
+    base_sentences,
+    split_dictionary,
+    training_config,
+    vocabulary_counterparts,
+    write_language_pair,
+)
 from distalign.data.readers import InputError
 
 SENTENCES = [normalise(s) for s in ["Tom is here.", "I saw Mary's cat!", "The cat is here, Tom.", "Ça va?"]]
@@ -73,3 +80,13 @@ def test_dictionary_split_and_files(tmp_path):
         split_dictionary(sentences, BenchSpec(eval_words=40))
     with pytest.raises(InputError, match="file not found"):
         base_sentences(BenchSpec(corpus=str(tmp_path / "missing.txt")))
+
+
+def test_vocabulary_counterparts_pair_each_base_token_with_its_transliteration():
+    translit = Transliteration.for_text(["ab c"])
+    t = translit.word
+    vocab = {"<s>": 0, "▁ab": 1, "c": 2, "▁": 3, f"▁{t('ab')}": 4, t("c"): 5, "b": 6, f"{t('b')}{t('c')}": 7}
+    src, tgt, candidates, unpaired = vocabulary_counterparts(vocab, translit)
+    assert sorted(zip(src, tgt)) == [(1, 4), (2, 5)]  # "b" has no transliterated twin in the vocabulary
+    assert unpaired == 1
+    assert sorted(candidates) == [4, 5, 7]  # the derived vocabulary: specials and the bare marker excluded

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from distalign.eval.alignment import aligned_nn_hits, alignment_score
+from distalign.eval.alignment import aligned_nn_hits, alignment_score, vocabulary_alignment
 
 
 def naive_alignment_score(e_src, e_tgt):
@@ -58,3 +58,18 @@ def test_shape_mismatch():
         alignment_score(torch.zeros(3, 2), torch.zeros(4, 2))
     with pytest.raises(ValueError, match="shapes must match"):
         alignment_score(torch.zeros(3, 2), torch.zeros(3, 5))
+
+
+def test_vocabulary_alignment_is_align_mlms_score_by_hand():
+    """Per natural-language token: 100 if its counterpart is the cosine-nearest row of the whole derived vocabulary."""
+    embeddings = torch.tensor([[1.0, 0.0], [0.0, 1.0], [1.0, 0.1], [0.1, 1.0], [0.7, 0.7], [1.0, 0.0]])
+    # natural tokens 0, 1; derived vocabulary 2, 3, 4, 5; counterparts 0 -> 2, 1 -> 4
+    # token 0: nearest derived row is 5 (cos 1.0) -> miss; token 1: nearest is 3 -> miss (its counterpart is 4)
+    assert vocabulary_alignment(embeddings, [0, 1], [2, 4], [2, 3, 4, 5]) == 0.0
+    # counterparts 0 -> 5, 1 -> 3: both nearest -> 100; a tie counts for the counterpart
+    assert vocabulary_alignment(embeddings, [0, 1], [5, 3], [2, 3, 4, 5]) == 100.0
+    assert vocabulary_alignment(embeddings, [0, 1], [5, 4], [2, 3, 4, 5]) == 50.0
+    tie = torch.tensor([[1.0, 0.0], [1.0, 0.0], [1.0, 0.0]])
+    assert vocabulary_alignment(tie, [0], [2], [1, 2]) == 100.0
+    with pytest.raises(ValueError, match="not among the candidate"):
+        vocabulary_alignment(embeddings, [0], [1], [2, 3])

@@ -34,7 +34,7 @@ def test_spec_file_then_flags_then_overrides(tmp_path):
     eval_dir = write_eval_dir(tmp_path / "eval")
     path = write_spec(tmp_path, {
         "checkpoint": "runs/x/checkpoint_000",
-        "suite": {"eval_dir": "eval", "tasks": ["bli", "alignment"], "bli_pairs": ["de-en"],
+        "suite": {"eval_dir": "eval", "tasks": ["bli", "word_alignment"], "bli_pairs": ["de-en"],
                   "dictionaries": [["de", "en", "eval/bli/gbli/en-de/yacle.test.freq.2k.en-de.tsv"]], "max_queries": 5},
         "layer": -1,
         "tracking": {"experiment": "mine"},
@@ -44,12 +44,12 @@ def test_spec_file_then_flags_then_overrides(tmp_path):
     assert (spec.model, spec.checkpoint) == ("m", "")  # a model on the command line replaces the spec's checkpoint
     assert spec.suite.eval_dir == str(eval_dir)  # relative to the spec file
     assert spec.suite.dictionaries == (("de", "en", str(eval_dir / "bli/gbli/en-de/yacle.test.freq.2k.en-de.tsv")),)
-    assert spec.suite.tasks == ("bli", "alignment") and spec.suite.similarities == ("cosine", "csls")
+    assert spec.suite.tasks == ("bli", "word_alignment") and spec.suite.similarities == ("cosine", "csls")
     assert spec.suite.max_queries == 7 and spec.layer == -1
     assert spec.tracking == EvalTrackingConfig(experiment="theirs", enabled=False)
     tasks = build_tasks(spec.suite)
     assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("bli", "de-en"),
-                                                 ("bli_csls", "de-en"), ("alignment", "de-en"), ("alignment", "de-en")]
+                                                 ("bli_csls", "de-en"), ("word_alignment", "de-en"), ("word_alignment", "de-en")]
     assert len(tasks[0].queries) == 7  # max_queries from the override, not the file's 5
 
 

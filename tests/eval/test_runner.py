@@ -58,9 +58,9 @@ def checkpoint(tmp_path_factory):
 
 def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     eval_dir = write_eval_dir(tmp_path / "eval")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "alignment"), ("de-en",), ("eng-fra",),
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",), ("eng-fra",),
                                   ("fra",), similarities=("cosine", "csls")))
-    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("alignment", "de-en"),
+    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("word_alignment", "de-en"),
                                                  ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
     bli = tasks[0]
     assert bli.queries == DE and bli.vocab == [w for w in EN + ["the", "a", "of"]]  # reversed file, lower-cased
@@ -87,7 +87,7 @@ def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path,
 
     # Ray results equal an in-process evaluation of the same tasks
     table = pd.read_parquet(out / "results.parquet")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "alignment"), ("de-en",), ("eng-fra",),
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",), ("eng-fra",),
                                   ("fra",), similarities=("cosine", "csls")))
     model_dir = str(ckpt / MODEL_DIR)
     local = pd.DataFrame(evaluate_locally(Encoder(load_masked_lm(model_dir)), load_tokenizer(model_dir),

@@ -10,7 +10,7 @@ import torch
 import distalign.eval.tasks as tasks
 from distalign.config import TinyModelConfig
 from distalign.eval.bli import mrr
-from distalign.eval.tasks import AlignmentTask, BLITask, TatoebaTask, XLSimTask, evaluate_locally
+from distalign.eval.tasks import WordAlignmentTask, BLITask, TatoebaTask, XLSimTask, evaluate_locally
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 
@@ -143,9 +143,9 @@ def test_alignment_score_per_layer(monkeypatch):
     de = {w: layers(E[i], E[(i + 1) % 4], E[swapped[i]]) for i, w in enumerate(["eins", "zwei", "drei", "vier"])}
     monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": en, "de": de}, []))
     pairs = list(zip(en, de))
-    rows = run(AlignmentTask("en", "de", pairs))
+    rows = run(WordAlignmentTask("en", "de", pairs))
     assert by_layer(rows, "score") == pytest.approx([100.0, 0.0, 50.0])
-    assert {(r["task"], r["pair"], r["metric"]) for r in rows} == {("alignment", "en-de", "score")}
+    assert {(r["task"], r["pair"], r["metric"]) for r in rows} == {("word_alignment", "en-de", "score")}
 
 
 def test_all_tasks_run_on_a_tiny_model(tmp_path):
@@ -160,9 +160,9 @@ def test_all_tasks_run_on_a_tiny_model(tmp_path):
         BLITask.from_pairs("xa", "xb", pairs, words, similarity="csls"),
         XLSimTask("xa", "xb", [(a, b, float(i)) for i, (a, b) in enumerate(pairs)]),
         TatoebaTask("xxa", texts[:6], texts[6:12]),
-        AlignmentTask("xa", "xb", pairs),
+        WordAlignmentTask("xa", "xb", pairs),
     ])
-    for name, metrics in [("bli_csls", 5), ("xlsim", 1), ("tatoeba", 3), ("alignment", 1)]:
+    for name, metrics in [("bli_csls", 5), ("xlsim", 1), ("tatoeba", 3), ("word_alignment", 1)]:
         rows = [r for r in all_rows if r["task"] == name]
         assert len(rows) == (cfg.num_layers + 1) * metrics
         assert sorted({r["layer"] for r in rows}) == list(range(cfg.num_layers + 1))
