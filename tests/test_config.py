@@ -140,6 +140,9 @@ def test_published_settings_are_the_papers():
     assert raw("babelbert_adapters.yaml")["model"]["adapters"] == {"enabled": True, "reduction_factor": 16,
                                                                    "placement": "pfeiffer"}
     assert raw("babelbert_gloss.yaml")["objectives"]["lexical"]["sense_level"] is True
+    # ALIGN-MLM (and its DICT-MLM re-run): a dictionary of 25% of the vocabulary by default
+    assert raw("align_mlm.yaml")["data"]["dictionary_fraction"] == raw("dict_mlm.yaml")["data"]["dictionary_fraction"] \
+        == 0.25
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
     assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128

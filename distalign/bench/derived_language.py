@@ -3,7 +3,8 @@ and Deshpande et al. (2022):
 
 - ``translit``: every character mapped to its own code point in the Cyrillic block, so the derived
   language shares no character, hence no subword, with the base (a disjoint copy of the vocabulary);
-- ``translit_inv``: transliterated and each sentence's word order reversed;
+- ``translit_inv``: transliterated and each sentence's word order reversed, sentences delimited by
+  periods within a line (a period stays at its sentence's end), as ALIGN-MLM's inversion;
 - ``translit_perm``: transliterated and each sentence's words randomly shuffled (a fresh seeded
   permutation per sentence, so word order carries no signal at all).
 
@@ -46,6 +47,18 @@ class Transliteration:
         return " ".join(self.word(w) for w in sentence.split())
 
 
+def invert_sentences(words: list[str], period: str | None) -> list[str]:
+    """Each period-delimited sentence's words in reverse order, its period (if any) kept last."""
+    out, sentence = [], []
+    for word in words:
+        if word == period:
+            out += sentence[::-1] + [word]
+            sentence = []
+        else:
+            sentence.append(word)
+    return out + sentence[::-1]
+
+
 def derive(sentences: list[str], transformation: str, translit: Transliteration, seed: int = 0) -> list[str]:
     """The derived-language corpus, sentence i translating base sentence i."""
     if transformation not in TRANSFORMATIONS:
@@ -55,7 +68,7 @@ def derive(sentences: list[str], transformation: str, translit: Transliteration,
     for sentence in sentences:
         words = translit.sentence(sentence).split()
         if transformation == "translit_inv":
-            words.reverse()
+            words = invert_sentences(words, translit.table.get("."))
         elif transformation == "translit_perm":
             rng.shuffle(words)
         out.append(" ".join(words))

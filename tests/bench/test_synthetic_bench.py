@@ -38,7 +38,10 @@ def test_transformations_keep_words_and_change_order_as_named():
     translit = Transliteration.for_text(SENTENCES)
     plain = derive(SENTENCES, "translit", translit)
     assert plain[0] == " ".join(translit.word(w) for w in ["tom", "is", "here", "."])
-    assert derive(SENTENCES, "translit_inv", translit)[0] == " ".join(reversed(plain[0].split()))
+    # inversion per period-delimited sentence, the period kept at its end (ALIGN-MLM's T_inv)
+    assert derive(SENTENCES, "translit_inv", translit)[0] == translit.sentence("here is tom .")
+    two = Transliteration.for_text(["a b . c d e . f"])
+    assert derive(["a b . c d e . f"], "translit_inv", two) == [two.sentence("b a . e d c . f")]
     many = [" ".join(str(i) for i in range(12))] * 20
     translit = Transliteration.for_text(many)
     permuted = derive(many, "translit_perm", translit, seed=3)
