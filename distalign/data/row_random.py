@@ -23,8 +23,12 @@ def row_seed(seed: int, epoch: int, row: int) -> int:
 class RowRandom:
     """Random draws for a batch, one independent stream per row (see the module docstring)."""
 
-    def __init__(self, seed: int, epoch: int, rows: Sequence[int]):
-        self.generators = [torch.Generator().manual_seed(row_seed(seed, epoch, r)) for r in rows]
+    def __init__(self, seed: int, epoch: int | Sequence[int], rows: Sequence[int]):
+        """``epoch``: one for every row, or each row's own."""
+        epochs = [epoch] * len(rows) if isinstance(epoch, int) else list(epoch)
+        if len(epochs) != len(rows):
+            raise ValueError(f"{len(epochs)} epochs for {len(rows)} rows")
+        self.generators = [torch.Generator().manual_seed(row_seed(seed, e, r)) for e, r in zip(epochs, rows)]
 
     @classmethod
     def for_batch(cls, batch_size: int, seed: int = 0, epoch: int = 0) -> RowRandom:

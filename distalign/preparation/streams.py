@@ -7,7 +7,7 @@ CPU by the objective's preparer with per-row random streams seeded by (run seed,
 A stream is as many epochs of its table, one after the other, as ``train.max_steps`` needs, so
 each epoch draws new masks and every batch is regenerated identically on resume. Constraint
 epochs are drawn by language pair with q ∝ p^α (``epoch_tables``).
-Ray Train splits each dataset into equal shards, one per worker (``get_dataset_shard``).
+Each worker gets datasets of its own (``shard_name``): rows r, r + W, ... of every stream.
 """
 
 from __future__ import annotations
@@ -48,7 +48,8 @@ def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str,
     return settings
 
 
-def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer, settings: dict[str, Any]) -> dict[str, np.ndarray]:
+def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer,
+                  settings: dict[str, Any]) -> dict[str, np.ndarray]:
     """One stream's table rows -> the tensors the batch contract lists for that stream."""
     if stream == "constraints":
         out = {"synset": batch["synset_index"].astype(np.int64)}
@@ -75,18 +76,19 @@ def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer, settings
 
 
 def build_stream_batch(batch: dict[str, np.ndarray], stream: str, tokenizer_path: str, settings: dict[str, Any],
-                       preparer: BatchPreparer | None, seed: int, epoch: int) -> dict[str, np.ndarray]:
-    """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any)."""
+                       preparer: BatchPreparer | None, seed: int) -> dict[str, np.ndarray]:
+    """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
+    row's randomness seeded by (``seed``, its ``epoch``, its ``row``)."""
     out = tokenize_rows(stream, batch, load_tokenizer(tokenizer_path), settings)
     if preparer is not None:
-        out.update(preparer(out, RowRandom(seed, epoch, out["row"].tolist())))
+        out.update(preparer(out, RowRandom(seed, batch["epoch"].tolist(), out["row"].tolist())))
     return out
 
 
 def stream_preparers(config: ExperimentConfig, ctx: DataContext) -> dict[str, BatchPreparer]:
     """The preparer of each stream an active objective transforms (validation allows one per stream)."""
-    return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in config.objectives.active().values()
-            if plugin.prepares}
+    active = config.objectives.active().values()
+    return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in active if plugin.prepares}
 
 
 def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) -> int:
@@ -100,7 +102,8 @@ def stream_tables(prepared: PreparedData) -> dict[str, pa.Table | None]:
 
 
 def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
-    """Per stream read by an active objective: its table, epochs, and the ``build_stream_batch`` arguments."""
+    """Per stream read by an active objective: its epochs' rows as one table, and the ``build_stream_batch``
+    arguments."""
     t = config.train
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
     ctx = DataContext(prepared.model_path, prepared.languages, word_pairs, config.data.max_seq_length)
@@ -112,22 +115,25 @@ def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, d
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
         if epochs > 1000:
             log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
-        plan[stream] = {"epoch_table": epoch_tables(stream, table, config), "epochs": epochs, "kwargs": {
+        rows_of = epoch_tables(stream, table, config)
+        plan[stream] = {"table": pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), "kwargs": {
             "stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
             "preparer": preparers.get(stream), "seed": t.seed}}
     return plan
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
-    """Epoch -> the rows of that epoch, ``row`` = position in it. Constraint batches are drawn with
+    """Epoch -> the rows of that epoch with columns ``epoch`` and ``row`` (the position in it), which
+    seed the rows' data-side randomness. Constraint batches are drawn with
     replacement so that language pair k makes up q_k ∝ p_k^α of them (``data.sampling_alpha``); the
     other streams pass over their (already shuffled) table in order."""
     weights = pair_sampling_weights(table, config.data.sampling_alpha) if stream == "constraints" else None
 
     def rows_of(epoch: int) -> pa.Table:
         rows = table if weights is None else sampled_epoch(table, weights, config.train.seed, epoch)
-        return rows.set_column(rows.schema.get_field_index("row"), "row",
-                               pa.array(np.arange(len(rows), dtype=np.int64)))
+        position = pa.array(np.arange(len(rows), dtype=np.int64))
+        rows = rows.set_column(rows.schema.get_field_index("row"), "row", position)
+        return rows.append_column("epoch", pa.array(np.full(len(rows), epoch, dtype=np.int64)))
 
     return rows_of
 
@@ -136,28 +142,38 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
     """The batches one worker of a one-worker run would read, built in this process without Ray
     (same tokenisation, preparers and seeds as ``build_datasets``): for tests and debugging."""
     def batches(spec: dict[str, Any], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-        for epoch in range(spec["epochs"]):
-            table = spec["epoch_table"](epoch)
-            for start in range(0, len(table) - batch_size + 1, batch_size):
-                rows = table.slice(start, batch_size)
-                columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
-                out = build_stream_batch(columns, epoch=epoch, **spec["kwargs"])
-                yield {k: torch.from_numpy(v) for k, v in out.items()}
+        table = spec["table"]
+        for start in range(0, len(table) - batch_size + 1, batch_size):
+            rows = table.slice(start, batch_size)
+            columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
+            yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, **spec["kwargs"]).items()}
 
     return {stream: batches(spec, STREAMS[stream].batch_size(config.train))
             for stream, spec in stream_plan(prepared, config).items()}
 
 
+def shard_name(stream: str, rank: int) -> str:
+    """The Ray Train dataset holding worker ``rank``'s rows of ``stream``."""
+    return f"{stream}@{rank}"
+
+
 def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str, ray.data.Dataset]:
-    """One Ray Dataset per stream an active objective reads (see the module docstring)."""
+    """One Ray Dataset per stream an active objective reads and per worker (see the module docstring).
+
+    Worker r reads rows r, r + W, r + 2W, ... of the stream's epochs (a distributed sampler's
+    interleaving), trimmed to the same count for every worker: which rows a worker sees at a step is
+    fixed by the data alone, not by how Ray Data schedules blocks, so it is the same on a resume.
+    """
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
-    # The split restarts every epoch; its progress bars would drown the training progress lines.
-    context.enable_progress_bars = False
-    datasets = {}
+    context.enable_progress_bars = False  # they would drown the training progress lines
+    workers, datasets = config.train.num_workers, {}
     for stream, spec in stream_plan(prepared, config).items():
-        parts = [ray.data.from_arrow(spec["epoch_table"](epoch)).map_batches(
-            build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=config.data.tokenize_cpus,
-            fn_kwargs={**spec["kwargs"], "epoch": epoch}) for epoch in range(spec["epochs"])]
-        datasets[stream] = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+        table = spec["table"]
+        per_worker = len(table) // workers
+        for rank in range(workers):
+            rows = table.take(np.arange(rank, per_worker * workers, workers))
+            datasets[shard_name(stream, rank)] = ray.data.from_arrow(rows).map_batches(
+                build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy",
+                num_cpus=config.data.tokenize_cpus, fn_kwargs=spec["kwargs"])
     return datasets

@@ -1,7 +1,8 @@
-"""The function Ray Train runs on every worker: the recipe fed by this worker's dataset shards.
+"""The function Ray Train runs on every worker: the recipe fed by this worker's datasets.
 
-Each stream's shard is read epoch after epoch (equal shards keep ranks in step); checkpoints are
-saved by every rank (DeepSpeed shards) into a temporary directory and handed to Ray Train.
+Each worker reads its own dataset of every stream (the same number of rows for every worker keeps
+the ranks in step); checkpoints are saved by every rank (DeepSpeed shards) into a temporary
+directory and handed to Ray Train.
 """
 
 from __future__ import annotations
@@ -15,12 +16,13 @@ import ray.train.torch
 import torch
 
 from distalign.logs import configure
+from distalign.preparation.streams import shard_name
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
 
 
 def endless_batches(name: str, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Batches of this worker's shard of a stream, pass after pass."""
+    """Batches of this worker's dataset of a stream, pass after pass."""
     shard = ray.train.get_dataset_shard(name)
     while True:
         empty = True
@@ -44,5 +46,7 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         resume_dir = Path(checkpoint.to_directory(str(Path(tmp) / "resume"))) if checkpoint is not None else None
         recipe.setup(resume_dir)
-    streams = {name: endless_batches(name, size) for name, size in stream_batch_sizes(plan.config).items()}
+    rank = ctx.get_world_rank()
+    streams = {name: endless_batches(shard_name(name, rank), size)
+               for name, size in stream_batch_sizes(plan.config).items()}
     recipe.run(streams, report, tempfile.TemporaryDirectory)

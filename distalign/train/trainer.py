@@ -108,6 +108,8 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
                 callbacks=callbacks or [],
             ),
             datasets=build_datasets(prepared, config),
+            # each worker has datasets of its own rows (build_datasets): Ray must not split them again
+            dataset_config=ray.train.DataConfig(datasets_to_split=[]),
         )
         result = trainer.fit()
         checkpoint = checkpoint_uri(result.checkpoint) if result.checkpoint is not None else ""
