@@ -143,6 +143,7 @@ def test_published_settings_are_the_papers():
     # ALIGN-MLM (and its DICT-MLM re-run): a dictionary of 25% of the vocabulary by default
     assert raw("align_mlm.yaml")["data"]["dictionary_fraction"] == raw("dict_mlm.yaml")["data"]["dictionary_fraction"] \
         == 0.25
+    assert raw("sense_aware.yaml")["objectives"]["sense_aware"]["prune_beta"] == 0.0  # pruning: SaELMo only (§4)
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
     assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128
