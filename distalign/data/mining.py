@@ -21,7 +21,9 @@ default (BabelBERT counts a constraint as a pair sharing a synset, and the synse
 
 The input is a *synset table* (``SYNSET_SCHEMA``: synset_id, lang, word, gloss), one row per member word,
 from OMW (``distalign.data.omw.read_omw``) or from a BabelNet export (``synsets_from_constraints``). Glosses are
-per synset and language: ``gloss1`` is the synset's gloss in ``lang1`` (null when the source has none).
+per synset and language. As BabelBERT's §3.1 asks, a word's gloss is in a language *other* than the word's:
+``gloss1`` is the synset's gloss in the first language of ``languages`` (in their given order) other than
+``lang1`` that has one (it may be ``lang2``), null when there is none.
 """
 
 from __future__ import annotations
@@ -192,6 +194,11 @@ def mine_constraints(
             kept[key] = None
     report.synsets = len(members)
 
+    def gloss_for(synset: str, word_lang: str) -> str | None:
+        """The synset's gloss in the first language of ``languages`` other than the word's (§3.1)."""
+        return next((glosses[(synset, lang)] for lang in languages
+                     if lang != word_lang and (synset, lang) in glosses), None)
+
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
     seen_pairs: set[tuple] = set()
     for synset in sorted(members):
@@ -206,7 +213,7 @@ def mine_constraints(
                 if unique_pairs:
                     continue
             seen_pairs.add(pair)
-            values = (word1, lang1, word2, lang2, synset, glosses.get((synset, lang1)), glosses.get((synset, lang2)))
+            values = (word1, lang1, word2, lang2, synset, gloss_for(synset, lang1), gloss_for(synset, lang2))
             for name, value in zip(CONSTRAINT_SCHEMA.names, values):
                 rows[name].append(value)
             report.pairs[f"{lang1}-{lang2}"] += 1

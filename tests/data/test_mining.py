@@ -82,7 +82,8 @@ def test_all_pairs_of_each_synset_with_counts_and_glosses():
     assert table.schema == CONSTRAINT_SCHEMA
     assert pairs(table) == HOUSE_PAIRS + OTHER_PAIRS
     glosses = list(zip(table["gloss1"].to_pylist(), table["gloss2"].to_pylist()))
-    assert glosses[:6] == [(HOUSE_FR, HOUSE_FR)] + [(HOUSE_FR, HOUSE_IT)] * 4 + [(HOUSE_IT, HOUSE_IT)]
+    # a word's gloss is in another language than the word (BabelBERT §3.1): French words get the Italian gloss
+    assert glosses[:6] == [(HOUSE_IT, HOUSE_IT)] + [(HOUSE_IT, HOUSE_FR)] * 4 + [(HOUSE_FR, HOUSE_FR)]
     assert glosses[6:] == [(None, None)] * 3
     assert report.synsets == 4 and report.synsets_with_pairs == 4
     assert dict(report.words) == {"fr": 10, "it": 7}  # the invalid s5 row is not a word
@@ -160,7 +161,7 @@ def test_babelnet_export_as_synset_table(tmp_path):
     ]
     table, report = mine_constraints(synsets, ["fr", "it"], top_k=15000)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "cane"), ("bn:2n", "fr", "chat", "it", "gatto")]
-    assert table["gloss1"].to_pylist()[0] == "un animal" and report.duplicates["fr"] == 1
+    assert table["gloss1"].to_pylist()[0] == "un animale" and report.duplicates["fr"] == 1
 
 
 def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
@@ -178,7 +179,7 @@ def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
     table = pa.parquet.read_table(out)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "bastardo"), ("bn:1n", "fr", "chien", "it", "cane"),
                             ("bn:1n", "it", "bastardo", "it", "cane"), ("bn:3n", "fr", "maison", "it", "casa")]
-    assert table["gloss1"].to_pylist()[0] == "un animal"
+    assert table["gloss1"].to_pylist()[0] == "un animale"
     printed = capsys.readouterr().out
     assert "bn.tsv" in printed and "1 malformed" in printed and "wrote 4 constraints" in printed
 
