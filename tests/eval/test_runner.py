@@ -58,8 +58,8 @@ def checkpoint(tmp_path_factory):
 
 def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     eval_dir = write_eval_dir(tmp_path / "eval")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",), ("eng-fra",),
-                                  ("fra",), similarities=("cosine", "csls")))
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",),
+                                  ("eng-fra",), ("fra",), similarities=("cosine", "csls")))
     assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("word_alignment", "de-en"),
                                                  ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
     bli = tasks[0]
@@ -77,18 +77,18 @@ def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path,
     ckpt, uri, run_id = checkpoint
     eval_dir = write_eval_dir(tmp_path / "eval")
     out = tmp_path / "out"
-    code = main(["eval", "--checkpoint", str(ckpt), "--eval-dir", str(eval_dir), "--tasks", "bli,xlsim,tatoeba,alignment",
-                 "--bli-pairs", "de-en", "--xlsim-pairs", "eng-fra", "--tatoeba-langs", "fra", "--similarity",
-                 "cosine,csls", "--output-dir", str(out), "--cache-dir", str(tmp_path / "cache"), "--tracking-uri", uri,
-                 "--cpus-per-task", "0.5"])
+    code = main(["eval", "--checkpoint", str(ckpt), "--eval-dir", str(eval_dir),
+                 "--tasks", "bli,xlsim,tatoeba,word_alignment", "--bli-pairs", "de-en", "--xlsim-pairs", "eng-fra",
+                 "--tatoeba-langs", "fra", "--similarity", "cosine,csls", "--output-dir", str(out),
+                 "--cache-dir", str(tmp_path / "cache"), "--tracking-uri", uri, "--cpus-per-task", "0.5"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "15/15 " in printed and "best layer per task and pair" in printed  # 5 tasks x 3 layers, with progress
 
     # Ray results equal an in-process evaluation of the same tasks
     table = pd.read_parquet(out / "results.parquet")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",), ("eng-fra",),
-                                  ("fra",), similarities=("cosine", "csls")))
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",),
+                                  ("eng-fra",), ("fra",), similarities=("cosine", "csls")))
     model_dir = str(ckpt / MODEL_DIR)
     local = pd.DataFrame(evaluate_locally(Encoder(load_masked_lm(model_dir)), load_tokenizer(model_dir),
                                           tasks))
@@ -99,7 +99,7 @@ def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path,
     client = client_for(uri)
     metrics = client.get_run(run_id).data.metrics
     assert {"eval/bli/de-en/mrr", "eval/bli_csls/avg/mrr", "eval/xlsim/eng-fra/spearman", "eval/tatoeba/fra-eng/acc",
-            "eval/alignment/de-en/score", "eval/bli/best_layer/mrr"} <= set(metrics)
+            "eval/word_alignment/de-en/score", "eval/bli/best_layer/mrr"} <= set(metrics)
     best = table[(table["task"] == "bli") & (table["pair"] == "de-en") & (table["metric"] == "mrr")]["value"].max()
     assert metrics["eval/bli/de-en/mrr"] == pytest.approx(best)  # logged at the best layer
     assert client.get_metric_history(run_id, "eval/bli/de-en/mrr")[0].step == STEP
