@@ -146,6 +146,11 @@ class TrainConfig:
     checkpoint_every: int = 50
     log_every: int = 10
     seed: int = 0
+    gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, more compute
+    # DeepSpeed settings merged over distalign's own (offload, overlap_comm, bucket sizes, ...): a JSON or
+    # YAML file, then this mapping on top
+    deepspeed_config_file: str = ""
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
@@ -404,6 +409,7 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
         storage = Path(config.storage.path).expanduser()
         config.storage.path = str(storage if storage.is_absolute() else distalign_home() / storage)
     config.tracking.uri = resolve_tracking_uri(config.tracking.uri)
+    config.train.deepspeed_config_file = resolve_path(config.train.deepspeed_config_file, base)
     if data.output_dir:
         data.output_dir = str(Path(data.output_dir).expanduser().resolve())
     elif config.storage_is_remote:
@@ -421,6 +427,10 @@ def validate(config: ExperimentConfig) -> None:
     require(t.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
     require(0 <= t.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
     require(t.engine == "deepspeed" or t.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed")
+    require(t.engine == "deepspeed" or not (t.deepspeed_config or t.deepspeed_config_file), "train.deepspeed_config",
+            "needs train.engine=deepspeed")
+    require(not t.deepspeed_config_file or Path(t.deepspeed_config_file).is_file(), "train.deepspeed_config_file",
+            f"file not found: {t.deepspeed_config_file!r}")
     require(t.lr > 0, "train.lr", "must be > 0")
     require(t.max_steps >= 1, "train.max_steps", "must be >= 1")
     require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")

@@ -10,6 +10,7 @@ import contextlib
 from pathlib import Path
 
 import torch
+import yaml
 from torch.nn.parallel import DistributedDataParallel
 from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
@@ -70,24 +71,39 @@ class DDPEngine:
         yield
 
 
+def merged(base: dict, override: dict) -> dict:
+    """``base`` with ``override`` laid over it, nested mappings merged key by key."""
+    out = dict(base)
+    for key, value in override.items():
+        out[key] = merged(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
+def deepspeed_settings(cfg: TrainConfig) -> dict:
+    """distalign's DeepSpeed config, then ``train.deepspeed_config_file``, then ``train.deepspeed_config``."""
+    settings = {
+        # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
+        "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,
+        "gradient_accumulation_steps": 1,
+        "gradient_clipping": MAX_GRAD_NORM,
+        "zero_optimization": {"stage": cfg.zero_stage},
+        "bf16": {"enabled": cfg.precision == "bf16"},
+        "steps_per_print": 10**9,
+        "wall_clock_breakdown": False,
+    }
+    if cfg.deepspeed_config_file:
+        settings = merged(settings, yaml.safe_load(Path(cfg.deepspeed_config_file).read_text()) or {})
+    return merged(settings, cfg.deepspeed_config)
+
+
 class DeepSpeedEngine:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig):
         import deepspeed
 
         optimizer, schedule = _optimizer_and_schedule(model, cfg)
-        ds_config = {
-            # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
-            "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,
-            "gradient_accumulation_steps": 1,
-            "gradient_clipping": MAX_GRAD_NORM,
-            "zero_optimization": {"stage": cfg.zero_stage},
-            "bf16": {"enabled": cfg.precision == "bf16"},
-            "steps_per_print": 10**9,
-            "wall_clock_breakdown": False,
-        }
         # A torch optimizer avoids compiling DeepSpeed's fused Adam on CPU.
         self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=schedule,
-                                                    config=ds_config)
+                                                    config=deepspeed_settings(cfg))
         self.module = self.engine.module
         self.zero_stage = cfg.zero_stage
 

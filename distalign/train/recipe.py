@@ -71,6 +71,8 @@ class TrainingRecipe:
         torch.manual_seed(t.seed)
         self.tokenizer = load_tokenizer(self.plan.model_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
+        if t.gradient_checkpointing:
+            masked_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         adapters = config.model.adapters
         if adapters.enabled and not adapter_state_dict(masked_lm):
             add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement)

@@ -63,3 +63,16 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
         for name, tensor in batch.items():
             assert torch.equal(again[4][stream][name], tensor), (stream, name)
     assert resumed.state.baseline_mrr == recipe.state.baseline_mrr  # model selection keeps its reference
+
+
+def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    config = load_config(QUICKSTART, SMALL + ["run.name=recipe-gc", "train.max_steps=2", "train.checkpoint_every=10",
+                                              "train.gradient_checkpointing=true"])
+    prepared = prepare_data(config)
+    recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
+    recipe.setup()
+    assert recipe.engine.module.masked_lm.is_gradient_checkpointing
+    assert recipe.engine.module.masked_lm.config._attn_implementation == "sdpa"  # PyTorch's fused attention
+    losses = recipe.step({name: next(stream) for name, stream in local_streams(prepared, config).items()})
+    assert torch.isfinite(torch.tensor(losses["train/loss"]))
