@@ -2,7 +2,7 @@
 
 A stream is one Ray Data dataset fed to every worker (``get_dataset_shard``). The data pipeline
 tokenises its rows into the ``tensors`` below; an objective that transforms a stream on the data
-side (masking) adds the tensors its preparer declares (``BatchPreparer.produces``); an objective
+side (masking) adds the tensors it declares in ``Objective.prepares``; an objective
 declares the names it reads (``Objective.consumes``). ``tests/data/test_batch_contract.py`` checks
 every objective's reads against this table and the table against what the pipeline really makes.
 
@@ -13,7 +13,6 @@ seeds the row's data-side randomness (``distalign.data.row_random``).
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,9 +84,3 @@ def check_batch(stream: str, batch: dict[str, np.ndarray], extra: tuple[TensorSp
         raise KeyError(f"stream '{stream}': batch has {sorted(batch)}, the contract says {sorted(specs)}")
     for name, spec in specs.items():
         spec.check(batch[name], stream)
-
-
-def with_tensors(stream: StreamSpec, extra: tuple[TensorSpec, ...]) -> StreamSpec:
-    """The stream as an objective's preparer leaves it (replacing tensors of the same name)."""
-    replaced = {t.name for t in extra}
-    return dataclasses.replace(stream, tensors=tuple(t for t in stream.tensors if t.name not in replaced) + extra)

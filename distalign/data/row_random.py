@@ -35,9 +35,6 @@ class RowRandom:
         """Streams for rows ``0 .. batch_size-1`` (tests and one-off batches)."""
         return cls(seed, epoch, range(batch_size))
 
-    def __len__(self) -> int:
-        return len(self.generators)
-
     def rand(self, *shape: int) -> torch.Tensor:
         """[B, *shape] uniforms in [0, 1); row b's values come from row b's stream."""
         return torch.stack([torch.rand(shape, generator=g) for g in self.generators]) if self.generators \

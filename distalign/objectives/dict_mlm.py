@@ -45,9 +45,9 @@ Masking happens on the data side (``DictMLMPreparer`` in Ray Data, one random st
 from __future__ import annotations
 
 import functools
-import uuid
+import logging
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -68,6 +68,7 @@ from distalign.objectives.base import DataContext, Objective, ObjectiveContext
 from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, masked_lm_loss, whole_word_mask
 
 DICTIONARY_COLUMNS = ("word1", "lang1", "word2", "lang2")
+log = logging.getLogger("distalign")
 
 
 @dataclass(frozen=True)
@@ -327,32 +328,20 @@ def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, ma
             "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"]}
 
 
-# Synonym tables built in this process, by preparer: a Ray Data worker builds each table once.
-_SYNONYM_TABLES: dict[str, tuple[SynonymTable, object]] = {}
-
-
 @dataclass(frozen=True)
 class DictMLMPreparer:
-    """Data-side preparer of a corpus batch: dictionary-aware masking (and dict-TLM code-switching)."""
+    """Data-side preparer of a corpus batch: dictionary-aware masking (and dict-TLM code-switching).
 
-    tokenizer_path: str
-    languages: tuple[str, ...]
-    dictionary: pa.Table
+    The synonym table is built once, on the driver, and travels with the preparer to the Ray Data tasks.
+    """
+
+    table: SynonymTable
     masking: DictMLMMasking
-    key: str = field(default_factory=lambda: uuid.uuid4().hex)  # names this preparer's table in the cache
-
-    def synonym_table(self) -> SynonymTable:
-        if self.key not in _SYNONYM_TABLES:
-            from distalign.models.loading import load_tokenizer
-
-            tokenizer = load_tokenizer(self.tokenizer_path)
-            _SYNONYM_TABLES[self.key] = (build_synonym_table(self.dictionary, tokenizer, self.languages), tokenizer)
-        return _SYNONYM_TABLES[self.key][0]
 
     def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
         names = ("input_ids", "attention_mask", "word_ids", "lang_id")
         corpus = {name: torch.from_numpy(batch[name]) for name in names}
-        out = mask_dict_mlm_batch(corpus, self.synonym_table(), self.masking, random)
+        out = mask_dict_mlm_batch(corpus, self.table, self.masking, random)
         return {name: tensor.numpy() for name, tensor in out.items()}
 
 
@@ -405,7 +394,10 @@ class DictMLMObjective(Objective):
         masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
                                  tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob,
                                  cfg.synonym_label_percent / 100, cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
-        return DictMLMPreparer(ctx.tokenizer_path, tuple(ctx.languages), ctx.word_pairs, masking)
+        table = build_synonym_table(ctx.word_pairs, tokenizer, ctx.languages)
+        log.info("DICT-MLM: %d dictionary entries over %d languages, pairs dropped %s", len(table.entries),
+                 len(ctx.languages), dict(table.dropped))
+        return DictMLMPreparer(table, masking)
 
     @classmethod
     def build(cls, cfg: DictMLMConfig, ctx: ObjectiveContext) -> DictMLMObjective:

@@ -1,6 +1,6 @@
 """The run's inputs, read, validated and counted on the driver before Ray resources are taken.
 
-Produces the constraint table (evaluation words excluded, language pairs sampled), the corpus
+Produces the constraint table (evaluation words excluded, a subset of it if asked for), the corpus
 table, the held-out BLI dictionaries, and the model directory (the offline ``tiny`` model is built
 here, its tokenizer trained on this text).
 """
