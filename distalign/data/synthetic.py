@@ -21,8 +21,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from distalign.data.sources import DictionarySource
 from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.sources import DictionarySource
 
 CONSONANTS = list("ptkbdgmnlrsvfz")
 VOWELS = list("aeiou")

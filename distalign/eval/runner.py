@@ -22,12 +22,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from distalign.checkpoint import MODEL_DIR, STATE_FILE, read_state
 from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
 from distalign.data.readers import InputError
 from distalign.eval import report
 from distalign.eval.suite import TASK_NAMES, SuiteSpec, build_tasks, split_pair
 from distalign.eval.tasks import EncodingSettings
-from distalign.checkpoint import MODEL_DIR, STATE_FILE, read_state
 
 ARTIFACT_DIR = "eval"
 

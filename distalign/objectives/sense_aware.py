@@ -44,8 +44,8 @@ from transformers.activations import gelu
 
 from distalign.errors import require
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
-from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, WholeWordMasking
 from distalign.objectives.collectives import all_gather_rows
+from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, WholeWordMasking
 from distalign.objectives.sense_state import SenseState
 
 NO_TRANSLATION = -1
