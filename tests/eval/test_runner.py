@@ -42,6 +42,20 @@ def write_eval_dir(root):
     return root
 
 
+def test_bli_reaches_csls_and_per_pair_ranking_with_the_source_vocabulary(tmp_path):
+    """What the runner hands BLI: the source language's vocabulary file is the CSLS source space, and
+    per-pair ranking drops (and counts) test pairs whose source word is outside it."""
+    eval_dir = write_eval_dir(tmp_path / "eval")
+    source_words = DE[:8] + ["und", "der"]  # two test words left out of the source vocabulary
+    (eval_dir / "vocab" / "de_vocab.txt").write_text("\n".join(source_words) + "\n")
+    (grouped,) = build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-en",), similarities=("csls",)))
+    assert grouped.source_vocab == source_words and grouped.queries == DE
+    assert grouped.text_sets()["src"].texts == source_words + DE[8:]  # the space, plus queries outside it
+    (per_pair,) = build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-en",), bli_ranking="per_pair"))
+    assert per_pair.queries == DE[:8] and per_pair.oov_source == 2
+    assert per_pair.text_sets()["src"].texts == source_words
+
+
 @pytest.fixture(scope="module")
 def checkpoint(tmp_path_factory):
     """A checkpoint directory (model/ + trainer_state.json) whose training run exists in a sqlite MLflow store."""

@@ -4,6 +4,7 @@ and static-vector alignment towards vectors made with the user's commands (extra
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, dista
 
     exported = Path(outcome.checkpoint) / "model"
     assert (exported / ADAPTER_CONFIG).is_file() and (exported / ADAPTER_WEIGHTS).is_file()
+    assert json.loads((exported / ADAPTER_CONFIG).read_text())["placement"] == "pfeiffer"  # BabelBERT's, by default
     # the base weights are the untouched initial tiny model; all learning sits in the adapters
     initial = load_masked_lm(str(Path(config.data.output_dir) / "tiny-model")).state_dict()
     trained = load_masked_lm(str(exported)).state_dict()
