@@ -8,6 +8,7 @@ and every error names the dotted key that is wrong.
 from __future__ import annotations
 
 import dataclasses
+import glob
 import os
 import re
 import types
@@ -64,6 +65,7 @@ class DataConfig:
     sampling_alpha: float = 0.5  # batches draw language pair k with q ∝ p^alpha (BabelBERT)
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
+    shuffle_buffer_rows: int = 10000  # corpus rows a worker mixes in its seeded local shuffle buffer (0 = off)
     # CPUs per Ray Data tokenisation task: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
@@ -403,6 +405,9 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     data.constraints = [resolve_path(p, base) for p in data.constraints]
     for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.static_vectors:
         src.path = resolve_path(src.path, base)
+    for src in data.corpora:  # a local save_to_disk directory, not a hub dataset name
+        if src.hf_dataset and Path(resolve_path(src.hf_dataset, base)).is_dir():
+            src.hf_dataset = resolve_path(src.hf_dataset, base)
     if config.model.name_or_path != "tiny" and Path(config.model.name_or_path).expanduser().exists():
         config.model.name_or_path = str(Path(config.model.name_or_path).expanduser().resolve())
     if not config.storage_is_remote:
@@ -469,15 +474,28 @@ def validate(config: ExperimentConfig) -> None:
         for i, src in enumerate(sources):
             require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
             require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
-    for key, sources in (("data.corpora", d.corpora), ("data.static_vectors", d.static_vectors)):
-        for i, src in enumerate(sources):
-            require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
-            require(bool(src.lang), f"{key}[{i}].lang", "is required")
+    for i, src in enumerate(d.static_vectors):
+        require(Path(src.path).is_file(), f"data.static_vectors[{i}].path", f"file not found: {src.path!r}")
+        require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
     for i, src in enumerate(d.corpora):
-        require(Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"data.corpora[{i}].path",
-                 "must end in .txt, .jsonl or .parquet")
+        validate_corpus_source(src, f"data.corpora[{i}]")
+    require(d.shuffle_buffer_rows >= 0, "data.shuffle_buffer_rows", "must be >= 0 (0 = off)")
     if m.name_or_path != "tiny" and not _looks_like_hub_name(m.name_or_path):
         require(Path(m.name_or_path).is_dir(), "model.name_or_path", f"no such model directory: {m.name_or_path}")
+
+
+def validate_corpus_source(src: CorpusSource, key: str) -> None:
+    """Local files must exist here; ``s3://`` sources and datasets are listed when the run prepares its data."""
+    require(bool(src.lang), f"{key}.lang", "is required")
+    require(bool(src.path) != bool(src.hf_dataset), key, "needs exactly one of path and hf_dataset")
+    if not src.path or "://" in src.path:
+        return
+    if any(c in src.path for c in "*?["):
+        require(bool(glob.glob(src.path)), f"{key}.path", f"no file matches {src.path!r}")
+        return
+    require(Path(src.path).exists(), f"{key}.path", f"file not found: {src.path!r}")
+    require(Path(src.path).is_dir() or Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"{key}.path",
+            "must end in .txt, .jsonl or .parquet (or be a directory of such files)")
 
 
 def validate_objectives(config: ExperimentConfig) -> None:

@@ -16,8 +16,18 @@ class DictionarySource:
 
 @dataclass
 class CorpusSource:
-    path: str = ""  # .txt (one sentence a line), .jsonl ({"text": ...}) or .parquet (column text)
+    """Sentences of one language, streamed (``distalign.data.corpus_stream``): files or a Hugging Face dataset."""
+
+    # A file, directory or glob of .txt (a sentence a line), .jsonl ({"text": ...}) or .parquet files;
+    # local or s3://
+    path: str = ""
     lang: str = ""
+    text_field: str = "text"  # the JSON key or parquet / dataset column holding the sentence
+    # Instead of path: a Hugging Face dataset, a `save_to_disk` directory or a name for
+    # `datasets.load_dataset` (streamed); with its configuration and split
+    hf_dataset: str = ""
+    hf_config: str = ""
+    hf_split: str = "train"
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """The run's inputs, read, validated and counted on the driver before Ray resources are taken.
 
-Produces the constraint table (evaluation words excluded, a subset of it if asked for), the corpus
-table, the held-out BLI dictionaries, and the model directory (the offline ``tiny`` model is built
-here, its tokenizer trained on this text).
+Produces the constraint table (evaluation words excluded, a subset of it if asked for), the
+corpus stream (files listed and checked; the sentences themselves are streamed to the workers,
+``distalign.data.corpus_stream``), the held-out BLI dictionaries, and the model directory (the
+offline ``tiny`` model is built here, its tokenizer trained on a sample of the run's text).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -14,17 +16,21 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.fs
 
 from distalign.config import ExperimentConfig
-from distalign.data.readers import ReadReport, read_constraints, read_corpus, read_dictionary
+from distalign.data.corpus_stream import CorpusStream, list_corpus_files, read_rows, sample_texts
+from distalign.data.readers import ReadReport, read_constraints, read_dictionary
 from distalign.data.sampling import exclude_words, subsample_constraints, words_of
 from distalign.data.schema import CONSTRAINT_SCHEMA
-from distalign.data.sources import StaticVectorsSource
+from distalign.data.sources import CorpusSource, StaticVectorsSource
 from distalign.data.synthetic import generate_world
 from distalign.models.loading import build_tiny_model
 from distalign.static.word2vec_format import read_word2vec
+from distalign.storage import storage_filesystem
 
 log = logging.getLogger("distalign")
+TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokenizer is trained on
 
 
 @dataclass
@@ -41,7 +47,7 @@ class BLIPairs:
 class PreparedData:
     model_path: str
     constraints: pa.Table
-    corpus: pa.Table
+    corpus: CorpusStream
     eval_pairs: list[BLIPairs]
     reports: list[ReadReport] = field(default_factory=list)
     excluded_constraints: int = 0
@@ -50,7 +56,7 @@ class PreparedData:
     @property
     def languages(self) -> list[str]:
         """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here."""
-        langs = set(self.corpus["lang"].to_pylist())
+        langs = {source.lang for source in self.corpus.sources}
         langs |= set(self.constraints["lang1"].to_pylist()) | set(self.constraints["lang2"].to_pylist())
         return sorted(langs)
 
@@ -58,6 +64,12 @@ class PreparedData:
     def word_pairs(self) -> pa.Table:
         """The training word pairs as (word1, lang1, word2, lang2): DICT-MLM's synonyms, sense-aware translations."""
         return self.constraints.select(["word1", "lang1", "word2", "lang2"])
+
+    @functools.cached_property
+    def corpus_rows(self) -> int:
+        """Sentences in the corpora: a full read in this process (only epoch-based schedules of corpus runs ask)."""
+        log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
+        return sum(len(rows["row"]) for rows in read_rows(self.corpus))
 
     @property
     def malformed_rows(self) -> int:
@@ -73,11 +85,11 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     if d.source == "synthetic":
         world = generate_world(d.synthetic, out / "synthetic", seed=config.train.seed)
         constraint_files = [str(world.constraints)]
-        corpora = [(str(path), lang) for lang, path in world.corpora.items()]
+        corpora = [CorpusSource(str(path), lang) for lang, path in world.corpora.items()]
         eval_dicts = world.eval_dictionaries
     else:
         constraint_files = list(d.constraints)
-        corpora = [(c.path, c.lang) for c in d.corpora]
+        corpora = list(d.corpora)
         eval_dicts = d.eval_dictionaries
 
     reports: list[ReadReport] = []
@@ -106,38 +118,47 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         raise ValueError(f"only {len(constraints)} constraint pairs left after excluding evaluation words: fewer than "
                          f"one batch per worker (train.constraint_batch_size x train.num_workers)")
 
-    corpus_tables = []
-    for path, lang in corpora:
-        table, report = read_corpus(path, lang)
-        corpus_tables.append(table)
-        reports.append(report)
-    corpus = pa.concat_tables(corpus_tables) if corpus_tables else pa.table({"text": [], "lang": []})
-    corpus = corpus.take(np.random.default_rng(config.train.seed).permutation(len(corpus)))
+    filesystem = corpus_filesystem(corpora, config.storage.endpoint_url)
+    corpus = CorpusStream([list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)],
+                          filesystem)
 
     model_path = config.model.name_or_path
     if model_path == "tiny":
         model_path = str(out / "tiny-model")
         if not Path(model_path).exists():  # built once per run name, so a resumed run keeps its vocabulary
-            texts = corpus["text"].to_pylist() + [w for _, w in words_of(constraints) | heldout]
+            texts = sample_texts(corpus, TOKENIZER_SAMPLE) + [w for _, w in words_of(constraints) | heldout]
             build_tiny_model(model_path, texts, config.model.tiny, seed=config.train.seed)
     for report in reports:
         if report.malformed:
             log.warning("%s", report.summary())
     static = None
     if config.objectives.static.weight:
-        sources = d.static_vectors or derived_static_sources(config, model_path, corpora, constraints)
+        sources = d.static_vectors or derived_static_sources(config, model_path, corpus, constraints)
         static = read_static_targets(config, sources, heldout, reports, model_path)
-    return PreparedData(model_path, with_row_index(with_synset_index(constraints)), with_row_index(corpus), eval_pairs,
+    return PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                         reports, excluded, static if static is None else with_row_index(static))
 
 
-def derived_static_sources(config: ExperimentConfig, model_path: str, corpora: list[tuple[str, str]],
+def corpus_filesystem(corpora: list[CorpusSource], endpoint_url: str):
+    """None for local files; for ``s3://`` corpora the storage endpoint's filesystem when one is configured
+    (MinIO, moto), else S3 with AWS's defaults."""
+    if not any("://" in c.path for c in corpora):
+        return None
+    return storage_filesystem(endpoint_url) or pyarrow.fs.S3FileSystem()
+
+
+def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: CorpusStream,
                            constraints: pa.Table) -> list[StaticVectorsSource]:
     """X2Static + Procrustes targets from the starting model (``distalign.preparation.static_targets``)."""
     from distalign.preparation.static_targets import derive_static_vectors
 
     s = config.objectives.static
-    return derive_static_vectors(model_path, corpora, constraints, Path(config.data.output_dir) / "static",
+    local = [(path, src.lang) for src in corpus.sources if src.kind != "hf" and corpus.filesystem is None
+             for path in src.paths]
+    if len(local) != sum(len(src.paths) or 1 for src in corpus.sources):
+        raise ValueError("objectives.static derives its targets from local corpus files only: give "
+                         "data.static_vectors for corpora on S3 or from Hugging Face datasets")
+    return derive_static_vectors(model_path, local, constraints, Path(config.data.output_dir) / "static",
                                  s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed)
 
 

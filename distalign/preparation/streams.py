@@ -1,19 +1,25 @@
 """Ray Data streams for training, in the shape of the batch contract (``distalign.data.batches``).
 
-Each stream's table (shuffled once with the run's seed on the driver, order preserved through
-the pipeline, so every worker's shard is the same for the same seed) is tokenised in
-``map_batches`` and then, if an active objective transforms that stream (masking), prepared on
-CPU by the objective's preparer with per-row random streams seeded by (run seed, epoch, row).
-A stream is as many epochs of its table, one after the other, as ``train.max_steps`` needs, so
-each epoch draws new masks and every batch is regenerated identically on resume. Constraint
-epochs are drawn by language pair with q ∝ p^α (``epoch_tables``).
-Each worker gets datasets of its own (``shard_name``): rows r, r + W, ... of every stream.
+Every stream's rows are tokenised in ``map_batches`` and then, if an active objective transforms
+that stream (masking), prepared on CPU by the objective's preparer with per-row random streams
+seeded by (run seed, epoch, row), so each epoch draws new masks and every batch is regenerated
+identically on resume.
+
+- Table streams (constraints, static vectors: small, read on the driver): as many epochs of the
+  table (shuffled once with the run's seed), one after the other, as ``train.max_steps`` needs;
+  constraint epochs are drawn by language pair with q ∝ p^α (``epoch_tables``). Each worker gets
+  datasets of its own (``shard_name``): rows r, r + W, ... (``build_datasets``).
+- The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
+  the corpus files (``distalign.data.corpus_stream``) holding the rows whose hash falls to it,
+  and mixes them in a seeded local shuffle buffer (``corpus_batches``).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 import math
+from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -24,6 +30,7 @@ import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.batches import STREAMS
+from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.row_random import RowRandom
 from distalign.data.sampling import pair_sampling_weights, sampled_epoch
@@ -96,30 +103,77 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
     return max(1, math.ceil((max_steps * batch_size + 1) * num_workers / max(rows, 1)))
 
 
-def stream_tables(prepared: PreparedData) -> dict[str, pa.Table | None]:
-    return {"constraints": prepared.constraints, "corpus": prepared.corpus.select(["text", "lang", "row"]),
-            "static": prepared.static}
+TABLE_STREAMS = ("constraints", "static")
+
+
+def batch_arguments(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
+    """``build_stream_batch``'s arguments for every stream an active objective reads."""
+    word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
+    ctx = DataContext(prepared.model_path, prepared.languages, word_pairs, config.data.max_seq_length)
+    settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx)
+    return {stream: {"stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
+                     "preparer": preparers.get(stream), "seed": config.train.seed}
+            for stream in sorted(config.objectives.streams())}
 
 
 def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
-    """Per stream read by an active objective: its epochs' rows as one table, and the ``build_stream_batch``
-    arguments."""
-    t = config.train
-    word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
-    ctx = DataContext(prepared.model_path, prepared.languages, word_pairs, config.data.max_seq_length)
-    settings, preparers, tables = stream_settings(config, prepared.languages), stream_preparers(config, ctx), \
-        stream_tables(prepared)
-    plan = {}
-    for stream in sorted(config.objectives.streams()):
-        table = tables[stream]
+    """Per table stream read by an active objective: its epochs' rows as one table, and the
+    ``build_stream_batch`` arguments."""
+    t, plan = config.train, {}
+    for stream, kwargs in batch_arguments(prepared, config).items():
+        if stream not in TABLE_STREAMS:
+            continue
+        table = prepared.constraints if stream == "constraints" else prepared.static
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
         if epochs > 1000:
             log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
         rows_of = epoch_tables(stream, table, config)
-        plan[stream] = {"table": pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), "kwargs": {
-            "stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
-            "preparer": preparers.get(stream), "seed": t.seed}}
+        plan[stream] = {"table": pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), "kwargs": kwargs}
     return plan
+
+
+@dataclass
+class CorpusPlan:
+    """What a worker needs to stream its share of the corpus (``corpus_batches``)."""
+
+    corpus: CorpusStream
+    batch_kwargs: dict[str, Any]  # build_stream_batch's
+    seed: int
+    shuffle_buffer_rows: int
+    cpus: float  # per Ray Data task
+
+
+def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusPlan | None:
+    """The corpus stream's plan if an active objective reads it; ``ledger`` names the run's skip ledger actor."""
+    kwargs = batch_arguments(prepared, config).get("corpus")
+    if kwargs is None:
+        return None
+    corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger)
+    return CorpusPlan(corpus, kwargs, config.train.seed, config.data.shuffle_buffer_rows, config.data.tokenize_cpus)
+
+
+def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
+    return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1)[0])
+
+
+def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+    """This worker's corpus batches, epoch after epoch: each epoch a new lazy Ray Dataset over the files."""
+    ray.data.DataContext.get_current().execution_options.preserve_order = True  # same batches on a resume
+    ray.data.DataContext.get_current().enable_progress_bars = False
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a plan and a summary per epoch on every worker
+    for epoch in itertools.count():
+        dataset = corpus_dataset(plan.corpus, epoch, rank, workers, plan.seed, plan.cpus).map_batches(
+            build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=plan.cpus,
+            fn_kwargs=plan.batch_kwargs)
+        empty = True
+        for batch in dataset.iter_torch_batches(batch_size=batch_size, drop_last=True,
+                                                local_shuffle_buffer_size=plan.shuffle_buffer_rows or None,
+                                                local_shuffle_seed=shuffle_seed(plan.seed, epoch, rank)):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError(f"corpus: worker {rank} of {workers} got fewer sentences than one batch of {batch_size} "
+                             f"in epoch {epoch}")
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
@@ -140,7 +194,8 @@ def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Call
 
 def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str, Iterator[dict[str, torch.Tensor]]]:
     """The batches one worker of a one-worker run would read, built in this process without Ray
-    (same tokenisation, preparers and seeds as ``build_datasets``): for tests and debugging."""
+    (same tokenisation, preparers and seeds; the corpus in file order, without the shuffle buffer):
+    for tests and debugging."""
     def batches(spec: dict[str, Any], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
         table = spec["table"]
         for start in range(0, len(table) - batch_size + 1, batch_size):
@@ -148,8 +203,22 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
             columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
             yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, **spec["kwargs"]).items()}
 
-    return {stream: batches(spec, STREAMS[stream].batch_size(config.train))
-            for stream, spec in stream_plan(prepared, config).items()}
+    def corpus(plan: CorpusPlan, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+        for epoch in itertools.count():
+            rows = [r for chunk in read_rows(plan.corpus, epoch, seed=plan.seed) for r in chunk_rows(chunk)]
+            for start in range(0, len(rows) - batch_size + 1, batch_size):
+                columns = {k: np.array([r[k] for r in rows[start:start + batch_size]]) for k in rows[0]}
+                yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, **plan.batch_kwargs).items()}
+
+    streams = {stream: batches(spec, STREAMS[stream].batch_size(config.train))
+               for stream, spec in stream_plan(prepared, config).items()}
+    if (plan := corpus_plan(prepared, config)) is not None:
+        streams["corpus"] = corpus(plan, config.train.corpus_batch_size)
+    return dict(sorted(streams.items()))
+
+
+def chunk_rows(chunk: dict[str, np.ndarray]) -> list[dict[str, Any]]:
+    return [dict(zip(chunk, values)) for values in zip(*chunk.values())]
 
 
 def shard_name(stream: str, rank: int) -> str:

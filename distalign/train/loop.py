@@ -1,7 +1,7 @@
 """The function Ray Train runs on every worker: the recipe fed by this worker's datasets.
 
-Each worker reads its own dataset of every stream (the same number of rows for every worker keeps
-the ranks in step); checkpoints are saved by every rank (DeepSpeed shards) into a temporary
+Each worker reads its own dataset of every table stream, and streams its own share of the corpus;
+checkpoints are saved by every rank (DeepSpeed shards) into a temporary
 directory and handed to Ray Train.
 """
 
@@ -16,7 +16,7 @@ import ray.train.torch
 import torch
 
 from distalign.logs import configure
-from distalign.preparation.streams import shard_name
+from distalign.preparation.streams import corpus_batches, shard_name
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
 
@@ -47,6 +47,8 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
         resume_dir = Path(checkpoint.to_directory(str(Path(tmp) / "resume"))) if checkpoint is not None else None
         recipe.setup(resume_dir)
     rank = ctx.get_world_rank()
-    streams = {name: endless_batches(shard_name(name, rank), size)
+    workers = ctx.get_world_size()
+    streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
+               else endless_batches(shard_name(name, rank), size)
                for name, size in stream_batch_sizes(plan.config).items()}
     recipe.run(streams, report, tempfile.TemporaryDirectory)

@@ -8,6 +8,7 @@ import pyarrow as pa
 
 from distalign.config import ExperimentConfig
 from distalign.eval.tasks import BLITask
+from distalign.preparation.streams import CorpusPlan
 
 
 @dataclass
@@ -19,3 +20,4 @@ class TrainingPlan:
     word_pairs: pa.Table | None = None  # the training word pairs, when an objective uses them in the worker
     bli_test_sets: list[BLITask] = field(default_factory=list)  # held-out pairs for model selection
     eval_every: int = 0  # steps between evaluations (0 = only at the start and the end)
+    corpus: CorpusPlan | None = None  # how workers stream the corpus, when an objective reads it

@@ -10,6 +10,8 @@ from its last checkpoint and continues its step count and its MLflow run.
 from __future__ import annotations
 
 import logging
+import contextlib
+import uuid
 from dataclasses import dataclass
 
 import ray
@@ -18,10 +20,11 @@ from ray.train.torch import TorchTrainer
 
 from distalign.config import ExperimentConfig
 from distalign.data.batches import STREAMS
+from distalign.data.corpus_stream import start_ledger
 from distalign.eval.selection import SELECTION_METRIC, build_test_set
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
-from distalign.preparation.streams import build_datasets
+from distalign.preparation.streams import build_datasets, corpus_plan
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, client_for, tracked_run
@@ -43,7 +46,7 @@ def steps_per_epoch(config: ExperimentConfig, prepared: PreparedData) -> int:
     """Steps in one pass over the main training stream: the constraint pairs if an objective reads them."""
     t = config.train
     stream = "constraints" if "constraints" in config.objectives.streams() else "corpus"
-    rows = len(prepared.constraints) if stream == "constraints" else len(prepared.corpus)
+    rows = len(prepared.constraints) if stream == "constraints" else prepared.corpus_rows
     return max(1, rows // (t.num_workers * STREAMS[stream].batch_size(t)))
 
 
@@ -61,14 +64,33 @@ def resolve_epochs(config: ExperimentConfig, prepared: PreparedData) -> None:
         log.info("train.epochs=%s: %d steps", config.train.epochs, config.train.max_steps)
 
 
-def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str) -> TrainingPlan:
-    """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used."""
+def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str,
+                  ledger: str = "") -> TrainingPlan:
+    """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used,
+    the corpus stream (``ledger``: the actor that counts the corpus rows skipped on the cluster)."""
     t = config.train
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
                                 config.eval.bli_ranking) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, word_pairs, test_sets,
-                        eval_interval(config, prepared))
+                        eval_interval(config, prepared), corpus_plan(prepared, config, ledger))
+
+
+@contextlib.contextmanager
+def reporting_skips(ledger, run_id: str, tracking_uri: str):
+    """On the way out (finished or failed): log the corpus rows and files skipped on the cluster, as
+    warnings and as the run's ``data/skipped_corpus_rows``; then stop the ledger actor."""
+    try:
+        yield
+    finally:
+        try:
+            reports = ray.get(ledger.reports.remote(), timeout=30)
+            for report in reports:
+                log.warning("skipped while streaming the corpus: %d from %s%s", report.malformed, report.path,
+                            "".join(f"\n  {e}" for e in report.examples))
+            client_for(tracking_uri).log_metric(run_id, "data/skipped_corpus_rows", sum(r.malformed for r in reports))
+        finally:
+            ray.kill(ledger)
 
 
 def run_training(config: ExperimentConfig, callbacks: list | None = None) -> TrainingOutcome:
@@ -81,9 +103,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     configure()
     prepared = prepare_data(config)
     t = config.train
-    log.info("data: %d constraint pairs (%d excluded as evaluation words), %d sentences, %d malformed rows "
-             "skipped; model %s", len(prepared.constraints), prepared.excluded_constraints, len(prepared.corpus),
-             prepared.malformed_rows, prepared.model_path)
+    log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
+             "(streamed); model %s", len(prepared.constraints), prepared.excluded_constraints, prepared.malformed_rows,
+             ", ".join(f"{s.lang}: {s.name}" for s in prepared.corpus.sources) or "none", prepared.model_path)
     resolve_epochs(config, prepared)
     if config.eval.every_epochs:
         log.info("evaluating and checkpointing every %d steps (%s epochs)", eval_interval(config, prepared),
@@ -93,11 +115,14 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     score = {"checkpoint_score_attribute": SELECTION_METRIC, "checkpoint_score_order": "max"} if has_validation else {}
 
     ensure_ray()
+    ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
+    ledger = start_ledger(ledger_name)
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
-                     config.flat(), config.to_dict(), config.tracking.parent_run_id) as run_id:
+                     config.flat(), config.to_dict(), config.tracking.parent_run_id) as run_id, \
+            reporting_skips(ledger, run_id, config.tracking.uri):
         trainer = TorchTrainer(
             train_loop_per_worker,
-            train_loop_config=plan_training(config, prepared, run_id),
+            train_loop_config=plan_training(config, prepared, run_id, ledger_name),
             scaling_config=ray.train.ScalingConfig(
                 num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker}),
             run_config=ray.train.RunConfig(

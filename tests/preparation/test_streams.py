@@ -9,7 +9,8 @@ import pytest
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
-from distalign.preparation.streams import build_datasets, shard_name
+from distalign.data.corpus_stream import read_rows
+from distalign.preparation.streams import build_datasets, corpus_batches, corpus_plan, shard_name
 from distalign.preparation.inputs import prepare_data
 from distalign.models.loading import load_tokenizer
 
@@ -31,14 +32,15 @@ def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home)
     config = load_config(QUICKSTART, SMALL + ["run.name=pipeline"])
     prepared = prepare_data(config)
     datasets = build_datasets(prepared, config)
-    assert set(datasets) == {shard_name(s, r) for s in ("constraints", "corpus") for r in (0, 1)}
+    assert set(datasets) == {shard_name("constraints", r) for r in (0, 1)}  # the corpus streams on the workers
 
-    corpus = datasets[shard_name("corpus", 0)].take(2)
+    batch = next(corpus_batches(corpus_plan(prepared, config), 0, 2, 8))
+    texts = {key: text for rows in read_rows(prepared.corpus, workers=2) for key, text in zip(rows["row"], rows["text"])}
     tokenizer = load_tokenizer(prepared.model_path)
-    first_text = prepared.corpus["text"][0].as_py()
+    first_text = texts[int(batch["row"][0])]
     expected = tokenizer(first_text.split(), is_split_into_words=True)["input_ids"]
-    assert corpus[0]["input_ids"][: len(expected)].tolist() == expected
-    assert corpus[0]["input_ids"].shape == (config.data.max_seq_length,)
+    assert batch["input_ids"][0, : len(expected)].tolist() == expected
+    assert batch["input_ids"].shape == (8, config.data.max_seq_length)
     assert set(datasets[shard_name("constraints", 0)].take(1)[0]) >= {"input_ids1", "word_mask1", "input_ids2",
                                                                       "synset"}
 
@@ -56,8 +58,8 @@ def test_workers_read_different_rows_at_every_step_across_epochs(ray_local, dist
     per-epoch datasets once gave every worker a whole epoch of its own, in the same order)."""
     config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-epochs", "train.max_steps=80"])
     prepared = prepare_data(config)
-    first, second = shard_rows(build_datasets(prepared, config), "corpus", 2, "row")
-    per_epoch = len(prepared.corpus) // 2
+    first, second = shard_rows(build_datasets(prepared, config), "constraints", 2, "row")
+    per_epoch = len(prepared.constraints) // 2
     assert len(first) == len(second) >= 2 * per_epoch  # at least two epochs of rows each
     assert first[:per_epoch] == list(range(0, 2 * per_epoch, 2))
     assert second[:per_epoch] == list(range(1, 2 * per_epoch, 2))

@@ -6,7 +6,7 @@ from conftest import QUICKSTART
 from distalign.config import load_config
 from distalign.train.trainer import eval_interval, resolve_epochs
 
-PREPARED = SimpleNamespace(constraints=[0] * 1000, corpus=[0] * 640)
+PREPARED = SimpleNamespace(constraints=[0] * 1000, corpus_rows=640)
 
 
 def test_every_steps_by_default():
