@@ -69,6 +69,9 @@ class DataConfig:
     # CPUs per Ray Data tokenisation task: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
+    # CPUs each worker reserves (a placement group) for its corpus stream's Ray Data tasks: tasks run
+    # corpus_cpus_per_worker / tokenize_cpus at a time (raise it on GPU nodes with CPUs to spare)
+    corpus_cpus_per_worker: float = 0.25
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
 
 
@@ -132,6 +135,8 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
 class TrainConfig:
     num_workers: int = 2
     cpus_per_worker: float = 0.5  # fractional on small machines so Ray Data keeps CPUs
+    # Ray placement of the workers: PACK (fill nodes), SPREAD, STRICT_PACK, STRICT_SPREAD (one per node)
+    placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
     use_gpu: bool = False
     engine: Literal["ddp", "deepspeed"] = "ddp"
     zero_stage: int = 0  # DeepSpeed ZeRO stage 0-3
@@ -142,7 +147,10 @@ class TrainConfig:
     lr_schedule: Literal["linear", "constant"] = "linear"  # after warm-up: linear decay to 0, or constant
     max_steps: int = 200
     epochs: float = 0.0  # > 0: train this many epochs of the main stream instead (sets max_steps from the data)
-    constraint_batch_size: int = 32  # pairs per worker per step
+    # Micro-batches per optimizer step: effective batch = workers x batch size x grad_accum_steps. Contrastive
+    # sets (InfoNCE positives and negatives, Deep-CCA's batch statistics) stay per micro-batch.
+    grad_accum_steps: int = 1
+    constraint_batch_size: int = 32  # pairs per worker per micro-batch
     corpus_batch_size: int = 16  # sentences per worker per step
     static_batch_size: int = 64  # (word, static vector) rows per worker per step
     checkpoint_every: int = 50
@@ -438,6 +446,7 @@ def validate(config: ExperimentConfig) -> None:
             f"file not found: {t.deepspeed_config_file!r}")
     require(t.lr > 0, "train.lr", "must be > 0")
     require(t.max_steps >= 1, "train.max_steps", "must be >= 1")
+    require(t.grad_accum_steps >= 1, "train.grad_accum_steps", "must be >= 1")
     require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
     require(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
     require(t.log_every >= 1, "train.log_every", "must be >= 1")
@@ -449,6 +458,8 @@ def validate(config: ExperimentConfig) -> None:
     validate_objectives(config)
     require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
     require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
+    require(d.corpus_cpus_per_worker >= d.tokenize_cpus, "data.corpus_cpus_per_worker",
+            f"must be >= data.tokenize_cpus={d.tokenize_cpus} (room for one task)")
     require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
     require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",

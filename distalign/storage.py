@@ -1,10 +1,16 @@
-"""Where checkpoints live: a local directory or S3-compatible object storage, as Ray Train wants them."""
+"""Where checkpoints and staged inputs live: a local directory or S3-compatible object storage."""
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 import pyarrow.fs
+
+STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence means the copy is complete
 
 
 def storage_filesystem(endpoint_url: str) -> pyarrow.fs.FileSystem | None:
@@ -29,3 +35,30 @@ def checkpoint_uri(checkpoint) -> str:
     """A ``ray.train.Checkpoint``'s location as a local path or an ``s3://`` URI."""
     scheme = "" if isinstance(checkpoint.filesystem, pyarrow.fs.LocalFileSystem) else "s3://"
     return scheme + checkpoint.path
+
+
+def node_cache_dir() -> Path:
+    """This node's cache of staged inputs (``$DISTALIGN_CACHE``, default ``/tmp/distalign-cache``)."""
+    return Path(os.environ.get("DISTALIGN_CACHE", Path(tempfile.gettempdir()) / "distalign-cache"))
+
+
+def node_local(path: str, endpoint_url: str = "") -> str:
+    """A local directory holding ``path``: itself when local (or a hub name), else this node's cached
+    copy of the staged ``s3://`` directory, downloaded once per node (the first process to finish wins)."""
+    if not path.startswith("s3://"):
+        return path
+    target = node_cache_dir() / hashlib.sha1(f"{endpoint_url} {path}".encode()).hexdigest()[:16]
+    if (target / STAGED_MARKER).is_file():
+        return str(target)
+    fs = storage_filesystem(endpoint_url) or pyarrow.fs.FileSystem.from_uri(path)[0]
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + "."))
+    pyarrow.fs.copy_files(path.split("://", 1)[1], str(partial), fs, pyarrow.fs.LocalFileSystem())
+    if not (partial / STAGED_MARKER).is_file():
+        shutil.rmtree(partial)
+        raise FileNotFoundError(f"{path}: not a completely staged directory (no {STAGED_MARKER})")
+    try:
+        partial.rename(target)
+    except OSError:  # another process on this node got there first
+        shutil.rmtree(partial)
+    return str(target)

@@ -314,8 +314,9 @@ def _parse_ray_batch(batch: dict[str, np.ndarray], sources: dict[str, CorpusFile
     return parse_rows(batch, sources, default, epoch, rank, workers, remote.record_rows)
 
 
-def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, seed: int, parse_cpus: float):
-    """This worker's rows of one epoch as a lazy Ray Dataset (read by Ray Data's readers on the cluster)."""
+def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, seed: int, cpus: float):
+    """This worker's rows of one epoch as a lazy Ray Dataset (read by Ray Data's readers on the cluster,
+    ``cpus`` per task)."""
     import ray.data
 
     ledger: Any = RemoteLedger(stream.ledger) if stream.ledger else SkipLedger()
@@ -331,12 +332,13 @@ def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, se
             by_path = {p: source for p in paths}
             if source.kind == "parquet":
                 dataset = ray.data.read_parquet(paths, filesystem=stream.filesystem, include_paths=True,
-                                                ignore_missing_paths=True).select_columns([source.text_field, "path"])
+                                                ignore_missing_paths=True, num_cpus=cpus
+                                                ).select_columns([source.text_field, "path"])
             else:
                 dataset = ray.data.read_text(paths, filesystem=stream.filesystem, include_paths=True,
-                                             ignore_missing_paths=True)
+                                             ignore_missing_paths=True, num_cpus=cpus)
         parts.append(dataset.map_batches(
-            _parse_ray_batch, batch_format="numpy", num_cpus=parse_cpus,
+            _parse_ray_batch, batch_format="numpy", num_cpus=cpus,
             fn_kwargs={"sources": by_path, "default": source, "epoch": epoch, "rank": rank, "workers": workers,
                        "ledger": stream.ledger}))
     if not parts:

@@ -27,7 +27,8 @@ from distalign.data.sources import CorpusSource, StaticVectorsSource
 from distalign.data.synthetic import generate_world
 from distalign.models.loading import build_tiny_model
 from distalign.static.word2vec_format import read_word2vec
-from distalign.storage import storage_filesystem
+from distalign.preparation.staging import staged_model
+from distalign.storage import node_local, storage_filesystem
 
 log = logging.getLogger("distalign")
 TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokenizer is trained on
@@ -123,7 +124,9 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
                           filesystem)
 
     model_path = config.model.name_or_path
-    if model_path == "tiny":
+    if model_path == "tiny" and (staged := staged_model(config)):
+        model_path = node_local(staged, config.storage.endpoint_url)  # a resumed run keeps its vocabulary
+    elif model_path == "tiny":
         model_path = str(out / "tiny-model")
         if not Path(model_path).exists():  # built once per run name, so a resumed run keeps its vocabulary
             texts = sample_texts(corpus, TOKENIZER_SAMPLE) + [w for _, w in words_of(constraints) | heldout]

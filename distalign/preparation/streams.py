@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 import ray
 import ray.data
+import ray.util.scheduling_strategies
 import torch
 
 from distalign.config import ExperimentConfig
@@ -38,6 +39,7 @@ from distalign.data.tokenize import encode_sentences, encode_words
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
+from distalign.storage import node_local
 
 TOKENIZE_BATCH = 256
 log = logging.getLogger("distalign")
@@ -83,10 +85,11 @@ def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer,
 
 
 def build_stream_batch(batch: dict[str, np.ndarray], stream: str, tokenizer_path: str, settings: dict[str, Any],
-                       preparer: BatchPreparer | None, seed: int) -> dict[str, np.ndarray]:
+                       preparer: BatchPreparer | None, seed: int, endpoint_url: str = "") -> dict[str, np.ndarray]:
     """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
-    row's randomness seeded by (``seed``, its ``epoch``, its ``row``)."""
-    out = tokenize_rows(stream, batch, load_tokenizer(tokenizer_path), settings)
+    row's randomness seeded by (``seed``, its ``epoch``, its ``row``). A staged tokenizer
+    (``s3://``, ``endpoint_url``) is read from this node's cache."""
+    out = tokenize_rows(stream, batch, load_tokenizer(node_local(tokenizer_path, endpoint_url)), settings)
     if preparer is not None:
         out.update(preparer(out, RowRandom(seed, batch["epoch"].tolist(), out["row"].tolist())))
     return out
@@ -109,10 +112,12 @@ TABLE_STREAMS = ("constraints", "static")
 def batch_arguments(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
     """``build_stream_batch``'s arguments for every stream an active objective reads."""
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
-    ctx = DataContext(prepared.model_path, prepared.languages, word_pairs, config.data.max_seq_length)
+    endpoint = config.storage.endpoint_url
+    ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
+                      config.data.max_seq_length)
     settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx)
     return {stream: {"stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
-                     "preparer": preparers.get(stream), "seed": config.train.seed}
+                     "preparer": preparers.get(stream), "seed": config.train.seed, "endpoint_url": endpoint}
             for stream in sorted(config.objectives.streams())}
 
 
@@ -124,7 +129,8 @@ def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, d
         if stream not in TABLE_STREAMS:
             continue
         table = prepared.constraints if stream == "constraints" else prepared.static
-        epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers, t.max_steps)
+        epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
+                               t.max_steps * t.grad_accum_steps)
         if epochs > 1000:
             log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
         rows_of = epoch_tables(stream, table, config)
@@ -141,6 +147,7 @@ class CorpusPlan:
     seed: int
     shuffle_buffer_rows: int
     cpus: float  # per Ray Data task
+    reserved_cpus: float  # per worker, for its corpus stream's tasks
 
 
 def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusPlan | None:
@@ -149,7 +156,8 @@ def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
     if kwargs is None:
         return None
     corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger)
-    return CorpusPlan(corpus, kwargs, config.train.seed, config.data.shuffle_buffer_rows, config.data.tokenize_cpus)
+    d = config.data
+    return CorpusPlan(corpus, kwargs, config.train.seed, d.shuffle_buffer_rows, d.tokenize_cpus, d.corpus_cpus_per_worker)
 
 
 def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
@@ -158,8 +166,19 @@ def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
 
 def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
     """This worker's corpus batches, epoch after epoch: each epoch a new lazy Ray Dataset over the files."""
-    ray.data.DataContext.get_current().execution_options.preserve_order = True  # same batches on a resume
-    ray.data.DataContext.get_current().enable_progress_bars = False
+    context = ray.data.DataContext.get_current()
+    context.execution_options.preserve_order = True  # same batches on a resume
+    context.enable_progress_bars = False
+    # The worker's Ray Data tasks run in CPUs reserved for them: Ray Data's share of the cluster's
+    # leftover CPUs (whole CPUs split between concurrent executions) can be 0 on a small cluster.
+    reserved = ray.util.placement_group([{"CPU": plan.reserved_cpus}])
+    try:
+        ray.get(reserved.ready(), timeout=600)
+    except ray.exceptions.GetTimeoutError:
+        raise RuntimeError(f"worker {rank}: could not reserve data.corpus_cpus_per_worker={plan.reserved_cpus} CPUs "
+                           "for its corpus stream in 10 minutes: the cluster has too few free CPUs") from None
+    context.scheduling_strategy = context.scheduling_strategy_large_args = \
+        ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(reserved)
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a plan and a summary per epoch on every worker
     for epoch in itertools.count():
         dataset = corpus_dataset(plan.corpus, epoch, rank, workers, plan.seed, plan.cpus).map_batches(

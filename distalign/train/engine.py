@@ -39,17 +39,23 @@ class DDPEngine:
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg)
         self.bf16 = cfg.precision == "bf16"
 
-    def step(self, batch) -> dict[str, torch.Tensor]:
+    def step(self, micro_batches: list) -> dict[str, torch.Tensor]:
+        """Forward and backward on each micro-batch (gradients all-reduced only on the last), then one
+        optimizer step; returns the losses averaged over the micro-batches (detached)."""
         device_type = next(self.module.parameters()).device.type
-        autocast = torch.autocast(device_type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()
-        with autocast:
-            losses = self.wrapped(batch)
-        losses["loss"].backward()
+        total: dict[str, torch.Tensor] = {}
+        for i, batch in enumerate(micro_batches):
+            last = i == len(micro_batches) - 1
+            with (contextlib.nullcontext() if last else self.wrapped.no_sync()), \
+                    (torch.autocast(device_type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()):
+                losses = self.wrapped(batch)
+            (losses["loss"] / len(micro_batches)).backward()
+            accumulate(total, losses, len(micro_batches))
         torch.nn.utils.clip_grad_norm_(self.module.parameters(), MAX_GRAD_NORM)
         self.optimizer.step()
         self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
-        return losses
+        return total
 
     @property
     def lr(self) -> float:
@@ -71,6 +77,12 @@ class DDPEngine:
         yield
 
 
+def accumulate(total: dict[str, torch.Tensor], losses: dict[str, torch.Tensor], count: int) -> None:
+    """Add one micro-batch's detached losses / ``count`` into ``total``."""
+    for name, value in losses.items():
+        total[name] = total.get(name, 0) + value.detach() / count
+
+
 def merged(base: dict, override: dict) -> dict:
     """``base`` with ``override`` laid over it, nested mappings merged key by key."""
     out = dict(base)
@@ -84,7 +96,7 @@ def deepspeed_settings(cfg: TrainConfig) -> dict:
     settings = {
         # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
         "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,
-        "gradient_accumulation_steps": 1,
+        "gradient_accumulation_steps": cfg.grad_accum_steps,
         "gradient_clipping": MAX_GRAD_NORM,
         "zero_optimization": {"stage": cfg.zero_stage},
         "bf16": {"enabled": cfg.precision == "bf16"},
@@ -107,11 +119,16 @@ class DeepSpeedEngine:
         self.module = self.engine.module
         self.zero_stage = cfg.zero_stage
 
-    def step(self, batch) -> dict[str, torch.Tensor]:
-        losses = self.engine(batch)
-        self.engine.backward(losses["loss"])
-        self.engine.step()
-        return losses
+    def step(self, micro_batches: list) -> dict[str, torch.Tensor]:
+        """DeepSpeed accumulates over ``gradient_accumulation_steps`` micro-batches (its backward scales the
+        loss) and steps the optimizer at the boundary; returns the averaged losses (detached)."""
+        total: dict[str, torch.Tensor] = {}
+        for batch in micro_batches:
+            losses = self.engine(batch)
+            self.engine.backward(losses["loss"])
+            self.engine.step()
+            accumulate(total, losses, len(micro_batches))
+        return total
 
     @property
     def lr(self) -> float:

@@ -7,15 +7,19 @@ directory and handed to Ray Train.
 
 from __future__ import annotations
 
+import logging
 import tempfile
 from pathlib import Path
 from typing import Iterator
 
+import ray
 import ray.train
 import ray.train.torch
 import torch
 
 from distalign.logs import configure
+
+log = logging.getLogger("distalign")
 from distalign.preparation.streams import corpus_batches, shard_name
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
@@ -47,6 +51,7 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
         resume_dir = Path(checkpoint.to_directory(str(Path(tmp) / "resume"))) if checkpoint is not None else None
         recipe.setup(resume_dir)
     rank = ctx.get_world_rank()
+    log.info("worker %d of %d on node %s", rank, ctx.get_world_size(), ray.get_runtime_context().get_node_id()[:16])
     workers = ctx.get_world_size()
     streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
                else endless_batches(shard_name(name, rank), size)

@@ -27,6 +27,7 @@ from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, 
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import ObjectiveContext
+from distalign.storage import node_local
 from distalign.train.engine import build_engine
 from distalign.train.module import TrainingModule
 from distalign.train.plan import TrainingPlan
@@ -62,14 +63,14 @@ class TrainingRecipe:
     def setup(self, resume_dir: Path | None = None) -> None:
         """Build model, objectives and engine from the plan, or restore them from a checkpoint."""
         config, t = self.config, self.config.train
-        model_path = self.plan.model_path
+        model_path = tokenizer_path = node_local(self.plan.model_path, config.storage.endpoint_url)
         if resume_dir is not None:
             saved = read_state(resume_dir)
             # the vanilla scores stay the reference for model selection across resumes
             self.state.step, self.state.baseline_mrr = saved.step, saved.baseline_mrr
             model_path, self.resumed = str(resume_dir / MODEL_DIR), True
         torch.manual_seed(t.seed)
-        self.tokenizer = load_tokenizer(self.plan.model_path)
+        self.tokenizer = load_tokenizer(tokenizer_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
         if t.gradient_checkpointing:
             masked_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
@@ -93,14 +94,16 @@ class TrainingRecipe:
 
     # -- one step, evaluation, checkpoint --------------------------------------------------
 
-    def step(self, batches: Batches) -> dict[str, float]:
-        """One optimizer step on one batch per stream; then every objective's per-step state hook."""
-        batches = {name: {k: v.to(self.device) for k, v in batch.items()} for name, batch in batches.items()}
-        losses = self.engine.step(batches)
+    def step(self, micro_batches: list[Batches]) -> dict[str, float]:
+        """One optimizer step on ``train.grad_accum_steps`` micro-batches (a batch per stream each); then
+        every objective's per-step state hook."""
+        micro_batches = [{name: {k: v.to(self.device) for k, v in batch.items()} for name, batch in batches.items()}
+                         for batches in micro_batches]
+        losses = self.engine.step(micro_batches)
         for objective in self.engine.module.objectives.values():
             objective.after_step()  # may be a collective over all ranks: every rank calls it every step
         self.state.step += 1
-        return {("train/loss" if name == "loss" else f"train/{name}_loss"): float(value.detach())
+        return {("train/loss" if name == "loss" else f"train/{name}_loss"): float(value)
                 for name, value in losses.items()}
 
     def evaluate(self) -> dict[str, float]:
@@ -137,20 +140,22 @@ class TrainingRecipe:
         ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
         """
         t, eval_every = self.config.train, self.plan.eval_every
+        accum = t.grad_accum_steps
         if self.is_chief:
             log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
                      self.state.step, t.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands
         if self.resumed:  # the streams start from the first batch: pass over the batches already trained on
             if self.is_chief:
-                log.info("skipping the %d batches per stream trained on before the resume", self.state.step)
+                log.info("skipping the %d batches per stream trained on before the resume", self.state.step * accum)
             for stream in streams.values():
-                for _ in range(self.state.step):
+                for _ in range(self.state.step * accum):
                     next(stream)
         running: dict[str, float] = {}
         started, first_step = time.time(), self.state.step
         while self.state.step < t.max_steps:
-            for key, value in self.step({name: next(stream) for name, stream in streams.items()}).items():
+            micro_batches = [{name: next(stream) for name, stream in streams.items()} for _ in range(accum)]
+            for key, value in self.step(micro_batches).items():
                 running[key] = running.get(key, 0.0) + value
             step = self.state.step
             if step % t.log_every == 0 or step == t.max_steps:

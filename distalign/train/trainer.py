@@ -24,6 +24,7 @@ from distalign.data.corpus_stream import start_ledger
 from distalign.eval.selection import SELECTION_METRIC, build_test_set
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
+from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_plan
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
@@ -47,7 +48,7 @@ def steps_per_epoch(config: ExperimentConfig, prepared: PreparedData) -> int:
     t = config.train
     stream = "constraints" if "constraints" in config.objectives.streams() else "corpus"
     rows = len(prepared.constraints) if stream == "constraints" else prepared.corpus_rows
-    return max(1, rows // (t.num_workers * STREAMS[stream].batch_size(t)))
+    return max(1, rows // (t.num_workers * STREAMS[stream].batch_size(t) * t.grad_accum_steps))
 
 
 def eval_interval(config: ExperimentConfig, prepared: PreparedData) -> int:
@@ -101,7 +102,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
     """
     configure()
-    prepared = prepare_data(config)
+    prepared = stage_inputs(prepare_data(config), config)
     t = config.train
     log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
              "(streamed); model %s", len(prepared.constraints), prepared.excluded_constraints, prepared.malformed_rows,
@@ -124,7 +125,8 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
             train_loop_per_worker,
             train_loop_config=plan_training(config, prepared, run_id, ledger_name),
             scaling_config=ray.train.ScalingConfig(
-                num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker}),
+                num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker},
+                placement_strategy=t.placement_strategy),
             run_config=ray.train.RunConfig(
                 name=config.run.name,
                 storage_path=ray_storage_path(config.storage.path, config.storage.endpoint_url),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 
+import pytest
 import torch
 
 from conftest import QUICKSTART, SMALL
@@ -38,9 +39,13 @@ def run_recipe(config, prepared, checkpoints, resume_dir=None):
     return recipe, trained_on, reports
 
 
-def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, monkeypatch, gloo_group):
+@pytest.mark.parametrize("accum", [1, 2])
+def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, monkeypatch, gloo_group, accum):
+    """With gradient accumulation a step trains on ``accum`` micro-batches per stream, and a resume skips
+    step x accum of them."""
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1"])
+    config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1",
+                                              f"train.grad_accum_steps={accum}"])
     prepared = prepare_data(config)
     (tmp_path / "first").mkdir()
     recipe, first, reports = run_recipe(config, prepared, tmp_path / "first")
@@ -52,16 +57,20 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     assert read_state(saved).step == 3 and (saved / MODEL_DIR / "config.json").is_file()
     assert (saved / STATE_FILE).is_file() and (saved / OPTIMIZER_FILE).is_file()
     # every step saw a masked corpus batch and a constraint batch, as the plugins declare
-    assert set(first[1]) == {"corpus", "constraints"}
-    assert (first[1]["corpus"]["labels"] != -100).any()
+    assert all(len(first[step]) == accum for step in first)
+    assert set(first[1][0]) == {"corpus", "constraints"}
+    assert (first[1][0]["corpus"]["labels"] != -100).any()
+    if accum > 1:  # the micro-batches of a step are different batches
+        assert not torch.equal(first[1][0]["corpus"]["row"], first[1][1]["corpus"]["row"])
 
     # a resumed recipe continues at step 3 and trains step 4 on exactly the batch of the first run
     (tmp_path / "resumed").mkdir()
     resumed, again, _ = run_recipe(config, prepared, tmp_path / "resumed", resume_dir=saved)
     assert resumed.state.step == 4 and sorted(again) == [4]
-    for stream, batch in first[4].items():
-        for name, tensor in batch.items():
-            assert torch.equal(again[4][stream][name], tensor), (stream, name)
+    for micro, batches in enumerate(first[4]):
+        for stream, batch in batches.items():
+            for name, tensor in batch.items():
+                assert torch.equal(again[4][micro][stream][name], tensor), (micro, stream, name)
     assert resumed.state.baseline_mrr == recipe.state.baseline_mrr  # model selection keeps its reference
 
 
@@ -74,5 +83,5 @@ def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     recipe.setup()
     assert recipe.engine.module.masked_lm.is_gradient_checkpointing
     assert recipe.engine.module.masked_lm.config._attn_implementation == "sdpa"  # PyTorch's fused attention
-    losses = recipe.step({name: next(stream) for name, stream in local_streams(prepared, config).items()})
+    losses = recipe.step([{name: next(stream) for name, stream in local_streams(prepared, config).items()}])
     assert torch.isfinite(torch.tensor(losses["train/loss"]))

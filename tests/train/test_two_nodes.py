@@ -1,0 +1,80 @@
+"""Two Ray nodes on loopback (two `ray start` processes), storage on a real S3 endpoint (moto): the two
+training workers run on different nodes, read the staged inputs from S3 (the driver's staging directory is
+gone once staging ends), train, checkpoint, and a second command resumes from the checkpoint on S3."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import QUICKSTART, SMALL
+from test_job_submit import BIN, forget_cluster_address, free_port, stop_by_pid
+
+pytestmark = pytest.mark.slow
+
+
+def start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
+    ports = [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
+             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
+             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
+    return subprocess.Popen([str(BIN / "ray"), "start", "--block", "--num-cpus=1", "--node-ip-address=127.0.0.1",
+                             "--disable-usage-stats", *ports, *args], env=env, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for_nodes(env: dict, address: str, count: int, timeout: float = 120) -> None:
+    probe = f"import ray; ray.init(address='{address}'); print(len([n for n in ray.nodes() if n['Alive']]))"
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+        if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
+            return
+        time.sleep(2)
+    raise TimeoutError(f"{count} nodes did not join {address} in {timeout}s")
+
+
+def test_two_nodes_train_from_staged_inputs_on_s3_and_resume(s3_endpoint, tmp_path):
+    url, s3 = s3_endpoint
+    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
+    env.update(PATH=f"{BIN}{os.pathsep}{env['PATH']}", RAY_AUTH_MODE="token", DISTALIGN_HOME=str(tmp_path),
+               DISTALIGN_CACHE=str(tmp_path / "node-cache"))
+    gcs_port = free_port()
+    address = f"127.0.0.1:{gcs_port}"
+    head = start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], env, tmp_path / "head.log")
+    node = None
+    try:
+        wait_for_nodes(env, address, 1)
+        node = start_node([f"--address={address}"], env, tmp_path / "node.log")
+        wait_for_nodes(env, address, 2)
+        staging = tmp_path / "staging"
+        base = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "run.name=two-nodes",
+                "storage.path=s3://ckpt/multi", f"storage.endpoint_url={url}", f"data.output_dir={staging}",
+                "train.placement_strategy=STRICT_SPREAD"]
+        first = subprocess.run(base, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True, timeout=600)
+        log = first.stdout + first.stderr
+        assert first.returncode == 0, log[-5000:]
+        nodes = set(re.findall(r"worker \d of 2 on node ([0-9a-f]+)", log))
+        assert len(nodes) == 2, log[-5000:]  # one worker per node
+        assert not staging.exists()  # the workers never needed the driver's disk
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="multi/two-nodes/")["Contents"]]
+        assert "multi/two-nodes/inputs/model/_STAGED" in keys
+        assert any(k.startswith("multi/two-nodes/inputs/corpus/") for k in keys)
+        assert any("checkpoint_" in k for k in keys)
+
+        again = subprocess.run([*base, "train.max_steps=9"], env={**env, "RAY_ADDRESS": address},
+                               capture_output=True, text=True, timeout=600)
+        log = again.stdout + again.stderr
+        assert again.returncode == 0, log[-5000:]
+        assert "resuming at step 6/9" in log, log[-5000:]
+        assert "finished at step 9" in log
+    finally:
+        for process in (node, head):
+            if process is not None:
+                stop_by_pid(process)
+        forget_cluster_address(gcs_port)
