@@ -43,9 +43,11 @@ def read_state(directory: Path) -> TrainerState:
     return TrainerState(**json.loads((directory / STATE_FILE).read_text()))
 
 
-def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState) -> None:
-    """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself)."""
-    save_pretrained_with_adapters(masked_lm, directory / MODEL_DIR)
+def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState,
+                      model_weights: dict | None = None) -> None:
+    """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself); ``model_weights``
+    replaces ``masked_lm``'s own state dict (ZeRO-3: gathered to rank 0, the module holds only partitions)."""
+    save_pretrained_with_adapters(masked_lm, directory / MODEL_DIR, model_weights)
     tokenizer.save_pretrained(directory / MODEL_DIR)
     if objective_state:
         torch.save(objective_state, directory / OBJECTIVES_FILE)

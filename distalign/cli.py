@@ -5,6 +5,7 @@
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
     distalign eval --spec my_eval.yaml suite.max_queries=100
     distalign bench synthetic
+    distalign bench streaming --sizes-mb 20,2048 --steps 100
     distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
@@ -73,6 +75,16 @@ def _mine(args) -> int:
     except ValueError as err:  # unknown language for the frequency lists, bad top-k
         raise InputError(str(err)) from err
     return 0
+
+
+def _bench_streaming(args) -> int:
+    from distalign.bench.streaming import run_streaming_bench
+    from distalign.config import distalign_home
+
+    out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
+    results = run_streaming_bench(Path(args.config).resolve(), [float(s) for s in args.sizes_mb.split(",")],
+                                  args.steps, out, args.overrides)
+    return max(r.returncode for r in results)
 
 
 def _bench_synthetic(args) -> int:
@@ -195,6 +207,18 @@ def build_parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_synthetic "
                                                            "(an existing one resumes its finished runs)")
     synthetic.set_defaults(func=_bench_synthetic)
+
+    streaming = bench.add_parser(
+        "streaming", help="driver memory and time to the first step vs corpus size (streamed corpora)",
+        description="Write corpora of the given sizes (many .txt shards), train MLM on each as a subprocess, report "
+                    "the driver's peak RSS and the time to the first step (printed and results.md).")
+    streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")
+    streaming.add_argument("--sizes-mb", default="20,2048", help="comma-separated corpus sizes in MB")
+    streaming.add_argument("--steps", type=int, default=100)
+    streaming.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_streaming "
+                                                           "(corpora already written there are reused)")
+    streaming.add_argument("overrides", nargs="*", help="training-config overrides")
+    streaming.set_defaults(func=_bench_streaming)
     return parser
 
 

@@ -137,11 +137,14 @@ def load_adapters(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     model.load_state_dict(state, strict=False)
 
 
-def save_pretrained_with_adapters(model: nn.Module, directory: str | Path) -> None:
-    """Base model as a plain HF directory, plus ``adapters.safetensors`` and ``adapters.json``."""
+def save_pretrained_with_adapters(model: nn.Module, directory: str | Path, state_dict: dict | None = None) -> None:
+    """Base model as a plain HF directory, plus ``adapters.safetensors`` and ``adapters.json``; the weights
+    are ``state_dict`` when given (else the model's own)."""
     directory = Path(directory)
-    adapters = adapter_state_dict(model)
-    base = {name: value for name, value in model.state_dict().items() if name not in adapters}
+    state_dict = model.state_dict() if state_dict is None else state_dict
+    names = _adapter_names(model)
+    adapters = {name: value for name, value in state_dict.items() if name in names}
+    base = {name: value for name, value in state_dict.items() if name not in adapters}
     model.save_pretrained(directory, state_dict=base)
     if adapters:
         save_file({name: value.contiguous() for name, value in adapters.items()}, str(directory / ADAPTER_WEIGHTS))

@@ -16,6 +16,7 @@ identically on resume.
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import logging
 import math
@@ -148,6 +149,7 @@ class CorpusPlan:
     shuffle_buffer_rows: int
     cpus: float  # per Ray Data task
     reserved_cpus: float  # per worker, for its corpus stream's tasks
+    reserved: Any = None  # the run's placement group of those CPUs, a bundle per worker (reserve_corpus_cpus)
 
 
 def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusPlan | None:
@@ -160,6 +162,31 @@ def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
     return CorpusPlan(corpus, kwargs, config.train.seed, d.shuffle_buffer_rows, d.tokenize_cpus, d.corpus_cpus_per_worker)
 
 
+@contextlib.contextmanager
+def reserve_corpus_cpus(plan: CorpusPlan | None, workers: int, timeout_s: float = 600) -> Iterator[None]:
+    """Reserve ``data.corpus_cpus_per_worker`` CPUs per worker for the corpus streams while the run lasts.
+
+    Ray Data's share of a cluster's leftover CPUs is split in whole CPUs between the executions
+    running at once, so on a small cluster the workers' corpus executions can get none and wait
+    forever; reserved before the run's other datasets start, the CPUs are theirs.
+    """
+    if plan is None:
+        yield
+        return
+    plan.reserved = ray.util.placement_group([{"CPU": plan.reserved_cpus}] * workers)
+    try:
+        ray.get(plan.reserved.ready(), timeout=timeout_s)
+    except ray.exceptions.GetTimeoutError:
+        ray.util.remove_placement_group(plan.reserved)
+        raise RuntimeError(f"could not reserve data.corpus_cpus_per_worker={plan.reserved_cpus} CPUs for each of "
+                           f"{workers} workers in {timeout_s:.0f} s: the cluster has too few free CPUs") from None
+    try:
+        yield
+    finally:
+        ray.util.remove_placement_group(plan.reserved)
+        plan.reserved = None
+
+
 def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1)[0])
 
@@ -169,16 +196,9 @@ def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # same batches on a resume
     context.enable_progress_bars = False
-    # The worker's Ray Data tasks run in CPUs reserved for them: Ray Data's share of the cluster's
-    # leftover CPUs (whole CPUs split between concurrent executions) can be 0 on a small cluster.
-    reserved = ray.util.placement_group([{"CPU": plan.reserved_cpus}])
-    try:
-        ray.get(reserved.ready(), timeout=600)
-    except ray.exceptions.GetTimeoutError:
-        raise RuntimeError(f"worker {rank}: could not reserve data.corpus_cpus_per_worker={plan.reserved_cpus} CPUs "
-                           "for its corpus stream in 10 minutes: the cluster has too few free CPUs") from None
-    context.scheduling_strategy = context.scheduling_strategy_large_args = \
-        ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(reserved)
+    if plan.reserved is not None:  # run this worker's tasks in its bundle of the run's reserved CPUs
+        context.scheduling_strategy = context.scheduling_strategy_large_args = \
+            ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(plan.reserved, rank)
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a plan and a summary per epoch on every worker
     for epoch in itertools.count():
         dataset = corpus_dataset(plan.corpus, epoch, rank, workers, plan.seed, plan.cpus).map_batches(

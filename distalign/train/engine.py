@@ -76,6 +76,10 @@ class DDPEngine:
     def full_weights(self):
         yield
 
+    def exported_weights(self) -> dict | None:
+        """None: every rank holds the whole module; rank 0 exports its own state dict."""
+        return None
+
 
 def accumulate(total: dict[str, torch.Tensor], losses: dict[str, torch.Tensor], count: int) -> None:
     """Add one micro-batch's detached losses / ``count`` into ``total``."""
@@ -141,9 +145,16 @@ class DeepSpeedEngine:
     def load(self, directory: Path) -> None:
         self.engine.load_checkpoint(str(directory / DEEPSPEED_DIR), tag="state")
 
+    def exported_weights(self) -> dict | None:
+        """Under ZeRO-3 the module's parameters and buffers gathered to rank 0 only, layer by layer, with
+        DeepSpeed's 16-bit consolidation (None on other ranks; all ranks enter); else None."""
+        if self.zero_stage != 3:
+            return None
+        return self.engine._zero3_consolidated_16bit_state_dict()
+
     @contextlib.contextmanager
     def full_weights(self):
-        """Gather ZeRO-3 partitions so rank 0 can export a plain Hugging Face model (all ranks enter)."""
+        """Gather ZeRO-3 partitions on every rank, for in-loop evaluation (all ranks enter)."""
         if self.zero_stage == 3:
             import deepspeed
 

@@ -124,11 +124,15 @@ class TrainingRecipe:
     def save(self, directory: Path) -> None:
         """This rank's part of a checkpoint (the engine's shards on every rank, the rest on rank 0)."""
         self.engine.save(directory, self.rank)
-        with self.engine.full_weights():
-            if self.is_chief:
-                module = self.engine.module
-                write_rank0_files(directory, module.masked_lm, self.tokenizer, module.objectives.state_dict(),
-                                  self.state)
+        weights = self.engine.exported_weights()  # all ranks enter: ZeRO-3 gathers to rank 0
+        if self.is_chief:
+            module = self.engine.module
+            objective_state = module.objectives.state_dict()  # extra state (the sense state) is not gathered
+            if weights is not None:
+                objective_state.update({k.removeprefix("objectives."): v for k, v in weights.items()
+                                        if k.startswith("objectives.")})
+                weights = {k.removeprefix("masked_lm."): v for k, v in weights.items() if k.startswith("masked_lm.")}
+            write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights)
 
     # -- the loop ----------------------------------------------------------------------------
 

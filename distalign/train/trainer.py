@@ -25,7 +25,7 @@ from distalign.eval.selection import SELECTION_METRIC, build_test_set
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import build_datasets, corpus_plan
+from distalign.preparation.streams import build_datasets, corpus_plan, reserve_corpus_cpus
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, client_for, tracked_run
@@ -94,6 +94,29 @@ def reporting_skips(ledger, run_id: str, tracking_uri: str):
             ray.kill(ledger)
 
 
+def build_trainer(config: ExperimentConfig, prepared: PreparedData, plan: TrainingPlan, score: dict,
+                  callbacks: list | None) -> TorchTrainer:
+    """The ``TorchTrainer`` of a run: its workers, storage and checkpoints, and the table-stream datasets."""
+    t = config.train
+    return TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config=plan,
+        scaling_config=ray.train.ScalingConfig(
+            num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker},
+            placement_strategy=t.placement_strategy),
+        run_config=ray.train.RunConfig(
+            name=config.run.name,
+            storage_path=ray_storage_path(config.storage.path, config.storage.endpoint_url),
+            storage_filesystem=storage_filesystem(config.storage.endpoint_url),
+            checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints, **score),
+            callbacks=callbacks or [],
+        ),
+        datasets=build_datasets(prepared, config),
+        # each worker has datasets of its own rows (build_datasets): Ray must not split them again
+        dataset_config=ray.train.DataConfig(datasets_to_split=[]),
+    )
+
+
 def run_training(config: ExperimentConfig, callbacks: list | None = None) -> TrainingOutcome:
     """Train one run as ``config`` says, end to end; returns its MLflow run id and checkpoints.
 
@@ -121,24 +144,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
                      config.flat(), config.to_dict(), config.tracking.parent_run_id) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
-        trainer = TorchTrainer(
-            train_loop_per_worker,
-            train_loop_config=plan_training(config, prepared, run_id, ledger_name),
-            scaling_config=ray.train.ScalingConfig(
-                num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker},
-                placement_strategy=t.placement_strategy),
-            run_config=ray.train.RunConfig(
-                name=config.run.name,
-                storage_path=ray_storage_path(config.storage.path, config.storage.endpoint_url),
-                storage_filesystem=storage_filesystem(config.storage.endpoint_url),
-                checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints, **score),
-                callbacks=callbacks or [],
-            ),
-            datasets=build_datasets(prepared, config),
-            # each worker has datasets of its own rows (build_datasets): Ray must not split them again
-            dataset_config=ray.train.DataConfig(datasets_to_split=[]),
-        )
-        result = trainer.fit()
+        plan = plan_training(config, prepared, run_id, ledger_name)
+        with reserve_corpus_cpus(plan.corpus, t.num_workers):  # before the trainer takes the plan
+            result = build_trainer(config, prepared, plan, score, callbacks).fit()
         checkpoint = checkpoint_uri(result.checkpoint) if result.checkpoint is not None else ""
         best = result.get_best_checkpoint(SELECTION_METRIC, "max") \
             if has_validation and result.best_checkpoints else None

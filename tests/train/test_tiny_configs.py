@@ -1,7 +1,8 @@
 """Every objective's tiny config as shipped, under DeepSpeed ZeRO-2 on 2 workers: it trains, logs its loss to
 MLflow and checkpoints (ZeRO shards of both ranks); where the run has state beyond the model and optimizer
 (adapters, objective-owned parameters, the sense state), a second start resumes from that checkpoint.
-(DDP runs of the same configs are in test_objective_runs.py; the DDP resume in test_training_integration.py.)"""
+(DDP runs of the same configs are in test_objective_runs.py; the DDP resume in test_training_integration.py.)
+ZeRO-3's export of the whole model is checked on the quickstart."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 import torch
 from mlflow.tracking import MlflowClient
 
-from conftest import REPO, SENSE_AWARE_SMALL, SMALL
+from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
-from distalign.checkpoint import OBJECTIVES_FILE, STATE_FILE
+from distalign.checkpoint import MODEL_DIR, OBJECTIVES_FILE, STATE_FILE
+from distalign.models.loading import load_masked_lm
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
@@ -64,3 +66,20 @@ def test_tiny_config_under_zero2_checkpoints_and_resumes(name, ray_local, distal
         last_sense = sense_state(last.checkpoint)
         assert (int(first_sense["step"]), int(last_sense["step"])) == (4, 6)
         assert int(last_sense["fitted"]) == 1 and last_sense["proj"].abs().sum() > 0  # fitted after warm-up
+
+
+def test_zero3_exports_the_whole_model_gathered_to_rank_0_and_resumes(ray_local, distalign_home):
+    """ZeRO-3 partitions every parameter; the checkpoint's model directory is the whole trained model (DeepSpeed's
+    16-bit gather to rank 0), loadable as a plain Hugging Face model, and the run resumes from its shards."""
+    overrides = SMALL + ["train.engine=deepspeed", "train.zero_stage=3", "run.name=quickstart-zero3"]
+    first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4"]))
+    exported = load_masked_lm(str(Path(first.checkpoint) / MODEL_DIR))
+    start = load_masked_lm(str(distalign_home / "runs" / "quickstart-zero3" / "data" / "tiny-model"))
+    trained, initial = exported.state_dict(), start.state_dict()
+    assert trained.keys() == initial.keys()
+    assert all(trained[k].shape == initial[k].shape and torch.isfinite(trained[k]).all() for k in trained)
+    moved = [k for k in trained if not torch.equal(trained[k], initial[k])]
+    assert any("encoder.layer.0.attention" in k for k in moved)  # trained weights, not placeholders
+    again = run_training(load_config(QUICKSTART, overrides))  # max_steps 6: resumes at step 4
+    assert again.run_id == first.run_id
+    assert json.loads((Path(again.checkpoint) / STATE_FILE).read_text())["step"] == 6
