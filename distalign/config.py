@@ -63,14 +63,17 @@ class DataConfig:
     static_vectors: list[StaticVectorsSource] = field(default_factory=list)  # targets of objectives.static
     max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
     sampling_alpha: float = 0.5  # batches draw language pair k with q ∝ p^alpha (BabelBERT)
+    # Corpus sentences of language l make up q_l ∝ p_l^alpha of an epoch (p_l: share of the corpus bytes; mBERT
+    # and XLM-R smooth with 0.7 and 0.3) by keeping a seeded share of the larger languages' sentences; 1 = as is
+    corpus_sampling_alpha: float = 1.0
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
     shuffle_buffer_rows: int = 10000  # corpus rows a worker mixes in its seeded local shuffle buffer (0 = off)
-    # CPUs per Ray Data tokenisation task: fractional so a small machine running Train workers
+    # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
-    # CPUs each worker reserves (a placement group) for its corpus stream's Ray Data tasks: tasks run
-    # corpus_cpus_per_worker / tokenize_cpus at a time (raise it on GPU nodes with CPUs to spare)
+    # CPUs each worker reserves (a placement group) for its corpus stream's Ray Data tasks, which run four
+    # at a time in them (raise it on GPU nodes with CPUs to spare, e.g. 4)
     corpus_cpus_per_worker: float = 0.25
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
 
@@ -457,9 +460,9 @@ def validate(config: ExperimentConfig) -> None:
     require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
     validate_objectives(config)
     require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
+    require(0 < d.corpus_sampling_alpha <= 1, "data.corpus_sampling_alpha", "must be in (0, 1]")
     require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
-    require(d.corpus_cpus_per_worker >= d.tokenize_cpus, "data.corpus_cpus_per_worker",
-            f"must be >= data.tokenize_cpus={d.tokenize_cpus} (room for one task)")
+    require(d.corpus_cpus_per_worker > 0, "data.corpus_cpus_per_worker", "must be > 0")
     require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
     require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",

@@ -62,11 +62,11 @@ def rss_mb(pid: int) -> float:
 def run_one(config: Path, corpus: Path, size_mb: float, files: int, steps: int, home: Path,
             extra: list[str]) -> StreamingResult:
     """One ``distalign train`` on ``corpus``: driver peak RSS and time to the first step."""
-    command = [sys.executable, "-m", "distalign.cli", "train", str(config), f"run.name=stream-{int(size_mb)}mb",
+    command = [sys.executable, "-m", "distalign.cli", "train", str(config), f"run.name=stream-{int(size_mb)}mb-{int(time.time())}",  # a new run, never a resume
                "data.source=files", f"data.corpora=[{{path: {corpus}, lang: xa}}]", "objectives.lexical.weight=0",
                "objectives.mlm.weight=1", f"train.max_steps={steps}", "train.log_every=1", "eval.every=0",
                f"train.checkpoint_every={steps}", *extra]
-    env = {**os.environ, "DISTALIGN_HOME": str(home)}
+    env = {**os.environ, "DISTALIGN_HOME": str(home), "PYTHONUNBUFFERED": "1"}  # its lines as they come
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("RAY_ADDRESS", None)
     started = time.time()

@@ -19,8 +19,11 @@ or non-string text) and files that vanished or became unreadable are skipped and
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import hashlib
+import io
+import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +53,7 @@ class CorpusFiles:
     hf_dataset: str = ""
     hf_config: str = ""
     hf_split: str = "train"
+    keep: float = 1.0  # share of its sentences an epoch keeps (language sampling, ``with_language_sampling``)
 
     @property
     def name(self) -> str:
@@ -111,6 +115,39 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     return CorpusFiles(src.lang, kind, paths, src.text_field)
 
 
+def with_language_sampling(sources: list[CorpusFiles], alpha: float, filesystem: pyarrow.fs.FileSystem | None
+                           ) -> list[CorpusFiles]:
+    """Sources whose ``keep`` makes language l a share q_l ∝ p_l^alpha of each epoch's sentences (p_l: its
+    share of the corpus bytes), by keeping every sentence of the language that gains most and a seeded
+    share of the others' (a new share each epoch): the smoothing of mBERT and XLM-R, without repeating rows."""
+    if alpha == 1:
+        return sources
+    if any(s.kind == "hf" for s in sources):
+        raise InputError("data.corpus_sampling_alpha < 1 needs file corpora (it weighs languages by file size)")
+    sizes: dict[str, int] = {}
+    for source in sources:
+        for p in source.paths:
+            fs, inner = filesystem_for(p, filesystem)
+            sizes[source.lang] = sizes.get(source.lang, 0) + fs.get_file_info(inner).size
+    total = sum(sizes.values())
+    p = {lang: size / total for lang, size in sizes.items()}
+    z = sum(share ** alpha for share in p.values())
+    gain = {lang: share ** alpha / z / share for lang, share in p.items()}  # q_l / p_l
+    top = max(gain.values())
+    return [dataclasses.replace(s, keep=gain[s.lang] / top) for s in sources]
+
+
+def row_uniforms(keys: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """A uniform in [0, 1) per row key, fixed by (key, seed, epoch): splitmix64 of the mixed integers."""
+    x = keys.astype(np.uint64) ^ np.uint64((seed * 0x9E3779B97F4A7C15 + epoch * 0xBF58476D1CE4E5B9) % 2**64)
+    with np.errstate(over="ignore"):
+        x = (x + np.uint64(0x9E3779B97F4A7C15))
+        x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        x = x ^ (x >> np.uint64(31))
+    return (x >> np.uint64(11)).astype(np.float64) / 2.0**53
+
+
 def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> None:
     """Raise ``InputError`` naming ``path`` unless its footer reads and it has the text column."""
     try:
@@ -160,16 +197,17 @@ class SkipLedger:
 
 
 def parse_rows(batch: dict[str, np.ndarray], sources: dict[str, CorpusFiles], default: CorpusFiles, epoch: int,
-               rank: int, workers: int, record: Callable[[str, list[tuple[int, str]]], None]) -> dict[str, np.ndarray]:
-    """Raw rows (``text``, or the text field, and ``path`` when files) -> this worker's well-formed rows.
+               rank: int, workers: int, record: Callable[[str, list[tuple[int, str]]], None],
+               seed: int = 0) -> dict[str, np.ndarray]:
+    """Raw rows (``text``, or the text field, and ``path`` when files) -> this worker's well-formed rows
+    that this epoch keeps (each source's ``keep`` share, drawn by (row, ``seed``, ``epoch``)).
 
     Bad rows are reported (by the worker that owns the raw row, so once per epoch) and dropped.
     """
     paths = batch["path"].tolist() if "path" in batch else [default.name] * len(next(iter(batch.values())))
     raw = batch[default.text_field if default.text_field in batch else "text"].tolist()
-    texts, langs, bad = [], [], {}
-    raw_keys = row_keys([""] * len(raw), [str(r) for r in raw])
-    for value, path, raw_key in zip(raw, paths, raw_keys):
+    texts, langs, keep, bad = [], [], [], {}
+    for value, path in zip(raw, paths):
         source = sources.get(path, default)
         text, why = value, ""
         if source.kind == "jsonl":
@@ -180,15 +218,17 @@ def parse_rows(batch: dict[str, np.ndarray], sources: dict[str, CorpusFiles], de
         if not why and not (isinstance(text, str) and text.strip()):
             why = "empty or non-string text"
         if why:
+            raw_key = int(row_keys([""], [str(value)])[0])
             if raw_key % workers == rank:
-                bad.setdefault(path, []).append((int(raw_key), f"{why}: {str(value)[:EXCERPT]!r}"))
+                bad.setdefault(path, []).append((raw_key, f"{why}: {str(value)[:EXCERPT]!r}"))
             continue
         texts.append(text.strip())
         langs.append(source.lang)
+        keep.append(source.keep)
     for path, skipped in bad.items():
         record(path, skipped)
     keys = row_keys(langs, texts)
-    mine = keys % workers == rank
+    mine = (keys % workers == rank) & (row_uniforms(keys, seed, epoch) < np.array(keep, dtype=np.float64))
     return {"text": np.array(texts, dtype=object)[mine], "lang": np.array(langs, dtype=object)[mine],
             "row": keys[mine], "epoch": np.full(int(mine.sum()), epoch, dtype=np.int64)}
 
@@ -236,11 +276,11 @@ def read_raw(source: CorpusFiles, paths: list[str], filesystem: pyarrow.fs.FileS
                     values = rb.column(0).to_pylist()
                     yield {source.text_field: np.array(values, dtype=object), "path": np.array([p] * len(values))}
             continue
-        with fs.open_input_stream(inner) as f:
-            lines = [line for line in f.read().decode("utf-8", errors="replace").splitlines() if line.strip()]
-        for start in range(0, len(lines), READ_CHUNK):
-            chunk = lines[start:start + READ_CHUNK]
-            yield {"text": np.array(chunk, dtype=object), "path": np.array([p] * len(chunk))}
+        with fs.open_input_stream(inner) as raw_stream, io.TextIOWrapper(raw_stream, encoding="utf-8",
+                                                                         errors="replace") as lines:
+            nonblank = (line.rstrip("\r\n") for line in lines if line.strip())
+            while chunk := list(itertools.islice(nonblank, READ_CHUNK)):
+                yield {"text": np.array(chunk, dtype=object), "path": np.array([p] * len(chunk))}
 
 
 def read_rows(stream: CorpusStream, epoch: int = 0, rank: int = 0, workers: int = 1, seed: int = 0,
@@ -251,7 +291,7 @@ def read_rows(stream: CorpusStream, epoch: int = 0, rank: int = 0, workers: int 
         paths = epoch_order(present_paths(source, stream.filesystem, ledger.record_file), seed, epoch)
         by_path = {p: source for p in paths}
         for raw in read_raw(source, paths, stream.filesystem):
-            rows = parse_rows(raw, by_path, source, epoch, rank, workers, ledger.record_rows)
+            rows = parse_rows(raw, by_path, source, epoch, rank, workers, ledger.record_rows, seed)
             if len(rows["row"]):
                 yield rows
 
@@ -309,9 +349,9 @@ def start_ledger(name: str):
 
 
 def _parse_ray_batch(batch: dict[str, np.ndarray], sources: dict[str, CorpusFiles], default: CorpusFiles,
-                     epoch: int, rank: int, workers: int, ledger: str) -> dict[str, np.ndarray]:
+                     epoch: int, rank: int, workers: int, ledger: str, seed: int) -> dict[str, np.ndarray]:
     remote = RemoteLedger(ledger) if ledger else SkipLedger()
-    return parse_rows(batch, sources, default, epoch, rank, workers, remote.record_rows)
+    return parse_rows(batch, sources, default, epoch, rank, workers, remote.record_rows, seed)
 
 
 def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, seed: int, cpus: float):
@@ -340,7 +380,7 @@ def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, se
         parts.append(dataset.map_batches(
             _parse_ray_batch, batch_format="numpy", num_cpus=cpus,
             fn_kwargs={"sources": by_path, "default": source, "epoch": epoch, "rank": rank, "workers": workers,
-                       "ledger": stream.ledger}))
+                       "ledger": stream.ledger, "seed": seed}))
     if not parts:
         raise InputError(f"epoch {epoch}: every corpus file is gone ({[s.name for s in stream.sources]})")
     return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]

@@ -19,7 +19,13 @@ import pyarrow.compute as pc
 import pyarrow.fs
 
 from distalign.config import ExperimentConfig
-from distalign.data.corpus_stream import CorpusStream, list_corpus_files, read_rows, sample_texts
+from distalign.data.corpus_stream import (
+    CorpusStream,
+    list_corpus_files,
+    read_rows,
+    sample_texts,
+    with_language_sampling,
+)
 from distalign.data.readers import ReadReport, read_constraints, read_dictionary
 from distalign.data.sampling import exclude_words, subsample_constraints, words_of
 from distalign.data.schema import CONSTRAINT_SCHEMA
@@ -120,8 +126,11 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
                          f"one batch per worker (train.constraint_batch_size x train.num_workers)")
 
     filesystem = corpus_filesystem(corpora, config.storage.endpoint_url)
-    corpus = CorpusStream([list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)],
-                          filesystem)
+    listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
+    corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha, filesystem), filesystem)
+    if d.corpus_sampling_alpha != 1:
+        log.info("corpus language sampling (alpha=%s): share of sentences kept per epoch %s", d.corpus_sampling_alpha,
+                 {s.lang: round(s.keep, 4) for s in corpus.sources})
 
     model_path = config.model.name_or_path
     if model_path == "tiny" and (staged := staged_model(config)):

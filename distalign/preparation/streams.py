@@ -20,7 +20,7 @@ import contextlib
 import itertools
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -108,6 +108,7 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
 
 
 TABLE_STREAMS = ("constraints", "static")
+CORPUS_TASK_SLOTS = 4
 
 
 def batch_arguments(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
@@ -147,9 +148,14 @@ class CorpusPlan:
     batch_kwargs: dict[str, Any]  # build_stream_batch's
     seed: int
     shuffle_buffer_rows: int
-    cpus: float  # per Ray Data task
     reserved_cpus: float  # per worker, for its corpus stream's tasks
-    reserved: Any = None  # the run's placement group of those CPUs, a bundle per worker (reserve_corpus_cpus)
+    reserved: list = field(default_factory=list)  # a placement group of those CPUs per worker (reserve_corpus_cpus)
+
+    @property
+    def cpus(self) -> float:
+        """Per Ray Data task: the reserved CPUs hold CORPUS_TASK_SLOTS tasks at once (a generator task
+        that holds its CPUs until its blocks are consumed must leave room for the consumers)."""
+        return self.reserved_cpus / CORPUS_TASK_SLOTS
 
 
 def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusPlan | None:
@@ -159,7 +165,7 @@ def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
         return None
     corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger)
     d = config.data
-    return CorpusPlan(corpus, kwargs, config.train.seed, d.shuffle_buffer_rows, d.tokenize_cpus, d.corpus_cpus_per_worker)
+    return CorpusPlan(corpus, kwargs, config.train.seed, d.shuffle_buffer_rows, d.corpus_cpus_per_worker)
 
 
 @contextlib.contextmanager
@@ -173,18 +179,20 @@ def reserve_corpus_cpus(plan: CorpusPlan | None, workers: int, timeout_s: float 
     if plan is None:
         yield
         return
-    plan.reserved = ray.util.placement_group([{"CPU": plan.reserved_cpus}] * workers)
+    plan.reserved = [ray.util.placement_group([{"CPU": plan.reserved_cpus}]) for _ in range(workers)]
     try:
-        ray.get(plan.reserved.ready(), timeout=timeout_s)
+        ray.get([group.ready() for group in plan.reserved], timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
-        ray.util.remove_placement_group(plan.reserved)
+        for group in plan.reserved:
+            ray.util.remove_placement_group(group)
         raise RuntimeError(f"could not reserve data.corpus_cpus_per_worker={plan.reserved_cpus} CPUs for each of "
                            f"{workers} workers in {timeout_s:.0f} s: the cluster has too few free CPUs") from None
     try:
         yield
     finally:
-        ray.util.remove_placement_group(plan.reserved)
-        plan.reserved = None
+        for group in plan.reserved:
+            ray.util.remove_placement_group(group)
+        plan.reserved = []
 
 
 def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
@@ -196,9 +204,9 @@ def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # same batches on a resume
     context.enable_progress_bars = False
-    if plan.reserved is not None:  # run this worker's tasks in its bundle of the run's reserved CPUs
+    if plan.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
         context.scheduling_strategy = context.scheduling_strategy_large_args = \
-            ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(plan.reserved, rank)
+            ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(plan.reserved[rank])
     logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a plan and a summary per epoch on every worker
     for epoch in itertools.count():
         dataset = corpus_dataset(plan.corpus, epoch, rank, workers, plan.seed, plan.cpus).map_batches(

@@ -18,6 +18,7 @@ from distalign.data.corpus_stream import (
     read_rows,
     row_keys,
     sample_texts,
+    with_language_sampling,
 )
 from corpus_files import write_corpus
 from distalign.data.sources import CorpusSource
@@ -124,3 +125,21 @@ def test_corpus_on_s3(s3_endpoint, tmp_path):
     stream = CorpusStream([list_corpus_files(CorpusSource("s3://ckpt/corpora/en", "en"), "data.corpora[0]", fs)], fs)
     assert stream.sources[0].paths == ["ckpt/corpora/en/part-0.txt", "ckpt/corpora/en/part-1.txt"]
     assert sorted(text for _, text, _ in all_rows(stream)) == ["five six", "one two", "three four"]
+
+
+def test_language_sampling_gives_each_language_q_proportional_to_p_to_the_alpha(tmp_path):
+    """9:1 bytes and alpha 0.5: q = sqrt(.9), sqrt(.1) normalised = 0.75 / 0.25, so the larger language keeps
+    a third of its sentences each epoch (0.75 / 0.9 over 0.25 / 0.1) and the smaller one all of them."""
+    (tmp_path / "big.txt").write_text("".join(f"big sentence {i:05d}\n" for i in range(9000)))
+    (tmp_path / "small.txt").write_text("".join(f"sml sentence {i:05d}\n" for i in range(1000)))
+    sources = [list_corpus_files(CorpusSource(str(tmp_path / f"{name}.txt"), name), "k") for name in ("big", "small")]
+    sampled = with_language_sampling(sources, 0.5, None)
+    assert [round(s.keep, 4) for s in sampled] == [round((0.75 / 0.9) / (0.25 / 0.1), 4), 1.0]
+    stream = CorpusStream(sampled)
+    epochs = [[lang for lang, _, _ in all_rows(stream, epoch=e)] for e in (0, 1)]
+    for langs in epochs:
+        assert abs(langs.count("big") / len(langs) - 0.75) < 0.02
+        assert langs.count("small") == 1000
+    kept = [{t for lang, t, _ in all_rows(stream, epoch=e) if lang == "big"} for e in (0, 1)]
+    assert kept[0] != kept[1]  # a new share of the larger language every epoch
+    assert with_language_sampling(sources, 1.0, None) == sources  # alpha 1: the corpus as it is
