@@ -109,6 +109,7 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
 
 TABLE_STREAMS = ("constraints", "static")
 CORPUS_TASK_SLOTS = 4
+CORPUS_BLOCK_BYTES = 4 * 2**20
 
 
 def batch_arguments(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
@@ -204,6 +205,7 @@ def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # same batches on a resume
     context.enable_progress_bars = False
+    context.target_max_block_size = CORPUS_BLOCK_BYTES  # the first batch waits for one small block, not a file
     if plan.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
         context.scheduling_strategy = context.scheduling_strategy_large_args = \
             ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(plan.reserved[rank])
