@@ -57,4 +57,4 @@ def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: di
 def read_objective_state(directory: Path) -> dict | None:
     """Objective-owned parameters and state of a checkpoint, if it has any."""
     path = directory / OBJECTIVES_FILE
-    return torch.load(path, map_location="cpu", weights_only=False) if path.is_file() else None
+    return torch.load(path, map_location="cpu", weights_only=True) if path.is_file() else None  # no code runs

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
+import urllib.error
+import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -14,12 +16,28 @@ import yaml
 from mlflow.entities import Metric, Param, RunStatus
 from mlflow.tracking import MlflowClient
 
+from distalign.errors import ConfigError
+
 RUN_NAME_TAG = "distalign.run_name"
 STORAGE_TAG = "distalign.storage"
 CHECKPOINT_TAG = "distalign.checkpoint"
 BEST_CHECKPOINT_TAG = "distalign.best_checkpoint"  # highest model-selection score
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag for nested runs
 MAX_PARAM_LENGTH = 6000
+
+
+def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, naming the URI, when an HTTP tracking server does not answer (MLflow itself retries
+    for minutes before giving up); other stores (sqlite, files, databricks) are left to MLflow."""
+    if not uri.startswith(("http://", "https://")):
+        return
+    try:
+        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s)
+    except urllib.error.HTTPError:
+        return  # it answered (an auth error or an older server without /health still means it is up)
+    except OSError as err:
+        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server does not answer "
+                          f"({getattr(err, 'reason', err)})") from None
 
 
 def client_for(uri: str) -> MlflowClient:

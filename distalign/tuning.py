@@ -104,10 +104,11 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
 
     from distalign.ray_session import ensure_ray
     from distalign.storage import ray_storage_path, storage_filesystem
-    from distalign.tracking import client_for, tracked_run
+    from distalign.tracking import check_reachable, client_for, tracked_run
 
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))
+    check_reachable(first.tracking.uri)
     log.info("study %s: %d trials over %s", study.study, len(trials), list(study.grid))
     ensure_ray()
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,

@@ -139,3 +139,34 @@ def test_sqlite_store_keeps_artifacts_beside_the_database(tmp_path, monkeypatch)
     client = tracking.client_for(uri)
     exp = client.get_experiment(tracking.experiment_id(client, "artifacts-here"))
     assert exp.artifact_location == (db_dir / "mlruns").as_uri()
+
+
+def test_unreachable_tracking_server_fails_at_once_naming_it(capsys):
+    """A stopped server: one error line naming the URI within seconds (MLflow alone retries ~260 s)."""
+    import socket
+    import time
+
+    from conftest import QUICKSTART
+    from distalign.cli import main
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # nothing listens here once the socket closes
+    started = time.time()
+    code = main(["train", str(QUICKSTART), f"tracking.uri=http://127.0.0.1:{port}"])
+    assert code == 2 and time.time() - started < 10
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err[-1].startswith(f"distalign: error: tracking.uri http://127.0.0.1:{port}: the MLflow tracking server")
+
+
+def test_a_server_that_answers_passes_the_check():
+    import http.server
+    import threading
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), http.server.BaseHTTPRequestHandler)  # answers 501
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        tracking.check_reachable(f"http://127.0.0.1:{server.server_port}")
+        tracking.check_reachable("sqlite:///nowhere/mlflow.db")  # not a server: MLflow's business
+    finally:
+        server.shutdown()

@@ -68,7 +68,7 @@ class DDPEngine:
 
     def load(self, directory: Path) -> None:
         """Optimizer and schedule; the weights were loaded from the checkpoint's model directory."""
-        state = torch.load(directory / OPTIMIZER_FILE, map_location="cpu", weights_only=False)
+        state = torch.load(directory / OPTIMIZER_FILE, map_location="cpu", weights_only=True)  # no code runs
         self.optimizer.load_state_dict(state["optimizer"])
         self.schedule.load_state_dict(state["schedule"])
 

@@ -28,7 +28,7 @@ from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_plan, reserve_corpus_cpus
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
-from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, client_for, tracked_run
+from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, check_reachable, client_for, tracked_run
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.plan import TrainingPlan
 
@@ -125,6 +125,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
     """
     configure()
+    check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
     prepared = stage_inputs(prepare_data(config), config)
     t = config.train
     log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "

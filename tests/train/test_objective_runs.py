@@ -49,7 +49,7 @@ def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, 
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert sorted(m.step for m in client.get_metric_history(outcome.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
-    state = torch.load(Path(outcome.checkpoint) / OBJECTIVES_FILE, weights_only=False)
+    state = torch.load(Path(outcome.checkpoint) / OBJECTIVES_FILE, weights_only=True)
     # zero-initialised language embeddings were trained and saved beside the model, not in it
     assert state["dict_mlm.language_embeddings.embedding.weight"].abs().sum() > 0
     assert "dict_mlm" not in str(load_masked_lm(str(Path(outcome.checkpoint) / "model")).state_dict().keys())
@@ -94,7 +94,7 @@ def test_sense_aware_run_fits_its_sense_state_and_exports_the_original_model(ray
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert sorted(m.step for m in client.get_metric_history(outcome.run_id, "train/sense_aware_loss")) == [2, 4, 6]
-    state = torch.load(Path(outcome.checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"]
+    state = torch.load(Path(outcome.checkpoint) / OBJECTIVES_FILE, weights_only=True)["sense_aware._extra_state"]
     assert int(state["step"]) == 6 and int(state["fitted"]) == 1 and state["proj"].abs().sum() > 0
     # the exported model keeps the original architecture (sense vectors are not exported)
     initial = load_masked_lm(str(Path(config.data.output_dir) / "tiny-model")).config.vocab_size

@@ -41,7 +41,7 @@ TINY_CONFIGS = {
 
 
 def sense_state(checkpoint: str) -> dict:
-    return torch.load(Path(checkpoint) / OBJECTIVES_FILE, weights_only=False)["sense_aware._extra_state"]
+    return torch.load(Path(checkpoint) / OBJECTIVES_FILE, weights_only=True)["sense_aware._extra_state"]
 
 
 @pytest.mark.parametrize("name", sorted(TINY_CONFIGS))
