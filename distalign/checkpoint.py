@@ -26,6 +26,7 @@ OBJECTIVES_FILE = "objectives.pt"
 MODEL_DIR = "model"
 OPTIMIZER_FILE = "optimizer.pt"
 DEEPSPEED_DIR = "deepspeed"
+RNG_FILE = "rng_state.{rank}.pt"  # every rank's random state (dropout), so a resume draws what the run would have
 
 
 @dataclass
@@ -52,6 +53,25 @@ def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: di
     if objective_state:
         torch.save(objective_state, directory / OBJECTIVES_FILE)
     write_state(directory, state)
+
+
+def write_rng_state(directory: Path, rank: int) -> None:
+    state = {"torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state()
+    torch.save(state, directory / RNG_FILE.format(rank=rank))
+
+
+def restore_rng_state(directory: Path, rank: int) -> bool:
+    """This rank's random state from a checkpoint, if it has one (checkpoints before it do not)."""
+    path = directory / RNG_FILE.format(rank=rank)
+    if not path.is_file():
+        return False
+    state = torch.load(path, weights_only=True)
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state(state["cuda"])
+    return True
 
 
 def read_objective_state(directory: Path) -> dict | None:

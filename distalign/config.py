@@ -157,6 +157,9 @@ class TrainConfig:
     corpus_batch_size: int = 16  # sentences per worker per step
     static_batch_size: int = 64  # (word, static vector) rows per worker per step
     checkpoint_every: int = 50
+    # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
+    # the last checkpoint at the same data position and random state
+    max_failures: int = 3
     log_every: int = 10
     seed: int = 0
     gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, more compute
@@ -452,6 +455,7 @@ def validate(config: ExperimentConfig) -> None:
     require(t.grad_accum_steps >= 1, "train.grad_accum_steps", "must be >= 1")
     require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
     require(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+    require(t.max_failures >= -1, "train.max_failures", "must be >= 0, or -1 for no limit")
     require(t.log_every >= 1, "train.log_every", "must be >= 1")
     require(t.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
     require(t.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")

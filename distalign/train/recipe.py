@@ -20,7 +20,9 @@ from distalign.checkpoint import (
     TrainerState,
     read_objective_state,
     read_state,
+    restore_rng_state,
     write_rank0_files,
+    write_rng_state,
 )
 from distalign.data.batches import STREAMS
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
@@ -87,6 +89,7 @@ class TrainingRecipe:
         self.engine = build_engine(model, t, uses_lm_head, self.device)
         if resume_dir is not None:
             self.engine.load(resume_dir)
+            restore_rng_state(resume_dir, self.rank)  # last: building the model above drew from it
         if self.is_chief and self.plan.mlflow_run_id:
             from distalign.tracking import MetricLogger
 
@@ -124,6 +127,7 @@ class TrainingRecipe:
     def save(self, directory: Path) -> None:
         """This rank's part of a checkpoint (the engine's shards on every rank, the rest on rank 0)."""
         self.engine.save(directory, self.rank)
+        write_rng_state(directory, self.rank)
         weights = self.engine.exported_weights()  # all ranks enter: ZeRO-3 gathers to rank 0
         if self.is_chief:
             module = self.engine.module

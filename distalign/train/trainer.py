@@ -94,7 +94,7 @@ def reporting_skips(ledger, run_id: str, tracking_uri: str):
             ray.kill(ledger)
 
 
-def build_trainer(config: ExperimentConfig, prepared: PreparedData, plan: TrainingPlan, score: dict,
+def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, score: dict,
                   callbacks: list | None) -> TorchTrainer:
     """The ``TorchTrainer`` of a run: its workers, storage and checkpoints, and the table-stream datasets."""
     t = config.train
@@ -109,9 +109,10 @@ def build_trainer(config: ExperimentConfig, prepared: PreparedData, plan: Traini
             storage_path=ray_storage_path(config.storage.path, config.storage.endpoint_url),
             storage_filesystem=storage_filesystem(config.storage.endpoint_url),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints, **score),
+            failure_config=ray.train.FailureConfig(max_failures=t.max_failures),
             callbacks=callbacks or [],
         ),
-        datasets=build_datasets(prepared, config),
+        datasets=datasets,
         # each worker has datasets of its own rows (build_datasets): Ray must not split them again
         dataset_config=ray.train.DataConfig(datasets_to_split=[]),
     )
@@ -146,8 +147,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
                      config.flat(), config.to_dict(), config.tracking.parent_run_id) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
         plan = plan_training(config, prepared, run_id, ledger_name)
+        datasets = build_datasets(prepared, config)  # before the reservation: from_arrow runs a 1-CPU task
         with reserve_corpus_cpus(plan.corpus, t.num_workers):  # before the trainer takes the plan
-            result = build_trainer(config, prepared, plan, score, callbacks).fit()
+            result = build_trainer(config, datasets, plan, score, callbacks).fit()
         checkpoint = checkpoint_uri(result.checkpoint) if result.checkpoint is not None else ""
         best = result.get_best_checkpoint(SELECTION_METRIC, "max") \
             if has_validation and result.best_checkpoints else None

@@ -17,15 +17,17 @@ from distalign.train.trainer import plan_training
 
 
 def run_recipe(config, prepared, checkpoints, resume_dir=None):
-    """Run to train.max_steps; returns the recipe and the batches each step trained on, by step."""
+    """Run to train.max_steps; returns the recipe, the batches each step trained on and its losses, by step."""
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
     recipe.setup(resume_dir)
-    trained_on = {}
+    trained_on, losses = {}, {}
     step = recipe.step
 
     def recording_step(batches):
-        trained_on[recipe.state.step + 1] = batches
-        return step(batches)
+        number = recipe.state.step + 1
+        trained_on[number] = batches
+        losses[number] = step(batches)
+        return losses[number]
 
     recipe.step = recording_step
 
@@ -36,7 +38,7 @@ def run_recipe(config, prepared, checkpoints, resume_dir=None):
 
     reports = []
     recipe.run(local_streams(prepared, config), lambda metrics, d: reports.append(metrics), checkpoint_dir)
-    return recipe, trained_on, reports
+    return recipe, trained_on, reports, losses
 
 
 @pytest.mark.parametrize("accum", [1, 2])
@@ -48,7 +50,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
                                               f"train.grad_accum_steps={accum}"])
     prepared = prepare_data(config)
     (tmp_path / "first").mkdir()
-    recipe, first, reports = run_recipe(config, prepared, tmp_path / "first")
+    recipe, first, reports, first_losses = run_recipe(config, prepared, tmp_path / "first")
 
     assert recipe.state.step == 4 and sorted(first) == [1, 2, 3, 4]
     assert [r["step"] for r in reports] == [3, 4]  # checkpoint_every=3, and the last step
@@ -65,13 +67,16 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
 
     # a resumed recipe continues at step 3 and trains step 4 on exactly the batch of the first run
     (tmp_path / "resumed").mkdir()
-    resumed, again, _ = run_recipe(config, prepared, tmp_path / "resumed", resume_dir=saved)
+    resumed, again, _, again_losses = run_recipe(config, prepared, tmp_path / "resumed", resume_dir=saved)
     assert resumed.state.step == 4 and sorted(again) == [4]
     for micro, batches in enumerate(first[4]):
         for stream, batch in batches.items():
             for name, tensor in batch.items():
                 assert torch.equal(again[4][micro][stream][name], tensor), (micro, stream, name)
     assert resumed.state.baseline_mrr == recipe.state.baseline_mrr  # model selection keeps its reference
+    # same data, weights, optimizer and random state (dropout): the resumed step's losses are the first run's
+    for name, value in first_losses[4].items():
+        assert abs(again_losses[4][name] - value) < 1e-6, name
 
 
 def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
