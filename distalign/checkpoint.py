@@ -62,16 +62,15 @@ def write_rng_state(directory: Path, rank: int) -> None:
     torch.save(state, directory / RNG_FILE.format(rank=rank))
 
 
-def restore_rng_state(directory: Path, rank: int) -> bool:
+def restore_rng_state(directory: Path, rank: int) -> None:
     """This rank's random state from a checkpoint, if it has one (checkpoints before it do not)."""
     path = directory / RNG_FILE.format(rank=rank)
     if not path.is_file():
-        return False
+        return
     state = torch.load(path, weights_only=True)
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
-    return True
 
 
 def read_objective_state(directory: Path) -> dict | None:

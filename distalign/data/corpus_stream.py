@@ -27,7 +27,7 @@ import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -196,19 +196,17 @@ class SkipLedger:
                       for path, why in sorted(self.files.items())]
 
 
-def parse_rows(batch: dict[str, np.ndarray], sources: dict[str, CorpusFiles], default: CorpusFiles, epoch: int,
-               rank: int, workers: int, record: Callable[[str, list[tuple[int, str]]], None],
-               seed: int = 0) -> dict[str, np.ndarray]:
-    """Raw rows (``text``, or the text field, and ``path`` when files) -> this worker's well-formed rows
-    that this epoch keeps (each source's ``keep`` share, drawn by (row, ``seed``, ``epoch``)).
+def parse_rows(batch: dict[str, np.ndarray], source: CorpusFiles, epoch: int, rank: int, workers: int,
+               record: Callable[[str, list[tuple[int, str]]], None], seed: int = 0) -> dict[str, np.ndarray]:
+    """Raw rows of ``source`` (``text``, or the text field, and ``path`` when files) -> this worker's
+    well-formed rows that this epoch keeps (the source's ``keep`` share, drawn by (row, ``seed``, ``epoch``)).
 
     Bad rows are reported (by the worker that owns the raw row, so once per epoch) and dropped.
     """
-    paths = batch["path"].tolist() if "path" in batch else [default.name] * len(next(iter(batch.values())))
-    raw = batch[default.text_field if default.text_field in batch else "text"].tolist()
-    texts, langs, keep, bad = [], [], [], {}
+    paths = batch["path"].tolist() if "path" in batch else [source.name] * len(next(iter(batch.values())))
+    raw = batch[source.text_field if source.text_field in batch else "text"].tolist()
+    texts, bad = [], {}
     for value, path in zip(raw, paths):
-        source = sources.get(path, default)
         text, why = value, ""
         if source.kind == "jsonl":
             try:
@@ -223,14 +221,13 @@ def parse_rows(batch: dict[str, np.ndarray], sources: dict[str, CorpusFiles], de
                 bad.setdefault(path, []).append((raw_key, f"{why}: {str(value)[:EXCERPT]!r}"))
             continue
         texts.append(text.strip())
-        langs.append(source.lang)
-        keep.append(source.keep)
     for path, skipped in bad.items():
         record(path, skipped)
-    keys = row_keys(langs, texts)
-    mine = (keys % workers == rank) & (row_uniforms(keys, seed, epoch) < np.array(keep, dtype=np.float64))
-    return {"text": np.array(texts, dtype=object)[mine], "lang": np.array(langs, dtype=object)[mine],
-            "row": keys[mine], "epoch": np.full(int(mine.sum()), epoch, dtype=np.int64)}
+    keys = row_keys([source.lang] * len(texts), texts)
+    mine = (keys % workers == rank) & (row_uniforms(keys, seed, epoch) < source.keep)
+    count = int(mine.sum())
+    return {"text": np.array(texts, dtype=object)[mine], "lang": np.array([source.lang] * count, dtype=object),
+            "row": keys[mine], "epoch": np.full(count, epoch, dtype=np.int64)}
 
 
 def present_paths(source: CorpusFiles, filesystem: pyarrow.fs.FileSystem | None, ledger_file: Callable[[str, str], None]
@@ -289,9 +286,8 @@ def read_rows(stream: CorpusStream, epoch: int = 0, rank: int = 0, workers: int 
     ledger = ledger or SkipLedger()
     for source in stream.sources:
         paths = epoch_order(present_paths(source, stream.filesystem, ledger.record_file), seed, epoch)
-        by_path = {p: source for p in paths}
         for raw in read_raw(source, paths, stream.filesystem):
-            rows = parse_rows(raw, by_path, source, epoch, rank, workers, ledger.record_rows, seed)
+            rows = parse_rows(raw, source, epoch, rank, workers, ledger.record_rows, seed)
             if len(rows["row"]):
                 yield rows
 
@@ -341,6 +337,11 @@ class RemoteLedger:
         self._actor().record_file.remote(path, reason)
 
 
+def ledger_for(name: str) -> RemoteLedger | SkipLedger:
+    """The run's ledger actor by name, or a throw-away local ledger when the run has none ("")."""
+    return RemoteLedger(name) if name else SkipLedger()
+
+
 def start_ledger(name: str):
     """The run's ledger actor (the driver owns it and reads ``reports`` at the end)."""
     import ray
@@ -348,10 +349,9 @@ def start_ledger(name: str):
     return ray.remote(num_cpus=0)(SkipLedger).options(name=name, get_if_exists=True).remote()
 
 
-def _parse_ray_batch(batch: dict[str, np.ndarray], sources: dict[str, CorpusFiles], default: CorpusFiles,
-                     epoch: int, rank: int, workers: int, ledger: str, seed: int) -> dict[str, np.ndarray]:
-    remote = RemoteLedger(ledger) if ledger else SkipLedger()
-    return parse_rows(batch, sources, default, epoch, rank, workers, remote.record_rows, seed)
+def _parse_ray_batch(batch: dict[str, np.ndarray], source: CorpusFiles, epoch: int, rank: int, workers: int,
+                     ledger: str, seed: int) -> dict[str, np.ndarray]:
+    return parse_rows(batch, source, epoch, rank, workers, ledger_for(ledger).record_rows, seed)
 
 
 def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, seed: int, cpus: float):
@@ -359,17 +359,15 @@ def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, se
     ``cpus`` per task)."""
     import ray.data
 
-    ledger: Any = RemoteLedger(stream.ledger) if stream.ledger else SkipLedger()
+    ledger = ledger_for(stream.ledger)
     parts = []
     for source in stream.sources:
         if source.kind == "hf":
             dataset = ray.data.from_huggingface(load_hf_dataset(source)).select_columns([source.text_field])
-            by_path: dict[str, CorpusFiles] = {}
         else:
             paths = epoch_order(present_paths(source, stream.filesystem, ledger.record_file), seed, epoch)
             if not paths:
                 continue
-            by_path = {p: source for p in paths}
             if source.kind == "parquet":
                 dataset = ray.data.read_parquet(paths, filesystem=stream.filesystem, include_paths=True,
                                                 ignore_missing_paths=True, num_cpus=cpus
@@ -379,8 +377,8 @@ def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, se
                                              ignore_missing_paths=True, num_cpus=cpus)
         parts.append(dataset.map_batches(
             _parse_ray_batch, batch_format="numpy", num_cpus=cpus,
-            fn_kwargs={"sources": by_path, "default": source, "epoch": epoch, "rank": rank, "workers": workers,
-                       "ledger": stream.ledger, "seed": seed}))
+            fn_kwargs={"source": source, "epoch": epoch, "rank": rank, "workers": workers, "ledger": stream.ledger,
+                       "seed": seed}))
     if not parts:
         raise InputError(f"epoch {epoch}: every corpus file is gone ({[s.name for s in stream.sources]})")
     return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]

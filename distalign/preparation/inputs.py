@@ -165,11 +165,10 @@ def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: Co
     from distalign.preparation.static_targets import derive_static_vectors
 
     s = config.objectives.static
-    local = [(path, src.lang) for src in corpus.sources if src.kind != "hf" and corpus.filesystem is None
-             for path in src.paths]
-    if len(local) != sum(len(src.paths) or 1 for src in corpus.sources):
+    if corpus.filesystem is not None or any(src.kind == "hf" for src in corpus.sources):
         raise ValueError("objectives.static derives its targets from local corpus files only: give "
                          "data.static_vectors for corpora on S3 or from Hugging Face datasets")
+    local = [(path, src.lang) for src in corpus.sources for path in src.paths]
     return derive_static_vectors(model_path, local, constraints, Path(config.data.output_dir) / "static",
                                  s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed)
 

@@ -82,4 +82,3 @@ def stage_inputs(prepared: PreparedData, config: ExperimentConfig) -> PreparedDa
         shutil.rmtree(output_dir)
         log.info("removed the driver's copy %s: the run reads its inputs from %s", output_dir, inputs_uri(config))
     return dataclasses.replace(prepared, model_path=model_path, corpus=corpus)
-

@@ -96,10 +96,11 @@ def build_stream_batch(batch: dict[str, np.ndarray], stream: str, tokenizer_path
     return out
 
 
-def stream_preparers(config: ExperimentConfig, ctx: DataContext) -> dict[str, BatchPreparer]:
-    """The preparer of each stream an active objective transforms (validation allows one per stream)."""
+def stream_preparers(config: ExperimentConfig, ctx: DataContext, streams: set[str]) -> dict[str, BatchPreparer]:
+    """The preparer of each of ``streams`` an active objective transforms (validation allows one per stream)."""
     active = config.objectives.active().values()
-    return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in active if plugin.prepares}
+    return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in active
+            if plugin.prepares and plugin.stream in streams}
 
 
 def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) -> int:
@@ -112,25 +113,26 @@ CORPUS_TASK_SLOTS = 4
 CORPUS_BLOCK_BYTES = 4 * 2**20
 
 
-def batch_arguments(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
-    """``build_stream_batch``'s arguments for every stream an active objective reads."""
+def batch_arguments(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[str, ...]
+                    ) -> dict[str, dict[str, Any]]:
+    """``build_stream_batch``'s arguments for the ``wanted`` streams that an active objective reads (each
+    stream's preparer is built once: DICT-MLM's builds its synonym table)."""
+    streams = config.objectives.streams() & set(wanted)
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
     endpoint = config.storage.endpoint_url
     ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
                       config.data.max_seq_length)
-    settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx)
+    settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx, streams)
     return {stream: {"stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
                      "preparer": preparers.get(stream), "seed": config.train.seed, "endpoint_url": endpoint}
-            for stream in sorted(config.objectives.streams())}
+            for stream in sorted(streams)}
 
 
 def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
     """Per table stream read by an active objective: its epochs' rows as one table, and the
     ``build_stream_batch`` arguments."""
     t, plan = config.train, {}
-    for stream, kwargs in batch_arguments(prepared, config).items():
-        if stream not in TABLE_STREAMS:
-            continue
+    for stream, kwargs in batch_arguments(prepared, config, TABLE_STREAMS).items():
         table = prepared.constraints if stream == "constraints" else prepared.static
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
                                t.max_steps * t.grad_accum_steps)
@@ -161,7 +163,7 @@ class CorpusPlan:
 
 def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusPlan | None:
     """The corpus stream's plan if an active objective reads it; ``ledger`` names the run's skip ledger actor."""
-    kwargs = batch_arguments(prepared, config).get("corpus")
+    kwargs = batch_arguments(prepared, config, ("corpus",)).get("corpus")
     if kwargs is None:
         return None
     corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger)
@@ -254,9 +256,12 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
 
     def corpus(plan: CorpusPlan, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
         for epoch in itertools.count():
-            rows = [r for chunk in read_rows(plan.corpus, epoch, seed=plan.seed) for r in chunk_rows(chunk)]
-            for start in range(0, len(rows) - batch_size + 1, batch_size):
-                columns = {k: np.array([r[k] for r in rows[start:start + batch_size]]) for k in rows[0]}
+            chunks = list(read_rows(plan.corpus, epoch, seed=plan.seed))
+            if not chunks:
+                raise ValueError(f"corpus: no sentences in epoch {epoch}")
+            rows = {k: np.concatenate([chunk[k] for chunk in chunks]) for k in chunks[0]}
+            for start in range(0, len(rows["row"]) - batch_size + 1, batch_size):
+                columns = {k: v[start:start + batch_size] for k, v in rows.items()}
                 yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, **plan.batch_kwargs).items()}
 
     streams = {stream: batches(spec, STREAMS[stream].batch_size(config.train))
@@ -264,10 +269,6 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
     if (plan := corpus_plan(prepared, config)) is not None:
         streams["corpus"] = corpus(plan, config.train.corpus_batch_size)
     return dict(sorted(streams.items()))
-
-
-def chunk_rows(chunk: dict[str, np.ndarray]) -> list[dict[str, Any]]:
-    return [dict(zip(chunk, values)) for values in zip(*chunk.values())]
 
 
 def shard_name(stream: str, rank: int) -> str:

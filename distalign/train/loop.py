@@ -18,11 +18,11 @@ import ray.train.torch
 import torch
 
 from distalign.logs import configure
-
-log = logging.getLogger("distalign")
 from distalign.preparation.streams import corpus_batches, shard_name
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
+
+log = logging.getLogger("distalign")
 
 
 def endless_batches(name: str, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
@@ -45,14 +45,13 @@ def report(metrics: dict[str, float], directory: Path | None) -> None:
 def train_loop_per_worker(plan: TrainingPlan) -> None:
     configure()
     ctx = ray.train.get_context()
-    recipe = TrainingRecipe(plan, ctx.get_world_rank(), ctx.get_world_size(), ray.train.torch.get_device())
+    rank, workers = ctx.get_world_rank(), ctx.get_world_size()
+    log.info("worker %d of %d on node %s", rank, workers, ray.get_runtime_context().get_node_id()[:16])
+    recipe = TrainingRecipe(plan, rank, workers, ray.train.torch.get_device())
     checkpoint = ray.train.get_checkpoint()
     with tempfile.TemporaryDirectory() as tmp:
         resume_dir = Path(checkpoint.to_directory(str(Path(tmp) / "resume"))) if checkpoint is not None else None
         recipe.setup(resume_dir)
-    rank = ctx.get_world_rank()
-    log.info("worker %d of %d on node %s", rank, ctx.get_world_size(), ray.get_runtime_context().get_node_id()[:16])
-    workers = ctx.get_world_size()
     streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
                else endless_batches(shard_name(name, rank), size)
                for name, size in stream_batch_sizes(plan.config).items()}
