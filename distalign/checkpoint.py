@@ -9,6 +9,10 @@ One directory per checkpoint, merged by Ray Train from all ranks:
                          DICT-MLM's language embeddings and head, sense vectors
     optimizer.pt         DDP optimizer and LR schedule (rank 0)
     deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
+    rng_state.{rank}.pt  every rank's random state
+    files.{rank}.json    every rank's files and their sizes, written last (rank 0's also holds the world size):
+                         a checkpoint is complete when every rank's list is there and every file it names
+                         has its size, whatever order the storage received the files in
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MODEL_DIR = "model"
 OPTIMIZER_FILE = "optimizer.pt"
 DEEPSPEED_DIR = "deepspeed"
 RNG_FILE = "rng_state.{rank}.pt"  # every rank's random state (dropout), so a resume draws what the run would have
+MANIFEST_FILE = "files.{rank}.json"
 
 
 @dataclass
@@ -77,3 +82,32 @@ def read_objective_state(directory: Path) -> dict | None:
     """Objective-owned parameters and state of a checkpoint, if it has any."""
     path = directory / OBJECTIVES_FILE
     return torch.load(path, map_location="cpu", weights_only=True) if path.is_file() else None  # no code runs
+
+
+def write_manifest(directory: Path, rank: int, world_size: int) -> None:
+    """List this rank's files in its checkpoint directory with their sizes; call it after everything else."""
+    files = {p.relative_to(directory).as_posix(): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file()}
+    manifest = {"files": files, **({"world_size": world_size} if rank == 0 else {})}
+    (directory / MANIFEST_FILE.format(rank=rank)).write_text(json.dumps(manifest))
+
+
+def incomplete_files(directory: Path) -> list[str]:
+    """What a merged checkpoint lacks: ranks' file lists, files they name, or files of another size
+    (empty when complete). A checkpoint cut short while it was being written shows up here."""
+    first = directory / MANIFEST_FILE.format(rank=0)
+    if not first.is_file():
+        return [first.name]
+    world_size = json.loads(first.read_text())["world_size"]
+    problems = []
+    for rank in range(world_size):
+        manifest = directory / MANIFEST_FILE.format(rank=rank)
+        if not manifest.is_file():
+            problems.append(manifest.name)
+            continue
+        for name, size in json.loads(manifest.read_text())["files"].items():
+            path = directory / name
+            if not path.is_file():
+                problems.append(name)
+            elif path.stat().st_size != size:
+                problems.append(f"{name} ({path.stat().st_size} of {size} bytes)")
+    return problems

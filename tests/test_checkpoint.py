@@ -2,6 +2,7 @@
 files are loaded as tensors only (``weights_only``), so a tampered file on shared storage cannot run code."""
 
 import pickle
+import shutil
 
 import pytest
 import torch
@@ -71,3 +72,29 @@ def test_sense_state_loads_as_plain_tensors(tmp_path):
     torch.save({"sense_aware._extra_state": state.state_dict()}, tmp_path / OBJECTIVES_FILE)
     loaded = read_objective_state(tmp_path)["sense_aware._extra_state"]
     assert loaded.keys() == state.state_dict().keys()
+
+
+def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes(tmp_path):
+    """Two ranks write into their own directories, merged into one as Ray Train does; then files go missing
+    or short, as when an upload is cut off."""
+    from distalign.checkpoint import incomplete_files, write_manifest
+
+    merged = tmp_path / "merged"
+    for rank, files in ((0, {"trainer_state.json": "{}", "model/model.safetensors": "x" * 100}),
+                        (1, {"deepspeed/state/zero_pp_rank_1.pt": "y" * 50})):
+        own = tmp_path / f"rank{rank}"
+        for name, text in files.items():
+            (own / name).parent.mkdir(parents=True, exist_ok=True)
+            (own / name).write_text(text)
+        write_manifest(own, rank, world_size=2)
+        shutil.copytree(own, merged, dirs_exist_ok=True)
+    assert incomplete_files(merged) == []
+
+    (merged / "files.1.json").unlink()  # rank 1's upload never finished
+    assert incomplete_files(merged) == ["files.1.json"]
+    shutil.copy(tmp_path / "rank1" / "files.1.json", merged)
+    (merged / "model" / "model.safetensors").write_text("x" * 40)  # cut short
+    (merged / "deepspeed" / "state" / "zero_pp_rank_1.pt").unlink()
+    assert incomplete_files(merged) == ["model/model.safetensors (40 of 100 bytes)", "deepspeed/state/zero_pp_rank_1.pt"]
+    (merged / "files.0.json").unlink()
+    assert incomplete_files(merged) == ["files.0.json"]

@@ -8,6 +8,7 @@ directory and handed to Ray Train.
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Iterator
@@ -17,8 +18,10 @@ import ray.train
 import ray.train.torch
 import torch
 
+from distalign.checkpoint import incomplete_files
 from distalign.logs import configure
 from distalign.preparation.streams import corpus_batches, shard_name
+from distalign.storage import checkpoint_uri
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
 
@@ -42,16 +45,43 @@ def report(metrics: dict[str, float], directory: Path | None) -> None:
     ray.train.report(metrics, checkpoint=checkpoint)
 
 
+def resume_directory(root: Path, is_chief: bool) -> Path | None:
+    """The newest complete checkpoint of this run (Ray Train's latest, else the ones reported before it),
+    downloaded under ``root``; None for a fresh start. A checkpoint cut short while it was being written
+    (a lost node, a killed upload, files deleted) is skipped with a warning."""
+    latest = ray.train.get_checkpoint()
+    if latest is None:
+        return None
+
+    def newest_first():
+        yield latest
+        # asked for only once the latest proves incomplete
+        committed = ray.train.CheckpointConsistencyMode.COMMITTED
+        reported = ray.train.get_all_reported_checkpoints(consistency_mode=committed)
+        older = [r for r in reported if r.checkpoint.path != latest.path]
+        yield from (r.checkpoint for r in sorted(older, key=lambda r: r.metrics.get("step", 0), reverse=True))
+
+    for index, checkpoint in enumerate(newest_first()):
+        directory = Path(checkpoint.to_directory(str(root / f"resume{index}")))
+        missing = incomplete_files(directory)
+        if not missing:
+            return directory
+        if is_chief:
+            log.warning("checkpoint %s is incomplete (missing %s): resuming from the one before it",
+                        checkpoint_uri(checkpoint),
+                        ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
+        shutil.rmtree(directory)
+    raise RuntimeError(f"no complete checkpoint to resume from beside {checkpoint_uri(latest)}")
+
+
 def train_loop_per_worker(plan: TrainingPlan) -> None:
     configure()
     ctx = ray.train.get_context()
     rank, workers = ctx.get_world_rank(), ctx.get_world_size()
     log.info("worker %d of %d on node %s", rank, workers, ray.get_runtime_context().get_node_id()[:16])
     recipe = TrainingRecipe(plan, rank, workers, ray.train.torch.get_device())
-    checkpoint = ray.train.get_checkpoint()
     with tempfile.TemporaryDirectory() as tmp:
-        resume_dir = Path(checkpoint.to_directory(str(Path(tmp) / "resume"))) if checkpoint is not None else None
-        recipe.setup(resume_dir)
+        recipe.setup(resume_directory(Path(tmp), rank == 0))
     streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
                else endless_batches(shard_name(name, rank), size)
                for name, size in stream_batch_sizes(plan.config).items()}

@@ -21,6 +21,7 @@ from distalign.checkpoint import (
     read_objective_state,
     read_state,
     restore_rng_state,
+    write_manifest,
     write_rank0_files,
     write_rng_state,
 )
@@ -137,6 +138,7 @@ class TrainingRecipe:
                                         if k.startswith("objectives.")})
                 weights = {k.removeprefix("masked_lm."): v for k, v in weights.items() if k.startswith("masked_lm.")}
             write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights)
+        write_manifest(directory, self.rank, self.world_size)  # last: it vouches for the files above
 
     # -- the loop ----------------------------------------------------------------------------
 

@@ -26,8 +26,8 @@ def steps(client: MlflowClient, run_id: str, key: str) -> list[int]:
 
 
 def value_at(client: MlflowClient, run_id: str, key: str, step: int) -> float:
-    (metric,) = [m for m in client.get_metric_history(run_id, key) if m.step == step]
-    return metric.value
+    """The value first logged at ``step`` (a resume from an earlier checkpoint logs some steps again)."""
+    return min((m for m in client.get_metric_history(run_id, key) if m.step == step), key=lambda m: m.timestamp).value
 
 
 @pytest.fixture(scope="module")
@@ -91,21 +91,29 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     assert "config.yaml" in [a.path for a in client.list_artifacts(outcome.run_id)]
 
 
-def test_rerun_with_same_name_resumes_from_s3_and_continues_step_count(ddp_run, s3_storage, tmp_path):
+def test_rerun_with_same_name_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run, s3_storage, tmp_path, capfd):
+    """The last checkpoint (step 6) lost its weights as if its upload had been cut short: the rerun warns, resumes
+    from step 3 in the same MLflow run and continues the step count."""
     config, first = ddp_run
+    s3 = s3_storage[1]
+    s3.delete_object(Bucket="ckpt", Key=f"{first.checkpoint.removeprefix('s3://ckpt/')}/model/model.safetensors")
     resumed_config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10"] + s3_storage[0])
     second = run_training(resumed_config)
+    output = capfd.readouterr()
+    log = output.out + output.err
+    assert f"checkpoint {first.checkpoint} is incomplete (missing model/model.safetensors)" in log
+    assert "resuming at step 3/10" in log
     client = MlflowClient(config.tracking.uri)
     assert second.run_id == first.run_id  # same MLflow run, continued
     assert client.get_run(second.run_id).info.status == "FINISHED"
-    assert steps(client, second.run_id, "train/loss") == [2, 4, 6, 8, 10]
-    assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 6, 6, 9, 10]  # resume re-evaluates step 6
+    assert steps(client, second.run_id, "train/loss") == [2, 4, 4, 6, 6, 8, 10]
+    assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 3, 6, 6, 9, 10]  # a resume re-evaluates
     # model selection after the resume still compares with the vanilla model (step 0), not the resume point
     pairs = ["xa-xb", "xa-xc", "xb-xc"]
     vanilla = {p: value_at(client, second.run_id, f"eval/bli/{p}/mrr", 0) for p in pairs}
     gain = sum(value_at(client, second.run_id, f"eval/bli/{p}/mrr", 10) / vanilla[p] - 1 for p in pairs) / len(pairs)
     assert value_at(client, second.run_id, "eval/selection/rel_mrr_gain", 10) == pytest.approx(gain, rel=1e-6)
-    checkpoint = read_s3_checkpoint(s3_storage[1], second.checkpoint, tmp_path)
+    checkpoint = read_s3_checkpoint(s3, second.checkpoint, tmp_path)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 10
     assert second.checkpoint != first.checkpoint
 
