@@ -4,12 +4,17 @@ rank 0 of the workers logs metrics into it by run id. Nothing here runs on other
 
 from __future__ import annotations
 
+import collections
 import contextlib
+import itertools
+import logging
 import tempfile
+import threading
+import time
 import urllib.error
 import urllib.request
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import mlflow
 import yaml
@@ -24,6 +29,8 @@ CHECKPOINT_TAG = "distalign.checkpoint"
 BEST_CHECKPOINT_TAG = "distalign.best_checkpoint"  # highest model-selection score
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag for nested runs
 MAX_PARAM_LENGTH = 6000
+
+log = logging.getLogger("distalign")
 
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
@@ -111,14 +118,113 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
     client.set_terminated(run_id, status="FINISHED")
 
 
-class MetricLogger:
-    """Metrics of one run by id; used by rank 0 inside Ray Train workers."""
+# A training worker sends everything through MetricLogger, whose queue retries by itself: one attempt per
+# request there, so an outage shows (and is reported) at once instead of after MLflow's minutes of retries.
+WORKER_HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 
-    def __init__(self, uri: str, run_id: str):
+
+class MetricLogger:
+    """Metrics of one run by id, sent by a background thread: training never waits on the tracking server.
+
+    While the server does not answer, the values stay queued in order and are retried every ``retry_every_s``;
+    they are sent when it answers again. ``close`` waits up to ``flush_timeout_s`` for the queue, then counts
+    what is left as dropped and says so. (MLflow's asynchronous logging drops a batch whose request fails.)
+    Used inside Ray Train workers: by rank 0, and by each node's system-metrics sampler.
+    """
+
+    MAX_METRICS_PER_REQUEST = 1000  # MLflow's log_batch limit
+
+    def __init__(self, uri: str, run_id: str, retry_every_s: float = 2.0, flush_timeout_s: float = 120.0):
+        self.uri, self.run_id = uri, run_id
         self.client = client_for(uri)
-        self.run_id = run_id
+        self.retry_every_s, self.flush_timeout_s = retry_every_s, flush_timeout_s
+        self._queue: collections.deque[Metric] = collections.deque()
+        self._changed = threading.Condition()
+        self._closing = self._abandoned = False
+        self._thread = threading.Thread(target=self._send_until_closed, name="distalign-metrics", daemon=True)
+        self._thread.start()
 
     def log(self, metrics: dict[str, float], step: int) -> None:
         timestamp = mlflow.utils.time.get_current_time_millis()
-        items = [Metric(k, float(v), timestamp, step) for k, v in metrics.items()]
-        self.client.log_batch(self.run_id, metrics=items)
+        with self._changed:
+            self._queue.extend(Metric(k, float(v), timestamp, step) for k, v in metrics.items())
+            self._changed.notify()
+
+    def close(self) -> int:
+        """Send what is queued, waiting at most ``flush_timeout_s``; returns the number of values dropped."""
+        with self._changed:
+            self._closing = True
+            self._changed.notify()
+        self._thread.join(self.flush_timeout_s)
+        with self._changed:
+            dropped, self._abandoned = len(self._queue), True
+            self._queue.clear()
+        if dropped:
+            log.warning("tracking server %s did not answer: %d metric values of run %s were dropped", self.uri,
+                        dropped, self.run_id)
+        return dropped
+
+    def _send_until_closed(self) -> None:
+        unreachable_since = None
+        while True:
+            with self._changed:
+                while not self._queue and not self._closing:
+                    self._changed.wait()
+                if not self._queue or self._abandoned:
+                    return
+                batch = list(itertools.islice(self._queue, self.MAX_METRICS_PER_REQUEST))
+            try:
+                self.client.log_batch(self.run_id, metrics=batch)
+            except Exception as err:  # any failure: keep the values, try again
+                if unreachable_since is None:
+                    unreachable_since = time.monotonic()
+                    log.warning("tracking server %s unreachable (%s): training goes on, metrics are queued",
+                                self.uri, str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
+                time.sleep(self.retry_every_s)
+                continue
+            with self._changed:
+                if self._abandoned:
+                    return
+                for _ in batch:
+                    self._queue.popleft()
+                queued = len(self._queue)
+            if unreachable_since is not None:
+                log.info("tracking server %s answers again after %.0f s: sending %d queued metric values",
+                         self.uri, time.monotonic() - unreachable_since, queued + len(batch))
+                unreachable_since = None
+
+
+class SystemMetricsSampler:
+    """This node's CPU, memory, disk and network use, and its GPUs' (with nvidia-ml-py and a driver), read by
+    MLflow's system-metrics monitors every ``every_s`` and logged as ``system/<node>/<name>`` at the training
+    step of the moment, through a ``MetricLogger`` (so an unreachable server only delays them)."""
+
+    def __init__(self, logger: MetricLogger, node: str, current_step: Callable[[], int], every_s: float):
+        from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
+        from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
+        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+        from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
+
+        self.monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
+        try:
+            self.monitors.append(GPUMonitor())
+        except (ImportError, RuntimeError):  # no nvidia-ml-py, or no NVIDIA driver/GPU on this node
+            pass
+        self.logger, self.prefix, self.current_step, self.every_s = logger, f"system/{node}/", current_step, every_s
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample_until_stopped, name="distalign-system-metrics",
+                                        daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _sample_until_stopped(self) -> None:
+        while not self._stop.wait(self.every_s):
+            values: dict[str, float] = {}
+            for monitor in self.monitors:
+                monitor.collect_metrics()
+                values.update(monitor.aggregate_metrics())
+                monitor.clear_metrics()
+            self.logger.log({self.prefix + name: value for name, value in values.items()}, self.current_step())

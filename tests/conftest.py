@@ -32,6 +32,15 @@ SENSE_AWARE_SMALL = ["objectives.sense_aware.warmup_steps=2", "objectives.sense_
                      "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"]
 
 
+def free_port() -> int:
+    """A loopback port nothing listens on (once this returns)."""
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
 def ray_local():
     """One real local Ray cluster (2 CPUs) for every test that trains."""
@@ -46,14 +55,9 @@ def ray_local():
 @pytest.fixture
 def gloo_group():
     """A gloo process group of one, for the training recipe without Ray."""
-    import socket
-
     import torch.distributed as dist
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=0, world_size=1)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
 
@@ -76,16 +80,13 @@ def distalign_home(tmp_path_factory):
 @pytest.fixture(scope="module")
 def s3_endpoint():
     """A real S3 endpoint on loopback (moto's server) with a bucket ``ckpt``; yields (url, boto3 client)."""
-    import socket
     import subprocess
     import sys
     import time
 
     import boto3
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     saved = {k: os.environ.get(k) for k in S3_CREDENTIALS}

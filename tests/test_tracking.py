@@ -124,6 +124,7 @@ def test_metric_logger_writes_steps(uri, client, experiment):
         logger.log({"train/loss": 2.5, "train/lr": 1e-3}, step=10)
         logger.log({"train/loss": 1.25}, step=20)
         logger.log({"eval/bli/avg/mrr": 0.5}, step=20)
+        assert logger.close() == 0  # all sent
     history = client.get_metric_history(run_id, "train/loss")
     assert sorted((m.step, m.value) for m in history) == [(10, 2.5), (20, 1.25)]
     assert [(m.step, m.value) for m in client.get_metric_history(run_id, "train/lr")] == [(10, 1e-3)]
@@ -143,15 +144,12 @@ def test_sqlite_store_keeps_artifacts_beside_the_database(tmp_path, monkeypatch)
 
 def test_unreachable_tracking_server_fails_at_once_naming_it(capsys):
     """A stopped server: one error line naming the URI within seconds (MLflow alone retries ~260 s)."""
-    import socket
     import time
 
-    from conftest import QUICKSTART
+    from conftest import QUICKSTART, free_port
     from distalign.cli import main
 
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]  # nothing listens here once the socket closes
+    port = free_port()
     started = time.time()
     code = main(["train", str(QUICKSTART), f"tracking.uri=http://127.0.0.1:{port}"])
     assert code == 2 and time.time() - started < 10
@@ -170,3 +168,58 @@ def test_a_server_that_answers_passes_the_check():
         tracking.check_reachable("sqlite:///nowhere/mlflow.db")  # not a server: MLflow's business
     finally:
         server.shutdown()
+
+
+def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_path, monkeypatch, caplog):
+    """A real tracking server (infra/mlflow/serve.sh, basic auth) stops and starts again: logging never waits
+    on it, and every value logged meanwhile arrives once it is back."""
+    import logging
+    import time
+
+    from conftest import free_port
+    from mlflow_server import TrackingServer
+
+    server = TrackingServer(tmp_path, free_port(), str(tmp_path / "artifacts"), password="pw-outage-test")
+    server.start()
+    try:
+        for key, value in {**server.client_env, **tracking.WORKER_HTTP_SETTINGS}.items():
+            monkeypatch.setenv(key, value)  # as in a training worker
+        client = MlflowClient(server.url)
+        run_id = client.create_run(client.create_experiment("outage")).info.run_id
+        caplog.set_level(logging.INFO, logger="distalign")
+        logger = MetricLogger(server.url, run_id, retry_every_s=0.5)
+        logger.log({"train/loss": 1.0}, step=1)
+        deadline = time.time() + 30
+        while not client.get_metric_history(run_id, "train/loss") and time.time() < deadline:
+            time.sleep(0.2)
+
+        server.stop()
+        started = time.monotonic()
+        for step in range(2, 6):
+            logger.log({"train/loss": float(step)}, step)
+        assert time.monotonic() - started < 0.5  # logging never waits on the server
+        deadline = time.time() + 30
+        while "unreachable" not in caplog.text and time.time() < deadline:
+            time.sleep(0.2)
+        assert f"tracking server {server.url} unreachable" in caplog.text
+
+        server.start()
+        assert logger.close() == 0
+        assert "answers again" in caplog.text
+        history = client.get_metric_history(run_id, "train/loss")
+        assert sorted((m.step, m.value) for m in history) == [(s, float(s)) for s in range(1, 6)]
+    finally:
+        server.stop()
+
+
+def test_values_still_queued_when_the_server_stays_away_are_counted_as_dropped(tmp_path, monkeypatch, caplog):
+    from conftest import free_port
+
+    for key, value in tracking.WORKER_HTTP_SETTINGS.items():
+        monkeypatch.setenv(key, value)
+    uri = f"http://127.0.0.1:{free_port()}"  # nothing listens
+    logger = MetricLogger(uri, "0" * 32, retry_every_s=0.2, flush_timeout_s=1.0)
+    logger.log({"train/loss": 1.0, "train/lr": 0.1}, step=1)
+    logger.log({"train/loss": 0.5}, step=2)
+    assert logger.close() == 3
+    assert f"tracking server {uri} did not answer: 3 metric values of run {'0' * 32} were dropped" in caplog.text

@@ -190,7 +190,9 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
                                     "vocab_size": suite.vocab_size, "similarity": ",".join(suite.similarities),
                                     "layer": "best" if spec.layer is None else spec.layer})
         artifact_path = ARTIFACT_DIR
-    MetricLogger(uri, run_id).log(metrics, model.step)
+    metric_logger = MetricLogger(uri, run_id)
+    metric_logger.log(metrics, model.step)
+    metric_logger.close()
     for path in files:
         client.log_artifact(run_id, str(path), artifact_path)
     if not known:

@@ -8,6 +8,7 @@ directory and handed to Ray Train.
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 import tempfile
 from pathlib import Path
@@ -22,6 +23,7 @@ from distalign.checkpoint import incomplete_files
 from distalign.logs import configure
 from distalign.preparation.streams import corpus_batches, shard_name
 from distalign.storage import checkpoint_uri
+from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
 
@@ -76,10 +78,14 @@ def resume_directory(root: Path, is_chief: bool) -> Path | None:
 
 def train_loop_per_worker(plan: TrainingPlan) -> None:
     configure()
+    for key, value in WORKER_HTTP_SETTINGS.items():
+        os.environ.setdefault(key, value)
     ctx = ray.train.get_context()
     rank, workers = ctx.get_world_rank(), ctx.get_world_size()
     log.info("worker %d of %d on node %s", rank, workers, ray.get_runtime_context().get_node_id()[:16])
-    recipe = TrainingRecipe(plan, rank, workers, ray.train.torch.get_device())
+    # one rank per node samples the node's system metrics
+    node = f"node{ctx.get_node_rank()}" if ctx.get_local_rank() == 0 else ""
+    recipe = TrainingRecipe(plan, rank, workers, ray.train.torch.get_device(), system_metrics_node=node)
     with tempfile.TemporaryDirectory() as tmp:
         recipe.setup(resume_directory(Path(tmp), rank == 0))
     streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"

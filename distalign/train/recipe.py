@@ -51,15 +51,18 @@ def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
 
 class TrainingRecipe:
     def __init__(self, plan: TrainingPlan, rank: int = 0, world_size: int = 1,
-                 device: torch.device | None = None):
+                 device: torch.device | None = None, system_metrics_node: str = ""):
+        """``system_metrics_node``: the name under which this rank logs its node's system metrics (one rank
+        per node; "" for the others)."""
         self.plan, self.config = plan, plan.config
         self.rank, self.world_size = rank, world_size
         self.device = device or torch.device("cpu")
         self.is_chief = rank == 0
+        self.system_metrics_node = system_metrics_node
         self.state = TrainerState(mlflow_run_id=plan.mlflow_run_id)
         self.resumed = False
         self.last_eval: dict[str, float] = {}
-        self.logger = None
+        self.logger = self.system_metrics = None
 
     # -- set up or resume ------------------------------------------------------------------
 
@@ -91,10 +94,14 @@ class TrainingRecipe:
         if resume_dir is not None:
             self.engine.load(resume_dir)
             restore_rng_state(resume_dir, self.rank)  # last: building the model above drew from it
-        if self.is_chief and self.plan.mlflow_run_id:
-            from distalign.tracking import MetricLogger
+        sampling = self.system_metrics_node and config.tracking.system_metrics_every_s > 0
+        if self.plan.mlflow_run_id and (self.is_chief or sampling):
+            from distalign.tracking import MetricLogger, SystemMetricsSampler
 
             self.logger = MetricLogger(config.tracking.uri, self.plan.mlflow_run_id)
+            if sampling:
+                self.system_metrics = SystemMetricsSampler(self.logger, self.system_metrics_node, lambda: self.state.step,
+                                                           config.tracking.system_metrics_every_s)
 
     # -- one step, evaluation, checkpoint --------------------------------------------------
 
@@ -149,11 +156,19 @@ class TrainingRecipe:
         ``checkpoint_dir()`` gives a context manager yielding an empty directory to save into;
         ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
         """
-        t, eval_every = self.config.train, self.plan.eval_every
-        accum = t.grad_accum_steps
         if self.is_chief:
+            t = self.config.train
             log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
                      self.state.step, t.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
+        try:
+            self._train(streams, report, checkpoint_dir)
+        finally:
+            self._close_tracking()
+
+    def _train(self, streams: dict[str, Iterator[dict[str, torch.Tensor]]], report: Report,
+               checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
+        t, eval_every = self.config.train, self.plan.eval_every
+        accum = t.grad_accum_steps
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands
         if self.resumed:  # the streams start from the first batch: pass over the batches already trained on
             if self.is_chief:
@@ -189,8 +204,15 @@ class TrainingRecipe:
             log.info("finished at step %d", self.state.step)
 
     def _log(self, metrics: dict[str, float]) -> None:
-        if self.logger is not None:
+        if self.is_chief and self.logger is not None:
             self.logger.log(metrics, self.state.step)
+
+    def _close_tracking(self) -> None:
+        """Stop sampling and send what is still queued (waiting for a tracking server that is away)."""
+        if self.system_metrics is not None:
+            self.system_metrics.stop()
+        if self.logger is not None:
+            self.logger.close()
 
 
 def stream_batch_sizes(config) -> dict[str, int]:
