@@ -98,3 +98,23 @@ def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes(tmp
     assert incomplete_files(merged) == ["model/model.safetensors (40 of 100 bytes)", "deepspeed/state/zero_pp_rank_1.pt"]
     (merged / "files.0.json").unlink()
     assert incomplete_files(merged) == ["files.0.json"]
+
+
+def test_deepspeed_shards_that_would_run_code_are_refused(tmp_path, gloo_group, monkeypatch):
+    """DeepSpeed's own loader reads its shards with weights_only=False; the engine swaps in one that does not."""
+    from distalign.train.engine import DeepSpeedEngine
+
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    config = load_config(QUICKSTART, ["train.engine=deepspeed", "train.zero_stage=2"]).train
+    engine = DeepSpeedEngine(model_with_dict_mlm(0), config)
+    engine.save(tmp_path, rank=0)
+    engine.load(tmp_path)  # what DeepSpeed saves loads back under the restriction (its loss scaler, ZeRO enums)
+    (shard,) = (tmp_path / "deepspeed" / "state").glob("zero_pp_rank_0_*optim_states.pt")
+    marker = tmp_path / "pwned"
+    state = torch.load(shard, weights_only=False)
+    state["optimizer_state_dict"]["loss_scaler"] = RunsCode(marker)
+    torch.save(state, shard)
+    with pytest.raises(pickle.UnpicklingError):
+        engine.load(tmp_path)
+    assert not marker.exists()

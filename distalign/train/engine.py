@@ -112,6 +112,25 @@ def deepspeed_settings(cfg: TrainConfig) -> dict:
     return merged(settings, cfg.deepspeed_config)
 
 
+def tensor_only_checkpoint_engine(config):
+    """DeepSpeed's torch checkpoint engine, loading with ``weights_only=True`` so a tampered shard on shared
+    storage cannot run code. Besides tensors and plain containers, DeepSpeed's ZeRO checkpoints hold only the
+    few classes of its own allowed here (found by loading ZeRO-2 and ZeRO-3 checkpoints)."""
+    from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
+    from deepspeed.runtime.fp16.loss_scaler import DynamicLossScaler, LossScaler
+    from deepspeed.runtime.zero.config import ZeroStageEnum
+    from deepspeed.utils.tensor_fragment import fragment_address
+
+    allowed = [LossScaler, DynamicLossScaler, ZeroStageEnum, fragment_address]
+
+    class TensorOnlyCheckpointEngine(TorchCheckpointEngine):
+        def load(self, path: str, map_location=None):
+            with torch.serialization.safe_globals(allowed):
+                return torch.load(path, map_location=map_location, weights_only=True)
+
+    return TensorOnlyCheckpointEngine(config)
+
+
 class DeepSpeedEngine:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig):
         import deepspeed
@@ -122,6 +141,10 @@ class DeepSpeedEngine:
                                                     config=deepspeed_settings(cfg))
         self.module = self.engine.module
         self.zero_stage = cfg.zero_stage
+        from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
+
+        if type(self.engine.checkpoint_engine) is TorchCheckpointEngine:  # the default; others load their own way
+            self.engine.checkpoint_engine = tensor_only_checkpoint_engine(self.engine._config)
 
     def step(self, micro_batches: list) -> dict[str, torch.Tensor]:
         """DeepSpeed accumulates over ``gradient_accumulation_steps`` micro-batches (its backward scales the
