@@ -186,13 +186,17 @@ class TrackingConfig:
     uri: str = ""
     experiment: str = "distalign"
     parent_run_id: str = ""  # set by Tune: the study's parent run
+    # every node's CPU, memory, disk, network and GPU use, logged as system/node<k>/... (0: off)
+    system_metrics_every_s: float = 10.0
 
 
 @dataclass
 class StorageConfig:
     # Local directory or URI (s3://bucket/prefix) for checkpoints; relative paths are under DISTALIGN_HOME.
-    path: str = "runs"
-    endpoint_url: str = ""  # S3-compatible endpoint (MinIO, moto); empty = AWS default
+    # Empty: $DISTALIGN_STORAGE (a cluster's runtime environment sets it), else "runs".
+    path: str = ""
+    # S3-compatible endpoint (MinIO, moto); empty: $DISTALIGN_STORAGE_ENDPOINT, else AWS's
+    endpoint_url: str = ""
     keep_checkpoints: int = 2
 
 
@@ -424,6 +428,8 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
             src.hf_dataset = resolve_path(src.hf_dataset, base)
     if config.model.name_or_path != "tiny" and Path(config.model.name_or_path).expanduser().exists():
         config.model.name_or_path = str(Path(config.model.name_or_path).expanduser().resolve())
+    config.storage.path = config.storage.path or os.environ.get("DISTALIGN_STORAGE") or "runs"
+    config.storage.endpoint_url = config.storage.endpoint_url or os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "")
     if not config.storage_is_remote:
         storage = Path(config.storage.path).expanduser()
         config.storage.path = str(storage if storage.is_absolute() else distalign_home() / storage)

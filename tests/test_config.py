@@ -21,7 +21,8 @@ def isolated_home(tmp_path, monkeypatch):
     home = tmp_path / "home"
     home.mkdir()
     monkeypatch.setenv("DISTALIGN_HOME", str(home))
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    for key in ("MLFLOW_TRACKING_URI", "DISTALIGN_STORAGE", "DISTALIGN_STORAGE_ENDPOINT"):
+        monkeypatch.delenv(key, raising=False)
     return home.resolve()
 
 
@@ -370,6 +371,16 @@ def test_tracking_uri_from_environment_or_config(monkeypatch):
     assert load_config(QUICKSTART).tracking.uri == "http://mlflow.example:5000"
     explicit = load_config(QUICKSTART, ["tracking.uri=sqlite:////data/x.db"])
     assert explicit.tracking.uri == "sqlite:////data/x.db"
+
+
+def test_storage_from_the_clusters_environment_unless_the_config_names_one(monkeypatch, isolated_home):
+    assert load_config(QUICKSTART).storage.path == str(isolated_home / "runs")  # neither: runs/ under the home
+    monkeypatch.setenv("DISTALIGN_STORAGE", "s3://team/runs")
+    monkeypatch.setenv("DISTALIGN_STORAGE_ENDPOINT", "http://minio:9000")
+    config = load_config(QUICKSTART)
+    assert (config.storage.path, config.storage.endpoint_url) == ("s3://team/runs", "http://minio:9000")
+    explicit = load_config(QUICKSTART, ["storage.path=s3://mine/runs", "storage.endpoint_url=http://other:9000"])
+    assert (explicit.storage.path, explicit.storage.endpoint_url) == ("s3://mine/runs", "http://other:9000")
 
 
 # ------------------------------------------------------------------------------------ the generic loader

@@ -1,30 +1,30 @@
-"""`ray job submit` of the quickstart entrypoint against a head this test starts and stops by PID."""
+"""`ray job submit` as an operator runs it (README "Operations"): a head from `ray start`, the job's runtime
+environment from cluster/runtime_env.yaml, the tracking server of infra/ (basic auth, artifacts proxied to S3)
+and checkpoints on S3 (moto's server). The tracking server stops and starts again mid-run; AWS credentials and
+the MLflow password sit in the cluster's environment and must show up nowhere the run writes."""
 
 from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from pathlib import Path
 
 import pytest
+import yaml
 from mlflow.tracking import MlflowClient
 
-from conftest import REPO, SMALL
+from conftest import REPO, SMALL, free_port
+from mlflow_server import TrackingServer
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_for_dashboard(url: str, head: subprocess.Popen, timeout: float = 120) -> None:
@@ -63,12 +63,9 @@ def forget_cluster_address(gcs_port: int) -> None:
         record.unlink()
 
 
-def test_ray_job_submit_runs_the_training_entrypoint(tmp_path):
-    env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"  # the job's `python` is this environment's
-    env["RAY_AUTH_MODE"] = "token"  # Ray 2.60 heads from `ray start` require the token
+def start_head(env: dict, directory: Path) -> tuple[subprocess.Popen, str, int]:
+    """A Ray head with its dashboard (the job server) on free ports; returns it, the dashboard URL, the GCS port."""
     dashboard, gcs_port = free_port(), free_port()
-    url = f"http://127.0.0.1:{dashboard}"
     head = subprocess.Popen(
         [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={gcs_port}",
          f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
@@ -77,30 +74,120 @@ def test_ray_job_submit_runs_the_training_entrypoint(tmp_path):
          # cannot bind never registers ("No available agent to submit job").
          f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
          f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"],
-        env=env, cwd=tmp_path, stdout=open(tmp_path / "head.log", "w"), stderr=subprocess.STDOUT,
+        env=env, cwd=directory, stdout=open(directory / "head.log", "w"), stderr=subprocess.STDOUT,
         start_new_session=True,
     )
-    try:
-        wait_for_dashboard(url, head)
-        runtime_env = '{"env_vars": {"DISTALIGN_HOME": "%s"}}' % tmp_path
-        command = [str(BIN / "ray"), "job", "submit", "--address", url, "--working-dir", str(REPO),
-                   "--runtime-env-json", runtime_env, "--",
-                   "python", "jobs/train.py", "--config", "jobs/configs/quickstart.yaml", *SMALL, "run.name=job"]
-        for _ in range(20):  # the dashboard answers before its job agent is ready on a busy machine
-            submit = subprocess.run(command, env=env, cwd=REPO, capture_output=True, text=True, timeout=600)
-            log = submit.stdout + submit.stderr
-            if "No available agent to submit job" not in log:
-                break
-            time.sleep(3)
-        assert submit.returncode == 0, log[-4000:]
-        assert "succeeded" in log and "[distalign] done" in log, log[-4000:]
-    finally:
-        stop_by_pid(head)
-        forget_cluster_address(gcs_port)
-    assert head.poll() is not None
+    url = f"http://127.0.0.1:{dashboard}"
+    wait_for_dashboard(url, head)
+    return head, url, gcs_port
 
-    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
-    (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
-    assert run.info.status == "FINISHED" and run.info.run_name == "job"
-    assert run.data.metrics["train/loss"] > 0
-    assert Path(run.data.tags["distalign.checkpoint"]).is_relative_to(tmp_path / "runs" / "job")
+
+def submit_when_the_agent_is_ready(command: list[str], env: dict) -> tuple[subprocess.Popen, list[str]]:
+    """`ray job submit`, its output collected line by line as it streams; the dashboard answers before its
+    job agent is ready on a busy machine, so a submission the agent refused is made again."""
+    for _ in range(20):
+        submit = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                  text=True)
+        output: list[str] = []
+
+        def collect(process=submit, lines=output):
+            for line in process.stdout:
+                lines.append(line)
+
+        threading.Thread(target=collect, daemon=True).start()
+        while submit.poll() is None and not any("submitted successfully" in line for line in output):
+            time.sleep(0.5)
+        if not any("No available agent to submit job" in line for line in output):
+            return submit, output
+        submit.wait()
+        time.sleep(3)
+    raise RuntimeError("the job agent never became ready")
+
+
+def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_server(s3_endpoint, tmp_path,
+                                                                                    monkeypatch):
+    s3_url, s3 = s3_endpoint
+    s3.create_bucket(Bucket="mlflow")
+    secrets = {"AWS_ACCESS_KEY_ID": "AKIA" + uuid.uuid4().hex[:16].upper(),
+               "AWS_SECRET_ACCESS_KEY": "secret-" + uuid.uuid4().hex}
+    password = "pw-" + uuid.uuid4().hex
+    (tmp_path / "mlflow").mkdir()
+    server = TrackingServer(tmp_path / "mlflow", free_port(), "s3://mlflow/artifacts", password, s3_url, secrets)
+    server.start()
+
+    # The cluster's own environment holds the credentials (instance role, Kubernetes secret), not the job's.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "MLFLOW_"))}
+    env.update(secrets, PATH=f"{BIN}{os.pathsep}{env['PATH']}",  # the job's `python` is this environment's
+               RAY_AUTH_MODE="token",  # Ray 2.60 heads from `ray start` require the token
+               MLFLOW_TRACKING_USERNAME="admin", MLFLOW_TRACKING_PASSWORD=password)
+    runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
+    services = {"MLFLOW_TRACKING_URI": server.url, "DISTALIGN_STORAGE": "s3://ckpt/ops",
+                "DISTALIGN_STORAGE_ENDPOINT": s3_url}
+    assert set(services) <= set(runtime_env["env_vars"])  # the file names every service a run needs
+    runtime_env["env_vars"].update(services, DISTALIGN_HOME=str(tmp_path / "home"))
+    (tmp_path / "runtime_env.yaml").write_text(yaml.safe_dump(runtime_env))
+
+    head = None
+    try:
+        head, dashboard, gcs_port = start_head(env, tmp_path)
+        command = [str(BIN / "ray"), "job", "submit", "--address", dashboard,
+                   "--runtime-env", str(tmp_path / "runtime_env.yaml"), "--",
+                   "python", "jobs/train.py", "--config", "jobs/configs/quickstart.yaml", *SMALL, "run.name=ops",
+                   "train.max_steps=40", "train.log_every=1", "train.checkpoint_every=20", "eval.every=20",
+                   "tracking.system_metrics_every_s=1"]
+        submit, output = submit_when_the_agent_is_ready(command, env)
+
+        # The tracking server goes away once the run has logged a few steps, and comes back.
+        for key, value in server.client_env.items():
+            monkeypatch.setenv(key, value)
+        client = MlflowClient(server.url)
+        deadline = time.time() + 400
+        run = None
+        while submit.poll() is None and time.time() < deadline:
+            experiment = client.get_experiment_by_name("distalign")
+            runs = client.search_runs([experiment.experiment_id]) if experiment else []
+            if runs and len(client.get_metric_history(runs[0].info.run_id, "train/loss")) >= 3:
+                run = runs[0]
+                break
+            time.sleep(0.5)
+        assert run is not None, "".join(output)[-5000:]
+        server.stop()
+        time.sleep(5)
+        server.start()
+        submit.wait(timeout=600)
+        time.sleep(1)  # the last lines
+        log = "".join(output)
+        assert submit.returncode == 0 and "succeeded" in log, log[-5000:]
+    finally:
+        if head is not None:
+            stop_by_pid(head)
+            forget_cluster_address(gcs_port)
+    try:
+        # training went on while the server was away; every value logged meanwhile arrived
+        assert f"tracking server {server.url} unreachable" in log and "answers again" in log, log[-5000:]
+        run = client.get_run(run.info.run_id)
+        assert run.info.status == "FINISHED" and run.info.run_name == "ops"
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss")) == list(range(1, 41))
+        assert "system/node0/cpu_utilization_percentage" in run.data.metrics
+        assert "system/node0/system_memory_usage_megabytes" in run.data.metrics
+        assert run.data.tags["distalign.checkpoint"].startswith("s3://ckpt/ops/ops/checkpoint_")
+        # artifacts come back through the server, and live in its S3 bucket
+        artifacts = Path(client.download_artifacts(run.info.run_id, "", str(tmp_path / "artifacts")))
+        assert (artifacts / "config.yaml").is_file()
+        assert any(o["Key"].endswith("/config.yaml") for o in s3.list_objects_v2(Bucket="mlflow")["Contents"])
+        with pytest.raises(urllib.error.HTTPError) as refused:  # basic auth is on
+            urllib.request.urlopen(f"{server.url}/api/2.0/mlflow/experiments/search?max_results=1", timeout=10)
+        assert refused.value.code == 401
+
+        # no secret in the console, MLflow params, tags, artifacts or checkpoints
+        places = {"console": log, **{f"param {k}": v for k, v in run.data.params.items()},
+                  **{f"tag {k}": v for k, v in run.data.tags.items()}}
+        places.update({f"artifact {p}": p.read_bytes().decode("latin-1") for p in artifacts.rglob("*") if p.is_file()})
+        for item in s3.list_objects_v2(Bucket="ckpt", Prefix="ops/")["Contents"]:
+            body = s3.get_object(Bucket="ckpt", Key=item["Key"])["Body"].read()
+            places[f"s3://ckpt/{item['Key']}"] = body.decode("latin-1")
+        assert len([p for p in places if p.startswith("s3://ckpt/ops/ops/checkpoint_")]) > 5
+        for secret in [*secrets.values(), password]:
+            assert not [place for place, text in places.items() if secret in text], secret
+    finally:
+        server.stop()

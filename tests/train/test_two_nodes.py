@@ -1,20 +1,23 @@
 """Two Ray nodes on loopback (two `ray start` processes), storage on a real S3 endpoint (moto): the two
 training workers run on different nodes, read the staged inputs from S3 (the driver's staging directory is
-gone once staging ends), train, checkpoint, and a second command resumes from the checkpoint on S3."""
+gone once staging ends), train and checkpoint; the driver is killed, and the same command resumes the run (its
+MLflow run and step count) from the checkpoint on S3."""
 
 from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import pytest
+from mlflow.tracking import MlflowClient
 
-from conftest import QUICKSTART, SMALL
-from test_job_submit import BIN, forget_cluster_address, free_port, stop_by_pid
+from conftest import QUICKSTART, SMALL, free_port
+from test_job_submit import BIN, forget_cluster_address, stop_by_pid
 
 pytestmark = pytest.mark.slow
 
@@ -39,7 +42,8 @@ def wait_for_nodes(env: dict, address: str, count: int, timeout: float = 120) ->
     raise TimeoutError(f"{count} nodes did not join {address} in {timeout}s")
 
 
-def test_two_nodes_train_from_staged_inputs_on_s3_and_resume(s3_endpoint, tmp_path):
+def test_two_nodes_train_from_staged_inputs_on_s3_and_the_same_command_resumes_after_the_driver_died(
+        s3_endpoint, tmp_path):
     url, s3 = s3_endpoint
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
     env.update(PATH=f"{BIN}{os.pathsep}{env['PATH']}", RAY_AUTH_MODE="token", DISTALIGN_HOME=str(tmp_path),
@@ -53,28 +57,46 @@ def test_two_nodes_train_from_staged_inputs_on_s3_and_resume(s3_endpoint, tmp_pa
         node = start_node([f"--address={address}"], env, tmp_path / "node.log")
         wait_for_nodes(env, address, 2)
         staging = tmp_path / "staging"
-        base = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "run.name=two-nodes",
-                "storage.path=s3://ckpt/multi", f"storage.endpoint_url={url}", f"data.output_dir={staging}",
-                "train.placement_strategy=STRICT_SPREAD"]
-        first = subprocess.run(base, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True, timeout=600)
-        log = first.stdout + first.stderr
-        assert first.returncode == 0, log[-5000:]
+        command = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "train.max_steps=9",
+                   "run.name=two-nodes", "storage.path=s3://ckpt/multi", f"storage.endpoint_url={url}",
+                   f"data.output_dir={staging}", "train.placement_strategy=STRICT_SPREAD"]
+        # The driver dies (SIGKILL) once Ray Train has registered a checkpoint on S3; its job goes with it.
+        first_log = tmp_path / "first.log"
+        first = subprocess.Popen(command, env={**env, "RAY_ADDRESS": address}, stdout=open(first_log, "w"),
+                                 stderr=subprocess.STDOUT)
+        snapshot = "multi/two-nodes/checkpoint_manager_snapshot.json"
+        deadline = time.time() + 400
+        while first.poll() is None and time.time() < deadline:
+            if s3.list_objects_v2(Bucket="ckpt", Prefix=snapshot).get("KeyCount"):
+                break
+            time.sleep(0.3)
+        assert first.poll() is None, f"the run ended before it could be killed:\n{first_log.read_text()[-5000:]}"
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+        log = first_log.read_text()
         nodes = set(re.findall(r"worker \d of 2 on node ([0-9a-f]+)", log))
         assert len(nodes) == 2, log[-5000:]  # one worker per node
         assert not staging.exists()  # the workers never needed the driver's disk
         keys = [o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="multi/two-nodes/")["Contents"]]
         assert "multi/two-nodes/inputs/model/_STAGED" in keys
         assert any(k.startswith("multi/two-nodes/inputs/corpus/") for k in keys)
-        assert any("checkpoint_" in k for k in keys)
 
-        again = subprocess.run([*base, "train.max_steps=9"], env={**env, "RAY_ADDRESS": address},
-                               capture_output=True, text=True, timeout=600)
+        again = subprocess.run(command, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True,
+                               timeout=600)
         log = again.stdout + again.stderr
         assert again.returncode == 0, log[-5000:]
-        assert "resuming at step 6/9" in log, log[-5000:]
+        resumed_at = re.search(r"resuming at step (\d+)/9", log)
+        assert resumed_at and int(resumed_at.group(1)) in (3, 6), log[-5000:]
         assert "finished at step 9" in log
     finally:
         for process in (node, head):
             if process is not None:
                 stop_by_pid(process)
         forget_cluster_address(gcs_port)
+
+    # the same MLflow run, reopened and finished, its step count continued
+    client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+    (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
+    assert run.info.run_name == "two-nodes" and run.info.status == "FINISHED"
+    logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
+    assert set(logged) == {2, 4, 6, 8, 9} and logged.count(2) == 1  # the resume did not start again from step 0

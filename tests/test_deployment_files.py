@@ -1,0 +1,139 @@
+"""cluster/ and infra/: the launcher YAML passes the schema that ships inside `ray` (as `ray up` checks it), the
+KubeRay and Kubernetes manifests are well formed and agree with the pins, and a RayJob's entrypoint names a
+config and keys that exist. (`ray job submit` with cluster/runtime_env.yaml runs in tests/train/test_job_submit.py.)"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import shlex
+from pathlib import Path
+
+import jsonschema
+import pytest
+import ray
+import yaml
+from ray.autoscaler._private.util import prepare_config, validate_config
+
+from conftest import REPO
+from distalign.config import ExperimentConfig, load_dataclass
+
+CLUSTER, INFRA = REPO / "cluster", REPO / "infra"
+RAY_IMAGE = f"rayproject/ray:{ray.__version__}-py311-gpu"
+
+
+def pinned(package: str) -> str:
+    """The version pyproject.toml pins a package to."""
+    return re.search(rf'"{re.escape(package)}==([^"]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+
+
+def documents(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+@pytest.fixture(scope="module")
+def launcher() -> dict:
+    return yaml.safe_load((CLUSTER / "aws.yaml").read_text())
+
+
+def test_the_launcher_yaml_passes_rays_schema(launcher):
+    schema = json.loads((Path(ray.autoscaler.__file__).parent / "ray-schema.json").read_text())
+    jsonschema.validate(launcher, schema)
+    validate_config(prepare_config(copy.deepcopy(launcher)))  # what `ray up` does before it starts anything
+    misspelt = {**launcher, "head_node_typ": launcher["head_node_type"]}
+    with pytest.raises(jsonschema.ValidationError):  # the schema refuses unknown keys
+        jsonschema.validate(misspelt, schema)
+
+
+def test_the_launcher_has_a_cpu_head_that_trains_nothing_and_autoscaling_gpu_workers(launcher):
+    nodes = launcher["available_node_types"]
+    head = nodes[launcher["head_node_type"]]
+    assert head["resources"]["CPU"] == 0
+    assert any("ray start --head --num-cpus=0" in c for c in launcher["head_start_ray_commands"])
+    (workers,) = [n for name, n in nodes.items() if name != launcher["head_node_type"]]
+    assert workers["resources"]["GPU"] >= 1 and workers["min_workers"] < workers["max_workers"]
+    assert launcher["docker"]["image"] == RAY_IMAGE
+
+
+def test_the_image_builds_on_rays_image_with_the_pinned_torch():
+    dockerfile = (CLUSTER / "Dockerfile").read_text()
+    assert f"FROM {RAY_IMAGE}" in dockerfile.splitlines()
+    assert f"torch=={pinned('torch')}" in dockerfile
+
+
+@pytest.fixture(scope="module")
+def kuberay() -> dict[str, dict]:
+    manifests = documents(CLUSTER / "kuberay" / "raycluster.yaml") + documents(CLUSTER / "kuberay" / "rayjob.yaml")
+    return {m["kind"]: m for m in manifests}
+
+
+def test_the_kuberay_cluster_matches_the_ray_pin_and_has_a_gpu_group(kuberay):
+    cluster = kuberay["RayCluster"]
+    assert cluster["apiVersion"] == "ray.io/v1" and cluster["spec"]["rayVersion"] == ray.__version__
+    assert cluster["spec"]["headGroupSpec"]["rayStartParams"]["num-cpus"] == "0"
+    (group,) = cluster["spec"]["workerGroupSpecs"]
+    (worker,) = group["template"]["spec"]["containers"]
+    assert worker["resources"]["limits"]["nvidia.com/gpu"] == "1"
+    assert group["minReplicas"] < group["maxReplicas"]
+    secrets = {ref["secretRef"]["name"] for ref in worker["envFrom"]}
+    assert secrets == {yaml.safe_load((INFRA / "k8s" / "secret.example.yaml").read_text())["metadata"]["name"]}
+
+
+def test_the_rayjob_runs_the_training_entrypoint_on_that_cluster(kuberay):
+    job, cluster = kuberay["RayJob"], kuberay["RayCluster"]
+    assert job["apiVersion"] == "ray.io/v1"
+    assert job["spec"]["clusterSelector"] == {"ray.io/cluster": cluster["metadata"]["name"]}
+    python, script, flag, config, *overrides = shlex.split(job["spec"]["entrypoint"])
+    assert (python, script, flag) == ("python", "jobs/train.py", "--config")
+    assert (REPO / script).is_file()
+    # the config exists and every override names a key of it (its data files are the cluster's, not here)
+    load_dataclass(ExperimentConfig, REPO / config, overrides)
+    runtime_env = yaml.safe_load(job["spec"]["runtimeEnvYAML"])
+    workdir = re.search(r"^WORKDIR (\S+)$", (CLUSTER / "Dockerfile").read_text(), re.M).group(1)
+    assert runtime_env["working_dir"] == workdir  # the package inside the image
+    standalone = yaml.safe_load((CLUSTER / "runtime_env.yaml").read_text())
+    assert set(runtime_env["env_vars"]) == set(standalone["env_vars"])
+
+
+def test_the_runtime_env_file_is_one_ray_accepts():
+    from ray.runtime_env import RuntimeEnv
+
+    runtime_env = yaml.safe_load((CLUSTER / "runtime_env.yaml").read_text())
+    RuntimeEnv(**runtime_env)
+    assert runtime_env["working_dir"] == "."
+    assert {".venv/", "runs/"} <= set(runtime_env["excludes"])
+    assert not [k for k in runtime_env["env_vars"] if re.search("SECRET|PASSWORD|KEY", k)]  # secrets stay out
+
+
+def test_the_infra_services_run_the_pinned_mlflow_with_auth_postgres_and_minio():
+    compose = yaml.safe_load((INFRA / "compose.yaml").read_text())
+    assert set(compose["services"]) == {"postgres", "minio", "buckets", "mlflow"}
+    mlflow = compose["services"]["mlflow"]
+    assert mlflow["environment"]["MLFLOW_BACKEND_STORE_URI"].startswith("postgresql://")
+    assert mlflow["environment"]["MLFLOW_ARTIFACTS_DESTINATION"].startswith("s3://")
+    assert f"mlflow=={pinned('mlflow')}" in (INFRA / "mlflow" / "Dockerfile").read_text()
+    serve = (INFRA / "mlflow" / "serve.sh").read_text()
+    assert "--app-name basic-auth" in serve and "--serve-artifacts" in serve
+    required = set(re.findall(r'"\$\{(\w+):\?\}"', serve))
+    assert required == {"MLFLOW_BACKEND_STORE_URI", "MLFLOW_ARTIFACTS_DESTINATION", "MLFLOW_AUTH_ADMIN_PASSWORD",
+                        "MLFLOW_FLASK_SERVER_SECRET_KEY"}
+    assert required <= set(mlflow["environment"])
+
+    manifests = documents(INFRA / "k8s" / "services.yaml")
+    kinds = {(m["kind"], m["metadata"]["name"]) for m in manifests}
+    assert {("Deployment", "mlflow"), ("Service", "mlflow"), ("StatefulSet", "postgres"), ("StatefulSet", "minio"),
+            ("Job", "minio-bucket")} <= kinds
+    (deployment,) = [m for m in manifests if m["kind"] == "Deployment"]
+    (container,) = deployment["spec"]["template"]["spec"]["containers"]
+    secret = yaml.safe_load((INFRA / "k8s" / "secret.example.yaml").read_text())["stringData"]
+    # every variable serve.sh requires comes from the container's env or the secret it loads
+    assert required <= {e["name"] for e in container["env"]} | set(secret)
+    refs = [e["valueFrom"]["secretKeyRef"]["key"] for m in manifests for c in pod_containers(m)
+            for e in c.get("env", []) if "valueFrom" in e]
+    assert refs and set(refs) <= set(secret)
+
+
+def pod_containers(manifest: dict) -> list[dict]:
+    template = manifest.get("spec", {}).get("template")
+    return template["spec"]["containers"] if template else []
