@@ -43,6 +43,9 @@ class StudyConfig:
     mode: Literal["min", "max"] = "max"
     max_concurrent_trials: int = 1
     trial_cpus: float = 0.1  # the trial function only waits on its TorchTrainer
+    # times Tune starts a failed trial again (its run resumes from its checkpoints); lost workers inside a
+    # trial are train.max_failures' business
+    max_failures: int = 1
 
 
 STUDY_KEYS = {f.name for f in dataclasses.fields(StudyConfig)}
@@ -125,7 +128,8 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
             tune_config=tune.TuneConfig(max_concurrent_trials=study.max_concurrent_trials),
             run_config=tune.RunConfig(
                 name=study.study, storage_path=ray_storage_path(first.storage.path, first.storage.endpoint_url),
-                storage_filesystem=storage_filesystem(first.storage.endpoint_url)),
+                storage_filesystem=storage_filesystem(first.storage.endpoint_url),
+                failure_config=tune.FailureConfig(max_failures=study.max_failures)),
         )
         results = tuner.fit()
         rows = []

@@ -38,7 +38,7 @@ def test_shipped_study_file_loads_as_a_dataclass():
 
 def test_unknown_study_key_names_it_and_the_allowed_keys(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown key 'grids' \(allowed here: base, grid, max_concurrent_trials, "
-                                          r"metric, mode, overrides, study, trial_cpus\)"):
+                                          r"max_failures, metric, mode, overrides, study, trial_cpus\)"):
         load_study(write_study(tmp_path, grids={"train.lr": [1e-3]}))
 
 
