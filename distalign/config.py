@@ -62,6 +62,9 @@ class DataConfig:
     corpora: list[CorpusSource] = field(default_factory=list)
     static_vectors: list[StaticVectorsSource] = field(default_factory=list)  # targets of objectives.static
     max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
+    # a language sample (BabelBERT §5.1): only constraints between these languages (empty = all) ...
+    constraint_languages: list[str] = field(default_factory=list)
+    constraints_per_pair: int = 0  # ... and exactly this many per language pair (0 = as they come)
     sampling_alpha: float = 0.5  # batches draw language pair k with q ∝ p^alpha (BabelBERT)
     # Corpus sentences of language l make up q_l ∝ p_l^alpha of an epoch (p_l: share of the corpus bytes; mBERT
     # and XLM-R smooth with 0.7 and 0.3) by keeping a seeded share of the larger languages' sentences; 1 = as is
@@ -178,6 +181,7 @@ class EvalConfig:
     # in-loop BLI queries: one per source word ("grouped"), or one per pair with the word's other
     # translations competing ("per_pair", as BabelBERT evaluates)
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
+    languages: list[str] = field(default_factory=list)  # in-loop BLI only on pairs of these languages (empty = all)
 
 
 @dataclass
@@ -474,6 +478,7 @@ def validate(config: ExperimentConfig) -> None:
     require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
     require(d.corpus_cpus_per_worker > 0, "data.corpus_cpus_per_worker", "must be > 0")
     require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
+    require(d.constraints_per_pair >= 0, "data.constraints_per_pair", "must be >= 0 (0 = as they come)")
     require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
              f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")

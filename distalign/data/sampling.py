@@ -1,7 +1,7 @@
 """Language-pair sampling of constraints (BabelBERT): batches draw pair k with probability q_k ∝ p_k^α.
 
 Two different things, as in the paper: constraint-set *subsets* (the size study) keep the full
-set's shares p_k (``subsample_constraints``); *batches* are drawn from q (``pair_sampling_weights``,
+set's shares p_k, nested (``subsample_constraints``); *batches* are drawn from q (``pair_sampling_weights``,
 ``sampled_epoch``), whatever the set size. α < 1 flattens the distribution so low-resource pairs
 are not drowned by large ones (α = 0.5 as in BabelBERT; α = 1 keeps the shares p, α → 0 gives
 every pair the same share).
@@ -30,26 +30,59 @@ def sampling_probabilities(counts: dict[str, int], alpha: float) -> dict[str, fl
     return {k: w / norm for k, w in weights.items()}
 
 
+def nested_order(table: pa.Table, seed: int) -> np.ndarray:
+    """An order of the rows in which every prefix keeps each language pair's share p_k of the table.
+
+    Row s (0-based, in a seeded random order within its pair) of a pair with n_k rows gets the key
+    (s + 1/2) / n_k; sorting by it hands out rows one at a time as the Sainte-Laguë (Webster) divisor
+    method hands out seats. Every prefix of size b is therefore that method's apportionment of b (each
+    pair within a row of b·p_k, bar rare cases with many pairs), and a smaller subset lies inside every
+    larger one, which is what a constraint-size study needs. Ties go to the larger pair.
+    """
+    rng = np.random.default_rng(seed)
+    keys = language_pair_keys(table)
+    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    rank = np.empty(len(table), dtype=np.int64)
+    shuffled = rng.permutation(len(table))
+    by_pair = shuffled[np.argsort(inverse[shuffled], kind="stable")]  # each pair's rows in a random order
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank[by_pair] = np.arange(len(table)) - np.repeat(starts, counts)
+    size = counts[inverse]
+    return np.lexsort((shuffled.argsort(), -size, (rank + 0.5) / size))
+
+
 def subsample_constraints(table: pa.Table, budget: int, seed: int) -> pa.Table:
     """Exactly ``budget`` rows without replacement, with the table's own share p_k of each language pair.
 
     BabelBERT's constraint-size study (§5.1) keeps "the same relative distribution of constraints
-    across language pairs as in the full training" set: quotas are ``budget * p_k`` rounded by largest
-    remainders (so they sum to the budget), rows drawn uniformly within each pair. 0 (or a budget at
-    least the table size) keeps the whole table. The result is shuffled and reproducible for a seed.
+    across language pairs as in the full training" set. The rows are the first ``budget`` of
+    ``nested_order``: for one seed, a smaller budget's rows are a subset of a larger one's. 0 (or a
+    budget at least the table size) keeps the whole table. The result is shuffled, reproducible per seed.
     """
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng([seed, 1])
     if budget <= 0 or budget >= len(table):
         return table.take(rng.permutation(len(table)))
+    return table.take(rng.permutation(nested_order(table, seed)[:budget]))
+
+
+def restrict_to_languages(table: pa.Table, languages: list[str]) -> pa.Table:
+    """The rows whose two languages are both in ``languages`` (a language sample's constraints)."""
+    allowed = pa.array(sorted(set(languages)))
+    return table.filter(pc.and_(pc.is_in(table["lang1"], allowed), pc.is_in(table["lang2"], allowed)))
+
+
+def exactly_per_pair(table: pa.Table, per_pair: int, seed: int) -> pa.Table:
+    """``per_pair`` rows of every language pair (mono- and cross-lingual), drawn without replacement and
+    shuffled; as BabelBERT's language samples, which have exactly 100 constraints per pair. A pair with
+    fewer rows is an error naming it: nothing is up-sampled."""
     keys = language_pair_keys(table)
     pairs, counts = np.unique(keys, return_counts=True)
-    exact = budget * counts / counts.sum()
-    quotas = np.floor(exact).astype(int)
-    by_remainder = np.argsort(-(exact - quotas), kind="stable")
-    quotas[by_remainder[: budget - quotas.sum()]] += 1
-    chosen = [rng.choice(np.flatnonzero(keys == pair), size=quota, replace=False)
-              for pair, quota in zip(pairs, quotas)]
-    return table.take(rng.permutation(np.concatenate(chosen)))
+    short = {p: int(n) for p, n in zip(pairs, counts) if n < per_pair}
+    if short:
+        raise ValueError(f"data.constraints_per_pair={per_pair}: these language pairs have fewer constraints: {short}")
+    rng = np.random.default_rng([seed, 2])
+    chosen = [rng.choice(np.flatnonzero(keys == pair), size=per_pair, replace=False) for pair in pairs]
+    return table.take(rng.permutation(np.concatenate(chosen))) if chosen else table
 
 
 def pair_sampling_weights(table: pa.Table, alpha: float) -> np.ndarray:

@@ -27,7 +27,13 @@ from distalign.data.corpus_stream import (
     with_language_sampling,
 )
 from distalign.data.readers import ReadReport, read_constraints, read_dictionary
-from distalign.data.sampling import exclude_words, subsample_constraints, words_of
+from distalign.data.sampling import (
+    exactly_per_pair,
+    exclude_words,
+    restrict_to_languages,
+    subsample_constraints,
+    words_of,
+)
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, StaticVectorsSource
 from distalign.data.synthetic import generate_world
@@ -112,12 +118,18 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
 
     eval_pairs = []
+    if config.eval.languages:
+        eval_dicts = [src for src in eval_dicts if {src.lang1, src.lang2} <= set(config.eval.languages)]
     for src in eval_dicts:
         table, report = read_dictionary(src.path, src.lang1, src.lang2)
         reports.append(report)
         eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist()))
     heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
     constraints, excluded = exclude_words(constraints, heldout)
+    if d.constraint_languages:
+        constraints = restrict_to_languages(constraints, d.constraint_languages)
+    if d.constraints_per_pair:
+        constraints = exactly_per_pair(constraints, d.constraints_per_pair, config.train.seed)
     constraints = subsample_constraints(constraints, d.max_constraints, config.train.seed)  # shares p kept
     constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
     if "constraints" in config.objectives.streams() and \

@@ -75,13 +75,27 @@ def test_subsets_keep_the_pair_shares_and_hit_the_budget(budget, expected):
     table = make_table(POOL)
     sample = subsample_constraints(table, budget, seed=0)
     assert len(sample) == budget
-    # 50 x (0.9, 0.09, 0.01) = 45, 4.5, 0.5: largest remainders give the one spare row to en-fr
+    # 50 x (0.9, 0.09, 0.01) = 45, 4.5, 0.5: Sainte-Laguë gives the 50th row to en-fr (a tie, the larger pair)
     assert dict(pair_counts(sample)) == expected
     ids = sample["synset_id"].to_pylist()
     assert len(set(ids)) == len(ids) and set(ids) <= set(table["synset_id"].to_pylist())  # no replacement
     directions = collections.Counter(zip(sample["lang1"].to_pylist(), sample["lang2"].to_pylist()))
     if budget == 3000:  # both directions of de-en represented roughly equally
         assert abs(directions[("de", "en")] - directions[("en", "de")]) < 0.2 * expected["de-en"]
+
+
+def test_subsets_of_one_seed_are_nested_and_each_keeps_the_shares():
+    """The constraint-size study's 1K ⊂ 10K ⊂ 100K ⊂ all, here 100 ⊂ 1,000 ⊂ 5,000 of 10,000 rows."""
+    table = make_table(POOL)
+    subsets = [set(subsample_constraints(table, budget, seed=3)["synset_id"].to_pylist()) for budget in (100, 1000, 5000)]
+    assert [len(s) for s in subsets] == [100, 1000, 5000]
+    assert subsets[0] < subsets[1] < subsets[2]
+    for budget in (7, 100, 333, 1000, 5000):
+        counts = pair_counts(subsample_constraints(table, budget, seed=3))
+        for pair, share in {"de-en": 0.9, "en-fr": 0.09, "fr-sw": 0.01}.items():
+            assert abs(counts[pair] - budget * share) <= 1, (budget, pair, counts)
+    other = set(subsample_constraints(table, 1000, seed=4)["synset_id"].to_pylist())
+    assert other != subsets[1]  # another seed, other rows
 
 
 def test_subsets_reproducible_per_seed():
@@ -138,3 +152,19 @@ def test_exclude_words_both_sides():
 def test_words_of():
     table = make_table([("de", "en", 2)])
     assert words_of(table) == {("de", "deen_a0"), ("de", "deen_a1"), ("en", "deen_b0"), ("en", "deen_b1")}
+
+
+def test_a_language_sample_keeps_its_own_pairs_with_exactly_n_each():
+    """BabelBERT §5.1: a sample of languages, exactly 100 constraints per pair (mono- and cross-lingual)."""
+    from distalign.data.sampling import exactly_per_pair, restrict_to_languages
+
+    table = make_table([("de", "en", 300), ("en", "en", 150), ("de", "de", 120), ("en", "fr", 500), ("fr", "sw", 90)])
+    sample = restrict_to_languages(table, ["de", "en"])
+    assert dict(pair_counts(sample)) == {"de-en": 300, "en-en": 150, "de-de": 120}
+    exact = exactly_per_pair(sample, 100, seed=0)
+    assert dict(pair_counts(exact)) == {"de-en": 100, "en-en": 100, "de-de": 100}
+    ids = exact["synset_id"].to_pylist()
+    assert len(set(ids)) == 300  # without replacement
+    assert exact.equals(exactly_per_pair(sample, 100, seed=0))
+    with pytest.raises(ValueError, match=r"fewer constraints: \{'fr-sw': 90\}"):
+        exactly_per_pair(restrict_to_languages(table, ["fr", "sw"]), 100, seed=0)

@@ -37,3 +37,18 @@ def test_batches_follow_q_on_the_full_constraint_set(tmp_path, monkeypatch):
     share_sw = counts["sw"] / sum(counts.values())
     # p = 0.9 / 0.1 -> q = 0.75 / 0.25 with α = 0.5 (the raw table would give 0.1); sd ~0.008 over 3,200 draws
     assert abs(share_sw - 0.25) < 0.03
+
+
+def test_a_language_sample_run_trains_on_its_pairs_only_and_evaluates_on_the_test_languages(tmp_path, monkeypatch):
+    """The settings a language-sample trial gets (BabelBERT §5.1): constraints of the sample's languages,
+    exactly N per pair; BLI on the test languages' pairs."""
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    config = load_config(QUICKSTART, [
+        "run.name=sample", "data.synthetic.languages=[en,de,fr,sw]", "data.synthetic.num_concepts=200",
+        "data.constraint_languages=[en,de]", "data.constraints_per_pair=8", "eval.languages=[fr,sw]",
+        "train.num_workers=1", "train.constraint_batch_size=8"])
+    prepared = prepare_data(config)
+    pairs = collections.Counter("-".join(sorted(p)) for p in zip(prepared.constraints["lang1"].to_pylist(),
+                                                                 prepared.constraints["lang2"].to_pylist()))
+    assert dict(pairs) == {"de-en": 8, "en-en": 8, "de-de": 8}
+    assert [(p.lang1, p.lang2) for p in prepared.eval_pairs] == [("fr", "sw")]
