@@ -190,6 +190,7 @@ class TrackingConfig:
     uri: str = ""
     experiment: str = "distalign"
     parent_run_id: str = ""  # set by Tune: the study's parent run
+    tags: dict[str, str] = field(default_factory=dict)  # set on the run (a study: what the trial stands for)
     # every node's CPU, memory, disk, network and GPU use, logged as system/node<k>/... (0: off)
     system_metrics_every_s: float = 10.0
 

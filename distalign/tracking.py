@@ -89,7 +89,7 @@ def log_dict_artifact(client: MlflowClient, run_id: str, data: dict, name: str) 
 
 @contextlib.contextmanager
 def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: dict[str, Any],
-                config: dict, parent_run_id: str = "") -> Iterator[str]:
+                config: dict, parent_run_id: str = "", tags: dict[str, str] | None = None) -> Iterator[str]:
     """Create (or, for a run name seen before in this storage, reopen) the MLflow run; yield its id.
 
     The run ends FINISHED, or FAILED if the body raises (the exception propagates), so a crashed
@@ -99,7 +99,7 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
     exp_id = experiment_id(client, experiment)
     run_id = find_run(client, exp_id, run_name, storage)
     if run_id is None:
-        tags = {RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
+        tags = {**(tags or {}), RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
         if parent_run_id:
             tags[PARENT_TAG] = parent_run_id
         run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id

@@ -9,7 +9,8 @@ from distalign.config import ConfigError, ExperimentConfig
 from distalign.tuning import StudyConfig, load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
-SHIPPED = CONFIG_DIR / "quickstart_tune.yaml"
+STUDIES = Path(__file__).resolve().parents[1] / "tuning"
+SHIPPED = STUDIES / "quickstart.yaml"
 
 
 @pytest.fixture(autouse=True)
@@ -30,14 +31,15 @@ def test_shipped_study_file_loads_as_a_dataclass():
     study, trials = load_study(SHIPPED)
     raw = yaml.safe_load(SHIPPED.read_text())
     assert isinstance(study, StudyConfig)
-    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "quickstart.yaml", raw["metric"], "max")
+    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "../jobs/configs/quickstart.yaml",
+                                                                    raw["metric"], "max")
     assert study.grid == {"train.lr": [1.0e-3, 3.0e-4], "data.max_constraints": [400, 1200]}
     assert study.overrides == raw["overrides"] and study.trial_cpus == 0.1
     assert len(trials) == 4 and all(isinstance(c, ExperimentConfig) for c in trials.values())
 
 
 def test_unknown_study_key_names_it_and_the_allowed_keys(tmp_path):
-    with pytest.raises(ConfigError, match=r"unknown key 'grids' \(allowed here: base, grid, max_concurrent_trials, "
+    with pytest.raises(ConfigError, match=r"unknown key 'grids' \(allowed here: base, grid, language_samples, max_concurrent_trials, "
                                           r"max_failures, metric, mode, overrides, study, trial_cpus\)"):
         load_study(write_study(tmp_path, grids={"train.lr": [1e-3]}))
 

@@ -144,7 +144,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
-                     config.flat(), config.to_dict(), config.tracking.parent_run_id) as run_id, \
+                     config.flat(), config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
         plan = plan_training(config, prepared, run_id, ledger_name)
         datasets = build_datasets(prepared, config)  # before the reservation: from_arrow runs a 1-CPU task

@@ -1,6 +1,10 @@
-"""A 2-trial Ray Tune study: each trial a TorchTrainer run, one MLflow parent run with nested children."""
+"""A language-sample study (BabelBERT §5.1) at the smallest scale: two samples from two d_typ bins, each trial a
+TorchTrainer run; one MLflow parent run with nested, tagged children and the study's tables and plots, all read
+back through the MLflow client; started again, the study resumes and runs nothing twice."""
 
 from __future__ import annotations
+
+import json
 
 import pytest
 import yaml
@@ -11,33 +15,58 @@ from distalign.tracking import PARENT_TAG
 from distalign.tuning import run_study
 
 pytestmark = pytest.mark.slow
+PNG = b"\x89PNG\r\n\x1a\n"
 
 
-def test_two_trial_study_logs_parent_and_child_runs(ray_local, distalign_home, tmp_path):
+def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_local, distalign_home, tmp_path, capfd):
     study = tmp_path / "study.yaml"
     study.write_text(yaml.safe_dump({
-        "study": "mini-study",
+        "study": "mini-samples",
         "base": str(QUICKSTART),
         # one worker per trial and both trials at once: the suite's time goes to Ray start-up, not steps
-        "overrides": SMALL + ["train.max_steps=4", "train.checkpoint_every=4", "eval.every=0", "train.num_workers=1"],
-        "grid": {"train.lr": [1.0e-3, 2.0e-4]},
+        "overrides": SMALL + ["data.synthetic.languages=[en,de,fr,hi,ja,fi,tr]", "data.synthetic.num_concepts=120",
+                              "objectives.mlm.weight=0", "train.max_steps=4", "train.checkpoint_every=4",
+                              "eval.every=0", "train.num_workers=1", "train.constraint_batch_size=8"],
+        "language_samples": {"size": 3, "num_samples": 500, "bins": 2, "per_pair": 8, "test_languages": ["fi", "tr"]},
         "metric": "eval/bli/avg/mrr",
         "mode": "max",
         "max_concurrent_trials": 2,
     }))
     rows = run_study(study)
-    assert [r["trial"] for r in rows] == ["mini-study-000", "mini-study-001"]
+    assert [r["trial"] for r in rows] == ["mini-samples-000", "mini-samples-001"]
     assert all(r["eval/bli/avg/mrr"] is not None and not r["error"] for r in rows)
+    assert rows[0]["d_typ"] < rows[1]["d_typ"] and [r["bin"] for r in rows] == [0, 1]
 
     client = MlflowClient(f"sqlite:///{distalign_home}/mlflow.db")
     experiment = client.get_experiment_by_name("distalign")
     runs = client.search_runs([experiment.experiment_id])
-    (parent,) = [r for r in runs if r.info.run_name == "mini-study"]
-    children = [r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
+    (parent,) = [r for r in runs if r.info.run_name == "mini-samples"]
+    children = sorted((r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id),
+                      key=lambda r: r.info.run_name)
     assert parent.info.status == "FINISHED"
-    assert sorted(r.info.run_name for r in children) == ["mini-study-000", "mini-study-001"]
-    assert sorted(r.data.params["train.lr"] for r in children) == ["0.0002", "0.001"]
-    assert all(r.info.status == "FINISHED" and "eval/bli/avg/mrr" in r.data.metrics for r in children)
+    assert [r.info.run_name for r in children] == ["mini-samples-000", "mini-samples-001"]
+    for row, child in zip(rows, children):
+        languages = child.data.tags["distalign.study.languages"].split()
+        assert languages == row["languages"].split() and len(languages) == 3 and not {"fi", "tr"} & set(languages)
+        assert float(child.data.tags["distalign.study.d_typ"]) == pytest.approx(row["d_typ"])
+        assert json.loads(child.data.params["data.constraint_languages"].replace("'", '"')) == languages
+        assert child.data.params["eval.languages"] == "['fi', 'tr']"
+        assert set(k for k in child.data.metrics if k.startswith("eval/bli/")) == {"eval/bli/fi-tr/mrr",
+                                                                                 "eval/bli/avg/mrr"}
     best = max(r.data.metrics["eval/bli/avg/mrr"] for r in children)
     assert parent.data.metrics["best/eval/bli/avg/mrr"] == pytest.approx(best)
-    assert {"trials.csv", "trials.png"} <= {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert parent.data.tags["distalign.best_checkpoint"].startswith(str(distalign_home / "runs" / "mini-samples-"))
+    # every artifact of the parent comes back through the client
+    artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
+    assert {"trials.csv", "trials.json", "trials.png", "diversity.png", "pairs.png"} <= artifacts
+    for name in sorted(artifacts):
+        local = client.download_artifacts(parent.info.run_id, name, str(tmp_path / "artifacts"))
+        content = open(local, "rb").read()
+        assert content.startswith(PNG) if name.endswith(".png") else len(content) > 20, name
+
+    capfd.readouterr()
+    again = run_study(study)
+    assert "resuming; finished trials are not run again" in capfd.readouterr().out
+    assert [(r["trial"], r["eval/bli/avg/mrr"]) for r in again] == [(r["trial"], r["eval/bli/avg/mrr"]) for r in rows]
+    runs = client.search_runs([experiment.experiment_id])
+    assert len([r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]) == 2  # nothing ran twice

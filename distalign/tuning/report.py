@@ -1,0 +1,197 @@
+"""A study's results on its MLflow parent run: the trial table, the best trial and its checkpoint, and the
+plots the papers draw.
+
+- ``trials.csv`` and ``trials.json`` (``log_table``: the MLflow UI shows it as a table), ``trials.png``;
+- with seeds in the grid: ``configurations.csv/png``, mean ± std of the metric per configuration;
+- with language samples: ``diversity.png``, the metric against d_typ and against sim_train-test, with
+  Spearman's ρ and p (as BabelBERT §5.1 discusses), also logged as ``study/spearman_*``;
+- with constraint sizes (``data.max_constraints`` in the grid): ``sizes.png``, the metric against the size
+  on a log axis with the vanilla model's score (step 0) as a line (BabelBERT Figure 2);
+- ``pairs.png``: the best trial's MRR per language pair as a heatmap, each cell annotated with the URIEL
+  distance (1 − cosine of syntax_knn vectors) of its two languages where URIEL knows them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger("distalign")
+SEED = "train.seed"
+SIZE = "data.max_constraints"
+PAIR_METRIC = re.compile(r"^eval/bli/([^/]+)-([^/]+)/mrr$")
+
+
+def tag_value(text: str) -> Any:
+    """A tag as the value it stands for (tags are strings: JSON for grid values, plain text otherwise)."""
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def child_runs(client, parent_id: str) -> dict[str, Any]:
+    parent = client.get_run(parent_id)
+    runs = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent_id}'")
+    return {run.info.run_name: run for run in runs}
+
+
+def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import pandas as pd
+
+    table = pd.DataFrame(rows)
+    print(table.to_string(index=False), flush=True)
+    client.log_table(parent_id, data=table, artifact_file="trials.json")
+    scored = table.dropna(subset=[study.metric])
+    children = child_runs(client, parent_id)
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        table.to_csv(out / "trials.csv", index=False)
+        if len(scored):
+            best = scored.sort_values(study.metric, ascending=study.mode == "min").iloc[0]
+            client.log_metric(parent_id, f"best/{study.metric}", float(best[study.metric]))
+            client.set_tag(parent_id, "distalign.best_trial", best["trial"])
+            if best["trial"] in children and "distalign.checkpoint" in children[best["trial"]].data.tags:
+                client.set_tag(parent_id, "distalign.best_checkpoint",
+                               children[best["trial"]].data.tags["distalign.checkpoint"])
+            _bars(scored, study, out / "trials.png")
+            if SEED in study.grid:
+                _by_configuration(scored, study, out)
+            if "d_typ" in scored:
+                for name, value in _diversity(scored, study, out / "diversity.png").items():
+                    client.log_metric(parent_id, f"study/{name}", value)
+            if SIZE in study.grid:
+                _sizes(scored, study, client, children, out / "sizes.png")
+            if best["trial"] in children:
+                _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png")
+        for path in sorted(out.iterdir()):
+            client.log_artifact(parent_id, str(path))
+
+
+def _figure(width: float = 5, height: float = 3.2):
+    import matplotlib.pyplot as plt
+
+    return plt.subplots(figsize=(width, height))
+
+
+def _save(fig, path: Path) -> None:
+    import matplotlib.pyplot as plt
+
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def _label(row, keys: list[str]) -> str:
+    return ", ".join(f"{k}={row[k]}" for k in keys if k in row)
+
+
+def _bars(scored, study, path: Path) -> None:
+    fig, ax = _figure(max(4, 0.8 * len(scored)))
+    keys = list(study.grid) + (["languages"] if "languages" in scored else [])
+    ax.bar(range(len(scored)), scored[study.metric])
+    ax.set_xticks(range(len(scored)), [_label(row, keys) for _, row in scored.iterrows()], rotation=30, ha="right",
+                  fontsize=6)
+    ax.set_ylabel(study.metric)
+    ax.set_title(study.study)
+    _save(fig, path)
+
+
+def _by_configuration(scored, study, out: Path) -> None:
+    """Mean ± std over seeds of every configuration (the grid point without the seed, and the language sample)."""
+    keys = [k for k in list(study.grid) + ["languages"] if k != SEED and k in scored]
+    grouped = scored.groupby(keys, dropna=False)[study.metric] if keys else scored.groupby(lambda _: "all")[study.metric]
+    summary = grouped.agg(["mean", "std", "count"]).reset_index()
+    summary.to_csv(out / "configurations.csv", index=False)
+    fig, ax = _figure(max(4, 0.9 * len(summary)))
+    ax.errorbar(range(len(summary)), summary["mean"], yerr=summary["std"].fillna(0), fmt="o", capsize=4)
+    ax.set_xticks(range(len(summary)), [_label(row, keys) for _, row in summary.iterrows()], rotation=30, ha="right",
+                  fontsize=6)
+    ax.set_ylabel(f"{study.metric}\nmean ± std over seeds")
+    ax.set_title(f"{study.study}: {int(summary['count'].max())} seeds")
+    _save(fig, out / "configurations.png")
+
+
+def _diversity(scored, study, path: Path) -> dict[str, float]:
+    import matplotlib.pyplot as plt
+    from scipy.stats import spearmanr
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
+    stats = {}
+    for ax, column, name in ((axes[0], "d_typ", "typological diversity d_typ"),
+                             (axes[1], "sim_train_test", "similarity to the test languages")):
+        x, y = scored[column].astype(float), scored[study.metric].astype(float)
+        ax.scatter(x, y)
+        if len(scored) >= 3 and x.nunique() > 1:
+            rho, p = spearmanr(x, y)
+            stats[f"spearman_{column}"], stats[f"spearman_{column}_p"] = float(rho), float(p)
+            ax.set_title(f"Spearman ρ = {rho:.2f} (p = {p:.2g})", fontsize=9)
+        ax.set_xlabel(name)
+    axes[0].set_ylabel(study.metric)
+    fig.suptitle(study.study, fontsize=10)
+    _save(fig, path)
+    return stats
+
+
+def _sizes(scored, study, client, children: dict, path: Path) -> None:
+    """The metric against the constraint-set size (0 = the whole set, drawn right of the largest subset)."""
+    sizes = scored[SIZE].astype(int)
+    largest = max(int(sizes.max()), 1)
+    position = sizes.where(sizes > 0, largest * 10)
+    summary = scored.assign(position=position).groupby("position")[study.metric].agg(["mean", "std"])
+    fig, ax = _figure()
+    ax.errorbar(summary.index, summary["mean"], yerr=summary["std"].fillna(0), fmt="o-", capsize=4,
+                label="specialized")
+    vanilla = [m.value for run in children.values() for m in client.get_metric_history(run.info.run_id, study.metric)
+               if m.step == 0]
+    if vanilla:
+        ax.axhline(sum(vanilla) / len(vanilla), linestyle="--", color="grey", label="vanilla (step 0)")
+    ax.set_xscale("log")
+    ax.set_xticks(list(summary.index), [str(int(p)) if p != largest * 10 else "all" for p in summary.index])
+    ax.set_xlabel("constraint-set size")
+    ax.set_ylabel(study.metric)
+    ax.legend(fontsize=8)
+    ax.set_title(study.study)
+    _save(fig, path)
+
+
+def _pair_heatmap(run, trial: str, path: Path) -> None:
+    import numpy as np
+
+    from distalign.errors import ConfigError
+    from distalign.typology import cosine_similarities, uriel_vectors
+
+    scores = {}
+    for key, value in run.data.metrics.items():
+        if match := PAIR_METRIC.match(key):
+            scores[match.groups()] = value
+    if not scores:
+        return
+    languages = sorted({lang for pair in scores for lang in pair})
+    try:
+        vectors = uriel_vectors(languages)
+        distance = 1 - cosine_similarities(vectors, vectors)
+    except ConfigError:  # a language URIEL does not know (a synthetic one): no distances
+        distance = None
+    index = {lang: i for i, lang in enumerate(languages)}
+    grid = np.full((len(languages), len(languages)), np.nan)
+    for (a, b), value in scores.items():
+        grid[index[a], index[b]] = grid[index[b], index[a]] = value
+    fig, ax = _figure(1.2 + 0.7 * len(languages), 1 + 0.6 * len(languages))
+    image = ax.imshow(grid, cmap="viridis")
+    for (a, b), value in scores.items():
+        for i, j in ((index[a], index[b]), (index[b], index[a])):
+            text = f"{value:.2f}" + (f"\nd={distance[i, j]:.2f}" if distance is not None else "")
+            ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white")
+    ax.set_xticks(range(len(languages)), languages)
+    ax.set_yticks(range(len(languages)), languages)
+    fig.colorbar(image, ax=ax, label="MRR")
+    ax.set_title(f"{trial}: BLI MRR per pair" + (" (d: URIEL distance)" if distance is not None else ""), fontsize=8)
+    _save(fig, path)

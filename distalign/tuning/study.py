@@ -1,0 +1,152 @@
+"""Study files: what a study varies, and the validated experiment config of every trial.
+
+A study file (``tuning/*.yaml``; its keys are the fields of ``StudyConfig``)::
+
+    study: babel-sizes              # MLflow parent run name; trials are <study>-000, <study>-001, ...
+    base: ../jobs/configs/quickstart.yaml   # experiment config, relative to this file
+    overrides: [train.max_steps=60] # applied to every trial
+    grid:                           # every combination is one trial
+      data.max_constraints: [1000, 10000, 0]
+      train.seed: [0, 1, 2]         # seeds: the summary gives mean ± std per configuration
+    language_samples:               # optional: one trial dimension of language samples (BabelBERT §5.1)
+      size: 10
+      bins: 10
+    metric: eval/bli/avg/mrr
+    mode: max
+
+The file is read by the loader of experiment configs (``distalign.config.load_dataclass``): an
+unknown key or a wrong type is an error naming the dotted key. Every trial's config is built and
+validated here, on the driver, before Ray starts. What a trial stands for (its grid point, its
+language sample with d_typ and sim_train-test) travels in its config's ``tracking.tags``, so it is on
+the trial's MLflow run and in the study's table.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass
+
+TAG = "distalign.study."  # prefix of the tags that say what a trial stands for
+
+
+@dataclass
+class LanguageSampleStudy:
+    """BabelBERT §5.1: samples of ``size`` languages drawn without the test languages, one per d_typ bin;
+    each sample's trial trains on exactly ``per_pair`` constraints per pair of its languages and is evaluated
+    on the test languages' pairs."""
+
+    size: int = 0  # languages per sample; 0 = no language-sample dimension
+    num_samples: int = 1_000_000  # random samples drawn before binning (paper: 1M)
+    bins: int = 10  # d_typ bins, one sample each (paper: 10)
+    per_pair: int = 100  # constraints per language pair (paper: 100)
+    test_languages: list[str] = field(default_factory=list)  # never sampled; in-loop BLI on their pairs
+    candidates: list[str] = field(default_factory=list)  # empty: the base config's constraint languages
+    seed: int = 0
+
+
+@dataclass
+class StudyConfig:
+    study: str = "study"  # MLflow parent run name; trials are <study>-000, <study>-001, ...
+    base: str = ""  # experiment config (absolute, or relative to the study file)
+    overrides: list[str] = field(default_factory=list)  # dotted key=value, applied to every trial
+    grid: dict[str, list[Any]] = field(default_factory=dict)  # config key -> values; every combination is a trial
+    language_samples: LanguageSampleStudy = field(default_factory=LanguageSampleStudy)
+    metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
+    mode: Literal["min", "max"] = "max"
+    max_concurrent_trials: int = 1
+    trial_cpus: float = 0.1  # the trial function only waits on its TorchTrainer
+    # times Tune starts a failed trial again (its run resumes from its checkpoints); lost workers inside a
+    # trial are train.max_failures' business
+    max_failures: int = 1
+
+
+STUDY_KEYS = {f.name for f in dataclasses.fields(StudyConfig)}
+
+
+def _is_study_override(override: str) -> bool:
+    return override.split("=", 1)[0].split(".", 1)[0].strip() in STUDY_KEYS
+
+
+def _check(study: StudyConfig) -> None:
+    for key, values in study.grid.items():
+        if not values:
+            raise ConfigError(f"grid.{key}: must be a non-empty list of values")
+    samples = study.language_samples
+    if not study.grid and not samples.size:
+        raise ConfigError("grid: must map config keys to non-empty lists of values (or set language_samples.size)")
+    if samples.size and (samples.size < 2 or samples.bins < 1 or samples.per_pair < 1 or samples.num_samples < 1):
+        raise ConfigError("language_samples: size must be >= 2, and bins, per_pair and num_samples >= 1")
+    if study.max_concurrent_trials < 1:
+        raise ConfigError("max_concurrent_trials: must be >= 1")
+    if study.trial_cpus <= 0:
+        raise ConfigError("trial_cpus: must be > 0")
+    if study.max_failures < 0:
+        raise ConfigError("max_failures: must be >= 0")
+
+
+def constraint_languages(config: ExperimentConfig) -> list[str]:
+    """The languages the base config's constraints and training dictionaries are in."""
+    from distalign.data.readers import read_constraints
+
+    if config.data.source == "synthetic":
+        return list(config.data.synthetic.languages)
+    languages = {lang for src in config.data.dictionaries for lang in (src.lang1, src.lang2)}
+    for path in config.data.constraints:
+        table, _ = read_constraints(path)
+        languages |= set(table["lang1"].unique().to_pylist()) | set(table["lang2"].unique().to_pylist())
+    return sorted(languages)
+
+
+def language_sample_points(study: StudyConfig, base: ExperimentConfig) -> list[tuple[list[str], dict[str, str]]]:
+    """(overrides, tags) of each language sample's trials; one empty point without a language-sample study."""
+    from distalign.typology import diverse_samples
+
+    samples = study.language_samples
+    if not samples.size:
+        return [([], {})]
+    candidates = samples.candidates or constraint_languages(base)
+    points = []
+    for sample in diverse_samples(candidates, samples.size, samples.num_samples, samples.bins, samples.seed,
+                                  samples.test_languages):
+        overrides = [f"data.constraint_languages={json.dumps(list(sample.languages))}",
+                     f"data.constraints_per_pair={samples.per_pair}"]
+        if samples.test_languages:
+            overrides.append(f"eval.languages={json.dumps(samples.test_languages)}")
+        tags = {f"{TAG}languages": " ".join(sample.languages), f"{TAG}d_typ": f"{sample.diversity:.4f}",
+                f"{TAG}sim_train_test": f"{sample.similarity:.4f}", f"{TAG}bin": str(sample.bin)}
+        points.append((overrides, tags))
+    return points
+
+
+def load_study(path: str | Path,
+               extra_overrides: list[str] | None = None) -> tuple[StudyConfig, dict[str, ExperimentConfig]]:
+    """The study file and the validated experiment config of every trial, by trial name.
+
+    An extra override whose first key is a study key (``grid.train.lr=[1e-3]``,
+    ``max_concurrent_trials=2``) changes the study; any other applies to every trial (``train.max_steps=10``).
+    """
+    path = Path(path)
+    extra_overrides = extra_overrides or []
+    study = load_dataclass(StudyConfig, path, [o for o in extra_overrides if _is_study_override(o)])
+    _check(study)
+    base = path.parent / study.base
+    if not study.base or not base.is_file():
+        raise ConfigError(f"base: experiment config not found: {base if study.base else '(empty)'}")
+    trial_overrides = study.overrides + [o for o in extra_overrides if not _is_study_override(o)]
+    samples = language_sample_points(study, load_config(base, trial_overrides))
+    keys = list(study.grid)
+    trials = {}
+    for i, ((sample_overrides, sample_tags), values) in enumerate(
+            itertools.product(samples, itertools.product(*study.grid.values()))):
+        name = f"{study.study}-{i:03d}"
+        point = [f"{k}={json.dumps(v)}" for k, v in zip(keys, values)]  # JSON is valid YAML
+        config = load_config(base, trial_overrides + sample_overrides + point + [f"run.name={name}"])
+        config.tracking.tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
+        trials[name] = config
+    return study, trials

@@ -1,0 +1,71 @@
+"""A study's summary on its MLflow parent run (sqlite store, child runs made by hand): the trial table, mean ±
+std per configuration over seeds, Spearman's ρ against d_typ, the size plot and the best trial's checkpoint."""
+
+import json
+
+import pandas as pd
+import pytest
+from mlflow.tracking import MlflowClient
+
+from distalign.tracking import PARENT_TAG
+from distalign.tuning.report import log_study_summary
+from distalign.tuning.study import LanguageSampleStudy, StudyConfig
+
+
+@pytest.fixture
+def client(tmp_path):
+    return MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
+
+
+def study_runs(client, names, metrics_of):
+    """A parent run and one child per trial name, each child with its metric history."""
+    experiment = client.create_experiment("studies")
+    parent = client.create_run(experiment, run_name="study").info.run_id
+    for name in names:
+        child = client.create_run(experiment, run_name=name, tags={PARENT_TAG: parent,
+                                                                   "distalign.checkpoint": f"/ckpt/{name}"})
+        for key, step, value in metrics_of(name):
+            client.log_metric(child.info.run_id, key, value, step=step)
+    return parent
+
+
+def artifact(client, run_id, name, tmp_path):
+    return client.download_artifacts(run_id, name, str(tmp_path))
+
+
+def test_seeds_give_mean_and_std_per_size_and_the_size_plot(client, tmp_path):
+    study = StudyConfig(study="sizes", grid={"data.max_constraints": [100, 0], "train.seed": [0, 1]})
+    values = {"t0": (100, 0, 0.20), "t1": (100, 1, 0.30), "t2": (0, 0, 0.50), "t3": (0, 1, 0.70)}
+    parent = study_runs(client, values, lambda n: [("eval/bli/avg/mrr", 0, 0.1), ("eval/bli/avg/mrr", 40, values[n][2]),
+                                                   ("eval/bli/xa-xb/mrr", 40, values[n][2])])
+    rows = [{"trial": n, "data.max_constraints": s, "train.seed": seed, "eval/bli/avg/mrr": v, "error": ""}
+            for n, (s, seed, v) in values.items()]
+    log_study_summary(client, parent, study, rows)
+
+    run = client.get_run(parent)
+    assert run.data.metrics["best/eval/bli/avg/mrr"] == 0.7
+    assert run.data.tags["distalign.best_trial"] == "t3" and run.data.tags["distalign.best_checkpoint"] == "/ckpt/t3"
+    names = {a.path for a in client.list_artifacts(parent)}
+    assert {"trials.csv", "trials.json", "trials.png", "configurations.csv", "configurations.png", "sizes.png",
+            "pairs.png"} <= names
+    summary = pd.read_csv(artifact(client, parent, "configurations.csv", tmp_path)).set_index("data.max_constraints")
+    assert summary.loc[100, "mean"] == pytest.approx(0.25) and summary.loc[0, "mean"] == pytest.approx(0.6)
+    assert summary.loc[0, "std"] == pytest.approx(0.1414, abs=1e-4)  # sample std of 0.5 and 0.7
+    table = json.loads(open(artifact(client, parent, "trials.json", tmp_path)).read())
+    assert table["columns"][:2] == ["trial", "data.max_constraints"] and len(table["data"]) == 4
+    for name in ("sizes.png", "trials.png", "pairs.png"):
+        assert open(artifact(client, parent, name, tmp_path), "rb").read(8) == b"\x89PNG\r\n\x1a\n"
+
+
+def test_language_samples_give_spearman_against_d_typ(client, tmp_path):
+    study = StudyConfig(study="samples", language_samples=LanguageSampleStudy(size=3))
+    diversity = {"s0": 0.1, "s1": 0.2, "s2": 0.3, "s3": 0.4}
+    scores = {"s0": 0.4, "s1": 0.3, "s2": 0.2, "s3": 0.1}  # falls as d_typ rises: rho = -1
+    parent = study_runs(client, diversity, lambda n: [("eval/bli/fi-tr/mrr", 40, scores[n])])
+    rows = [{"trial": n, "languages": "de en fr", "d_typ": d, "sim_train_test": 0.6 + d / 10, "bin": i,
+             "eval/bli/avg/mrr": scores[n], "error": ""} for i, (n, d) in enumerate(diversity.items())]
+    log_study_summary(client, parent, study, rows)
+    metrics = client.get_run(parent).data.metrics
+    assert metrics["study/spearman_d_typ"] == pytest.approx(-1.0)
+    assert metrics["study/spearman_d_typ_p"] < 0.01
+    assert "diversity.png" in {a.path for a in client.list_artifacts(parent)}
