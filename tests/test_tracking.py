@@ -170,10 +170,18 @@ def test_a_server_that_answers_passes_the_check():
         server.shutdown()
 
 
+def watch_distalign_log(caplog, monkeypatch):
+    """caplog sees the "distalign" logger even once ``logs.configure`` has stopped it propagating."""
+    import logging
+
+    logger = logging.getLogger("distalign")
+    monkeypatch.setattr(logger, "handlers", [*logger.handlers, caplog.handler])
+    monkeypatch.setattr(logger, "level", logging.INFO)
+
+
 def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_path, monkeypatch, caplog):
     """A real tracking server (infra/mlflow/serve.sh, basic auth) stops and starts again: logging never waits
     on it, and every value logged meanwhile arrives once it is back."""
-    import logging
     import time
 
     from conftest import free_port
@@ -186,7 +194,7 @@ def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_pa
             monkeypatch.setenv(key, value)  # as in a training worker
         client = MlflowClient(server.url)
         run_id = client.create_run(client.create_experiment("outage")).info.run_id
-        caplog.set_level(logging.INFO, logger="distalign")
+        watch_distalign_log(caplog, monkeypatch)
         logger = MetricLogger(server.url, run_id, retry_every_s=0.5)
         logger.log({"train/loss": 1.0}, step=1)
         deadline = time.time() + 30
@@ -214,6 +222,8 @@ def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_pa
 
 def test_values_still_queued_when_the_server_stays_away_are_counted_as_dropped(tmp_path, monkeypatch, caplog):
     from conftest import free_port
+
+    watch_distalign_log(caplog, monkeypatch)
 
     for key, value in tracking.WORKER_HTTP_SETTINGS.items():
         monkeypatch.setenv(key, value)
