@@ -15,6 +15,7 @@ reproduce the d_typ and sim_train-test columns of BabelBERT's Table 2 (tests/tes
 from __future__ import annotations
 
 import math
+import sys
 import warnings
 from dataclasses import dataclass
 from functools import lru_cache
@@ -29,9 +30,16 @@ FEATURE_SET = "syntax_knn"
 
 @lru_cache(maxsize=1)
 def _lang2vec():
-    with warnings.catch_warnings():  # lang2vec 1.1.2 imports the deprecated pkg_resources
-        warnings.simplefilter("ignore")
-        import lang2vec.lang2vec as l2v
+    # lang2vec's wheel also installs a script bin/lang2vec.py. A console script (`distalign tune`) runs with
+    # bin/ first on sys.path, where that script shadows the package: import with such directories left out.
+    saved = sys.path[:]
+    sys.path[:] = [p for p in sys.path if not Path(p or ".", "lang2vec.py").is_file()]
+    try:
+        with warnings.catch_warnings():  # lang2vec 1.1.2 imports the deprecated pkg_resources
+            warnings.simplefilter("ignore")
+            import lang2vec.lang2vec as l2v
+    finally:
+        sys.path[:] = saved
     return l2v
 
 

@@ -71,3 +71,17 @@ def test_one_sample_per_diversity_bin_without_the_test_languages():
     assert again == samples  # seeded
     with pytest.raises(ConfigError, match="only 3 candidate languages"):
         diverse_samples(["en", "de", "fr", "fi"], size=4, num_samples=10, num_bins=2, seed=0, test_languages=["fi"])
+
+
+def test_the_package_is_found_when_the_lang2vec_script_comes_first_on_the_path():
+    """lang2vec's wheel installs bin/lang2vec.py; console scripts (`distalign tune`) put bin/ first on sys.path."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    scripts = Path(sys.executable).parent
+    assert (scripts / "lang2vec.py").is_file()  # else this test proves nothing
+    probe = (f"import sys; sys.path.insert(0, {str(scripts)!r}); from distalign.typology import uriel_vectors; "
+             "print(uriel_vectors(['en', 'de']).shape)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "(2, 103)", out.stderr[-2000:]
