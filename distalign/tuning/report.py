@@ -186,10 +186,12 @@ def _pair_heatmap(run, trial: str, path: Path) -> None:
         grid[index[a], index[b]] = grid[index[b], index[a]] = value
     fig, ax = _figure(1.2 + 0.7 * len(languages), 1 + 0.6 * len(languages))
     image = ax.imshow(grid, cmap="viridis")
+    low, high = np.nanmin(grid), np.nanmax(grid)
     for (a, b), value in scores.items():
+        bright = high > low and (value - low) / (high - low) > 0.6  # viridis turns yellow: dark text there
         for i, j in ((index[a], index[b]), (index[b], index[a])):
             text = f"{value:.2f}" + (f"\nd={distance[i, j]:.2f}" if distance is not None else "")
-            ax.text(j, i, text, ha="center", va="center", fontsize=6, color="white")
+            ax.text(j, i, text, ha="center", va="center", fontsize=6, color="black" if bright else "white")
     ax.set_xticks(range(len(languages)), languages)
     ax.set_yticks(range(len(languages)), languages)
     fig.colorbar(image, ax=ax, label="MRR")
