@@ -21,7 +21,7 @@ quickstart: $(STAMP)
 # lint-imports: imports only run downward (the layers in pyproject.toml)
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q --durations=15
 
 # the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py)
 test-fast: $(STAMP)
