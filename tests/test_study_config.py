@@ -40,7 +40,7 @@ def test_shipped_study_file_loads_as_a_dataclass():
 
 def test_unknown_study_key_names_it_and_the_allowed_keys(tmp_path):
     with pytest.raises(ConfigError, match=r"unknown key 'grids' \(allowed here: base, grid, language_samples, max_concurrent_trials, "
-                                          r"max_failures, metric, mode, overrides, study, trial_cpus\)"):
+                                          r"max_failures, metric, mode, overrides, search, study, trial_cpus\)"):
         load_study(write_study(tmp_path, grids={"train.lr": [1e-3]}))
 
 
@@ -79,3 +79,24 @@ def test_bad_overrides_name_the_key():
         load_study(SHIPPED, ["train.lrr=1"])
     with pytest.raises(ConfigError, match=r"unknown key 'data\.max_constraint'"):
         load_study(SHIPPED, ["grid.data.max_constraint=[1]"])
+
+
+def search_study(tmp_path, **search) -> Path:
+    return write_study(tmp_path, grid={}, search={"space": {"train.lr": {"loguniform": [1e-4, 1e-2]}}, **search})
+
+
+def test_a_search_study_checks_its_space_before_it_runs(tmp_path):
+    study, trials = load_study(search_study(tmp_path, num_samples=3, scheduler="asha"))
+    assert study.search.space == {"train.lr": {"loguniform": [1e-4, 1e-2]}} and study.search.scheduler == "asha"
+    (base,) = trials.values()  # the config every suggested trial starts from
+    assert base.train.max_steps == 60
+    for space, message in [({"train.lr": {"loguniform": [1e-2, 1e-4]}}, r"search\.space\.train\.lr: one of"),
+                           ({"train.lr": {"normal": [0, 1]}}, r"search\.space\.train\.lr: one of"),
+                           ({"train.lrr": {"choice": [1e-3]}}, r"unknown key 'train\.lrr'"),
+                           ({"train.max_steps": {"randint": [-5, 10]}}, r"train\.max_steps")]:
+        with pytest.raises(ConfigError, match=message):
+            load_study(write_study(tmp_path, grid={}, search={"space": space}))
+    with pytest.raises(ConfigError, match="seeds > 1 with scheduler asha"):
+        load_study(search_study(tmp_path, seeds=3, scheduler="asha"))
+    with pytest.raises(ConfigError, match="a grid .* or a search, not both"):
+        load_study(write_study(tmp_path, search={"space": {"train.lr": {"choice": [1e-3]}}}))

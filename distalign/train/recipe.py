@@ -200,6 +200,8 @@ class TrainingRecipe:
                 with checkpoint_dir() as directory:
                     self.save(Path(directory))
                     report({"step": step, **self.last_eval}, Path(directory))
+            elif eval_now:  # every evaluation reaches the runner: Tune's early stopping (ASHA) judges each one
+                report({"step": step, **self.last_eval}, None)
         if self.is_chief:
             log.info("finished at step %d", self.state.step)
 

@@ -62,7 +62,7 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
                 client.set_tag(parent_id, "distalign.best_checkpoint",
                                children[best["trial"]].data.tags["distalign.checkpoint"])
             _bars(scored, study, out / "trials.png")
-            if SEED in study.grid:
+            if SEED in study.grid or study.search.seeds > 1:
                 _by_configuration(scored, study, out)
             if "d_typ" in scored:
                 for name, value in _diversity(scored, study, out / "diversity.png").items():
@@ -95,7 +95,7 @@ def _label(row, keys: list[str]) -> str:
 
 def _bars(scored, study, path: Path) -> None:
     fig, ax = _figure(max(4, 0.8 * len(scored)))
-    keys = list(study.grid) + (["languages"] if "languages" in scored else [])
+    keys = list(study.grid) + list(study.search.space) + (["languages"] if "languages" in scored else [])
     ax.bar(range(len(scored)), scored[study.metric])
     ax.set_xticks(range(len(scored)), [_label(row, keys) for _, row in scored.iterrows()], rotation=30, ha="right",
                   fontsize=6)
@@ -106,7 +106,7 @@ def _bars(scored, study, path: Path) -> None:
 
 def _by_configuration(scored, study, out: Path) -> None:
     """Mean ± std over seeds of every configuration (the grid point without the seed, and the language sample)."""
-    keys = [k for k in list(study.grid) + ["languages"] if k != SEED and k in scored]
+    keys = [k for k in list(study.grid) + list(study.search.space) + ["languages"] if k != SEED and k in scored]
     grouped = scored.groupby(keys, dropna=False)[study.metric] if keys else scored.groupby(lambda _: "all")[study.metric]
     summary = grouped.agg(["mean", "std", "count"]).reset_index()
     summary.to_csv(out / "configurations.csv", index=False)

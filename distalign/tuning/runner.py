@@ -5,12 +5,14 @@ resumes: Tune restores it and runs only the trials that had not finished."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
+import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from distalign.config import ExperimentConfig, from_dict
+from distalign.config import ExperimentConfig, apply_override, from_dict, validate
 from distalign.tuning.report import log_study_summary, tag_value
 from distalign.tuning.study import TAG, load_study
 
@@ -23,6 +25,54 @@ def _trial(params: dict[str, Any]) -> None:
     from distalign.train.trainer import run_training
 
     run_training(from_dict(ExperimentConfig, params["trial"]["config"]), callbacks=[TuneReportCallback()])
+
+
+def _search_trial(params: dict[str, Any]) -> None:
+    """A trial Optuna suggested: the base config with the suggested point, run ``__trial_index__`` of its
+    configuration (seed train.seed + index), named after its Tune trial."""
+    from ray import tune
+    from ray.tune.integration.ray_train import TuneReportCallback
+
+    from distalign.train.trainer import run_training
+
+    data = copy.deepcopy(params["base"])
+    for key, value in params["point"].items():
+        apply_override(data, f"{key}={json.dumps(value)}", ExperimentConfig)
+    config = from_dict(ExperimentConfig, data)
+    config.train.seed += params.get("__trial_index__", 0)
+    config.run.name = f"{params['study']}-{tune.get_context().get_trial_id()}"
+    config.tracking.tags = {f"{TAG}{k}": json.dumps(v) for k, v in params["point"].items()} | {
+        f"{TAG}train.seed": str(config.train.seed)}
+    validate(config)
+    run_training(config, callbacks=[TuneReportCallback()])
+
+
+def _search_tuner(study, base: ExperimentConfig, run_config):
+    """Optuna over the study's space (each configuration ``seeds`` times), ASHA or first-in-first-out."""
+    from ray import tune
+    from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
+    from ray.tune.search import Repeater
+    from ray.tune.search.optuna import OptunaSearch
+
+    search = study.search
+    kinds = {"loguniform": tune.loguniform, "uniform": tune.uniform, "randint": tune.randint}
+    point = {key: tune.choice(values) if kind == "choice" else kinds[kind](*values)
+             for key, spec in search.space.items() for kind, values in spec.items()}
+    searcher = OptunaSearch(metric=study.metric, mode=study.mode, seed=search.seed)
+    if search.seeds > 1:
+        searcher = Repeater(searcher, repeat=search.seeds, set_index=True)
+    # ASHA judges a trial at each in-loop evaluation (the recipe reports every one)
+    scheduler = ASHAScheduler(metric=study.metric, mode=study.mode, grace_period=search.grace_period,
+                              reduction_factor=search.reduction_factor, max_t=base.train.max_steps + 1) \
+        if search.scheduler == "asha" else FIFOScheduler()
+    return tune.Tuner(
+        tune.with_resources(_search_trial, {"cpu": study.trial_cpus}),
+        param_space={"study": study.study, "base": base.to_dict(), "point": point},
+        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
+                                    num_samples=search.num_samples * search.seeds,
+                                    max_concurrent_trials=study.max_concurrent_trials),
+        run_config=run_config,
+    )
 
 
 def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> list[dict[str, Any]]:
@@ -52,30 +102,35 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
                      {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
                      dataclasses.asdict(study)) as parent_id:
-        space = []
-        for name, config in trials.items():
+        for config in trials.values():
             config.tracking.parent_run_id = parent_id
-            stands_for = {k.removeprefix(TAG): tag_value(v) for k, v in config.tracking.tags.items()}
-            space.append({"name": name, "stands_for": stands_for, "config": config.to_dict()})
-        trainable = tune.with_resources(_trial, {"cpu": study.trial_cpus})
+        searching = bool(study.search.space)
+        trainable = tune.with_resources(_search_trial if searching else _trial, {"cpu": study.trial_cpus})
+        run_config = tune.RunConfig(name=study.study, storage_path=storage_path, storage_filesystem=filesystem,
+                                    failure_config=tune.FailureConfig(max_failures=study.max_failures))
         experiment = f"{storage_path.rstrip('/')}/{study.study}"
         if tune.Tuner.can_restore(experiment, storage_filesystem=filesystem):
             log.info("study %s: resuming; finished trials are not run again", study.study)
             tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, storage_filesystem=filesystem)
+        elif searching:
+            tuner = _search_tuner(study, first, run_config)
         else:
-            tuner = tune.Tuner(
-                trainable,
-                param_space={"trial": tune.grid_search(space)},
-                tune_config=tune.TuneConfig(max_concurrent_trials=study.max_concurrent_trials),
-                run_config=tune.RunConfig(name=study.study, storage_path=storage_path, storage_filesystem=filesystem,
-                                          failure_config=tune.FailureConfig(max_failures=study.max_failures)),
-            )
+            space = [{"name": name, "stands_for": {k.removeprefix(TAG): tag_value(v)
+                                                   for k, v in config.tracking.tags.items()},
+                      "config": config.to_dict()} for name, config in trials.items()]
+            tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
+                               tune_config=tune.TuneConfig(max_concurrent_trials=study.max_concurrent_trials),
+                               run_config=run_config)
         results = tuner.fit()
         rows = []
         for result in results:
-            trial = result.config["trial"]
-            rows.append({"trial": trial["name"], **trial["stands_for"],
-                         study.metric: (result.metrics or {}).get(study.metric),
+            if searching:
+                name = f"{study.study}-{(result.metrics or {}).get('trial_id', '')}"
+                stands_for = {**result.config["point"], "train.seed": first.train.seed
+                              + result.config.get("__trial_index__", 0)}
+            else:
+                name, stands_for = result.config["trial"]["name"], result.config["trial"]["stands_for"]
+            rows.append({"trial": name, **stands_for, study.metric: (result.metrics or {}).get(study.metric),
                          "error": str(result.error) if result.error else ""})
         rows.sort(key=lambda row: row["trial"])
         log_study_summary(client_for(first.tracking.uri), parent_id, study, rows)

@@ -51,12 +51,29 @@ class LanguageSampleStudy:
 
 
 @dataclass
+class SearchStudy:
+    """A search instead of a grid: Optuna suggests configurations from ``space``, each trained ``seeds`` times
+    (Tune's Repeater: Optuna learns from their mean); ASHA may stop poor trials early, judged on the metric
+    reported at every in-loop evaluation."""
+
+    # config key -> {loguniform: [low, high]}, {uniform: [low, high]}, {randint: [low, high]} or {choice: [...]}
+    space: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
+    num_samples: int = 8  # configurations Optuna suggests
+    seeds: int = 1  # runs per configuration, with train.seed, train.seed + 1, ...
+    scheduler: Literal["fifo", "asha"] = "fifo"
+    grace_period: int = 1  # evaluations a trial gets before ASHA may stop it
+    reduction_factor: int = 2
+    seed: int = 0  # Optuna's sampler
+
+
+@dataclass
 class StudyConfig:
     study: str = "study"  # MLflow parent run name; trials are <study>-000, <study>-001, ...
     base: str = ""  # experiment config (absolute, or relative to the study file)
     overrides: list[str] = field(default_factory=list)  # dotted key=value, applied to every trial
     grid: dict[str, list[Any]] = field(default_factory=dict)  # config key -> values; every combination is a trial
     language_samples: LanguageSampleStudy = field(default_factory=LanguageSampleStudy)
+    search: SearchStudy = field(default_factory=SearchStudy)  # instead of grid and language samples
     metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
     mode: Literal["min", "max"] = "max"
     max_concurrent_trials: int = 1
@@ -67,6 +84,7 @@ class StudyConfig:
 
 
 STUDY_KEYS = {f.name for f in dataclasses.fields(StudyConfig)}
+SEARCH_KINDS = ("loguniform", "uniform", "randint", "choice")
 
 
 def _is_study_override(override: str) -> bool:
@@ -77,9 +95,22 @@ def _check(study: StudyConfig) -> None:
     for key, values in study.grid.items():
         if not values:
             raise ConfigError(f"grid.{key}: must be a non-empty list of values")
-    samples = study.language_samples
-    if not study.grid and not samples.size:
-        raise ConfigError("grid: must map config keys to non-empty lists of values (or set language_samples.size)")
+    samples, search = study.language_samples, study.search
+    if search.space and (study.grid or samples.size):
+        raise ConfigError("search: a study is a grid (with language samples) or a search, not both")
+    if not study.grid and not samples.size and not search.space:
+        raise ConfigError("grid: must map config keys to non-empty lists of values (or set language_samples.size, "
+                          "or search.space)")
+    for key, spec in search.space.items():
+        kind, values = next(iter(spec.items())) if len(spec) == 1 else ("", [])
+        if kind not in SEARCH_KINDS or not values or (kind != "choice" and (len(values) != 2 or values[0] >= values[1])):
+            raise ConfigError(f"search.space.{key}: one of {{loguniform, uniform, randint}}: [low, high] with "
+                              f"low < high, or {{choice: [values]}}")
+    if search.space and (search.num_samples < 1 or search.seeds < 1):
+        raise ConfigError("search: num_samples and seeds must be >= 1")
+    if search.seeds > 1 and search.scheduler == "asha":
+        raise ConfigError("search: seeds > 1 with scheduler asha: early stops would bias the seeds' mean (Tune's "
+                          "Repeater); use scheduler fifo")
     if samples.size and (samples.size < 2 or samples.bins < 1 or samples.per_pair < 1 or samples.num_samples < 1):
         raise ConfigError("language_samples: size must be >= 2, and bins, per_pair and num_samples >= 1")
     if study.max_concurrent_trials < 1:
@@ -124,9 +155,16 @@ def language_sample_points(study: StudyConfig, base: ExperimentConfig) -> list[t
     return points
 
 
+def search_points(study: StudyConfig) -> list[str]:
+    """Overrides at every bound and choice of the search space: each must make a valid config."""
+    return [f"{key}={json.dumps(value)}" for key, spec in study.search.space.items()
+            for values in spec.values() for value in values]
+
+
 def load_study(path: str | Path,
                extra_overrides: list[str] | None = None) -> tuple[StudyConfig, dict[str, ExperimentConfig]]:
-    """The study file and the validated experiment config of every trial, by trial name.
+    """The study file and the validated experiment config of every trial, by trial name. For a search, the
+    trials are suggested as it runs: the one config returned is the base they all start from.
 
     An extra override whose first key is a study key (``grid.train.lr=[1e-3]``,
     ``max_concurrent_trials=2``) changes the study; any other applies to every trial (``train.max_steps=10``).
@@ -139,6 +177,10 @@ def load_study(path: str | Path,
     if not study.base or not base.is_file():
         raise ConfigError(f"base: experiment config not found: {base if study.base else '(empty)'}")
     trial_overrides = study.overrides + [o for o in extra_overrides if not _is_study_override(o)]
+    if study.search.space:  # trials are suggested while the study runs: check the space's corners now
+        for point in search_points(study):
+            load_config(base, trial_overrides + [point])
+        return study, {f"{study.study}-base": load_config(base, trial_overrides + [f"run.name={study.study}-base"])}
     samples = language_sample_points(study, load_config(base, trial_overrides))
     keys = list(study.grid)
     trials = {}

@@ -68,3 +68,34 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
     assert [(r["trial"], r["eval/bli/avg/mrr"]) for r in again] == [(r["trial"], r["eval/bli/avg/mrr"]) for r in rows]
     runs = client.search_runs([experiment.experiment_id])
     assert len([r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]) == 2  # nothing ran twice
+
+
+def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_home, tmp_path):
+    """Optuna suggests learning rates from a log-uniform space; ASHA sees every in-loop evaluation (3 per trial)."""
+    study = tmp_path / "search.yaml"
+    study.write_text(yaml.safe_dump({
+        "study": "mini-search",
+        "base": str(QUICKSTART),
+        "overrides": SMALL + ["train.max_steps=6", "train.checkpoint_every=6", "eval.every=2", "train.num_workers=1"],
+        "search": {"space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}}, "num_samples": 2, "scheduler": "asha",
+                   "grace_period": 2, "reduction_factor": 2},
+        "metric": "eval/bli/avg/mrr",
+        "mode": "max",
+        "max_concurrent_trials": 2,
+    }))
+    rows = run_study(study)
+    assert len(rows) == 2 and all(not r["error"] for r in rows)
+    assert all(1e-4 <= r["train.lr"] <= 1e-2 for r in rows) and rows[0]["train.lr"] != rows[1]["train.lr"]
+
+    client = MlflowClient(f"sqlite:///{distalign_home}/mlflow.db")
+    experiment = client.get_experiment_by_name("distalign")
+    runs = client.search_runs([experiment.experiment_id])
+    (parent,) = [r for r in runs if r.info.run_name == "mini-search"]
+    children = [r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]
+    assert sorted(r.info.run_name for r in children) == sorted(r["trial"] for r in rows)
+    for child in children:
+        lr = float(child.data.params["train.lr"])
+        assert float(child.data.tags["distalign.study.train.lr"]) == pytest.approx(lr)
+        # evaluated at steps 0, 2, 4 (and 6 unless ASHA stopped it after its grace period of 2 reports)
+        steps = [m.step for m in client.get_metric_history(child.info.run_id, "eval/bli/avg/mrr")]
+        assert steps[:3] == [0, 2, 4]
