@@ -79,6 +79,9 @@ class DataConfig:
     # at a time in them (raise it on GPU nodes with CPUs to spare, e.g. 4)
     corpus_cpus_per_worker: float = 0.25
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
+    # synthetic worlds and tiny models shared between runs and trials, one per content hash
+    # (default: <storage.path>/cache with local storage, else <DISTALIGN_HOME>/cache on the driver)
+    cache_dir: str = ""
 
 
 class ObjectivesConfig(dict):
@@ -446,6 +449,10 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
         data.output_dir = str(distalign_home() / "runs" / config.run.name / "data")
     else:
         data.output_dir = str(Path(config.storage.path) / config.run.name / "data")
+    if data.cache_dir:
+        data.cache_dir = str(Path(data.cache_dir).expanduser().resolve())
+    else:  # remote storage: a driver-local cache (what a run needs is staged under its own name)
+        data.cache_dir = str((distalign_home() if config.storage_is_remote else Path(config.storage.path)) / "cache")
 
 
 def validate(config: ExperimentConfig) -> None:

@@ -27,6 +27,7 @@ RUN_NAME_TAG = "distalign.run_name"
 STORAGE_TAG = "distalign.storage"
 CHECKPOINT_TAG = "distalign.checkpoint"
 BEST_CHECKPOINT_TAG = "distalign.best_checkpoint"  # highest model-selection score
+START_MODEL_TAG = "distalign.start_model"  # the model the run started from (a tiny model: its cached directory)
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag for nested runs
 MAX_PARAM_LENGTH = 6000
 

@@ -352,6 +352,7 @@ def test_relative_storage_resolves_under_home(isolated_home):
     config = load_config(QUICKSTART)
     assert config.storage.path == str(isolated_home / "runs")
     assert config.data.output_dir == str(isolated_home / "runs" / "quickstart" / "data")
+    assert config.data.cache_dir == str(isolated_home / "runs" / "cache")  # shared by every run of the storage
     assert config.tracking.uri == f"sqlite:///{isolated_home / 'mlflow.db'}"
     assert not config.storage_is_remote
 
@@ -364,6 +365,8 @@ def test_absolute_and_remote_storage(tmp_path, isolated_home):
     remote = load_config(QUICKSTART, ["storage.path=s3://bucket/prefix", "run.name=r2"])
     assert remote.storage.path == "s3://bucket/prefix" and remote.storage_is_remote
     assert remote.data.output_dir == str(isolated_home / "runs" / "r2" / "data")
+    assert remote.data.cache_dir == str(isolated_home / "cache")  # on the driver: runs stage what they use
+    assert load_config(QUICKSTART, [f"data.cache_dir={tmp_path}/c"]).data.cache_dir == str(tmp_path / "c")
 
 
 def test_tracking_uri_from_environment_or_config(monkeypatch):

@@ -52,6 +52,7 @@ def test_unknown_grid_key_is_named_with_its_dotted_path(tmp_path):
 @pytest.mark.parametrize("changes,message", [
     ({"mode": "best"}, r"mode: 'best' is not one of \['min', 'max'\]"),
     ({"max_concurrent_trials": "two"}, r"max_concurrent_trials: expected an integer"),
+    ({"max_concurrent_trials": -1}, r"max_concurrent_trials: must be >= 0"),
     ({"grid": {"train.lr": 0.1}}, r"grid\.train\.lr: expected a list"),
     ({"grid": {"train.lr": []}}, r"grid\.train\.lr: must be a non-empty list"),
     ({"grid": {}}, r"^grid: must map"),
@@ -100,3 +101,36 @@ def test_a_search_study_checks_its_space_before_it_runs(tmp_path):
         load_study(search_study(tmp_path, seeds=3, scheduler="asha"))
     with pytest.raises(ConfigError, match="a grid .* or a search, not both"):
         load_study(write_study(tmp_path, search={"space": {"train.lr": {"choice": [1e-3]}}}))
+
+
+def test_concurrent_trials_are_as_many_as_the_cluster_holds(caplog):
+    import logging
+
+    from distalign.tuning.study import concurrent_trials, trial_resources
+
+    study, trials = load_study(STUDIES / "search_tiny.yaml")  # lexical only, 1 worker of 0.5 CPU
+    config = next(iter(trials.values()))
+    assert trial_resources(study, config) == {"CPU": 0.1 + 0.5 + 0.25}  # trial, worker, one tokenising task
+    assert concurrent_trials(study, [config], {"CPU": 2.0}) == 2
+    assert concurrent_trials(study, [config], {"CPU": 16.0, "GPU": 1.0}) == 18
+    assert concurrent_trials(study, [config], {"CPU": 0.5}) == 1  # at least one (an autoscaler may add nodes)
+    mlm = load_config_like(config, ["train.num_workers=2", "train.use_gpu=true"])  # + the corpus reservation
+    assert trial_resources(study, mlm) == {"CPU": 0.1 + 2 * (0.5 + 0.25 + 0.25), "GPU": 2.0}
+    assert concurrent_trials(study, [config, mlm], {"CPU": 64.0, "GPU": 4.0}) == 2  # the largest trial, by GPUs
+    study.max_concurrent_trials = 8
+    logger = logging.getLogger("distalign")
+    logger.addHandler(caplog.handler)
+    try:
+        assert concurrent_trials(study, [config], {"CPU": 2.0}) == 8
+    finally:
+        logger.removeHandler(caplog.handler)
+    assert "the cluster holds 2 trials" in caplog.text
+
+
+def load_config_like(config: ExperimentConfig, overrides: list[str]) -> ExperimentConfig:
+    from distalign.config import apply_override, from_dict
+
+    data = config.to_dict()
+    for override in overrides + ["objectives.mlm.weight=1"]:
+        apply_override(data, override, ExperimentConfig)
+    return from_dict(ExperimentConfig, data)

@@ -49,6 +49,15 @@ class SyntheticWorld:
     eval_dictionaries: list[DictionarySource]
 
 
+def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
+    """The files of a world of ``languages`` written to ``directory`` by ``generate_world``."""
+    out = Path(directory)
+    eval_dicts = [DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"), lang1=l1, lang2=l2)
+                  for l1, l2 in itertools.combinations(languages, 2)]
+    return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
+                          out / "constraints.parquet", eval_dicts)
+
+
 def _proto_word(rng: np.random.Generator) -> str:
     syllables = rng.integers(2, 4)
     return "".join(rng.choice(CONSONANTS) + rng.choice(VOWELS) for _ in range(syllables))
@@ -117,22 +126,17 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
     topic = rng.integers(NUM_TOPICS, size=n)
     heldout = rng.random(n) < cfg.heldout_fraction
 
-    corpora = {lang.name: out / f"corpus.{lang.name}.txt" for lang in languages}
+    world = world_in(out, [lang.name for lang in languages])
     for lang in languages:
         sentences = [_sentence(rng, lang, lexicon[lang.name], word_class, topic)
                      for _ in range(cfg.sentences_per_language)]
-        corpora[lang.name].write_text("\n".join(sentences) + "\n")
+        world.corpora[lang.name].write_text("\n".join(sentences) + "\n")
 
-    constraints = out / "constraints.parquet"
-    pq.write_table(_constraint_table(lexicon, [l.name for l in languages], ~heldout, topic), constraints)
-
-    eval_dicts = []
-    for l1, l2 in itertools.combinations([l.name for l in languages], 2):
-        path = out / f"eval.{l1}-{l2}.tsv"
-        lines = [f"{lexicon[l1][c][0]}\t{lexicon[l2][c][0]}" for c in np.flatnonzero(heldout)]
-        path.write_text("\n".join(lines) + "\n")
-        eval_dicts.append(DictionarySource(path=str(path), lang1=l1, lang2=l2))
-    return SyntheticWorld([l.name for l in languages], corpora, constraints, eval_dicts)
+    pq.write_table(_constraint_table(lexicon, world.languages, ~heldout, topic), world.constraints)
+    for source in world.eval_dictionaries:
+        lines = [f"{lexicon[source.lang1][c][0]}\t{lexicon[source.lang2][c][0]}" for c in np.flatnonzero(heldout)]
+        Path(source.path).write_text("\n".join(lines) + "\n")
+    return world
 
 
 def _pick(rng, candidates: np.ndarray) -> int:

@@ -8,7 +8,9 @@ offline ``tiny`` model is built here, its tokenizer trained on a sample of the r
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,9 +38,10 @@ from distalign.data.sampling import (
 )
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, StaticVectorsSource
-from distalign.data.synthetic import generate_world
+from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.models.loading import build_tiny_model
 from distalign.static.word2vec_format import read_word2vec
+from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
 from distalign.storage import node_local, storage_filesystem
 
@@ -94,9 +97,8 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
     tiny model if asked for and the static targets if the static objective needs them."""
     d = config.data
-    out = Path(d.output_dir)
     if d.source == "synthetic":
-        world = generate_world(d.synthetic, out / "synthetic", seed=config.train.seed)
+        world = synthetic_world(config)
         constraint_files = [str(world.constraints)]
         corpora = [CorpusSource(str(path), lang) for lang, path in world.corpora.items()]
         eval_dicts = world.eval_dictionaries
@@ -125,6 +127,9 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         reports.append(report)
         eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist()))
     heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
+    # the tiny model's vocabulary covers every word read, so every subset and language sample of a study
+    # starts from the same model
+    vocabulary_words = sorted(w for _, w in words_of(constraints) | heldout)
     constraints, excluded = exclude_words(constraints, heldout)
     if d.constraint_languages:
         constraints = restrict_to_languages(constraints, d.constraint_languages)
@@ -148,10 +153,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     if model_path == "tiny" and (staged := staged_model(config)):
         model_path = node_local(staged, config.storage.endpoint_url)  # a resumed run keeps its vocabulary
     elif model_path == "tiny":
-        model_path = str(out / "tiny-model")
-        if not Path(model_path).exists():  # built once per run name, so a resumed run keeps its vocabulary
-            texts = sample_texts(corpus, TOKENIZER_SAMPLE) + [w for _, w in words_of(constraints) | heldout]
-            build_tiny_model(model_path, texts, config.model.tiny, seed=config.train.seed)
+        model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words))
     for report in reports:
         if report.malformed:
             log.warning("%s", report.summary())
@@ -161,6 +163,23 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         static = read_static_targets(config, sources, heldout, reports, model_path)
     return PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                         reports, excluded, static if static is None else with_row_index(static))
+
+
+def synthetic_world(config: ExperimentConfig) -> SyntheticWorld:
+    """The config's synthetic world, generated once per settings and seed (``distalign.preparation.cache``)."""
+    d, seed = config.data, config.train.seed
+    directory = cached_directory(d.cache_dir, "world", content_key(dataclasses.asdict(d.synthetic), seed),
+                                 lambda out: generate_world(d.synthetic, out, seed=seed))
+    return world_in(directory, d.synthetic.languages)
+
+
+def tiny_model(config: ExperimentConfig, texts: list[str]) -> Path:
+    """The tiny model with a tokenizer trained on ``texts``, built once per texts, settings and seed: a run
+    resumed (or a trial of the same study) gets the same vocabulary and initial weights."""
+    tiny, seed = config.model.tiny, config.train.seed
+    key = content_key(dataclasses.asdict(tiny), seed, hashlib.sha256("\n".join(texts).encode()).hexdigest())
+    return cached_directory(config.data.cache_dir, "tiny-model", key,
+                            lambda out: build_tiny_model(out, texts, tiny, seed=seed))
 
 
 def corpus_filesystem(corpora: list[CorpusSource], endpoint_url: str):

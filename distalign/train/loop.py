@@ -77,6 +77,7 @@ def resume_directory(root: Path, is_chief: bool) -> Path | None:
 
 
 def train_loop_per_worker(plan: TrainingPlan) -> None:
+    plan.clock.mark("workers")
     configure()
     for key, value in WORKER_HTTP_SETTINGS.items():
         os.environ.setdefault(key, value)
@@ -88,6 +89,7 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
     recipe = TrainingRecipe(plan, rank, workers, ray.train.torch.get_device(), system_metrics_node=node)
     with tempfile.TemporaryDirectory() as tmp:
         recipe.setup(resume_directory(Path(tmp), rank == 0))
+    plan.clock.mark("model")
     streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
                else endless_batches(shard_name(name, rank), size)
                for name, size in stream_batch_sizes(plan.config).items()}

@@ -9,6 +9,7 @@ import pyarrow as pa
 from distalign.config import ExperimentConfig
 from distalign.eval.tasks import BLITask
 from distalign.preparation.streams import CorpusPlan
+from distalign.train.startup import StartupClock
 
 
 @dataclass
@@ -21,3 +22,4 @@ class TrainingPlan:
     bli_test_sets: list[BLITask] = field(default_factory=list)  # held-out pairs for model selection
     eval_every: int = 0  # steps between evaluations (0 = only at the start and the end)
     corpus: CorpusPlan | None = None  # how workers stream the corpus, when an objective reads it
+    clock: StartupClock = field(default_factory=StartupClock)  # the driver's start-up phases, the workers add theirs

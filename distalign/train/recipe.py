@@ -170,6 +170,7 @@ class TrainingRecipe:
         t, eval_every = self.config.train, self.plan.eval_every
         accum = t.grad_accum_steps
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands
+        self.plan.clock.mark("vanilla_eval")
         if self.resumed:  # the streams start from the first batch: pass over the batches already trained on
             if self.is_chief:
                 log.info("skipping the %d batches per stream trained on before the resume", self.state.step * accum)
@@ -180,9 +181,14 @@ class TrainingRecipe:
         started, first_step = time.time(), self.state.step
         while self.state.step < t.max_steps:
             micro_batches = [{name: next(stream) for name, stream in streams.items()} for _ in range(accum)]
+            fresh_start = self.state.step == 0
+            if fresh_start:
+                self.plan.clock.mark("first_batch")
             for key, value in self.step(micro_batches).items():
                 running[key] = running.get(key, 0.0) + value
             step = self.state.step
+            if fresh_start:
+                self._log_startup()
             if step % t.log_every == 0 or step == t.max_steps:
                 count = t.log_every if step % t.log_every == 0 else step % t.log_every
                 metrics = mean_across_ranks({k: v / count for k, v in running.items()})
@@ -204,6 +210,13 @@ class TrainingRecipe:
                 report({"step": step, **self.last_eval}, None)
         if self.is_chief:
             log.info("finished at step %d", self.state.step)
+
+    def _log_startup(self) -> None:
+        """Where the time to the first optimizer step went (``distalign.train.startup``); not on a resume."""
+        self.plan.clock.mark("first_step")
+        if self.is_chief:
+            self._log(self.plan.clock.phases())
+            log.info("start-up: %s", self.plan.clock.summary())
 
     def _log(self, metrics: dict[str, float]) -> None:
         if self.is_chief and self.logger is not None:

@@ -28,9 +28,17 @@ from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_plan, reserve_corpus_cpus
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
-from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, check_reachable, client_for, tracked_run
+from distalign.tracking import (
+    BEST_CHECKPOINT_TAG,
+    CHECKPOINT_TAG,
+    START_MODEL_TAG,
+    check_reachable,
+    client_for,
+    tracked_run,
+)
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.plan import TrainingPlan
+from distalign.train.startup import StartupClock
 
 log = logging.getLogger("distalign")
 
@@ -66,7 +74,7 @@ def resolve_epochs(config: ExperimentConfig, prepared: PreparedData) -> None:
 
 
 def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str,
-                  ledger: str = "") -> TrainingPlan:
+                  ledger: str = "", clock: StartupClock | None = None) -> TrainingPlan:
     """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used,
     the corpus stream (``ledger``: the actor that counts the corpus rows skipped on the cluster)."""
     t = config.train
@@ -74,7 +82,7 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
                                 config.eval.bli_ranking) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, word_pairs, test_sets,
-                        eval_interval(config, prepared), corpus_plan(prepared, config, ledger))
+                        eval_interval(config, prepared), corpus_plan(prepared, config, ledger), clock or StartupClock())
 
 
 @contextlib.contextmanager
@@ -126,8 +134,10 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
     """
     configure()
+    clock = StartupClock()
     check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
     prepared = stage_inputs(prepare_data(config), config)
+    clock.mark("prepare")
     t = config.train
     log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
              "(streamed); model %s", len(prepared.constraints), prepared.excluded_constraints, prepared.malformed_rows,
@@ -141,20 +151,23 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     score = {"checkpoint_score_attribute": SELECTION_METRIC, "checkpoint_score_order": "max"} if has_validation else {}
 
     ensure_ray()
+    clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
                      config.flat(), config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
-        plan = plan_training(config, prepared, run_id, ledger_name)
+        client = client_for(config.tracking.uri)
+        client.set_tag(run_id, START_MODEL_TAG, prepared.model_path)
+        plan = plan_training(config, prepared, run_id, ledger_name, clock)
         datasets = build_datasets(prepared, config)  # before the reservation: from_arrow runs a 1-CPU task
         with reserve_corpus_cpus(plan.corpus, t.num_workers):  # before the trainer takes the plan
+            clock.mark("trainer")
             result = build_trainer(config, datasets, plan, score, callbacks).fit()
         checkpoint = checkpoint_uri(result.checkpoint) if result.checkpoint is not None else ""
         best = result.get_best_checkpoint(SELECTION_METRIC, "max") \
             if has_validation and result.best_checkpoints else None
         best_checkpoint = checkpoint_uri(best) if best is not None else ""
-        client = client_for(config.tracking.uri)
         if checkpoint:
             client.set_tag(run_id, CHECKPOINT_TAG, checkpoint)
         if best_checkpoint:

@@ -14,7 +14,7 @@ from typing import Any
 
 from distalign.config import ExperimentConfig, apply_override, from_dict, validate
 from distalign.tuning.report import log_study_summary, tag_value
-from distalign.tuning.study import TAG, load_study
+from distalign.tuning.study import TAG, concurrent_trials, load_study, trial_resources
 
 log = logging.getLogger("distalign")
 
@@ -47,7 +47,7 @@ def _search_trial(params: dict[str, Any]) -> None:
     run_training(config, callbacks=[TuneReportCallback()])
 
 
-def _search_tuner(study, base: ExperimentConfig, run_config):
+def _search_tuner(study, base: ExperimentConfig, run_config, max_concurrent: int):
     """Optuna over the study's space (each configuration ``seeds`` times), ASHA or first-in-first-out."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -70,7 +70,7 @@ def _search_tuner(study, base: ExperimentConfig, run_config):
         param_space={"study": study.study, "base": base.to_dict(), "point": point},
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=search.num_samples * search.seeds,
-                                    max_concurrent_trials=study.max_concurrent_trials),
+                                    max_concurrent_trials=max_concurrent),
         run_config=run_config,
     )
 
@@ -83,6 +83,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     Returns one row per trial (name, what it stands for, the study metric, error); tables and plots go
     to the parent run. Raises ``RuntimeError`` naming the failed trials, after logging the summary.
     """
+    import ray
     from ray import tune
 
     from distalign.logs import configure
@@ -97,6 +98,9 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     log.info("study %s: %d trials over %s%s", study.study, len(trials), list(study.grid),
              " and language samples" if study.language_samples.size else "")
     ensure_ray()
+    max_concurrent = concurrent_trials(study, list(trials.values()), ray.cluster_resources())
+    log.info("study %s: up to %d trials at once, each holding %s", study.study, max_concurrent,
+             trial_resources(study, first))
     storage_path = ray_storage_path(first.storage.path, first.storage.endpoint_url)
     filesystem = storage_filesystem(first.storage.endpoint_url)
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
@@ -113,13 +117,13 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
             log.info("study %s: resuming; finished trials are not run again", study.study)
             tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, storage_filesystem=filesystem)
         elif searching:
-            tuner = _search_tuner(study, first, run_config)
+            tuner = _search_tuner(study, first, run_config, max_concurrent)
         else:
             space = [{"name": name, "stands_for": {k.removeprefix(TAG): tag_value(v)
                                                    for k, v in config.tracking.tags.items()},
                       "config": config.to_dict()} for name, config in trials.items()]
             tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
-                               tune_config=tune.TuneConfig(max_concurrent_trials=study.max_concurrent_trials),
+                               tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
                                run_config=run_config)
         results = tuner.fit()
         rows = []

@@ -26,11 +26,14 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import json
+import logging
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass
+
+log = logging.getLogger("distalign")
 
 TAG = "distalign.study."  # prefix of the tags that say what a trial stands for
 
@@ -76,7 +79,8 @@ class StudyConfig:
     search: SearchStudy = field(default_factory=SearchStudy)  # instead of grid and language samples
     metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
     mode: Literal["min", "max"] = "max"
-    max_concurrent_trials: int = 1
+    # trials at once: 0 = as many as the cluster's CPUs and GPUs hold (``trial_resources``); N = at most N
+    max_concurrent_trials: int = 0
     trial_cpus: float = 0.1  # the trial function only waits on its TorchTrainer
     # times Tune starts a failed trial again (its run resumes from its checkpoints); lost workers inside a
     # trial are train.max_failures' business
@@ -113,12 +117,35 @@ def _check(study: StudyConfig) -> None:
                           "Repeater); use scheduler fifo")
     if samples.size and (samples.size < 2 or samples.bins < 1 or samples.per_pair < 1 or samples.num_samples < 1):
         raise ConfigError("language_samples: size must be >= 2, and bins, per_pair and num_samples >= 1")
-    if study.max_concurrent_trials < 1:
-        raise ConfigError("max_concurrent_trials: must be >= 1")
+    if study.max_concurrent_trials < 0:
+        raise ConfigError("max_concurrent_trials: must be >= 0 (0: as many as the cluster holds)")
     if study.trial_cpus <= 0:
         raise ConfigError("trial_cpus: must be > 0")
     if study.max_failures < 0:
         raise ConfigError("max_failures: must be >= 0")
+
+
+def trial_resources(study: StudyConfig, config: ExperimentConfig) -> dict[str, float]:
+    """What one trial holds while it runs: its trial function, and per Train worker the worker, one
+    tokenising Ray Data task of the table streams and the corpus stream's reservation (a GPU per worker
+    with ``train.use_gpu``)."""
+    t, d, streams = config.train, config.data, config.objectives.streams()
+    per_worker = t.cpus_per_worker + (d.tokenize_cpus if streams - {"corpus"} else 0) + \
+        (d.corpus_cpus_per_worker if "corpus" in streams else 0)
+    return {"CPU": study.trial_cpus + t.num_workers * per_worker} | ({"GPU": float(t.num_workers)} if t.use_gpu else {})
+
+
+def concurrent_trials(study: StudyConfig, configs: list[ExperimentConfig], cluster: dict[str, float]) -> int:
+    """Trials to run at once: as many of the largest of ``configs`` as ``cluster`` (``ray.cluster_resources()``)
+    holds, at least one; ``max_concurrent_trials`` if set. A larger explicit value than the cluster holds is
+    kept (an autoscaling cluster grows to it) with a warning: the trials beyond it wait for resources."""
+    needs = [trial_resources(study, config) for config in configs]
+    need = {kind: max(n.get(kind, 0.0) for n in needs) for kind in set().union(*needs)}
+    fits = max(1, int(min(cluster.get(kind, 0.0) / amount for kind, amount in need.items())))
+    if study.max_concurrent_trials > fits:
+        log.warning("max_concurrent_trials=%d, but the cluster holds %d trials of %s now: the others wait for "
+                    "resources (or the autoscaler)", study.max_concurrent_trials, fits, need)
+    return study.max_concurrent_trials or fits
 
 
 def constraint_languages(config: ExperimentConfig) -> list[str]:

@@ -17,6 +17,7 @@ from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.loading import load_masked_lm
 from distalign.checkpoint import OBJECTIVES_FILE
+from distalign.tracking import START_MODEL_TAG
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
@@ -34,7 +35,7 @@ def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, dista
     assert (exported / ADAPTER_CONFIG).is_file() and (exported / ADAPTER_WEIGHTS).is_file()
     assert json.loads((exported / ADAPTER_CONFIG).read_text())["placement"] == "pfeiffer"  # BabelBERT's, by default
     # the base weights are the untouched initial tiny model; all learning sits in the adapters
-    initial = load_masked_lm(str(Path(config.data.output_dir) / "tiny-model")).state_dict()
+    initial = load_masked_lm(client.get_run(outcome.run_id).data.tags[START_MODEL_TAG]).state_dict()
     trained = load_masked_lm(str(exported)).state_dict()
     assert all(torch.equal(initial[k], trained[k]) for k in initial)
     adapters = load_file(str(exported / ADAPTER_WEIGHTS))
@@ -64,8 +65,8 @@ def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distali
 
     overrides = SMALL + ["run.name=static", "objectives.lexical.weight=0"]
     prepared = prepare_data(load_config(QUICKSTART, overrides))  # the world and the tiny model of this run
-    world = Path(prepared.model_path).parent / "synthetic"
-    vectors = {lang: extract_to_file(prepared.model_path, [world / f"corpus.{lang}.txt"], tmp_path / f"{lang}.vec",
+    corpora = {source.lang: source.paths for source in prepared.corpus.sources}
+    vectors = {lang: extract_to_file(prepared.model_path, corpora[lang], tmp_path / f"{lang}.vec",
                                      layer=1, epochs=2, min_count=2)["path"] for lang in ("xa", "xb")}
     pairs = prepared.constraints.filter((prepared.constraints["lang1"].to_numpy(zero_copy_only=False) == "xa")
                                         & (prepared.constraints["lang2"].to_numpy(zero_copy_only=False) == "xb"))
@@ -97,5 +98,5 @@ def test_sense_aware_run_fits_its_sense_state_and_exports_the_original_model(ray
     state = torch.load(Path(outcome.checkpoint) / OBJECTIVES_FILE, weights_only=True)["sense_aware._extra_state"]
     assert int(state["step"]) == 6 and int(state["fitted"]) == 1 and state["proj"].abs().sum() > 0
     # the exported model keeps the original architecture (sense vectors are not exported)
-    initial = load_masked_lm(str(Path(config.data.output_dir) / "tiny-model")).config.vocab_size
+    initial = load_masked_lm(client.get_run(outcome.run_id).data.tags[START_MODEL_TAG]).config.vocab_size
     assert load_masked_lm(str(Path(outcome.checkpoint) / "model")).config.vocab_size == initial

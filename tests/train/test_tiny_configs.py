@@ -18,6 +18,7 @@ from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
 from distalign.checkpoint import MODEL_DIR, OBJECTIVES_FILE, STATE_FILE
 from distalign.models.loading import load_masked_lm
+from distalign.tracking import START_MODEL_TAG
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
@@ -74,7 +75,7 @@ def test_zero3_exports_the_whole_model_gathered_to_rank_0_and_resumes(ray_local,
     overrides = SMALL + ["train.engine=deepspeed", "train.zero_stage=3", "run.name=quickstart-zero3"]
     first = run_training(load_config(QUICKSTART, overrides + ["train.max_steps=4"]))
     exported = load_masked_lm(str(Path(first.checkpoint) / MODEL_DIR))
-    start = load_masked_lm(str(distalign_home / "runs" / "quickstart-zero3" / "data" / "tiny-model"))
+    start = load_masked_lm(MlflowClient(load_config(QUICKSTART).tracking.uri).get_run(first.run_id).data.tags[START_MODEL_TAG])
     trained, initial = exported.state_dict(), start.state_dict()
     assert trained.keys() == initial.keys()
     assert all(trained[k].shape == initial[k].shape and torch.isfinite(trained[k]).all() for k in trained)
