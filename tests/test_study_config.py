@@ -134,3 +134,12 @@ def load_config_like(config: ExperimentConfig, overrides: list[str]) -> Experime
     for override in overrides + ["objectives.mlm.weight=1"]:
         apply_override(data, override, ExperimentConfig)
     return from_dict(ExperimentConfig, data)
+
+
+def test_a_language_sample_short_of_constraints_fails_before_ray_naming_the_trial():
+    from distalign.tuning.runner import prepare_trials
+
+    _, trials = load_study(STUDIES / "language_samples_tiny.yaml", ["language_samples.per_pair=500"])
+    with pytest.raises(ValueError, match=r"trial language-samples-tiny-\d+: data.constraints_per_pair=500: these "
+                                         r"language pairs have fewer constraints"):
+        prepare_trials(trials)

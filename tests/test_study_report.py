@@ -22,10 +22,11 @@ def study_runs(client, names, metrics_of):
     experiment = client.create_experiment("studies")
     parent = client.create_run(experiment, run_name="study").info.run_id
     for name in names:
-        child = client.create_run(experiment, run_name=name, tags={PARENT_TAG: parent,
-                                                                   "distalign.checkpoint": f"/ckpt/{name}"})
+        child = client.create_run(experiment, run_name=name, start_time=1_000_000,
+                                  tags={PARENT_TAG: parent, "distalign.checkpoint": f"/ckpt/{name}"})
         for key, step, value in metrics_of(name):
             client.log_metric(child.info.run_id, key, value, step=step)
+        client.set_terminated(child.info.run_id, end_time=1_100_000)  # 100 s per trial
     return parent
 
 
@@ -36,8 +37,12 @@ def artifact(client, run_id, name, tmp_path):
 def test_seeds_give_mean_and_std_per_size_and_the_size_plot(client, tmp_path):
     study = StudyConfig(study="sizes", grid={"data.max_constraints": [100, 0], "train.seed": [0, 1]})
     values = {"t0": (100, 0, 0.20), "t1": (100, 1, 0.30), "t2": (0, 0, 0.50), "t3": (0, 1, 0.70)}
-    parent = study_runs(client, values, lambda n: [("eval/bli/avg/mrr", 0, 0.1), ("eval/bli/avg/mrr", 40, values[n][2]),
-                                                   ("eval/bli/xa-xb/mrr", 40, values[n][2])])
+    # each seed has its own vanilla model: 0.1 for seed 0, 0.2 for seed 1; 20 + 5 s of each trial before its first step
+    parent = study_runs(client, values, lambda n: [("eval/bli/avg/mrr", 0, 0.1 + 0.1 * values[n][1]),
+                                                   ("eval/bli/avg/mrr", 40, values[n][2]),
+                                                   ("eval/bli/xa-xb/mrr", 40, values[n][2]),
+                                                   ("startup/prepare_s", 1, 20.0), ("startup/ray_s", 1, 5.0),
+                                                   ("startup/total_s", 1, 25.0)])
     rows = [{"trial": n, "data.max_constraints": s, "train.seed": seed, "eval/bli/avg/mrr": v, "error": ""}
             for n, (s, seed, v) in values.items()]
     log_study_summary(client, parent, study, rows)
@@ -51,6 +56,15 @@ def test_seeds_give_mean_and_std_per_size_and_the_size_plot(client, tmp_path):
     summary = pd.read_csv(artifact(client, parent, "configurations.csv", tmp_path)).set_index("data.max_constraints")
     assert summary.loc[100, "mean"] == pytest.approx(0.25) and summary.loc[0, "mean"] == pytest.approx(0.6)
     assert summary.loc[0, "std"] == pytest.approx(0.1414, abs=1e-4)  # sample std of 0.5 and 0.7
+    # gains over each seed's own vanilla model: 0.5 - 0.1 and 0.7 - 0.2
+    assert summary.loc[100, "gain_mean"] == pytest.approx(0.1) and summary.loc[100, "gain_std"] == pytest.approx(0)
+    assert summary.loc[0, "gain_mean"] == pytest.approx(0.45) and summary.loc[0, "gain_std"] == pytest.approx(0.0707, abs=1e-4)
+    trials = pd.read_csv(artifact(client, parent, "trials.csv", tmp_path)).set_index("trial")
+    assert trials.loc["t3", ["vanilla", "gain", "startup_s", "wall_s"]].tolist() == pytest.approx([0.2, 0.5, 25, 100])
+    overhead = {k: v for k, v in run.data.metrics.items() if k.startswith("study/")}
+    assert overhead == pytest.approx({"study/trial_startup_s_mean": 25, "study/trial_wall_s_mean": 100,
+                                      "study/trial_startup_share": 0.25, "study/startup/prepare_s": 20,
+                                      "study/startup/ray_s": 5})
     table = json.loads(open(artifact(client, parent, "trials.json", tmp_path)).read())
     assert table["columns"][:2] == ["trial", "data.max_constraints"] and len(table["data"]) == 4
     for name in ("sizes.png", "trials.png", "pairs.png"):

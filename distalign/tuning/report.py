@@ -2,7 +2,10 @@
 plots the papers draw.
 
 - ``trials.csv`` and ``trials.json`` (``log_table``: the MLflow UI shows it as a table), ``trials.png``;
-- with seeds in the grid: ``configurations.csv/png``, mean ± std of the metric per configuration;
+- per trial: the vanilla score (the metric at step 0, the trial's own seed and starting model), the gain over
+  it, the time to the first step (``startup/total_s``) and the wall time; on the parent, the trials' mean
+  start-up, its share of their time and the mean of each start-up phase (``study/…``);
+- with seeds in the grid: ``configurations.csv/png``, mean ± std of the metric and of the gain per configuration;
 - with language samples: ``diversity.png``, the metric against d_typ and against sim_train-test, with
   Spearman's ρ and p (as BabelBERT §5.1 discusses), also logged as ``study/spearman_*``;
 - with constraint sizes (``data.max_constraints`` in the grid): ``sizes.png``, the metric against the size
@@ -46,11 +49,17 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
     matplotlib.use("Agg")
     import pandas as pd
 
-    table = pd.DataFrame(rows)
+    children = child_runs(client, parent_id)
+    figures = {row["trial"]: trial_figures(client, children[row["trial"]], study.metric)
+               for row in rows if row["trial"] in children}
+    table = pd.DataFrame([row | figures.get(row["trial"], {}) for row in rows])
+    if "vanilla" in table:  # each trial against its own seed's vanilla model (its step-0 score)
+        table["gain"] = table[study.metric] - table["vanilla"]
     print(table.to_string(index=False), flush=True)
     client.log_table(parent_id, data=table, artifact_file="trials.json")
     scored = table.dropna(subset=[study.metric])
-    children = child_runs(client, parent_id)
+    for name, value in _overhead(table, children, figures).items():
+        client.log_metric(parent_id, f"study/{name}", value)
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp)
         table.to_csv(out / "trials.csv", index=False)
@@ -73,6 +82,33 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
                 _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png")
         for path in sorted(out.iterdir()):
             client.log_artifact(parent_id, str(path))
+
+
+def trial_figures(client, run, metric: str) -> dict[str, float | None]:
+    """A trial's vanilla score (``metric`` at step 0), its time to the first step and its wall time."""
+    vanilla = next((m.value for m in client.get_metric_history(run.info.run_id, metric) if m.step == 0), None)
+    wall = (run.info.end_time - run.info.start_time) / 1000 if run.info.end_time else None
+    return {"vanilla": vanilla, "startup_s": run.data.metrics.get("startup/total_s"), "wall_s": wall}
+
+
+def _overhead(table, children: dict, figures: dict) -> dict[str, float]:
+    """What the trials spent before their first step: the mean start-up, its share of the trials' time,
+    and the mean of every start-up phase (``distalign.train.startup``)."""
+    timed = table.dropna(subset=["startup_s", "wall_s"]) if {"startup_s", "wall_s"} <= set(table) else table[:0]
+    if timed.empty:
+        return {}
+    phases: dict[str, list[float]] = {}
+    for trial in timed["trial"]:
+        for key, value in children[trial].data.metrics.items():
+            if key.startswith("startup/") and key != "startup/total_s":
+                phases.setdefault(key.removeprefix("startup/"), []).append(value)
+    summary = {"trial_startup_s_mean": float(timed["startup_s"].mean()),
+               "trial_wall_s_mean": float(timed["wall_s"].mean()),
+               "trial_startup_share": float(timed["startup_s"].sum() / timed["wall_s"].sum())}
+    print(f"trial overhead: {summary['trial_startup_s_mean']:.1f} s to the first step of "
+          f"{summary['trial_wall_s_mean']:.1f} s per trial ({100 * summary['trial_startup_share']:.0f} %); "
+          + ", ".join(f"{k.removesuffix('_s')} {sum(v) / len(v):.1f} s" for k, v in phases.items()), flush=True)
+    return summary | {f"startup/{k}": sum(v) / len(v) for k, v in phases.items()}
 
 
 def _figure(width: float = 5, height: float = 3.2):
@@ -107,8 +143,11 @@ def _bars(scored, study, path: Path) -> None:
 def _by_configuration(scored, study, out: Path) -> None:
     """Mean ± std over seeds of every configuration (the grid point without the seed, and the language sample)."""
     keys = [k for k in list(study.grid) + list(study.search.space) + ["languages"] if k != SEED and k in scored]
-    grouped = scored.groupby(keys, dropna=False)[study.metric] if keys else scored.groupby(lambda _: "all")[study.metric]
-    summary = grouped.agg(["mean", "std", "count"]).reset_index()
+    grouped = scored.groupby(keys, dropna=False) if keys else scored.groupby(lambda _: "all")
+    summary = grouped[study.metric].agg(["mean", "std", "count"])
+    if "gain" in scored:  # over each seed's own vanilla model
+        summary = summary.join(grouped["gain"].agg(["mean", "std"]).add_prefix("gain_"))
+    summary = summary.reset_index()
     summary.to_csv(out / "configurations.csv", index=False)
     fig, ax = _figure(max(4, 0.9 * len(summary)))
     ax.errorbar(range(len(summary)), summary["mean"], yerr=summary["std"].fillna(0), fmt="o", capsize=4)

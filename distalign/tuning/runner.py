@@ -75,10 +75,25 @@ def _search_tuner(study, base: ExperimentConfig, run_config, max_concurrent: int
     )
 
 
+def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
+    """Every trial's inputs read and checked on the driver before Ray starts (a language sample short of
+    constraints for a pair, a missing file: an error naming the trial). What they build (worlds, tiny
+    models) lands in the shared cache, where the trials find it."""
+    from distalign.preparation.inputs import prepare_data
+
+    for name, config in trials.items():
+        try:
+            prepare_data(config)
+        except ValueError as error:
+            raise ValueError(f"trial {name}: {error}") from error
+    log.info("inputs of the %d trials checked", len(trials))
+
+
 def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> list[dict[str, Any]]:
     """Run a Tune study (``distalign.tuning.study``) on a local Ray cluster or the one in RAY_ADDRESS.
 
-    Every trial's config is loaded and validated first (``load_study``), then an MLflow parent run is
+    Every trial's config is loaded and validated first (``load_study``), its inputs read and checked
+    (``prepare_trials``), then an MLflow parent run is
     opened for the study and Tune runs the trials, each a TorchTrainer run logged as a child run.
     Returns one row per trial (name, what it stands for, the study metric, error); tables and plots go
     to the parent run. Raises ``RuntimeError`` naming the failed trials, after logging the summary.
@@ -95,6 +110,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))
     check_reachable(first.tracking.uri)
+    prepare_trials(trials)
     log.info("study %s: %d trials over %s%s", study.study, len(trials), list(study.grid),
              " and language samples" if study.language_samples.size else "")
     ensure_ray()
