@@ -13,10 +13,11 @@ from pathlib import Path
 from typing import Any
 
 from distalign.config import ExperimentConfig, apply_override, from_dict, validate
-from distalign.tuning.report import log_study_summary, tag_value
+from distalign.tuning.report import child_runs, log_study_summary, tag_value
 from distalign.tuning.study import TAG, concurrent_trials, load_study, trial_resources
 
 log = logging.getLogger("distalign")
+STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it
 
 
 def _trial(params: dict[str, Any]) -> None:
@@ -73,6 +74,19 @@ def _search_tuner(study, base: ExperimentConfig, run_config, max_concurrent: int
                                     max_concurrent_trials=max_concurrent),
         run_config=run_config,
     )
+
+
+def close_stopped_trials(client, parent_id: str, metric: str, rows: list[dict[str, Any]]) -> None:
+    """Trials the scheduler stopped early (ASHA) end without closing their MLflow runs: mark those runs KILLED
+    at their last evaluation, tagged ``distalign.stopped_early`` with the step."""
+    runs = child_runs(client, parent_id)
+    for row in rows:
+        run = runs.get(row["trial"])
+        if run is None or row["error"] or run.info.status == "FINISHED":
+            continue
+        history = client.get_metric_history(run.info.run_id, metric)
+        client.set_tag(run.info.run_id, STOPPED_EARLY_TAG, str(row["step"]))
+        client.set_terminated(run.info.run_id, "KILLED", end_time=max((m.timestamp for m in history), default=None))
 
 
 def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
@@ -151,9 +165,11 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
             else:
                 name, stands_for = result.config["trial"]["name"], result.config["trial"]["stands_for"]
             rows.append({"trial": name, **stands_for, study.metric: (result.metrics or {}).get(study.metric),
-                         "error": str(result.error) if result.error else ""})
+                         "step": (result.metrics or {}).get("step"), "error": str(result.error) if result.error else ""})
         rows.sort(key=lambda row: row["trial"])
-        log_study_summary(client_for(first.tracking.uri), parent_id, study, rows)
+        client = client_for(first.tracking.uri)
+        close_stopped_trials(client, parent_id, study.metric, rows)
+        log_study_summary(client, parent_id, study, rows)
         failed = [r["trial"] for r in rows if r["error"]]
         if failed:
             raise RuntimeError(f"study {study.study}: trials failed: {failed}")

@@ -11,8 +11,9 @@ import yaml
 from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL
-from distalign.tracking import PARENT_TAG
+from distalign.tracking import PARENT_TAG, START_MODEL_TAG
 from distalign.tuning import run_study
+from distalign.tuning.runner import STOPPED_EARLY_TAG
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -53,6 +54,11 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         assert child.data.params["eval.languages"] == "['fi', 'tr']"
         assert set(k for k in child.data.metrics if k.startswith("eval/bli/")) == {"eval/bli/fi-tr/mrr",
                                                                                  "eval/bli/avg/mrr"}
+    # both samples start from one tiny model (built once, from every word of the world) and pay its start-up once
+    assert len({child.data.tags[START_MODEL_TAG] for child in children}) == 1
+    assert all(sum(v for k, v in child.data.metrics.items() if k.startswith("startup/") and k != "startup/total_s")
+               == pytest.approx(child.data.metrics["startup/total_s"]) for child in children)
+    assert 0 < parent.data.metrics["study/trial_startup_share"] <= 1
     best = max(r.data.metrics["eval/bli/avg/mrr"] for r in children)
     assert parent.data.metrics["best/eval/bli/avg/mrr"] == pytest.approx(best)
     assert parent.data.tags["distalign.best_checkpoint"].startswith(str(distalign_home / "runs" / "mini-samples-"))
@@ -99,3 +105,6 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
         # evaluated at steps 0, 2, 4 (and 6 unless ASHA stopped it after its grace period of 2 reports)
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "eval/bli/avg/mrr")]
         assert steps[:3] == [0, 2, 4]
+        # a trial ASHA stopped has its run closed as KILLED at its last evaluation
+        stopped = child.data.tags.get(STOPPED_EARLY_TAG)
+        assert (child.info.status, stopped) == (("FINISHED", None) if steps[-1] == 6 else ("KILLED", str(steps[-1])))
