@@ -113,6 +113,19 @@ def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: tor
     return loss + gloss_weight * info_nce(g1, g2, gather(synset_ids[both]), temperature)
 
 
+def encode_both_sides(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    """[N, T, d] states of side 1 and side 2 from one encoder pass over the 2N inputs (one pass keeps the
+    matrix multiplications large; the sides are padded to one length, which the streams already give)."""
+    ids1, ids2, mask1, mask2 = batch["input_ids1"], batch["input_ids2"], batch["attention_mask1"], batch["attention_mask2"]
+    length = max(ids1.shape[1], ids2.shape[1])
+
+    def padded(t: torch.Tensor) -> torch.Tensor:  # padding positions are masked out of attention and pooling
+        return torch.nn.functional.pad(t, (0, length - t.shape[1]))
+
+    states = model.layer_states(torch.cat([padded(ids1), padded(ids2)]), torch.cat([padded(mask1), padded(mask2)]))
+    return states[: len(ids1), : ids1.shape[1]], states[len(ids1):, : ids2.shape[1]]
+
+
 @dataclass
 class LexicalConfig:
     weight: float = 1.0
@@ -163,7 +176,6 @@ class LexicalObjective(Objective):
         return cls(cfg.temperature, cfg.gloss_weight, cfg.global_negatives)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        states1 = model.layer_states(batch["input_ids1"], batch["attention_mask1"])
-        states2 = model.layer_states(batch["input_ids2"], batch["attention_mask2"])
+        states1, states2 = encode_both_sides(model, batch)
         return sense_info_nce(states1, states2, batch["word_mask1"], batch["word_mask2"], batch["gloss_mask1"],
                               batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight, self.gather)

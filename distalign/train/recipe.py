@@ -105,17 +105,17 @@ class TrainingRecipe:
 
     # -- one step, evaluation, checkpoint --------------------------------------------------
 
-    def step(self, micro_batches: list[Batches]) -> dict[str, float]:
+    def step(self, micro_batches: list[Batches]) -> dict[str, torch.Tensor]:
         """One optimizer step on ``train.grad_accum_steps`` micro-batches (a batch per stream each); then
-        every objective's per-step state hook."""
+        every objective's per-step state hook. The losses stay on the device (detached): reading them on
+        the host would wait for the step to finish, so the loop sums them and reads them when it logs."""
         micro_batches = [{name: {k: v.to(self.device) for k, v in batch.items()} for name, batch in batches.items()}
                          for batches in micro_batches]
         losses = self.engine.step(micro_batches)
         for objective in self.engine.module.objectives.values():
             objective.after_step()  # may be a collective over all ranks: every rank calls it every step
         self.state.step += 1
-        return {("train/loss" if name == "loss" else f"train/{name}_loss"): float(value)
-                for name, value in losses.items()}
+        return {("train/loss" if name == "loss" else f"train/{name}_loss"): value for name, value in losses.items()}
 
     def evaluate(self) -> dict[str, float]:
         """In-loop BLI on the held-out pairs and the model-selection score (all ranks enter)."""
@@ -177,7 +177,7 @@ class TrainingRecipe:
             for stream in streams.values():
                 for _ in range(self.state.step * accum):
                     next(stream)
-        running: dict[str, float] = {}
+        running: dict[str, torch.Tensor] = {}
         started, first_step = time.time(), self.state.step
         while self.state.step < t.max_steps:
             micro_batches = [{name: next(stream) for name, stream in streams.items()} for _ in range(accum)]
@@ -191,7 +191,7 @@ class TrainingRecipe:
                 self._log_startup()
             if step % t.log_every == 0 or step == t.max_steps:
                 count = t.log_every if step % t.log_every == 0 else step % t.log_every
-                metrics = mean_across_ranks({k: v / count for k, v in running.items()})
+                metrics = mean_across_ranks({k: float(v) / count for k, v in running.items()})
                 metrics["train/lr"] = self.engine.lr
                 running = {}
                 if self.is_chief:

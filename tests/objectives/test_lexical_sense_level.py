@@ -69,7 +69,7 @@ def test_loss_matches_info_nce_on_hand_pooled_states(layer, gloss_weight):
     assert got.item() == pytest.approx(expected.item(), rel=1e-5)
 
 
-def test_gloss_term_changes_the_loss_and_one_encoder_pass_per_side():
+def test_gloss_term_changes_the_loss_and_one_encoder_pass_for_both_sides():
     masked_lm, batch = tiny_masked_lm(), constraint_batch()
     calls = []
     masked_lm.base_model.register_forward_hook(lambda *_: calls.append(1))
@@ -77,7 +77,7 @@ def test_gloss_term_changes_the_loss_and_one_encoder_pass_per_side():
     with torch.no_grad():
         word_only = LexicalObjective(0.1, 0.0)(model, batch)
         with_gloss = LexicalObjective(0.1, 1.0)(model, batch)
-    assert len(calls) == 4          # two calls of the objective, two sides each
+    assert len(calls) == 2          # two calls of the objective, both sides in one pass each
     assert with_gloss.item() > word_only.item()   # an InfoNCE term is positive
 
 
@@ -103,3 +103,17 @@ def test_gradient_reaches_the_encoder():
 def test_negative_gloss_weight_raises():
     with pytest.raises(ValueError, match="gloss_weight"):
         LexicalObjective(0.07, -0.1)
+
+
+def test_sides_of_different_lengths_share_one_pass_with_the_states_of_separate_ones():
+    masked_lm, batch = tiny_masked_lm(), constraint_batch()
+    ids, attention, word, gloss = side(4, [1, 2, 3, 1, 2], [0] * 5)  # words alone: at most 5 tokens
+    batch |= {"input_ids2": ids[:, :6], "attention_mask2": attention[:, :6], "word_mask2": word[:, :6],
+              "gloss_mask2": gloss[:, :6]}
+    model = TrainingModule(masked_lm, {"lexical": LexicalObjective(0.1)}, {"lexical": 1.0})
+    with torch.no_grad():
+        got = model({"constraints": batch})["lexical"]
+        expected = info_nce(hand_pooled(masked_lm, batch["input_ids1"], batch["attention_mask1"], batch["word_mask1"], -1),
+                            hand_pooled(masked_lm, batch["input_ids2"], batch["attention_mask2"], batch["word_mask2"], -1),
+                            SYNSETS, 0.1)
+    assert got.item() == pytest.approx(expected.item(), rel=1e-5)
