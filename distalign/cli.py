@@ -6,6 +6,7 @@
     distalign eval --spec my_eval.yaml suite.max_queries=100
     distalign bench synthetic
     distalign bench streaming --sizes-mb 20,2048 --steps 100
+    distalign bench perf
     distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
 """
 
@@ -22,10 +23,12 @@ from distalign.logs import configure
 
 
 def _train(args) -> int:
+    from distalign.train.startup import since_process_start
     from distalign.train.trainer import run_training
 
+    clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
-    outcome = run_training(config)
+    outcome = run_training(config, clock=clock)
     print_summary(config, outcome)
     return 0
 
@@ -85,6 +88,15 @@ def _bench_streaming(args) -> int:
     results = run_streaming_bench(Path(args.config).resolve(), [float(s) for s in args.sizes_mb.split(",")],
                                   args.steps, out, args.overrides)
     return max(r.returncode for r in results)
+
+
+def _bench_perf(args) -> int:
+    from distalign.bench.perf import run_perf_bench
+    from distalign.config import distalign_home
+
+    run_perf_bench(Path(args.output_dir).resolve() if args.output_dir else distalign_home() / "bench_perf",
+                   args.steps, log_to_mlflow=not args.no_mlflow)
+    return 0
 
 
 def _bench_synthetic(args) -> int:
@@ -219,6 +231,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                            "(corpora already written there are reused)")
     streaming.add_argument("overrides", nargs="*", help="training-config overrides")
     streaming.set_defaults(func=_bench_streaming)
+
+    perf = bench.add_parser(
+        "perf", help="step overhead, start-up, data path, evaluation and scaling against their anchors",
+        description="Each row pairs distalign with an anchor timed in the same run (a bare PyTorch loop, the "
+                    "BabelBERT authors' BLI method, the step's consumption rate): printed, results.md, MLflow.")
+    perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
+    perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
+    perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
+    perf.set_defaults(func=_bench_perf)
     return parser
 
 

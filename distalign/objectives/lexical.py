@@ -78,22 +78,23 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, tempera
     # masked_fill's backward zeroes the masked entries, so no NaN gradient arises)
     lse_neg = torch.logsumexp(logits.masked_fill(~neg, float("-inf")), 1, keepdim=True)
     per_pair = torch.logaddexp(logits, lse_neg) - logits    # -log softmax of s_ij vs {s_ij} U negatives
-    return per_pair[pos].mean()
+    return (per_pair * pos).sum() / pos.sum()  # the mean over positive pairs, without a host sync (no indexing)
 
 
-def _local(rows: torch.Tensor) -> torch.Tensor:
+def _local(rows: torch.Tensor, same_size: bool = False) -> torch.Tensor:
     return rows
 
 
-def gather_pairs(rows: torch.Tensor) -> torch.Tensor:
-    """The rows of every rank (float rows keep their gradients): negatives span the global batch."""
-    return all_gather_rows(rows, with_grad=rows.is_floating_point())
+def gather_pairs(rows: torch.Tensor, same_size: bool = False) -> torch.Tensor:
+    """The rows of every rank (float rows keep their gradients): negatives span the global batch.
+    ``same_size``: every rank gathers as many rows (a constraint batch: ``drop_last`` batches)."""
+    return all_gather_rows(rows, with_grad=rows.is_floating_point(), same_size=same_size)
 
 
 def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: torch.Tensor, word_mask2: torch.Tensor,
                    gloss_mask1: torch.Tensor, gloss_mask2: torch.Tensor, synset_ids: torch.Tensor,
                    temperature: float = 0.07, gloss_weight: float = 0.0,
-                   gather: Callable[[torch.Tensor], torch.Tensor] = _local) -> torch.Tensor:
+                   gather: Callable[..., torch.Tensor] = _local) -> torch.Tensor:
     """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss.
 
     ``gather`` collects pooled rows and labels before the loss (``gather_pairs``: from every rank).
@@ -101,8 +102,11 @@ def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: tor
     if gloss_weight < 0:
         raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
     synset_ids = torch.as_tensor(synset_ids, device=states1.device)
-    loss = info_nce(gather(mean_pool(states1, word_mask1).float()), gather(mean_pool(states2, word_mask2).float()),
-                    gather(synset_ids), temperature)
+    # both sides' word rows in one collective (a batch has as many pairs on every rank)
+    words = gather(torch.cat([mean_pool(states1, word_mask1), mean_pool(states2, word_mask2)], 1).float(),
+                   same_size=True)
+    width = states1.shape[-1]
+    loss = info_nce(words[:, :width], words[:, width:], gather(synset_ids, same_size=True), temperature)
     if gloss_weight == 0:
         return loss
     both = (gloss_mask1.sum(1) > 0) & (gloss_mask2.sum(1) > 0)

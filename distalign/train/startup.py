@@ -4,6 +4,7 @@ The driver marks its phases in the plan's clock, which travels to the workers; r
 and logs each phase as ``startup/<phase>_s`` (and ``startup/total_s``) at the first step. A phase is
 named after the mark that ends it:
 
+- ``imports`` (``distalign train`` only): from the process's start, Python and its imports;
 - ``prepare``: read and check the inputs, generate or reuse the world and the tiny model, stage them;
 - ``ray``: join or start the Ray cluster;
 - ``trainer``: open the MLflow run, build the Ray datasets, reserve the corpus CPUs;
@@ -39,3 +40,12 @@ class StartupClock:
         total = phases.pop("startup/total_s")
         return f"{total:.1f} s to the first step: " + ", ".join(
             f"{name.removeprefix('startup/').removesuffix('_s')} {value:.1f}" for name, value in phases.items())
+
+
+def since_process_start() -> StartupClock:
+    """A clock started when this process was, with the ``imports`` phase ending now."""
+    import psutil
+
+    clock = StartupClock({"start": psutil.Process().create_time()})
+    clock.mark("imports")
+    return clock

@@ -126,7 +126,8 @@ def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, 
     )
 
 
-def run_training(config: ExperimentConfig, callbacks: list | None = None) -> TrainingOutcome:
+def run_training(config: ExperimentConfig, callbacks: list | None = None,
+                 clock: StartupClock | None = None) -> TrainingOutcome:
     """Train one run as ``config`` says, end to end; returns its MLflow run id and checkpoints.
 
     Inputs are prepared (and every bad input reported) on the driver first; then a Ray cluster is
@@ -134,7 +135,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None) -> Tra
     ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
     """
     configure()
-    clock = StartupClock()
+    clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
     check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
     prepared = stage_inputs(prepare_data(config), config)
     clock.mark("prepare")

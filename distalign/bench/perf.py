@@ -1,0 +1,440 @@
+"""Measured speed: ``distalign bench perf``, each row distalign against an anchor timed in the same run.
+
+    distalign bench perf                      # ~5 minutes on 2 CPU cores
+    distalign bench perf --steps 40 --output-dir /tmp/perf
+
+Rows (ratios, not absolute times, are what carry from machine to machine):
+
+1. **Step overhead**: ``TrainingRecipe.step`` (DDP engine, objectives, clipping, schedule) against a
+   bare PyTorch loop that a user would write for the same model, batches and objectives (MLM +
+   lexical InfoNCE, AdamW, clipping): in one process, and in two ``torch.distributed`` gloo processes
+   (distalign's DDP engine against a bare ``DistributedDataParallel`` loop). Both sides run
+   interleaved in rounds on the same pre-built batches, one thread per process.
+2. **Start-up**: ``distalign train`` on the quickstart as a subprocess: wall time from the command to
+   the first optimizer step and its phases (``distalign.train.startup``); per Tune trial: a two-trial
+   study's mean trial start-up.
+3. **Data path**: batches per second Ray Data delivers to a consumer that does nothing (the constraint
+   stream; the corpus stream of a 2-worker run), against the batches per second the step consumes.
+4. **Evaluation**: BLI ranking of 2,000 queries against a 100,000-word vocabulary at every layer of
+   the quickstart model (given random vectors): ``distalign.eval.bli.gold_ranks`` against the
+   BabelBERT authors' method as they describe it (per query, rank the whole vocabulary in a
+   dataframe and look the translation up), on a sample of the queries: same ranks, time per query.
+5. **GPU**: tokens/s and MFU need a GPU; without one the row says "not measured".
+6. **Scaling**: distalign's step time against the number of processes (1, 2) and the batch size,
+   with a plot.
+
+The table is printed, written to ``<output-dir>/results.md`` and logged to MLflow (experiment
+``distalign-bench``) with the plot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+QUICKSTART = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "quickstart.yaml"
+BATCH_SIZES = (16, 32, 64)  # constraint pairs per worker per step (the corpus batch is half)
+BLI_QUERIES, BLI_VOCABULARY, AUTHORS_SAMPLE = 2000, 100_000, 100
+
+
+@dataclass
+class Row:
+    area: str
+    measure: str
+    distalign: str
+    anchor: str
+    ratio: str
+    goal: str
+    note: str = ""
+
+
+@dataclass
+class PerfReport:
+    rows: list[Row] = field(default_factory=list)
+    metrics: dict[str, float] = field(default_factory=dict)
+    scaling: list[dict[str, Any]] = field(default_factory=list)
+
+
+# ---------------------------------------------------------------------------------------------- the bare loop
+
+class BareObjectives(nn.Module):
+    """The quickstart's objectives as a user would write them around a Hugging Face masked LM: MLM on the
+    corpus batch; on the constraint batch, BabelBERT's multi-positive InfoNCE over the mean-pooled
+    last-layer word states of both sides, the negatives gathered from every process."""
+
+    def __init__(self, masked_lm: nn.Module, temperature: float):
+        super().__init__()
+        self.masked_lm, self.temperature = masked_lm, temperature
+
+    def forward(self, corpus: dict[str, torch.Tensor], pairs: dict[str, torch.Tensor]) -> torch.Tensor:
+        mlm = self.masked_lm(input_ids=corpus["masked_ids"], attention_mask=corpus["attention_mask"],
+                             labels=corpus["labels"]).loss
+        states = self.masked_lm.base_model(input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),
+                                           attention_mask=torch.cat([pairs["attention_mask1"],
+                                                                     pairs["attention_mask2"]])).last_hidden_state
+        mask = torch.cat([pairs["word_mask1"], pairs["word_mask2"]]).unsqueeze(-1).to(states.dtype)
+        words, synsets = (states * mask).sum(1) / mask.sum(1).clamp(min=1), pairs["synset"]
+        if dist.is_initialized() and dist.get_world_size() > 1:
+            import torch.distributed.nn.functional as dist_fn
+
+            n = len(synsets)
+            sides = torch.cat(dist_fn.all_gather(torch.cat([words[:n], words[n:]], 1)))  # [N_all, 2d]
+            words = torch.cat([sides[:, : words.shape[1]], sides[:, words.shape[1]:]])
+            parts = [torch.empty_like(synsets) for _ in range(dist.get_world_size())]
+            dist.all_gather(parts, synsets)
+            synsets = torch.cat(parts)
+        return mlm + self.info_nce(F.normalize(words, dim=-1), synsets.repeat(2))
+
+    def info_nce(self, words: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """For each pair of items of one synset: -log of its score's softmax against the item's negatives."""
+        scores = words @ words.T / self.temperature
+        same = labels[:, None] == labels[None, :]
+        positive = same & ~torch.eye(len(labels), dtype=torch.bool)
+        negatives = torch.logsumexp(scores.masked_fill(same, float("-inf")), 1, keepdim=True)
+        return (torch.logaddexp(scores, negatives) - scores)[positive].mean()
+
+
+def bare_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: dict[str, dict[str, torch.Tensor]]) -> None:
+    loss = model(batches["corpus"], batches["constraints"])
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+
+
+# ---------------------------------------------------------------------------------------------- step timing
+
+def _prepared(home: Path, overrides: list[str]):
+    from distalign.config import load_config
+    from distalign.preparation.inputs import prepare_data
+
+    os.environ["DISTALIGN_HOME"] = str(home)
+    config = load_config(QUICKSTART, ["run.name=bench-perf", *overrides])
+    return config, prepare_data(config)
+
+
+def _batches(config, prepared, count: int) -> list[dict[str, dict[str, torch.Tensor]]]:
+    from distalign.preparation.streams import local_streams
+
+    streams = local_streams(prepared, config)
+    return [{name: next(stream) for name, stream in streams.items()} for _ in range(count)]
+
+
+def time_steps(home: Path, overrides: list[str], steps: int, rounds: int = 3) -> dict[str, float]:
+    """Seconds per step of distalign's recipe and of the bare loop in this process's process group,
+    interleaved over ``rounds`` (after a warm-up of each), on the same batches."""
+    from distalign.models.loading import load_masked_lm
+    from distalign.train.recipe import TrainingRecipe
+    from distalign.train.trainer import plan_training
+
+    config, prepared = _prepared(home, overrides)
+    batches = _batches(config, prepared, 8)
+    recipe = TrainingRecipe(plan_training(config, prepared, ""), dist.get_rank(), dist.get_world_size())
+    recipe.setup()
+    bare = BareObjectives(load_masked_lm(prepared.model_path), config.objectives["lexical"].temperature)
+    if dist.get_world_size() > 1:
+        bare = nn.parallel.DistributedDataParallel(bare)
+    optimizer = torch.optim.AdamW(bare.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
+    runs: dict[str, Callable[[dict], None]] = {"distalign": lambda b: recipe.step([b]),
+                                               "bare": lambda b: bare_step(bare, optimizer, b)}
+    seconds = dict.fromkeys(runs, 0.0)
+    for name, run in runs.items():  # warm-up: first-call allocations, DDP's first bucket rebuild
+        for i in range(3):
+            run(batches[i])
+    for _ in range(rounds):
+        for name, run in runs.items():
+            dist.barrier()
+            start = time.perf_counter()
+            for i in range(steps):
+                run(batches[i % len(batches)])
+            seconds[name] += time.perf_counter() - start
+    return {name: total / (rounds * steps) for name, total in seconds.items()}
+
+
+def _process_group_worker(rank: int, world: int, init_file: str, home: str, plans: list[dict], out: str) -> None:
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    try:
+        results = [plan | time_steps(Path(home), plan["overrides"], plan["steps"]) for plan in plans]
+        if rank == 0:
+            Path(out).write_text(json.dumps(results))
+    finally:
+        dist.destroy_process_group()
+
+
+def step_timings(home: Path, world: int, plans: list[dict]) -> list[dict]:
+    """``time_steps`` for each plan in ``world`` fresh gloo processes (one thread each)."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "results.json"
+        mp.spawn(_process_group_worker, args=(world, str(Path(tmp) / "init"), str(home), plans, str(out)),
+                 nprocs=world, join=True)
+        return json.loads(out.read_text())
+
+
+def batch_overrides(pairs: int, workers: int) -> list[str]:
+    return [f"train.constraint_batch_size={pairs}", f"train.corpus_batch_size={pairs // 2}",
+            f"train.num_workers={workers}", "train.max_steps=400", "eval.every=0"]
+
+
+# ---------------------------------------------------------------------------------------------- start-up
+
+def startup_figures(home: Path) -> dict[str, float]:
+    """``distalign train`` on the quickstart as a subprocess: its logged start-up phases and its wall time."""
+    from mlflow.tracking import MlflowClient
+
+    env = {**os.environ, "DISTALIGN_HOME": str(home)}
+    env.pop("RAY_ADDRESS", None)
+    start = time.time()
+    name = f"bench-startup-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
+    subprocess.run([sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), f"run.name={name}",
+                    "train.max_steps=3", "train.checkpoint_every=3", "eval.every=0"], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.time() - start
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
+                                f"attributes.run_name = '{name}'")
+    return {k: v for k, v in run.data.metrics.items() if k.startswith("startup/")} | {"wall_s": wall}
+
+
+def trial_startup(home: Path) -> dict[str, float]:
+    """A two-trial study (one worker each, 4 steps) as a subprocess: the study's trial overhead metrics."""
+    import yaml
+    from mlflow.tracking import MlflowClient
+
+    name = f"bench-trials-{time.strftime('%Y%m%d-%H%M%S')}"  # a new study: the same name would resume
+    study = home / "bench-study.yaml"
+    study.write_text(yaml.safe_dump({
+        "study": name, "base": str(QUICKSTART),
+        "overrides": ["train.num_workers=1", "train.max_steps=4", "train.checkpoint_every=4", "eval.every=0"],
+        "grid": {"train.lr": [1.0e-3, 3.0e-4]}}))
+    env = {**os.environ, "DISTALIGN_HOME": str(home)}
+    env.pop("RAY_ADDRESS", None)
+    subprocess.run([sys.executable, "-m", "distalign.cli", "tune", str(study)], env=env, check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    (parent,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
+                                   f"attributes.run_name = '{name}'")
+    return {k.removeprefix("study/"): v for k, v in parent.data.metrics.items() if k.startswith("study/")}
+
+
+# ---------------------------------------------------------------------------------------------- data path
+
+def ingest_rates(home: Path, batches: int) -> dict[str, float]:
+    """Batches per second Ray Data delivers to a consumer that does nothing: the quickstart's constraint
+    stream (1 worker's dataset), and one worker's corpus stream of a 2-worker MLM run; after the first
+    batch (whose wait is the start-up's ``first_batch`` phase)."""
+    import ray
+
+    from distalign.preparation.streams import build_datasets, corpus_batches, corpus_plan
+    from distalign.ray_session import ensure_ray
+
+    ensure_ray()
+    rates = {}
+    config, prepared = _prepared(home, batch_overrides(32, 1))
+    dataset = build_datasets(prepared, config)["constraints@0"]
+    rates["constraints"] = _rate(iter(dataset.iter_torch_batches(batch_size=32, drop_last=True)), batches)
+    config, prepared = _prepared(home, batch_overrides(32, 2) + ["objectives.lexical.weight=0"])
+    rates["corpus"] = _rate(corpus_batches(corpus_plan(prepared, config), 0, 2, 16), batches)
+    ray.shutdown()
+    return rates
+
+
+def _rate(stream, batches: int) -> float:
+    next(stream)
+    start = time.perf_counter()
+    for _ in range(batches):
+        next(stream)
+    return batches / (time.perf_counter() - start)
+
+
+# ---------------------------------------------------------------------------------------------- evaluation
+
+def authors_ranks(queries: np.ndarray, vocabulary: np.ndarray, words: list[str], gold: list[str]) -> list[int]:
+    """BabelBERT's authors' BLI ranking as they describe it: for each query, the cosine to every vocabulary
+    word in a dataframe sorted by score, and the translation's position looked up in it."""
+    import pandas as pd
+
+    vocabulary = vocabulary / np.linalg.norm(vocabulary, axis=1, keepdims=True)
+    ranks = []
+    for query, translation in zip(queries, gold):
+        scores = vocabulary @ (query / np.linalg.norm(query))
+        table = pd.DataFrame({"word": words, "score": scores}).sort_values("score", ascending=False)
+        ranks.append(int(np.flatnonzero(table["word"].to_numpy() == translation)[0]) + 1)
+    return ranks
+
+
+def bli_comparison(layers: int, dim: int, seed: int = 0) -> dict[str, float]:
+    """Seconds per query of both rankings over every layer, and whether their ranks agree."""
+    from distalign.eval.bli import gold_ranks
+
+    rng = np.random.default_rng(seed)
+    words = [f"w{i}" for i in range(BLI_VOCABULARY)]
+    ours = theirs = 0.0
+    agree = True
+    for _ in range(layers):
+        vocabulary = rng.standard_normal((BLI_VOCABULARY, dim), dtype=np.float32)
+        gold = rng.choice(BLI_VOCABULARY, BLI_QUERIES, replace=False)
+        queries = vocabulary[gold] + rng.standard_normal((BLI_QUERIES, dim), dtype=np.float32)  # noisy translations
+        start = time.perf_counter()
+        ranks = gold_ranks(torch.from_numpy(queries), torch.from_numpy(vocabulary), torch.from_numpy(gold))
+        ours += time.perf_counter() - start
+        start = time.perf_counter()
+        sample = authors_ranks(queries[:AUTHORS_SAMPLE], vocabulary, words, [words[g] for g in gold[:AUTHORS_SAMPLE]])
+        theirs += time.perf_counter() - start
+        agree &= ranks[:AUTHORS_SAMPLE].tolist() == sample
+    return {"distalign_s_per_query": ours / (layers * BLI_QUERIES),
+            "authors_s_per_query": theirs / (layers * AUTHORS_SAMPLE), "same_ranks": float(agree)}
+
+
+# ---------------------------------------------------------------------------------------------- the bench
+
+def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True) -> PerfReport:
+    """Every row (module docstring); the bench's own runs live under ``<output_dir>/home``, the results go
+    to the user's tracking store."""
+    from distalign.config import resolve_tracking_uri
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    tracking_uri, saved_home = resolve_tracking_uri(), os.environ.get("DISTALIGN_HOME")
+    try:
+        report = _measure(output_dir, output_dir / "home", steps)
+    finally:
+        if saved_home is None:
+            os.environ.pop("DISTALIGN_HOME", None)
+        else:
+            os.environ["DISTALIGN_HOME"] = saved_home
+    write_results(report, output_dir)
+    if log_to_mlflow:
+        log_results(report, output_dir, tracking_uri)
+    return report
+
+
+def _measure(output_dir: Path, home: Path, steps: int) -> PerfReport:
+    report = PerfReport()
+
+    def timed(label: str, work: Callable[[], Any]) -> Any:
+        print(f"[bench perf] {label} ...", flush=True)
+        start = time.time()
+        result = work()
+        print(f"[bench perf] {label}: {time.time() - start:.0f} s", flush=True)
+        return result
+
+    one = timed("step overhead, 1 process", lambda: step_timings(home, 1, [
+        {"pairs": p, "overrides": batch_overrides(p, 1), "steps": steps} for p in BATCH_SIZES]))
+    two = timed("step overhead, 2 processes", lambda: step_timings(home, 2, [
+        {"pairs": p, "overrides": batch_overrides(p, 2), "steps": steps} for p in BATCH_SIZES]))
+    report.scaling = [{"processes": 1, **r} for r in one] + [{"processes": 2, **r} for r in two]
+    for processes, results in ((1, one), (2, two)):
+        main = next(r for r in results if r["pairs"] == 32)
+        ratio = main["distalign"] / main["bare"]
+        report.metrics[f"step/{processes}p/ratio"] = ratio
+        anchor = "bare PyTorch loop" if processes == 1 else "bare DDP gloo loop"
+        report.rows.append(Row("step overhead", f"s/step, quickstart model and batch, {processes} process"
+                               + ("es" if processes > 1 else ""), f"{main['distalign'] * 1000:.1f} ms",
+                               f"{main['bare'] * 1000:.1f} ms ({anchor})", f"{ratio:.3f}x", "<= 1.05x"))
+
+    bli = timed("BLI ranking", lambda: bli_comparison(layers=3, dim=64))
+    speedup = bli["authors_s_per_query"] / bli["distalign_s_per_query"]
+    report.metrics |= {f"bli/{k}": v for k, v in bli.items()} | {"bli/speedup": speedup}
+    report.rows.append(Row("evaluation", f"BLI, {BLI_QUERIES:,} queries x {BLI_VOCABULARY:,} words x 3 layers, "
+                           "s per query", f"{bli['distalign_s_per_query'] * 1e3:.3f} ms",
+                           f"{bli['authors_s_per_query'] * 1e3:.1f} ms (authors' method, {AUTHORS_SAMPLE} queries "
+                           "per layer)", f"{speedup:.0f}x faster", ">= 10x",
+                           "same ranks" if bli["same_ranks"] else "RANKS DIFFER"))
+
+    startup = timed("start-up of distalign train", lambda: startup_figures(home))
+    report.metrics |= {f"startup/{k.removeprefix('startup/')}": v for k, v in startup.items()}
+    phases = ", ".join(f"{k.removeprefix('startup/').removesuffix('_s')} {v:.1f}" for k, v in startup.items()
+                       if k.startswith("startup/") and k != "startup/total_s")
+    report.rows.append(Row("start-up", "command to first optimizer step, quickstart",
+                           f"{startup['startup/total_s']:.1f} s", f"{startup['wall_s']:.1f} s whole command "
+                           "(3 steps)", "", "<= 30 s", phases))
+    trials = timed("start-up per Tune trial", lambda: trial_startup(home))
+    report.metrics |= {f"trial/{k}": v for k, v in trials.items()}
+    report.rows.append(Row("start-up", "per Tune trial (2 trials at once, 1 worker each)",
+                           f"{trials.get('trial_startup_s_mean', float('nan')):.1f} s",
+                           f"{trials.get('trial_wall_s_mean', float('nan')):.1f} s per trial", "",
+                           "", f"{100 * trials.get('trial_startup_share', float('nan')):.0f} % of a trial's time"))
+
+    rates = timed("data path", lambda: ingest_rates(home, batches=4 * steps))
+    consumption = {"constraints": 1 / next(r for r in one if r["pairs"] == 32)["distalign"],
+                   "corpus": 1 / next(r for r in two if r["pairs"] == 32)["distalign"]}
+    for stream, label in (("constraints", "constraint stream, quickstart (1 worker)"),
+                          ("corpus", "corpus stream, 2-worker MLM run (per worker)")):
+        ratio = rates[stream] / consumption[stream]
+        report.metrics |= {f"data/{stream}_batches_per_s": rates[stream], f"data/{stream}_ratio": ratio}
+        report.rows.append(Row("data path", f"batches/s, {label}", f"{rates[stream]:.0f} delivered",
+                               f"{consumption[stream]:.1f} consumed by the step", f"{ratio:.1f}x", ">= 5x"))
+
+    gpu = "not measured: no GPU on this machine" if not torch.cuda.is_available() else \
+        "not measured: the GPU row is not built yet"
+    report.rows.append(Row("GPU", "tokens/s and MFU, XLM-R-base size, bf16, DDP and ZeRO-2 vs HF Trainer",
+                           "-", "-", "", ">= 45 % MFU", gpu))
+    for processes in (1, 2):
+        times = ", ".join(f"{r['pairs']}: {r['distalign'] * 1000:.0f} ms" for r in report.scaling
+                          if r["processes"] == processes)
+        report.rows.append(Row("scaling", f"s/step by pairs per worker, {processes} process"
+                               + ("es" if processes > 1 else ""), times, "", "", "", "scaling.png"))
+
+    return report
+
+
+def machine() -> str:
+    return f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.python_version()}"
+
+
+def write_results(report: PerfReport, output_dir: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    header = ["area", "measure", "distalign", "anchor", "ratio", "goal", "note"]
+    lines = [f"`distalign bench perf`, {time.strftime('%Y-%m-%d')}, {machine()}", "",
+             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(str(getattr(row, h)) for h in header) + " |" for row in report.rows]
+    text = "\n".join(lines) + "\n"
+    (output_dir / "results.md").write_text(text)
+    print("\n" + text, flush=True)
+    fig, ax = plt.subplots(figsize=(5, 3.2))
+    for processes in (1, 2):
+        points = [r for r in report.scaling if r["processes"] == processes]
+        ax.plot([r["pairs"] for r in points], [1000 * r["distalign"] for r in points], "o-",
+                label=f"distalign, {processes} process{'es' if processes > 1 else ''}")
+        ax.plot([r["pairs"] for r in points], [1000 * r["bare"] for r in points], "x--",
+                label=f"bare loop, {processes} process{'es' if processes > 1 else ''}")
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(BATCH_SIZES, [str(b) for b in BATCH_SIZES])
+    ax.set_xlabel("constraint pairs per worker per step (corpus: half)")
+    ax.set_ylabel("ms per step")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(output_dir / "scaling.png", dpi=120)
+    plt.close(fig)
+
+
+def log_results(report: PerfReport, output_dir: Path, tracking_uri: str) -> None:
+    import mlflow
+
+    mlflow.set_tracking_uri(tracking_uri)
+    mlflow.set_experiment("distalign-bench")
+    with mlflow.start_run(run_name=f"perf-{time.strftime('%Y%m%d-%H%M%S')}"):
+        mlflow.log_params({"machine": machine()})
+        mlflow.log_metrics(report.metrics)
+        mlflow.log_artifact(str(output_dir / "results.md"))
+        mlflow.log_artifact(str(output_dir / "scaling.png"))

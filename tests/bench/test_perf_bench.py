@@ -1,0 +1,46 @@
+"""The performance benchmark's anchors compute what distalign computes (so the timings compare like with like),
+and its process-group timing runs; the whole benchmark is run by hand (README)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import QUICKSTART, SMALL
+from distalign.bench.perf import BareObjectives, authors_ranks, batch_overrides, step_timings
+from distalign.config import load_config
+from distalign.eval.bli import gold_ranks
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import local_streams
+from distalign.train.recipe import TrainingRecipe
+from distalign.train.trainer import plan_training
+
+
+def test_the_bare_loop_computes_distalign_s_losses(tmp_path, monkeypatch, gloo_group):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    config = load_config(QUICKSTART, SMALL + ["run.name=perf", "train.num_workers=1", "objectives.lexical.weight=1"])
+    prepared = prepare_data(config)
+    recipe = TrainingRecipe(plan_training(config, prepared, ""))
+    recipe.setup()
+    module = recipe.engine.module.eval()  # no dropout: both sides see the same network
+    batches = {name: next(stream) for name, stream in local_streams(prepared, config).items()}
+    bare = BareObjectives(module.masked_lm, config.objectives["lexical"].temperature).eval()
+    with torch.no_grad():
+        losses = module(batches)
+        assert bare(batches["corpus"], batches["constraints"]).item() == pytest.approx(losses["loss"].item(), rel=1e-5)
+        assert losses["mlm"].item() > 0 and losses["lexical"].item() > 0  # both terms take part
+
+
+def test_the_authors_ranking_gives_the_ranks_of_gold_ranks():
+    vocabulary = np.array([[1.0, 0.0], [0.0, 1.0], [0.7, 0.7], [-1.0, 0.0]], dtype=np.float32)
+    queries = np.array([[1.0, 0.1], [0.1, 1.0], [-1.0, 0.2]], dtype=np.float32)
+    words, gold = ["a", "b", "c", "d"], [2, 2, 3]
+    # by hand: query 0 ranks a, c, b, d (c second); query 1: b, c, a, d (c second); query 2: d first
+    assert authors_ranks(queries, vocabulary, words, [words[g] for g in gold]) == [2, 2, 1]
+    assert gold_ranks(torch.from_numpy(queries), torch.from_numpy(vocabulary), torch.tensor(gold)).tolist() == [2, 2, 1]
+
+
+def test_step_timings_in_two_gloo_processes(tmp_path):
+    (result,) = step_timings(tmp_path, 2, [{"pairs": 8, "overrides": SMALL + batch_overrides(8, 2), "steps": 1}])
+    assert result["pairs"] == 8 and result["distalign"] > 0 and result["bare"] > 0
