@@ -122,8 +122,7 @@ def _prepared(home: Path, overrides: list[str]):
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
 
-    os.environ["DISTALIGN_HOME"] = str(home)
-    config = load_config(QUICKSTART, ["run.name=bench-perf", *overrides])
+    config = load_config(QUICKSTART, ["run.name=bench-perf", f"storage.path={home / 'runs'}", *overrides])
     return config, prepare_data(config)
 
 
@@ -180,6 +179,8 @@ def step_timings(home: Path, world: int, plans: list[dict]) -> list[dict]:
     """``time_steps`` for each plan in ``world`` fresh gloo processes (one thread each)."""
     import torch.multiprocessing as mp
 
+    for plan in plans:  # here, once: under a process group transformers would save the tiny model on rank 0 only
+        _prepared(home, plan["overrides"])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "results.json"
         mp.spawn(_process_group_worker, args=(world, str(Path(tmp) / "init"), str(home), plans, str(out)),
@@ -310,17 +311,10 @@ def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True
     from distalign.config import resolve_tracking_uri
 
     output_dir.mkdir(parents=True, exist_ok=True)
-    tracking_uri, saved_home = resolve_tracking_uri(), os.environ.get("DISTALIGN_HOME")
-    try:
-        report = _measure(output_dir, output_dir / "home", steps)
-    finally:
-        if saved_home is None:
-            os.environ.pop("DISTALIGN_HOME", None)
-        else:
-            os.environ["DISTALIGN_HOME"] = saved_home
+    report = _measure(output_dir, output_dir / "home", steps)
     write_results(report, output_dir)
     if log_to_mlflow:
-        log_results(report, output_dir, tracking_uri)
+        log_results(report, output_dir, resolve_tracking_uri())
     return report
 
 

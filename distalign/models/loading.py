@@ -22,8 +22,6 @@ from transformers import (
     AutoTokenizer,
     PreTrainedTokenizerBase,
     PreTrainedTokenizerFast,
-    XLMRobertaConfig,
-    XLMRobertaForMaskedLM,
 )
 
 
@@ -49,6 +47,10 @@ SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 
 def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelConfig, seed: int = 0) -> Path:
     """Train a tokenizer on ``texts``, build a random XLM-R-style masked LM, save both to ``out_dir``."""
+    # here, not at the top: the model classes take seconds to import, and Ray Data's tokenising tasks, which
+    # import this module for the tokenizer, never build a model
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
     out = Path(out_dir)
     sp = SentencePieceUnigramTokenizer()
     sp.train_from_iterator(texts, vocab_size=cfg.vocab_size, special_tokens=SPECIALS, unk_token="<unk>",
@@ -72,6 +74,9 @@ def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelCo
     tmp = out.with_name(out.name + ".tmp")
     tokenizer.save_pretrained(tmp)
     model.save_pretrained(tmp)
+    if not (tmp / "config.json").is_file():  # transformers writes models on rank 0 only once torch.distributed is up
+        raise RuntimeError(f"{out}: the model was not written (rank {torch.distributed.get_rank()} of a process "
+                           "group): build the tiny model before the process group starts")
     tmp.rename(out)  # a half-written model directory never looks complete
     return out
 
