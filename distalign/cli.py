@@ -70,11 +70,21 @@ def _mine(args) -> int:
     from distalign.data.mining import mine_babelnet
     from distalign.data.omw import mine_omw
 
-    mine = mine_omw if Path(args.source).is_dir() else mine_babelnet
+    from distalign.data.mining import english_seed_words
+
+    omw = Path(args.source).is_dir()
+    mine = mine_omw if omw else mine_babelnet
+    # BabelBERT §3.1/§4's synset filters by default on BabelNet, its resource; OMW has no English here and few glosses
+    seed_words = args.seed_words if args.seed_words is not None else 0 if omw else 1000
+    min_glosses = args.min_glosses if args.min_glosses is not None else 0 if omw else 2
     try:
+        stopwords = Path(args.stopwords).read_text().split() if args.stopwords else None
         mine(args.source, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
              cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
-             unique_pairs=args.unique_pairs)
+             unique_pairs=args.unique_pairs, min_glosses=min_glosses,
+             seeds=english_seed_words(seed_words, stopwords) if seed_words else None)
+    except OSError as err:
+        raise InputError(f"--stopwords: {err}") from err
     except ValueError as err:  # unknown language for the frequency lists, bad top-k
         raise InputError(str(err)) from err
     return 0
@@ -173,6 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
     mine.add_argument("--no-monolingual", action="store_true")
     mine.add_argument("--no-cross-lingual", action="store_true")
     mine.add_argument("--unique-pairs", action="store_true", help="keep a pair only for its first synset")
+    mine.add_argument("--seed-words", type=int, default=None, metavar="N",
+                      help="only synsets with one of the N most frequent English words (stopwords removed; needs en "
+                           "in --languages); 0 = every synset. Default: 1000 for a BabelNet export (BabelBERT), "
+                           "0 for OMW")
+    mine.add_argument("--stopwords", default="", metavar="FILE",
+                      help="stopwords left out of the seeds, whitespace-separated (default: scikit-learn's English "
+                           "list; the paper used NLTK's)")
+    mine.add_argument("--min-glosses", type=int, default=None, metavar="K",
+                      help="only synsets with glosses in at least K of --languages. Default: 2 for a BabelNet "
+                           "export (BabelBERT), 0 for OMW")
     mine.set_defaults(func=_mine)
 
     static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes alignment"

@@ -14,6 +14,14 @@ A word is kept only if
      lower-cased evaluation dictionaries;
   3. it is not a word of an evaluation set (``exclude``), to keep test words out of training.
 
+Synsets are filtered first, as §3.1 does (each filter off by default; the counts are in the report):
+  a. ``seeds``: only synsets holding one of the English seed words (the paper: the 1,000 most frequent English
+     words without stopwords, ``english_seed_words``); the seed is matched on any English member, before the
+     word filters below;
+  b. named entities dropped: rows whose optional ``synset_type`` column says ``NAMED_ENTITY`` (BabelNet's
+     synset type) mark their synset as one;
+  c. ``min_glosses``: only synsets with glosses in at least that many of ``languages`` (the paper: 2).
+
 Duplicates: a ``(lang, word)`` listed twice in one synset (or twice after normalisation) is one member, so an
 unordered pair is emitted at most once per synset. The same pair in two synsets is kept once per synset by
 default (BabelBERT counts a constraint as a pair sharing a synset, and the synset is the InfoNCE label);
@@ -32,7 +40,7 @@ import functools
 import itertools
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -80,6 +88,24 @@ def normalize(word: str, lang: str) -> str:
     return preprocess_text(word.strip(), lang)
 
 
+NAMED_ENTITY = "NAMED_ENTITY"  # BabelNet's SynsetType of named entities
+
+
+def english_seed_words(count: int, stopwords: Iterable[str] | None = None) -> frozenset[str]:
+    """The ``count`` most frequent English words of wordfreq's list that are not stopwords (BabelBERT §4:
+    1,000 seeds; the paper filters with NLTK's stopword list, which needs a download: scikit-learn's English
+    list is the default here, and ``stopwords`` takes any other, e.g. NLTK's)."""
+    if count < 1:
+        raise ValueError(f"seed words: must be a positive count, got {count}")
+    if stopwords is None:
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stopwords
+    banned = {normalize(w, "en") for w in stopwords}
+    words = [w for w in wordfreq.top_n_list("en", count + len(banned) + 1000) if w not in banned]
+    if len(words) < count:
+        raise ValueError(f"seed words: wordfreq's English list has only {len(words)} words besides stopwords")
+    return frozenset(words[:count])
+
+
 @dataclass
 class MiningReport:
     """Counts of one mining run. Word counts are synset memberships (rows), per language."""
@@ -88,6 +114,10 @@ class MiningReport:
     top_k: int
     synsets: int = 0  # distinct synsets with a row in one of ``languages``
     synsets_with_pairs: int = 0
+    unseeded: int | None = None  # synsets dropped: no English seed word (None: no seeds given)
+    named_entities: int = 0  # synsets dropped: typed NAMED_ENTITY
+    few_glosses: int | None = None  # synsets dropped: glosses in fewer than min_glosses languages (None: no filter)
+    min_glosses: int = 0
     words: Counter = field(default_factory=Counter)  # member rows read
     mwe: Counter = field(default_factory=Counter)  # dropped: multi-word expressions
     rare: Counter = field(default_factory=Counter)  # dropped: not in the top-k of the language
@@ -116,6 +146,11 @@ class MiningReport:
             f"{self.other_language_rows} rows of other languages ignored; {self.invalid_rows} invalid rows"
         ]
         lines += [f"  {e}" for e in self.invalid_examples]
+        lines.append("  synsets dropped: " + ", ".join([
+            "no seed filter" if self.unseeded is None else f"{self.unseeded} without an English seed word",
+            f"{self.named_entities} named entities",
+            "no gloss filter" if self.few_glosses is None else
+            f"{self.few_glosses} with glosses in fewer than {self.min_glosses} languages"]))
         for lang in self.languages:
             lines.append(
                 f"  {lang}: {self.words[lang]} words read, dropped {self.mwe[lang]} MWEs, {self.rare[lang]} not in "
@@ -147,8 +182,11 @@ def mine_constraints(
     cross_lingual: bool = True,
     monolingual: bool = True,
     unique_pairs: bool = False,
+    seeds: Collection[str] | None = None,
+    min_glosses: int = 0,
 ) -> tuple[pa.Table, MiningReport]:
-    """All synonym/translation pairs of each synset among frequent single words (module docstring).
+    """All synonym/translation pairs of each synset among frequent single words, in the synsets that pass
+    the seed, named-entity and gloss filters (module docstring).
 
     Returns a ``CONSTRAINT_SCHEMA`` table, sorted by synset id, each pair ordered by (position of the language
     in ``languages``, word), and a ``MiningReport``.
@@ -160,19 +198,31 @@ def mine_constraints(
         raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
     if not (cross_lingual or monolingual):
         raise ValueError("cross_lingual and monolingual are both False: nothing to mine")
+    if seeds is not None and "en" not in languages:
+        raise ValueError("seeds: the seed words are English, so languages must include en")
+    if not 0 <= min_glosses <= len(languages):
+        raise ValueError(f"min_glosses: must be between 0 and the {len(languages)} languages, got {min_glosses}")
     _check_synset_table(synsets_table)
     frequent = {lang: top_words(lang, top_k) for lang in languages}
     excluded = _exclusion_keys(exclude, languages)
     position = {lang: i for i, lang in enumerate(languages)}
-    report = MiningReport(languages, top_k)
+    report = MiningReport(languages, top_k, min_glosses=min_glosses)
 
     members: dict[str, dict[tuple[str, str], None]] = {}  # synset -> kept (lang, word), insertion-ordered
     glosses: dict[tuple[str, str], str] = {}  # (synset, lang) -> first gloss seen
-    columns = (synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names)
-    for row, (synset, lang, word, gloss) in enumerate(zip(*columns), start=1):
+    seeded: set[str] = set()  # synsets with an English seed word
+    named: set[str] = set()  # synsets typed as named entities
+    columns = [synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names]
+    types = synsets_table["synset_type"].to_pylist() if "synset_type" in synsets_table.column_names \
+        else [None] * len(synsets_table)
+    for row, (synset, lang, word, gloss, kind) in enumerate(zip(*columns, types), start=1):
         if not (synset and lang and word and word.strip()):
             report.invalid(row, f"null or empty synset_id, lang or word: {(synset, lang, word)!r}")
             continue
+        if kind == NAMED_ENTITY:
+            named.add(synset)
+        if seeds is not None and lang == "en" and normalize(word, "en") in seeds:
+            seeded.add(synset)
         if lang not in position:
             report.other_language_rows += 1
             continue
@@ -193,6 +243,15 @@ def mine_constraints(
         else:
             kept[key] = None
     report.synsets = len(members)
+    if seeds is not None:
+        report.unseeded = sum(synset not in seeded for synset in members)
+        members = {synset: kept for synset, kept in members.items() if synset in seeded}
+    report.named_entities = sum(synset in named for synset in members)
+    members = {synset: kept for synset, kept in members.items() if synset not in named}
+    if min_glosses:
+        gloss_languages = Counter(synset for synset, lang in glosses if lang in position)
+        report.few_glosses = sum(gloss_languages[synset] < min_glosses for synset in members)
+        members = {synset: kept for synset, kept in members.items() if gloss_languages[synset] >= min_glosses}
 
     def gloss_for(synset: str, word_lang: str) -> str | None:
         """The synset's gloss in the first language of ``languages`` other than the word's (§3.1)."""
@@ -259,13 +318,12 @@ def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], l
 
 def mine_and_write(synsets: pa.Table, read_reports: list, languages: list[str], top_k: int = 15000,
                    exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
-                   cross_lingual: bool = True, monolingual: bool = True,
-                   unique_pairs: bool = False) -> tuple[pa.Table, MiningReport]:
-    """Drop the words of the evaluation dictionaries ``exclude_paths``, mine, write ``out_path`` (parquet,
-    ``CONSTRAINT_SCHEMA``) when given, and print what was read, skipped and mined."""
+                   **options) -> tuple[pa.Table, MiningReport]:
+    """Drop the words of the evaluation dictionaries ``exclude_paths``, mine (``options``: the pair and synset
+    filters of ``mine_constraints``), write ``out_path`` (parquet, ``CONSTRAINT_SCHEMA``) when given, and print
+    what was read, skipped and mined."""
     exclude, exclusion_reports = read_exclusions(exclude_paths)
-    table, report = mine_constraints(synsets, languages, top_k, exclude, cross_lingual=cross_lingual,
-                                     monolingual=monolingual, unique_pairs=unique_pairs)
+    table, report = mine_constraints(synsets, languages, top_k, exclude, **options)
     for read_report in [*read_reports, *exclusion_reports]:
         print(read_report.summary())
     print(report.summary())

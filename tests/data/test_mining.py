@@ -12,6 +12,7 @@ import wordfreq
 
 from distalign.data.mining import (
     SYNSET_SCHEMA,
+    english_seed_words,
     mine_constraints,
     read_exclusions,
     synsets_from_constraints,
@@ -175,7 +176,7 @@ def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
                       "a broken line\n")
     exclude.write_text("chat\tgatto\n")  # evaluation words leave the training pairs
     assert main(["mine-constraints", str(export), "--languages", "fr,it", "--exclude", str(exclude),
-                 "--out", str(out)]) == 0
+                 "--out", str(out), "--seed-words", "0", "--min-glosses", "0"]) == 0
     table = pa.parquet.read_table(out)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "bastardo"), ("bn:1n", "fr", "chien", "it", "cane"),
                             ("bn:1n", "it", "bastardo", "it", "cane"), ("bn:3n", "fr", "maison", "it", "casa")]
@@ -203,3 +204,57 @@ def test_croatian_uses_the_serbo_croatian_list():
     table, _ = mine_constraints(synset_table(rows), ["hr", "fr"], top_k=15000)
     assert pairs(table) == [("s", "hr", "kuća", "hr", "pas"), ("s", "hr", "kuća", "fr", "chien"),
                             ("s", "hr", "pas", "fr", "chien")]
+
+
+SEEDED_ROWS = [
+    # (synset, lang, word, gloss, synset_type): BabelBERT §3.1's synset filters
+    ("h", "en", "house", "a building", "CONCEPT"),  # seed word, glosses in en and fr: kept
+    ("h", "fr", "maison", "un bâtiment", "CONCEPT"),
+    ("h", "it", "casa", None, "CONCEPT"),
+    ("d", "en", "dog", "an animal", "CONCEPT"),  # seed word, a gloss in one language only
+    ("d", "fr", "chien", None, "CONCEPT"),
+    ("a", "en", "dwelling", "a home", "CONCEPT"),  # no seed word (rank 10529: a frequent word, no seed)
+    ("a", "fr", "demeure", "un logis", "CONCEPT"),
+    ("p", "en", "house", "a family", "NAMED_ENTITY"),  # a named entity holding a seed word
+    ("p", "fr", "maison", "une famille", "NAMED_ENTITY"),
+]
+
+
+def test_synset_filters_of_section_3_1_drop_and_count():
+    rows = [dict(zip(["synset_id", "lang", "word", "gloss", "synset_type"], r)) for r in SEEDED_ROWS]
+    table = pa.Table.from_pylist(rows)
+    seeds = english_seed_words(1000)
+    mined, report = mine_constraints(table, ["en", "fr", "it"], seeds=seeds, min_glosses=2)
+    assert {synset for synset, *_ in pairs(mined)} == {"h"}
+    assert (report.synsets, report.unseeded, report.named_entities, report.few_glosses) == (4, 1, 1, 1)
+    assert "1 without an English seed word, 1 named entities, 1 with glosses in fewer than 2 languages" in report.summary()
+    # each filter alone
+    assert {p[0] for p in pairs(mine_constraints(table, ["en", "fr", "it"])[0])} == {"h", "d", "a"}  # types only
+    assert {p[0] for p in pairs(mine_constraints(table, ["en", "fr", "it"], min_glosses=2)[0])} == {"h", "a"}
+    assert {p[0] for p in pairs(mine_constraints(table, ["en", "fr", "it"], seeds=seeds)[0])} == {"h", "d"}
+    with pytest.raises(ValueError, match="must include en"):
+        mine_constraints(table, ["fr", "it"], seeds=seeds)
+    with pytest.raises(ValueError, match="min_glosses"):
+        mine_constraints(table, ["en", "fr"], min_glosses=3)
+
+
+def test_english_seed_words_leave_out_stopwords():
+    seeds = english_seed_words(1000)
+    assert len(seeds) == 1000 and {"house", "dog"} <= seeds and not {"the", "and", "of"} & seeds
+    top = [w for w in wordfreq.top_n_list("en", 2000)]
+    assert "dwelling" not in top  # why "dwelling" above is no seed
+    assert "house" not in english_seed_words(1000, stopwords=["house"])
+    assert english_seed_words(3, stopwords=[]) == frozenset(top[:3])  # no stopwords: the top of the list
+
+
+def test_cli_applies_the_paper_s_synset_filters_to_a_babelnet_export(tmp_path, capsys):
+    from distalign.cli import main
+
+    export, out = tmp_path / "bn.tsv", tmp_path / "constraints.parquet"
+    export.write_text("bn:1n\ten\tfr\thouse\tmaison\ta building\tun bâtiment\n"   # seed, 2 gloss languages
+                      "bn:2n\ten\tfr\tdog\tchien\tan animal\t\n"               # 1 gloss language
+                      "bn:3n\ten\tfr\tdwelling\tdemeure\ta home\tun logis\n")      # no seed word
+    assert main(["mine-constraints", str(export), "--languages", "en,fr", "--out", str(out)]) == 0
+    assert [p[0] for p in pairs(pa.parquet.read_table(out))] == ["bn:1n"]
+    assert "1 without an English seed word, 0 named entities, 1 with glosses in fewer than 2 languages" \
+        in capsys.readouterr().out
