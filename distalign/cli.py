@@ -232,7 +232,8 @@ def build_parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--max-sentences", type=int, default=20_000)
     synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm")
     synthetic.add_argument("--objectives", default="mlm,align", help="objective sets: mlm, align, lexical")
-    synthetic.add_argument("--dictionary-share", type=float, default=0.5, help="share of word types in the dictionary")
+    synthetic.add_argument("--dictionary-share", type=float, default=0.25,
+                           help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")
     synthetic.add_argument("--eval-words", type=int, default=300, help="dictionary words held out for evaluation")
     synthetic.add_argument("--min-count", type=int, default=3, help="rarer words get no dictionary entry")
     synthetic.add_argument("--seed", type=int, default=0)

@@ -45,7 +45,9 @@ class BenchSpec:
     max_sentences: int = 20_000
     transformations: tuple[str, ...] = TRANSFORMATIONS
     objectives: tuple[str, ...] = ("mlm", "align")
-    dictionary_share: float = 0.5  # share of word types (min_count or more) with a dictionary entry
+    # dictionary words (training + held out) as a share of the base corpus's word types: ALIGN-MLM's default
+    # dictionary holds 25% of the natural language's vocabulary; entries are drawn from words seen min_count times
+    dictionary_share: float = 0.25
     eval_words: int = 300  # dictionary words held out from training, for evaluation
     min_count: int = 3  # words rarer than this are never dictionary entries
     seed: int = 0
@@ -80,8 +82,12 @@ def split_dictionary(sentences: list[str], spec: BenchSpec) -> tuple[list[str], 
     """(training words, held-out evaluation words) drawn from the alphabetic word types of the corpus."""
     counts = Counter(w for s in sentences for w in s.split() if w.isalpha())
     types = sorted(w for w, c in counts.items() if c >= spec.min_count)
+    size = round(spec.dictionary_share * len(counts))  # a share of the whole vocabulary, as the paper sizes it
+    if size > len(types):
+        raise InputError(f"--dictionary-share {spec.dictionary_share} of the {len(counts)} word types is {size} "
+                         f"words, but only {len(types)} are seen --min-count {spec.min_count} times or more")
     rng = random.Random(spec.seed)
-    entries = rng.sample(types, round(spec.dictionary_share * len(types)))
+    entries = rng.sample(types, size)
     if len(entries) <= spec.eval_words:
         raise InputError(f"the dictionary has {len(entries)} words, not more than the {spec.eval_words} held out: "
                          f"use a larger corpus, a larger --dictionary-share or fewer --eval-words")

@@ -44,3 +44,29 @@ def test_the_authors_ranking_gives_the_ranks_of_gold_ranks():
 def test_step_timings_in_two_gloo_processes(tmp_path):
     (result,) = step_timings(tmp_path, 2, [{"pairs": 8, "overrides": SMALL + batch_overrides(8, 2), "steps": 1}])
     assert result["pairs"] == 8 and result["distalign"] > 0 and result["bare"] > 0
+
+
+def test_the_gpu_row_s_engines_run_on_a_small_model():
+    """Runs on the CPU here (gloo, no MFU: no peak known): the code path a GPU machine runs with NCCL."""
+    import subprocess
+    import sys
+
+    code = ("from distalign.bench.gpu import Shape, throughput\n"
+            "tiny = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, "
+            "intermediate_size=64, max_position_embeddings=80)\n"
+            "for t in throughput(tiny, Shape(4, 16, 8, 8), steps=1, warmup=1): print('ENGINE', t.engine, t.tokens_per_s, t.mfu)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    rows = [line.split() for line in out.stdout.splitlines() if line.startswith("ENGINE")]
+    assert [r[1] for r in rows] == ["ddp", "zero2", "hf-trainer"], out.stderr[-3000:]
+    assert all(float(r[2]) > 0 and r[3] == "None" for r in rows)
+
+
+def test_step_flops_by_hand():
+    from transformers import XLMRobertaConfig
+
+    from distalign.bench.gpu import Shape, step_flops
+
+    config = XLMRobertaConfig(vocab_size=100, hidden_size=4, num_hidden_layers=1, intermediate_size=8)
+    # per layer 4*16 + 2*32 = 128 weights; tokens 1*2 + 2*1*3 = 8
+    expected = 6 * 128 * 8 + 12 * 4 * (2 * 2 + 6 * 3) + 6 * 4 * 100 * 2
+    assert step_flops(config, Shape(sequences=1, sequence_length=2, pairs=1, word_tokens=3)) == expected

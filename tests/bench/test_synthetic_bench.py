@@ -93,3 +93,16 @@ def test_vocabulary_counterparts_pair_each_base_token_with_its_transliteration()
     assert sorted(zip(src, tgt)) == [(1, 4), (2, 5)]  # "b" has no transliterated twin in the vocabulary
     assert unpaired == 1
     assert sorted(candidates) == [4, 5, 7]  # the derived vocabulary: specials and the bare marker excluded
+
+
+def test_the_dictionary_is_a_share_of_the_whole_vocabulary(tmp_path):
+    """ALIGN-MLM sizes its dictionary as 25% of the natural language's vocabulary: rare words count in the
+    vocabulary but never become entries."""
+    path = corpus(tmp_path)
+    path.write_text(path.read_text() + "".join(f"rare{chr(97 + i)}{chr(97 + j)}\n" for i in range(8) for j in range(8)))
+    spec = BenchSpec(corpus=str(path), eval_words=10, min_count=3)  # the default share: 0.25
+    train, held_out = split_dictionary(base_sentences(spec), spec)
+    assert len(train) + len(held_out) == 32  # 25% of 64 frequent + 64 hapax types
+    assert not any(w.startswith("rare") for w in train + held_out)
+    with pytest.raises(InputError, match="only 64 are seen --min-count 3 times"):
+        split_dictionary(base_sentences(spec), BenchSpec(corpus=str(path), dictionary_share=0.6, min_count=3))
