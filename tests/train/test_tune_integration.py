@@ -105,6 +105,10 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
         # evaluated at steps 0, 2, 4 (and 6 unless ASHA stopped it after its grace period of 2 reports)
         steps = [m.step for m in client.get_metric_history(child.info.run_id, "eval/bli/avg/mrr")]
         assert steps[:3] == [0, 2, 4]
-        # a trial ASHA stopped has its run closed as KILLED at its last evaluation
+        # a trial ASHA stopped has its run closed as KILLED, tagged with the step of the result it was stopped on
+        # (it may have evaluated once more before the stop reached it)
         stopped = child.data.tags.get(STOPPED_EARLY_TAG)
-        assert (child.info.status, stopped) == (("FINISHED", None) if steps[-1] == 6 else ("KILLED", str(steps[-1])))
+        if child.info.status == "KILLED":
+            assert stopped is not None and int(stopped) in steps[1:]
+        else:
+            assert (child.info.status, stopped, steps[-1]) == ("FINISHED", None, 6)
