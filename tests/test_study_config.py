@@ -1,5 +1,6 @@
 """Tune study files: read by the loader of experiment configs (same errors, same dotted overrides)."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -136,10 +137,12 @@ def load_config_like(config: ExperimentConfig, overrides: list[str]) -> Experime
     return from_dict(ExperimentConfig, data)
 
 
-def test_a_language_sample_short_of_constraints_fails_before_ray_naming_the_trial():
-    from distalign.tuning.runner import prepare_trials
+def test_a_language_sample_short_of_constraints_fails_before_ray_naming_the_trial(capsys):
+    import ray
 
-    _, trials = load_study(STUDIES / "language_samples_tiny.yaml", ["language_samples.per_pair=500"])
-    with pytest.raises(ValueError, match=r"trial language-samples-tiny-\d+: data.constraints_per_pair=500: these "
-                                         r"language pairs have fewer constraints"):
-        prepare_trials(trials)
+    from distalign.cli import main
+
+    assert main(["tune", str(STUDIES / "language_samples_tiny.yaml"), "language_samples.per_pair=500"]) == 2
+    assert re.search(r"distalign: error: trial language-samples-tiny-\d+: data.constraints_per_pair=500: these "
+                     r"language pairs have fewer constraints", capsys.readouterr().err)
+    assert not ray.is_initialized()

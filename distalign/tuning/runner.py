@@ -12,7 +12,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from distalign.config import ExperimentConfig, apply_override, from_dict, validate
+from distalign.config import ConfigError, ExperimentConfig, apply_override, from_dict, validate
 from distalign.tuning.report import child_runs, log_study_summary, tag_value
 from distalign.tuning.study import TAG, concurrent_trials, load_study, trial_resources
 
@@ -98,8 +98,8 @@ def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
     for name, config in trials.items():
         try:
             prepare_data(config)
-        except ValueError as error:
-            raise ValueError(f"trial {name}: {error}") from error
+        except ValueError as error:  # a ConfigError: the command prints it without a traceback
+            raise ConfigError(f"trial {name}: {error}") from error
     log.info("inputs of the %d trials checked", len(trials))
 
 
