@@ -127,9 +127,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         reports.append(report)
         eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist()))
     heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
-    # the tiny model's vocabulary covers every word read, so every subset and language sample of a study
-    # starts from the same model
-    vocabulary_words = sorted(w for _, w in words_of(constraints) | heldout)
+    read = constraints  # every pair read: the tiny model's vocabulary covers them (below)
     constraints, excluded = exclude_words(constraints, heldout)
     if d.constraint_languages:
         constraints = restrict_to_languages(constraints, d.constraint_languages)
@@ -152,7 +150,8 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     model_path = config.model.name_or_path
     if model_path == "tiny" and (staged := staged_model(config)):
         model_path = node_local(staged, config.storage.endpoint_url)  # a resumed run keeps its vocabulary
-    elif model_path == "tiny":
+    elif model_path == "tiny":  # every word read, so all subsets and language samples of a study share the model
+        vocabulary_words = sorted(w for _, w in words_of(read) | heldout)
         model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words))
     for report in reports:
         if report.malformed:
