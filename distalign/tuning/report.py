@@ -77,7 +77,8 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
                 for name, value in _diversity(scored, study, out / "diversity.png").items():
                     client.log_metric(parent_id, f"study/{name}", value)
             if SIZE in study.grid:
-                _sizes(scored, study, client, children, out / "sizes.png")
+                _sizes(scored, study, table["vanilla"].dropna().tolist() if "vanilla" in table else [],
+                       out / "sizes.png")
             if best["trial"] in children:
                 _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png")
         for path in sorted(out.iterdir()):
@@ -179,8 +180,9 @@ def _diversity(scored, study, path: Path) -> dict[str, float]:
     return stats
 
 
-def _sizes(scored, study, client, children: dict, path: Path) -> None:
-    """The metric against the constraint-set size (0 = the whole set, drawn right of the largest subset)."""
+def _sizes(scored, study, vanilla: list[float], path: Path) -> None:
+    """The metric against the constraint-set size (0 = the whole set, drawn right of the largest subset), with
+    the mean of the trials' ``vanilla`` scores as a line."""
     sizes = scored[SIZE].astype(int)
     largest = max(int(sizes.max()), 1)
     position = sizes.where(sizes > 0, largest * 10)
@@ -188,8 +190,6 @@ def _sizes(scored, study, client, children: dict, path: Path) -> None:
     fig, ax = _figure()
     ax.errorbar(summary.index, summary["mean"], yerr=summary["std"].fillna(0), fmt="o-", capsize=4,
                 label="specialized")
-    vanilla = [m.value for run in children.values() for m in client.get_metric_history(run.info.run_id, study.metric)
-               if m.step == 0]
     if vanilla:
         ax.axhline(sum(vanilla) / len(vanilla), linestyle="--", color="grey", label="vanilla (step 0)")
     ax.set_xscale("log")
