@@ -166,28 +166,32 @@ def time_steps(home: Path, overrides: list[str], steps: int, rounds: int = 3) ->
     return {name: total / (rounds * steps) for name, total in seconds.items()}
 
 
-def _process_group_worker(rank: int, world: int, init_file: str, home: str, plans: list[dict], out: str) -> None:
+def in_fresh_processes(worker: Callable[..., Any], args: tuple, processes: int = 1) -> Any:
+    """``worker(rank, *args, scratch)`` in ``processes`` spawned processes (a process group, DeepSpeed's state
+    and thread settings of their own); rank 0 returns its result by writing JSON to ``scratch/result.json``."""
+    import torch.multiprocessing as mp
+
+    with tempfile.TemporaryDirectory() as scratch:
+        mp.spawn(worker, args=(*args, scratch), nprocs=processes, join=True)
+        return json.loads((Path(scratch) / "result.json").read_text())
+
+
+def _process_group_worker(rank: int, world: int, home: str, plans: list[dict], scratch: str) -> None:
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=f"file://{scratch}/init", rank=rank, world_size=world)
     try:
         results = [plan | time_steps(Path(home), plan["overrides"], plan["steps"]) for plan in plans]
         if rank == 0:
-            Path(out).write_text(json.dumps(results))
+            (Path(scratch) / "result.json").write_text(json.dumps(results))
     finally:
         dist.destroy_process_group()
 
 
 def step_timings(home: Path, world: int, plans: list[dict]) -> list[dict]:
     """``time_steps`` for each plan in ``world`` fresh gloo processes (one thread each)."""
-    import torch.multiprocessing as mp
-
     for plan in plans:  # here, once: under a process group transformers would save the tiny model on rank 0 only
         _prepared(home, plan["overrides"])
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "results.json"
-        mp.spawn(_process_group_worker, args=(world, str(Path(tmp) / "init"), str(home), plans, str(out)),
-                 nprocs=world, join=True)
-        return json.loads(out.read_text())
+    return in_fresh_processes(_process_group_worker, (world, str(home), plans), world)
 
 
 def batch_overrides(pairs: int, workers: int) -> list[str]:
@@ -197,28 +201,34 @@ def batch_overrides(pairs: int, workers: int) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- start-up
 
-def startup_figures(home: Path) -> dict[str, float]:
-    """``distalign train`` on the quickstart as a subprocess: its logged start-up phases and its wall time."""
+def distalign_command(home: Path, args: list[str], run_name: str):
+    """``distalign <args>`` as a subprocess on local Ray with ``home`` as DISTALIGN_HOME; returns the MLflow
+    run named ``run_name`` that it logged."""
     from mlflow.tracking import MlflowClient
 
     env = {**os.environ, "DISTALIGN_HOME": str(home)}
     env.pop("RAY_ADDRESS", None)
-    start = time.time()
-    name = f"bench-startup-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
-    subprocess.run([sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), f"run.name={name}",
-                    "train.max_steps=3", "train.checkpoint_every=3", "eval.every=0"], env=env, check=True,
+    subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.time() - start
     client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
-                                f"attributes.run_name = '{name}'")
+                                f"attributes.run_name = '{run_name}'")
+    return run
+
+
+def startup_figures(home: Path) -> dict[str, float]:
+    """``distalign train`` on the quickstart as a subprocess: its logged start-up phases and its wall time."""
+    start = time.time()
+    name = f"bench-startup-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
+    run = distalign_command(home, ["train", str(QUICKSTART), f"run.name={name}", "train.max_steps=3",
+                                   "train.checkpoint_every=3", "eval.every=0"], name)
+    wall = time.time() - start
     return {k: v for k, v in run.data.metrics.items() if k.startswith("startup/")} | {"wall_s": wall}
 
 
 def trial_startup(home: Path) -> dict[str, float]:
     """A two-trial study (one worker each, 4 steps) as a subprocess: the study's trial overhead metrics."""
     import yaml
-    from mlflow.tracking import MlflowClient
 
     name = f"bench-trials-{time.strftime('%Y%m%d-%H%M%S')}"  # a new study: the same name would resume
     study = home / "bench-study.yaml"
@@ -226,13 +236,7 @@ def trial_startup(home: Path) -> dict[str, float]:
         "study": name, "base": str(QUICKSTART),
         "overrides": ["train.num_workers=1", "train.max_steps=4", "train.checkpoint_every=4", "eval.every=0"],
         "grid": {"train.lr": [1.0e-3, 3.0e-4]}}))
-    env = {**os.environ, "DISTALIGN_HOME": str(home)}
-    env.pop("RAY_ADDRESS", None)
-    subprocess.run([sys.executable, "-m", "distalign.cli", "tune", str(study)], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
-    (parent,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
-                                   f"attributes.run_name = '{name}'")
+    parent = distalign_command(home, ["tune", str(study)], name)
     return {k.removeprefix("study/"): v for k, v in parent.data.metrics.items() if k.startswith("study/")}
 
 
@@ -307,20 +311,15 @@ def bli_comparison(layers: int, dim: int, seed: int = 0) -> dict[str, float]:
 
 # ---------------------------------------------------------------------------------------------- GPU
 
-def _gpu_worker(rank: int, steps: int, out: str) -> None:
+def _gpu_worker(rank: int, steps: int, scratch: str) -> None:
     from distalign.bench.gpu import throughput
 
-    Path(out).write_text(json.dumps([vars(t) for t in throughput(steps=steps)]))
+    (Path(scratch) / "result.json").write_text(json.dumps([vars(t) for t in throughput(steps=steps)]))
 
 
 def gpu_throughput(steps: int) -> list[dict]:
     """``distalign.bench.gpu.throughput`` in a fresh process (its process group and DeepSpeed's state)."""
-    import torch.multiprocessing as mp
-
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "gpu.json"
-        mp.spawn(_gpu_worker, args=(steps, str(out)), nprocs=1, join=True)
-        return json.loads(out.read_text())
+    return in_fresh_processes(_gpu_worker, (steps,))
 
 
 # ---------------------------------------------------------------------------------------------- the bench
