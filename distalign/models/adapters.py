@@ -36,7 +36,6 @@ import torch
 import torch.nn.functional as F
 from safetensors.torch import load_file, save_file
 from torch import nn
-from transformers.activations import ACT2FN
 
 from distalign.models.loading import load_masked_lm
 
@@ -46,6 +45,8 @@ ADAPTER_CONFIG = "adapters.json"
 
 class BottleneckAdapter(nn.Module):
     def __init__(self, hidden_size: int, reduction_factor: int = 16, non_linearity: str = "relu"):
+        from transformers.activations import ACT2FN  # here: a second of imports that only an adapter run needs
+
         super().__init__()
         bottleneck = hidden_size // reduction_factor
         if reduction_factor < 1 or bottleneck < 1:

@@ -11,22 +11,23 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import TYPE_CHECKING, Iterable
 
-import torch
-import transformers
-from tokenizers import SentencePieceUnigramTokenizer
-from tokenizers.processors import TemplateProcessing
-from transformers import (
-    AutoModelForMaskedLM,
-    AutoTokenizer,
-    PreTrainedTokenizerBase,
-    PreTrainedTokenizerFast,
-)
+if TYPE_CHECKING:
+    import torch
+    from transformers import PreTrainedTokenizerBase
+
+# transformers and torch are imported where they are used: every process that reads the configuration
+# imports this module (the driver, Ray Data's tokenising tasks), and the model classes alone take seconds.
 
 
-# "Loading weights" / "Writing model shards" bars from every worker and eval task drown the progress lines
-transformers.utils.logging.disable_progress_bar()
+@functools.cache
+def _transformers():
+    import transformers
+
+    # "Loading weights" / "Writing model shards" bars from every worker and eval task drown the progress lines
+    transformers.utils.logging.disable_progress_bar()
+    return transformers
 
 
 @dataclass
@@ -47,10 +48,11 @@ SPECIALS = ["<s>", "<pad>", "</s>", "<unk>", "<mask>"]
 
 def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelConfig, seed: int = 0) -> Path:
     """Train a tokenizer on ``texts``, build a random XLM-R-style masked LM, save both to ``out_dir``."""
-    # here, not at the top: the model classes take seconds to import, and Ray Data's tokenising tasks, which
-    # import this module for the tokenizer, never build a model
-    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+    import torch
+    from tokenizers import SentencePieceUnigramTokenizer
+    from tokenizers.processors import TemplateProcessing
 
+    transformers = _transformers()
     out = Path(out_dir)
     sp = SentencePieceUnigramTokenizer()
     sp.train_from_iterator(texts, vocab_size=cfg.vocab_size, special_tokens=SPECIALS, unk_token="<unk>",
@@ -59,18 +61,18 @@ def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelCo
     sp.post_processor = TemplateProcessing(
         single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
     )
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = transformers.PreTrainedTokenizerFast(
         tokenizer_object=sp, bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>",
         pad_token="<pad>", unk_token="<unk>", mask_token="<mask>", model_max_length=cfg.max_length,
     )
     torch.manual_seed(seed)
-    model_config = XLMRobertaConfig(
+    model_config = transformers.XLMRobertaConfig(
         vocab_size=len(tokenizer), hidden_size=cfg.hidden_size, num_hidden_layers=cfg.num_layers,
         num_attention_heads=cfg.num_heads, intermediate_size=cfg.intermediate_size,
         max_position_embeddings=cfg.max_length + 2, pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id, eos_token_id=tokenizer.eos_token_id,
     )
-    model = XLMRobertaForMaskedLM(model_config)
+    model = transformers.XLMRobertaForMaskedLM(model_config)
     tmp = out.with_name(out.name + ".tmp")
     tokenizer.save_pretrained(tmp)
     model.save_pretrained(tmp)
@@ -83,11 +85,11 @@ def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelCo
 
 @functools.lru_cache(maxsize=4)
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    tokenizer = _transformers().AutoTokenizer.from_pretrained(name_or_path)
     if not tokenizer.is_fast:
         raise ValueError(f"{name_or_path}: a fast tokenizer is needed (word alignment via word_ids)")
     return tokenizer
 
 
 def load_masked_lm(name_or_path: str) -> torch.nn.Module:
-    return AutoModelForMaskedLM.from_pretrained(name_or_path)
+    return _transformers().AutoModelForMaskedLM.from_pretrained(name_or_path)

@@ -40,7 +40,6 @@ import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch import nn
-from transformers.activations import gelu
 
 from distalign.errors import require
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
@@ -124,7 +123,7 @@ def prediction_transform(masked_lm: nn.Module) -> Callable[[torch.Tensor], torch
         return predictions.transform
     head = getattr(masked_lm, "lm_head", None)
     if head is not None and hasattr(head, "dense") and hasattr(head, "layer_norm"):
-        return lambda states: head.layer_norm(gelu(head.dense(states)))
+        return lambda states: head.layer_norm(F.gelu(head.dense(states)))  # BERT's exact (erf) GELU
     raise ValueError(f"{type(masked_lm).__name__}: no known MLM head (expected BERT's cls.predictions or "
                      "RoBERTa/XLM-R's lm_head)")
 

@@ -109,7 +109,10 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
 
 
 TABLE_STREAMS = ("constraints", "static")
-CORPUS_TASK_SLOTS = 4
+# Tasks a worker's corpus stream runs at once. One deadlocked (a read generator held the slot while the
+# tokenising task that consumes its blocks waited); each further slot can start one more task process, which
+# imports torch and transformers (~3 s of CPU) before the first batch: four cost ~6 s of start-up on 2 cores.
+CORPUS_TASK_SLOTS = 2
 CORPUS_BLOCK_BYTES = 4 * 2**20
 
 

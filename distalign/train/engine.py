@@ -12,7 +12,6 @@ from pathlib import Path
 import torch
 import yaml
 from torch.nn.parallel import DistributedDataParallel
-from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
@@ -21,6 +20,8 @@ MAX_GRAD_NORM = 1.0
 
 
 def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
+    from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup  # the model loaded it
+
     # frozen parameters (the base model under adapters) need no optimizer state
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
