@@ -150,6 +150,8 @@ class TrainConfig:
     engine: Literal["ddp", "deepspeed"] = "ddp"
     zero_stage: int = 0  # DeepSpeed ZeRO stage 0-3
     precision: Literal["fp32", "bf16"] = "fp32"
+    # adamw, or lamb (You et al. 2020; DICT-MLM §3.1): a per-tensor trust ratio, for batches of thousands
+    optimizer: Literal["adamw", "lamb"] = "adamw"
     lr: float = 5e-4
     weight_decay: float = 0.01
     warmup_steps: int = 10
@@ -464,6 +466,9 @@ def validate(config: ExperimentConfig) -> None:
     require(t.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
     require(0 <= t.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
     require(t.engine == "deepspeed" or t.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed")
+    require(t.optimizer != "lamb" or t.zero_stage == 0, "train.optimizer",
+            f"LAMB's trust ratio needs whole tensors, which ZeRO stage {t.zero_stage} splits into flat "
+            "partitions: use train.zero_stage=0 or train.engine=ddp")
     require(t.engine == "deepspeed" or not (t.deepspeed_config or t.deepspeed_config_file), "train.deepspeed_config",
             "needs train.engine=deepspeed")
     require(not t.deepspeed_config_file or Path(t.deepspeed_config_file).is_file(), "train.deepspeed_config_file",

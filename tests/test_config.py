@@ -146,12 +146,21 @@ def test_published_settings_are_the_papers():
     from distalign.bench.synthetic import BenchSpec
 
     assert BenchSpec().dictionary_share == 0.25
-    assert all("dictionary_fraction" not in raw(name)["data"] for name in ("align_mlm.yaml", "dict_mlm.yaml"))
+    assert all("dictionary_fraction" not in raw(name)["data"] for name in ("align_mlm.yaml", "dict_mlm_align_rerun.yaml"))
     assert raw("sense_aware.yaml")["objectives"]["sense_aware"]["prune_beta"] == 0.0  # pruning: SaELMo only (§4)
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
     assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128
-    assert raw("dict_mlm.yaml")["objectives"]["dict_mlm"]["synonym_label_percent"] == 50  # DICT-MLM-50
+    # DICT-MLM §3.1: mBERT's shape from scratch, LAMB lr 0.0016, 8,192 sequences a step, 500K steps
+    dict_mlm = raw("dict_mlm.yaml")
+    assert dict_mlm["objectives"]["dict_mlm"]["synonym_label_percent"] == 50  # DICT-MLM-50
+    assert {k: dict_mlm["model"]["tiny"][k] for k in ("hidden_size", "num_layers", "num_heads")} == \
+        {"hidden_size": 768, "num_layers": 12, "num_heads": 12}
+    t = dict_mlm["train"]
+    assert (t["optimizer"], t["lr"], t["max_steps"]) == ("lamb", 0.0016, 500000)
+    assert t["num_workers"] * t["corpus_batch_size"] * t["grad_accum_steps"] == 8192
+    rerun = raw("dict_mlm_align_rerun.yaml")["train"]  # ALIGN-MLM's re-run: AdamW 1e-4, its 8-layer model
+    assert "optimizer" not in rerun and rerun["lr"] == 1e-4
     sense = raw("sense_aware.yaml")["objectives"]["sense_aware"]
     assert (sense["num_senses"], sense["proj_dim"], sense["alpha"], sense["warmup_steps"]) == (5, 14, 0.01, 20000)
     static = raw("static_align.yaml")

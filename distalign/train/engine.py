@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
+from distalign.train.lamb import Lamb
 
 MAX_GRAD_NORM = 1.0
 
@@ -24,7 +25,10 @@ def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
 
     # frozen parameters (the base model under adapters) need no optimizer state
     trainable = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    if cfg.optimizer == "lamb":
+        optimizer = Lamb(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    else:
+        optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.lr_schedule == "constant":  # BabelBERT's authors: a constant learning rate
         schedule = get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
     else:

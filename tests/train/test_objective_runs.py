@@ -16,7 +16,7 @@ from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.loading import load_masked_lm
-from distalign.checkpoint import OBJECTIVES_FILE
+from distalign.checkpoint import OBJECTIVES_FILE, OPTIMIZER_FILE
 from distalign.tracking import START_MODEL_TAG
 from distalign.train.trainer import run_training
 
@@ -45,8 +45,10 @@ def test_sense_level_lexical_with_adapters_trains_only_adapters(ray_local, dista
 
 
 def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, distalign_home):
-    # (restoring objective-owned state on resume: the ZeRO-2 runs in test_tiny_configs.py)
-    config = load_config(CONFIGS / "dict_mlm_tiny.yaml", SMALL + ["run.name=dict-tlm", "objectives.dict_mlm.tlm=true"])
+    # (restoring objective-owned state on resume: the ZeRO-2 runs in test_tiny_configs.py); with LAMB, the
+    # optimizer of DICT-MLM's published setting (dict_mlm.yaml)
+    config = load_config(CONFIGS / "dict_mlm_tiny.yaml", SMALL + ["run.name=dict-tlm", "objectives.dict_mlm.tlm=true",
+                                                                  "train.optimizer=lamb"])
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert sorted(m.step for m in client.get_metric_history(outcome.run_id, "train/dict_mlm_loss")) == [2, 4, 6]
@@ -54,6 +56,9 @@ def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, 
     # zero-initialised language embeddings were trained and saved beside the model, not in it
     assert state["dict_mlm.language_embeddings.embedding.weight"].abs().sum() > 0
     assert "dict_mlm" not in str(load_masked_lm(str(Path(outcome.checkpoint) / "model")).state_dict().keys())
+    optimizer = torch.load(Path(outcome.checkpoint) / OPTIMIZER_FILE, weights_only=True)["optimizer"]
+    assert set(optimizer["param_groups"][0]) - {"params", "initial_lr"} == {"lr", "betas", "eps", "weight_decay"}
+    assert optimizer["state"] and all(s["step"] == 6 for s in optimizer["state"].values())  # LAMB's, not AdamW's
 
 
 def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distalign_home, tmp_path):
