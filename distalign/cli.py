@@ -114,7 +114,7 @@ def _bench_synthetic(args) -> int:
 
     run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
-                        args.seed, args.output_dir, args.overrides))
+                        args.seed, args.output_dir, args.overrides, args.syntax_target))
     return 0
 
 
@@ -223,14 +223,20 @@ def build_parser() -> argparse.ArgumentParser:
     bench = sub.add_parser("bench", help="controlled benchmarks").add_subparsers(dest="bench", required=True)
     synthetic = bench.add_parser(
         "synthetic", help="align a language with a transformed copy of itself (ALIGN-MLM's controlled setting)",
-        description="Derive a second language from a base corpus (transliteration, + inversion, + permutation), "
+        description="Derive a second language from a base corpus (transliteration, + inversion, + permutation, "
+                    "+ syntax from a parsed corpus), "
                     "train a small model from scratch per transformation x objective set, report the alignment "
                     "score and BLI MRR on held-out dictionary words (printed, results.md, MLflow).")
     synthetic.add_argument("overrides", nargs="*", help="training-config overrides (jobs/configs/bench_synthetic.yaml)")
-    synthetic.add_argument("--corpus", default="", help="base corpus, one sentence a line "
-                                                       "(default: English side of ../shared/data/eval/tatoeba)")
+    synthetic.add_argument("--corpus", default="", help="base corpus, one sentence a line, or parsed sentences "
+                                                       "(.conllu, needed by translit_syn) (default: English side "
+                                                       "of ../shared/data/eval/tatoeba)")
     synthetic.add_argument("--max-sentences", type=int, default=20_000)
-    synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm")
+    synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm",
+                           help="of translit, translit_inv, translit_perm, translit_syn (needs a .conllu corpus)")
+    synthetic.add_argument("--syntax-target", default="fra",
+                           help="translit_syn: the language whose word order (URIEL) the sentences take (ALIGN-MLM: "
+                                "French)")
     synthetic.add_argument("--objectives", default="mlm,align", help="objective sets: mlm, align, lexical")
     synthetic.add_argument("--dictionary-share", type=float, default=0.25,
                            help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")

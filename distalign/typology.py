@@ -70,6 +70,15 @@ def uriel_vectors(languages: list[str], feature_set: str = FEATURE_SET) -> np.nd
     return rows.astype(float)
 
 
+@lru_cache(maxsize=None)
+def word_order_features(lang: str, feature_set: str = FEATURE_SET) -> dict[str, float]:
+    """URIEL's named syntax features of one language (``S_OBJECT_BEFORE_VERB`` -> 0 or 1, ...); NaN where the
+    set has no value (``syntax_wals`` has gaps; the ``*_knn`` sets predict every value)."""
+    code = uriel_code(lang, feature_set)
+    features = _lang2vec().get_features([code], feature_set, header=True)
+    return {name: math.nan if value == "--" else float(value) for name, value in zip(features["CODE"], features[code])}
+
+
 def typological_diversity(vectors: np.ndarray) -> float:
     """d_typ of a sample whose languages are the rows of ``vectors``."""
     return float(sample_diversities(vectors, np.arange(len(vectors))[None, :])[0])

@@ -6,7 +6,9 @@ and Deshpande et al. (2022):
 - ``translit_inv``: transliterated and each sentence's word order reversed, sentences delimited by
   periods within a line (a period stays at its sentence's end), as ALIGN-MLM's inversion;
 - ``translit_perm``: transliterated and each sentence's words randomly shuffled (a fresh seeded
-  permutation per sentence, so word order carries no signal at all).
+  permutation per sentence, so word order carries no signal at all);
+- ``translit_syn``: transliterated and re-ordered to another language's syntax by the sentence's
+  dependency parse (ALIGN-MLM's T_syn, ``distalign.bench.syntax_transform``): needs a parsed base corpus.
 
 The gold dictionary is exact: base word ``w`` translates to ``transliterate(w)``.
 """
@@ -17,7 +19,8 @@ import random
 import re
 from dataclasses import dataclass
 
-TRANSFORMATIONS = ("translit", "translit_inv", "translit_perm")
+TRANSFORMATIONS = ("translit", "translit_inv", "translit_perm", "translit_syn")
+NEEDS_PARSE = {"translit_syn"}
 SCRIPT_START = 0x0400  # Cyrillic; NFKC leaves it alone, unlike compatibility characters
 SCRIPT_SIZE = 0x0130  # Cyrillic + Cyrillic Supplement
 _TOKEN = re.compile(r"\w+|[^\w\s]")
@@ -59,10 +62,16 @@ def invert_sentences(words: list[str], period: str | None) -> list[str]:
     return out + sentence[::-1]
 
 
-def derive(sentences: list[str], transformation: str, translit: Transliteration, seed: int = 0) -> list[str]:
-    """The derived-language corpus, sentence i translating base sentence i."""
+def derive(sentences: list[str], transformation: str, translit: Transliteration, seed: int = 0,
+           reordered: list[str] | None = None) -> list[str]:
+    """The derived-language corpus, sentence i translating base sentence i. ``translit_syn`` takes the
+    sentences already re-ordered by their parses (``reordered``, in the same order)."""
     if transformation not in TRANSFORMATIONS:
         raise ValueError(f"unknown transformation {transformation!r}; choose from {', '.join(TRANSFORMATIONS)}")
+    if transformation in NEEDS_PARSE:
+        if reordered is None or len(reordered) != len(sentences):
+            raise ValueError(f"{transformation} needs every sentence re-ordered by its dependency parse")
+        sentences = reordered
     rng = random.Random(seed)
     out = []
     for sentence in sentences:

@@ -22,7 +22,8 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from distalign.bench.derived_language import TRANSFORMATIONS, Transliteration, derive, normalise
+from distalign.bench.derived_language import NEEDS_PARSE, TRANSFORMATIONS, Transliteration, derive, normalise
+from distalign.bench.syntax_transform import read_conllu, syntax_transform
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
@@ -41,9 +42,10 @@ log = logging.getLogger("distalign")
 
 @dataclass
 class BenchSpec:
-    corpus: str = ""  # one sentence a line; default: the English side of ../shared/data/eval/tatoeba
+    # one sentence a line, or parsed sentences (.conllu); default: the English side of ../shared/data/eval/tatoeba
+    corpus: str = ""
     max_sentences: int = 20_000
-    transformations: tuple[str, ...] = TRANSFORMATIONS
+    transformations: tuple[str, ...] = tuple(t for t in TRANSFORMATIONS if t not in NEEDS_PARSE)
     objectives: tuple[str, ...] = ("mlm", "align")
     # dictionary words (training + held out) as a share of the base corpus's word types: ALIGN-MLM's default
     # dictionary holds 25% of the natural language's vocabulary; entries are drawn from words seen min_count times
@@ -53,6 +55,7 @@ class BenchSpec:
     seed: int = 0
     output_dir: str = ""
     overrides: list[str] = field(default_factory=list)  # training-config overrides (train.max_steps=100)
+    syntax_target: str = "fra"  # translit_syn re-orders towards this language's word order (the paper: French)
 
 
 def default_corpus_files() -> list[Path]:
@@ -78,6 +81,21 @@ def base_sentences(spec: BenchSpec) -> list[str]:
     return ordered[:spec.max_sentences]
 
 
+def base_corpus(spec: BenchSpec) -> tuple[list[str], list[str] | None]:
+    """The base sentences (``base_sentences``) and, from a parsed corpus (``.conllu``), the same sentences in
+    ``spec.syntax_target``'s word order (``distalign.bench.syntax_transform``); None without parses."""
+    if not spec.corpus.endswith(".conllu"):
+        return base_sentences(spec), None
+    trees: dict[str, list] = {}
+    for tree in read_conllu(spec.corpus):
+        trees.setdefault(normalise(" ".join(word.form for word in tree)), tree)
+    ordered = list(trees.items())
+    random.Random(spec.seed).shuffle(ordered)
+    ordered = ordered[:spec.max_sentences]
+    reordered = syntax_transform([tree for _, tree in ordered], spec.syntax_target, spec.seed)
+    return [text for text, _ in ordered], [normalise(" ".join(words)) for words in reordered]
+
+
 def split_dictionary(sentences: list[str], spec: BenchSpec) -> tuple[list[str], list[str]]:
     """(training words, held-out evaluation words) drawn from the alphabetic word types of the corpus."""
     counts = Counter(w for s in sentences for w in s.split() if w.isalpha())
@@ -95,12 +113,14 @@ def split_dictionary(sentences: list[str], spec: BenchSpec) -> tuple[list[str], 
 
 
 def write_language_pair(root: Path, transformation: str, sentences: list[str], translit: Transliteration,
-                        train_words: list[str], eval_words: list[str], seed: int) -> dict[str, Path]:
+                        train_words: list[str], eval_words: list[str], seed: int,
+                        reordered: list[str] | None = None) -> dict[str, Path]:
     root.mkdir(parents=True, exist_ok=True)
     paths = {"base": root / f"corpus.{BASE_LANG}.txt", "derived": root / f"corpus.{DERIVED_LANG}.txt",
              "train_dict": root / "dictionary.train.tsv", "eval_dict": root / "dictionary.eval.tsv"}
     paths["base"].write_text("\n".join(sentences) + "\n", encoding="utf-8")
-    paths["derived"].write_text("\n".join(derive(sentences, transformation, translit, seed)) + "\n", encoding="utf-8")
+    derived = derive(sentences, transformation, translit, seed, reordered)
+    paths["derived"].write_text("\n".join(derived) + "\n", encoding="utf-8")
     for key, words in (("train_dict", train_words), ("eval_dict", eval_words)):
         paths[key].write_text("".join(f"{w}\t{translit.word(w)}\n" for w in words), encoding="utf-8")
     return paths
@@ -126,9 +146,9 @@ def training_config(spec: BenchSpec, transformation: str, objective: str, paths:
 
 
 # ALIGN-MLM's Table 8 (alignment %, the paper's transformations): ours maps translit -> Trans, translit_inv ->
-# Trans + Inv; it has no syntax transformation and the paper no permutation.
-PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3,
-                ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2}
+# Trans + Inv, translit_syn -> Trans + Syn; the paper has no permutation.
+PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3, ("translit_syn", "mlm"): 57.3,
+                ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2, ("translit_syn", "align"): 98.2}
 
 
 def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration) -> tuple[list[int], list[int],
@@ -198,8 +218,12 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
     if unknown:
         raise InputError(f"unknown objective set or transformation: {sorted(unknown)} (objectives: "
                          f"{', '.join(OBJECTIVE_SETS)}; transformations: {', '.join(TRANSFORMATIONS)})")
+    if NEEDS_PARSE & set(spec.transformations) and not spec.corpus.endswith(".conllu"):
+        raise InputError(f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
+                         "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
+                         "UDPipe or spaCy write it)")
     out_dir = Path(spec.output_dir or distalign_home() / "bench_synthetic").resolve()
-    sentences = base_sentences(spec)
+    sentences, reordered = base_corpus(spec)
     translit = Transliteration.for_text(sentences)
     train_words, eval_words = split_dictionary(sentences, spec)
     params = {"corpus": spec.corpus or "tatoeba English", "sentences": len(sentences),
@@ -208,8 +232,8 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
     log.info("bench: %d base sentences; dictionary %d training words, %d held out; transformations %s, "
              "objectives %s", len(sentences), len(train_words), len(eval_words), list(spec.transformations),
              list(spec.objectives))
-    data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed)
-            for t in spec.transformations}
+    data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed,
+                                   reordered) for t in spec.transformations}
     runs = [(t, o) for t in spec.transformations for o in spec.objectives]
     probe = training_config(spec, *runs[0], data[runs[0][0]], out_dir)  # bad overrides fail before Ray starts
     ensure_ray()

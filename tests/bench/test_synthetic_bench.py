@@ -8,7 +8,9 @@ import pytest
 from distalign.bench.derived_language import Transliteration, derive, normalise
 from distalign.bench.synthetic import (
     BenchSpec,
+    base_corpus,
     base_sentences,
+    run_bench,
     split_dictionary,
     training_config,
     vocabulary_counterparts,
@@ -106,3 +108,48 @@ def test_the_dictionary_is_a_share_of_the_whole_vocabulary(tmp_path):
     assert not any(w.startswith("rare") for w in train + held_out)
     with pytest.raises(InputError, match="only 64 are seen --min-count 3 times"):
         split_dictionary(base_sentences(spec), BenchSpec(corpus=str(path), dictionary_share=0.6, min_count=3))
+
+
+ADJECTIVES = ["big", "small", "red", "old", "happy", "quiet"]
+NOUNS = ["dog", "cat", "bird", "horse", "fish", "child", "teacher", "farmer"]
+VERBS = ["sees", "likes", "follows", "finds", "helps"]
+
+
+def parsed_corpus(path: Path, n: int, seed: int = 0) -> Path:
+    """CoNLL-U of template sentences "the ADJ NOUN VERB a NOUN ." with their dependency trees."""
+    rng = random.Random(seed)
+    blocks = []
+    for _ in range(n):
+        adjective, subject, verb, obj = rng.choice(ADJECTIVES), rng.choice(NOUNS), rng.choice(VERBS), rng.choice(NOUNS)
+        rows = [("the", "DET", 3, "det"), (adjective, "ADJ", 3, "amod"), (subject, "NOUN", 4, "nsubj"),
+                (verb, "VERB", 0, "root"), ("a", "DET", 6, "det"), (obj, "NOUN", 4, "obj"), (".", "PUNCT", 4, "punct")]
+        blocks.append("\n".join([f"# text = {' '.join(r[0] for r in rows)}"] + [
+            f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{rel}\t_\t_" for i, (form, upos, head, rel) in enumerate(rows, 1)]))
+    path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
+    return path
+
+
+def test_syntax_transformation_reads_parses_and_reorders_towards_the_target(tmp_path):
+    spec = BenchSpec(corpus=str(parsed_corpus(tmp_path / "base.conllu", 300)), max_sentences=100, seed=1)
+    sentences, reordered = base_corpus(spec)
+    assert len(sentences) == len(reordered) == 100 and len(set(sentences)) == 100  # distinct, capped
+    for base, french in zip(sentences, reordered):
+        the, adjective, subject, verb, a, obj, period = base.split()
+        assert french.split() == [the, subject, adjective, verb, a, obj, period]  # French: adjective after noun
+    translit = Transliteration.for_text(sentences)
+    assert derive(sentences, "translit_syn", translit, reordered=reordered) == [translit.sentence(s) for s in reordered]
+    with pytest.raises(ValueError, match="translit_syn needs every sentence re-ordered"):
+        derive(sentences, "translit_syn", translit)
+    japanese = base_corpus(BenchSpec(corpus=spec.corpus, max_sentences=100, seed=1, syntax_target="jpn"))[1]
+    assert all(s.split()[-2] in VERBS for s in japanese)  # SOV: the verb last, before the period
+    assert base_corpus(BenchSpec(corpus=str(corpus(tmp_path)), max_sentences=10))[1] is None  # no parses
+
+
+def test_translit_syn_without_a_parsed_corpus_is_refused_before_training(tmp_path):
+    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit", "translit_syn"),
+                     output_dir=str(tmp_path / "out"))
+    with pytest.raises(InputError, match=r"translit_syn re-orders sentences by their dependency parses: pass "
+                                         r"--corpus FILE\.conllu"):
+        run_bench(spec)
+    assert not (tmp_path / "out").exists()
+    assert "translit_syn" not in BenchSpec().transformations  # the default runs on plain text

@@ -1,0 +1,138 @@
+"""T_syn, ALIGN-MLM's syntax transformation (Tang et al. 2022, §3 and Appendix F; Deshpande et al. 2022): a
+sentence of the natural language re-ordered to another language's word order, one dependency tree at a time.
+
+The paper uses Galactic Dependencies (Wang & Eisner 2016), which re-samples the order of the dependents of
+every noun and verb from ordering models trained on the target language's treebank (French in the paper).
+No treebank or parser can be fetched here, so the target's preferences come from URIEL's word-order
+features instead (lang2vec: WALS's values, k-NN predictions where WALS has none); for a head and a dependent
+of one of the classes below, the dependent goes after the head with probability
+
+    p_after = after / (before + after)      (URIEL's two features; 0.5 where both or neither hold)
+
+drawn once per dependent with a seeded generator. Every other dependent (determiners, auxiliaries,
+punctuation, ...) keeps its side of the head. On each side, dependents keep their original relative
+order; each dependent carries its whole subtree. English to French (``fra``): adjectives, possessors and
+relative clauses follow their noun, and the rest of English order stays (both are SVO).
+
+Input is Universal Dependencies CoNLL-U (``conllu``): any parser writes it (Stanza, spaCy + spacy-conll,
+UDPipe). Multi-word token lines and empty nodes are skipped; the words are the syntactic words.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from pathlib import Path
+
+from distalign.data.readers import InputError
+from distalign.errors import ConfigError
+from distalign.typology import word_order_features
+
+NOUN_HEADS = {"NOUN", "PROPN"}
+VERB_HEADS = {"VERB"}
+
+# (head kind, UD relation without its subtype or with it) -> URIEL feature stem: S_<stem> is before/after
+DEPENDENT_CLASSES = {
+    ("verb", "nsubj"): ("SUBJECT_{}_VERB"),
+    ("verb", "obj"): ("OBJECT_{}_VERB"),
+    ("verb", "obl"): ("OBLIQUE_{}_VERB"),
+    ("noun", "amod"): ("ADJECTIVE_{}_NOUN"),
+    ("noun", "nummod"): ("NUMERAL_{}_NOUN"),
+    ("noun", "nmod:poss"): ("POSSESSOR_{}_NOUN"),
+    ("noun", "acl:relcl"): ("RELATIVE_{}_NOUN"),
+}
+
+
+@dataclass(frozen=True)
+class Word:
+    index: int  # 1-based position in the sentence
+    form: str
+    upos: str
+    head: int  # 0: the root
+    deprel: str
+
+
+def read_conllu(path: str | Path) -> list[list[Word]]:
+    """The sentences of a CoNLL-U file as syntactic words; a malformed tree names its sentence."""
+    import conllu
+
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: file not found")
+    sentences = []
+    with path.open(encoding="utf-8") as handle:
+        for number, tokens in enumerate(conllu.parse_incr(handle), start=1):
+            words = [Word(t["id"], t["form"], t["upos"] or "", t["head"] if t["head"] is not None else -1,
+                          t["deprel"] or "") for t in tokens if isinstance(t["id"], int)]
+            unreached = _off_the_tree(words)
+            if unreached:
+                raise InputError(f"{path}: sentence {number} is not a dependency tree with one root (words "
+                                 f"{unreached} are not reached from it; text: {tokens.metadata.get('text', '?')!r})")
+            sentences.append(words)
+    return sentences
+
+
+def _off_the_tree(words: list[Word]) -> list[int]:
+    """The words not reached from a single root (heads outside the sentence, second roots, cycles); [0] if none."""
+    roots = [w.index for w in words if w.head == 0]
+    if len(roots) != 1:
+        return [0] if not roots else roots[1:]
+    reached, frontier = set(roots), roots
+    while frontier:
+        frontier = [w.index for w in words if w.head in frontier and w.index not in reached]
+        reached.update(frontier)
+    return [w.index for w in words if w.index not in reached]
+
+
+def after_probabilities(lang: str) -> dict[str, float]:
+    """Feature stem -> probability that such a dependent follows its head in ``lang``: WALS's observed word
+    order (URIEL ``syntax_wals``), and URIEL's k-NN prediction (``syntax_knn``) where WALS has no value. The
+    k-NN set is not used throughout: it also changes observed values (French adjectives: WALS after the noun,
+    k-NN both orders)."""
+    predicted = word_order_features(lang, "syntax_knn")
+    try:
+        observed = word_order_features(lang, "syntax_wals")
+    except ConfigError:  # a language WALS does not cover
+        observed = predicted
+    probabilities = {}
+    for stem in DEPENDENT_CLASSES.values():
+        names = (f"S_{stem.format('BEFORE')}", f"S_{stem.format('AFTER')}")
+        source = observed if not any(math.isnan(observed[name]) for name in names) else predicted
+        before, after = (source[name] for name in names)
+        probabilities[stem] = after / (before + after) if before + after > 0 else 0.5
+    return probabilities
+
+
+def dependent_class(head: Word, dependent: Word) -> str | None:
+    kind = "noun" if head.upos in NOUN_HEADS else "verb" if head.upos in VERB_HEADS else None
+    if kind is None:
+        return None
+    return DEPENDENT_CLASSES.get((kind, dependent.deprel)) or DEPENDENT_CLASSES.get((kind, dependent.deprel.split(":")[0]))
+
+
+def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) -> list[str]:
+    """The sentence's words in the target's order (see the module docstring)."""
+    children: dict[int, list[Word]] = {w.index: [] for w in words} | {0: []}
+    for word in words:
+        children[word.head].append(word)  # in sentence order
+    by_index = {w.index: w for w in words}
+
+    def linear(head: Word) -> list[str]:
+        before, after = [], []
+        for dependent in children[head.index]:
+            stem = dependent_class(head, dependent)
+            goes_after = dependent.index > head.index if stem is None else rng.random() < p_after[stem]
+            (after if goes_after else before).append(dependent)
+        # each side in the original order of the dependents
+        return [form for d in before for form in linear(d)] + [head.form] + \
+            [form for d in after for form in linear(d)]
+
+    root = next(by_index[w.index] for w in words if w.head == 0)
+    return linear(root)
+
+
+def syntax_transform(sentences: list[list[Word]], lang: str, seed: int = 0) -> list[list[str]]:
+    """Every sentence re-ordered towards ``lang``'s word order; sentence i draws from its own seeded stream."""
+    p_after = after_probabilities(lang)
+    return [reorder(words, p_after, random.Random(f"{seed}:{i}")) for i, words in enumerate(sentences)]
