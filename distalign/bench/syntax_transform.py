@@ -12,7 +12,8 @@ of one of the classes below, the dependent goes after the head with probability
 drawn once per dependent with a seeded generator. Every other dependent (determiners, auxiliaries,
 punctuation, ...) keeps its side of the head. On each side, dependents keep their original relative
 order; each dependent carries its whole subtree. English to French (``fra``): adjectives, possessors and
-relative clauses follow their noun, and the rest of English order stays (both are SVO).
+relative clauses follow their noun, and the rest of English order stays (both are SVO, with prepositions);
+to Japanese (``jpn``): objects and obliques precede the verb, adpositions follow their noun.
 
 Input is Universal Dependencies CoNLL-U (``conllu``): any parser writes it (Stanza, spaCy + spacy-conll,
 UDPipe). Multi-word token lines and empty nodes are skipped; the words are the syntactic words.
@@ -39,8 +40,10 @@ DEPENDENT_CLASSES = {
     ("verb", "obl"): ("OBLIQUE_{}_VERB"),
     ("noun", "amod"): ("ADJECTIVE_{}_NOUN"),
     ("noun", "nummod"): ("NUMERAL_{}_NOUN"),
+    ("noun", "nmod"): ("POSSESSOR_{}_NOUN"),  # WALS 86A, the order of genitive and noun: "of"-phrases too
     ("noun", "nmod:poss"): ("POSSESSOR_{}_NOUN"),
     ("noun", "acl:relcl"): ("RELATIVE_{}_NOUN"),
+    ("noun", "case"): ("ADPOSITION_{}_NOUN"),  # adpositions only: the possessive 's is a `case` dependent too
 }
 
 
@@ -106,7 +109,7 @@ def after_probabilities(lang: str) -> dict[str, float]:
 
 def dependent_class(head: Word, dependent: Word) -> str | None:
     kind = "noun" if head.upos in NOUN_HEADS else "verb" if head.upos in VERB_HEADS else None
-    if kind is None:
+    if kind is None or (dependent.deprel == "case" and dependent.upos != "ADP"):
         return None
     return DEPENDENT_CLASSES.get((kind, dependent.deprel)) or DEPENDENT_CLASSES.get((kind, dependent.deprel.split(":")[0]))
 
