@@ -235,8 +235,8 @@ def build_parser() -> argparse.ArgumentParser:
     synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm",
                            help="of translit, translit_inv, translit_perm, translit_syn (needs a .conllu corpus)")
     synthetic.add_argument("--syntax-target", default="fra",
-                           help="translit_syn: the language whose word order (URIEL) the sentences take (ALIGN-MLM: "
-                                "French)")
+                           help="translit_syn: the language whose word order the sentences take, a code (its URIEL "
+                                "word-order features) or a treebank of it (.conllu) (ALIGN-MLM: French)")
     synthetic.add_argument("--objectives", default="mlm,align", help="objective sets: mlm, align, lexical")
     synthetic.add_argument("--dictionary-share", type=float, default=0.25,
                            help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")

@@ -3,13 +3,15 @@ sentence of the natural language re-ordered to another language's word order, on
 
 The paper uses Galactic Dependencies (Wang & Eisner 2016), which re-samples the order of the dependents of
 every noun and verb from ordering models trained on the target language's treebank (French in the paper).
-No treebank or parser can be fetched here, so the target's preferences come from URIEL's word-order
-features instead (lang2vec: WALS's values, k-NN predictions where WALS has none); for a head and a dependent
-of one of the classes below, the dependent goes after the head with probability
+Here the target's preferences are, for a head and a dependent of one of the classes below, the
+probability that the dependent goes after the head:
 
-    p_after = after / (before + after)      (URIEL's two features; 0.5 where both or neither hold)
+- counted in a treebank of the target language (a CoNLL-U file, e.g. UD French-GSD), the data Galactic
+  Dependencies learns from, though it conditions each order on more than the two words' classes;
+- or, with no treebank, from the target's word-order features in URIEL (lang2vec: WALS's values, k-NN
+  predictions where WALS has none): p_after = after / (before + after), 0.5 where both or neither hold.
 
-drawn once per dependent with a seeded generator. Every other dependent (determiners, auxiliaries,
+Each classed dependent's side is drawn once with a seeded generator. Every other dependent (determiners, auxiliaries,
 punctuation, ...) keeps its side of the head. On each side, dependents keep their original relative
 order; each dependent carries its whole subtree. English to French (``fra``): adjectives, possessors and
 relative clauses follow their noun, and the rest of English order stays (both are SVO, with prepositions);
@@ -88,11 +90,19 @@ def _off_the_tree(words: list[Word]) -> list[int]:
     return [w.index for w in words if w.index not in reached]
 
 
-def after_probabilities(lang: str) -> dict[str, float]:
-    """Feature stem -> probability that such a dependent follows its head in ``lang``: WALS's observed word
-    order (URIEL ``syntax_wals``), and URIEL's k-NN prediction (``syntax_knn``) where WALS has no value. The
-    k-NN set is not used throughout: it also changes observed values (French adjectives: WALS after the noun,
-    k-NN both orders)."""
+def after_probabilities(target: str) -> dict[str, float]:
+    """Feature stem -> probability that such a dependent follows its head in the target: counted in a
+    treebank of the target language (``target`` a ``.conllu`` file, as Galactic Dependencies learns its
+    orders), else from the language's URIEL features (``target`` a language code; see ``uriel_probabilities``)."""
+    if target.endswith(".conllu"):
+        return treebank_probabilities(read_conllu(target))
+    return uriel_probabilities(target)
+
+
+def uriel_probabilities(lang: str) -> dict[str, float]:
+    """WALS's observed word order (URIEL ``syntax_wals``), and URIEL's k-NN prediction (``syntax_knn``) where
+    WALS has no value. The k-NN set is not used throughout: it also changes observed values (French adjectives:
+    WALS after the noun, k-NN both orders)."""
     predicted = word_order_features(lang, "syntax_knn")
     try:
         observed = word_order_features(lang, "syntax_wals")
@@ -105,6 +115,18 @@ def after_probabilities(lang: str) -> dict[str, float]:
         before, after = (source[name] for name in names)
         probabilities[stem] = after / (before + after) if before + after > 0 else 0.5
     return probabilities
+
+
+def treebank_probabilities(trees: list[list[Word]]) -> dict[str, float]:
+    """The share of each class's dependents that follow their head in ``trees`` (0.5 for a class never seen)."""
+    counts = {stem: [0, 0] for stem in DEPENDENT_CLASSES.values()}  # [before, after]
+    for words in trees:
+        by_index = {w.index: w for w in words}
+        for word in words:
+            stem = dependent_class(by_index[word.head], word) if word.head else None
+            if stem is not None:
+                counts[stem][word.index > word.head] += 1
+    return {stem: after / (before + after) if before + after else 0.5 for stem, (before, after) in counts.items()}
 
 
 def dependent_class(head: Word, dependent: Word) -> str | None:
@@ -135,7 +157,8 @@ def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) ->
     return linear(root)
 
 
-def syntax_transform(sentences: list[list[Word]], lang: str, seed: int = 0) -> list[list[str]]:
-    """Every sentence re-ordered towards ``lang``'s word order; sentence i draws from its own seeded stream."""
-    p_after = after_probabilities(lang)
+def syntax_transform(sentences: list[list[Word]], target: str, seed: int = 0) -> list[list[str]]:
+    """Every sentence re-ordered towards the ``target``'s word order (a language code or a treebank of it,
+    ``after_probabilities``); sentence i draws from its own seeded stream."""
+    p_after = after_probabilities(target)
     return [reorder(words, p_after, random.Random(f"{seed}:{i}")) for i, words in enumerate(sentences)]

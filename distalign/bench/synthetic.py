@@ -55,7 +55,7 @@ class BenchSpec:
     seed: int = 0
     output_dir: str = ""
     overrides: list[str] = field(default_factory=list)  # training-config overrides (train.max_steps=100)
-    syntax_target: str = "fra"  # translit_syn re-orders towards this language's word order (the paper: French)
+    syntax_target: str = "fra"  # translit_syn: the target language (code or .conllu treebank; the paper: French)
 
 
 def default_corpus_files() -> list[Path]:
@@ -209,6 +209,24 @@ def markdown_table(results: pd.DataFrame) -> str:
         for r in results.itertuples())
 
 
+def check_runs(spec: BenchSpec, runs: list[tuple[str, str]], data: dict[str, dict[str, Path]], out_dir: Path):
+    """Every run's configuration and inputs read and checked before Ray starts (a bad override, a dictionary
+    too small for a batch); returns the first run's configuration. The runs share one cached tiny model."""
+    from distalign.preparation.inputs import prepare_data
+
+    configs = []
+    for transformation, objective in runs:
+        config = training_config(spec, transformation, objective, data[transformation], out_dir)
+        try:
+            prepare_data(config)
+        except ValueError as error:
+            raise InputError(f"run {transformation} / {objective}: {error} (the dictionary has "
+                             f"{spec.dictionary_share:.0%} of the word types, {spec.eval_words} held out: see "
+                             "--dictionary-share, --eval-words, and training overrides)") from None
+        configs.append(config)
+    return configs[0]
+
+
 def run_bench(spec: BenchSpec) -> pd.DataFrame:
     from distalign.ray_session import ensure_ray
     from distalign.tracking import MetricLogger, client_for, tracked_run
@@ -235,7 +253,7 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
     data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed,
                                    reordered) for t in spec.transformations}
     runs = [(t, o) for t in spec.transformations for o in spec.objectives]
-    probe = training_config(spec, *runs[0], data[runs[0][0]], out_dir)  # bad overrides fail before Ray starts
+    probe = check_runs(spec, runs, data, out_dir)
     ensure_ray()
     results = []
     with tracked_run(probe.tracking.uri, probe.tracking.experiment, "bench-synthetic", str(out_dir), params,

@@ -45,6 +45,19 @@ def test_uriel_word_order_gives_the_target_preferences():
     assert eng["POSSESSOR_{}_NOUN"] == 0.5  # WALS: English has both orders (John's book, the book of John)
 
 
+def test_orders_counted_in_a_target_treebank(tmp_path):
+    # a "treebank": adjectives after their noun in 3 of 4 cases, objects always before the verb
+    rows = lambda adjective_after: ([("x", "NOUN", 3, "nsubj"), ("y", "NOUN", 3, "obj"), ("v", "VERB", 0, "root")]
+                                    + [("z", "ADJ", 1, "amod")] if adjective_after else
+                                    [("z", "ADJ", 2, "amod"), ("x", "NOUN", 3, "nsubj"), ("v", "VERB", 0, "root")])
+    path = tmp_path / "target.conllu"
+    path.write_text(conllu(rows(True), rows(True), rows(True), rows(False)), encoding="utf-8")
+    p_after = after_probabilities(str(path))
+    assert p_after["ADJECTIVE_{}_NOUN"] == 0.75 and p_after["OBJECT_{}_VERB"] == 0.0
+    assert p_after["SUBJECT_{}_VERB"] == 0.0 and p_after["RELATIVE_{}_NOUN"] == 0.5  # never seen: no preference
+    assert syntax_transform([read_conllu(path)[0]], str(path))[0] == ["x", "z", "y", "v"]
+
+
 def test_french_moves_adjectives_after_their_noun_with_their_subtree(trees):
     sara, dog = syntax_transform(trees, "fra", seed=0)
     assert sara == ["Sara", "ate", "apples", "."]  # SVO stays SVO
