@@ -32,3 +32,14 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
     result = lint(tmp_path)
     assert result.returncode != 0
     assert "distalign.eval.bli -> distalign.train.trainer" in result.stdout
+
+
+def test_the_driver_and_the_tokenising_code_import_no_model_classes():
+    """Start-up (issue 14): transformers' model modules (torch's compiler, DeepSpeed through accelerate) cost
+    every process seconds; the driver of a run on a cached model and Ray Data's tokenising tasks never need them."""
+    code = ("import sys, distalign.cli, distalign.train.trainer, distalign.preparation.streams; "
+            "print(sorted(m for m in ('transformers.modeling_utils', 'transformers.activations', 'deepspeed') "
+            "if m in sys.modules))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
