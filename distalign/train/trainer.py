@@ -34,6 +34,7 @@ from distalign.tracking import (
     START_MODEL_TAG,
     check_reachable,
     client_for,
+    open_store_in_background,
     tracked_run,
 )
 from distalign.train.loop import train_loop_per_worker
@@ -151,7 +152,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
     # Ray keeps the best checkpoints by the selection score (and always the latest, for resuming)
     score = {"checkpoint_score_attribute": SELECTION_METRIC, "checkpoint_score_order": "max"} if has_validation else {}
 
+    store = open_store_in_background(config.tracking.uri)
     ensure_ray()
+    store.join()
     clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
