@@ -37,15 +37,15 @@ VERB_HEADS = {"VERB"}
 
 # (head kind, UD relation without its subtype or with it) -> URIEL feature stem: S_<stem> is before/after
 DEPENDENT_CLASSES = {
-    ("verb", "nsubj"): ("SUBJECT_{}_VERB"),
-    ("verb", "obj"): ("OBJECT_{}_VERB"),
-    ("verb", "obl"): ("OBLIQUE_{}_VERB"),
-    ("noun", "amod"): ("ADJECTIVE_{}_NOUN"),
-    ("noun", "nummod"): ("NUMERAL_{}_NOUN"),
-    ("noun", "nmod"): ("POSSESSOR_{}_NOUN"),  # WALS 86A, the order of genitive and noun: "of"-phrases too
-    ("noun", "nmod:poss"): ("POSSESSOR_{}_NOUN"),
-    ("noun", "acl:relcl"): ("RELATIVE_{}_NOUN"),
-    ("noun", "case"): ("ADPOSITION_{}_NOUN"),  # adpositions only: the possessive 's is a `case` dependent too
+    ("verb", "nsubj"): "SUBJECT_{}_VERB",
+    ("verb", "obj"): "OBJECT_{}_VERB",
+    ("verb", "obl"): "OBLIQUE_{}_VERB",
+    ("noun", "amod"): "ADJECTIVE_{}_NOUN",
+    ("noun", "nummod"): "NUMERAL_{}_NOUN",
+    ("noun", "nmod"): "POSSESSOR_{}_NOUN",  # WALS 86A, the order of genitive and noun: "of"-phrases too
+    ("noun", "nmod:poss"): "POSSESSOR_{}_NOUN",
+    ("noun", "acl:relcl"): "RELATIVE_{}_NOUN",
+    ("noun", "case"): "ADPOSITION_{}_NOUN",  # adpositions only: the possessive 's is a `case` dependent too
 }
 
 
@@ -141,7 +141,6 @@ def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) ->
     children: dict[int, list[Word]] = {w.index: [] for w in words} | {0: []}
     for word in words:
         children[word.head].append(word)  # in sentence order
-    by_index = {w.index: w for w in words}
 
     def linear(head: Word) -> list[str]:
         before, after = [], []
@@ -153,7 +152,7 @@ def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) ->
         return [form for d in before for form in linear(d)] + [head.form] + \
             [form for d in after for form in linear(d)]
 
-    root = next(by_index[w.index] for w in words if w.head == 0)
+    (root,) = children[0]
     return linear(root)
 
 

@@ -76,9 +76,13 @@ def base_sentences(spec: BenchSpec) -> list[str]:
         for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
             if line.strip():
                 sentences[normalise(line)] = None
-    ordered = list(sentences)
-    random.Random(spec.seed).shuffle(ordered)
-    return ordered[:spec.max_sentences]
+    return seeded_sample(list(sentences), spec)
+
+
+def seeded_sample(items: list, spec: BenchSpec) -> list:
+    """``items`` (one per distinct sentence) shuffled with the bench's seed, at most ``max_sentences`` of them."""
+    random.Random(spec.seed).shuffle(items)
+    return items[:spec.max_sentences]
 
 
 def base_corpus(spec: BenchSpec) -> tuple[list[str], list[str] | None]:
@@ -89,9 +93,7 @@ def base_corpus(spec: BenchSpec) -> tuple[list[str], list[str] | None]:
     trees: dict[str, list] = {}
     for tree in read_conllu(spec.corpus):
         trees.setdefault(normalise(" ".join(word.form for word in tree)), tree)
-    ordered = list(trees.items())
-    random.Random(spec.seed).shuffle(ordered)
-    ordered = ordered[:spec.max_sentences]
+    ordered = seeded_sample(list(trees.items()), spec)
     reordered = syntax_transform([tree for _, tree in ordered], spec.syntax_target, spec.seed)
     return [text for text, _ in ordered], [normalise(" ".join(words)) for words in reordered]
 
