@@ -105,7 +105,7 @@ def _bench_perf(args) -> int:
     from distalign.config import distalign_home
 
     run_perf_bench(Path(args.output_dir).resolve() if args.output_dir else distalign_home() / "bench_perf",
-                   args.steps, log_to_mlflow=not args.no_mlflow)
+                   args.steps, log_to_mlflow=not args.no_mlflow, areas=tuple(args.rows.split(",")))
     return 0
 
 
@@ -266,6 +266,9 @@ def build_parser() -> argparse.ArgumentParser:
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
+    perf.add_argument("--rows", default="step,evaluation,startup,data,gpu",
+                      help="comma-separated areas to measure (step includes scaling; data times the steps too); "
+                           "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
     return parser
 

@@ -6,7 +6,8 @@ random token ids in the shape of the batch contract: a corpus batch for MLM and 
 the lexical InfoNCE. Each engine trains ``warmup`` steps, then ``steps`` timed ones (synchronised).
 Model FLOPs utilisation counts the matrix multiplications a step must do: 6 x the non-embedding
 parameters per token, attention's 12 x layers x hidden x sequence length per token, and the tied MLM
-head's 6 x hidden x vocabulary per corpus token; divided by the device's dense bf16 peak.
+head's 6 x hidden x vocabulary per masked token (the loss needs no logits elsewhere; a loop that computes
+them everywhere does work the count leaves out); divided by the device's dense bf16 peak.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ class Shape:
     sequence_length: int = 128
     pairs: int = 64  # constraint pairs per step
     word_tokens: int = 8
+    mask_prob: float = 0.15  # share of corpus tokens the MLM predicts
 
 
 @dataclass
@@ -43,10 +45,11 @@ class Throughput:
 
 
 def random_batches(shape: Shape, vocab: int, device: torch.device, seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
-    """One step's batches in the batch contract's shapes: 15 % of corpus tokens masked, words of 1-6 subwords."""
+    """One step's batches in the batch contract's shapes: ``shape.mask_prob`` of corpus tokens masked, words
+    of 1-6 subwords."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab, (shape.sequences, shape.sequence_length), generator=g)
-    labelled = torch.rand(ids.shape, generator=g) < 0.15
+    labelled = torch.rand(ids.shape, generator=g) < shape.mask_prob
     corpus = {"masked_ids": ids.masked_fill(labelled, 4), "attention_mask": torch.ones_like(ids),
               "labels": ids.masked_fill(~labelled, -100)}
     pairs = {"synset": torch.arange(shape.pairs)}
@@ -69,7 +72,7 @@ def step_flops(config, shape: Shape) -> float:
     word_tokens = 2 * shape.pairs * shape.word_tokens
     return (6 * layers * per_layer * (corpus_tokens + word_tokens)
             + 12 * layers * hidden * (corpus_tokens * shape.sequence_length + word_tokens * shape.word_tokens)
-            + 6 * hidden * config.vocab_size * corpus_tokens)
+            + 6 * hidden * config.vocab_size * shape.mask_prob * corpus_tokens)
 
 
 def peak_flops(device: torch.device) -> float | None:

@@ -2,6 +2,7 @@
 
     distalign bench perf                      # ~5 minutes on 2 CPU cores
     distalign bench perf --steps 40 --output-dir /tmp/perf
+    distalign bench perf --rows gpu --no-mlflow  # a GPU node: torch, transformers and DeepSpeed suffice
 
 Rows (ratios, not absolute times, are what carry from machine to machine):
 
@@ -324,32 +325,57 @@ def gpu_throughput(steps: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- the bench
 
-def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True) -> PerfReport:
-    """Every row (module docstring); the bench's own runs live under ``<output_dir>/home``, the results go
-    to the user's tracking store."""
-    from distalign.config import resolve_tracking_uri
+AREAS = ("step", "evaluation", "startup", "data", "gpu")  # ``--rows``; step includes the scaling rows
 
+
+def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True,
+                   areas: tuple[str, ...] = AREAS) -> PerfReport:
+    """The rows of ``areas`` (module docstring); the bench's own runs live under ``<output_dir>/home``, the
+    results go to the user's tracking store. ``data`` compares with the step's consumption, so it times the
+    steps too."""
+    from distalign.config import resolve_tracking_uri
+    from distalign.data.readers import InputError
+
+    unknown = set(areas) - set(AREAS)
+    if unknown:
+        raise InputError(f"--rows: unknown {', '.join(sorted(unknown))} (choose from {', '.join(AREAS)})")
     output_dir.mkdir(parents=True, exist_ok=True)
-    report = _measure(output_dir, output_dir / "home", steps)
-    write_results(report, output_dir)
+    report = _measure(output_dir / "home", steps, areas)
+    artifacts = write_results(report, output_dir)
     if log_to_mlflow:
-        log_results(report, output_dir, resolve_tracking_uri())
+        log_results(report, artifacts, resolve_tracking_uri())
     return report
 
 
-def _measure(output_dir: Path, home: Path, steps: int) -> PerfReport:
+def _timed(label: str, work: Callable[[], Any]) -> Any:
+    print(f"[bench perf] {label} ...", flush=True)
+    start = time.time()
+    result = work()
+    print(f"[bench perf] {label}: {time.time() - start:.0f} s", flush=True)
+    return result
+
+
+def _measure(home: Path, steps: int, areas: tuple[str, ...]) -> PerfReport:
     report = PerfReport()
+    if "step" in areas or "data" in areas:
+        _step_rows(report, home, steps)
+    if "evaluation" in areas:
+        _evaluation_row(report)
+    if "startup" in areas:
+        _startup_rows(report, home)
+    if "data" in areas:
+        _data_rows(report, home, steps)
+    if "gpu" in areas:
+        _gpu_rows(report, steps)
+    if report.scaling:
+        _scaling_rows(report)
+    return report
 
-    def timed(label: str, work: Callable[[], Any]) -> Any:
-        print(f"[bench perf] {label} ...", flush=True)
-        start = time.time()
-        result = work()
-        print(f"[bench perf] {label}: {time.time() - start:.0f} s", flush=True)
-        return result
 
-    one = timed("step overhead, 1 process", lambda: step_timings(home, 1, [
+def _step_rows(report: PerfReport, home: Path, steps: int) -> None:
+    one = _timed("step overhead, 1 process", lambda: step_timings(home, 1, [
         {"pairs": p, "overrides": batch_overrides(p, 1), "steps": steps} for p in BATCH_SIZES]))
-    two = timed("step overhead, 2 processes", lambda: step_timings(home, 2, [
+    two = _timed("step overhead, 2 processes", lambda: step_timings(home, 2, [
         {"pairs": p, "overrides": batch_overrides(p, 2), "steps": steps} for p in BATCH_SIZES]))
     report.scaling = [{"processes": 1, **r} for r in one] + [{"processes": 2, **r} for r in two]
     for processes, results in ((1, one), (2, two)):
@@ -361,7 +387,9 @@ def _measure(output_dir: Path, home: Path, steps: int) -> PerfReport:
                                + ("es" if processes > 1 else ""), f"{main['distalign'] * 1000:.1f} ms",
                                f"{main['bare'] * 1000:.1f} ms ({anchor})", f"{ratio:.3f}x", "<= 1.05x"))
 
-    bli = timed("BLI ranking", lambda: bli_comparison(layers=3, dim=64))
+
+def _evaluation_row(report: PerfReport) -> None:
+    bli = _timed("BLI ranking", lambda: bli_comparison(layers=3, dim=64))
     speedup = bli["authors_s_per_query"] / bli["distalign_s_per_query"]
     report.metrics |= {f"bli/{k}": v for k, v in bli.items()} | {"bli/speedup": speedup}
     report.rows.append(Row("evaluation", f"BLI, {BLI_QUERIES:,} queries x {BLI_VOCABULARY:,} words x 3 layers, "
@@ -370,23 +398,28 @@ def _measure(output_dir: Path, home: Path, steps: int) -> PerfReport:
                            "per layer)", f"{speedup:.0f}x faster", ">= 10x",
                            "same ranks" if bli["same_ranks"] else "RANKS DIFFER"))
 
-    startup = timed("start-up of distalign train", lambda: startup_figures(home))
+
+def _startup_rows(report: PerfReport, home: Path) -> None:
+    startup = _timed("start-up of distalign train", lambda: startup_figures(home))
     report.metrics |= {f"startup/{k.removeprefix('startup/')}": v for k, v in startup.items()}
     phases = ", ".join(f"{k.removeprefix('startup/').removesuffix('_s')} {v:.1f}" for k, v in startup.items()
                        if k.startswith("startup/") and k != "startup/total_s")
     report.rows.append(Row("start-up", "command to first optimizer step, quickstart",
                            f"{startup['startup/total_s']:.1f} s", f"{startup['wall_s']:.1f} s whole command "
                            "(3 steps)", "", "<= 30 s", phases))
-    trials = timed("start-up per Tune trial", lambda: trial_startup(home))
+    trials = _timed("start-up per Tune trial", lambda: trial_startup(home))
     report.metrics |= {f"trial/{k}": v for k, v in trials.items()}
     report.rows.append(Row("start-up", "per Tune trial (2 trials at once, 1 worker each)",
                            f"{trials.get('trial_startup_s_mean', float('nan')):.1f} s",
                            f"{trials.get('trial_wall_s_mean', float('nan')):.1f} s per trial", "",
                            "", f"{100 * trials.get('trial_startup_share', float('nan')):.0f} % of a trial's time"))
 
-    rates = timed("data path", lambda: ingest_rates(home, batches=4 * steps))
-    consumption = {"constraints": 1 / next(r for r in one if r["pairs"] == 32)["distalign"],
-                   "corpus": 1 / next(r for r in two if r["pairs"] == 32)["distalign"]}
+
+def _data_rows(report: PerfReport, home: Path, steps: int) -> None:
+    """Delivered against consumed: the consumption is the step time of the matching scaling row."""
+    rates = _timed("data path", lambda: ingest_rates(home, batches=4 * steps))
+    step_s = {(r["processes"], r["pairs"]): r["distalign"] for r in report.scaling}
+    consumption = {"constraints": 1 / step_s[1, 32], "corpus": 1 / step_s[2, 32]}
     for stream, label in (("constraints", "constraint stream, quickstart (1 worker)"),
                           ("corpus", "corpus stream, 2-worker MLM run (per worker)")):
         ratio = rates[stream] / consumption[stream]
@@ -394,40 +427,41 @@ def _measure(output_dir: Path, home: Path, steps: int) -> PerfReport:
         report.rows.append(Row("data path", f"batches/s, {label}", f"{rates[stream]:.0f} delivered",
                                f"{consumption[stream]:.1f} consumed by the step", f"{ratio:.1f}x", ">= 5x"))
 
-    if torch.cuda.is_available():
-        gpu = timed("GPU throughput", lambda: gpu_throughput(steps))
-        anchor = next(t for t in gpu if t["engine"] == "hf-trainer")
-        for t in gpu:
-            report.metrics |= {f"gpu/{t['engine']}/tokens_per_s": t["tokens_per_s"]} | (
-                {f"gpu/{t['engine']}/mfu": t["mfu"]} if t["mfu"] is not None else {})
-        for t in (t for t in gpu if t["engine"] != "hf-trainer"):
-            mfu = f"{100 * t['mfu']:.1f} % MFU" if t["mfu"] is not None else "MFU: peak of this GPU unknown"
-            report.rows.append(Row("GPU", f"tokens/s, XLM-R-base size, bf16, MLM + lexical, {t['engine']} "
-                                   f"({torch.cuda.get_device_name()})", f"{t['tokens_per_s']:,.0f}",
-                                   f"{anchor['tokens_per_s']:,.0f} (Hugging Face Trainer)",
-                                   f"{t['tokens_per_s'] / anchor['tokens_per_s']:.2f}x", ">= 45 % MFU", mfu))
-    else:
+
+def _gpu_rows(report: PerfReport, steps: int) -> None:
+    if not torch.cuda.is_available():
         report.rows.append(Row("GPU", "tokens/s and MFU, XLM-R-base size, bf16, DDP and ZeRO-2 vs HF Trainer",
                                "-", "-", "", ">= 45 % MFU", "not measured: no GPU on this machine"))
+        return
+    gpu = _timed("GPU throughput", lambda: gpu_throughput(steps))
+    anchor = next(t for t in gpu if t["engine"] == "hf-trainer")
+    for t in gpu:
+        report.metrics |= {f"gpu/{t['engine']}/tokens_per_s": t["tokens_per_s"]} | (
+            {f"gpu/{t['engine']}/mfu": t["mfu"]} if t["mfu"] is not None else {})
+    for t in gpu:
+        mfu = f"{100 * t['mfu']:.1f} % MFU" if t["mfu"] is not None else "MFU: peak of this GPU unknown"
+        is_anchor = t["engine"] == "hf-trainer"
+        report.rows.append(Row("GPU", f"tokens/s, XLM-R-base size, bf16, MLM + lexical, {t['engine']} "
+                               f"({torch.cuda.get_device_name()})", f"{t['tokens_per_s']:,.0f}",
+                               "" if is_anchor else f"{anchor['tokens_per_s']:,.0f} (Hugging Face Trainer)",
+                               "" if is_anchor else f"{t['tokens_per_s'] / anchor['tokens_per_s']:.2f}x",
+                               "" if is_anchor else ">= 45 % MFU", mfu))
+
+
+def _scaling_rows(report: PerfReport) -> None:
     for processes in (1, 2):
         times = ", ".join(f"{r['pairs']}: {r['distalign'] * 1000:.0f} ms" for r in report.scaling
                           if r["processes"] == processes)
         report.rows.append(Row("scaling", f"s/step by pairs per worker, {processes} process"
                                + ("es" if processes > 1 else ""), times, "", "", "", "scaling.png"))
 
-    return report
-
 
 def machine() -> str:
     return f"{platform.machine()}, {os.cpu_count()} CPU cores, torch {torch.__version__}, {platform.python_version()}"
 
 
-def write_results(report: PerfReport, output_dir: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+def write_results(report: PerfReport, output_dir: Path) -> list[Path]:
+    """``results.md`` and, where the steps were timed, ``scaling.png``: the files written."""
     header = ["area", "measure", "distalign", "anchor", "ratio", "goal", "note"]
     lines = [f"`distalign bench perf`, {time.strftime('%Y-%m-%d')}, {machine()}", "",
              "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
@@ -435,6 +469,13 @@ def write_results(report: PerfReport, output_dir: Path) -> None:
     text = "\n".join(lines) + "\n"
     (output_dir / "results.md").write_text(text)
     print("\n" + text, flush=True)
+    if not report.scaling:
+        return [output_dir / "results.md"]
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for processes in (1, 2):
         points = [r for r in report.scaling if r["processes"] == processes]
@@ -450,9 +491,10 @@ def write_results(report: PerfReport, output_dir: Path) -> None:
     fig.tight_layout()
     fig.savefig(output_dir / "scaling.png", dpi=120)
     plt.close(fig)
+    return [output_dir / "results.md", output_dir / "scaling.png"]
 
 
-def log_results(report: PerfReport, output_dir: Path, tracking_uri: str) -> None:
+def log_results(report: PerfReport, artifacts: list[Path], tracking_uri: str) -> None:
     import mlflow
 
     mlflow.set_tracking_uri(tracking_uri)
@@ -460,5 +502,5 @@ def log_results(report: PerfReport, output_dir: Path, tracking_uri: str) -> None
     with mlflow.start_run(run_name=f"perf-{time.strftime('%Y%m%d-%H%M%S')}"):
         mlflow.log_params({"machine": machine()})
         mlflow.log_metrics(report.metrics)
-        mlflow.log_artifact(str(output_dir / "results.md"))
-        mlflow.log_artifact(str(output_dir / "scaling.png"))
+        for artifact in artifacts:
+            mlflow.log_artifact(str(artifact))

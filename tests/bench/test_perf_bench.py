@@ -67,6 +67,26 @@ def test_step_flops_by_hand():
     from distalign.bench.gpu import Shape, step_flops
 
     config = XLMRobertaConfig(vocab_size=100, hidden_size=4, num_hidden_layers=1, intermediate_size=8)
-    # per layer 4*16 + 2*32 = 128 weights; tokens 1*2 + 2*1*3 = 8
-    expected = 6 * 128 * 8 + 12 * 4 * (2 * 2 + 6 * 3) + 6 * 4 * 100 * 2
-    assert step_flops(config, Shape(sequences=1, sequence_length=2, pairs=1, word_tokens=3)) == expected
+    # per layer 4*16 + 2*32 = 128 weights; tokens 1*2 + 2*1*3 = 8; the head predicts half of the 2 corpus tokens
+    expected = 6 * 128 * 8 + 12 * 4 * (2 * 2 + 6 * 3) + 6 * 4 * 100 * 1
+    assert step_flops(config, Shape(sequences=1, sequence_length=2, pairs=1, word_tokens=3, mask_prob=0.5)) == expected
+
+
+def test_rows_gpu_alone_writes_its_row_and_no_plot(tmp_path):
+    """``--rows gpu`` on a GPU node needs no Ray: only the GPU row is measured (here: "not measured")."""
+    from distalign.bench.perf import run_perf_bench
+
+    report = run_perf_bench(tmp_path, log_to_mlflow=False, areas=("gpu",))
+    assert [row.area for row in report.rows] == ["GPU"]
+    text = (tmp_path / "results.md").read_text()
+    assert ("not measured" in text) != torch.cuda.is_available()
+    assert not (tmp_path / "scaling.png").exists() and not (tmp_path / "home").exists()
+
+
+def test_an_unknown_row_is_refused_before_anything_runs(tmp_path):
+    from distalign.bench.perf import run_perf_bench
+    from distalign.data.readers import InputError
+
+    with pytest.raises(InputError, match="--rows: unknown speed"):
+        run_perf_bench(tmp_path, log_to_mlflow=False, areas=("gpu", "speed"))
+    assert not (tmp_path / "results.md").exists()
