@@ -9,9 +9,13 @@ every pair the same share).
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from distalign.data.mining import normalize
 
 
 def language_pair_keys(table: pa.Table) -> np.ndarray:
@@ -109,11 +113,19 @@ def words_of(table: pa.Table) -> set[tuple[str, str]]:
 
 
 def exclude_words(table: pa.Table, banned: set[tuple[str, str]]) -> tuple[pa.Table, int]:
-    """Drop constraint rows touching any banned (lang, word), e.g. words of evaluation sets."""
+    """Drop constraint rows touching any banned (lang, word), e.g. words of evaluation sets. Words match in
+    their wordfreq form (``mining.normalize``: case-folded, Unicode-normalised), the form mined constraints
+    are written in: G-BLI's German "Haus" bans a mined "haus"."""
     if not banned:
         return table, 0
-    left = [(l, w) not in banned for l, w in zip(table["lang1"].to_pylist(), table["word1"].to_pylist())]
-    right = [(l, w) not in banned for l, w in zip(table["lang2"].to_pylist(), table["word2"].to_pylist())]
+    forms = functools.cache(normalize)
+    banned_forms = {(lang, forms(word, lang)) for lang, word in banned}
+
+    def kept_side(side: str) -> list[bool]:
+        return [(lang, forms(word, lang)) not in banned_forms
+                for lang, word in zip(table[f"lang{side}"].to_pylist(), table[f"word{side}"].to_pylist())]
+
+    left, right = kept_side("1"), kept_side("2")
     keep = pc.and_(pa.array(left), pa.array(right))
     kept = table.filter(keep)
     return kept, len(table) - len(kept)

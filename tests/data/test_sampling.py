@@ -149,6 +149,20 @@ def test_exclude_words_both_sides():
     assert none == 0 and same.equals(table)
 
 
+def test_exclude_words_matches_mined_case_folded_words_to_capitalised_evaluation_words():
+    """Mined constraints are written case-folded ("haus"); G-BLI keeps German noun capitals ("Haus")."""
+    from distalign.data.mining import SYNSET_SCHEMA, mine_constraints
+
+    synsets = pa.table({"synset_id": ["s1", "s1", "s2", "s2"], "lang": ["de", "fr", "de", "fr"],
+                        "word": ["Haus", "maison", "Baum", "arbre"], "gloss": [None] * 4}, schema=SYNSET_SCHEMA)
+    mined, _ = mine_constraints(synsets, ["de", "fr"])
+    assert sorted(mined["word1"].to_pylist() + mined["word2"].to_pylist()) == ["arbre", "baum", "haus", "maison"]
+    kept, dropped = exclude_words(mined, {("de", "Haus"), ("fr", "ARBRE ")})
+    assert dropped == 2 and len(kept) == 0
+    kept, dropped = exclude_words(mined, {("fr", "Haus")})  # a French "Haus" is another word
+    assert dropped == 0
+
+
 def test_words_of():
     table = make_table([("de", "en", 2)])
     assert words_of(table) == {("de", "deen_a0"), ("de", "deen_a1"), ("en", "deen_b0"), ("en", "deen_b1")}
