@@ -105,6 +105,12 @@ def sampled_epoch(table: pa.Table, weights: np.ndarray, seed: int, epoch: int) -
     return table.take(rng.choice(len(table), size=len(table), replace=True, p=weights))
 
 
+def shuffled_epoch(table: pa.Table, seed: int, epoch: int) -> pa.Table:
+    """One epoch of every row once, in an order of its own per (seed, epoch) (a random sampler that
+    reshuffles each epoch, as the X2Static alignment's authors use)."""
+    return table.take(np.random.default_rng([seed, epoch]).permutation(len(table)))
+
+
 def words_of(table: pa.Table) -> set[tuple[str, str]]:
     """(lang, word) of every word in a constraint table."""
     return set(zip(table["lang1"].to_pylist(), table["word1"].to_pylist())) | set(

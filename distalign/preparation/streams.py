@@ -6,8 +6,8 @@ seeded by (run seed, epoch, row), so each epoch draws new masks and every batch 
 identically on resume.
 
 - Table streams (constraints, static vectors: small, read on the driver): as many epochs of the
-  table (shuffled once with the run's seed), one after the other, as ``train.max_steps`` needs;
-  constraint epochs are drawn by language pair with q ∝ p^α (``epoch_tables``). Each worker gets
+  table, one after the other, as ``train.max_steps`` needs: static epochs reshuffled per (seed,
+  epoch), constraint epochs drawn by language pair with q ∝ p^α (``epoch_tables``). Each worker gets
   datasets of its own (``shard_name``): rows r, r + W, ... (``build_datasets``).
 - The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
   the corpus files (``distalign.data.corpus_stream``) holding the rows whose hash falls to it,
@@ -35,7 +35,7 @@ from distalign.data.batches import STREAMS
 from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.row_random import RowRandom
-from distalign.data.sampling import pair_sampling_weights, sampled_epoch
+from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
 from distalign.data.tokenize import encode_sentences, encode_words
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
@@ -234,11 +234,13 @@ def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Call
     """Epoch -> the rows of that epoch with columns ``epoch`` and ``row`` (the position in it), which
     seed the rows' data-side randomness. Constraint batches are drawn with
     replacement so that language pair k makes up q_k ∝ p_k^α of them (``data.sampling_alpha``); the
-    other streams pass over their (already shuffled) table in order."""
+    other streams pass over every row once an epoch, reshuffled each epoch (Deep CCA's statistics are
+    those of a batch: the same batches every epoch would repeat them)."""
     weights = pair_sampling_weights(table, config.data.sampling_alpha) if stream == "constraints" else None
 
     def rows_of(epoch: int) -> pa.Table:
-        rows = table if weights is None else sampled_epoch(table, weights, config.train.seed, epoch)
+        rows = (shuffled_epoch(table, config.train.seed, epoch) if weights is None
+                else sampled_epoch(table, weights, config.train.seed, epoch))
         position = pa.array(np.arange(len(rows), dtype=np.int64))
         rows = rows.set_column(rows.schema.get_field_index("row"), "row", position)
         return rows.append_column("epoch", pa.array(np.full(len(rows), epoch, dtype=np.int64)))
