@@ -37,6 +37,9 @@ class AdaptersConfig:
     non_linearity: str = "relu"
     # pfeiffer: after the FFN sublayer's Add & Norm (BabelBERT's PfeifferConfig); houlsby: before it
     placement: Literal["pfeiffer", "houlsby"] = "pfeiffer"
+    # bert: N(0, 0.02) weights in both projections (adapter-transformers' default, BabelBERT's); identity: a
+    # zero up-projection, so the adapted model starts as the base model
+    init: Literal["bert", "identity"] = "bert"
 
 
 @dataclass

@@ -14,8 +14,10 @@ original Add & Norm is applied again around it (``original_ln_before``/``origina
 ``residual_before_ln`` in adapter-transformers). Both are attached with forward hooks (Pfeiffer on
 ``layer.output.LayerNorm``, Houlsby on ``layer.output.dense``) and live as the child module
 ``layer.output.adapter``, so the base model's parameter names (its Hugging Face checkpoint keys)
-stay untouched. ``W_up`` and ``b_up`` start at zero, so the adapted model computes exactly what the
-base model computes until training moves them.
+stay untouched. Initialisation (``init``): ``bert``, adapter-transformers' default and so BabelBERT's,
+draws both projections' weights from N(0, 0.02²) with zero biases; ``identity`` starts ``W_up`` and
+``b_up`` at zero, so the adapted model computes exactly what the base model computes until training
+moves them.
 
 Only adapters are trained: ``add_bottleneck_adapters`` freezes every base parameter. Trainable
 parameters: ``L · (2 · d · m + m + d)`` with ``m = d // reduction_factor``.
@@ -43,8 +45,12 @@ ADAPTER_WEIGHTS = "adapters.safetensors"
 ADAPTER_CONFIG = "adapters.json"
 
 
+INITS = ("bert", "identity")
+
+
 class BottleneckAdapter(nn.Module):
-    def __init__(self, hidden_size: int, reduction_factor: int = 16, non_linearity: str = "relu"):
+    def __init__(self, hidden_size: int, reduction_factor: int = 16, non_linearity: str = "relu",
+                 init: str = "bert"):
         from transformers.activations import ACT2FN  # here: a second of imports that only an adapter run needs
 
         super().__init__()
@@ -53,12 +59,17 @@ class BottleneckAdapter(nn.Module):
             raise ValueError(f"reduction_factor={reduction_factor} must be in [1, hidden_size={hidden_size}]")
         if non_linearity not in ACT2FN:
             raise ValueError(f"non_linearity={non_linearity!r} is not one of {sorted(ACT2FN)}")
+        if init not in INITS:
+            raise ValueError(f"init={init!r} is not one of {INITS}")
         self.down = nn.Linear(hidden_size, bottleneck)
         self.activation = ACT2FN[non_linearity]
         self.up = nn.Linear(bottleneck, hidden_size)
-        # Zero up-projection: the adapter starts as the identity, so training starts from the base model.
-        nn.init.zeros_(self.up.weight)
-        nn.init.zeros_(self.up.bias)
+        for linear in (self.down, self.up):
+            nn.init.zeros_(linear.bias)
+            if init == "bert" or linear is self.down:
+                nn.init.normal_(linear.weight, std=0.02)
+            else:  # identity: a zero up-projection, so training starts from the base model itself
+                nn.init.zeros_(linear.weight)
 
     def bottleneck(self, hidden: torch.Tensor) -> torch.Tensor:
         """A(h) = W_up f(W_down h + b_down) + b_up."""
@@ -92,7 +103,7 @@ PLACEMENTS = ("pfeiffer", "houlsby")
 
 
 def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16, non_linearity: str = "relu",
-                            placement: str = "pfeiffer") -> list[BottleneckAdapter]:
+                            placement: str = "pfeiffer", init: str = "bert") -> list[BottleneckAdapter]:
     """Attach one adapter to each layer's feed-forward sublayer (``placement``, see the module
     docstring); freeze everything else."""
     if placement not in PLACEMENTS:
@@ -105,7 +116,7 @@ def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16, non_li
     adapters = []
     for layer in layers:
         dense = layer.output.dense
-        adapter = BottleneckAdapter(dense.out_features, reduction_factor, non_linearity).to(dense.weight.device)
+        adapter = BottleneckAdapter(dense.out_features, reduction_factor, non_linearity, init).to(dense.weight.device)
         layer.output.adapter = adapter
         if placement == "pfeiffer":
             layer.output.LayerNorm.register_forward_hook(adapter.adapt_after_layer_norm)

@@ -82,7 +82,8 @@ class TrainingRecipe:
             masked_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         adapters = config.model.adapters
         if adapters.enabled and not adapter_state_dict(masked_lm):
-            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement)
+            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement,
+                                    adapters.init)
         active = config.objectives.active()
         context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.word_pairs, t.seed)
         objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}

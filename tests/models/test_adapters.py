@@ -1,4 +1,4 @@
-"""Bottleneck adapters: identity at init, only adapters train, hand parameter count, save/load round trip."""
+"""Bottleneck adapters: BERT or identity initialisation, only adapters train, hand parameter count, save/load round trip."""
 
 import copy
 import json
@@ -55,11 +55,26 @@ def train_steps(model, steps=3):
     return model.eval()
 
 
+def test_bert_init_draws_both_projections_from_n_0_002_with_zero_biases():
+    """adapter-transformers' default ``init_weights="bert"`` (BabelBERT's PfeifferConfig): not the identity."""
+    torch.manual_seed(0)
+    adapter = BottleneckAdapter(768, reduction_factor=16)
+    for linear in (adapter.down, adapter.up):
+        assert linear.weight.std().item() == pytest.approx(0.02, rel=0.05)
+        assert abs(linear.weight.mean().item()) < 0.002 and not linear.bias.any()
+    model = tiny("xlmr")
+    before = logits(model)
+    add_bottleneck_adapters(model)
+    assert not torch.allclose(logits(model), before, atol=1e-6)
+    with pytest.raises(ValueError, match="init"):
+        BottleneckAdapter(768, init="zeros")
+
+
 @pytest.mark.parametrize("kind", ["xlmr", "bert"])
 def test_identity_at_init_and_only_adapters_trainable(kind):
     model = tiny(kind)
     before = logits(model)
-    adapters = add_bottleneck_adapters(model, reduction_factor=16)
+    adapters = add_bottleneck_adapters(model, reduction_factor=16, init="identity")
     assert len(adapters) == LAYERS and all(isinstance(a, BottleneckAdapter) for a in adapters)
     assert torch.allclose(logits(model), before, atol=0, rtol=0)
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
