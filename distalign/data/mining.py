@@ -28,10 +28,14 @@ default (BabelBERT counts a constraint as a pair sharing a synset, and the synse
 ``unique_pairs=True`` keeps only its first synset (in synset-id order) and drops the repeats.
 
 The input is a *synset table* (``SYNSET_SCHEMA``: synset_id, lang, word, gloss), one row per member word,
-from OMW (``distalign.data.omw.read_omw``) or from a BabelNet export (``synsets_from_constraints``). Glosses are
-per synset and language. As BabelBERT's §3.1 asks, a word's gloss is in a language *other* than the word's:
-``gloss1`` is the synset's gloss in the first language of ``languages`` (in their given order) other than
-``lang1`` that has one (it may be ``lang2``), null when there is none.
+from OMW (``distalign.data.omw.read_omw``) or from a BabelNet export (``synsets_from_constraints``). As
+BabelBERT's §3.1 asks, a word's gloss is in a language *other* than the word's:
+- OMW glosses are per synset and language (column ``gloss``): ``gloss1`` is the synset's gloss in the first
+  language of ``languages`` (in their given order) other than ``lang1`` that has one (it may be ``lang2``),
+  null when there is none;
+- a BabelNet export gives each word of a pair its own gloss, already in another language, which the file
+  does not name (Table 3: "production [en]" with a Bulgarian gloss). Those glosses stay with their word
+  (optional column ``word_gloss``), and ``min_glosses`` counts a synset's distinct word glosses.
 """
 
 from __future__ import annotations
@@ -61,6 +65,7 @@ SYNSET_SCHEMA = pa.schema(
         pa.field("gloss", pa.string()),  # the synset's gloss in ``lang``, or null
     ]
 )
+WORD_GLOSS = "word_gloss"  # optional column: a gloss given for this very word, in another language (BabelNet)
 MWE_MARKERS = (" ", "_")
 # Accept a wordfreq list only for the language itself or a very close one (hr -> sh, tag distance 9); wordfreq
 # on its own would silently substitute e.g. Spanish for Galician (distance 20) or English for Albanian.
@@ -210,12 +215,15 @@ def mine_constraints(
 
     members: dict[str, dict[tuple[str, str], None]] = {}  # synset -> kept (lang, word), insertion-ordered
     glosses: dict[tuple[str, str], str] = {}  # (synset, lang) -> first gloss seen
+    word_glosses: dict[tuple[str, str, str], str] = {}  # (synset, lang, normalised word) -> its own gloss
     seeded: set[str] = set()  # synsets with an English seed word
     named: set[str] = set()  # synsets typed as named entities
     columns = [synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names]
-    types = synsets_table["synset_type"].to_pylist() if "synset_type" in synsets_table.column_names \
-        else [None] * len(synsets_table)
-    for row, (synset, lang, word, gloss, kind) in enumerate(zip(*columns, types), start=1):
+    def optional(column: str) -> list:
+        return synsets_table[column].to_pylist() if column in synsets_table.column_names else [None] * len(synsets_table)
+
+    for row, (synset, lang, word, gloss, kind, own_gloss) in enumerate(
+            zip(*columns, optional("synset_type"), optional(WORD_GLOSS)), start=1):
         if not (synset and lang and word and word.strip()):
             report.invalid(row, f"null or empty synset_id, lang or word: {(synset, lang, word)!r}")
             continue
@@ -234,6 +242,8 @@ def mine_constraints(
             report.mwe[lang] += 1
             continue
         key = (lang, normalize(word, lang))
+        if own_gloss:
+            word_glosses.setdefault((synset, *key), own_gloss)
         if key[1] not in frequent[lang]:
             report.rare[lang] += 1
         elif key in excluded:
@@ -249,12 +259,18 @@ def mine_constraints(
     report.named_entities = sum(synset in named for synset in members)
     members = {synset: kept for synset, kept in members.items() if synset not in named}
     if min_glosses:
-        gloss_languages = Counter(synset for synset, lang in glosses if lang in position)
-        report.few_glosses = sum(gloss_languages[synset] < min_glosses for synset in members)
-        members = {synset: kept for synset, kept in members.items() if gloss_languages[synset] >= min_glosses}
+        if word_glosses:  # an export's glosses: their languages are not in the file, distinct texts are counted
+            gloss_count = Counter(synset for synset, _ in {(k[0], text) for k, text in word_glosses.items()})
+        else:
+            gloss_count = Counter(synset for synset, lang in glosses if lang in position)
+        report.few_glosses = sum(gloss_count[synset] < min_glosses for synset in members)
+        members = {synset: kept for synset, kept in members.items() if gloss_count[synset] >= min_glosses}
 
-    def gloss_for(synset: str, word_lang: str) -> str | None:
-        """The synset's gloss in the first language of ``languages`` other than the word's (§3.1)."""
+    def gloss_for(synset: str, word_lang: str, word: str) -> str | None:
+        """The word's own gloss where the table gives one; else the synset's gloss in the first language of
+        ``languages`` other than the word's (§3.1)."""
+        if word_glosses:
+            return word_glosses.get((synset, word_lang, word))
         return next((glosses[(synset, lang)] for lang in languages
                      if lang != word_lang and (synset, lang) in glosses), None)
 
@@ -272,7 +288,8 @@ def mine_constraints(
                 if unique_pairs:
                     continue
             seen_pairs.add(pair)
-            values = (word1, lang1, word2, lang2, synset, gloss_for(synset, lang1), gloss_for(synset, lang2))
+            values = (word1, lang1, word2, lang2, synset, gloss_for(synset, lang1, word1),
+                      gloss_for(synset, lang2, word2))
             for name, value in zip(CONSTRAINT_SCHEMA.names, values):
                 rows[name].append(value)
             report.pairs[f"{lang1}-{lang2}"] += 1
@@ -285,8 +302,10 @@ def synsets_from_constraints(constraints: pa.Table) -> pa.Table:
     """A constraint table (e.g. ``read_babelnet_export``'s, columns of ``CONSTRAINT_SCHEMA``) as a synset table.
 
     The BabelNet export lists pairs ``synsetID lang1 lang2 word1 word2 sent1 sent2``; every word of a pair is a
-    member of its synset, with its gloss (``sent1``/``sent2``). Each ``(synset_id, lang, word)`` becomes one row,
-    its gloss the first non-null one. Mining the result re-applies the frequency, MWE and exclusion filters.
+    member of its synset, and ``sent1``/``sent2`` is that word's own gloss, in a language other than the word's
+    (§3.1), not the synset's gloss in ``lang1``. Each ``(synset_id, lang, word)`` becomes one row with column
+    ``word_gloss`` (its first non-null gloss) and a null ``gloss``. Mining the result re-applies the frequency,
+    MWE and exclusion filters.
     """
     missing = [name for name in CONSTRAINT_SCHEMA.names if name not in constraints.column_names]
     if missing:
@@ -297,7 +316,9 @@ def synsets_from_constraints(constraints: pa.Table) -> pa.Table:
     ]
     stacked = pa.concat_tables(sides).cast(SYNSET_SCHEMA)
     grouped = stacked.group_by(["synset_id", "lang", "word"], use_threads=False).aggregate([("gloss", "first")])
-    return grouped.rename_columns(SYNSET_SCHEMA.names).select(SYNSET_SCHEMA.names).cast(SYNSET_SCHEMA)
+    members = grouped.rename_columns(SYNSET_SCHEMA.names).select(SYNSET_SCHEMA.names)
+    return members.set_column(3, "gloss", pa.nulls(len(members), pa.string())).append_column(
+        WORD_GLOSS, members["gloss"]).cast(SYNSET_SCHEMA.append(pa.field(WORD_GLOSS, pa.string())))
 
 
 def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], list[ReadReport]]:

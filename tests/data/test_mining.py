@@ -140,36 +140,43 @@ def test_exclusions_from_gbli_files(tmp_path):
         read_exclusions([tmp_path / "fr_it.txt"])
 
 
-def test_babelnet_export_as_synset_table(tmp_path):
+def test_babelnet_export_as_synset_table_keeps_each_word_s_own_gloss(tmp_path):
+    """An export's sent1 is word1's gloss in a language other than word1's (BabelBERT Table 3), not a gloss in
+    lang1: a French word must not get the gloss the export gave the Italian word if that one is French."""
     path = tmp_path / "bn.tsv"
     path.write_text(
         "synsetID\tlang1\tlang2\tword1\tword2\tsent1\tsent2\n"
-        "bn:1n\tfr\tit\tchien\tcane\tun animal\tun animale\n"
+        "bn:1n\tfr\tit\tchien\tcane\tan animal\tun animal\n"  # chien: an English gloss; cane: a French one
         "bn:1n\tfr\tfr\tchien\ttoutou\t\t\n"
-        "bn:1n\tit\tfr\tcane\tChien\tun animale\t\n"
+        "bn:1n\tit\tfr\tcane\tChien\tun animal\t\n"
         "bn:2n\tfr\tit\tchat\tgatto\n"
     )
     constraints, _ = read_babelnet_export(path)
     synsets = synsets_from_constraints(constraints)
-    assert synsets.schema == SYNSET_SCHEMA
+    assert synsets.schema.names == SYNSET_SCHEMA.names + ["word_gloss"]
     assert sorted(synsets.to_pylist(), key=lambda r: (r["synset_id"], r["lang"], r["word"])) == [
-        {"synset_id": "bn:1n", "lang": "fr", "word": "Chien", "gloss": None},
-        {"synset_id": "bn:1n", "lang": "fr", "word": "chien", "gloss": "un animal"},
-        {"synset_id": "bn:1n", "lang": "fr", "word": "toutou", "gloss": None},
-        {"synset_id": "bn:1n", "lang": "it", "word": "cane", "gloss": "un animale"},
-        {"synset_id": "bn:2n", "lang": "fr", "word": "chat", "gloss": None},
-        {"synset_id": "bn:2n", "lang": "it", "word": "gatto", "gloss": None},
+        {"synset_id": "bn:1n", "lang": "fr", "word": "Chien", "gloss": None, "word_gloss": None},
+        {"synset_id": "bn:1n", "lang": "fr", "word": "chien", "gloss": None, "word_gloss": "an animal"},
+        {"synset_id": "bn:1n", "lang": "fr", "word": "toutou", "gloss": None, "word_gloss": None},
+        {"synset_id": "bn:1n", "lang": "it", "word": "cane", "gloss": None, "word_gloss": "un animal"},
+        {"synset_id": "bn:2n", "lang": "fr", "word": "chat", "gloss": None, "word_gloss": None},
+        {"synset_id": "bn:2n", "lang": "it", "word": "gatto", "gloss": None, "word_gloss": None},
     ]
     table, report = mine_constraints(synsets, ["fr", "it"], top_k=15000)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "cane"), ("bn:2n", "fr", "chat", "it", "gatto")]
-    assert table["gloss1"].to_pylist()[0] == "un animale" and report.duplicates["fr"] == 1
+    assert table.slice(0, 1).select(["gloss1", "gloss2"]).to_pylist() == [{"gloss1": "an animal",
+                                                                            "gloss2": "un animal"}]
+    assert report.duplicates["fr"] == 1
+    # min_glosses counts a synset's distinct word glosses: bn:1n has 2, bn:2n none
+    kept, report = mine_constraints(synsets, ["fr", "it"], top_k=15000, min_glosses=2)
+    assert set(kept["synset_id"].to_pylist()) == {"bn:1n"} and report.few_glosses == 1
 
 
 def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
     from distalign.cli import main
 
     export, out, exclude = tmp_path / "bn.tsv", tmp_path / "out" / "constraints.parquet", tmp_path / "test.fr-it.tsv"
-    export.write_text("bn:1n\tfr\tit\tchien\tcane\tun animal\tun animale\n"
+    export.write_text("bn:1n\tfr\tit\tchien\tcane\tan animal\tun animal\n"
                       "bn:1n\tit\tit\tcane\tbastardo\t\t\n"
                       "bn:2n\tfr\tit\tchat\tgatto\t\t\n"
                       "bn:3n\tfr\tit\tmaison\tcasa\n"
@@ -180,7 +187,8 @@ def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
     table = pa.parquet.read_table(out)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "bastardo"), ("bn:1n", "fr", "chien", "it", "cane"),
                             ("bn:1n", "it", "bastardo", "it", "cane"), ("bn:3n", "fr", "maison", "it", "casa")]
-    assert table["gloss1"].to_pylist()[0] == "un animale"
+    assert table.select(["gloss1", "gloss2"]).to_pylist()[:2] == [{"gloss1": "an animal", "gloss2": None},
+                                                                  {"gloss1": "an animal", "gloss2": "un animal"}]
     printed = capsys.readouterr().out
     assert "bn.tsv" in printed and "1 malformed" in printed and "wrote 4 constraints" in printed
 
