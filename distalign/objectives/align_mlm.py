@@ -8,8 +8,10 @@ embeddings of bilingual-dictionary translation pairs together::
 
     L_align = - (1/N) * sum_i cos(E[src_i], E[tgt_i])
 
-where ``E`` is the ``[V, d]`` input-embedding matrix. The total objective is
-``L_mlm + alpha * L_align``; the weight ``alpha`` is applied by the caller.
+where ``E`` is the ``[V, d]`` input-embedding matrix and the mean runs over the whole dictionary
+each step (the paper's 1/|B| sum; the authors' code, princeton-nlp/align-mlm ``modeling_roberta.py``,
+looks up every aligned row in every forward). The total objective is ``L_mlm + alpha * L_align``; the
+weight ``alpha`` is applied by the caller.
 
 Inputs
 ------
@@ -33,12 +35,16 @@ tensor(-0.5000, grad_fn=<NegBackward0>)
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-from distalign.objectives.base import Objective
+from distalign.errors import require
+from distalign.objectives.base import Objective, ObjectiveContext
+
+log = logging.getLogger("distalign")
 
 PAD_ID = -1
 
@@ -82,9 +88,32 @@ def align_loss(embedding_weight: torch.Tensor, src_ids: torch.Tensor, tgt_ids: t
     return -F.cosine_similarity(s, t, dim=-1).mean()
 
 
-def word_token_ids(input_ids: torch.Tensor, word_mask: torch.Tensor) -> torch.Tensor:
-    """``[N, T]`` ids of each word's own subword tokens, ``PAD_ID`` elsewhere (specials, padding)."""
-    return torch.where(word_mask.bool(), input_ids, torch.full_like(input_ids, PAD_ID))
+WORD_START_MARKERS = "▁Ġ"  # SentencePiece's and byte-level BPE's word-start marks
+
+
+def dictionary_token_ids(word_pairs, tokenizer) -> tuple[torch.Tensor, torch.Tensor, int]:
+    """``[N, T]`` token ids of each pair's two words (``PAD_ID`` after a word's tokens) and the number of
+    pairs left out. A word is tokenised as in a corpus sentence; a token that is only a word-start mark
+    ("▁" alone) is left out of its word: both languages share it, so the loss could rise by growing that
+    one row instead of aligning the pair. Pairs in one language, and words of no other token, are left out.
+    """
+    words = sorted({w for column in ("word1", "word2") for w in word_pairs[column].to_pylist()})
+    encoded = tokenizer([[w] for w in words], is_split_into_words=True, add_special_tokens=False)["input_ids"]
+    used = sorted({i for ids in encoded for i in ids})
+    marks = {i for i, token in zip(used, tokenizer.convert_ids_to_tokens(used)) if not token.strip(WORD_START_MARKERS)}
+    tokens = {w: [i for i in ids if i not in marks] for w, ids in zip(words, encoded)}
+    pairs = [(tokens[w1], tokens[w2]) for w1, l1, w2, l2 in zip(*(word_pairs[c].to_pylist() for c in
+                                                                 ("word1", "lang1", "word2", "lang2")))
+             if l1 != l2 and tokens[w1] and tokens[w2]]
+
+    def padded(side: int) -> torch.Tensor:
+        width = max((len(p[side]) for p in pairs), default=1)
+        ids = torch.full((len(pairs), width), PAD_ID, dtype=torch.long)
+        for row, pair in enumerate(pairs):
+            ids[row, : len(pair[side])] = torch.tensor(pair[side], dtype=torch.long)
+        return ids
+
+    return padded(0), padded(1), len(word_pairs) - len(pairs)
 
 
 @dataclass
@@ -92,25 +121,57 @@ class AlignConfig:
     # weight = alpha (10 in the paper) on -mean cos of the input embeddings of the training pairs
     # (data.constraints / data.dictionaries; their share: data.dictionary_fraction)
     weight: float = 0.0
+    # 0: every pair each step (the paper's mean over the whole dictionary); N: a new random N pairs each step,
+    # for dictionaries too large to look up whole
+    pairs_per_step: int = 0
 
 
 class AlignObjective(Objective):
-    """ALIGN-MLM's alignment term on the dictionary (constraint) pairs of a batch.
+    """ALIGN-MLM's alignment term over the run's dictionary pairs, every pair each step as the paper's
+    1/|B| sum and the authors' code (or ``pairs_per_step`` of them, drawn anew each step).
 
     A multi-token word is the mean of its subword embedding rows (single-token words are their
-    row). Only the rows the batch uses are looked up, through the embedding module's forward: under
+    row). Only the rows of the pairs are looked up, through the embedding module's forward: under
     DeepSpeed ZeRO-3 ``.weight`` is a partitioned placeholder, while the forward gathers it.
-    The weight alpha (10 in the paper) is this objective's ``objectives.align.weight``.
+    The loss reads no batch: it runs beside the MLM on the corpus stream.
     """
 
     Config = AlignConfig
-    stream = "constraints"
-    consumes = ("input_ids1", "word_mask1", "input_ids2", "word_mask2")
+    stream = "corpus"
+    consumes = ()
+    uses_word_pairs = True
     reference = "Tang, Deshpande & Narasimhan 2022, ALIGN-MLM"
 
+    def __init__(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, pairs_per_step: int = 0, seed: int = 0):
+        super().__init__()
+        if len(src_ids) == 0:
+            raise ValueError("objectives.align: no dictionary pair left (pairs need two languages and a token "
+                             "besides the word-start mark on each side)")
+        self.register_buffer("src_ids", src_ids, persistent=False)
+        self.register_buffer("tgt_ids", tgt_ids, persistent=False)
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # checkpointed: the same draws on resume
+        self.pairs_per_step, self.seed = pairs_per_step, seed
+
+    @classmethod
+    def validate(cls, cfg: AlignConfig, experiment, key: str) -> None:
+        require(cfg.pairs_per_step >= 0, f"{key}.pairs_per_step", "must be >= 0 (0: every pair each step)")
+
+    @classmethod
+    def build(cls, cfg: AlignConfig, ctx: ObjectiveContext) -> AlignObjective:
+        src, tgt, left_out = dictionary_token_ids(ctx.word_pairs, ctx.tokenizer)
+        log.info("ALIGN: %d dictionary pairs, %d left out (one language, or no token but the word-start mark)",
+                 len(src), left_out)
+        return cls(src, tgt, cfg.pairs_per_step, ctx.seed)
+
+    def after_step(self) -> None:
+        self.steps += 1
+
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        src = word_token_ids(batch["input_ids1"], batch["word_mask1"])
-        tgt = word_token_ids(batch["input_ids2"], batch["word_mask2"])
+        src, tgt = self.src_ids, self.tgt_ids
+        if 0 < self.pairs_per_step < len(src):  # every rank draws the same pairs: DDP averages equal losses
+            generator = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + int(self.steps))
+            chosen = torch.randperm(len(src), generator=generator, device="cpu")[: self.pairs_per_step].to(src.device)
+            src, tgt = src[chosen], tgt[chosen]
         used = torch.cat([src[src != PAD_ID], tgt[tgt != PAD_ID]]).unique()  # sorted
         rows = model.masked_lm.get_input_embeddings()(used)
 

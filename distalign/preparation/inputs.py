@@ -139,6 +139,9 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
             len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
         raise ValueError(f"only {len(constraints)} constraint pairs left after excluding evaluation words: fewer than "
                          f"one batch per worker (train.constraint_batch_size x train.num_workers)")
+    if config.objectives.uses_word_pairs and len(constraints) == 0:
+        readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
+        raise ValueError(f"no dictionary pair left after excluding evaluation words: objectives {readers} train on them")
 
     filesystem = corpus_filesystem(corpora, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]

@@ -160,9 +160,9 @@ def test_a_run_whose_dictionary_is_too_small_is_refused_before_ray(tmp_path, mon
 
     monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray started"))
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
-    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit",), objectives=("mlm", "align"),
+    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit",), objectives=("mlm", "lexical"),
                      eval_words=10, min_count=1, output_dir=str(tmp_path / "out"))
     # 64 word types: 16 dictionary words, 6 for training, against 64 pairs x 2 workers per batch; the MLM run
-    # comes first but would be trained before the align run failed
-    with pytest.raises(InputError, match=r"run translit / align: only 6 constraint pairs left .* --dictionary-share"):
+    # comes first but would be trained before the lexical run failed
+    with pytest.raises(InputError, match=r"run translit / lexical: only 6 constraint pairs left .* --dictionary-share"):
         run_bench(spec)
