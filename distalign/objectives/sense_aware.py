@@ -11,9 +11,9 @@ reads: after the head's dense → GELU → LayerNorm transform),
     p(v, s | h) = softmax over allowed (v, s) of  w[v, s]·h + b[v, s]     (others masked to −inf)
 
 The first label is (t, s*) with s* the sense of t whose centre is nearest to the projected state
-(``SenseState``). The translation label is found among the dictionary translations t′ of t: over
-every allowed (t′, s′), the pair whose centre is most cosine-similar to the projected state. The
-per-position loss is
+z = Pᵀ h (``SenseState``; not centred, as the paper's h P). The translation label is found among
+the dictionary translations t′ of t: over every allowed (t′, s′), the pair whose centre is most
+cosine-similar to the same z (the paper's cossim(h P, c P), §3.2). The per-position loss is
 
     ℓ = CE(t, s*)                                      without a translation
     ℓ = (1 − λ) CE(t, s*) + λ CE(t′, s′)               with one (λ = 0.5: the paper's mean)
@@ -253,7 +253,7 @@ class SenseAwareObjective(Objective):
         targets = batch["labels"][masked]
         state = self.sense_state.to(states.device)
         self.translation_table = self.translation_table.to(states.device)
-        projected = state.project(states.detach())
+        projected = state.project(states.detach())           # z = Pᵀ h for both labels
         senses = state.select(targets, projected)
         allowed = state.allowed()
         second = translation_labels(targets, projected, state.centres, allowed, self.translation_table)

@@ -6,18 +6,23 @@ Contextual Embeddings" (COLING; arXiv 2103.06459).
 Every vocabulary entry v has S senses. A masked position whose gold token is v and whose
 (prediction-head) state is h gets the sense
 
-    s* = argmax_{s active} cos(z, c[v, s]),    z = Pᵀ (h − μ)
+    s* = argmax_{s active} cos(z, c[v, s]),    z = Pᵀ h
 
 where P [d, d′] holds the top-d′ principal components (d′ = 14 for BERT) of a FIFO queue of the
-last Q states and μ is the queue mean; P is refitted every M optimizer steps. The chosen centre
-moves towards the state, c[v, s*] ← (1 − α) c[v, s*] + α z (α: sense learning rate).
+last Q states; P is refitted every M optimizer steps. As in the paper (Algorithm 1 line 7,
+cos(c P, h P); §3.2, cossim(h P, c P)) and the authors' code (``tf.matmul(input_tensor, pca_m)``),
+the state is projected without subtracting a mean: the queue mean is used only to fit the
+components (PCA of the centred queue), never when projecting. The chosen centre moves towards the
+projected state, c[v, s*] ← (1 − α) c[v, s*] + α z (α: sense learning rate).
 
 Decisions made here (the paper leaves them open):
-- Centres live in the projected d′-space, so the [V, S, d′] table stays small. When P is refitted,
-  every centre that has ever been updated is carried into the new space through the
-  reconstruction, c ← P_newᵀ (P_old c + μ_old − μ_new); centres never updated keep their
-  initial values (carrying them would collapse all of a token's random centres onto the same
-  mean-shift vector).
+- Centres live in the projected d′-space (running averages of z = Pᵀ h), so the [V, S, d′] table
+  stays small; the paper keeps them in the d-space and projects them, c P. When P is refitted,
+  every centre that has ever been updated is carried into the new space through its
+  reconstruction, c ← P_newᵀ (P_old c) (no mean terms: nothing is centred; what a d-space centre
+  had outside P_old's span is lost). Centres never updated keep their initial values (they hold
+  no data; carried, they would only become other, shrunken random vectors). ``load_state_dict``
+  refuses a state with a ``mean`` entry (saved when states were centred before projection).
 - Initialisation: small random vectors (N(0, init_scale²), seeded), so the senses of a token
   start with distinct random directions; cosine ignores scale and the first updates, dominated by
   α z, quickly replace them with data.
@@ -135,13 +140,12 @@ class SenseState:
         self.queue = torch.zeros(queue_size, hidden_size)
         self.queue_filled = 0
         self.queue_next = 0
-        self.mean = torch.zeros(hidden_size)
         self.proj = torch.zeros(hidden_size, proj_dim)
         self.fitted = False
         self.last_fit_step = 0
         self.step = 0
 
-    _TENSORS = ("centres", "updated", "counts", "active", "queue", "mean", "proj")
+    _TENSORS = ("centres", "updated", "counts", "active", "queue", "proj")
     _SCALARS = ("queue_filled", "queue_next", "fitted", "last_fit_step", "step")
 
     def to(self, device: torch.device | str) -> "SenseState":
@@ -163,8 +167,8 @@ class SenseState:
         return self.active
 
     def project(self, states: torch.Tensor) -> torch.Tensor:
-        """z = Pᵀ (h − μ), [N, d′]; zeros before the first fit."""
-        return (states.to(self.proj.dtype) - self.mean) @ self.proj
+        """z = Pᵀ h, [N, d′] (not centred, as the paper's h P); zeros before the first fit."""
+        return states.to(self.proj.dtype) @ self.proj
 
     def select(self, token_ids: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
         """Sense [N] for each position: nearest allowed centre (always 0 in single-sense mode)."""
@@ -182,16 +186,15 @@ class SenseState:
         self.queue_filled = min(capacity, self.queue_filled + len(states))
 
     def maybe_refit_projection(self) -> bool:
-        """Refit P and μ on the queue when M steps have passed since the last fit (or none exists yet
-        and the queue holds enough states); carry updated centres into the new space."""
+        """Refit P on the queue when M steps have passed since the last fit (or none exists yet and
+        the queue holds enough states); carry updated centres into the new space, c ← P_newᵀ (P_old c)."""
         due = not self.fitted or self.step - self.last_fit_step >= self.refit_every
         if not due or self.queue_filled <= self.proj_dim:
             return False
-        mean, proj = principal_components(self.queue[: self.queue_filled], self.proj_dim)
+        _, proj = principal_components(self.queue[: self.queue_filled], self.proj_dim)
         if self.fitted:
-            carried = (self.centres[self.updated] @ self.proj.T + self.mean - mean) @ proj
-            self.centres[self.updated] = carried
-        self.mean, self.proj = mean, proj
+            self.centres[self.updated] = self.centres[self.updated] @ self.proj.T @ proj
+        self.proj = proj
         self.fitted, self.last_fit_step = True, self.step
         return True
 
@@ -230,6 +233,9 @@ class SenseState:
         missing = [name for name in self._TENSORS + self._SCALARS if name not in state]
         if missing:
             raise ValueError(f"sense state is missing {missing}")
+        unexpected = sorted(set(state) - set(self._TENSORS + self._SCALARS))
+        if unexpected:  # e.g. "mean": its centres were averaged in a centred space and do not fit
+            raise ValueError(f"sense state has unexpected entries {unexpected}")
         for name in self._TENSORS:
             current = getattr(self, name)
             if state[name].shape != current.shape:

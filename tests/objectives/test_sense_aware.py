@@ -104,9 +104,32 @@ def test_nearest_sense_uses_cosine_skips_inactive_and_breaks_ties_low():
 def fitted_state(warmup_steps=0, **kwargs):
     state = SenseState(vocab_size=4, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8,
                        refit_every=kwargs.pop("refit_every", 100), warmup_steps=warmup_steps, **kwargs)
-    state.mean, state.proj, state.fitted = torch.zeros(3), torch.eye(3)[:, :2], True
+    state.proj, state.fitted = torch.eye(3)[:, :2], True
     state.centres[1] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
     return state
+
+
+def test_senses_are_chosen_by_cosine_of_uncentred_projections_as_in_the_paper():
+    # Algorithm 1 line 7 and §3.2 compare cos(h P, c P); the authors' code projects with
+    # tf.matmul(h, pca_m), subtracting no mean. This queue has mean (1, 0) and principal axes e1, e2: P = I.
+    state = SenseState(vocab_size=3, num_senses=2, hidden_size=2, proj_dim=2, queue_size=4, refit_every=100)
+    state.update_queue(torch.tensor([[3.0, 0.0], [-1.0, 0.0], [1.0, 1.0], [1.0, -1.0]]))
+    assert state.maybe_refit_projection() and not state.single_sense
+    assert torch.allclose(state.proj, torch.eye(2))
+    # centres of token 1 from the states (3, 0) (sense 0) and (0, 1) (sense 1), alpha = 1
+    state.observe(torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[3.0, 0.0], [0.0, 1.0]]), alpha=1.0)
+    assert torch.allclose(state.centres[1], torch.tensor([[3.0, 0.0], [0.0, 1.0]]))     # averages of z = Pᵀ h
+    h = torch.tensor([[1.1, 0.3]])
+    z = state.project(h)
+    assert torch.allclose(z, h)                                  # the queue mean (1, 0) is not subtracted
+    # by hand: cos(h, (3, 0)) = 1.1 / 1.140 = .965, cos(h, (0, 1)) = .3 / 1.140 = .263 -> sense 0.
+    # Centred by the queue mean it would be cos((.1, .3), (2, 0)) = .316 < cos((.1, .3), (-1, 1)) = .447 -> sense 1.
+    cos = F.cosine_similarity(h, state.centres[1], dim=-1)
+    assert cos.tolist() == pytest.approx([0.965, 0.263], abs=1e-3)
+    assert state.select(torch.tensor([1]), z).tolist() == [0]
+    # the sense-level translation label uses the same z: token 2's only translation is token 1 -> class 1 * 2 + 0
+    table = torch.tensor([[-1], [-1], [1]])
+    assert translation_labels(torch.tensor([2]), z, state.centres, state.allowed(), table).tolist() == [2]
 
 
 def test_warmup_forces_sense_zero_then_selects_nearest():
@@ -159,17 +182,22 @@ def test_queue_is_fifo_and_refit_carries_updated_centres():
     assert state.queue_filled == 6
     assert torch.equal(torch.sort(state.queue, 0).values, torch.sort(kept, 0).values)
     assert state.maybe_refit_projection() and state.fitted
-    expected_mean, expected_proj = principal_components(kept, 2)
-    assert torch.allclose(state.mean, expected_mean, atol=1e-6) and torch.allclose(state.proj.abs(),
-                                                                                     expected_proj.abs(), atol=1e-5)
+    # independently: the top-2 eigenvectors of the centred queue's scatter matrix, each up to its sign
+    centred = kept.double().numpy() - kept.double().numpy().mean(0)
+    values, vectors = np.linalg.eigh(centred.T @ centred)
+    top = vectors[:, np.argsort(values)[::-1][:2]]
+    for j in range(2):
+        sign = np.sign(top[:, j] @ state.proj[:, j].double().numpy())
+        np.testing.assert_allclose(state.proj[:, j].numpy(), sign * top[:, j], atol=1e-5)
     state.update_centres(torch.tensor([2]), torch.tensor([1]), torch.tensor([[1.0, -2.0]]), alpha=1.0)
-    old_centres, old_mean, old_proj = state.centres.clone(), state.mean.clone(), state.proj.clone()
+    old_centres, old_proj = state.centres.clone(), state.proj.clone()
     state.step = 2
     assert not state.maybe_refit_projection()                   # M = 3 steps have not passed
-    state.update_queue(torch.randn(3, 4, generator=g) * 5)
+    state.update_queue(torch.randn(3, 4, generator=g) * 5 + torch.tensor([4.0, -3.0, 2.0, 5.0]))  # the mean moves
     state.step = 3
     assert state.maybe_refit_projection()
-    reconstructed = old_proj.numpy() @ np.array([1.0, -2.0]) + old_mean.numpy() - state.mean.numpy()
+    # carried through the reconstruction, P_newᵀ (P_old c): no mean terms
+    reconstructed = old_proj.numpy() @ np.array([1.0, -2.0])
     np.testing.assert_allclose(state.centres[2, 1].numpy(), reconstructed @ state.proj.numpy(), atol=1e-5)
     never_updated = torch.ones(3, 2, dtype=torch.bool)
     never_updated[2, 1] = False
@@ -187,6 +215,9 @@ def test_state_dict_round_trip():
     assert restored.fitted and restored.step == 1
     with pytest.raises(ValueError, match="centres"):
         SenseState(5, 2, 3, proj_dim=2, queue_size=8).load_state_dict(state.state_dict())
+    # a state saved when states were centred (it has a queue mean) holds centres of another space
+    with pytest.raises(ValueError, match=r"unexpected entries \['mean'\]"):
+        restored.load_state_dict({**state.state_dict(), "mean": torch.zeros(3)})
 
 
 # ---------------------------------------------------------------- translation labels and loss
@@ -256,7 +287,23 @@ def test_sense_zero_reproduces_original_decoder_logits(architecture):
         layer = SenseOutputLayer.from_masked_lm(masked_lm, num_senses=3)
         logits = layer(states, torch.ones(V, 3, dtype=torch.bool)).view(*ids.shape, V, 3)
     assert torch.allclose(logits[..., 0], reference, atol=1e-5)
-    assert layer.weight.data_ptr() != masked_lm.get_output_embeddings().weight.data_ptr()  # untied
+    # untied: separate parameters; an SGD step on the sense vectors leaves the decoder (and the input
+    # embeddings, tied to it in both models) as they were, and a change to the decoder leaves the senses
+    decoder, embeddings = masked_lm.get_output_embeddings(), masked_lm.get_input_embeddings()
+    for num_senses in (1, 3):
+        layer = SenseOutputLayer.from_masked_lm(masked_lm, num_senses)
+        assert all(p is not q for p in layer.parameters() for q in masked_lm.parameters())
+        decoder_before, embeddings_before = decoder.weight.detach().clone(), embeddings.weight.detach().clone()
+        optimizer = torch.optim.SGD(layer.parameters(), lr=1.0)
+        F.cross_entropy(layer(states.reshape(-1, D), torch.ones(V, num_senses, dtype=torch.bool)),
+                        torch.zeros(states.shape[0] * states.shape[1], dtype=torch.long)).backward()
+        optimizer.step()
+        assert not torch.equal(layer.weight.detach()[::num_senses], decoder_before)         # the senses moved
+        assert torch.equal(decoder.weight, decoder_before) and torch.equal(embeddings.weight, embeddings_before)
+        senses_before = layer.weight.detach().clone()
+        with torch.no_grad():
+            decoder.weight.add_(1.0)
+        assert torch.equal(layer.weight, senses_before)
     with pytest.raises(ValueError, match="no known MLM head"):
         prediction_transform(torch.nn.Linear(2, 2))
 
@@ -310,18 +357,34 @@ def test_objective_trains_updates_state_and_keeps_export_architecture():
     assert set(model.masked_lm.state_dict()) == original_keys
 
 
-@pytest.mark.parametrize("prune_beta", [0.0, 0.5])
-def test_objective_prunes_rare_senses_at_refits_after_warmup(prune_beta):
-    model, objective = make_objective(warmup_steps=0, refit_every=1, prune_beta=prune_beta, prune_min_count=1)
-    model.train()
-    for step in range(3):
-        model({"corpus": corpus_batch(seed=step)})
-        objective.update_state(gather=lambda rows: rows)
-    state = objective.sense_state
-    pruned = ~state.active
-    assert pruned.any() == (prune_beta > 0)
-    share = state.counts.double() / state.counts.sum(1, keepdim=True).clamp(min=1)
-    assert (share[pruned] < prune_beta).all()
+def test_objective_prunes_rare_senses_at_refits_after_warmup():
+    g = torch.Generator().manual_seed(6)
+
+    def run(prune_beta):
+        _, objective = make_objective(warmup_steps=0, refit_every=2, prune_beta=prune_beta, prune_min_count=2)
+        steps = [([8, 9, 10, 11, 12], [0, 0, 0, 0, 0]),        # no projection yet: fitted at the end, no counts
+                 ([5, 5, 5, 6], [0, 0, 0, 0]),                  # counted; no refit (1 of M = 2 steps since the fit)
+                 ([5, 6, 6, 6, 7, 8, 8], [1, 1, 1, 0, 1, 0, 0])]  # counted; refit -> prune
+        active_after = []
+        for tokens, senses in steps:   # this step's (token, sense, state) rows, as forward would leave them
+            objective._pending.append((torch.tensor(tokens), torch.tensor(senses), torch.randn(len(tokens), D,
+                                                                                               generator=g)))
+            objective.update_state(gather=lambda rows: rows)
+            active_after.append(objective.sense_state.active.clone())
+        return objective.sense_state, active_after
+
+    state, active_after = run(prune_beta=0.3)
+    assert state.counts[5:9].tolist() == [[3, 1], [2, 2], [0, 1], [2, 0]] and state.counts.sum() == 11
+    assert active_after[0].all() and active_after[1].all()      # token 5's share of sense 1 is 0 but no refit yet
+    # by hand, after the refit: token 5 shares .75 / .25 -> sense 1 (< .3) off; token 6 .5 / .5 keeps both;
+    # token 7 (0 / 1) was selected once, under prune_min_count = 2, and keeps both; token 8 (1 / 0) -> sense 1
+    # off; tokens never selected keep both
+    expected = torch.ones(V, 2, dtype=torch.bool)
+    expected[5, 1] = expected[8, 1] = False
+    assert torch.equal(state.active, expected)
+    assert state.allowed()[5].tolist() == [True, False]
+    state, _ = run(prune_beta=0.0)                              # beta = 0 never prunes, not even token 8's 0 share
+    assert state.active.all()
 
 
 def test_objective_state_dict_round_trip_restores_sense_state_and_loss():
