@@ -1,7 +1,8 @@
 """A second language derived from a base corpus, after the controlled setting of ALIGN-MLM (Tang et al. 2022)
 and Deshpande et al. (2022):
 
-- ``translit``: every character mapped to its own code point in the Cyrillic block, so the derived
+- ``translit``: every character mapped to its own letter of another script (Cyrillic, then CJK ideographs and
+  Hangul syllables for corpora with more distinct characters), none in the base corpus, so the derived
   language shares no character, hence no subword, with the base (a disjoint copy of the vocabulary);
 - ``translit_inv``: transliterated and each sentence's word order reversed, sentences delimited by
   periods within a line (a period stays at its sentence's end), as ALIGN-MLM's inversion;
@@ -18,11 +19,13 @@ from __future__ import annotations
 import random
 import re
 from dataclasses import dataclass
+from typing import Iterator
 
 TRANSFORMATIONS = ("translit", "translit_inv", "translit_perm", "translit_syn")
 NEEDS_PARSE = {"translit_syn"}
-SCRIPT_START = 0x0400  # Cyrillic; NFKC leaves it alone, unlike compatibility characters
-SCRIPT_SIZE = 0x0130  # Cyrillic + Cyrillic Supplement
+# The derived alphabet, in order: Cyrillic + Cyrillic Supplement, CJK Unified Ideographs and Extension A, Hangul
+# syllables (about 39,000 letters; a Wikipedia dump has thousands of distinct characters)
+SCRIPT_BLOCKS = ((0x0400, 0x0530), (0x4E00, 0xA000), (0x3400, 0x4DC0), (0xAC00, 0xD7A4))
 _TOKEN = re.compile(r"\w+|[^\w\s]")
 
 
@@ -38,16 +41,26 @@ class Transliteration:
     @classmethod
     def for_text(cls, sentences: list[str]) -> "Transliteration":
         chars = sorted({c for s in sentences for c in s if not c.isspace()})
-        if len(chars) > SCRIPT_SIZE:
+        table = dict(zip(chars, derived_letters(set(chars))))
+        if len(table) < len(chars):
             raise ValueError(f"the base corpus uses {len(chars)} distinct characters; transliteration supports "
-                             f"{SCRIPT_SIZE} (use a smaller or cleaner corpus)")
-        return cls({c: chr(SCRIPT_START + i) for i, c in enumerate(chars)})
+                             f"{len(table)} (use a smaller or cleaner corpus)")
+        return cls(table)
 
     def word(self, word: str) -> str:
         return "".join(self.table[c] for c in word)
 
     def sentence(self, sentence: str) -> str:
         return " ".join(self.word(w) for w in sentence.split())
+
+
+def derived_letters(base: set[str]) -> Iterator[str]:
+    """The letters and digits of SCRIPT_BLOCKS not in the ``base`` alphabet, in order: whole characters only
+    (Cyrillic's titlos are combining marks, its thousands sign a symbol), as a derived token spelt only in
+    marks would not count as a word of the derived language (``synthetic.vocabulary_counterparts``). NFKC,
+    which the tokenizer applies, leaves every one of them alone."""
+    for start, end in SCRIPT_BLOCKS:
+        yield from (c for c in map(chr, range(start, end)) if c.isalnum() and c not in base)
 
 
 def invert_sentences(words: list[str], period: str | None) -> list[str]:

@@ -12,9 +12,10 @@ probability that the dependent goes after the head:
   predictions where WALS has none): p_after = after / (before + after), 0.5 where both or neither hold.
 
 Each classed dependent's side is drawn once with a seeded generator. Every other dependent (determiners, auxiliaries,
-punctuation, ...) keeps its side of the head. On each side, dependents keep their original relative
-order; each dependent carries its whole subtree. English to French (``fra``): adjectives, possessors and
-relative clauses follow their noun, and the rest of English order stays (both are SVO, with prepositions);
+punctuation, possessive pronouns, ...) keeps its side of the head. On each side, dependents keep their original
+relative order; each dependent carries its whole subtree. English to French (``fra``): adjectives, nominal
+possessors and relative clauses follow their noun ("my friend's dog" -> "dog my friend 's", as "le chien de mon
+ami"), and the rest of English order stays (both are SVO, with prepositions);
 to Japanese (``jpn``): objects and obliques precede the verb, adpositions follow their noun.
 
 Input is Universal Dependencies CoNLL-U (``conllu``): any parser writes it (Stanza, spaCy + spacy-conll,
@@ -43,10 +44,13 @@ DEPENDENT_CLASSES = {
     ("noun", "amod"): "ADJECTIVE_{}_NOUN",
     ("noun", "nummod"): "NUMERAL_{}_NOUN",
     ("noun", "nmod"): "POSSESSOR_{}_NOUN",  # WALS 86A, the order of genitive and noun: "of"-phrases too
-    ("noun", "nmod:poss"): "POSSESSOR_{}_NOUN",
+    ("noun", "nmod:poss"): "POSSESSOR_{}_NOUN",  # nominal possessors only: see POSSESSIVE_PRONOUNS
     ("noun", "acl:relcl"): "RELATIVE_{}_NOUN",
     ("noun", "case"): "ADPOSITION_{}_NOUN",  # adpositions only: the possessive 's is a `case` dependent too
 }
+# UD tags "my", "his", "their" nmod:poss like "John" in "John's", but WALS 86A orders genitives, not possessive
+# pronouns, which French also puts before the noun ("mon ami"): they keep their side, as determiners do
+POSSESSIVE_PRONOUNS = {"PRON", "DET"}
 
 
 @dataclass(frozen=True)
@@ -131,7 +135,8 @@ def treebank_probabilities(trees: list[list[Word]]) -> dict[str, float]:
 
 def dependent_class(head: Word, dependent: Word) -> str | None:
     kind = "noun" if head.upos in NOUN_HEADS else "verb" if head.upos in VERB_HEADS else None
-    if kind is None or (dependent.deprel == "case" and dependent.upos != "ADP"):
+    if kind is None or (dependent.deprel == "case" and dependent.upos != "ADP") or \
+            (dependent.deprel == "nmod:poss" and dependent.upos in POSSESSIVE_PRONOUNS):
         return None
     return DEPENDENT_CLASSES.get((kind, dependent.deprel)) or DEPENDENT_CLASSES.get((kind, dependent.deprel.split(":")[0]))
 

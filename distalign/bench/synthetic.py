@@ -1,10 +1,11 @@
 """``distalign bench synthetic``: does an alignment objective align a language with a transformed copy of itself?
 
 For each transformation of the base corpus (``distalign.bench.derived_language``) and each
-objective set, a small model is trained from scratch on both languages; then, on dictionary words
-held out from training, we report the alignment score (ALIGN-MLM: 100 x P@1 of a word's
-translation among all held-out targets, cosine, no mapping) and BLI MRR against the whole derived
-vocabulary. Words are encoded alone; layer 0 is the embedding output, where ALIGN-MLM acts.
+objective set, a small model is trained from scratch on both languages; then we report the alignment
+score (ALIGN-MLM's: the share, in %, of the base language's vocabulary tokens whose transliterated twin,
+a token too, is their nearest input embedding by cosine among the derived language's whole vocabulary;
+no mapping) and, on dictionary words held out from training, word alignment and BLI MRR against the
+whole derived vocabulary. Words are encoded alone; layer 0 is the embedding output, where ALIGN-MLM acts.
 
 Everything lands in one MLflow parent run (a child run per training run) with the markdown
 table as an artifact; the table is also printed.
@@ -161,7 +162,7 @@ def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration) ->
     Base tokens are those spelt only in the base alphabet, derived tokens only in the transliterated
     one (the word-start marker and other shared symbols aside); a counterpart is the same token with
     every character transliterated."""
-    def letters(token: str) -> set[str]:
+    def letters(token: str) -> set[str]:  # every transliterated character is alphanumeric (derived_letters)
         return {c for c in token if c.isalnum() or c in translit.table}
 
     source, derived = set(translit.table), set(translit.table.values())

@@ -61,8 +61,20 @@ def test_orders_counted_in_a_target_treebank(tmp_path):
 def test_french_moves_adjectives_after_their_noun_with_their_subtree(trees):
     sara, dog = syntax_transform(trees, "fra", seed=0)
     assert sara == ["Sara", "ate", "apples", "."]  # SVO stays SVO
-    # adjective (with "very") after the noun; French possessors follow too, but "my" modifies "friend"
-    assert dog == ["the", "dog", "very", "big", "of", "friend", "my", "barked"]
+    # adjective (with "very") after the noun, the "of"-phrase too; the possessive pronoun stays first, as "mon ami"
+    assert dog == ["the", "dog", "very", "big", "of", "my", "friend", "barked"]
+
+
+@pytest.mark.parametrize("upos", ["PRON", "DET"])  # parsers tag "my" either way
+def test_possessive_pronouns_keep_their_side_and_nominal_possessors_follow_the_genitive_order(tmp_path, upos):
+    # "my friend 's dog barked": "friend" (with its 's) a nominal possessor of "dog", "my" a pronominal one of "friend"
+    path = tmp_path / "poss.conllu"
+    path.write_text(conllu([("my", upos, 2, "nmod:poss"), ("friend", "NOUN", 4, "nmod:poss"), ("'s", "PART", 2, "case"),
+                            ("dog", "NOUN", 5, "nsubj"), ("barked", "VERB", 0, "root")]), encoding="utf-8")
+    [words] = read_conllu(path)
+    assert syntax_transform([words], "fra")[0] == ["dog", "my", "friend", "'s", "barked"]  # le chien de mon ami
+    english = {tuple(reorder(words, after_probabilities("eng"), random.Random(i))) for i in range(50)}
+    assert english == {("my", "friend", "'s", "dog", "barked"), ("dog", "my", "friend", "'s", "barked")}
 
 
 def test_japanese_order_puts_the_object_before_the_verb(trees):
@@ -78,7 +90,15 @@ def test_each_dependent_follows_its_head_with_the_target_probability(trees):
     orders = Counter(tuple(reorder(sara, p_after, random.Random(i))) for i in range(4000))
     assert set(orders) == {("Sara", "ate", "apples", "."), ("Sara", "apples", "ate", ".")}
     assert orders[("Sara", "ate", "apples", ".")] / 4000 == pytest.approx(0.3, abs=0.03)
-    assert syntax_transform(trees, "eng", seed=5) == syntax_transform(trees, "eng", seed=5)  # seeded per sentence
+
+
+def test_each_sentence_draws_its_own_order_from_the_seed(trees):
+    # English has both genitive orders (p_after 0.5): the "of"-phrase after "dog" or before it
+    dogs = [trees[1]] * 40
+    orders = [tuple(words) for words in syntax_transform(dogs, "eng", seed=5)]
+    assert len(set(orders)) == 2  # copies of one sentence drawn independently, not all alike
+    assert syntax_transform(dogs, "eng", seed=5) == [list(o) for o in orders]  # the seed reproduces them
+    assert [tuple(words) for words in syntax_transform(dogs, "eng", seed=6)] != orders  # another seed differs
 
 
 def test_multiword_tokens_are_read_as_their_syntactic_words(tmp_path):

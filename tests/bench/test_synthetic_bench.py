@@ -1,11 +1,13 @@
 """distalign bench synthetic: derived languages, dictionary split, per-run configs (no training here)."""
 
 import random
+import unicodedata
 from pathlib import Path
 
 import pytest
+import torch
 
-from distalign.bench.derived_language import Transliteration, derive, normalise
+from distalign.bench.derived_language import Transliteration, derive, derived_letters, normalise
 from distalign.bench.synthetic import (
     BenchSpec,
     base_corpus,
@@ -17,6 +19,8 @@ from distalign.bench.synthetic import (
     write_language_pair,
 )
 from distalign.data.readers import InputError
+from distalign.eval.alignment import vocabulary_alignment
+from distalign.models.loading import SPECIALS
 
 SENTENCES = [normalise(s) for s in ["Tom is here.", "I saw Mary's cat!", "The cat is here, Tom.", "Ça va?"]]
 
@@ -31,9 +35,48 @@ def test_transliteration_is_a_disjoint_injective_copy():
     copies = {translit.word(w) for w in words}
     assert len(copies) == len(words)  # injective
     assert not {c for w in words for c in w} & {c for w in copies for c in w}  # no shared character
-    assert all("\u0400" <= c <= "\u052f" for w in copies for c in w)
-    with pytest.raises(ValueError, match="distinct characters"):
-        Transliteration.for_text(["".join(chr(0x4E00 + i) for i in range(400))])
+    assert all("\u0400" <= c <= "\u052f" for w in copies for c in w)  # a small alphabet: Cyrillic
+
+
+def large_alphabet(n: int) -> list[str]:
+    """``n`` distinct lower-case letters and digits, as normalise leaves them: Latin, Greek, CJK ideographs, then
+    Cyrillic (which the derived alphabet starts with: 400 take some of it, 200 none)."""
+    chars = map(chr, [*range(0x30, 0x7B), *range(0x0370, 0x0400), *range(0x4E00, 0x4F00), *range(0x0400, 0x0530)])
+    return [c for c in chars if c.isalnum() and c.lower() == c and unicodedata.normalize("NFKC", c) == c][:n]
+
+
+@pytest.mark.parametrize("n", [200, 400])  # Cyrillic's combining marks came after 130 characters, a refusal after 304
+def test_a_large_alphabet_is_transliterated_to_whole_letters_of_other_scripts(n):
+    alphabet = large_alphabet(n)
+    translit = Transliteration.for_text([" ".join(alphabet)])
+    derived = [translit.word(c) for c in alphabet]
+    assert len(alphabet) == n and len(set(derived)) == n and not set(derived) & set(alphabet)
+    assert all(len(d) == 1 and d.isalnum() and unicodedata.normalize("NFKC", d) == d for d in derived)
+    inverse = {d: c for c, d in translit.table.items()}
+    assert "".join(inverse[d] for d in translit.word("".join(alphabet))) == "".join(alphabet)
+    taken = "".join(derived_letters(set()))  # every letter of the derived alphabet taken by the base
+    with pytest.raises(ValueError, match=f"uses {len(taken)} distinct characters; transliteration supports 0 "):
+        Transliteration.for_text([taken])
+
+
+def test_every_derived_twin_of_a_large_alphabet_is_an_alignment_candidate():
+    """Through a tokenizer trained as the bench's tiny model's: a derived token spelt only in non-letters was
+    no candidate while its base twin was paired, and the alignment score refused the pairs."""
+    from tokenizers import SentencePieceUnigramTokenizer
+
+    alphabet, rng = large_alphabet(200), random.Random(0)
+    words = ["".join(rng.choices(alphabet, k=rng.randint(1, 3))) for _ in range(1000)]
+    sentences = [" ".join(alphabet[i:i + 10]) for i in range(0, len(alphabet), 10)]
+    sentences += [" ".join(rng.choices(words, k=8)) for _ in range(300)]
+    translit = Transliteration.for_text(sentences)
+    tokenizer = SentencePieceUnigramTokenizer()
+    tokenizer.train_from_iterator(sentences + derive(sentences, "translit", translit), vocab_size=2000,
+                                  special_tokens=SPECIALS, unk_token="<unk>", show_progress=False)
+    vocab = tokenizer.get_vocab()
+    src, tgt, candidates, _ = vocabulary_counterparts(vocab, translit)
+    assert len(src) >= len(alphabet) and set(tgt) <= set(candidates)
+    score = vocabulary_alignment(torch.randn(len(vocab), 8), src, tgt, candidates)
+    assert 0 <= score <= 100
 
 
 def test_transformations_keep_words_and_change_order_as_named():
