@@ -17,6 +17,7 @@ import json
 import logging
 import random
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -154,20 +155,20 @@ PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3, ("trans
                 ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2, ("translit_syn", "align"): 98.2}
 
 
-def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration) -> tuple[list[int], list[int],
-                                                                                        list[int], int]:
+def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration, specials: Iterable[str] = ()
+                            ) -> tuple[list[int], list[int], list[int], int]:
     """Token ids of the base language's vocabulary with their transliterated counterparts, the derived
     language's whole vocabulary, and how many base tokens have no counterpart in the vocabulary.
 
     Base tokens are those spelt only in the base alphabet, derived tokens only in the transliterated
-    one (the word-start marker and other shared symbols aside); a counterpart is the same token with
-    every character transliterated."""
+    one (the word-start marker and other shared symbols aside; ``specials``, such as "<s>", are
+    neither); a counterpart is the same token with every character transliterated."""
     def letters(token: str) -> set[str]:  # every transliterated character is alphanumeric (derived_letters)
         return {c for c in token if c.isalnum() or c in translit.table}
 
-    source, derived = set(translit.table), set(translit.table.values())
-    base = [t for t in vocab if letters(t) and letters(t) <= source]
-    candidates = [vocab[t] for t in vocab if letters(t) and letters(t) <= derived]
+    source, derived, specials = set(translit.table), set(translit.table.values()), set(specials)
+    base = [t for t in vocab if t not in specials and letters(t) and letters(t) <= source]
+    candidates = [vocab[t] for t in vocab if t not in specials and letters(t) and letters(t) <= derived]
     counterparts = {t: "".join(translit.table.get(c, c) for c in t) for t in base}
     paired = [(vocab[t], vocab[c]) for t, c in counterparts.items() if c in vocab]
     return [a for a, _ in paired], [b for _, b in paired], candidates, len(base) - len(paired)
@@ -184,7 +185,8 @@ def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str]
 
     pairs = [(w, translit.word(w)) for w in eval_words]
     masked_lm, tokenizer = load_masked_lm_with_adapters(model_dir), load_tokenizer(model_dir)
-    src, tgt, candidates, unpaired = vocabulary_counterparts(tokenizer.get_vocab(), translit)
+    src, tgt, candidates, unpaired = vocabulary_counterparts(tokenizer.get_vocab(), translit,
+                                                             tokenizer.all_special_tokens)
     with torch.no_grad():
         alignment = vocabulary_alignment(masked_lm.get_input_embeddings().weight, src, tgt, candidates)
     rows = pd.DataFrame(evaluate_locally(Encoder(masked_lm), tokenizer, [

@@ -138,6 +138,9 @@ def test_vocabulary_counterparts_pair_each_base_token_with_its_transliteration()
     assert sorted(zip(src, tgt)) == [(1, 4), (2, 5)]  # "b" has no transliterated twin in the vocabulary
     assert unpaired == 1
     assert sorted(candidates) == [4, 5, 7]  # the derived vocabulary: specials and the bare marker excluded
+    # a special token spelt in the base letters is neither a base token nor unpaired
+    assert vocabulary_counterparts(vocab | {"<abc>": 8}, translit)[3] == 2
+    assert vocabulary_counterparts(vocab | {"<abc>": 8}, translit, specials=["<abc>"])[3] == 1
 
 
 def test_the_dictionary_is_a_share_of_the_whole_vocabulary(tmp_path):
