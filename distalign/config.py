@@ -190,6 +190,10 @@ class EvalConfig:
     # translations competing ("per_pair", as BabelBERT evaluates)
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
     languages: list[str] = field(default_factory=list)  # in-loop BLI only on pairs of these languages (empty = all)
+    # <lang>_vocab.txt files (one word a line, most frequent first): in-loop BLI ranks each pair's targets among
+    # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
+    vocab_dir: str = ""
+    vocab_size: int = 100_000
 
 
 @dataclass
@@ -448,6 +452,7 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
         config.storage.path = str(storage if storage.is_absolute() else distalign_home() / storage)
     config.tracking.uri = resolve_tracking_uri(config.tracking.uri)
     config.train.deepspeed_config_file = resolve_path(config.train.deepspeed_config_file, base)
+    config.eval.vocab_dir = resolve_path(config.eval.vocab_dir, base)
     if data.output_dir:
         data.output_dir = str(Path(data.output_dir).expanduser().resolve())
     elif config.storage_is_remote:
@@ -487,6 +492,9 @@ def validate(config: ExperimentConfig) -> None:
     require(t.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
     require(config.eval.every >= 0, "eval.every", "must be >= 0")
     require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
+    require(config.eval.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
+    require(not config.eval.vocab_dir or Path(config.eval.vocab_dir).is_dir(), "eval.vocab_dir",
+            f"not a directory: {config.eval.vocab_dir}")
     require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
     validate_objectives(config)
     require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")

@@ -80,6 +80,8 @@ def stand_in_data_files(raw: dict, root: Path) -> None:
     for path in paths:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).touch()
+    if vocab_dir := raw.get("eval", {}).get("vocab_dir"):
+        (root / vocab_dir).mkdir(parents=True, exist_ok=True)
 
 
 # bench_synthetic.yaml gets its data paths from the bench; tests/bench loads it with them

@@ -1,8 +1,9 @@
 """Model selection inside the training loop: BLI on held-out dictionary pairs, one layer, MRR per
 language pair, and the relative MRR gain over the vanilla model that ranks checkpoints.
 
-The target vocabulary of a pair is the set of distinct target words of its dictionary (the full
-100K-word vocabularies belong to the offline runner, ``distalign eval``).
+The target vocabulary of a pair is the top of a frequency list (``eval.vocab_dir``; BabelBERT
+validates against 100K words, lower-cased like the shared lists), else the set of distinct target
+words of its dictionary.
 """
 
 from __future__ import annotations
@@ -13,15 +14,15 @@ from distalign.eval.tasks import BLIRanking, BLITask, EncodingSettings, evaluate
 
 
 def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], max_pairs: int = 0,
-                   seed: int = 0, ranking: BLIRanking = "grouped") -> BLITask:
+                   seed: int = 0, ranking: BLIRanking = "grouped", vocab: list[str] | None = None) -> BLITask:
     """Queries from dictionary pairs (``ranking`` as in ``BLITask``) of at most ``max_pairs`` source
-    words (seeded)."""
+    words (seeded), ranked among ``vocab`` (lower-cased, with the queries) or the pairs' targets."""
     pairs = list(zip(src, tgt))
     sources = list(dict.fromkeys(src))
     if 0 < max_pairs < len(sources):
         keep = {sources[i] for i in np.random.default_rng(seed).choice(len(sources), size=max_pairs, replace=False)}
         pairs = [p for p in pairs if p[0] in keep]
-    task = BLITask.from_pairs(lang1, lang2, pairs, lowercase=False, ranking=ranking)
+    task = BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=vocab is not None, ranking=ranking)
     order = sorted(range(len(task.vocab)), key=task.vocab.__getitem__)  # sorted vocabulary: stable across runs
     new_index = {old: new for new, old in enumerate(order)}
     task.vocab = [task.vocab[i] for i in order]

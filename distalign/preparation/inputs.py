@@ -57,6 +57,7 @@ class BLIPairs:
     lang2: str
     src: list[str]
     tgt: list[str]
+    vocab: list[str] | None = None  # the targets to rank (eval.vocab_dir); None: the pairs' own targets
 
 
 @dataclass
@@ -92,6 +93,21 @@ class PreparedData:
         return sum(r.malformed for r in self.reports)
 
 
+def target_vocabulary(config: ExperimentConfig, lang: str, reports: list[ReadReport]) -> list[str] | None:
+    """The top ``eval.vocab_size`` words of ``<eval.vocab_dir>/<lang>_vocab.txt``, or None without a vocab_dir."""
+    from distalign.eval.benchmarks import read_vocabulary
+
+    if not config.eval.vocab_dir:
+        return None
+    path = Path(config.eval.vocab_dir) / f"{lang}_vocab.txt"
+    if not path.is_file():
+        raise ValueError(f"eval.vocab_dir: no {path.name} in {config.eval.vocab_dir} for the in-loop BLI targets in "
+                         f"'{lang}' (one word a line, most frequent first)")
+    words, report = read_vocabulary(path, config.eval.vocab_size)
+    reports.append(report)
+    return words
+
+
 def prepare_data(config: ExperimentConfig) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
@@ -125,7 +141,8 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     for src in eval_dicts:
         table, report = read_dictionary(src.path, src.lang1, src.lang2)
         reports.append(report)
-        eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist()))
+        eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
+                                   target_vocabulary(config, src.lang2, reports)))
     heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
     read = constraints  # every pair read: the tiny model's vocabulary covers them (below)
     constraints, excluded = exclude_words(constraints, heldout)

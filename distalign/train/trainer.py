@@ -80,7 +80,7 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     the corpus stream (``ledger``: the actor that counts the corpus rows skipped on the cluster)."""
     t = config.train
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
-                                config.eval.bli_ranking) for p in prepared.eval_pairs]
+                                config.eval.bli_ranking, p.vocab) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, word_pairs, test_sets,
                         eval_interval(config, prepared), corpus_plan(prepared, config, ledger), clock or StartupClock())

@@ -72,3 +72,31 @@ def test_model_selection_score_is_mean_relative_mrr_gain():
                              {"en-de": 0.2, "en-fi": 0.2, "x-y": 0.0}) == pytest.approx(0.0)
     assert relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.2}) == pytest.approx(0.25)
     assert relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.0}) != relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.0})
+
+
+def test_a_frequency_list_is_the_candidate_set_when_given():
+    """BabelBERT validates against the top-100K words: the gold competes with frequent words outside the
+    dictionary, and a gold word missing from the list is out of vocabulary (skipped and counted)."""
+    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"], ranking="per_pair",
+                        vocab=["der", "haus", "und", "hund", "katze"])
+    assert ts.vocab == sorted(["der", "haus", "und", "hund", "katze"])  # lower-cased like the shared lists
+    assert [ts.vocab[g] for (g,) in ts.gold] == ["hund", "haus"] and ts.queries == ["dog", "house"]
+    assert ts.oov == 1
+
+
+def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path, monkeypatch):
+    from conftest import QUICKSTART, SMALL
+    from distalign.config import load_config
+    from distalign.preparation.inputs import prepare_data
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    vocab_dir = tmp_path / "vocab"
+    vocab_dir.mkdir()
+    (vocab_dir / "xb_vocab.txt").write_text("".join(f"w{i}\n" for i in range(30)))
+    config = load_config(QUICKSTART, SMALL + ["run.name=vocab", f"eval.vocab_dir={vocab_dir}", "eval.vocab_size=20",
+                                              "eval.languages=[xa,xb]"])
+    (pairs,) = prepare_data(config).eval_pairs
+    assert (pairs.lang2, pairs.vocab) == ("xb", [f"w{i}" for i in range(20)])
+    config = load_config(QUICKSTART, SMALL + ["run.name=vocab2", f"eval.vocab_dir={vocab_dir}", "eval.languages=[xa,xc]"])
+    with pytest.raises(ValueError, match=r"eval.vocab_dir: no xc_vocab.txt"):
+        prepare_data(config)
