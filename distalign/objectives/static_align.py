@@ -5,25 +5,39 @@ to a fixed static embedding ``v`` of the same word (e.g. aligned fastText):
 
 * ``mse_loss(h, v) = mean((h - v) ** 2)`` over all ``N * d`` elements.
 
-* ``dcca_loss(h1, h2, k)`` -- Deep CCA, Andrew, Arora, Bilmes & Livescu (2013),
-  "Deep Canonical Correlation Analysis", ICML. With column-centred views
-  ``H1 [N, d1]`` and ``H2 [N, d2]``::
+* ``dcca_loss(h1, h2, k)`` -- the paper's "DCCA" loss, which its code computes
+  as the Deep *Generalized* CCA objective (Benton, Khayrallah, Gujral, Reisinger,
+  Zhang & Arora 2019, "Deep Generalized Canonical Correlation Analysis",
+  RepL4NLP) in Arjmand's implementation (DeepGCCA-pytorch, 2020, ``GCCA_loss``),
+  copied as ``dgcca_loss`` in continued_pretraining/DGCCA.py of
+  github.com/KathyHaem/combining-static-contextual, here for two views. Each
+  view ``H [N, d]`` is column-centred and reduced to its ``k`` leading left
+  singular vectors ``A [N, k]`` (thin SVD ``H = A diag(s) B^T``)::
 
-      S11 = H1^T H1 / (N - 1) + r1 I,   S22 = H2^T H2 / (N - 1) + r2 I,
-      S12 = H1^T H2 / (N - 1),
-      T   = S11^{-1/2} S12 S22^{-1/2},
-      loss = - (sum of the k largest singular values of T)
+      t    = sqrt(max(s^2 / (s^2 + eps), eps))       (~1; eps = 1e-8 as theirs)
+      M    = [A1 diag(t1), A2 diag(t2)]               [N, 2k]
+      loss = - (sum of the k largest singular values of M)
 
-  i.e. minus the sum of the top-k (regularised) canonical correlations.
-  T is computed with Cholesky factors instead of inverse square roots:
-  with S11 = L1 L1^T, L1^{-1} = O S11^{-1/2} for an orthogonal O, so
-  L1^{-1} S12 L2^{-T} has the singular values of T. Unlike an
-  eigendecomposition, whose gradient divides by eigenvalue gaps, this stays
-  differentiable when eigenvalues repeat: in a batch of N < d words all but
-  N - 1 of them equal r up to rounding, and exactly when a dimension is
-  constant over the batch (an eigh-based version diverged on the tiny model).
-  ``eps`` is added to both diagonals so that unregularised rank-deficient
-  views still factor. Float32/float16 inputs are computed in float64 and the
+  With ``t = 1`` the singular values of ``M`` are ``sqrt(1 +- rho_i)``, where
+  ``rho_i`` are the cosines of the principal angles between span(A1) and
+  span(A2), i.e. the canonical correlations between the two views' top-k
+  principal components: ``loss = - sum_i sqrt(1 + rho_i)``, from ``-k``
+  (unrelated) to ``-k sqrt(2)`` (the views' leading principal subspaces
+  coincide). Unlike two-view CCA of the full views (Andrew et al. 2013) it is
+  not invariant to invertible linear maps of a view: it pulls together the
+  directions of largest variance. Only 2k sample directions enter, so the loss
+  is degenerate only when ``N - 1 < 2k`` (see ``dcca_forced_correlations``),
+  not when ``N - 1 < d1 + d2`` as full-view CCA is.
+
+  Deviations from their code: their "centring" line subtracts row means
+  scattered over the matrix by ``H.mean(dim=1).repeat(m, 1).view(-1, m)``
+  (for N = 64, m = 768 a constant per column that does not centre it); we
+  centre each column, as DGCCA assumes. Their ``r = 1e-4`` is never used, so
+  there is no ridge term here either. Gradients of the top-k singular vectors
+  use an explicit backward that leaves out pairs of equal singular values: the
+  loss does not depend on their rotation, and torch's SVD backward turns the
+  repeated zeros of a rank-deficient batch (e.g. a dimension constant over the
+  batch) into NaN. Float32/float16 inputs are computed in float64 and the
   result is cast back to the input dtype. Gradients flow to both views; detach
   the static side yourself when it must not learn.
 
@@ -36,9 +50,9 @@ Example
 >>> h = torch.randn(64, 8, requires_grad=True)
 >>> mse_loss(h, torch.zeros(64, 8)).shape
 torch.Size([])
->>> v = h.detach() @ torch.randn(8, 8)        # an invertible linear map of h
->>> round(dcca_loss(h, v, k=4, r1=1e-8, r2=1e-8).item(), 3)   # perfectly correlated
--4.0
+>>> v = 3 * h.detach() + 1                     # the same principal subspace
+>>> round(dcca_loss(h, v, k=4).item(), 3)     # -4 * sqrt(2)
+-5.657
 """
 
 from __future__ import annotations
@@ -47,6 +61,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from torch.autograd.function import once_differentiable
 
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
@@ -59,43 +74,61 @@ def mse_loss(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     return ((h - v) ** 2).mean()
 
 
-def _cholesky_factor(S: torch.Tensor, eps: float) -> torch.Tensor:
-    """Lower-triangular ``L`` with ``L L^T = S + eps I`` (``S`` symmetric PSD)."""
-    return torch.linalg.cholesky(S + eps * torch.eye(S.shape[0], dtype=S.dtype, device=S.device))
+class _LeadingSingular(torch.autograd.Function):
+    """``(A[:, :k], s[:k])`` of the thin SVD ``H = A diag(s) B^T``; the backward stays finite on repeated values."""
+
+    @staticmethod
+    def forward(ctx, H: torch.Tensor, k: int):
+        A, s, Bt = torch.linalg.svd(H, full_matrices=False)
+        ctx.save_for_backward(A, s, Bt)
+        ctx.k = k
+        return A[:, :k], s[:k]
+
+    @staticmethod
+    @once_differentiable
+    def backward(ctx, gA: torch.Tensor, gs: torch.Tensor):
+        # Townsend (2016), "Differentiating the singular value decomposition", with no gradient on B:
+        # gH = A [(F o (A^T G - G^T A)) diag(s) + diag(gs)] B^T + (I - A A^T) G diag(1/s) B^T,
+        # G = [gA, 0], F_ij = 1 / (s_j^2 - s_i^2)
+        A, s, Bt = ctx.saved_tensors
+        k = ctx.k
+        AtG = A.T @ gA
+        K = torch.zeros(s.shape[0], s.shape[0], dtype=s.dtype, device=s.device)
+        K[:, :k] += AtG
+        K[:k, :] -= AtG.T
+        gap = s[None, :] ** 2 - s[:, None] ** 2
+        # equal values: the loss does not depend on their rotation (inside the top k) or on them at all (beyond it)
+        F = torch.where(gap == 0, torch.zeros_like(gap), 1 / gap)
+        inner = F * K * s[None, :]
+        inner.diagonal()[:k] += gs
+        s_inv = torch.where(s[:k] > 0, 1 / s[:k], torch.zeros_like(s[:k]))
+        return A @ inner @ Bt + ((gA - A @ AtG) * s_inv) @ Bt[:k], None
 
 
-def dcca_loss(
-    h1: torch.Tensor,
-    h2: torch.Tensor,
-    k: int,
-    r1: float = 1e-3,
-    r2: float = 1e-3,
-    eps: float = 1e-9,
-) -> torch.Tensor:
-    """Negative sum of the top-``k`` canonical correlations of ``h1 [N, d1]`` and ``h2 [N, d2]``."""
+def dcca_forced_correlations(n: int, k: int) -> int:
+    """How many of ``dcca_loss``'s k correlations are 1 whatever the views: two k-dim subspaces of the
+    (n - 1)-dim space of centred batch columns share at least ``2k - (n - 1)`` dimensions."""
+    return max(0, 2 * k - (n - 1))
+
+
+def dcca_loss(h1: torch.Tensor, h2: torch.Tensor, k: int, eps: float = 1e-8) -> torch.Tensor:
+    """Deep Generalized CCA loss of ``h1 [N, d1]`` and ``h2 [N, d2]`` over their top-``k`` principal directions."""
     if h1.dim() != 2 or h2.dim() != 2:
         raise ValueError(f"h1 and h2 must be 2-D [N, d], got {tuple(h1.shape)} and {tuple(h2.shape)}")
-    n, d1 = h1.shape
+    n = h1.shape[0]
     if h2.shape[0] != n:
         raise ValueError(f"h1 and h2 must have the same number of rows N, got {n} vs {h2.shape[0]}")
-    if n < 2:
-        raise ValueError(f"dcca_loss needs N >= 2 samples, got {n}")
-    d2 = h2.shape[1]
-    if not 1 <= int(k) <= min(d1, d2):
-        raise ValueError(f"k must satisfy 1 <= k <= min(d1, d2) = {min(d1, d2)}, got {k}")
+    if not 1 <= int(k) <= min(h1.shape[1], h2.shape[1], n - 1):
+        raise ValueError(f"k must satisfy 1 <= k <= min(d1, d2, N - 1) = {min(h1.shape[1], h2.shape[1], n - 1)} "
+                         f"(a centred batch of N rows has rank <= N - 1), got {k}")
     out_dtype = torch.promote_types(h1.dtype, h2.dtype)
-    work = torch.float64 if out_dtype != torch.float64 else out_dtype
-    H1 = h1.to(work)
-    H2 = h2.to(work)
-    H1 = H1 - H1.mean(0, keepdim=True)
-    H2 = H2 - H2.mean(0, keepdim=True)
-    S11 = H1.T @ H1 / (n - 1) + r1 * torch.eye(d1, dtype=work, device=H1.device)
-    S22 = H2.T @ H2 / (n - 1) + r2 * torch.eye(d2, dtype=work, device=H2.device)
-    S12 = H1.T @ H2 / (n - 1)
-    L1, L2 = _cholesky_factor(S11, eps), _cholesky_factor(S22, eps)
-    left = torch.linalg.solve_triangular(L1, S12, upper=False)  # L1^{-1} S12
-    T = torch.linalg.solve_triangular(L2, left.T, upper=False).T  # (L1^{-1} S12) L2^{-T}
-    corr = torch.linalg.svdvals(T)                        # descending order
+    columns = []
+    for h in (h1, h2):
+        H = h.to(torch.float64)
+        A, s = _LeadingSingular.apply(H - H.mean(0, keepdim=True), int(k))
+        t = torch.sqrt(torch.clamp(s * s / (s * s + eps), min=eps))
+        columns.append(A * t)
+    corr = torch.linalg.svdvals(torch.cat(columns, 1))  # descending order
     return (-corr[: int(k)].sum()).to(out_dtype)
 
 
@@ -105,7 +138,9 @@ class StaticAlignConfig:
     # data.static_vectors; the static side is fixed, only the encoder learns
     weight: float = 0.0
     loss: Literal["mse", "dcca"] = "mse"  # mse needs static dim == hidden size
-    dcca_k: int = 10  # top-k canonical correlations (needs train.static_batch_size > k)
+    # k of Deep (G)CCA, theirs: leading principal directions per view and correlations summed (needs
+    # train.static_batch_size > k; above 2k, or some correlations are 1 whatever the encoder does)
+    dcca_k: int = 10
     # Without data.static_vectors the targets are derived from the starting model before training:
     # X2Static vectors per corpus language, Procrustes-mapped onto the first language by the training pairs
     extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)

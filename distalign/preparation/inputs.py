@@ -242,11 +242,15 @@ def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSou
                          f"needs the model's hidden size {hidden} (use loss=dcca for other sizes)")
     if len(static) < config.train.static_batch_size * config.train.num_workers:
         raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
-    if config.objectives.static.loss == "dcca" and config.train.static_batch_size <= max(dim, hidden):
-        # with N <= d samples some projection correlates the views perfectly whatever the encoder does
-        log.warning("train.static_batch_size=%d words per worker is not more than the %d dimensions: Deep CCA's "
-                    "top correlations are then ~1 from the start and teach little; use a larger batch",
-                    config.train.static_batch_size, max(dim, hidden))
+    from distalign.objectives.static_align import dcca_forced_correlations
+
+    forced = dcca_forced_correlations(config.train.static_batch_size, config.objectives.static.dcca_k)
+    if config.objectives.static.loss == "dcca" and forced:
+        # each view's k leading directions lie in the (N - 1)-dim centred batch space, so 2k > N - 1 makes them overlap
+        log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep CCA's "
+                    "%d correlations are 1 whatever the encoder does and teach nothing; use "
+                    "train.static_batch_size > 2 * objectives.static.dcca_k", config.train.static_batch_size,
+                    config.objectives.static.dcca_k, forced, config.objectives.static.dcca_k)
     return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))
 
 

@@ -1,9 +1,15 @@
+import logging
+
 import numpy as np
 import pytest
 import scipy.linalg as sla
 import torch
 
-from distalign.objectives.static_align import dcca_loss, mse_loss
+from distalign.config import ExperimentConfig, load_dataclass
+from distalign.data.sources import StaticVectorsSource
+from distalign.objectives.static_align import _LeadingSingular, dcca_forced_correlations, dcca_loss, mse_loss
+from distalign.preparation.inputs import read_static_targets
+from distalign.static.word2vec_format import write_word2vec
 
 
 # ---------------------------------------------------------------- mse
@@ -17,7 +23,12 @@ def test_mse_matches_numpy_and_gradient():
     assert loss.item() == pytest.approx(np.mean((h.detach().numpy() - v.numpy()) ** 2), rel=1e-12)
     loss.backward()
     assert torch.allclose(h.grad, 2 * (h.detach() - v) / h.numel())
-    assert mse_loss(v, v).item() == 0.0
+
+
+def test_mse_by_hand():
+    h = torch.tensor([[1.0, 2.0], [3.0, 4.0]])
+    v = torch.tensor([[0.0, 2.0], [5.0, 1.0]])
+    assert mse_loss(h, v).item() == 3.5  # differences 1, 0, -2, 3: (1 + 0 + 4 + 9) / 4
 
 
 def test_mse_shape_mismatch():
@@ -27,25 +38,22 @@ def test_mse_shape_mismatch():
         mse_loss(torch.zeros(3, 4), torch.zeros(4, 4))
 
 
-# ---------------------------------------------------------------- dcca references
+# ---------------------------------------------------------------- dcca (two-view DGCCA) references
 
-def _ref_regularised(h1, h2, k, r1, r2):
-    """The regularised DCCA formula written out with scipy.linalg."""
-    n = h1.shape[0]
-    H1, H2 = h1 - h1.mean(0), h2 - h2.mean(0)
-    S11 = H1.T @ H1 / (n - 1) + r1 * np.eye(h1.shape[1])
-    S22 = H2.T @ H2 / (n - 1) + r2 * np.eye(h2.shape[1])
-    S12 = H1.T @ H2 / (n - 1)
-    T = sla.fractional_matrix_power(S11, -0.5) @ S12 @ sla.fractional_matrix_power(S22, -0.5)
-    s = sla.svd(np.real(T), compute_uv=False)
-    return -np.sort(s)[::-1][:k].sum()
+def _ref_dgcca(h1, h2, k, eps=1e-8):
+    """The authors' dgcca_loss (continued_pretraining/DGCCA.py) in numpy, with columns centred."""
+    columns = []
+    for h in (h1, h2):
+        A, s, _ = np.linalg.svd(h - h.mean(0), full_matrices=False)
+        t2 = s[:k] * (1.0 / (s[:k] * s[:k] + eps)) * s[:k]
+        columns.append(A[:, :k] * np.sqrt(np.where(t2 > eps, t2, eps)))
+    return -np.linalg.svd(np.concatenate(columns, 1), compute_uv=False)[:k].sum()
 
 
-def _ref_qr_cca(h1, h2, k):
-    """Unregularised canonical correlations: singular values of Q1^T Q2 (Bjorck & Golub)."""
-    Q1, _ = np.linalg.qr(h1 - h1.mean(0))
-    Q2, _ = np.linalg.qr(h2 - h2.mean(0))
-    return -np.linalg.svd(Q1.T @ Q2, compute_uv=False)[:k].sum()
+def _ref_principal_angles(h1, h2, k):
+    """-sum sqrt(1 + cos theta_i) over the principal angles between the top-k principal-component spans."""
+    spans = [np.linalg.svd(h - h.mean(0), full_matrices=False)[0][:, :k] for h in (h1, h2)]
+    return -np.sqrt(1 + np.cos(sla.subspace_angles(*spans))).sum()
 
 
 def _views(n=40, d1=5, d2=4, seed=0, noise=1.0):
@@ -56,59 +64,108 @@ def _views(n=40, d1=5, d2=4, seed=0, noise=1.0):
     return h1, h2
 
 
+def test_dcca_by_hand_one_direction():
+    # centred columns u = (1, -1, 0, 0), w = (1, 0, -1, 0): cos = 1 / 2, singular value of [u t, w t] is t sqrt(3 / 2)
+    u = torch.tensor([[1.0], [-1.0], [0.0], [0.0]], dtype=torch.float64)
+    w = torch.tensor([[1.0], [0.0], [-1.0], [0.0]], dtype=torch.float64)
+    t = np.sqrt(2 / (2 + 1e-8))  # s = |u| = sqrt(2)
+    assert dcca_loss(u, w, 1).item() == pytest.approx(-t * np.sqrt(1.5), rel=1e-12)
+    # -3u + 5 spans the same direction: [u t, -u t'] has singular values sqrt(t^2 + t'^2) and 0
+    assert dcca_loss(u, -3 * u + 5, 1).item() == pytest.approx(-np.sqrt(t ** 2 + 18 / (18 + 1e-8)), rel=1e-12)
+
+
 @pytest.mark.parametrize("k", [1, 2, 4])
-@pytest.mark.parametrize("r", [(1e-3, 1e-3), (0.5, 2.0)])
-def test_dcca_matches_scipy_regularised_formula(k, r):
-    h1, h2 = _views()
-    got = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k, r1=r[0], r2=r[1])
+@pytest.mark.parametrize("shape", [(40, 5, 4), (12, 30, 20), (9, 8, 8)])  # N > d, N < d (theirs: 64 x 768), N ~ d
+def test_dcca_matches_numpy_dgcca_and_principal_angles(k, shape):
+    h1, h2 = _views(*shape)
+    got = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k)
     assert got.dtype == torch.float64
-    assert got.item() == pytest.approx(_ref_regularised(h1, h2, k, *r), rel=1e-9)
+    assert got.item() == pytest.approx(_ref_dgcca(h1, h2, k), rel=1e-10)
+    unscaled = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k, eps=0.0)  # t = 1
+    assert unscaled.item() == pytest.approx(_ref_principal_angles(h1, h2, k), rel=1e-10)
+    assert -k * np.sqrt(2) < unscaled.item() < -k
 
 
-@pytest.mark.parametrize("k", [1, 3, 4])
-def test_dcca_matches_qr_cca_when_unregularised(k):
-    h1, h2 = _views(seed=1)
-    got = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k, r1=1e-12, r2=1e-12, eps=1e-15)
-    ref = _ref_qr_cca(h1, h2, k)
-    assert got.item() == pytest.approx(ref, rel=1e-7)
-    assert -k < ref < 0
-
-
-def test_dcca_perfectly_correlated_views_give_minus_k():
+def test_dcca_shared_principal_subspace_gives_minus_k_sqrt2():
     rng = np.random.default_rng(2)
-    h1 = rng.normal(size=(50, 4))
-    h2 = np.concatenate([h1 @ rng.normal(size=(4, 4)), rng.normal(size=(50, 2))], 1)  # d2 = 6
-    for k in (1, 3, 4):
-        got = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k, r1=1e-10, r2=1e-10)
-        assert got.item() == pytest.approx(-k, abs=1e-6)
-    # with the default regularisation the correlations shrink below 1
-    assert -4 < dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 4).item() < -3.9
+    h1 = rng.normal(size=(50, 4)) * [5, 4, 3, 0.1]
+    R = np.linalg.qr(rng.normal(size=(6, 6)))[0][:4]  # orthonormal rows: h2 h2^T = 100 h1 h1^T
+    h2 = 10 * h1 @ R - 2.0  # d2 = 6
+    for k in (1, 2, 3, 4):
+        got = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k, eps=0.0)
+        assert got.item() == pytest.approx(-k * np.sqrt(2), rel=1e-10)
 
 
-def test_dcca_invariant_to_invertible_linear_maps_when_unregularised():
+def test_dcca_invariant_to_translation_rotation_and_scale_not_to_linear_maps():
     h1, h2 = _views(seed=3)
-    rng = np.random.default_rng(4)
-    A, B = rng.normal(size=(5, 5)), rng.normal(size=(4, 4))
-    kw = dict(k=3, r1=1e-12, r2=1e-12, eps=1e-15)
-    base = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), **kw).item()
-    moved = dcca_loss(torch.from_numpy(h1 @ A + 7.0), torch.from_numpy(h2 @ B), **kw).item()
-    assert moved == pytest.approx(base, rel=1e-7)
-    # ...but the regularised objective is not scale invariant
-    big = dcca_loss(torch.from_numpy(1e-2 * h1), torch.from_numpy(h2), k=3, r1=0.1, r2=0.1).item()
-    assert abs(big - dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), k=3, r1=0.1, r2=0.1).item()) > 1e-2
+    base = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 3, eps=0.0).item()
+    Q = np.linalg.qr(np.random.default_rng(4).normal(size=(5, 5)))[0]
+    moved = dcca_loss(torch.from_numpy(2.5 * h1 @ Q + 7.0), torch.from_numpy(h2 - 4.0), 3, eps=0.0).item()
+    assert moved == pytest.approx(base, rel=1e-10)
+    # the principal directions, unlike CCA's, depend on each dimension's scale
+    top = dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 1, eps=0.0).item()
+    stretched = dcca_loss(torch.from_numpy(h1 * [100, 1, 1, 1, 1]), torch.from_numpy(h2), 1, eps=0.0).item()
+    assert abs(stretched - top) > 0.1
 
 
-def test_dcca_independent_views_near_zero():
+def test_dcca_independent_views_near_minus_k():
     rng = np.random.default_rng(5)
     h1, h2 = rng.normal(size=(4000, 3)), rng.normal(size=(4000, 2))
-    assert -0.1 < dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 2).item() < 0
+    assert -2.05 < dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 2).item() < -2
+
+
+def _latent_views(n, d1, d2, related, seed):
+    """Views with 10 dominant latent directions plus unit noise; related views share the latent factors."""
+    g = torch.Generator().manual_seed(seed)
+    z1 = 3 * torch.randn(n, 10, generator=g, dtype=torch.float64)
+    z2 = z1 if related else 3 * torch.randn(n, 10, generator=g, dtype=torch.float64)
+    h = z1 @ torch.randn(10, d1, generator=g, dtype=torch.float64) + torch.randn(n, d1, generator=g, dtype=torch.float64)
+    v = z2 @ torch.randn(10, d2, generator=g, dtype=torch.float64) + torch.randn(n, d2, generator=g, dtype=torch.float64)
+    return h, v
+
+
+@pytest.mark.parametrize("d2", [768, 300])  # X2S-MA and fastText targets
+def test_dcca_separates_related_from_independent_views_in_shipped_shape(d2):
+    # N - 1 = 1023 < d1 + d2: CCA of the full views has correlations of 1 for any views (the old loss scored
+    # -10.00 vs -9.99 here); DGCCA's 2k = 20 leading directions fit in the batch
+    n, d1, k = 1024, 768, 10
+    assert n - 1 < d1 + d2 and dcca_forced_correlations(n, k) == 0
+    related = dcca_loss(*_latent_views(n, d1, d2, True, seed=0), k).item()
+    independent = dcca_loss(*_latent_views(n, d1, d2, False, seed=1), k).item()
+    assert related < independent - 3
+    assert related == pytest.approx(-k * np.sqrt(2), abs=0.05) and independent > -11
+
+
+def test_dcca_forced_correlations_when_2k_exceeds_n_minus_1():
+    assert [dcca_forced_correlations(n, 10) for n in (1024, 64, 21, 20, 16, 11)] == [0, 0, 0, 1, 5, 10]
+    rng = np.random.default_rng(8)
+    h1, h2 = rng.normal(size=(8, 6)), rng.normal(size=(8, 6))  # k = 5: 10 directions in 7 centred dimensions
+    sv = np.linalg.svd(np.concatenate([np.linalg.svd(h - h.mean(0))[0][:, :5] for h in (h1, h2)], 1),
+                       compute_uv=False)
+    assert np.allclose(sv[:dcca_forced_correlations(8, 5)], np.sqrt(2))
+    assert dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 5, eps=0.0).item() < -3 * np.sqrt(2) - 2
+
+
+def test_leading_singular_backward_matches_torch_svd():
+    g = torch.Generator().manual_seed(9)
+    for shape in ((12, 5), (5, 12)):
+        H = torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True)
+        W, w = torch.randn(shape[0], 3, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
+
+        def f(A, s):  # sign-invariant, as the loss is
+            return ((A @ A.T) * (W @ W.T)).sum() + (s * w).sum()
+
+        ours, = torch.autograd.grad(f(*_LeadingSingular.apply(H, 3)), H)
+        U, S, _ = torch.linalg.svd(H, full_matrices=False)
+        ref, = torch.autograd.grad(f(U[:, :3], S[:3]), H)
+        assert torch.allclose(ours, ref, atol=1e-12)
 
 
 def test_dcca_gradcheck_and_gradients_flow_to_both_views():
     h1, h2 = _views(n=8, d1=3, d2=2, seed=6)
     a = torch.from_numpy(h1).requires_grad_()
     b = torch.from_numpy(h2).requires_grad_()
-    assert torch.autograd.gradcheck(lambda x, y: dcca_loss(x, y, 2, r1=1e-2, r2=1e-2), (a, b))
+    assert torch.autograd.gradcheck(lambda x, y: dcca_loss(x, y, 2), (a, b))
     dcca_loss(a, b, 1).backward()
     assert a.grad.abs().sum() > 0 and b.grad.abs().sum() > 0
     # detaching the static side stops its gradient
@@ -118,9 +175,9 @@ def test_dcca_gradcheck_and_gradients_flow_to_both_views():
     assert b2.grad is None and a.grad.abs().sum() > 0
 
 
-def test_dcca_gradient_stays_finite_when_covariance_eigenvalues_repeat():
-    # dimensions constant over the batch give exactly equal eigenvalues (= r); the gradient of an
-    # eigendecomposition divides by their gap (0), which made the tiny DCCA run diverge at step 3
+def test_dcca_gradient_stays_finite_when_singular_values_repeat():
+    # dimensions constant over the batch give repeated zero singular values; torch's SVD backward divides
+    # by their gap (0), as the eigh-based version that made the tiny DCCA run diverge at step 3 did
     g = torch.Generator().manual_seed(0)
     h = torch.randn(32, 16, generator=g)
     h[:, :3] = 0.5
@@ -129,8 +186,7 @@ def test_dcca_gradient_stays_finite_when_covariance_eigenvalues_repeat():
     loss = dcca_loss(x, v, 4)
     loss.backward()
     assert torch.isfinite(x.grad).all() and x.grad.abs().sum() > 0
-    assert loss.item() == pytest.approx(_ref_regularised(h.double().numpy(), v.double().numpy(), 4, 1e-3, 1e-3),
-                                        rel=1e-6)
+    assert loss.item() == pytest.approx(_ref_dgcca(h.double().numpy(), v.double().numpy(), 4), rel=1e-6)
 
 
 def test_dcca_float32_in_float32_out_computed_in_float64():
@@ -139,8 +195,7 @@ def test_dcca_float32_in_float32_out_computed_in_float64():
     y = torch.from_numpy(h2).float()
     got = dcca_loss(x, y, 3)
     assert got.dtype == torch.float32
-    ref = _ref_regularised(x.detach().double().numpy(), y.double().numpy(), 3, 1e-3, 1e-3)
-    assert got.item() == pytest.approx(ref, rel=1e-6)
+    assert got.item() == pytest.approx(_ref_dgcca(x.detach().double().numpy(), y.double().numpy(), 3), rel=1e-6)
     got.backward()
     assert x.grad.dtype == torch.float32 and torch.isfinite(x.grad).all()
 
@@ -152,8 +207,29 @@ def test_dcca_errors():
     with pytest.raises(ValueError):
         dcca_loss(x, y, 0)
     with pytest.raises(ValueError):
-        dcca_loss(x[:1], y[:1], 1)  # N < 2
+        dcca_loss(x[:3], y[:3], 3)  # k > N - 1
     with pytest.raises(ValueError):
         dcca_loss(x, y[:9], 1)  # N mismatch
     with pytest.raises(ValueError):
         dcca_loss(x[0], y, 1)  # not 2-D
+
+
+# ---------------------------------------------------------------- the degenerate-batch warning
+
+@pytest.mark.parametrize("batch, k, warns", [(16, 10, True), (20, 10, True), (21, 10, False), (64, 10, False),
+                                             (1024, 10, False)])
+def test_static_targets_warn_when_dcca_batch_is_degenerate(tmp_path, caplog, batch, k, warns):
+    from transformers import BertConfig
+
+    BertConfig(hidden_size=8, num_attention_heads=2).save_pretrained(tmp_path / "model")
+    rng = np.random.default_rng(0)
+    path = write_word2vec(tmp_path / "en.vec", [f"w{i}" for i in range(batch)], rng.normal(size=(batch, 8)))
+    config = load_dataclass(ExperimentConfig, None, ["objectives.static.loss=dcca", f"objectives.static.dcca_k={k}",
+                                                     f"train.static_batch_size={batch}", "train.num_workers=1"])
+    with caplog.at_level(logging.WARNING, logger="distalign"):
+        read_static_targets(config, [StaticVectorsSource(str(path), "en")], set(), [], str(tmp_path / "model"))
+    messages = [r.getMessage() for r in caplog.records if "objectives.static.dcca_k" in r.getMessage()]
+    assert len(messages) == int(warns)
+    if warns:
+        assert f"train.static_batch_size={batch} " in messages[0]
+        assert f"{dcca_forced_correlations(batch, k)} of Deep CCA's {k} correlations" in messages[0]
