@@ -74,6 +74,9 @@ class DataConfig:
     corpus_sampling_alpha: float = 1.0
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
+    # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
+    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded
+    pack_sequences: bool = False
     shuffle_buffer_rows: int = 10000  # corpus rows a worker mixes in its seeded local shuffle buffer (0 = off)
     # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
@@ -493,6 +496,9 @@ def validate(config: ExperimentConfig) -> None:
     require(config.eval.every >= 0, "eval.every", "must be >= 0")
     require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
     require(config.eval.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
+    corpus_epochs = (t.epochs or config.eval.every_epochs) and "constraints" not in o.streams()
+    require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
+            "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
     require(not config.eval.vocab_dir or Path(config.eval.vocab_dir).is_dir(), "eval.vocab_dir",
             f"not a directory: {config.eval.vocab_dir}")
     require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")

@@ -168,6 +168,9 @@ def test_published_settings_are_the_papers():
     static = raw("static_align.yaml")
     assert static["objectives"]["static"] == {"weight": 1.0, "loss": "dcca", "dcca_k": 10}
     assert static["train"]["max_steps"] == 7500 and static["model"]["name_or_path"] == "xlm-roberta-base"
+    # BERT-style instances: sentences packed up to the sequence length (ALIGN-MLM G.3; run_mlm's group_texts)
+    for name in ("align_mlm.yaml", "dict_mlm.yaml", "dict_mlm_align_rerun.yaml", "sense_aware.yaml", "static_align.yaml"):
+        assert raw(name)["data"]["pack_sequences"] is True, name
     # the authors' scripts: 4 sequences and 64 words per micro-batch, 16 accumulated (64 and 1,024 a step)
     t = static["train"]
     assert (t["corpus_batch_size"], t["static_batch_size"], t["grad_accum_steps"]) == (4, 64, 16)

@@ -30,3 +30,48 @@ def encode_sentences(tokenizer, texts: list[str], max_length: int) -> dict[str, 
         "attention_mask": enc["attention_mask"].astype(np.int64),
         "word_ids": word_ids,
     }
+
+
+def encode_packed_sentences(tokenizer, texts: list[str], langs: list[int], rows: list[int],
+                            max_length: int) -> dict[str, np.ndarray]:
+    """Consecutive sentences of one language concatenated into sequences of at most ``max_length`` tokens
+    (BERT's and ALIGN-MLM's pre-training instances: add sentences until one more would not fit). A sequence
+    is ``[CLS] s1 s2 ... [SEP]`` in the tokenizer's own specials; a sentence longer than a whole sequence is
+    truncated, none is split across two. ``word_ids`` count the words across the sequence's sentences;
+    ``row`` is its first sentence's row (the seed of its data-side randomness) and ``lang_id`` its language.
+    """
+    encoded = tokenizer([t.split() for t in texts], is_split_into_words=True, add_special_tokens=False)
+    prefix, suffix = special_tokens_around(tokenizer)
+    room = max_length - len(prefix) - len(suffix)
+    sequences: list[tuple[list[int], list[int], int, int]] = []  # ids, word ids, lang, row
+    open_by_lang: dict[int, int] = {}  # language -> index of its sequence still being filled
+    for i, (lang, row) in enumerate(zip(langs, rows)):
+        ids = encoded["input_ids"][i][:room]
+        words = encoded.word_ids(i)[:room]
+        current = open_by_lang.get(lang)
+        if current is None or len(sequences[current][0]) + len(ids) > room:
+            sequences.append(([], [], lang, row))
+            current = open_by_lang[lang] = len(sequences) - 1
+        seq_ids, seq_words, _, _ = sequences[current]
+        offset = seq_words[-1] + 1 if seq_words else 0
+        seq_ids.extend(ids)
+        seq_words.extend(offset + w for w in words)
+    out = {"input_ids": np.full((len(sequences), max_length), tokenizer.pad_token_id, dtype=np.int64),
+           "attention_mask": np.zeros((len(sequences), max_length), dtype=np.int64),
+           "word_ids": np.full((len(sequences), max_length), -1, dtype=np.int64),
+           "lang_id": np.array([s[2] for s in sequences], dtype=np.int64),
+           "row": np.array([s[3] for s in sequences], dtype=np.int64)}
+    for r, (ids, words, _, _) in enumerate(sequences):
+        full = prefix + ids + suffix
+        out["input_ids"][r, : len(full)] = full
+        out["attention_mask"][r, : len(full)] = 1
+        out["word_ids"][r, len(prefix): len(prefix) + len(words)] = words
+    return out
+
+
+def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
+    """The special token ids the tokenizer puts before and after one sequence ([CLS] / [SEP], <s> / </s>)."""
+    probe = tokenizer([["a"]], is_split_into_words=True)
+    ids, words = probe["input_ids"][0], probe.word_ids(0)
+    content = [i for i, w in enumerate(words) if w is not None]
+    return ids[: content[0]], ids[content[-1] + 1:]

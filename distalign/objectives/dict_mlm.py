@@ -385,6 +385,8 @@ class DictMLMObjective(Objective):
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(0 <= cfg.synonym_label_percent <= 100, f"{key}.synonym_label_percent", "must be in [0, 100]")
         require(0 <= cfg.switch_prob <= 1, f"{key}.switch_prob", "must be in [0, 1]")
+        require(not (cfg.tlm and experiment.data.pack_sequences), f"{key}.tlm",
+                "pairs one sentence with its code-switched copy: set data.pack_sequences=false")
 
     @classmethod
     def batch_preparer(cls, cfg: DictMLMConfig, ctx: DataContext) -> DictMLMPreparer:

@@ -36,7 +36,7 @@ from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.row_random import RowRandom
 from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
-from distalign.data.tokenize import encode_sentences, encode_words
+from distalign.data.tokenize import encode_packed_sentences, encode_sentences, encode_words
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
@@ -50,7 +50,8 @@ def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str,
     """Tokenisation settings per stream: the defaults, updated by the active objectives' needs."""
     settings: dict[str, dict[str, Any]] = {
         "constraints": {"max_tokens": config.model.max_word_tokens, "with_gloss": False},
-        "corpus": {"max_length": config.data.max_seq_length, "languages": list(languages)},
+        "corpus": {"max_length": config.data.max_seq_length, "languages": list(languages),
+                   "pack": config.data.pack_sequences},
         "static": {"max_tokens": config.model.max_word_tokens},
     }
     for plugin, section in config.objectives.active().values():
@@ -73,15 +74,20 @@ def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer,
                 encoded["gloss_mask"] = np.zeros_like(encoded["word_mask"])
             out.update({f"{key}{side}": value for key, value in encoded.items()})
     elif stream == "corpus":
-        out = encode_sentences(tokenizer, batch["text"].tolist(), settings["max_length"])
         index = {lang: i for i, lang in enumerate(settings["languages"])}
-        out["lang_id"] = np.array([index[lang] for lang in batch["lang"].tolist()], dtype=np.int64)
+        langs = [index[lang] for lang in batch["lang"].tolist()]
+        if settings["pack"]:  # fewer sequences than sentences, each with its first sentence's row
+            out = encode_packed_sentences(tokenizer, batch["text"].tolist(), langs, batch["row"].tolist(),
+                                          settings["max_length"])
+        else:
+            out = encode_sentences(tokenizer, batch["text"].tolist(), settings["max_length"])
+            out["lang_id"] = np.array(langs, dtype=np.int64)
     elif stream == "static":
         out = encode_words(tokenizer, batch["word"].tolist(), settings["max_tokens"])
         out["vector"] = np.stack(batch["vector"]).astype(np.float32)
     else:
         raise ValueError(f"unknown stream '{stream}' (known: {sorted(STREAMS)})")
-    out["row"] = batch["row"].astype(np.int64)
+    out.setdefault("row", batch["row"].astype(np.int64))
     return out
 
 
@@ -92,7 +98,8 @@ def build_stream_batch(batch: dict[str, np.ndarray], stream: str, tokenizer_path
     (``s3://``, ``endpoint_url``) is read from this node's cache."""
     out = tokenize_rows(stream, batch, load_tokenizer(node_local(tokenizer_path, endpoint_url)), settings)
     if preparer is not None:
-        out.update(preparer(out, RowRandom(seed, batch["epoch"].tolist(), out["row"].tolist())))
+        epoch_of = dict(zip(batch["row"].tolist(), batch["epoch"].tolist()))  # packed rows: their first sentence's
+        out.update(preparer(out, RowRandom(seed, [epoch_of[row] for row in out["row"].tolist()], out["row"].tolist())))
     return out
 
 

@@ -63,3 +63,20 @@ def test_workers_read_different_rows_at_every_step_across_epochs(ray_local, dist
     assert len(first) == len(second) >= 2 * per_epoch  # at least two epochs of rows each
     assert first[:per_epoch] == list(range(0, 2 * per_epoch, 2))
     assert second[:per_epoch] == list(range(1, 2 * per_epoch, 2))
+
+
+def test_packed_corpus_sequences_through_ray_data(ray_local, distalign_home):
+    """data.pack_sequences in the workers' Ray Data stream: fewer, fuller rows, each starting with its row's
+    sentence and masked by the MLM's preparer."""
+    config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-packed", "data.pack_sequences=true",
+                                              "objectives.lexical.weight=0"])
+    prepared = prepare_data(config)
+    stream = corpus_batches(corpus_plan(prepared, config), 0, 2, 8)
+    batches = [next(stream) for _ in range(3)]
+    texts = {key: text for rows in read_rows(prepared.corpus, workers=2) for key, text in zip(rows["row"], rows["text"])}
+    tokenizer = load_tokenizer(prepared.model_path)
+    first = tokenizer(texts[int(batches[0]["row"][0])].split(), is_split_into_words=True,
+                      add_special_tokens=False)["input_ids"]
+    assert batches[0]["input_ids"][0, 1: 1 + len(first)].tolist() == first
+    assert np.mean([b["attention_mask"].float().mean().item() for b in batches]) > 0.5
+    assert all((b["labels"] != -100).any() for b in batches)
