@@ -67,6 +67,16 @@ def position_ids(masked_lm: nn.Module, input_ids: torch.Tensor) -> torch.Tensor 
     return embeddings.create_position_ids_from_input_ids(input_ids, embeddings.padding_idx)
 
 
+def pretrained_lm_head(masked_lm: nn.Module) -> nn.Module:
+    """The whole MLM head (transform and decoder: hidden states -> vocabulary logits) of an XLM-R/RoBERTa or
+    BERT masked LM."""
+    if hasattr(masked_lm, "lm_head"):
+        return masked_lm.lm_head
+    if hasattr(masked_lm, "cls"):
+        return masked_lm.cls
+    raise ValueError(f"masked_lm: no known MLM head in {type(masked_lm).__name__} (expected lm_head or cls)")
+
+
 def pretrained_lm_transform(masked_lm: nn.Module) -> tuple[nn.Linear, nn.LayerNorm]:
     """The (dense, layer norm) of the pretrained MLM head of an XLM-R/RoBERTa or BERT masked LM."""
     if hasattr(masked_lm, "lm_head"):

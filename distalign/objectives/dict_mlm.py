@@ -48,7 +48,7 @@ import functools
 import logging
 from collections import Counter
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Literal, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -62,6 +62,7 @@ from distalign.models.language_embeddings import (
     LanguageConditionedLMHead,
     LanguageEmbeddings,
     position_ids,
+    pretrained_lm_head,
     pretrained_lm_transform,
 )
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
@@ -298,6 +299,7 @@ class DictMLMMasking:
     tlm: bool = False  # dict-TLM: mask [CLS] orig [SEP] code-switched [SEP]
     switch_prob: float = 0.15  # dict-TLM: share of dictionary words code-switched (§2.2's 15%)
     max_length: int = 64  # dict-TLM: width of the concatenation
+    mask_words: str = "dictionary"  # "dictionary": words with an entry (§2.2); "all": every word
 
 
 def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, masking: DictMLMMasking,
@@ -319,9 +321,13 @@ def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, ma
                                              masking.vocab_size, masking.mask_prob, random)
         label_lang_ids = torch.where(labels != IGNORE_INDEX, tokens["lang_ids"], IGNORE_INDEX)
     else:
-        masked_ids, labels = dict_whole_word_mask(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"],
-                                                  masking.mask_token_id, masking.vocab_size, masking.mask_prob,
-                                                  random)
+        if masking.mask_words == "all":
+            masked_ids, labels = whole_word_mask(tokens["input_ids"], tokens["word_ids"], masking.mask_token_id,
+                                                 masking.vocab_size, masking.mask_prob, random)
+        else:
+            masked_ids, labels = dict_whole_word_mask(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"],
+                                                      masking.mask_token_id, masking.vocab_size, masking.mask_prob,
+                                                      random)
         labels, label_lang_ids = replace_labels(labels, tokens["word_ids"], tokens["entry_ids"], tokens["lang_ids"],
                                                 table, masking.synonym_share, random)
     return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
@@ -356,6 +362,12 @@ class DictMLMConfig:
     couple_language_embeddings: bool = True
     tlm: bool = False  # dict-TLM: [CLS] sentence [SEP] code-switched copy [SEP], masked together
     switch_prob: float = 0.15  # dict-TLM: share of dictionary words switched in the copy (§2.2's 15%)
+    # words that may be masked: "dictionary" (§2.2: those with an entry; a sentence with none, all) or "all"
+    # (ALIGN-MLM's re-run, its App. G.4: every word, a masked word with an entry taking a synonym label x% of the time)
+    mask_words: Literal["dictionary", "all"] = "dictionary"
+    # the language-conditioned head (§2.3); false: the model's own MLM head, language embeddings still at the
+    # input (ALIGN-MLM's re-run: "we did not include the language conditioning layer", App. G.4)
+    conditioned_head: bool = True
 
 
 class DictMLMObjective(Objective):
@@ -373,12 +385,12 @@ class DictMLMObjective(Objective):
     reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
 
     def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
-                 layer_norm_eps: float = 1e-5, coupled: bool = True):
+                 layer_norm_eps: float = 1e-5, coupled: bool = True, conditioned_head: bool = True):
         super().__init__()
         self.language_embeddings = LanguageEmbeddings(num_languages, hidden_size)
-        # coupled (the paper's setup): the head reads the input's language table
+        # coupled (the paper's setup): the head reads the input's language table; None: the model's own head
         self.head = LanguageConditionedLMHead(hidden_size, num_languages, lang_dim, layer_norm_eps,
-                                              own_table=not coupled)
+                                              own_table=not coupled) if conditioned_head else None
 
     @classmethod
     def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
@@ -395,7 +407,8 @@ class DictMLMObjective(Objective):
         tokenizer = load_tokenizer(ctx.tokenizer_path)
         masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
                                  tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob,
-                                 cfg.synonym_label_percent / 100, cfg.tlm, cfg.switch_prob, ctx.max_seq_length)
+                                 cfg.synonym_label_percent / 100, cfg.tlm, cfg.switch_prob, ctx.max_seq_length,
+                                 cfg.mask_words)
         table = build_synonym_table(ctx.word_pairs, tokenizer, ctx.languages)
         log.info("DICT-MLM: %d dictionary entries over %d languages, pairs dropped %s", len(table.entries),
                  len(ctx.languages), dict(table.dropped))
@@ -403,15 +416,17 @@ class DictMLMObjective(Objective):
 
     @classmethod
     def build(cls, cfg: DictMLMConfig, ctx: ObjectiveContext) -> DictMLMObjective:
-        return cls.for_model(ctx.masked_lm, len(ctx.languages), coupled=cfg.couple_language_embeddings)
+        return cls.for_model(ctx.masked_lm, len(ctx.languages), coupled=cfg.couple_language_embeddings,
+                             conditioned_head=cfg.conditioned_head)
 
     @classmethod
     def for_model(cls, masked_lm: nn.Module, num_languages: int, lang_dim: int | None = None,
-                  coupled: bool = True) -> DictMLMObjective:
-        """Sized for ``masked_lm``, head transform copied from its pretrained MLM head."""
+                  coupled: bool = True, conditioned_head: bool = True) -> DictMLMObjective:
+        """Sized for ``masked_lm``, a conditioned head's transform copied from its pretrained MLM head."""
         config = masked_lm.config
-        objective = cls(config.hidden_size, num_languages, lang_dim, config.layer_norm_eps, coupled)
-        objective.head.load_pretrained_transform(*pretrained_lm_transform(masked_lm))
+        objective = cls(config.hidden_size, num_languages, lang_dim, config.layer_norm_eps, coupled, conditioned_head)
+        if objective.head is not None:
+            objective.head.load_pretrained_transform(*pretrained_lm_transform(masked_lm))
         return objective
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
@@ -422,6 +437,9 @@ class DictMLMObjective(Objective):
         ).last_hidden_state
         labelled = batch["labels"] != IGNORE_INDEX
         # Logits only where there is a label: the vocabulary projection dominates the cost.
-        logits = self.head(states[labelled], batch["label_lang_ids"][labelled], masked_lm.get_output_embeddings(),
-                           self.language_embeddings.embedding)
+        if self.head is None:
+            logits = pretrained_lm_head(masked_lm)(states[labelled])
+        else:
+            logits = self.head(states[labelled], batch["label_lang_ids"][labelled],
+                               masked_lm.get_output_embeddings(), self.language_embeddings.embedding)
         return masked_lm_loss(logits, batch["labels"][labelled])

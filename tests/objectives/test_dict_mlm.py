@@ -1,5 +1,7 @@
 """DICT-MLM: synonym table, dictionary-restricted masking, label replacement, dict-TLM layout, loss."""
 
+import dataclasses
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -405,3 +407,43 @@ def test_objective_starts_as_plain_mlm_and_trains_its_language_parameters():
     objective.zero_grad()
     objective(Encoder(masked_lm), batch).backward()
     assert objective.head.dense.weight.grad[:, 16:].abs().sum() > 0
+
+
+def test_align_mlm_s_rerun_masks_every_word_and_replaces_labels_of_dictionary_words_only(table):
+    """ALIGN-MLM App. G.4 (mask_words="all"): mBERT's masking over every word; a masked word with an entry takes
+    a synonym label x% of the time, any other keeps its own."""
+    rows = 400
+    corpus = {k: v.repeat(rows // 2, *([1] * (v.dim() - 1))) for k, v in corpus_batch().items()}
+    masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
+                             mask_prob=0.15, synonym_share=1.0, mask_words="all")
+    out = mask_dict_mlm_batch(corpus, table, masking, RowRandom.for_batch(rows, seed=9))
+    labelled = out["labels"] != IGNORE_INDEX
+    big = corpus["input_ids"] == BIG
+    assert 0.08 < (labelled & big).sum() / big.sum() < 0.22  # a word without an entry is masked as often as any
+    assert torch.equal(out["labels"][labelled & big], corpus["input_ids"][labelled & big])  # ... and keeps its label
+    house = labelled & (corpus["input_ids"] == HOUSE)
+    assert house.any() and set(out["labels"][house].tolist()) <= {HAUS, CASA, LOGIS, FOYER, DEMEURE}  # x = 100 %
+    dictionary_only = mask_dict_mlm_batch(corpus, table, dataclasses.replace(masking, mask_words="dictionary"),
+                                          RowRandom.for_batch(rows, seed=9))
+    assert not ((dictionary_only["labels"] != IGNORE_INDEX) & big).any()  # §2.2: BIG is never masked
+
+
+def test_without_the_conditioned_head_the_loss_is_the_model_s_own_mlm_head_on_language_embedded_inputs():
+    """ALIGN-MLM's re-run (App. G.4, conditioned_head=false): language ids still at the input, no conditioning."""
+    masked_lm = tiny_model()
+    objective = DictMLMObjective.for_model(masked_lm, num_languages=len(LANGUAGES), conditioned_head=False)
+    assert objective.head is None
+    torch.nn.init.normal_(objective.language_embeddings.embedding.weight)
+    batch = masked_example()
+    loss = objective(Encoder(masked_lm), batch)
+    ids = batch["masked_ids"]
+    embeds = (masked_lm.roberta.embeddings.word_embeddings.weight[ids]
+              + objective.language_embeddings.embedding.weight[batch["lang_ids"]])
+    not_pad = (ids != PAD).long()
+    states = masked_lm.roberta(inputs_embeds=embeds, position_ids=torch.cumsum(not_pad, 1) * not_pad + PAD,
+                               attention_mask=batch["attention_mask"]).last_hidden_state
+    logits = masked_lm.lm_head(states)
+    expected = F.cross_entropy(logits.view(-1, len(VOCAB)), batch["labels"].view(-1), ignore_index=IGNORE_INDEX)
+    torch.testing.assert_close(loss, expected)
+    plain = masked_lm(input_ids=ids, attention_mask=batch["attention_mask"], labels=batch["labels"]).loss
+    assert not torch.allclose(loss, plain)  # the language embeddings do reach the input
