@@ -272,9 +272,12 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
             if not chunks:
                 raise ValueError(f"corpus: no sentences in epoch {epoch}")
             rows = {k: np.concatenate([chunk[k] for chunk in chunks]) for k in chunks[0]}
-            for start in range(0, len(rows["row"]) - batch_size + 1, batch_size):
-                columns = {k: v[start:start + batch_size] for k, v in rows.items()}
-                yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, **plan.batch_kwargs).items()}
+            # tokenised in Ray Data's chunks, then cut into batches: packing makes fewer rows than sentences
+            built = [build_stream_batch({k: v[start:start + TOKENIZE_BATCH] for k, v in rows.items()},
+                                        **plan.batch_kwargs) for start in range(0, len(rows["row"]), TOKENIZE_BATCH)]
+            tensors = {k: np.concatenate([b[k] for b in built]) for k in built[0]}
+            for start in range(0, len(tensors["row"]) - batch_size + 1, batch_size):
+                yield {k: torch.from_numpy(v[start:start + batch_size]) for k, v in tensors.items()}
 
     streams = {stream: batches(spec, STREAMS[stream].batch_size(config.train))
                for stream, spec in stream_plan(prepared, config).items()}

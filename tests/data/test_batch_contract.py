@@ -29,6 +29,9 @@ MIXES = {
     "mlm+sense-level lexical+align": ["objectives.align.weight=1", "objectives.lexical.sense_level=true"],
     "dict_mlm (dict-TLM)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true"],
     "sense_aware": ["objectives.mlm.weight=0", "objectives.sense_aware.weight=1"] + SENSE_AWARE_SMALL,
+    "mlm (packed sequences)": ["data.pack_sequences=true"],
+    "dict_mlm (packed, every word maskable)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
+                                               "objectives.dict_mlm.mask_words=all", "data.pack_sequences=true"],
 }
 
 
