@@ -90,8 +90,9 @@ class BLITask:
                    ranking: BLIRanking = "grouped", **options) -> "BLITask":
         """Queries from test pairs; the target vocabulary is ``vocab_words`` (never extended with gold
         words: a query whose translations are all missing is OOV, counted and skipped) or, when None,
-        the distinct targets of the pairs. ``lowercase`` applies to queries, gold and vocabularies
-        (the shared vocabularies are lower-case while G-BLI keeps German noun capitals)."""
+        the distinct targets of the pairs. ``lowercase`` applies to the vocabularies and to looking words
+        up in them (the shared vocabularies are lower-case while G-BLI keeps German noun capitals); a query
+        is encoded as written, as the BabelBERT authors' evaluation does (a cased model sees "Haus")."""
         norm = str.lower if lowercase else str
         vocab = list(dict.fromkeys(norm(w) for w in (vocab_words if vocab_words is not None else
                                                      [t for _, t in pairs])))
@@ -99,19 +100,21 @@ class BLITask:
         sources = None if source_vocab is None else list(dict.fromkeys(norm(w) for w in source_vocab))
         if ranking == "per_pair":
             known = set(sources) if sources is not None else None
-            in_space = [(norm(a), norm(b)) for a, b in pairs if known is None or norm(a) in known]
+            in_space = [(a, norm(b)) for a, b in pairs if known is None or norm(a) in known]
             scored = [(a, position[b]) for a, b in in_space if b in position]
             return cls(lang1, lang2, [a for a, _ in scored], vocab, [[g] for _, g in scored],
                        oov=len(in_space) - len(scored), source_vocab=sources, ranking=ranking,
                        oov_source=len(pairs) - len(in_space), **options)
         translations: dict[str, set[int]] = {}
+        written: dict[str, str] = {}  # a source word's first written form: its query
         for src, tgt in pairs:
             gold = translations.setdefault(norm(src), set())
+            written.setdefault(norm(src), src)
             if norm(tgt) in position:
                 gold.add(position[norm(tgt)])
-        queries = [q for q, gold in translations.items() if gold]
-        return cls(lang1, lang2, queries, vocab, [sorted(translations[q]) for q in queries],
-                   oov=len(translations) - len(queries), source_vocab=sources, **options)
+        keys = [key for key, gold in translations.items() if gold]
+        return cls(lang1, lang2, [written[key] for key in keys], vocab, [sorted(translations[key]) for key in keys],
+                   oov=len(translations) - len(keys), source_vocab=sources, **options)
 
     def text_sets(self) -> dict[str, TextSet]:
         if not self.queries:  # all OOV: nothing to encode, score() reports NaN and the OOV count
@@ -134,8 +137,10 @@ class BLITask:
         if not self.queries:
             return {"mrr": math.nan, **{f"p_at_{k}": math.nan for k in self.k_values}, **counts}
         _, rows = self._source_words()
+        # CSLS's r_S over the source vocabulary, not the queries encoded beside it
+        space = vectors["src"] if self.source_vocab is None else vectors["src"][: len(self.source_vocab)]
         ranks = gold_ranks(vectors["src"][rows], vectors["tgt"], self.gold, self.similarity, self.csls_k,
-                           src_space=vectors["src"])
+                           src_space=space)
         metrics = ranking_metrics(ranks, self.k_values)
         return {"mrr": metrics.pop("mrr"), **{f"p_at_{k}": v for k, v in metrics.items()}, **counts}
 

@@ -49,11 +49,12 @@ def test_bli_reaches_csls_and_per_pair_ranking_with_the_source_vocabulary(tmp_pa
     source_words = DE[:8] + ["und", "der"]  # two test words left out of the source vocabulary
     (eval_dir / "vocab" / "de_vocab.txt").write_text("\n".join(source_words) + "\n")
     (grouped,) = build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-en",), similarities=("csls",)))
-    assert grouped.source_vocab == source_words and grouped.queries == DE
-    assert grouped.text_sets()["src"].texts == source_words + DE[8:]  # the space, plus queries outside it
+    written = [w.capitalize() for w in DE]  # G-BLI's German nouns: encoded as written, looked up lower-cased
+    assert grouped.source_vocab == source_words and grouped.queries == written
+    assert grouped.text_sets()["src"].texts == source_words + written  # the space, plus the queries as written
     (per_pair,) = build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-en",), bli_ranking="per_pair"))
-    assert per_pair.queries == DE[:8] and per_pair.oov_source == 2
-    assert per_pair.text_sets()["src"].texts == source_words
+    assert per_pair.queries == written[:8] and per_pair.oov_source == 2
+    assert per_pair.text_sets()["src"].texts == source_words + written[:8]
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +78,8 @@ def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("word_alignment", "de-en"),
                                                  ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
     bli = tasks[0]
-    assert bli.queries == DE and bli.vocab == [w for w in EN + ["the", "a", "of"]]  # reversed file, lower-cased
+    # the reversed file: queries as written, the vocabulary lower-cased
+    assert bli.queries == [w.capitalize() for w in DE] and bli.vocab == [w for w in EN + ["the", "a", "of"]]
     assert bli.gold == [[i] for i in range(10)]
     with pytest.raises(InputError, match="no G-BLI test dictionary for de-fi"):
         build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-fi",)))

@@ -189,3 +189,19 @@ def test_bli_per_pair_ranks_each_pair_with_the_other_translations_competing():
     # by hand: a -> x first (1), b -> z first (1); c = (.7, .7) scores y 0.78 and z 0.707, tied with its gold x:
     # ties count against the gold, so x ranks 3rd
     assert "oov_source" not in both and both["mrr"] == pytest.approx((1 + 1 + 1 / 3) / 3)
+
+
+def test_csls_source_space_is_the_source_vocabulary_without_the_queries_encoded_beside_it():
+    """A query outside the source vocabulary ("Haus" written as in G-BLI) is encoded for its own vector but is
+    not a neighbour in r_S, which CSLS computes over the source vocabulary."""
+    from distalign.eval.bli import gold_ranks
+
+    task = BLITask.from_pairs("de", "en", [("Haus", "house"), ("baum", "tree")], ["house", "tree", "stone"],
+                              source_vocab=["haus", "baum"], similarity="csls", csls_k=1)
+    assert task.text_sets()["src"].texts == ["haus", "baum", "Haus"] and task.queries == ["Haus", "baum"]
+    src = torch.tensor([[-0.1, 0.7], [-0.1, -1.6], [0.2, 0.5]])  # haus, baum, Haus (found by a seeded search)
+    tgt = torch.tensor([[-0.6, 1.5], [1.3, 0.6], [-1.6, 0.8]])  # house, tree, stone
+    expected = gold_ranks(src[[2, 1]], tgt, [[0], [1]], "csls", 1, src_space=src[:2])
+    polluted = gold_ranks(src[[2, 1]], tgt, [[0], [1]], "csls", 1, src_space=src)
+    assert expected.tolist() == [2, 1] and polluted.tolist() == [2, 2]  # the extra row changes r_S
+    assert task.score({"src": src, "tgt": tgt})["mrr"] == pytest.approx((1 / expected.double()).mean().item())
