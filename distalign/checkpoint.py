@@ -84,6 +84,22 @@ def read_objective_state(directory: Path) -> dict | None:
     return torch.load(path, map_location="cpu", weights_only=True) if path.is_file() else None  # no code runs
 
 
+def restore_objective_state(objectives: torch.nn.ModuleDict, state: dict) -> list[str]:
+    """Load each active objective's checkpointed state. The state of an objective no longer in the run is left
+    out, and an objective new to the run keeps its initial state: a resume may change the objective mix.
+    Returns what happened, for the log."""
+    saved = {key.split(".", 1)[0] for key in state}
+    notes = [f"objective '{name}' is not in this run: its checkpointed state is left out"
+             for name in sorted(saved - set(objectives))]
+    for name, objective in objectives.items():
+        own = {key.split(".", 1)[1]: value for key, value in state.items() if key.split(".", 1)[0] == name}
+        if own:
+            objective.load_state_dict(own)
+        elif objective.state_dict():
+            notes.append(f"objective '{name}' is new to this run: it starts from its initial state")
+    return notes
+
+
 def write_manifest(directory: Path, rank: int, world_size: int) -> None:
     """List this rank's files in its checkpoint directory with their sizes; call it after everything else."""
     files = {p.relative_to(directory).as_posix(): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file()}

@@ -118,3 +118,22 @@ def test_deepspeed_shards_that_would_run_code_are_refused(tmp_path, gloo_group, 
     with pytest.raises(pickle.UnpicklingError):
         engine.load(tmp_path)
     assert not marker.exists()
+
+
+def test_a_resume_may_change_the_objective_mix():
+    """State of an objective dropped from the run is left out, and one added keeps its initial state, both said;
+    the state of the objectives in both runs is restored."""
+    from distalign.checkpoint import restore_objective_state
+    from distalign.objectives.align_mlm import AlignObjective
+
+    def align(steps):
+        objective = AlignObjective(torch.tensor([[2]]), torch.tensor([[3]]))
+        objective.steps.fill_(steps)
+        return objective
+
+    saved = torch.nn.ModuleDict({"align": align(7), "gone": align(9)}).state_dict()
+    resumed = torch.nn.ModuleDict({"align": align(0), "new": align(0)})
+    notes = restore_objective_state(resumed, saved)
+    assert int(resumed["align"].steps) == 7 and int(resumed["new"].steps) == 0
+    assert notes == ["objective 'gone' is not in this run: its checkpointed state is left out",
+                     "objective 'new' is new to this run: it starts from its initial state"]

@@ -20,6 +20,7 @@ from distalign.checkpoint import (
     TrainerState,
     read_objective_state,
     read_state,
+    restore_objective_state,
     restore_rng_state,
     write_manifest,
     write_rank0_files,
@@ -89,7 +90,9 @@ class TrainingRecipe:
         objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}
         model = TrainingModule(masked_lm, objectives, config.objectives.weights(), config.model.word_layer)
         if resume_dir is not None and (objective_state := read_objective_state(resume_dir)) is not None:
-            model.objectives.load_state_dict(objective_state)
+            for note in restore_objective_state(model.objectives, objective_state):
+                if self.is_chief:
+                    log.warning("%s", note)
         uses_lm_head = any(plugin.uses_lm_head for plugin, _ in active.values())
         self.engine = build_engine(model, t, uses_lm_head, self.device)
         if resume_dir is not None:
