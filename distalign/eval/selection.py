@@ -16,7 +16,7 @@ from distalign.eval.tasks import BLIRanking, BLITask, EncodingSettings, evaluate
 def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], max_pairs: int = 0,
                    seed: int = 0, ranking: BLIRanking = "grouped", vocab: list[str] | None = None) -> BLITask:
     """Queries from dictionary pairs (``ranking`` as in ``BLITask``) of at most ``max_pairs`` source
-    words (seeded), ranked among ``vocab`` (lower-cased, with the queries) or the pairs' targets."""
+    words (seeded), ranked among ``vocab`` (words looked up in it lower-cased) or the pairs' targets."""
     pairs = list(zip(src, tgt))
     sources = list(dict.fromkeys(src))
     if 0 < max_pairs < len(sources):

@@ -79,12 +79,10 @@ def pretrained_lm_head(masked_lm: nn.Module) -> nn.Module:
 
 def pretrained_lm_transform(masked_lm: nn.Module) -> tuple[nn.Linear, nn.LayerNorm]:
     """The (dense, layer norm) of the pretrained MLM head of an XLM-R/RoBERTa or BERT masked LM."""
-    if hasattr(masked_lm, "lm_head"):
-        return masked_lm.lm_head.dense, masked_lm.lm_head.layer_norm
-    if hasattr(masked_lm, "cls"):
-        transform = masked_lm.cls.predictions.transform
-        return transform.dense, transform.LayerNorm
-    raise ValueError(f"masked_lm: no known MLM head in {type(masked_lm).__name__} (expected lm_head or cls)")
+    head = pretrained_lm_head(masked_lm)
+    if hasattr(head, "predictions"):  # BERT's cls.predictions.transform
+        return head.predictions.transform.dense, head.predictions.transform.LayerNorm
+    return head.dense, head.layer_norm
 
 
 class LanguageConditionedLMHead(nn.Module):

@@ -244,8 +244,8 @@ def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSou
         raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
     from distalign.objectives.static_align import dcca_forced_correlations
 
-    forced = dcca_forced_correlations(config.train.static_batch_size, config.objectives.static.dcca_k)
-    if config.objectives.static.loss == "dcca" and forced:
+    if config.objectives.static.loss == "dcca" and (
+            forced := dcca_forced_correlations(config.train.static_batch_size, config.objectives.static.dcca_k)):
         # each view's k leading directions lie in the (N - 1)-dim centred batch space, so 2k > N - 1 makes them overlap
         log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep CCA's "
                     "%d correlations are 1 whatever the encoder does and teach nothing; use "
