@@ -95,8 +95,17 @@ def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path,
     (vocab_dir / "xb_vocab.txt").write_text("".join(f"w{i}\n" for i in range(30)))
     config = load_config(QUICKSTART, SMALL + ["run.name=vocab", f"eval.vocab_dir={vocab_dir}", "eval.vocab_size=20",
                                               "eval.languages=[xa,xb]"])
-    (pairs,) = prepare_data(config).eval_pairs
+    prepared = prepare_data(config)
+    (pairs,) = prepared.eval_pairs
     assert (pairs.lang2, pairs.vocab) == ("xb", [f"w{i}" for i in range(20)])
+    # what the workers rank against: the list with two of the held-out targets in it, frequent words competing
+    from distalign.train.trainer import plan_training
+
+    targets = list(dict.fromkeys(pairs.tgt))[:2]
+    (vocab_dir / "xb_vocab.txt").write_text("".join(f"{w}\n" for w in [f"w{i}" for i in range(10)] + targets))
+    (test_set,) = plan_training(config, prepare_data(config), "").bli_test_sets
+    assert test_set.vocab == sorted([f"w{i}" for i in range(10)] + targets)
+    assert {test_set.vocab[g] for gold in test_set.gold for g in gold} == set(targets) and test_set.oov > 0
     config = load_config(QUICKSTART, SMALL + ["run.name=vocab2", f"eval.vocab_dir={vocab_dir}", "eval.languages=[xa,xc]"])
     with pytest.raises(ValueError, match=r"eval.vocab_dir: no xc_vocab.txt"):
         prepare_data(config)
