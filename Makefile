@@ -29,7 +29,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q -m "not ray"
 
 tune: $(STAMP)
-	$(BIN)/distalign tune tuning/quickstart.yaml
+	$(BIN)/distalign tune jobs/studies/quickstart.yaml
 
 mlflow-ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$${DISTALIGN_HOME:-$(CURDIR)}/mlflow.db --host 127.0.0.1 --port 5000

@@ -1,7 +1,7 @@
 """``distalign`` command line: train, tune, eval.
 
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
-    distalign tune tuning/quickstart.yaml
+    distalign tune jobs/studies/quickstart.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
     distalign eval --spec my_eval.yaml suite.max_queries=100
     distalign bench synthetic
@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
                           description="Grid study over config keys; each trial is a full TorchTrainer run.")
-    tune.add_argument("study", help="study YAML (e.g. tuning/quickstart.yaml)")
+    tune.add_argument("study", help="study YAML (e.g. jobs/studies/quickstart.yaml)")
     tune.add_argument("overrides", nargs="*",
                       help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
                            "max_concurrent_trials=2), else of every trial (train.max_steps=60)")

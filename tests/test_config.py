@@ -180,7 +180,7 @@ def test_published_settings_are_the_papers():
 
 
 def test_quickstart_study_builds_the_grid():
-    study, trials = load_study(CONFIG_DIR.parent.parent / "tuning" / "quickstart.yaml")
+    study, trials = load_study(CONFIG_DIR.parent / "studies" / "quickstart.yaml")
     assert study.study == "quickstart-tune"
     assert len(trials) == 4
     names = list(trials)

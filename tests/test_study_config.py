@@ -10,7 +10,7 @@ from distalign.config import ConfigError, ExperimentConfig
 from distalign.tuning import StudyConfig, load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
-STUDIES = Path(__file__).resolve().parents[1] / "tuning"
+STUDIES = Path(__file__).resolve().parents[1] / "jobs" / "studies"
 SHIPPED = STUDIES / "quickstart.yaml"
 
 
@@ -32,7 +32,7 @@ def test_shipped_study_file_loads_as_a_dataclass():
     study, trials = load_study(SHIPPED)
     raw = yaml.safe_load(SHIPPED.read_text())
     assert isinstance(study, StudyConfig)
-    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "../jobs/configs/quickstart.yaml",
+    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "../configs/quickstart.yaml",
                                                                     raw["metric"], "max")
     assert study.grid == {"train.lr": [1.0e-3, 3.0e-4], "data.max_constraints": [400, 1200]}
     assert study.overrides == raw["overrides"] and study.trial_cpus == 0.1

@@ -1,7 +1,7 @@
 """Photograph a study's parent run in the MLflow UI: starts `mlflow ui` on loopback for the tracking store,
 opens the run's pages in headless Chromium (Debian's `chromium`) and saves one PNG per page.
 
-    python tuning/screenshot.py language-samples-tiny --tracking-uri sqlite:///$PWD/mlflow.db --out docs/img
+    python jobs/screenshot.py language-samples-tiny --tracking-uri sqlite:///$PWD/mlflow.db --out docs/img
 """
 
 from __future__ import annotations
