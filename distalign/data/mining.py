@@ -179,6 +179,130 @@ def _check_synset_table(synsets: pa.Table) -> None:
         raise ValueError(f"synsets_table: missing columns {missing} (has {synsets.column_names})")
 
 
+@dataclass
+class _SynsetMembers:
+    """What the first pass over a synset table keeps: each synset's words and glosses, and its flags."""
+
+    words: dict[str, dict[tuple[str, str], None]] = field(default_factory=dict)  # synset -> kept (lang, word)
+    glosses: dict[tuple[str, str], str] = field(default_factory=dict)  # (synset, lang) -> first gloss seen
+    word_glosses: dict[tuple[str, str, str], str] = field(default_factory=dict)  # (synset, lang, word) -> own gloss
+    seeded: set[str] = field(default_factory=set)  # synsets with an English seed word
+    named: set[str] = field(default_factory=set)  # synsets typed as named entities
+
+    def gloss_for(self, synset: str, word_lang: str, word: str, languages: list[str]) -> str | None:
+        """The word's own gloss where the table gives one; else the synset's gloss in the first language of
+        ``languages`` other than the word's (§3.1)."""
+        if self.word_glosses:
+            return self.word_glosses.get((synset, word_lang, word))
+        return next((self.glosses[(synset, lang)] for lang in languages
+                     if lang != word_lang and (synset, lang) in self.glosses), None)
+
+
+def _check_mining_arguments(languages: list[str], top_k, cross_lingual: bool, monolingual: bool,
+                            seeds, min_glosses: int) -> None:
+    if not languages:
+        raise ValueError("languages: empty")
+    if not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
+    if not (cross_lingual or monolingual):
+        raise ValueError("cross_lingual and monolingual are both False: nothing to mine")
+    if seeds is not None and "en" not in languages:
+        raise ValueError("seeds: the seed words are English, so languages must include en")
+    if not 0 <= min_glosses <= len(languages):
+        raise ValueError(f"min_glosses: must be between 0 and the {len(languages)} languages, got {min_glosses}")
+
+
+def _read_members(synsets_table: pa.Table, languages: list[str], top_k: int, excluded: set[tuple[str, str]],
+                  seeds: Collection[str] | None, report: MiningReport) -> _SynsetMembers:
+    """One pass over the rows: the word filters (module docstring, 1-3), counted in ``report``."""
+    frequent = {lang: top_words(lang, top_k) for lang in languages}
+    found = _SynsetMembers()
+
+    def optional(column: str) -> list:
+        return synsets_table[column].to_pylist() if column in synsets_table.column_names else [None] * len(synsets_table)
+
+    columns = [synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names]
+    for row, (synset, lang, word, gloss, kind, own_gloss) in enumerate(
+            zip(*columns, optional("synset_type"), optional(WORD_GLOSS)), start=1):
+        if not (synset and lang and word and word.strip()):
+            report.invalid(row, f"null or empty synset_id, lang or word: {(synset, lang, word)!r}")
+            continue
+        if kind == NAMED_ENTITY:
+            found.named.add(synset)
+        if seeds is not None and lang == "en" and normalize(word, "en") in seeds:
+            found.seeded.add(synset)
+        if lang not in frequent:
+            report.other_language_rows += 1
+            continue
+        report.words[lang] += 1
+        kept = found.words.setdefault(synset, {})
+        if gloss:
+            found.glosses.setdefault((synset, lang), gloss)
+        if any(marker in word.strip() for marker in MWE_MARKERS):
+            report.mwe[lang] += 1
+            continue
+        key = (lang, normalize(word, lang))
+        if own_gloss:
+            found.word_glosses.setdefault((synset, *key), own_gloss)
+        if key[1] not in frequent[lang]:
+            report.rare[lang] += 1
+        elif key in excluded:
+            report.excluded[lang] += 1
+        elif key in kept:
+            report.duplicates[lang] += 1
+        else:
+            kept[key] = None
+    report.synsets = len(found.words)
+    return found
+
+
+def _filter_synsets(found: _SynsetMembers, languages: list[str], seeds: Collection[str] | None,
+                    min_glosses: int, report: MiningReport) -> None:
+    """The synset filters (module docstring, a-c), applied in place and counted in ``report``."""
+    words = found.words
+    if seeds is not None:
+        report.unseeded = sum(synset not in found.seeded for synset in words)
+        words = {synset: kept for synset, kept in words.items() if synset in found.seeded}
+    report.named_entities = sum(synset in found.named for synset in words)
+    words = {synset: kept for synset, kept in words.items() if synset not in found.named}
+    if min_glosses:
+        if found.word_glosses:  # an export's glosses: their languages are not in the file, distinct texts are counted
+            gloss_count = Counter(synset for synset, _ in {(k[0], text) for k, text in found.word_glosses.items()})
+        else:
+            gloss_count = Counter(synset for synset, lang in found.glosses if lang in languages)
+        report.few_glosses = sum(gloss_count[synset] < min_glosses for synset in words)
+        words = {synset: kept for synset, kept in words.items() if gloss_count[synset] >= min_glosses}
+    found.words = words
+
+
+def _pair_rows(found: _SynsetMembers, languages: list[str], cross_lingual: bool, monolingual: bool,
+               unique_pairs: bool, report: MiningReport) -> pa.Table:
+    """Every kept pair of every kept synset, in synset-id order, as a ``CONSTRAINT_SCHEMA`` table."""
+    position = {lang: i for i, lang in enumerate(languages)}
+    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    seen_pairs: set[tuple] = set()
+    for synset in sorted(found.words):
+        ordered = sorted(found.words[synset], key=lambda m: (position[m[0]], m[1]))
+        emitted = 0
+        for (lang1, word1), (lang2, word2) in itertools.combinations(ordered, 2):
+            if not (monolingual if lang1 == lang2 else cross_lingual):
+                continue
+            pair = (lang1, word1, lang2, word2)
+            if pair in seen_pairs:
+                report.repeated_pairs += 1
+                if unique_pairs:
+                    continue
+            seen_pairs.add(pair)
+            values = (word1, lang1, word2, lang2, synset, found.gloss_for(synset, lang1, word1, languages),
+                      found.gloss_for(synset, lang2, word2, languages))
+            for name, value in zip(CONSTRAINT_SCHEMA.names, values):
+                rows[name].append(value)
+            report.pairs[f"{lang1}-{lang2}"] += 1
+            emitted += 1
+        report.synsets_with_pairs += emitted > 0
+    return pa.table(rows, schema=CONSTRAINT_SCHEMA)
+
+
 def mine_constraints(
     synsets_table: pa.Table,
     languages: Iterable[str],
@@ -197,105 +321,12 @@ def mine_constraints(
     in ``languages``, word), and a ``MiningReport``.
     """
     languages = list(dict.fromkeys(languages))
-    if not languages:
-        raise ValueError("languages: empty")
-    if not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k: must be a positive integer, got {top_k!r}")
-    if not (cross_lingual or monolingual):
-        raise ValueError("cross_lingual and monolingual are both False: nothing to mine")
-    if seeds is not None and "en" not in languages:
-        raise ValueError("seeds: the seed words are English, so languages must include en")
-    if not 0 <= min_glosses <= len(languages):
-        raise ValueError(f"min_glosses: must be between 0 and the {len(languages)} languages, got {min_glosses}")
+    _check_mining_arguments(languages, top_k, cross_lingual, monolingual, seeds, min_glosses)
     _check_synset_table(synsets_table)
-    frequent = {lang: top_words(lang, top_k) for lang in languages}
-    excluded = _exclusion_keys(exclude, languages)
-    position = {lang: i for i, lang in enumerate(languages)}
     report = MiningReport(languages, top_k, min_glosses=min_glosses)
-
-    members: dict[str, dict[tuple[str, str], None]] = {}  # synset -> kept (lang, word), insertion-ordered
-    glosses: dict[tuple[str, str], str] = {}  # (synset, lang) -> first gloss seen
-    word_glosses: dict[tuple[str, str, str], str] = {}  # (synset, lang, normalised word) -> its own gloss
-    seeded: set[str] = set()  # synsets with an English seed word
-    named: set[str] = set()  # synsets typed as named entities
-    columns = [synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names]
-    def optional(column: str) -> list:
-        return synsets_table[column].to_pylist() if column in synsets_table.column_names else [None] * len(synsets_table)
-
-    for row, (synset, lang, word, gloss, kind, own_gloss) in enumerate(
-            zip(*columns, optional("synset_type"), optional(WORD_GLOSS)), start=1):
-        if not (synset and lang and word and word.strip()):
-            report.invalid(row, f"null or empty synset_id, lang or word: {(synset, lang, word)!r}")
-            continue
-        if kind == NAMED_ENTITY:
-            named.add(synset)
-        if seeds is not None and lang == "en" and normalize(word, "en") in seeds:
-            seeded.add(synset)
-        if lang not in position:
-            report.other_language_rows += 1
-            continue
-        report.words[lang] += 1
-        kept = members.setdefault(synset, {})
-        if gloss:
-            glosses.setdefault((synset, lang), gloss)
-        if any(marker in word.strip() for marker in MWE_MARKERS):
-            report.mwe[lang] += 1
-            continue
-        key = (lang, normalize(word, lang))
-        if own_gloss:
-            word_glosses.setdefault((synset, *key), own_gloss)
-        if key[1] not in frequent[lang]:
-            report.rare[lang] += 1
-        elif key in excluded:
-            report.excluded[lang] += 1
-        elif key in kept:
-            report.duplicates[lang] += 1
-        else:
-            kept[key] = None
-    report.synsets = len(members)
-    if seeds is not None:
-        report.unseeded = sum(synset not in seeded for synset in members)
-        members = {synset: kept for synset, kept in members.items() if synset in seeded}
-    report.named_entities = sum(synset in named for synset in members)
-    members = {synset: kept for synset, kept in members.items() if synset not in named}
-    if min_glosses:
-        if word_glosses:  # an export's glosses: their languages are not in the file, distinct texts are counted
-            gloss_count = Counter(synset for synset, _ in {(k[0], text) for k, text in word_glosses.items()})
-        else:
-            gloss_count = Counter(synset for synset, lang in glosses if lang in position)
-        report.few_glosses = sum(gloss_count[synset] < min_glosses for synset in members)
-        members = {synset: kept for synset, kept in members.items() if gloss_count[synset] >= min_glosses}
-
-    def gloss_for(synset: str, word_lang: str, word: str) -> str | None:
-        """The word's own gloss where the table gives one; else the synset's gloss in the first language of
-        ``languages`` other than the word's (§3.1)."""
-        if word_glosses:
-            return word_glosses.get((synset, word_lang, word))
-        return next((glosses[(synset, lang)] for lang in languages
-                     if lang != word_lang and (synset, lang) in glosses), None)
-
-    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
-    seen_pairs: set[tuple] = set()
-    for synset in sorted(members):
-        ordered = sorted(members[synset], key=lambda m: (position[m[0]], m[1]))
-        emitted = 0
-        for (lang1, word1), (lang2, word2) in itertools.combinations(ordered, 2):
-            if not (monolingual if lang1 == lang2 else cross_lingual):
-                continue
-            pair = (lang1, word1, lang2, word2)
-            if pair in seen_pairs:
-                report.repeated_pairs += 1
-                if unique_pairs:
-                    continue
-            seen_pairs.add(pair)
-            values = (word1, lang1, word2, lang2, synset, gloss_for(synset, lang1, word1),
-                      gloss_for(synset, lang2, word2))
-            for name, value in zip(CONSTRAINT_SCHEMA.names, values):
-                rows[name].append(value)
-            report.pairs[f"{lang1}-{lang2}"] += 1
-            emitted += 1
-        report.synsets_with_pairs += emitted > 0
-    return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
+    found = _read_members(synsets_table, languages, top_k, _exclusion_keys(exclude, languages), seeds, report)
+    _filter_synsets(found, languages, seeds, min_glosses, report)
+    return _pair_rows(found, languages, cross_lingual, monolingual, unique_pairs, report), report
 
 
 def synsets_from_constraints(constraints: pa.Table) -> pa.Table:
