@@ -65,12 +65,8 @@ def _eval(args) -> int:
 
 
 def _mine(args) -> int:
-    from pathlib import Path
-
-    from distalign.data.mining import mine_babelnet
+    from distalign.data.mining import english_seed_words, mine_babelnet
     from distalign.data.omw import mine_omw
-
-    from distalign.data.mining import english_seed_words
 
     omw = Path(args.source).is_dir()
     mine = mine_omw if omw else mine_babelnet
@@ -139,11 +135,8 @@ def _static_align(args) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="command", required=True)
-
+def _add_train_command(sub) -> None:
+    """`distalign train CONFIG [key=value ...]`"""
     train = sub.add_parser("train", help="run one training job (local Ray, or the cluster in RAY_ADDRESS)",
                            description="Train with the objectives of an experiment config. Overrides are "
                                        "dotted key=value pairs (train.lr=1e-4). A run started again with the "
@@ -152,6 +145,8 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     train.set_defaults(func=_train)
 
+def _add_tune_command(sub) -> None:
+    """`distalign tune STUDY [key=value ...]`"""
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
                           description="Grid study over config keys; each trial is a full TorchTrainer run.")
     tune.add_argument("study", help="study YAML (e.g. jobs/studies/quickstart.yaml)")
@@ -160,6 +155,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "max_concurrent_trials=2), else of every trial (train.max_steps=60)")
     tune.set_defaults(func=_tune)
 
+def _add_eval_command(sub) -> None:
+    """`distalign eval ...` (its arguments live with the runner)"""
     ev = sub.add_parser("eval", help="evaluate a checkpoint or model on BLI, XLSIM, Tatoeba, alignment (Ray)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Encode with every layer, score task x language pair x layer as Ray tasks, "
@@ -169,6 +166,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
 
+def _add_mine_constraints_command(sub) -> None:
+    """`distalign mine-constraints SOURCE ...`"""
     mine = sub.add_parser("mine-constraints", help="lexical constraints from multilingual synsets (OMW, BabelNet)",
                           description="BabelBERT-style mining: all monolingual and cross-lingual synonym pairs per "
                                       "synset, words in the top-k of their language's frequency list (wordfreq), "
@@ -195,6 +194,8 @@ def build_parser() -> argparse.ArgumentParser:
                            "export (BabelBERT), 0 for OMW")
     mine.set_defaults(func=_mine)
 
+def _add_static_command(sub) -> None:
+    """`distalign static extract|align ...`"""
     static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes alignment"
                             ).add_subparsers(dest="static", required=True)
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
@@ -220,6 +221,8 @@ def build_parser() -> argparse.ArgumentParser:
     align.add_argument("--iterations", type=int, default=0, help="self-learning rounds (0 = seed only)")
     align.set_defaults(func=_static_align)
 
+def _add_bench_command(sub) -> None:
+    """`distalign bench synthetic|streaming|perf ...`"""
     bench = sub.add_parser("bench", help="controlled benchmarks").add_subparsers(dest="bench", required=True)
     synthetic = bench.add_parser(
         "synthetic", help="align a language with a transformed copy of itself (ALIGN-MLM's controlled setting)",
@@ -270,6 +273,17 @@ def build_parser() -> argparse.ArgumentParser:
                       help="comma-separated areas to measure (step includes scaling; data times the steps too); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_train_command(sub)
+    _add_tune_command(sub)
+    _add_eval_command(sub)
+    _add_mine_constraints_command(sub)
+    _add_static_command(sub)
+    _add_bench_command(sub)
     return parser
 
 
