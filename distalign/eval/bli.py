@@ -169,18 +169,11 @@ def gold_ranks(
     return ranks
 
 
-def mrr(
-    src: torch.Tensor,
-    tgt_vocab: torch.Tensor,
-    gold: Sequence[Iterable[int] | int],
-    similarity: str = "cosine",
-    k: int = 10,
-    *,
-    chunk_size: int = CHUNK_SIZE,
-    src_space: torch.Tensor | None = None,
-) -> float:
-    """Mean reciprocal rank: mean_i 1 / rank_i, ranks from :func:`gold_ranks` (ties count against gold)."""
-    ranks = gold_ranks(src, tgt_vocab, gold, similarity, k, chunk_size=chunk_size, src_space=src_space)
+def mrr(src: torch.Tensor, tgt_vocab: torch.Tensor, gold: Sequence[Iterable[int] | int], similarity: str = "cosine",
+        k: int = 10, **options) -> float:
+    """Mean reciprocal rank: mean_i 1 / rank_i, ranks from :func:`gold_ranks` (ties count against gold;
+    ``options``: its keyword-only ``chunk_size`` and ``src_space``)."""
+    ranks = gold_ranks(src, tgt_vocab, gold, similarity, k, **options)
     return ranks.double().reciprocal().mean().item()
 
 
