@@ -131,6 +131,8 @@ def spec_from_args(args) -> EvalSpec:
         raise ConfigError("checkpoint, model: give exactly one (--checkpoint or --model)")
     if spec.cpus_per_task <= 0:
         raise ConfigError("cpus_per_task: must be > 0")
+    if spec.suite.tatoeba_mean_of_layers < 1:
+        raise ConfigError("suite.tatoeba_mean_of_layers: must be >= 1")
     base = Path(args.spec).parent if args.spec else Path.cwd()
     suite = spec.suite
     suite.eval_dir = resolve_path(suite.eval_dir, base)
@@ -188,6 +190,7 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
         suite = spec.suite
         log_params(client, run_id, {"model": model.path, "tasks": ",".join(suite.tasks), "eval_dir": suite.eval_dir,
                                     "vocab_size": suite.vocab_size, "similarity": ",".join(suite.similarities),
+                                    "tatoeba_mean_of_layers": suite.tatoeba_mean_of_layers,
                                     "layer": "best" if spec.layer is None else spec.layer})
         artifact_path = ARTIFACT_DIR
     metric_logger = MetricLogger(uri, run_id)
@@ -216,6 +219,9 @@ def run_eval_cli(args) -> int:
         if read.malformed:
             print(f"[distalign eval] WARNING {read.summary()}")
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
+    if suite.tatoeba_mean_of_layers > num_layers:
+        raise InputError(f"suite.tatoeba_mean_of_layers: {suite.tatoeba_mean_of_layers} is more than the "
+                         f"{num_layers} layers of {model.path} (embeddings included)")
     out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
                    f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
     cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")

@@ -37,6 +37,9 @@ class SuiteSpec:
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
     max_queries: int = 0  # per BLI pair, 0 = all
     max_sentences: int = 0  # per Tatoeba language, 0 = all
+    # Tatoeba sentence vectors at layer l: the mean of layers l-n+1..l; 4 with layer -1 = DICT-MLM's mean of the
+    # last four layers; 1 = layer l alone
+    tatoeba_mean_of_layers: int = 1
     reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read
 
 
@@ -137,5 +140,5 @@ def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
             spec.reports.append(report)
             if spec.max_sentences:
                 src, eng = src[:spec.max_sentences], eng[:spec.max_sentences]
-            tasks.append(TatoebaTask(lang, src, eng))
+            tasks.append(TatoebaTask(lang, src, eng, spec.tatoeba_mean_of_layers))
     return tasks

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Literal
 
+import numpy as np
 import torch
 
 from distalign.eval.alignment import alignment_score
@@ -50,11 +51,32 @@ def _distinct(words: list[str]) -> tuple[list[str], list[int]]:
     return distinct, [position[w] for w in words]
 
 
+class EvalTask:
+    """One task on one language pair: the text sets it encodes, how one layer is read from their stacks
+    of vectors, and its metrics from those vectors."""
+
+    task: str  # the name in result rows and in MLflow (eval/<task>/<pair>/<metric>)
+
+    @property
+    def pair(self) -> str:
+        raise NotImplementedError
+
+    def text_sets(self) -> dict[str, TextSet]:
+        raise NotImplementedError
+
+    def at_layer(self, stack, layer: int):
+        """The vectors scored as ``layer`` from a role's ``[L+1, n, d]`` stack; None: not scored there."""
+        return stack[layer]
+
+    def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        raise NotImplementedError
+
+
 BLIRanking = Literal["grouped", "per_pair"]
 
 
 @dataclass
-class BLITask:
+class BLITask(EvalTask):
     """Bilingual lexicon induction lang1 -> lang2: rank ``vocab`` for every query (see :meth:`from_pairs`).
 
     ``grouped``: one query per source word, its best-ranked gold translation counts. ``per_pair``
@@ -146,7 +168,7 @@ class BLITask:
 
 
 @dataclass
-class XLSimTask:
+class XLSimTask(EvalTask):
     """Cross-lingual word similarity: Spearman's rho between cosine and human scores (Multi-SimLex)."""
 
     lang1: str
@@ -170,12 +192,20 @@ class XLSimTask:
 
 
 @dataclass
-class TatoebaTask:
-    """Sentence retrieval between ``lang`` and English, both directions; accuracy in [0, 1]."""
+class TatoebaTask(EvalTask):
+    """Sentence retrieval between ``lang`` and English, both directions; accuracy in [0, 1].
+
+    ``acc`` (the headline) is xxx->eng, as XTREME scores it and DICT-MLM and the static-contextual
+    paper report it; ``acc_to_eng`` repeats it under its direction's name and ``acc_from_eng`` is
+    eng->xxx (BabelBERT's ``evaluate.py``). ``mean_of_layers`` = n scores the sentence vectors at layer l
+    as the mean of layers l-n+1..l (n = 4 at the last layer: DICT-MLM's mean of the last four layers);
+    layers with fewer than n below them are not scored.
+    """
 
     lang: str
     sentences: list[str]
     english: list[str]
+    mean_of_layers: int = 1
     task: str = field(default="tatoeba", init=False)
 
     @property
@@ -185,13 +215,18 @@ class TatoebaTask:
     def text_sets(self) -> dict[str, TextSet]:
         return {"src": TextSet(SENTENCES, self.lang, self.sentences), "eng": TextSet(SENTENCES, "eng", self.english)}
 
+    def at_layer(self, stack, layer: int):
+        if layer + 1 < self.mean_of_layers:
+            return None
+        return stack[layer + 1 - self.mean_of_layers: layer + 1].mean(0)
+
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
         to_eng, from_eng = tatoeba_accuracy_both_directions(vectors["src"], vectors["eng"])
-        return {"acc_to_eng": to_eng, "acc_from_eng": from_eng, "acc": (to_eng + from_eng) / 2}
+        return {"acc_to_eng": to_eng, "acc_from_eng": from_eng, "acc": to_eng}
 
 
 @dataclass
-class WordAlignmentTask:
+class WordAlignmentTask(EvalTask):
     """Contextual word alignment (0-100) at every layer: word i's cosine-nearest among the evaluated
     pairs' targets is its translation (chance 1/n). A per-layer variant of ALIGN-MLM's score, which is
     ``distalign.eval.alignment.vocabulary_alignment`` (embedding rows, whole vocabularies)."""
@@ -215,9 +250,6 @@ class WordAlignmentTask:
         return {"score": alignment_score(src, tgt)}
 
 
-EvalTask = BLITask | XLSimTask | TatoebaTask | WordAlignmentTask
-
-
 @dataclass(frozen=True)
 class EncodingSettings:
     max_word_tokens: int = 16
@@ -236,8 +268,13 @@ def encode_text_set(model, tokenizer, text_set: TextSet, settings: EncodingSetti
                             settings.max_sentence_length, settings.sentence_batch_size)
 
 
-def score_layer(task: EvalTask, vectors: dict[str, torch.Tensor], layer: int) -> list[dict]:
-    """Result rows of one task at one layer, from its text sets' vectors at that layer."""
+def score_layer(task: EvalTask, stacks: dict, layer: int) -> list[dict]:
+    """Result rows of one task at one layer, from its text sets' ``[L+1, n, d]`` stacks (tensors or arrays)."""
+    vectors = {role: task.at_layer(stack, layer) for role, stack in stacks.items()}
+    if any(v is None for v in vectors.values()):
+        return []
+    # a copy: torch wants writable memory, and a Ray object-store array is read-only
+    vectors = {role: torch.as_tensor(np.array(v)) if isinstance(v, np.ndarray) else v for role, v in vectors.items()}
     return [{"task": task.task, "pair": task.pair, "layer": layer, "metric": metric, "value": float(value)}
             for metric, value in task.score(vectors).items()]
 
@@ -256,5 +293,5 @@ def evaluate_locally(model, tokenizer, tasks: list[EvalTask], layers: list[int] 
                 encoded[text_set.key] = encode_text_set(model, tokenizer, text_set, settings, cache)
         for layer in layers if layers is not None else range(num_layers):
             layer = layer % num_layers
-            rows += score_layer(task, {role: encoded[ts.key][layer] for role, ts in sets.items()}, layer)
+            rows += score_layer(task, {role: encoded[ts.key] for role, ts in sets.items()}, layer)
     return rows
