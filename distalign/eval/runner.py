@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
@@ -130,10 +130,9 @@ def spec_from_args(args) -> EvalSpec:
     for i, name in enumerate(spec.suite.tasks):
         if name not in EVAL_TASKS:
             raise ConfigError(f"suite.tasks[{i}]: {name!r} is not one of {list(EVAL_TASKS)}")
+        EVAL_TASKS[name].validate(spec.suite)
     if spec.cpus_per_task <= 0:
         raise ConfigError("cpus_per_task: must be > 0")
-    if spec.suite.tatoeba_mean_of_layers < 1:
-        raise ConfigError("suite.tatoeba_mean_of_layers: must be >= 1")
     base = Path(args.spec).parent if args.spec else Path.cwd()
     suite = spec.suite
     suite.eval_dir = resolve_path(suite.eval_dir, base)
@@ -182,11 +181,10 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
         exp_id = experiment_id(client, spec.tracking.experiment)
         run_id = client.create_run(exp_id, run_name=f"eval-{model.label}",
                                    tags={CHECKPOINT_TAG: model.path}).info.run_id
-        suite = spec.suite
-        log_params(client, run_id, {"model": model.path, "tasks": ",".join(suite.tasks), "eval_dir": suite.eval_dir,
-                                    "vocab_size": suite.vocab_size, "similarity": ",".join(suite.similarities),
-                                    "tatoeba_mean_of_layers": suite.tatoeba_mean_of_layers,
-                                    "layer": "best" if spec.layer is None else spec.layer})
+        settings = {f"suite.{f.name}": getattr(spec.suite, f.name) for f in fields(spec.suite) if f.init}
+        log_params(client, run_id, {"model": model.path, "layer": "best" if spec.layer is None else spec.layer,
+                                    **{key: ",".join(map(str, value)) if isinstance(value, tuple) else value
+                                       for key, value in settings.items()}})
         artifact_path = ARTIFACT_DIR
     metric_logger = MetricLogger(uri, run_id)
     metric_logger.log(metrics, model.step)
@@ -214,9 +212,8 @@ def run_eval_cli(args) -> int:
         if read.malformed:
             print(f"[distalign eval] WARNING {read.summary()}")
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
-    if suite.tatoeba_mean_of_layers > num_layers:
-        raise InputError(f"suite.tatoeba_mean_of_layers: {suite.tatoeba_mean_of_layers} is more than the "
-                         f"{num_layers} layers of {model.path} (embeddings included)")
+    for task in tasks:
+        task.check_model(num_layers)
     out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
                    f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
     cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")

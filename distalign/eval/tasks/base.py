@@ -6,7 +6,9 @@ A plugin subclasses ``EvalTask`` and sets:
 - ``from_suite``: its reader. It reads and checks its benchmark files from the ``SuiteSpec`` (before
   any Ray work), appends what each reader kept and skipped to ``suite.reports``, and returns one
   instance per language pair (or per pair and variant: BLI gives one per similarity);
-- ``flags``: the ``distalign eval`` flags that set its suite keys;
+- ``flags``: the ``distalign eval`` flags that set its suite keys; ``validate``: checks of those keys
+  that need more than types (``ConfigError`` naming the dotted key), when the spec is read;
+- ``check_model``: checks against the model under test (its layer count), before any Ray work;
 - per instance: ``pair``, the text sets it encodes (``text_sets``), the vectors it scores at a layer
   (``at_layer``) and its metrics from them (``score``); ``task`` is the name of its result rows and
   MLflow metrics ``eval/<task>/<pair>/<metric>`` (``name`` unless a variant renames it);
@@ -89,8 +91,15 @@ class EvalTask:
     task: str  # the name of its result rows (a class attribute or a field of the instance)
 
     @classmethod
+    def validate(cls, suite: SuiteSpec) -> None:
+        """Raise ``ConfigError`` naming ``suite.<key>`` for values the types alone do not rule out."""
+
+    @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[EvalTask]:
         raise NotImplementedError
+
+    def check_model(self, num_layers: int) -> None:
+        """Raise ``InputError`` if this task cannot be scored on a model with ``num_layers`` hidden states."""
 
     @classmethod
     def report(cls, df: pd.DataFrame, task: str, out_dir: Path) -> list[Path]:

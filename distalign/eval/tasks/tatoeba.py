@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
+from distalign.config import ConfigError
+from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.retrieval import tatoeba_accuracy_both_directions
 from distalign.eval.tasks.base import SENTENCES, EvalTask, Flag, TextSet, comma_list
@@ -40,6 +42,11 @@ class TatoebaTask(EvalTask):
     )
 
     @classmethod
+    def validate(cls, suite: SuiteSpec) -> None:
+        if suite.tatoeba_mean_of_layers < 1:
+            raise ConfigError("suite.tatoeba_mean_of_layers: must be >= 1")
+
+    @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[TatoebaTask]:
         tasks = []
         for lang in suite.tatoeba_langs:
@@ -53,6 +60,11 @@ class TatoebaTask(EvalTask):
     @property
     def pair(self) -> str:
         return f"{self.lang}-eng"
+
+    def check_model(self, num_layers: int) -> None:
+        if self.mean_of_layers > num_layers:
+            raise InputError(f"suite.tatoeba_mean_of_layers: {self.mean_of_layers} is more than the {num_layers} "
+                             "layers of the model (embeddings included)")
 
     def text_sets(self) -> dict[str, TextSet]:
         return {"src": TextSet(SENTENCES, self.lang, self.sentences), "eng": TextSet(SENTENCES, "eng", self.english)}
