@@ -47,9 +47,7 @@ def _encode(model_path: str, text_set: TextSet, settings: EncodingSettings, cach
 
 
 def _score(task: EvalTask, layer: int, roles: list[str], *encoded: np.ndarray) -> list[dict]:
-    # copy the one layer out of the read-only shared array (torch wants writable memory)
-    vectors = {role: torch.from_numpy(np.array(array[layer])) for role, array in zip(roles, encoded)}
-    return score_layer(task, vectors, layer)
+    return score_layer(task, dict(zip(roles, encoded)), layer)
 
 
 def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int, layers: list[int] | None = None,

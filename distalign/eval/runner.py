@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 
 import pandas as pd
@@ -26,8 +26,10 @@ from distalign.checkpoint import MODEL_DIR, STATE_FILE, read_state
 from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
 from distalign.data.readers import InputError
 from distalign.eval import report
-from distalign.eval.suite import TASK_NAMES, SuiteSpec, build_tasks, split_pair
-from distalign.eval.tasks import EncodingSettings
+from distalign.eval.suite import SuiteSpec, build_tasks
+from distalign.eval.tasks import EncodingSettings, EvalTask
+from distalign.eval.tasks.base import Flag, comma_list
+from distalign.eval.tasks.registry import EVAL_TASKS
 
 ARTIFACT_DIR = "eval"
 
@@ -87,35 +89,31 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
     return ModelUnderTest(model, model)  # a hub name, loaded by transformers
 
 
-def _csv(value: str | None) -> list[str] | None:
-    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+def task_flags() -> list[Flag]:
+    """The flags of the registered tasks, each once (word_alignment reads BLI's)."""
+    flags = {}
+    for plugin in EVAL_TASKS.values():
+        flags.update({flag.name: flag for flag in plugin.flags})
+    return list(flags.values())
 
 
-def _dictionaries(items: list[str] | None) -> list[list[str]] | None:
-    if items is None:
-        return None
-    dictionaries = []
-    for item in items:
-        pair, sep, path = item.partition(":")
-        if not sep:
-            raise InputError(f"--dictionary {item!r}: expected L1-L2:PATH, e.g. de-en:test.tsv")
-        dictionaries.append([*split_pair(pair, "--dictionary"), path])
-    return dictionaries
+def _attribute(flag_name: str) -> str:
+    return flag_name.lstrip("-").replace("-", "_")
 
 
 def flag_overrides(args) -> list[str]:
     """The flags given on the command line as ``key=value`` overrides of the spec (JSON values are YAML)."""
     values = {
-        "suite.eval_dir": args.eval_dir, "suite.tasks": _csv(args.tasks), "suite.bli_pairs": _csv(args.bli_pairs),
-        "suite.xlsim_pairs": _csv(args.xlsim_pairs), "suite.tatoeba_langs": _csv(args.tatoeba_langs),
-        "suite.dictionaries": _dictionaries(args.dictionary), "suite.similarities": _csv(args.similarity),
-        "suite.vocab_size": args.vocab_size, "suite.max_queries": args.max_queries,
-        "suite.bli_ranking": args.bli_ranking,
-        "suite.max_sentences": args.max_sentences, "layer": args.layer, "output_dir": args.output_dir,
+        "suite.eval_dir": args.eval_dir, "suite.tasks": None if args.tasks is None else comma_list(args.tasks),
+        "layer": args.layer, "output_dir": args.output_dir,
         "cache_dir": args.cache_dir, "cpus_per_task": args.cpus_per_task, "use_gpu": args.use_gpu,
         "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
         "tracking.enabled": False if args.no_mlflow else None,
     }
+    for flag in task_flags():
+        given = getattr(args, _attribute(flag.name))
+        if given is not None:
+            values[flag.key] = flag.parse(given) if flag.parse else given
     if args.checkpoint or args.model:  # a model on the command line replaces the spec's
         values |= {"checkpoint": args.checkpoint or "", "model": args.model or ""}
     return [f"{key}={json.dumps(value)}" for key, value in values.items() if value is not None]
@@ -129,6 +127,10 @@ def spec_from_args(args) -> EvalSpec:
     spec: EvalSpec = load_dataclass(EvalSpec, args.spec, flag_overrides(args) + args.overrides)
     if bool(spec.checkpoint) == bool(spec.model):
         raise ConfigError("checkpoint, model: give exactly one (--checkpoint or --model)")
+    for i, name in enumerate(spec.suite.tasks):
+        if name not in EVAL_TASKS:
+            raise ConfigError(f"suite.tasks[{i}]: {name!r} is not one of {list(EVAL_TASKS)}")
+        EVAL_TASKS[name].validate(spec.suite)
     if spec.cpus_per_task <= 0:
         raise ConfigError("cpus_per_task: must be > 0")
     base = Path(args.spec).parent if args.spec else Path.cwd()
@@ -146,22 +148,16 @@ def summarise(df: pd.DataFrame) -> str:
     return best.to_string(index=False, float_format=lambda v: f"{v:.4f}")
 
 
-def write_reports(df: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Tables and plots in ``out_dir``; returns the files written."""
+def write_reports(df: pd.DataFrame, tasks: list[EvalTask], out_dir: Path) -> list[Path]:
+    """Tables and plots in ``out_dir``, then each task's own report; returns the files written."""
     df = report.averages(df)
     files = list(report.write_table(df, out_dir / "results.csv"))
     best = out_dir / "best_layers.csv"
     report.best_layers(df).to_csv(best, index=False)
     files += [best, report.plot_by_layer(df, out_dir / "by_layer.png")]
-    main_metric = {"bli": "mrr", "xlsim": "spearman", "tatoeba": "acc", "word_alignment": "score"}
-    pairs_only = df[df["pair"] != report.AVG]
-    for task in sorted(pairs_only["task"].unique()):
-        metric = main_metric.get(task.split("_")[0], "mrr")
-        best_layer = report.best_layers(df[(df["task"] == task) & (df["pair"] == report.AVG)])
-        best_layer = best_layer[best_layer["metric"] == metric]
-        if not best_layer.empty:
-            files.append(report.plot_pair_heatmap(df, task, metric, int(best_layer["layer"].iloc[0]),
-                                                  out_dir / f"heatmap_{task}.png"))
+    plugins = {task.task: type(task) for task in tasks}  # "bli" and "bli_csls" are both BLITask's
+    for name in sorted(set(df["task"]) & set(plugins)):
+        files += plugins[name].report(df, name, out_dir)
     return files
 
 
@@ -185,10 +181,10 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
         exp_id = experiment_id(client, spec.tracking.experiment)
         run_id = client.create_run(exp_id, run_name=f"eval-{model.label}",
                                    tags={CHECKPOINT_TAG: model.path}).info.run_id
-        suite = spec.suite
-        log_params(client, run_id, {"model": model.path, "tasks": ",".join(suite.tasks), "eval_dir": suite.eval_dir,
-                                    "vocab_size": suite.vocab_size, "similarity": ",".join(suite.similarities),
-                                    "layer": "best" if spec.layer is None else spec.layer})
+        settings = {f"suite.{f.name}": getattr(spec.suite, f.name) for f in fields(spec.suite) if f.init}
+        log_params(client, run_id, {"model": model.path, "layer": "best" if spec.layer is None else spec.layer,
+                                    **{key: ",".join(map(str, value)) if isinstance(value, tuple) else value
+                                       for key, value in settings.items()}})
         artifact_path = ARTIFACT_DIR
     metric_logger = MetricLogger(uri, run_id)
     metric_logger.log(metrics, model.step)
@@ -212,10 +208,12 @@ def run_eval_cli(args) -> int:
     suite = spec.suite
     model = resolve_model(spec.checkpoint, spec.model)
     tasks = build_tasks(suite)  # every file read and checked before Ray starts
-    for read in suite.reports:
+    for read in {read.path: read for read in suite.reports}.values():  # bli and word_alignment read the same files
         if read.malformed:
             print(f"[distalign eval] WARNING {read.summary()}")
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
+    for task in tasks:
+        task.check_model(num_layers)
     out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
                    f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
     cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")
@@ -227,7 +225,7 @@ def run_eval_cli(args) -> int:
                                                                          spec.use_gpu))
     df = pd.DataFrame(rows).sort_values(["task", "pair", "layer", "metric"]).reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
-    files = write_reports(df, out_dir)
+    files = write_reports(df, tasks, out_dir)
     print("\n[distalign eval] best layer per task and pair:\n" + summarise(df) + "\n")
     if spec.tracking.enabled:
         log_to_mlflow(df, files, model, spec)
@@ -243,22 +241,12 @@ def add_eval_arguments(parser) -> None:
     source.add_argument("--checkpoint", help="distalign checkpoint directory (logs into its training run)")
     source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
     parser.add_argument("--eval-dir", help=f"benchmark folder (default {d.suite.eval_dir})")
-    parser.add_argument("--tasks", help=f"comma list of {','.join(TASK_NAMES)} (default {','.join(d.suite.tasks)})")
-    parser.add_argument("--bli-pairs", help="G-BLI pairs for bli and word_alignment "
-                                            f"(default {','.join(d.suite.bli_pairs)})")
-    parser.add_argument("--xlsim-pairs", help="Multi-SimLex pairs (ISO 639-3) "
-                                              f"(default {','.join(d.suite.xlsim_pairs)})")
-    parser.add_argument("--tatoeba-langs", help="Tatoeba languages (ISO 639-3), each vs English "
-                                                f"(default {','.join(d.suite.tatoeba_langs)})")
-    parser.add_argument("--dictionary", action="append", metavar="L1-L2:PATH",
-                        help="extra BLI test dictionary (G-BLI/MUSE/PanLex format), repeatable")
-    parser.add_argument("--similarity", help="BLI ranking: cosine, csls or cosine,csls (default cosine)")
-    parser.add_argument("--bli-ranking", choices=["grouped", "per_pair"],
-                        help="BLI queries: one per source word (grouped, the default) or one per test pair with "
-                             "its other translations competing (per_pair, BabelBERT's)")
-    parser.add_argument("--vocab-size", type=int, help=f"BLI target vocabulary size (default {d.suite.vocab_size})")
-    parser.add_argument("--max-queries", type=int, help="BLI source words per pair (default 0 = all)")
-    parser.add_argument("--max-sentences", type=int, help="Tatoeba sentences per language (default 0 = all)")
+    parser.add_argument("--tasks", help=f"comma list of {','.join(EVAL_TASKS)} (default {','.join(d.suite.tasks)})")
+    for flag in task_flags():
+        default = getattr(d.suite, flag.key.removeprefix("suite."))
+        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
+        parser.add_argument(flag.name, help=f"{flag.help} (default {shown})" if shown != "" else flag.help,
+                            **flag.options)
     parser.add_argument("--layer", type=int,
                         help="score only this layer (negative counts from the last); default: all layers, "
                              "MLflow values at each task's best layer")

@@ -57,7 +57,7 @@ def test_unknown_spec_key_names_the_dotted_key(tmp_path, capsys):
     path = write_spec(tmp_path, {"model": "m", "suite": {"bli_pair": ["de-en"]}})
     with pytest.raises(ConfigError, match=r"unknown key 'suite\.bli_pair' \(allowed here: bli_pairs, bli_ranking, dictionaries, "
                                           r"eval_dir, max_queries, max_sentences, similarities, tasks, "
-                                          r"tatoeba_langs, vocab_size, xlsim_pairs\)"):
+                                          r"tatoeba_langs, tatoeba_mean_of_layers, vocab_size, xlsim_pairs\)"):
         spec_of("--spec", str(path))
     assert main(["eval", "--spec", str(path)]) == 2  # before any Ray work
     assert "distalign: error: unknown key 'suite.bli_pair'" in capsys.readouterr().err
@@ -73,6 +73,8 @@ def test_unknown_spec_key_names_the_dotted_key(tmp_path, capsys):
     (["--model", "m", "suite.dictionaries=[[de, en]]"], r"suite\.dictionaries\[0\]: expected a list of 3 items"),
     (["--model", "m", "layer=last"], r"layer: expected an integer"),
     (["--model", "m", "cpus_per_task=0"], r"cpus_per_task: must be > 0"),
+    (["--model", "m", "suite.tatoeba_mean_of_layers=0"], r"suite\.tatoeba_mean_of_layers: must be >= 1"),
+    (["--model", "m", "suite.tatoeba_mean_of_layers=four"], r"suite\.tatoeba_mean_of_layers: expected an integer"),
     ([], r"checkpoint, model: give exactly one"),
 ])
 def test_bad_values_name_the_key(argv, message):

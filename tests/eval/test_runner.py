@@ -161,3 +161,11 @@ def test_eval_and_train_configs_honour_mlflow_tracking_uri(ray_local, checkpoint
     [run] = client.search_runs([client.get_experiment_by_name("distalign-eval").experiment_id])
     assert run.info.status == "FINISHED" and "eval/bli/de-en/mrr" in run.data.metrics
     assert not (tmp_path / "home" / "mlflow.db").exists()
+
+
+def test_a_tatoeba_mean_over_more_layers_than_the_model_has_fails_before_ray(checkpoint, tmp_path, capsys):
+    ckpt, _, _ = checkpoint
+    code = main(["eval", "--checkpoint", str(ckpt), "--eval-dir", str(write_eval_dir(tmp_path / "eval")),
+                 "--tasks", "tatoeba", "--tatoeba-langs", "fra", "--no-mlflow", "suite.tatoeba_mean_of_layers=4"])
+    assert code == 2
+    assert "suite.tatoeba_mean_of_layers: 4 is more than the 3 layers" in capsys.readouterr().err

@@ -136,6 +136,31 @@ def test_tatoeba_both_directions(monkeypatch):
     assert by_layer(rows, "acc") == pytest.approx([1.0, 0.5, 1.0])
 
 
+def test_tatoeba_headline_is_xxx_to_eng_as_xtreme_scores_it(monkeypatch):
+    # deu -> eng: s0 = e0 finds t0 (hit); s1 = (1, 0.5) is nearer t0 (cos 0.89) than t1 (0.45): a miss -> 0.5.
+    # eng -> deu: t0 = e0 finds s0 (cos 1 vs 0.89, hit); t1 = e1 finds s1 (0.45 vs 0, hit) -> 1.0
+    src = {"s0": layers(E[0]), "s1": layers([1.0, 0.5, 0, 0])}
+    eng = {"t0": layers(E[0]), "t1": layers(E[1])}
+    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
+    rows = evaluate_locally(FAKE_MODEL, None, [TatoebaTask("deu", ["s0", "s1"], ["t0", "t1"])], layers=[0])
+    metrics = {r["metric"]: r["value"] for r in rows}
+    assert metrics == pytest.approx({"acc": 0.5, "acc_to_eng": 0.5, "acc_from_eng": 1.0})  # not the mean 0.75
+
+
+def test_tatoeba_mean_of_the_last_layers(monkeypatch):
+    # s1 is e1, 2 e1, e0 at layers 0, 1, 2; s0 = t0 = e0 and t1 = e1 at every layer
+    src = {"s0": layers(E[0], E[0], E[0]), "s1": layers(E[1], 2 * E[1], E[0])}
+    eng = {"t0": layers(E[0], E[0], E[0]), "t1": layers(E[1], E[1], E[1])}
+    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
+    # layer 2 alone: s1 = e0 finds t0 (ties t0 and t1 count as ties only for the aligned row): a miss -> 0.5
+    assert by_layer(run(TatoebaTask("deu", ["s0", "s1"], ["t0", "t1"])), "acc") == pytest.approx([1.0, 1.0, 0.5])
+    rows = run(TatoebaTask("deu", ["s0", "s1"], ["t0", "t1"], mean_of_layers=2))
+    assert sorted({r["layer"] for r in rows}) == [1, 2]  # layer 0 has no layer below it to average with
+    # layer 1 = mean of layers 0..1: s1 = 1.5 e1 (hit); layer 2 = mean of 1..2: s1 = (0.5, 1), cos 0.89 to t1 and
+    # 0.45 to t0 (hit)
+    assert by_layer(rows, "acc") == pytest.approx([1.0, 1.0])
+
+
 def test_alignment_score_per_layer(monkeypatch):
     en = {w: layers(E[i], E[i], E[i]) for i, w in enumerate(["one", "two", "three", "four"])}
     # layer 0 aligned; layer 1 every translation shifted by one; layer 2 the last two swapped

@@ -1,0 +1,196 @@
+"""Bilingual lexicon induction: G-BLI (and other) test dictionaries ranked against a target vocabulary."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, ClassVar, Literal
+
+import torch
+
+from distalign.data.readers import InputError, ReadReport
+from distalign.eval import benchmarks
+from distalign.eval.bli import gold_ranks, ranking_metrics
+from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
+
+if TYPE_CHECKING:
+    from distalign.eval.suite import SuiteSpec
+
+
+def gbli_test_pairs(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:
+    """G-BLI test pairs lang1 -> lang2; G-BLI ships one direction per pair, so the other is read swapped."""
+    path = benchmarks.gbli_test_path(eval_dir, lang1, lang2)
+    if path.is_file():
+        return benchmarks.read_bli_dictionary(path, lang1, lang2)
+    reverse = benchmarks.gbli_test_path(eval_dir, lang2, lang1)
+    if not reverse.is_file():
+        raise InputError(f"no G-BLI test dictionary for {lang1}-{lang2}: neither {path} nor {reverse} exists")
+    pairs, report = benchmarks.read_bli_dictionary(reverse, lang2, lang1)
+    return [(b, a) for a, b in pairs], report
+
+
+def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``, then of the extra ``dictionaries``."""
+    sources = []
+    for pair in suite.bli_pairs:
+        lang1, lang2 = split_pair(pair, "suite.bli_pairs (--bli-pairs)")
+        pairs, report = gbli_test_pairs(suite.eval_dir, lang1, lang2)
+        suite.reports.append(report)
+        sources.append((lang1, lang2, pairs))
+    for lang1, lang2, path in suite.dictionaries:
+        pairs, report = benchmarks.read_bli_dictionary(path, lang1, lang2)
+        suite.reports.append(report)
+        sources.append((lang1, lang2, pairs))
+    return sources
+
+
+def limit_queries(pairs: list[tuple[str, str]], max_queries: int) -> list[tuple[str, str]]:
+    """Pairs of the first ``max_queries`` distinct source words (G-BLI files are frequency-ordered)."""
+    if not max_queries:
+        return pairs
+    keep = set(list(dict.fromkeys(s for s, _ in pairs))[:max_queries])
+    return [p for p in pairs if p[0] in keep]
+
+
+def _vocabulary(suite: SuiteSpec, lang: str, fallback: list[str] | None) -> list[str] | None:
+    path = benchmarks.vocab_path(suite.eval_dir, lang)
+    if not path.is_file():
+        return fallback
+    words, report = benchmarks.read_vocabulary(path, suite.vocab_size)
+    suite.reports.append(report)
+    return words
+
+
+def _dictionaries(items: list[str]) -> list[list[str]]:
+    """``--dictionary L1-L2:PATH`` flags as ``suite.dictionaries`` entries [lang1, lang2, path]."""
+    dictionaries = []
+    for item in items:
+        pair, sep, path = item.partition(":")
+        if not sep:
+            raise InputError(f"--dictionary {item!r}: expected L1-L2:PATH, e.g. de-en:test.tsv")
+        dictionaries.append([*split_pair(pair, "--dictionary"), path])
+    return dictionaries
+
+
+BLIRanking = Literal["grouped", "per_pair"]
+
+
+@dataclass
+class BLITask(EvalTask):
+    """Bilingual lexicon induction lang1 -> lang2: rank ``vocab`` for every query (see :meth:`from_pairs`).
+
+    ``grouped``: one query per source word, its best-ranked gold translation counts. ``per_pair``
+    (BabelBERT's evaluation): one query per test pair, the pair's own target is the gold and the
+    word's other translations compete with it. ``source_vocab`` is the source space the queries come
+    from: CSLS's r_S is computed over it, and per-pair queries outside it are dropped (``oov_source``).
+    """
+
+    lang1: str
+    lang2: str
+    queries: list[str]
+    vocab: list[str]
+    gold: list[list[int]]  # gold[i] = indices into vocab of the translations of queries[i]
+    oov: int = 0  # queries whose translations are all outside the vocabulary (not scored)
+    similarity: str = "cosine"
+    k_values: tuple[int, ...] = (1, 5, 10)
+    csls_k: int = 10
+    source_vocab: list[str] | None = None
+    ranking: BLIRanking = "grouped"
+    oov_source: int = 0  # per_pair: test pairs whose source word is outside source_vocab (not scored)
+
+    name: ClassVar[str] = "bli"
+    main_metric: ClassVar[str] = "mrr"
+    flags: ClassVar[tuple[Flag, ...]] = (
+        Flag("--bli-pairs", "suite.bli_pairs", "G-BLI pairs for bli and word_alignment", comma_list),
+        Flag("--dictionary", "suite.dictionaries", "extra BLI test dictionary (G-BLI/MUSE/PanLex format), "
+             "repeatable", _dictionaries, {"action": "append", "metavar": "L1-L2:PATH"}),
+        Flag("--similarity", "suite.similarities", "BLI ranking: cosine, csls or cosine,csls", comma_list),
+        Flag("--bli-ranking", "suite.bli_ranking", "BLI queries: one per source word (grouped) or one per test "
+             "pair with its other translations competing (per_pair, BabelBERT's)", None,
+             {"choices": ["grouped", "per_pair"]}),
+        Flag("--vocab-size", "suite.vocab_size", "BLI target vocabulary size", None, {"type": int}),
+        Flag("--max-queries", "suite.max_queries", "BLI source words per pair (0 = all)", None, {"type": int}),
+    )
+
+    @property
+    def task(self) -> str:
+        return "bli" if self.similarity == "cosine" else f"bli_{self.similarity}"
+
+    @property
+    def pair(self) -> str:
+        return f"{self.lang1}-{self.lang2}"
+
+    @classmethod
+    def from_pairs(cls, lang1: str, lang2: str, pairs: list[tuple[str, str]], vocab_words: list[str] | None = None,
+                   *, lowercase: bool = True, source_vocab: list[str] | None = None,
+                   ranking: BLIRanking = "grouped", **options) -> "BLITask":
+        """Queries from test pairs; the target vocabulary is ``vocab_words`` (never extended with gold
+        words: a query whose translations are all missing is OOV, counted and skipped) or, when None,
+        the distinct targets of the pairs. ``lowercase`` applies to the vocabularies and to looking words
+        up in them (the shared vocabularies are lower-case while G-BLI keeps German noun capitals); a query
+        is encoded as written, as the BabelBERT authors' evaluation does (a cased model sees "Haus")."""
+        norm = str.lower if lowercase else str
+        vocab = list(dict.fromkeys(norm(w) for w in (vocab_words if vocab_words is not None else
+                                                     [t for _, t in pairs])))
+        position = {w: i for i, w in enumerate(vocab)}
+        sources = None if source_vocab is None else list(dict.fromkeys(norm(w) for w in source_vocab))
+        if ranking == "per_pair":
+            known = set(sources) if sources is not None else None
+            in_space = [(a, norm(b)) for a, b in pairs if known is None or norm(a) in known]
+            scored = [(a, position[b]) for a, b in in_space if b in position]
+            return cls(lang1, lang2, [a for a, _ in scored], vocab, [[g] for _, g in scored],
+                       oov=len(in_space) - len(scored), source_vocab=sources, ranking=ranking,
+                       oov_source=len(pairs) - len(in_space), **options)
+        translations: dict[str, set[int]] = {}
+        written: dict[str, str] = {}  # a source word's first written form: its query
+        for src, tgt in pairs:
+            gold = translations.setdefault(norm(src), set())
+            written.setdefault(norm(src), src)
+            if norm(tgt) in position:
+                gold.add(position[norm(tgt)])
+        keys = [key for key, gold in translations.items() if gold]
+        return cls(lang1, lang2, [written[key] for key in keys], vocab, [sorted(translations[key]) for key in keys],
+                   oov=len(translations) - len(keys), source_vocab=sources, **options)
+
+    @classmethod
+    def from_suite(cls, suite: SuiteSpec) -> list[BLITask]:
+        """One task per test dictionary (G-BLI pairs, then ``dictionaries``) and similarity; targets are the
+        top ``vocab_size`` words of the target language's vocabulary file (the pairs' targets without one),
+        and the source language's file, when there is one, is the source space."""
+        tasks = []
+        for lang1, lang2, pairs in bli_sources(suite):
+            pairs = limit_queries(pairs, suite.max_queries)
+            vocab = _vocabulary(suite, lang2, fallback=[t for _, t in pairs])
+            source_vocab = _vocabulary(suite, lang1, fallback=None)  # CSLS's r_S and per-pair OOV: the source space
+            tasks += [cls.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
+                                     ranking=suite.bli_ranking, similarity=sim) for sim in suite.similarities]
+        return tasks
+
+    def text_sets(self) -> dict[str, TextSet]:
+        if not self.queries:  # all OOV: nothing to encode, score() reports NaN and the OOV count
+            return {}
+        return {"src": TextSet(WORDS, self.lang1, self._source_words()[0]),
+                "tgt": TextSet(WORDS, self.lang2, self.vocab)}
+
+    def _source_words(self) -> tuple[list[str], list[int]]:
+        """The encoded source words (the source space) and each query's row among them."""
+        if self.source_vocab is None:
+            return distinct(self.queries)
+        row = {w: i for i, w in enumerate(self.source_vocab)}
+        extra = [q for q in dict.fromkeys(self.queries) if q not in row]  # grouped queries outside the space
+        words = self.source_vocab + extra
+        row.update({w: len(self.source_vocab) + i for i, w in enumerate(extra)})
+        return words, [row[q] for q in self.queries]
+
+    def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        counts = {"oov": self.oov, **({"oov_source": self.oov_source} if self.ranking == "per_pair" else {})}
+        if not self.queries:
+            return {"mrr": math.nan, **{f"p_at_{k}": math.nan for k in self.k_values}, **counts}
+        _, rows = self._source_words()
+        # CSLS's r_S over the source vocabulary, not the queries encoded beside it
+        space = vectors["src"] if self.source_vocab is None else vectors["src"][: len(self.source_vocab)]
+        ranks = gold_ranks(vectors["src"][rows], vectors["tgt"], self.gold, self.similarity, self.csls_k,
+                           src_space=space)
+        metrics = ranking_metrics(ranks, self.k_values)
+        return {"mrr": metrics.pop("mrr"), **{f"p_at_{k}": v for k, v in metrics.items()}, **counts}
