@@ -131,7 +131,7 @@ def hf_trainer_step_s(model_config: dict, batches, steps: int, warmup: int, prec
     objectives), AdamW with clipping, timed by a callback over the steps after the warm-up."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
-    from distalign.bench.perf import BareObjectives
+    from distalign.bench.bare_loop import BareObjectives
 
     class Objectives(BareObjectives):
         def forward(self, corpus, constraints):  # the Trainer reads outputs["loss"]
