@@ -21,6 +21,8 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from distalign.bench.bare_loop import BareObjectives
+
 XLMR_BASE = {"vocab_size": 250002, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
              "intermediate_size": 3072, "max_position_embeddings": 514}
 # dense bf16 peak, TFLOP/s, by a name in torch.cuda.get_device_name (vendor data sheets)
@@ -130,8 +132,6 @@ def hf_trainer_step_s(model_config: dict, batches, steps: int, warmup: int, prec
     """Seconds per step of the Hugging Face Trainer on the same model, batches and loss (the bench's bare
     objectives), AdamW with clipping, timed by a callback over the steps after the warm-up."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
-
-    from distalign.bench.perf import BareObjectives
 
     class Objectives(BareObjectives):
         def forward(self, corpus, constraints):  # the Trainer reads outputs["loss"]

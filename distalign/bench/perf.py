@@ -46,8 +46,9 @@ from typing import Any, Callable
 import numpy as np
 import torch
 import torch.distributed as dist
-import torch.nn.functional as F
 from torch import nn
+
+from distalign.bench.bare_loop import BareObjectives, bare_step
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "quickstart.yaml"
 BATCH_SIZES = (16, 32, 64)  # constraint pairs per worker per step (the corpus batch is half)
@@ -70,53 +71,6 @@ class PerfReport:
     rows: list[Row] = field(default_factory=list)
     metrics: dict[str, float] = field(default_factory=dict)
     scaling: list[dict[str, Any]] = field(default_factory=list)
-
-
-# ---------------------------------------------------------------------------------------------- the bare loop
-
-class BareObjectives(nn.Module):
-    """The quickstart's objectives as a user would write them around a Hugging Face masked LM: MLM on the
-    corpus batch; on the constraint batch, BabelBERT's multi-positive InfoNCE over the mean-pooled
-    last-layer word states of both sides, the negatives gathered from every process."""
-
-    def __init__(self, masked_lm: nn.Module, temperature: float):
-        super().__init__()
-        self.masked_lm, self.temperature = masked_lm, temperature
-
-    def forward(self, corpus: dict[str, torch.Tensor], pairs: dict[str, torch.Tensor]) -> torch.Tensor:
-        mlm = self.masked_lm(input_ids=corpus["masked_ids"], attention_mask=corpus["attention_mask"],
-                             labels=corpus["labels"]).loss
-        states = self.masked_lm.base_model(input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),
-                                           attention_mask=torch.cat([pairs["attention_mask1"],
-                                                                     pairs["attention_mask2"]])).last_hidden_state
-        mask = torch.cat([pairs["word_mask1"], pairs["word_mask2"]]).unsqueeze(-1).to(states.dtype)
-        words, synsets = (states * mask).sum(1) / mask.sum(1).clamp(min=1), pairs["synset"]
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            import torch.distributed.nn.functional as dist_fn
-
-            n = len(synsets)
-            sides = torch.cat(dist_fn.all_gather(torch.cat([words[:n], words[n:]], 1)))  # [N_all, 2d]
-            words = torch.cat([sides[:, : words.shape[1]], sides[:, words.shape[1]:]])
-            parts = [torch.empty_like(synsets) for _ in range(dist.get_world_size())]
-            dist.all_gather(parts, synsets)
-            synsets = torch.cat(parts)
-        return mlm + self.info_nce(F.normalize(words, dim=-1), synsets.repeat(2))
-
-    def info_nce(self, words: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-        """For each pair of items of one synset: -log of its score's softmax against the item's negatives."""
-        scores = words @ words.T / self.temperature
-        same = labels[:, None] == labels[None, :]
-        positive = same & ~torch.eye(len(labels), dtype=torch.bool)
-        negatives = torch.logsumexp(scores.masked_fill(same, float("-inf")), 1, keepdim=True)
-        return (torch.logaddexp(scores, negatives) - scores)[positive].mean()
-
-
-def bare_step(model: nn.Module, optimizer: torch.optim.Optimizer, batches: dict[str, dict[str, torch.Tensor]]) -> None:
-    loss = model(batches["corpus"], batches["constraints"])
-    loss.backward()
-    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-    optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
 
 
 # ---------------------------------------------------------------------------------------------- step timing

@@ -1,7 +1,11 @@
 """Readers for the evaluation benchmarks in ``../shared/data/eval``; malformed rows are counted, never fatal.
 
-- BLI test dictionaries: G-BLI ``bli/gbli/<l1>-<l2>/yacle.test.freq.2k.<l1>-<l2>.tsv`` (``src<TAB>tgt``) and
-  PanLex-BLI ``<l1>-<l2>.test.2000.cc.trans`` (the same two columns, tab or single-space separated)
+Every file format lives here; the task plugins (``distalign.eval.tasks``) call these readers from
+their ``from_suite``.
+
+- BLI test dictionaries: G-BLI ``bli/gbli/<l1>-<l2>/yacle.test.freq.2k.<l1>-<l2>.tsv`` (``src<TAB>tgt``; one
+  direction per pair, :func:`read_gbli_test` reads the other swapped) and PanLex-BLI
+  ``<l1>-<l2>.test.2000.cc.trans`` (the same two columns, tab or single-space separated)
 - BLI target vocabularies ``vocab/<lang>_vocab.txt``: one word a line, most frequent first
 - Multi-SimLex ``multisimlex/<L1>-<L2>.csv``: ``ID,<L1>,<L2>,PoS,score`` with ISO 639-3 upper-case columns
 - Tatoeba ``tatoeba/tatoeba.<xxx>-eng.{<xxx>,eng}``: translations aligned line by line
@@ -50,6 +54,18 @@ def read_bli_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[list[
     """
     table, report = read_dictionary(path, lang1, lang2)
     return list(zip(table["word1"].to_pylist(), table["word2"].to_pylist())), report
+
+
+def read_gbli_test(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:
+    """G-BLI test pairs lang1 -> lang2; G-BLI ships one direction per pair, so the other is read swapped."""
+    path = gbli_test_path(eval_dir, lang1, lang2)
+    if path.is_file():
+        return read_bli_dictionary(path, lang1, lang2)
+    reverse = gbli_test_path(eval_dir, lang2, lang1)
+    if not reverse.is_file():
+        raise InputError(f"no G-BLI test dictionary for {lang1}-{lang2}: neither {path} nor {reverse} exists")
+    pairs, report = read_bli_dictionary(reverse, lang2, lang1)
+    return [(b, a) for a, b in pairs], report
 
 
 def _raw_lines(path: Path):

@@ -132,23 +132,24 @@ class EncodingCache:
         return cls(Path(directory), model_identity(model, tokenizer))
 
 
+def _through_cache(cache: EncodingCache | None, kind: str, lang: str, texts: list[str], length: int,
+                   run: Callable[[], torch.Tensor]) -> torch.Tensor:
+    """``run()``, through ``cache`` when given, keyed by the model, the kind and language, the texts and
+    the length limit (the batch size does not change the vectors)."""
+    if cache is None:
+        return run()
+    return cached(cache.directory, (cache.model_id, kind, lang, texts_hash(texts), length), run)
+
+
 def word_vectors(model, tokenizer, words: list[str], lang: str, cache: EncodingCache | None = None,
                  max_tokens: int = 16, batch_size: int = 256) -> torch.Tensor:
     """:func:`encode_words_all_layers`, through ``cache`` when given."""
-    def run():
-        return encode_words_all_layers(model, tokenizer, words, max_tokens, batch_size)
-
-    if cache is None:
-        return run()
-    return cached(cache.directory, (cache.model_id, "words", lang, texts_hash(words), max_tokens), run)
+    return _through_cache(cache, "words", lang, words, max_tokens,
+                          lambda: encode_words_all_layers(model, tokenizer, words, max_tokens, batch_size))
 
 
 def sentence_vectors(model, tokenizer, sentences: list[str], lang: str, cache: EncodingCache | None = None,
                      max_length: int = 128, batch_size: int = 64) -> torch.Tensor:
     """:func:`encode_sentences_all_layers`, through ``cache`` when given."""
-    def run():
-        return encode_sentences_all_layers(model, tokenizer, sentences, max_length, batch_size)
-
-    if cache is None:
-        return run()
-    return cached(cache.directory, (cache.model_id, "sentences", lang, texts_hash(sentences), max_length), run)
+    return _through_cache(cache, "sentences", lang, sentences, max_length,
+                          lambda: encode_sentences_all_layers(model, tokenizer, sentences, max_length, batch_size))

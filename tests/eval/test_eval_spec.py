@@ -7,6 +7,7 @@ import yaml
 
 from distalign.cli import build_parser, main
 from distalign.config import ConfigError
+from distalign.data.readers import InputError
 from distalign.eval.runner import EvalSpec, EvalTrackingConfig, spec_from_args
 from distalign.eval.suite import SuiteSpec, build_tasks
 from test_runner import write_eval_dir
@@ -87,3 +88,13 @@ def test_checkpoint_and_model_in_one_spec_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match=r"give exactly one"):
         spec_of("--spec", str(path))
     assert spec_of("--spec", str(path), "checkpoint=''").model == "m"
+
+
+def test_task_flags_come_from_the_task_plugins(monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path)
+    spec = spec_of("--model", "m", "--dictionary", "de-en:extra.tsv", "--dictionary", "fr-en:more.tsv",
+                   "--similarity", "csls", "--max-sentences", "5", "--tatoeba-langs", "deu")
+    assert spec.suite.dictionaries == (("de", "en", str(tmp_path / "extra.tsv")), ("fr", "en", str(tmp_path / "more.tsv")))
+    assert spec.suite.similarities == ("csls",) and spec.suite.max_sentences == 5 and spec.suite.tatoeba_langs == ("deu",)
+    with pytest.raises(InputError, match=r"--dictionary 'de-en': expected L1-L2:PATH"):
+        spec_of("--model", "m", "--dictionary", "de-en")

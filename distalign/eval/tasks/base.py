@@ -128,3 +128,32 @@ class EvalTask:
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
         raise NotImplementedError
+
+
+@dataclass
+class WordPairTask(EvalTask):
+    """A task on (lang1 word, lang2 word) pairs: each side's distinct words are encoded once
+    (roles ``src`` and ``tgt``) and :meth:`paired_vectors` gives them back row-aligned with the pairs."""
+
+    lang1: str
+    lang2: str
+
+    def word_pairs(self) -> list[tuple[str, str]]:
+        raise NotImplementedError
+
+    @property
+    def pair(self) -> str:
+        return f"{self.lang1}-{self.lang2}"
+
+    def _sides(self) -> tuple[tuple[list[str], list[int]], tuple[list[str], list[int]]]:
+        pairs = self.word_pairs()
+        return distinct([a for a, _ in pairs]), distinct([b for _, b in pairs])
+
+    def text_sets(self) -> dict[str, TextSet]:
+        (first, _), (second, _) = self._sides()
+        return {"src": TextSet(WORDS, self.lang1, first), "tgt": TextSet(WORDS, self.lang2, second)}
+
+    def paired_vectors(self, vectors: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """([n, d], [n, d]): row i holds the vectors of the two words of pair i."""
+        (_, rows1), (_, rows2) = self._sides()
+        return vectors["src"][rows1], vectors["tgt"][rows2]

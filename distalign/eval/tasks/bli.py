@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 import torch
 
-from distalign.data.readers import InputError, ReadReport
+from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli import gold_ranks, ranking_metrics
 from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
@@ -18,24 +17,12 @@ if TYPE_CHECKING:
     from distalign.eval.suite import SuiteSpec
 
 
-def gbli_test_pairs(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:
-    """G-BLI test pairs lang1 -> lang2; G-BLI ships one direction per pair, so the other is read swapped."""
-    path = benchmarks.gbli_test_path(eval_dir, lang1, lang2)
-    if path.is_file():
-        return benchmarks.read_bli_dictionary(path, lang1, lang2)
-    reverse = benchmarks.gbli_test_path(eval_dir, lang2, lang1)
-    if not reverse.is_file():
-        raise InputError(f"no G-BLI test dictionary for {lang1}-{lang2}: neither {path} nor {reverse} exists")
-    pairs, report = benchmarks.read_bli_dictionary(reverse, lang2, lang1)
-    return [(b, a) for a, b in pairs], report
-
-
 def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``, then of the extra ``dictionaries``."""
     sources = []
     for pair in suite.bli_pairs:
         lang1, lang2 = split_pair(pair, "suite.bli_pairs (--bli-pairs)")
-        pairs, report = gbli_test_pairs(suite.eval_dir, lang1, lang2)
+        pairs, report = benchmarks.read_gbli_test(suite.eval_dir, lang1, lang2)
         suite.reports.append(report)
         sources.append((lang1, lang2, pairs))
     for lang1, lang2, path in suite.dictionaries:

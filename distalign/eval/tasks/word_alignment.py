@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 
 from distalign.eval.alignment import alignment_score
-from distalign.eval.tasks.base import WORDS, EvalTask, TextSet, distinct
+from distalign.eval.tasks.base import WordPairTask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
 
 if TYPE_CHECKING:
@@ -27,13 +27,11 @@ def one_to_one(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:
 
 
 @dataclass
-class WordAlignmentTask(EvalTask):
+class WordAlignmentTask(WordPairTask):
     """Contextual word alignment (0-100) at every layer: word i's cosine-nearest among the evaluated
     pairs' targets is its translation (chance 1/n). A per-layer variant of ALIGN-MLM's score, which is
     ``distalign.eval.alignment.vocabulary_alignment`` (embedding rows, whole vocabularies)."""
 
-    lang1: str
-    lang2: str
     pairs: list[tuple[str, str]]
     name: ClassVar[str] = "word_alignment"
     task: ClassVar[str] = "word_alignment"
@@ -45,15 +43,8 @@ class WordAlignmentTask(EvalTask):
         return [cls(lang1, lang2, one_to_one(limit_queries(pairs, suite.max_queries)))
                 for lang1, lang2, pairs in bli_sources(suite)]
 
-    @property
-    def pair(self) -> str:
-        return f"{self.lang1}-{self.lang2}"
-
-    def text_sets(self) -> dict[str, TextSet]:
-        return {"src": TextSet(WORDS, self.lang1, distinct([p[0] for p in self.pairs])[0]),
-                "tgt": TextSet(WORDS, self.lang2, distinct([p[1] for p in self.pairs])[0])}
+    def word_pairs(self) -> list[tuple[str, str]]:
+        return self.pairs
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
-        src = vectors["src"][distinct([p[0] for p in self.pairs])[1]]
-        tgt = vectors["tgt"][distinct([p[1] for p in self.pairs])[1]]
-        return {"score": alignment_score(src, tgt)}
+        return {"score": alignment_score(*self.paired_vectors(vectors))}

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 import torch
 
 from distalign.eval import benchmarks
-from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
+from distalign.eval.tasks.base import Flag, WordPairTask, comma_list, split_pair
 from distalign.eval.xlsim import word_similarity_spearman
 
 if TYPE_CHECKING:
@@ -16,11 +16,9 @@ if TYPE_CHECKING:
 
 
 @dataclass
-class XLSimTask(EvalTask):
+class XLSimTask(WordPairTask):
     """Cross-lingual word similarity: Spearman's rho between cosine and human scores (Multi-SimLex)."""
 
-    lang1: str
-    lang2: str
     rows: list[tuple[str, str, float]]
     name: ClassVar[str] = "xlsim"
     task: ClassVar[str] = "xlsim"
@@ -40,16 +38,8 @@ class XLSimTask(EvalTask):
             tasks.append(cls(lang1.lower(), lang2.lower(), rows))
         return tasks
 
-    @property
-    def pair(self) -> str:
-        return f"{self.lang1}-{self.lang2}"
-
-    def text_sets(self) -> dict[str, TextSet]:
-        return {"w1": TextSet(WORDS, self.lang1, distinct([r[0] for r in self.rows])[0]),
-                "w2": TextSet(WORDS, self.lang2, distinct([r[1] for r in self.rows])[0])}
+    def word_pairs(self) -> list[tuple[str, str]]:
+        return [(w1, w2) for w1, w2, _ in self.rows]
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
-        index1 = distinct([r[0] for r in self.rows])[1]
-        index2 = distinct([r[1] for r in self.rows])[1]
-        return {"spearman": word_similarity_spearman(vectors["w1"][index1], vectors["w2"][index2],
-                                                     [r[2] for r in self.rows])}
+        return {"spearman": word_similarity_spearman(*self.paired_vectors(vectors), [r[2] for r in self.rows])}
