@@ -57,7 +57,7 @@ def test_checkpoint_files_that_would_run_code_are_refused(tmp_path, gloo_group):
     torch.save({"optimizer": RunsCode(marker), "schedule": {}}, tmp_path / OPTIMIZER_FILE)
     with pytest.raises(pickle.UnpicklingError):
         read_objective_state(tmp_path)
-    engine = DDPEngine(model_with_dict_mlm(0), load_config(QUICKSTART).train, find_unused_parameters=True,
+    engine = DDPEngine(model_with_dict_mlm(0), load_config(QUICKSTART).train, 10, find_unused_parameters=True,
                        device=torch.device("cpu"))
     with pytest.raises(pickle.UnpicklingError):
         engine.load(tmp_path)
@@ -107,7 +107,7 @@ def test_deepspeed_shards_that_would_run_code_are_refused(tmp_path, gloo_group, 
     for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
         monkeypatch.setenv(key, value)
     config = load_config(QUICKSTART, ["train.engine=deepspeed", "train.zero_stage=2"]).train
-    engine = DeepSpeedEngine(model_with_dict_mlm(0), config)
+    engine = DeepSpeedEngine(model_with_dict_mlm(0), config, config.max_steps)
     engine.save(tmp_path, rank=0)
     engine.load(tmp_path)  # what DeepSpeed saves loads back under the restriction (its loss scaler, ZeRO enums)
     (shard,) = (tmp_path / "deepspeed" / "state").glob("zero_pp_rank_0_*optim_states.pt")

@@ -116,7 +116,7 @@ def distalign_engine_step_s(engine: str, model_config: dict, batches, steps: int
     cfg = TrainConfig(engine="deepspeed" if engine == "zero2" else "ddp", zero_stage=2 if engine == "zero2" else 0,
                       precision=precision, lr=1e-4, warmup_steps=0, max_steps=steps + warmup,
                       constraint_batch_size=len(batches["constraints"]["synset"]))
-    trainer = build_engine(module, cfg, uses_lm_head=True, device=device)
+    trainer = build_engine(module, cfg, cfg.max_steps, uses_lm_head=True, device=device)
     for _ in range(warmup):
         trainer.step([batches])
     _synchronize(device)

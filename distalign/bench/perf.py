@@ -209,7 +209,7 @@ def ingest_rates(home: Path, batches: int) -> dict[str, float]:
     ensure_ray()
     rates = {}
     config, prepared = _prepared(home, batch_overrides(32, 1))
-    dataset = build_datasets(prepared, config)["constraints@0"]
+    dataset = build_datasets(prepared, config, config.train.max_steps)["constraints@0"]
     rates["constraints"] = _rate(iter(dataset.iter_torch_batches(batch_size=32, drop_last=True)), batches)
     config, prepared = _prepared(home, batch_overrides(32, 2) + ["objectives.lexical.weight=0"])
     rates["corpus"] = _rate(corpus_batches(corpus_plan(prepared, config), 0, 2, 16), batches)

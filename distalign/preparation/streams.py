@@ -6,7 +6,7 @@ seeded by (run seed, epoch, row), so each epoch draws new masks and every batch 
 identically on resume.
 
 - Table streams (constraints, static vectors: small, read on the driver): as many epochs of the
-  table, one after the other, as ``train.max_steps`` needs: static epochs reshuffled per (seed,
+  table, one after the other, as the run's steps need (``RunSchedule.max_steps``): static epochs reshuffled per (seed,
   epoch), constraint epochs drawn by language pair with q ∝ p^α (``epoch_tables``). Each worker gets
   datasets of its own (``shard_name``): rows r, r + W, ... (``build_datasets``).
 - The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
@@ -40,6 +40,7 @@ from distalign.data.tokenize import encode_packed_sentences, encode_sentences, e
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
+from distalign.preparation.schedule import run_schedule
 from distalign.storage import node_local
 
 TOKENIZE_BATCH = 256
@@ -138,16 +139,16 @@ def batch_arguments(prepared: PreparedData, config: ExperimentConfig, wanted: tu
             for stream in sorted(streams)}
 
 
-def stream_plan(prepared: PreparedData, config: ExperimentConfig) -> dict[str, dict[str, Any]]:
-    """Per table stream read by an active objective: its epochs' rows as one table, and the
-    ``build_stream_batch`` arguments."""
+def stream_plan(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, dict[str, Any]]:
+    """Per table stream read by an active objective: the rows of as many epochs as ``max_steps`` need, as one
+    table, and the ``build_stream_batch`` arguments."""
     t, plan = config.train, {}
     for stream, kwargs in batch_arguments(prepared, config, TABLE_STREAMS).items():
         table = prepared.constraints if stream == "constraints" else prepared.static
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
-                               t.max_steps * t.grad_accum_steps)
+                               max_steps * t.grad_accum_steps)
         if epochs > 1000:
-            log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), t.max_steps)
+            log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), max_steps)
         rows_of = epoch_tables(stream, table, config)
         plan[stream] = {"table": pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), "kwargs": kwargs}
     return plan
@@ -280,7 +281,7 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
                 yield {k: torch.from_numpy(v[start:start + batch_size]) for k, v in tensors.items()}
 
     streams = {stream: batches(spec, STREAMS[stream].batch_size(config.train))
-               for stream, spec in stream_plan(prepared, config).items()}
+               for stream, spec in stream_plan(prepared, config, run_schedule(config, prepared).max_steps).items()}
     if (plan := corpus_plan(prepared, config)) is not None:
         streams["corpus"] = corpus(plan, config.train.corpus_batch_size)
     return dict(sorted(streams.items()))
@@ -291,7 +292,7 @@ def shard_name(stream: str, rank: int) -> str:
     return f"{stream}@{rank}"
 
 
-def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str, ray.data.Dataset]:
+def build_datasets(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, ray.data.Dataset]:
     """One Ray Dataset per stream an active objective reads and per worker (see the module docstring).
 
     Worker r reads rows r, r + W, r + 2W, ... of the stream's epochs (a distributed sampler's
@@ -302,7 +303,7 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig) -> dict[str
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False  # they would drown the training progress lines
     workers, datasets = config.train.num_workers, {}
-    for stream, spec in stream_plan(prepared, config).items():
+    for stream, spec in stream_plan(prepared, config, max_steps).items():
         table = spec["table"]
         per_worker = len(table) // workers
         for rank in range(workers):

@@ -20,7 +20,7 @@ from distalign.train.lamb import Lamb
 MAX_GRAD_NORM = 1.0
 
 
-def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
+def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig, max_steps: int):
     from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup  # the model loaded it
 
     # frozen parameters (the base model under adapters) need no optimizer state
@@ -32,16 +32,17 @@ def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig):
     if cfg.lr_schedule == "constant":  # BabelBERT's authors: a constant learning rate
         schedule = get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
     else:
-        schedule = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, cfg.max_steps)
+        schedule = get_linear_schedule_with_warmup(optimizer, cfg.warmup_steps, max_steps)
     return optimizer, schedule
 
 
 class DDPEngine:
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, find_unused_parameters: bool, device: torch.device):
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, max_steps: int, find_unused_parameters: bool,
+                 device: torch.device):
         self.module = model.to(device)
         self.wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
                                                find_unused_parameters=find_unused_parameters)
-        self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg)
+        self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg, max_steps)
         self.bf16 = cfg.precision == "bf16"
 
     def step(self, micro_batches: list) -> dict[str, torch.Tensor]:
@@ -137,10 +138,10 @@ def tensor_only_checkpoint_engine(config):
 
 
 class DeepSpeedEngine:
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig):
+    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, max_steps: int):
         import deepspeed
 
-        optimizer, schedule = _optimizer_and_schedule(model, cfg)
+        optimizer, schedule = _optimizer_and_schedule(model, cfg, max_steps)
         # A torch optimizer avoids compiling DeepSpeed's fused Adam on CPU.
         self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=schedule,
                                                     config=deepspeed_settings(cfg))
@@ -192,9 +193,10 @@ class DeepSpeedEngine:
             yield
 
 
-def build_engine(model: torch.nn.Module, cfg: TrainConfig, uses_lm_head: bool, device: torch.device):
-    """DDP or DeepSpeed over the initialised process group; the model ends up on ``device``."""
+def build_engine(model: torch.nn.Module, cfg: TrainConfig, max_steps: int, uses_lm_head: bool, device: torch.device):
+    """DDP or DeepSpeed over the initialised process group; the model ends up on ``device``; the LR schedule
+    spans ``max_steps`` (the run's schedule, not ``cfg.max_steps``: ``train.epochs`` may set it)."""
     if cfg.engine == "deepspeed":
-        return DeepSpeedEngine(model.to(device), cfg)
+        return DeepSpeedEngine(model.to(device), cfg, max_steps)
     # Without an objective that trains the LM head it gets no gradient, which DDP must be told about.
-    return DDPEngine(model, cfg, find_unused_parameters=not uses_lm_head, device=device)
+    return DDPEngine(model, cfg, max_steps, find_unused_parameters=not uses_lm_head, device=device)

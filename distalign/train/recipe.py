@@ -94,7 +94,7 @@ class TrainingRecipe:
                 if self.is_chief:
                     log.warning("%s", note)
         uses_lm_head = any(plugin.uses_lm_head for plugin, _ in active.values())
-        self.engine = build_engine(model, t, uses_lm_head, self.device)
+        self.engine = build_engine(model, t, self.plan.schedule.max_steps, uses_lm_head, self.device)
         if resume_dir is not None:
             self.engine.load(resume_dir)
             restore_rng_state(resume_dir, self.rank)  # last: building the model above drew from it
@@ -155,7 +155,7 @@ class TrainingRecipe:
 
     def run(self, streams: dict[str, Iterator[dict[str, torch.Tensor]]], report: Report,
             checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
-        """Train to ``train.max_steps``: log, evaluate and checkpoint on the configured intervals.
+        """Train to the schedule's ``max_steps``: log, evaluate and checkpoint on the configured intervals.
 
         ``checkpoint_dir()`` gives a context manager yielding an empty directory to save into;
         ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
@@ -163,7 +163,7 @@ class TrainingRecipe:
         if self.is_chief:
             t = self.config.train
             log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
-                     self.state.step, t.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
+                     self.state.step, self.plan.schedule.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
         try:
             self._train(streams, report, checkpoint_dir)
         finally:
@@ -171,7 +171,7 @@ class TrainingRecipe:
 
     def _train(self, streams: dict[str, Iterator[dict[str, torch.Tensor]]], report: Report,
                checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
-        t, eval_every = self.config.train, self.plan.eval_every
+        t, eval_every, max_steps = self.config.train, self.plan.schedule.eval_every, self.plan.schedule.max_steps
         accum = t.grad_accum_steps
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands
         self.plan.clock.mark("vanilla_eval")
@@ -183,7 +183,7 @@ class TrainingRecipe:
                     next(stream)
         running: dict[str, torch.Tensor] = {}
         started, first_step = time.time(), self.state.step
-        while self.state.step < t.max_steps:
+        while self.state.step < max_steps:
             micro_batches = [{name: next(stream) for name, stream in streams.items()} for _ in range(accum)]
             fresh_start = self.state.step == 0
             if fresh_start:
@@ -193,7 +193,7 @@ class TrainingRecipe:
             step = self.state.step
             if fresh_start:
                 self._log_startup()
-            if step % t.log_every == 0 or step == t.max_steps:
+            if step % t.log_every == 0 or step == max_steps:
                 count = t.log_every if step % t.log_every == 0 else step % t.log_every
                 metrics = mean_across_ranks({k: float(v) / count for k, v in running.items()})
                 metrics["train/lr"] = self.engine.lr
@@ -201,12 +201,12 @@ class TrainingRecipe:
                 if self.is_chief:
                     self._log(metrics)
                     rate = (step - first_step) / max(time.time() - started, 1e-9)
-                    log.info("step %d/%d loss %.4f (%.2f steps/s)", step, t.max_steps, metrics["train/loss"], rate)
-            eval_now = (eval_every and step % eval_every == 0) or step == t.max_steps
+                    log.info("step %d/%d loss %.4f (%.2f steps/s)", step, max_steps, metrics["train/loss"], rate)
+            eval_now = (eval_every and step % eval_every == 0) or step == max_steps
             if eval_now:
                 self.evaluate()
             # with epoch-based evaluation every evaluated model is a candidate for the best checkpoint
-            if step % t.checkpoint_every == 0 or step == t.max_steps or (eval_now and self.config.eval.every_epochs):
+            if step % t.checkpoint_every == 0 or step == max_steps or (eval_now and self.config.eval.every_epochs):
                 with checkpoint_dir() as directory:
                     self.save(Path(directory))
                     report({"step": step, **self.last_eval}, Path(directory))

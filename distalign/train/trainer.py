@@ -19,11 +19,11 @@ import ray.train
 from ray.train.torch import TorchTrainer
 
 from distalign.config import ExperimentConfig
-from distalign.data.batches import STREAMS
 from distalign.data.corpus_stream import start_ledger
 from distalign.eval.selection import SELECTION_METRIC, build_test_set
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
+from distalign.preparation.schedule import run_schedule
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_plan, reserve_corpus_cpus
 from distalign.ray_session import ensure_ray
@@ -52,28 +52,6 @@ class TrainingOutcome:
     best_checkpoint: str = ""  # highest eval/selection/rel_mrr_gain ("" without validation pairs)
 
 
-def steps_per_epoch(config: ExperimentConfig, prepared: PreparedData) -> int:
-    """Steps in one pass over the main training stream: the constraint pairs if an objective reads them."""
-    t = config.train
-    stream = "constraints" if "constraints" in config.objectives.streams() else "corpus"
-    rows = len(prepared.constraints) if stream == "constraints" else prepared.corpus_rows
-    return max(1, rows // (t.num_workers * STREAMS[stream].batch_size(t) * t.grad_accum_steps))
-
-
-def eval_interval(config: ExperimentConfig, prepared: PreparedData) -> int:
-    """Steps between evaluations: ``eval.every``, or ``eval.every_epochs`` of the main training stream."""
-    if not config.eval.every_epochs:
-        return config.eval.every
-    return max(1, round(config.eval.every_epochs * steps_per_epoch(config, prepared)))
-
-
-def resolve_epochs(config: ExperimentConfig, prepared: PreparedData) -> None:
-    """``train.epochs`` > 0 sets ``train.max_steps`` from the prepared data (the LR schedule spans them)."""
-    if config.train.epochs:
-        config.train.max_steps = max(1, round(config.train.epochs * steps_per_epoch(config, prepared)))
-        log.info("train.epochs=%s: %d steps", config.train.epochs, config.train.max_steps)
-
-
 def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str,
                   ledger: str = "", clock: StartupClock | None = None) -> TrainingPlan:
     """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used,
@@ -82,8 +60,9 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
                                 config.eval.bli_ranking, p.vocab) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
-    return TrainingPlan(config, prepared.model_path, mlflow_run_id, prepared.languages, word_pairs, test_sets,
-                        eval_interval(config, prepared), corpus_plan(prepared, config, ledger), clock or StartupClock())
+    return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
+                        prepared.languages, word_pairs, test_sets, corpus_plan(prepared, config, ledger),
+                        clock or StartupClock())
 
 
 @contextlib.contextmanager
@@ -144,9 +123,11 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
     log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
              "(streamed); model %s", len(prepared.constraints), prepared.excluded_constraints, prepared.malformed_rows,
              ", ".join(f"{s.lang}: {s.name}" for s in prepared.corpus.sources) or "none", prepared.model_path)
-    resolve_epochs(config, prepared)
+    schedule = run_schedule(config, prepared)
+    if config.train.epochs:
+        log.info("train.epochs=%s: %d steps", config.train.epochs, schedule.max_steps)
     if config.eval.every_epochs:
-        log.info("evaluating and checkpointing every %d steps (%s epochs)", eval_interval(config, prepared),
+        log.info("evaluating and checkpointing every %d steps (%s epochs)", schedule.eval_every,
                  config.eval.every_epochs)
     has_validation = bool(prepared.eval_pairs)
     # Ray keeps the best checkpoints by the selection score (and always the latest, for resuming)
@@ -159,12 +140,13 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
-                     config.flat(), config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
+                     config.flat() | schedule.params(), config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
         client = client_for(config.tracking.uri)
         client.set_tag(run_id, START_MODEL_TAG, prepared.model_path)
         plan = plan_training(config, prepared, run_id, ledger_name, clock)
-        datasets = build_datasets(prepared, config)  # before the reservation: from_arrow runs a 1-CPU task
+        # before the reservation: from_arrow runs a 1-CPU task
+        datasets = build_datasets(prepared, config, plan.schedule.max_steps)
         with reserve_corpus_cpus(plan.corpus, t.num_workers):  # before the trainer takes the plan
             clock.mark("trainer")
             result = build_trainer(config, datasets, plan, score, callbacks).fit()

@@ -31,7 +31,7 @@ def shard_rows(datasets, stream: str, workers: int, column: str) -> list[list]:
 def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home):
     config = load_config(QUICKSTART, SMALL + ["run.name=pipeline"])
     prepared = prepare_data(config)
-    datasets = build_datasets(prepared, config)
+    datasets = build_datasets(prepared, config, config.train.max_steps)
     assert set(datasets) == {shard_name("constraints", r) for r in (0, 1)}  # the corpus streams on the workers
 
     batch = next(corpus_batches(corpus_plan(prepared, config), 0, 2, 8))
@@ -46,10 +46,10 @@ def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home)
 
     first = shard_rows(datasets, "constraints", 2, "input_ids1")
     assert len(first[0]) == len(first[1]) >= len(prepared.constraints) // 2
-    again = shard_rows(build_datasets(prepare_data(config), config), "constraints", 2, "input_ids1")
+    again = shard_rows(build_datasets(prepare_data(config), config, config.train.max_steps), "constraints", 2, "input_ids1")
     assert first == again
     other_seed = load_config(QUICKSTART, SMALL + ["run.name=pipeline-seed1", "train.seed=1"])
-    reshuffled = shard_rows(build_datasets(prepare_data(other_seed), other_seed), "constraints", 2, "input_ids1")
+    reshuffled = shard_rows(build_datasets(prepare_data(other_seed), other_seed, other_seed.train.max_steps), "constraints", 2, "input_ids1")
     assert reshuffled[0] != first[0]
 
 
@@ -58,7 +58,7 @@ def test_workers_read_different_rows_at_every_step_across_epochs(ray_local, dist
     per-epoch datasets once gave every worker a whole epoch of its own, in the same order)."""
     config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-epochs", "train.max_steps=80"])
     prepared = prepare_data(config)
-    first, second = shard_rows(build_datasets(prepared, config), "constraints", 2, "row")
+    first, second = shard_rows(build_datasets(prepared, config, config.train.max_steps), "constraints", 2, "row")
     per_epoch = len(prepared.constraints) // 2
     assert len(first) == len(second) >= 2 * per_epoch  # at least two epochs of rows each
     assert first[:per_epoch] == list(range(0, 2 * per_epoch, 2))

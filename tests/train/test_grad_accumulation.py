@@ -30,8 +30,8 @@ def test_accumulated_micro_batches_step_like_one_large_batch(gloo_group):
     config = load_config(QUICKSTART, ["train.warmup_steps=0", "train.lr=0.1"]).train
     x, y = torch.randn(8, 4), torch.randn(8)
     halves = [{"corpus": {"x": x[i:i + 4], "y": y[i:i + 4]}} for i in (0, 4)]
-    accumulated = DDPEngine(RowMeanModel(), config, find_unused_parameters=False, device=torch.device("cpu"))
-    whole = DDPEngine(RowMeanModel(), config, find_unused_parameters=False, device=torch.device("cpu"))
+    accumulated = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu"))
+    whole = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu"))
     losses = accumulated.step(halves)
     expected = whole.step([{"corpus": {"x": x, "y": y}}])
 
@@ -45,7 +45,7 @@ def test_accumulated_micro_batches_step_like_one_large_batch(gloo_group):
     torch.testing.assert_close(losses["loss"], expected["loss"])  # equal halves: the mean of means
     assert not losses["loss"].requires_grad
     # one micro-batch alone has another gradient: the test can tell the two apart
-    single = DDPEngine(RowMeanModel(), config, find_unused_parameters=False, device=torch.device("cpu"))
+    single = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu"))
     single.step(halves[:1])
     assert not torch.allclose(first_moments(single)[0], first_moments(whole)[0])
 

@@ -70,10 +70,10 @@ def test_zero_weights_take_an_unscaled_step():
 def test_config_selects_lamb_for_the_engines():
     model = torch.nn.Linear(3, 2)
     config = load_config(QUICKSTART, ["train.optimizer=lamb", "train.lr=0.0016", "train.weight_decay=0.01"])
-    optimizer, _ = _optimizer_and_schedule(model, config.train)
+    optimizer, _ = _optimizer_and_schedule(model, config.train, config.train.max_steps)
     assert isinstance(optimizer, Lamb)
     assert optimizer.defaults["lr"] == 0.0016 and optimizer.defaults["weight_decay"] == 0.01
-    default, _ = _optimizer_and_schedule(model, load_config(QUICKSTART).train)
+    default, _ = _optimizer_and_schedule(model, load_config(QUICKSTART).train, 10)
     assert type(default) is torch.optim.AdamW
     load_config(QUICKSTART, ["train.optimizer=lamb", "train.engine=deepspeed", "train.zero_stage=0"])  # allowed
 

@@ -1,32 +1,20 @@
-"""The experiment configuration: typed dataclasses, YAML in, dotted ``key=value`` overrides.
-
-Everything a run needs is in one ``ExperimentConfig``. ``load_config`` validates it completely
-(unknown keys, wrong types, missing files, impossible values) before any Ray resources are taken,
-and every error names the dotted key that is wrong.
-"""
+"""The experiment schema: one ``ExperimentConfig`` of typed sections, and the checks a run needs
+before any Ray resources are taken (every error names the dotted key that is wrong)."""
 
 from __future__ import annotations
 
 import dataclasses
 import glob
-import os
-import re
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import yaml
-
+from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
 from distalign.models.loading import TinyModelConfig
 
-
-# --------------------------------------------------------------------------------------------
-# Sections
 
 
 @dataclass
@@ -101,6 +89,10 @@ class ObjectivesConfig(dict):
         super().__init__(sections or {})
         self.plugins = dict(plugins or {})
 
+    @classmethod
+    def from_config_value(cls, value: Any, key: str) -> ObjectivesConfig:
+        return objectives_from_dict(value, key)
+
     def __getattr__(self, name: str) -> Any:
         try:
             return self[name]
@@ -142,7 +134,7 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
     for name, section in data.items():
         if name not in objectives.plugins:
             raise ConfigError(f"unknown key '{key}.{name}' (allowed here: {', '.join(sorted(objectives.plugins))})")
-        objectives[name] = _coerce(section, objectives.plugins[name].Config, f"{key}.{name}")
+        objectives[name] = coerce(section, objectives.plugins[name].Config, f"{key}.{name}")
     return objectives
 
 
@@ -249,223 +241,6 @@ class ExperimentConfig:
     def storage_is_remote(self) -> bool:
         return "://" in self.storage.path
 
-
-# --------------------------------------------------------------------------------------------
-# Building dataclasses from plain dicts, with errors that name the key
-
-
-_FLOAT_RE = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
-
-
-def _coerce(value: Any, hint: Any, key: str) -> Any:
-    origin = typing.get_origin(hint)
-    if hint is Any:
-        return value
-    if hint is ObjectivesConfig:
-        return objectives_from_dict(value, key)
-    if dataclasses.is_dataclass(hint):
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
-        return from_dict(hint, value, key)
-    if origin is Literal:
-        allowed = typing.get_args(hint)
-        if value not in allowed:
-            raise ConfigError(f"{key}: {value!r} is not one of {list(allowed)}")
-        return value
-    if origin is list:
-        if not isinstance(value, list):
-            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
-        (item_hint,) = typing.get_args(hint)
-        return [_coerce(v, item_hint, f"{key}[{i}]") for i, v in enumerate(value)]
-    if origin is tuple:  # tuple[X, ...] or a fixed tuple[A, B]; a YAML list either way
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{key}: expected a list, got {type(value).__name__} {value!r}")
-        args = typing.get_args(hint)
-        if len(args) == 2 and args[1] is Ellipsis:
-            args = (args[0],) * len(value)
-        elif len(value) != len(args):
-            raise ConfigError(f"{key}: expected a list of {len(args)} items, got {value!r}")
-        return tuple(_coerce(v, a, f"{key}[{i}]") for i, (v, a) in enumerate(zip(value, args)))
-    if origin is dict:
-        if not isinstance(value, dict):
-            raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
-        key_hint, value_hint = typing.get_args(hint)
-        return {_coerce(k, key_hint, key): _coerce(v, value_hint, f"{key}.{k}") for k, v in value.items()}
-    if origin in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if len(args) != 2 or type(None) not in args:
-            raise ConfigError(f"{key}: only optional (X | None) unions are supported in configs")
-        if value is None:
-            return None
-        return _coerce(value, next(a for a in args if a is not type(None)), key)
-    if hint is bool:
-        if not isinstance(value, bool):
-            raise ConfigError(f"{key}: expected true/false, got {value!r}")
-        return value
-    if hint is int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise ConfigError(f"{key}: expected an integer, got {value!r}")
-        return value
-    if hint is float:
-        # PyYAML (YAML 1.1) reads 1e-4 (no dot) as a string; accept such numeric strings.
-        if isinstance(value, str) and _FLOAT_RE.fullmatch(value.strip()):
-            return float(value)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ConfigError(f"{key}: expected a number, got {value!r}")
-        return float(value)
-    if hint is str:
-        if not isinstance(value, str):
-            raise ConfigError(f"{key}: expected a string, got {value!r}")
-        return value
-    raise ConfigError(f"{key}: unsupported type {hint}")
-
-
-def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
-    """Build dataclass ``cls`` from a nested dict, checking keys and types; errors name the dotted key.
-
-    The keys are the constructor's arguments (fields with ``init=False`` are state, not configuration).
-    """
-    hints = typing.get_type_hints(cls)
-    names = {f.name for f in dataclasses.fields(cls) if f.init}
-    for key in data:
-        if key not in names:
-            where = f"{prefix}.{key}" if prefix else key
-            raise ConfigError(f"unknown key '{where}' (allowed here: {', '.join(sorted(names))})")
-    kwargs = {}
-    for name, value in data.items():
-        where = f"{prefix}.{name}" if prefix else name
-        kwargs[name] = _coerce(value, hints[name], where)
-    return cls(**kwargs)
-
-
-def flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}.{k}" if prefix else k
-        if isinstance(v, dict):
-            out.update(flatten(v, key))
-        else:
-            out[key] = v
-    return out
-
-
-def apply_override(data: dict[str, Any], override: str, cls: type | None = None) -> None:
-    """Apply ``a.b.c=value`` (value parsed as YAML) to a nested dict in place.
-
-    With the dataclass ``cls`` the dict will build, the rest of the key after a mapping-typed field
-    is one key of that mapping: ``grid.train.lr=[1e-3]`` sets ``grid["train.lr"]``.
-    """
-    if "=" not in override:
-        raise ConfigError(f"override {override!r} is not of the form key.sub=value")
-    key, raw = override.split("=", 1)
-    parts = key.strip().split(".")
-    hint: Any = cls
-    for i, part in enumerate(parts):
-        if typing.get_origin(hint) is dict:
-            parts = parts[:i] + [".".join(parts[i:])]
-            break
-        if not dataclasses.is_dataclass(hint):
-            break
-        hint = typing.get_type_hints(hint).get(part)  # None for an unknown key: from_dict names it
-    node = data
-    for part in parts[:-1]:
-        node = node.setdefault(part, {})
-        if not isinstance(node, dict):
-            raise ConfigError(f"override {key}: '{part}' is not a section")
-    node[parts[-1]] = yaml.safe_load(raw)
-
-
-# --------------------------------------------------------------------------------------------
-# Loading and validation
-
-
-def distalign_home() -> Path:
-    """Base for relative outputs (mlflow.db, runs/): $DISTALIGN_HOME or the working directory."""
-    return Path(os.environ.get("DISTALIGN_HOME") or os.getcwd()).resolve()
-
-
-def resolve_tracking_uri(explicit: str = "") -> str:
-    """The MLflow store: ``explicit``, else $MLFLOW_TRACKING_URI, else sqlite:///<distalign_home()>/mlflow.db."""
-    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{distalign_home() / 'mlflow.db'}"
-
-
-def read_mapping(path: str | os.PathLike) -> dict[str, Any]:
-    """A YAML file whose top level is a mapping (an empty file is an empty mapping)."""
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"config file not found: {path}")
-    try:
-        loaded = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML: {err}") from err
-    if loaded is not None and not isinstance(loaded, dict):
-        raise ConfigError(f"{path}: the top level must be a mapping")
-    return loaded or {}
-
-
-def load_dataclass(cls: type, path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> Any:
-    """Build dataclass ``cls`` from a YAML file and dotted ``key=value`` overrides (applied in order).
-
-    The loader of every configuration file (experiment configs, Tune studies, evaluation specs):
-    unknown keys and wrong types are errors that name the dotted key.
-    """
-    data = read_mapping(path) if path is not None else {}
-    for override in overrides or []:
-        apply_override(data, override, cls)
-    return from_dict(cls, data)
-
-
-def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
-    """The experiment config of a YAML file plus overrides, with absolute paths, completely validated."""
-    config = load_dataclass(ExperimentConfig, path, overrides)
-    resolve_paths(config, base=Path(path).parent if path is not None else Path.cwd())
-    validate(config)
-    return config
-
-
-def resolve_path(p: str, base: Path) -> str:
-    """An absolute local path (URIs and "" unchanged): relative to the working directory if it exists there,
-    else to ``base`` (the config file's folder) if it exists there, else to the working directory."""
-    if not p or "://" in p:
-        return p
-    q = Path(p).expanduser()
-    if q.is_absolute():
-        return str(q)
-    for candidate in (Path.cwd() / q, base / q):
-        if candidate.exists():
-            return str(candidate.resolve())
-    return str((Path.cwd() / q).resolve())
-
-
-def resolve_paths(config: ExperimentConfig, base: Path) -> None:
-    """Make every local path absolute so Ray workers (other working dirs) see the same files."""
-    data = config.data
-    data.constraints = [resolve_path(p, base) for p in data.constraints]
-    for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.static_vectors:
-        src.path = resolve_path(src.path, base)
-    for src in data.corpora:  # a local save_to_disk directory, not a hub dataset name
-        if src.hf_dataset and Path(resolve_path(src.hf_dataset, base)).is_dir():
-            src.hf_dataset = resolve_path(src.hf_dataset, base)
-    if config.model.name_or_path != "tiny" and Path(config.model.name_or_path).expanduser().exists():
-        config.model.name_or_path = str(Path(config.model.name_or_path).expanduser().resolve())
-    config.storage.path = config.storage.path or os.environ.get("DISTALIGN_STORAGE") or "runs"
-    config.storage.endpoint_url = config.storage.endpoint_url or os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "")
-    if not config.storage_is_remote:
-        storage = Path(config.storage.path).expanduser()
-        config.storage.path = str(storage if storage.is_absolute() else distalign_home() / storage)
-    config.tracking.uri = resolve_tracking_uri(config.tracking.uri)
-    config.train.deepspeed_config_file = resolve_path(config.train.deepspeed_config_file, base)
-    config.eval.vocab_dir = resolve_path(config.eval.vocab_dir, base)
-    if data.output_dir:
-        data.output_dir = str(Path(data.output_dir).expanduser().resolve())
-    elif config.storage_is_remote:
-        data.output_dir = str(distalign_home() / "runs" / config.run.name / "data")
-    else:
-        data.output_dir = str(Path(config.storage.path) / config.run.name / "data")
-    if data.cache_dir:
-        data.cache_dir = str(Path(data.cache_dir).expanduser().resolve())
-    else:  # remote storage: a driver-local cache (what a run needs is staged under its own name)
-        data.cache_dir = str((distalign_home() if config.storage_is_remote else Path(config.storage.path)) / "cache")
 
 
 def validate(config: ExperimentConfig) -> None:
