@@ -32,10 +32,9 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass
+from distalign.tuning.trials import TAG
 
 log = logging.getLogger("distalign")
-
-TAG = "distalign.study."  # prefix of the tags that say what a trial stands for
 
 
 @dataclass
@@ -215,7 +214,7 @@ def load_study(path: str | Path,
             itertools.product(samples, itertools.product(*study.grid.values()))):
         name = f"{study.study}-{i:03d}"
         point = [f"{k}={json.dumps(v)}" for k, v in zip(keys, values)]  # JSON is valid YAML
-        config = load_config(base, trial_overrides + sample_overrides + point + [f"run.name={name}"])
-        config.tracking.tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
-        trials[name] = config
+        tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
+        trials[name] = load_config(base, trial_overrides + sample_overrides + point
+                                   + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"])
     return study, trials
