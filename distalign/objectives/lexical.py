@@ -44,12 +44,14 @@ vector, which would be a meaningless item), and is 0 when no pair has both.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from distalign.data.tokenize import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
@@ -173,8 +175,9 @@ class LexicalObjective(Objective):
         require(cfg.max_sense_tokens >= 6, f"{key}.max_sense_tokens", "must be >= 6")
 
     @classmethod
-    def stream_settings(cls, cfg: LexicalConfig, experiment) -> dict:
-        return {"with_gloss": True, "max_tokens": cfg.max_sense_tokens} if cfg.sense_level else {}
+    def stream_settings(cls, cfg: LexicalConfig, experiment, settings: WordPairTokens) -> WordPairTokens:
+        return dataclasses.replace(settings, with_gloss=True, max_tokens=cfg.max_sense_tokens) \
+            if cfg.sense_level else settings
 
     @classmethod
     def build(cls, cfg: LexicalConfig, ctx: ObjectiveContext) -> LexicalObjective:

@@ -25,7 +25,7 @@ from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
 from distalign.preparation.schedule import run_schedule
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import build_datasets, corpus_plan, reserve_corpus_cpus
+from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
@@ -61,7 +61,7 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
                                 config.eval.bli_ranking, p.vocab) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
-                        prepared.languages, word_pairs, test_sets, corpus_plan(prepared, config, ledger),
+                        prepared.languages, word_pairs, test_sets, corpus_feed(prepared, config, ledger),
                         clock or StartupClock())
 
 
