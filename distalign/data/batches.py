@@ -1,7 +1,9 @@
 """The batch contract: which tensors each training stream's batches carry, in one place.
 
-A stream is one Ray Data dataset fed to every worker (``get_dataset_shard``). The data pipeline
-tokenises its rows into the ``tensors`` below; an objective that transforms a stream on the data
+A stream is a kind of training rows (word pairs, corpus sentences, words with static vectors); each
+worker reads its own share of it (``distalign.preparation.streams``: a dataset per worker of a table
+stream, a lazy per-epoch dataset per worker of the corpus). The data pipeline tokenises its rows into
+the ``tensors`` below; an objective that transforms a stream on the data
 side (masking) adds the tensors it declares in ``Objective.prepares``; an objective
 declares the names it reads (``Objective.consumes``). ``tests/data/test_batch_contract.py`` checks
 every objective's reads against this table and the table against what the pipeline really makes.
