@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
+from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
 from distalign.models.loading import TinyModelConfig
@@ -149,6 +150,13 @@ class ObjectivesConfig(dict):
 
     def streams(self) -> set[str]:
         return {plugin.stream for plugin, _ in self.active().values()}
+
+    def readers(self) -> dict[str, list[str]]:
+        """stream -> the active objectives reading it."""
+        out: dict[str, list[str]] = {}
+        for name, (plugin, _) in self.active().items():
+            out.setdefault(plugin.stream, []).append(name)
+        return out
 
     @property
     def uses_word_pairs(self) -> bool:
@@ -324,7 +332,8 @@ def validate(config: ExperimentConfig) -> None:
     config.run.check()
     t.check()
     config.eval.check()
-    corpus_epochs = (t.epochs or config.eval.every_epochs) and "constraints" not in o.streams()
+    epochs = t.epochs or config.eval.every_epochs
+    corpus_epochs = epochs and epoch_stream(o.streams()) == CorpusSentencesStream.name
     require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
             "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
     m.check()
@@ -333,12 +342,9 @@ def validate(config: ExperimentConfig) -> None:
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
             f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
     if d.source == "files":
-        readers = {name for name, (plugin, _) in o.active().items()
-                   if plugin.stream == "constraints" or plugin.uses_word_pairs}
-        require(bool(d.constraints or d.dictionaries) or not readers, "data.constraints",
-                f"objectives {sorted(readers)} need data.constraints or data.dictionaries")
-        corpus = sorted(name for name, (plugin, _) in o.active().items() if plugin.stream == "corpus")
-        require(bool(d.corpora) or not corpus, "data.corpora", f"objectives {corpus} need data.corpora")
+        readers, pair_users = o.readers(), [name for name, (plugin, _) in o.active().items() if plugin.uses_word_pairs]
+        for stream in STREAMS.values():
+            stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
 
 
 def validate_corpus_source(src: CorpusSource, key: str) -> None:

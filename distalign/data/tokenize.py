@@ -2,38 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
-
-
-# How each training stream's rows are tokenised: the run's defaults, refined by the objectives that read the
-# stream (``Objective.stream_settings``); typed, so a misspelt setting is an error, not a silent new key.
-
-
-@dataclass(frozen=True)
-class WordPairTokens:
-    """The constraints stream: each word of a pair alone, or with its synset gloss."""
-
-    max_tokens: int  # subword budget of one encoded word (with its gloss)
-    with_gloss: bool
-
-
-@dataclass(frozen=True)
-class SentenceTokens:
-    """The corpus stream: sentences, one a sequence or packed."""
-
-    max_length: int
-    languages: tuple[str, ...]  # a sentence's lang_id is its language's index here
-    pack: bool  # consecutive sentences of one language packed up to max_length
-
-
-@dataclass(frozen=True)
-class WordTokens:
-    """The static stream: each word alone."""
-
-    max_tokens: int
-
 
 
 def encode_words(tokenizer, words: list[str], max_tokens: int) -> dict[str, np.ndarray]:

@@ -51,7 +51,7 @@ from typing import Callable
 import torch
 import torch.nn.functional as F
 
-from distalign.data.tokenize import WordPairTokens
+from distalign.data.streams import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext

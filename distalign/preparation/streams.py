@@ -31,19 +31,9 @@ import ray.util.scheduling_strategies
 import torch
 
 from distalign.config import ExperimentConfig
-from distalign.data.batches import STREAMS
 from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
-from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.row_random import RowRandom
-from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
-from distalign.data.tokenize import (
-    SentenceTokens,
-    WordPairTokens,
-    WordTokens,
-    encode_packed_sentences,
-    encode_sentences,
-    encode_words,
-)
+from distalign.data.streams import STREAMS
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext, StreamTokens
 from distalign.preparation.inputs import PreparedData
@@ -55,48 +45,11 @@ log = logging.getLogger("distalign")
 
 
 def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, StreamTokens]:
-    """Tokenisation settings per stream: the defaults, refined by the active objectives' needs."""
-    settings: dict[str, StreamTokens] = {
-        "constraints": WordPairTokens(max_tokens=config.model.max_word_tokens, with_gloss=False),
-        "corpus": SentenceTokens(max_length=config.data.max_seq_length, languages=tuple(languages),
-                                 pack=config.data.pack_sequences),
-        "static": WordTokens(max_tokens=config.model.max_word_tokens),
-    }
+    """Tokenisation settings per stream: the stream's own, refined by the active objectives' needs."""
+    settings = {name: stream.settings(config, languages) for name, stream in STREAMS.items()}
     for plugin, section in config.objectives.active().values():
         settings[plugin.stream] = plugin.stream_settings(section, config, settings[plugin.stream])
     return settings
-
-
-def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer,
-                  settings: StreamTokens) -> dict[str, np.ndarray]:
-    """One stream's table rows -> the tensors the batch contract lists for that stream."""
-    if stream == "constraints":
-        out = {"synset": batch["synset_index"].astype(np.int64)}
-        for side in ("1", "2"):
-            words = batch[f"word{side}"].tolist()
-            if settings.with_gloss:
-                encoded = encode_words_with_gloss(tokenizer, words, batch[f"gloss{side}"].tolist(),
-                                                  settings.max_tokens)
-            else:
-                encoded = encode_words(tokenizer, words, settings.max_tokens)
-                encoded["gloss_mask"] = np.zeros_like(encoded["word_mask"])
-            out.update({f"{key}{side}": value for key, value in encoded.items()})
-    elif stream == "corpus":
-        index = {lang: i for i, lang in enumerate(settings.languages)}
-        langs = [index[lang] for lang in batch["lang"].tolist()]
-        if settings.pack:  # fewer sequences than sentences, each with its first sentence's row
-            out = encode_packed_sentences(tokenizer, batch["text"].tolist(), langs, batch["row"].tolist(),
-                                          settings.max_length)
-        else:
-            out = encode_sentences(tokenizer, batch["text"].tolist(), settings.max_length)
-            out["lang_id"] = np.array(langs, dtype=np.int64)
-    elif stream == "static":
-        out = encode_words(tokenizer, batch["word"].tolist(), settings.max_tokens)
-        out["vector"] = np.stack(batch["vector"]).astype(np.float32)
-    else:
-        raise ValueError(f"unknown stream '{stream}' (known: {sorted(STREAMS)})")
-    out.setdefault("row", batch["row"].astype(np.int64))
-    return out
 
 
 @dataclass(frozen=True)
@@ -116,7 +69,7 @@ def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dic
     """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
     row's randomness seeded by (``job.seed``, its ``epoch``, its ``row``)."""
     tokenizer = load_tokenizer(node_local(job.tokenizer_path, job.endpoint_url))
-    out = tokenize_rows(job.stream, batch, tokenizer, job.settings)
+    out = STREAMS[job.stream].tokenize(batch, tokenizer, job.settings)
     if job.preparer is not None:
         epoch_of = dict(zip(batch["row"].tolist(), batch["epoch"].tolist()))  # packed rows: their first sentence's
         out.update(job.preparer(out, RowRandom(job.seed, [epoch_of[row] for row in out["row"].tolist()],
@@ -136,7 +89,7 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
     return max(1, math.ceil((max_steps * batch_size + 1) * num_workers / max(rows, 1)))
 
 
-TABLE_STREAMS = ("constraints", "static")
+TABLE_STREAMS = tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
 # Tasks a worker's corpus stream runs at once. One deadlocked (a read generator held the slot while the
 # tokenising task that consumes its blocks waited); each further slot can start one more task process, which
 # imports torch and transformers (~3 s of CPU) before the first batch: four cost ~6 s of start-up on 2 cores.
@@ -170,7 +123,7 @@ def table_streams(prepared: PreparedData, config: ExperimentConfig, max_steps: i
     """Every table stream an active objective reads, with as many epochs of rows as ``max_steps`` need."""
     t, streams = config.train, {}
     for stream, job in stream_jobs(prepared, config, TABLE_STREAMS).items():
-        table = prepared.constraints if stream == "constraints" else prepared.static
+        table = STREAMS[stream].table(prepared)
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
                                max_steps * t.grad_accum_steps)
         if epochs > 1000:
@@ -265,16 +218,12 @@ def corpus_batches(feed: CorpusFeed, rank: int, workers: int, batch_size: int) -
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
-    """Epoch -> the rows of that epoch with columns ``epoch`` and ``row`` (the position in it), which
-    seed the rows' data-side randomness. Constraint batches are drawn with
-    replacement so that language pair k makes up q_k ∝ p_k^α of them (``data.sampling_alpha``); the
-    other streams pass over every row once an epoch, reshuffled each epoch (Deep CCA's statistics are
-    those of a batch: the same batches every epoch would repeat them)."""
-    weights = pair_sampling_weights(table, config.data.sampling_alpha) if stream == "constraints" else None
+    """Epoch -> the rows of that epoch (the stream's draw) with columns ``epoch`` and ``row`` (the
+    position in it), which seed the rows' data-side randomness."""
+    draw = STREAMS[stream].draw(table, config)
 
     def rows_of(epoch: int) -> pa.Table:
-        rows = (shuffled_epoch(table, config.train.seed, epoch) if weights is None
-                else sampled_epoch(table, weights, config.train.seed, epoch))
+        rows = draw(epoch)
         position = pa.array(np.arange(len(rows), dtype=np.int64))
         rows = rows.set_column(rows.schema.get_field_index("row"), "row", position)
         return rows.append_column("epoch", pa.array(np.full(len(rows), epoch, dtype=np.int64)))

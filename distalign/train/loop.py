@@ -20,6 +20,7 @@ import ray.train.torch
 import torch
 
 from distalign.checkpoint import incomplete_files
+from distalign.data.streams import STREAMS
 from distalign.logs import configure
 from distalign.preparation.streams import corpus_batches, shard_name
 from distalign.storage import checkpoint_uri
@@ -90,7 +91,7 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         recipe.setup(resume_directory(Path(tmp), rank == 0))
     plan.clock.mark("model")
-    streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
-               else endless_batches(shard_name(name, rank), size)
+    streams = {name: endless_batches(shard_name(name, rank), size) if STREAMS[name].read_on_driver
+               else corpus_batches(plan.corpus, rank, workers, size)
                for name, size in stream_batch_sizes(plan.config).items()}
     recipe.run(streams, report, tempfile.TemporaryDirectory)

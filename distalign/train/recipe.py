@@ -26,7 +26,7 @@ from distalign.checkpoint import (
     write_rank0_files,
     write_rng_state,
 )
-from distalign.data.batches import STREAMS
+from distalign.data.streams import STREAMS
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer

@@ -139,8 +139,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
     clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
+    params = config.flat() | schedule.params()  # the config as written, and what the run derived from it
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
-                     config.flat() | schedule.params(), config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
+                     params, config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
         client = client_for(config.tracking.uri)
         client.set_tag(run_id, START_MODEL_TAG, prepared.model_path)

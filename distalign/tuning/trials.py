@@ -26,8 +26,8 @@ class TrialIdentity:
     parent_run_id: str = ""  # the study's MLflow parent run
 
     def overrides(self) -> list[str]:
-        return [f"run.name={json.dumps(self.name)}", f"train.seed={self.seed}", f"tracking.tags={json.dumps(self.tags)}",
-                f"tracking.parent_run_id={json.dumps(self.parent_run_id)}"]
+        return [f"run.name={json.dumps(self.name)}", f"train.seed={self.seed}",
+                f"tracking.tags={json.dumps(self.tags)}", f"tracking.parent_run_id={json.dumps(self.parent_run_id)}"]
 
 
 def trial_config(config: dict[str, Any], identity: TrialIdentity, point: list[str] = ()) -> ExperimentConfig:
