@@ -33,7 +33,7 @@ import torch
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS
+from distalign.data.streams import STREAMS, Stream
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext, StreamTokens
 from distalign.preparation.inputs import PreparedData
@@ -57,7 +57,7 @@ class StreamBatchJob:
     """What each Ray Data task of a stream is sent (``map_batches``' ``fn_kwargs={"job": ...}``): how to
     tokenise and prepare that stream's rows."""
 
-    stream: str
+    stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
     tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
     settings: StreamTokens
     preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
@@ -69,7 +69,7 @@ def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dic
     """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
     row's randomness seeded by (``job.seed``, its ``epoch``, its ``row``)."""
     tokenizer = load_tokenizer(node_local(job.tokenizer_path, job.endpoint_url))
-    out = STREAMS[job.stream].tokenize(batch, tokenizer, job.settings)
+    out = job.stream.tokenize(batch, tokenizer, job.settings)
     if job.preparer is not None:
         epoch_of = dict(zip(batch["row"].tolist(), batch["epoch"].tolist()))  # packed rows: their first sentence's
         out.update(job.preparer(out, RowRandom(job.seed, [epoch_of[row] for row in out["row"].tolist()],
@@ -89,7 +89,11 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
     return max(1, math.ceil((max_steps * batch_size + 1) * num_workers / max(rows, 1)))
 
 
-TABLE_STREAMS = tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
+def table_stream_names() -> tuple[str, ...]:
+    """The streams read on the driver (asked at call time: a test may register a stream)."""
+    return tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
+
+
 # Tasks a worker's corpus stream runs at once. One deadlocked (a read generator held the slot while the
 # tokenising task that consumes its blocks waited); each further slot can start one more task process, which
 # imports torch and transformers (~3 s of CPU) before the first batch: four cost ~6 s of start-up on 2 cores.
@@ -106,7 +110,7 @@ def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[
     ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
                       config.data.max_seq_length)
     settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx, streams)
-    return {stream: StreamBatchJob(stream, prepared.model_path, settings[stream], preparers.get(stream),
+    return {stream: StreamBatchJob(STREAMS[stream], prepared.model_path, settings[stream], preparers.get(stream),
                                    config.train.seed, endpoint)
             for stream in sorted(streams)}
 
@@ -122,7 +126,7 @@ class TableStream:
 def table_streams(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, TableStream]:
     """Every table stream an active objective reads, with as many epochs of rows as ``max_steps`` need."""
     t, streams = config.train, {}
-    for stream, job in stream_jobs(prepared, config, TABLE_STREAMS).items():
+    for stream, job in stream_jobs(prepared, config, table_stream_names()).items():
         table = STREAMS[stream].table(prepared)
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
                                max_steps * t.grad_accum_steps)

@@ -20,6 +20,7 @@ from ray.train.torch import TorchTrainer
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import start_ledger
+from distalign.data.streams import STREAMS
 from distalign.eval.selection import SELECTION_METRIC, build_test_set
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
@@ -60,8 +61,9 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
                                 config.eval.bli_ranking, p.vocab) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
+    streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
     return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
-                        prepared.languages, word_pairs, test_sets, corpus_feed(prepared, config, ledger),
+                        prepared.languages, word_pairs, test_sets, streams, corpus_feed(prepared, config, ledger),
                         clock or StartupClock())
 
 

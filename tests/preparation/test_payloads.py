@@ -49,7 +49,7 @@ def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, mo
         assert set(fn_kwargs) == {"job"}  # one typed argument, not the job's fields as loose keys
         assert_typed(fn_kwargs["job"], StreamBatchJob)
         assert dataclasses.is_dataclass(fn_kwargs["job"].settings)
-    assert {kwargs["job"].stream for kwargs in sent} == {"constraints", "corpus"}
+    assert {kwargs["job"].stream.name for kwargs in sent} == {"constraints", "corpus"}
 
     monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, train_loop_config, **kwargs: plans.append(train_loop_config))
     trainer.build_trainer(config, {}, trainer.plan_training(config, prepared, ""), {}, None)
