@@ -106,13 +106,13 @@ def distalign_engine_step_s(engine: str, model_config: dict, batches, steps: int
                             device: torch.device) -> float:
     """Seconds per step of distalign's engine (``ddp`` or ``zero2``) with the quickstart's MLM + lexical."""
     from distalign.config import TrainConfig
-    from distalign.objectives.lexical import LexicalObjective
+    from distalign.objectives.lexical import LexicalConfig, LexicalObjective
     from distalign.objectives.mlm import MLMObjective
     from distalign.train.engine import build_engine
     from distalign.train.module import TrainingModule
 
     module = TrainingModule(_masked_lm(model_config, 0), {"mlm": MLMObjective(), "lexical": LexicalObjective(
-        0.07, global_negatives=True)}, {"mlm": 1.0, "lexical": 1.0})
+        LexicalConfig(temperature=0.07, global_negatives=True))}, {"mlm": 1.0, "lexical": 1.0})
     cfg = TrainConfig(engine="deepspeed" if engine == "zero2" else "ddp", zero_stage=2 if engine == "zero2" else 0,
                       precision=precision, lr=1e-4, warmup_steps=0, max_steps=steps + warmup,
                       constraint_batch_size=len(batches["constraints"]["synset"]))

@@ -11,6 +11,7 @@ from typing import Any, Literal
 
 from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
+from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
 from distalign.models.loading import TinyModelConfig
@@ -29,6 +30,9 @@ class AdaptersConfig:
     # zero up-projection, so the adapted model starts as the base model
     init: Literal["bert", "identity"] = "bert"
 
+    def check(self) -> None:
+        require(self.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
+
 
 @dataclass
 class ModelConfig:
@@ -39,6 +43,13 @@ class ModelConfig:
     word_layer: int = -1
     max_word_tokens: int = 16  # subword budget of a word encoded alone ([CLS] word [SEP])
     adapters: AdaptersConfig = field(default_factory=AdaptersConfig)
+
+    def check(self) -> None:
+        self.adapters.check()
+        require(self.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
+        if self.name_or_path != "tiny" and not _looks_like_hub_name(self.name_or_path):
+            require(Path(self.name_or_path).is_dir(), "model.name_or_path",
+                    f"no such model directory: {self.name_or_path}")
 
 
 @dataclass
@@ -77,6 +88,36 @@ class DataConfig:
     # (default: <storage.path>/cache with local storage, else <DISTALIGN_HOME>/cache on the driver)
     cache_dir: str = ""
 
+    def check(self) -> None:
+        """Its values, and the local files it names (after ``environment.resolve_paths``)."""
+        require(self.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
+        require(0 < self.corpus_sampling_alpha <= 1, "data.corpus_sampling_alpha", "must be in (0, 1]")
+        require(self.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
+        require(self.corpus_cpus_per_worker > 0, "data.corpus_cpus_per_worker", "must be > 0")
+        require(self.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
+        require(self.constraints_per_pair >= 0, "data.constraints_per_pair", "must be >= 0 (0 = as they come)")
+        require(0 < self.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
+        require(self.shuffle_buffer_rows >= 0, "data.shuffle_buffer_rows", "must be >= 0 (0 = off)")
+        if self.source == "synthetic":
+            s = self.synthetic
+            require(len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),
+                    "data.synthetic.languages", "needs at least two distinct languages")
+            require(s.num_concepts >= 10, "data.synthetic.num_concepts", "must be >= 10")
+            require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
+            require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
+        for i, p in enumerate(self.constraints):
+            require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
+        dictionaries = (("data.dictionaries", self.dictionaries), ("data.eval_dictionaries", self.eval_dictionaries))
+        for key, sources in dictionaries:
+            for i, src in enumerate(sources):
+                require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
+                require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
+        for i, src in enumerate(self.static_vectors):
+            require(Path(src.path).is_file(), f"data.static_vectors[{i}].path", f"file not found: {src.path!r}")
+            require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
+        for i, src in enumerate(self.corpora):
+            validate_corpus_source(src, f"data.corpora[{i}]")
+
 
 class ObjectivesConfig(dict):
     """``objectives.<name>`` sections by name, each the ``Config`` dataclass of its plugin.
@@ -109,6 +150,13 @@ class ObjectivesConfig(dict):
 
     def streams(self) -> set[str]:
         return {plugin.stream for plugin, _ in self.active().values()}
+
+    def readers(self) -> dict[str, list[str]]:
+        """stream -> the active objectives reading it."""
+        out: dict[str, list[str]] = {}
+        for name, (plugin, _) in self.active().items():
+            out.setdefault(plugin.stream, []).append(name)
+        return out
 
     @property
     def uses_word_pairs(self) -> bool:
@@ -174,6 +222,29 @@ class TrainConfig:
     deepspeed_config_file: str = ""
     deepspeed_config: dict[str, Any] = field(default_factory=dict)
 
+    def check(self) -> None:
+        require(self.num_workers >= 1, "train.num_workers", "must be >= 1")
+        require(self.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
+        require(0 <= self.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
+        require(self.engine == "deepspeed" or self.zero_stage == 0, "train.zero_stage",
+                "ZeRO needs train.engine=deepspeed")
+        require(self.optimizer != "lamb" or self.zero_stage == 0, "train.optimizer",
+                f"LAMB's trust ratio needs whole tensors, which ZeRO stage {self.zero_stage} splits into flat "
+                "partitions: use train.zero_stage=0 or train.engine=ddp")
+        require(self.engine == "deepspeed" or not (self.deepspeed_config or self.deepspeed_config_file),
+                "train.deepspeed_config", "needs train.engine=deepspeed")
+        require(not self.deepspeed_config_file or Path(self.deepspeed_config_file).is_file(),
+                "train.deepspeed_config_file", f"file not found: {self.deepspeed_config_file!r}")
+        require(self.lr > 0, "train.lr", "must be > 0")
+        require(self.max_steps >= 1, "train.max_steps", "must be >= 1")
+        require(self.grad_accum_steps >= 1, "train.grad_accum_steps", "must be >= 1")
+        require(self.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
+        require(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+        require(self.max_failures >= -1, "train.max_failures", "must be >= 0, or -1 for no limit")
+        require(self.log_every >= 1, "train.log_every", "must be >= 1")
+        require(self.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
+        require(self.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
+
 
 @dataclass
 class EvalConfig:
@@ -189,6 +260,13 @@ class EvalConfig:
     # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
     vocab_dir: str = ""
     vocab_size: int = 100_000
+
+    def check(self) -> None:
+        require(self.every >= 0, "eval.every", "must be >= 0")
+        require(self.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
+        require(self.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
+        require(not self.vocab_dir or Path(self.vocab_dir).is_dir(), "eval.vocab_dir",
+                f"not a directory: {self.vocab_dir}")
 
 
 @dataclass
@@ -215,6 +293,9 @@ class StorageConfig:
 @dataclass
 class RunConfig:
     name: str = "quickstart"  # same name again = resume from the last checkpoint
+
+    def check(self) -> None:
+        require(bool(self.name) and "/" not in self.name, "run.name", "must be a non-empty name without '/'")
 
 
 @dataclass
@@ -244,78 +325,26 @@ class ExperimentConfig:
 
 
 def validate(config: ExperimentConfig) -> None:
-    """Every check a run needs before Ray starts: values, data sources for the active objectives' streams,
-    files that must exist, and each active objective's own checks; errors name the dotted key."""
+    """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
+    spans sections: the data sources for the active objectives' streams and each active objective's
+    own checks; errors name the dotted key."""
     t, d, m, o = config.train, config.data, config.model, config.objectives
-    require(bool(config.run.name) and "/" not in config.run.name, "run.name", "must be a non-empty name without '/'")
-    require(t.num_workers >= 1, "train.num_workers", "must be >= 1")
-    require(t.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
-    require(0 <= t.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
-    require(t.engine == "deepspeed" or t.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed")
-    require(t.optimizer != "lamb" or t.zero_stage == 0, "train.optimizer",
-            f"LAMB's trust ratio needs whole tensors, which ZeRO stage {t.zero_stage} splits into flat "
-            "partitions: use train.zero_stage=0 or train.engine=ddp")
-    require(t.engine == "deepspeed" or not (t.deepspeed_config or t.deepspeed_config_file), "train.deepspeed_config",
-            "needs train.engine=deepspeed")
-    require(not t.deepspeed_config_file or Path(t.deepspeed_config_file).is_file(), "train.deepspeed_config_file",
-            f"file not found: {t.deepspeed_config_file!r}")
-    require(t.lr > 0, "train.lr", "must be > 0")
-    require(t.max_steps >= 1, "train.max_steps", "must be >= 1")
-    require(t.grad_accum_steps >= 1, "train.grad_accum_steps", "must be >= 1")
-    require(t.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
-    require(t.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
-    require(t.max_failures >= -1, "train.max_failures", "must be >= 0, or -1 for no limit")
-    require(t.log_every >= 1, "train.log_every", "must be >= 1")
-    require(t.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
-    require(t.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
-    require(config.eval.every >= 0, "eval.every", "must be >= 0")
-    require(config.eval.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
-    require(config.eval.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
-    corpus_epochs = (t.epochs or config.eval.every_epochs) and "constraints" not in o.streams()
+    config.run.check()
+    t.check()
+    config.eval.check()
+    epochs = t.epochs or config.eval.every_epochs
+    corpus_epochs = epochs and epoch_stream(o.streams()) == CorpusSentencesStream.name
     require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
             "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
-    require(not config.eval.vocab_dir or Path(config.eval.vocab_dir).is_dir(), "eval.vocab_dir",
-            f"not a directory: {config.eval.vocab_dir}")
-    require(m.adapters.reduction_factor >= 1, "model.adapters.reduction_factor", "must be >= 1")
+    m.check()
     validate_objectives(config)
-    require(d.sampling_alpha > 0, "data.sampling_alpha", "must be > 0")
-    require(0 < d.corpus_sampling_alpha <= 1, "data.corpus_sampling_alpha", "must be in (0, 1]")
-    require(d.tokenize_cpus > 0, "data.tokenize_cpus", "must be > 0")
-    require(d.corpus_cpus_per_worker > 0, "data.corpus_cpus_per_worker", "must be > 0")
-    require(d.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
-    require(d.constraints_per_pair >= 0, "data.constraints_per_pair", "must be >= 0 (0 = as they come)")
-    require(0 < d.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
+    d.check()
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
-             f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
-    require(m.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
-    if d.source == "synthetic":
-        s = d.synthetic
-        require(len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),
-                 "data.synthetic.languages", "needs at least two distinct languages")
-        require(s.num_concepts >= 10, "data.synthetic.num_concepts", "must be >= 10")
-        require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
-        require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
-    else:
-        readers = {name for name, (plugin, _) in o.active().items()
-                   if plugin.stream == "constraints" or plugin.uses_word_pairs}
-        require(bool(d.constraints or d.dictionaries) or not readers, "data.constraints",
-                 f"objectives {sorted(readers)} need data.constraints or data.dictionaries")
-        corpus = sorted(name for name, (plugin, _) in o.active().items() if plugin.stream == "corpus")
-        require(bool(d.corpora) or not corpus, "data.corpora", f"objectives {corpus} need data.corpora")
-    for i, p in enumerate(d.constraints):
-        require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
-    for key, sources in (("data.dictionaries", d.dictionaries), ("data.eval_dictionaries", d.eval_dictionaries)):
-        for i, src in enumerate(sources):
-            require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
-            require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
-    for i, src in enumerate(d.static_vectors):
-        require(Path(src.path).is_file(), f"data.static_vectors[{i}].path", f"file not found: {src.path!r}")
-        require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
-    for i, src in enumerate(d.corpora):
-        validate_corpus_source(src, f"data.corpora[{i}]")
-    require(d.shuffle_buffer_rows >= 0, "data.shuffle_buffer_rows", "must be >= 0 (0 = off)")
-    if m.name_or_path != "tiny" and not _looks_like_hub_name(m.name_or_path):
-        require(Path(m.name_or_path).is_dir(), "model.name_or_path", f"no such model directory: {m.name_or_path}")
+            f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
+    if d.source == "files":
+        readers, pair_users = o.readers(), [name for name, (plugin, _) in o.active().items() if plugin.uses_word_pairs]
+        for stream in STREAMS.values():
+            stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
 
 
 def validate_corpus_source(src: CorpusSource, key: str) -> None:

@@ -5,8 +5,9 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 - ``Config``: a dataclass whose fields are the keys of its YAML section ``objectives.<name>``
   (``weight`` included; a weight of 0 switches the objective off). The loader and the error
   messages are built from it: nothing restates the schema.
-- ``stream`` and ``consumes``: the stream it reads (``distalign.data.batches.STREAMS``) and the
+- ``stream`` and ``consumes``: the stream it reads (``distalign.data.streams.STREAMS``) and the
   tensors of that stream's batches it uses; ``prepares``: the tensors its data-side preparer adds.
+- ``stream_settings``: how its stream must be tokenised (typed settings it refines).
 - ``batch_preparer``: the random per-batch transformation of its stream (masking), run on CPU in
   Ray Data with per-row seeds, so the worker only moves finished tensors to its device.
 - ``validate``: checks of its section that need more than types; errors name the dotted key.
@@ -31,6 +32,9 @@ from torch import nn
 
 from distalign.data.batches import TensorSpec
 from distalign.data.row_random import RowRandom
+from distalign.data.streams import SentenceTokens, WordPairTokens, WordTokens
+
+StreamTokens = WordPairTokens | SentenceTokens | WordTokens
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -77,9 +81,10 @@ class Objective(nn.Module):
         """Raise ``ConfigError`` naming ``<key>.<field>`` for values the types alone do not rule out."""
 
     @classmethod
-    def stream_settings(cls, cfg, experiment) -> dict[str, Any]:
-        """Tokenisation settings this objective needs for its stream (e.g. words with glosses)."""
-        return {}
+    def stream_settings(cls, cfg, experiment, settings: StreamTokens) -> StreamTokens:
+        """Its stream's tokenisation ``settings`` (``distalign.data.streams``) as this objective needs them
+        (e.g. words with glosses: ``dataclasses.replace(settings, with_gloss=True)``)."""
+        return settings
 
     @classmethod
     def batch_preparer(cls, cfg, ctx: DataContext) -> BatchPreparer | None:

@@ -44,19 +44,36 @@ vector, which would be a meaningless item), and is 0 when no pair has both.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from distalign.data.streams import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
 from distalign.objectives.collectives import all_gather_rows
 
 
-def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float = 0.07) -> torch.Tensor:
+@dataclass
+class LexicalConfig:
+    weight: float = 1.0
+    temperature: float = 0.07
+    # sense level: each word encoded with its synset gloss ([CLS] word [SEP] gloss [SEP]), only the
+    # word's subwords pooled; pairs without glosses fall back to the word alone
+    sense_level: bool = False
+    gloss_weight: float = 0.0  # > 0 adds the same InfoNCE on the gloss spans (sense level only)
+    max_sense_tokens: int = 64  # subword budget of word + gloss
+    # negatives from the pairs of every worker (encodings gathered with their gradients): BabelBERT's
+    # batch is one contrastive set; false = each worker's own pairs only
+    global_negatives: bool = True
+
+
+def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
+             temperature: float = LexicalConfig.temperature) -> torch.Tensor:
     """Multi-positive InfoNCE over the ``2N`` items of ``N`` constraint pairs (see module docstring)."""
     if a.dim() != 2 or a.shape != b.shape:
         raise ValueError(f"a and b must both be [N, d] with equal shapes, got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -93,8 +110,7 @@ def gather_pairs(rows: torch.Tensor, same_size: bool = False) -> torch.Tensor:
 
 def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: torch.Tensor, word_mask2: torch.Tensor,
                    gloss_mask1: torch.Tensor, gloss_mask2: torch.Tensor, synset_ids: torch.Tensor,
-                   temperature: float = 0.07, gloss_weight: float = 0.0,
-                   gather: Callable[..., torch.Tensor] = _local) -> torch.Tensor:
+                   temperature: float, gloss_weight: float, gather: Callable[..., torch.Tensor] = _local) -> torch.Tensor:
     """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss.
 
     ``gather`` collects pooled rows and labels before the loss (``gather_pairs``: from every rank).
@@ -130,25 +146,12 @@ def encode_both_sides(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tens
     return states[: len(ids1), : ids1.shape[1]], states[len(ids1):, : ids2.shape[1]]
 
 
-@dataclass
-class LexicalConfig:
-    weight: float = 1.0
-    temperature: float = 0.07
-    # sense level: each word encoded with its synset gloss ([CLS] word [SEP] gloss [SEP]), only the
-    # word's subwords pooled; pairs without glosses fall back to the word alone
-    sense_level: bool = False
-    gloss_weight: float = 0.0  # > 0 adds the same InfoNCE on the gloss spans (sense level only)
-    max_sense_tokens: int = 64  # subword budget of word + gloss
-    # negatives from the pairs of every worker (encodings gathered with their gradients): BabelBERT's
-    # batch is one contrastive set; false = each worker's own pairs only
-    global_negatives: bool = True
-
-
 class LexicalObjective(Objective):
     """BabelBERT on a constraints batch: type level (each word alone) or sense level (word + gloss).
 
     Both levels pool the word's own subword states (``word_mask``) of one encoder pass per side;
-    the sense level may add the gloss-span term (``distalign.objectives.sense_lexical``).
+    the sense level may add the gloss-span term (``sense_info_nce`` above). Built from its validated
+    config, which alone holds the defaults.
     """
 
     Config = LexicalConfig
@@ -157,12 +160,12 @@ class LexicalObjective(Objective):
                 "input_ids2", "attention_mask2", "word_mask2", "gloss_mask2", "synset")
     reference = "Green, Ponzetto & Glavaš 2022, BabelBERT"
 
-    def __init__(self, temperature: float = 0.07, gloss_weight: float = 0.0, global_negatives: bool = False):
+    def __init__(self, cfg: LexicalConfig):
         super().__init__()
-        if gloss_weight < 0:
-            raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
-        self.temperature, self.gloss_weight = temperature, gloss_weight
-        self.gather = gather_pairs if global_negatives else _local
+        if cfg.gloss_weight < 0:
+            raise ValueError(f"gloss_weight must be >= 0, got {cfg.gloss_weight}")
+        self.temperature, self.gloss_weight = cfg.temperature, cfg.gloss_weight
+        self.gather = gather_pairs if cfg.global_negatives else _local
 
     @classmethod
     def validate(cls, cfg: LexicalConfig, experiment, key: str) -> None:
@@ -172,12 +175,13 @@ class LexicalObjective(Objective):
         require(cfg.max_sense_tokens >= 6, f"{key}.max_sense_tokens", "must be >= 6")
 
     @classmethod
-    def stream_settings(cls, cfg: LexicalConfig, experiment) -> dict:
-        return {"with_gloss": True, "max_tokens": cfg.max_sense_tokens} if cfg.sense_level else {}
+    def stream_settings(cls, cfg: LexicalConfig, experiment, settings: WordPairTokens) -> WordPairTokens:
+        return dataclasses.replace(settings, with_gloss=True, max_tokens=cfg.max_sense_tokens) \
+            if cfg.sense_level else settings
 
     @classmethod
     def build(cls, cfg: LexicalConfig, ctx: ObjectiveContext) -> LexicalObjective:
-        return cls(cfg.temperature, cfg.gloss_weight, cfg.global_negatives)
+        return cls(cfg)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states1, states2 = encode_both_sides(model, batch)

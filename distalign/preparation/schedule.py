@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distalign.config import ExperimentConfig
-from distalign.data.batches import STREAMS
+from distalign.data.streams import STREAMS, epoch_stream
 from distalign.preparation.inputs import PreparedData
 
 
@@ -23,11 +23,10 @@ class RunSchedule:
 
 
 def steps_per_epoch(config: ExperimentConfig, prepared: PreparedData) -> int:
-    """Steps in one pass over the main training stream: the constraint pairs if an objective reads them."""
-    t = config.train
-    stream = "constraints" if "constraints" in config.objectives.streams() else "corpus"
-    rows = len(prepared.constraints) if stream == "constraints" else prepared.corpus_rows
-    return max(1, rows // (t.num_workers * STREAMS[stream].batch_size(t) * t.grad_accum_steps))
+    """Steps in one pass over the main training stream (``epoch_stream``: the constraint pairs if an
+    objective reads them, else the corpus)."""
+    t, stream = config.train, STREAMS[epoch_stream(config.objectives.streams())]
+    return max(1, stream.rows(prepared) // (t.num_workers * stream.batch_size(t) * t.grad_accum_steps))
 
 
 def run_schedule(config: ExperimentConfig, prepared: PreparedData) -> RunSchedule:

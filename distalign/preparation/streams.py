@@ -21,7 +21,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -31,14 +31,11 @@ import ray.util.scheduling_strategies
 import torch
 
 from distalign.config import ExperimentConfig
-from distalign.data.batches import STREAMS
 from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
-from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.row_random import RowRandom
-from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
-from distalign.data.tokenize import encode_packed_sentences, encode_sentences, encode_words
+from distalign.data.streams import STREAMS, Stream
 from distalign.models.loading import load_tokenizer
-from distalign.objectives.base import BatchPreparer, DataContext
+from distalign.objectives.base import BatchPreparer, DataContext, StreamTokens
 from distalign.preparation.inputs import PreparedData
 from distalign.preparation.schedule import run_schedule
 from distalign.storage import node_local
@@ -47,60 +44,36 @@ TOKENIZE_BATCH = 256
 log = logging.getLogger("distalign")
 
 
-def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, dict[str, Any]]:
-    """Tokenisation settings per stream: the defaults, updated by the active objectives' needs."""
-    settings: dict[str, dict[str, Any]] = {
-        "constraints": {"max_tokens": config.model.max_word_tokens, "with_gloss": False},
-        "corpus": {"max_length": config.data.max_seq_length, "languages": list(languages),
-                   "pack": config.data.pack_sequences},
-        "static": {"max_tokens": config.model.max_word_tokens},
-    }
+def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, StreamTokens]:
+    """Tokenisation settings per stream: the stream's own, refined by the active objectives' needs."""
+    settings = {name: stream.settings(config, languages) for name, stream in STREAMS.items()}
     for plugin, section in config.objectives.active().values():
-        settings[plugin.stream].update(plugin.stream_settings(section, config))
+        settings[plugin.stream] = plugin.stream_settings(section, config, settings[plugin.stream])
     return settings
 
 
-def tokenize_rows(stream: str, batch: dict[str, np.ndarray], tokenizer,
-                  settings: dict[str, Any]) -> dict[str, np.ndarray]:
-    """One stream's table rows -> the tensors the batch contract lists for that stream."""
-    if stream == "constraints":
-        out = {"synset": batch["synset_index"].astype(np.int64)}
-        for side in ("1", "2"):
-            words = batch[f"word{side}"].tolist()
-            if settings["with_gloss"]:
-                encoded = encode_words_with_gloss(tokenizer, words, batch[f"gloss{side}"].tolist(),
-                                                  settings["max_tokens"])
-            else:
-                encoded = encode_words(tokenizer, words, settings["max_tokens"])
-                encoded["gloss_mask"] = np.zeros_like(encoded["word_mask"])
-            out.update({f"{key}{side}": value for key, value in encoded.items()})
-    elif stream == "corpus":
-        index = {lang: i for i, lang in enumerate(settings["languages"])}
-        langs = [index[lang] for lang in batch["lang"].tolist()]
-        if settings["pack"]:  # fewer sequences than sentences, each with its first sentence's row
-            out = encode_packed_sentences(tokenizer, batch["text"].tolist(), langs, batch["row"].tolist(),
-                                          settings["max_length"])
-        else:
-            out = encode_sentences(tokenizer, batch["text"].tolist(), settings["max_length"])
-            out["lang_id"] = np.array(langs, dtype=np.int64)
-    elif stream == "static":
-        out = encode_words(tokenizer, batch["word"].tolist(), settings["max_tokens"])
-        out["vector"] = np.stack(batch["vector"]).astype(np.float32)
-    else:
-        raise ValueError(f"unknown stream '{stream}' (known: {sorted(STREAMS)})")
-    out.setdefault("row", batch["row"].astype(np.int64))
-    return out
+@dataclass(frozen=True)
+class StreamBatchJob:
+    """What each Ray Data task of a stream is sent (``map_batches``' ``fn_kwargs={"job": ...}``): how to
+    tokenise and prepare that stream's rows."""
+
+    stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
+    tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
+    settings: StreamTokens
+    preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
+    seed: int  # the run seed: with a row's epoch and position, it seeds the row's randomness
+    endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)
 
 
-def build_stream_batch(batch: dict[str, np.ndarray], stream: str, tokenizer_path: str, settings: dict[str, Any],
-                       preparer: BatchPreparer | None, seed: int, endpoint_url: str = "") -> dict[str, np.ndarray]:
+def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dict[str, np.ndarray]:
     """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
-    row's randomness seeded by (``seed``, its ``epoch``, its ``row``). A staged tokenizer
-    (``s3://``, ``endpoint_url``) is read from this node's cache."""
-    out = tokenize_rows(stream, batch, load_tokenizer(node_local(tokenizer_path, endpoint_url)), settings)
-    if preparer is not None:
+    row's randomness seeded by (``job.seed``, its ``epoch``, its ``row``)."""
+    tokenizer = load_tokenizer(node_local(job.tokenizer_path, job.endpoint_url))
+    out = job.stream.tokenize(batch, tokenizer, job.settings)
+    if job.preparer is not None:
         epoch_of = dict(zip(batch["row"].tolist(), batch["epoch"].tolist()))  # packed rows: their first sentence's
-        out.update(preparer(out, RowRandom(seed, [epoch_of[row] for row in out["row"].tolist()], out["row"].tolist())))
+        out.update(job.preparer(out, RowRandom(job.seed, [epoch_of[row] for row in out["row"].tolist()],
+                                               out["row"].tolist())))
     return out
 
 
@@ -116,7 +89,11 @@ def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) 
     return max(1, math.ceil((max_steps * batch_size + 1) * num_workers / max(rows, 1)))
 
 
-TABLE_STREAMS = ("constraints", "static")
+def table_stream_names() -> tuple[str, ...]:
+    """The streams read on the driver (asked at call time: a test may register a stream)."""
+    return tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
+
+
 # Tasks a worker's corpus stream runs at once. One deadlocked (a read generator held the slot while the
 # tokenising task that consumes its blocks waited); each further slot can start one more task process, which
 # imports torch and transformers (~3 s of CPU) before the first batch: four cost ~6 s of start-up on 2 cores.
@@ -124,42 +101,48 @@ CORPUS_TASK_SLOTS = 2
 CORPUS_BLOCK_BYTES = 4 * 2**20
 
 
-def batch_arguments(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[str, ...]
-                    ) -> dict[str, dict[str, Any]]:
-    """``build_stream_batch``'s arguments for the ``wanted`` streams that an active objective reads (each
-    stream's preparer is built once: DICT-MLM's builds its synonym table)."""
+def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[str, ...]) -> dict[str, StreamBatchJob]:
+    """The ``StreamBatchJob`` of each of the ``wanted`` streams that an active objective reads (each stream's
+    preparer is built once: DICT-MLM's builds its synonym table)."""
     streams = config.objectives.streams() & set(wanted)
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
     endpoint = config.storage.endpoint_url
     ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
                       config.data.max_seq_length)
     settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx, streams)
-    return {stream: {"stream": stream, "tokenizer_path": prepared.model_path, "settings": settings[stream],
-                     "preparer": preparers.get(stream), "seed": config.train.seed, "endpoint_url": endpoint}
+    return {stream: StreamBatchJob(STREAMS[stream], prepared.model_path, settings[stream], preparers.get(stream),
+                                   config.train.seed, endpoint)
             for stream in sorted(streams)}
 
 
-def stream_plan(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, dict[str, Any]]:
-    """Per table stream read by an active objective: the rows of as many epochs as ``max_steps`` need, as one
-    table, and the ``build_stream_batch`` arguments."""
-    t, plan = config.train, {}
-    for stream, kwargs in batch_arguments(prepared, config, TABLE_STREAMS).items():
-        table = prepared.constraints if stream == "constraints" else prepared.static
+@dataclass(frozen=True)
+class TableStream:
+    """A table stream read by an active objective: the rows of all the epochs the run needs, and their job."""
+
+    table: pa.Table  # columns of the stream's table, plus ``epoch`` and ``row`` (the position in its epoch)
+    job: StreamBatchJob
+
+
+def table_streams(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, TableStream]:
+    """Every table stream an active objective reads, with as many epochs of rows as ``max_steps`` need."""
+    t, streams = config.train, {}
+    for stream, job in stream_jobs(prepared, config, table_stream_names()).items():
+        table = STREAMS[stream].table(prepared)
         epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
                                max_steps * t.grad_accum_steps)
         if epochs > 1000:
             log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), max_steps)
         rows_of = epoch_tables(stream, table, config)
-        plan[stream] = {"table": pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), "kwargs": kwargs}
-    return plan
+        streams[stream] = TableStream(pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), job)
+    return streams
 
 
 @dataclass
-class CorpusPlan:
+class CorpusFeed:
     """What a worker needs to stream its share of the corpus (``corpus_batches``)."""
 
     corpus: CorpusStream
-    batch_kwargs: dict[str, Any]  # build_stream_batch's
+    job: StreamBatchJob  # of each Ray Data task tokenising (and preparing) the corpus rows
     seed: int
     shuffle_buffer_rows: int
     reserved_cpus: float  # per worker, for its corpus stream's tasks
@@ -172,65 +155,65 @@ class CorpusPlan:
         return self.reserved_cpus / CORPUS_TASK_SLOTS
 
 
-def corpus_plan(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusPlan | None:
-    """The corpus stream's plan if an active objective reads it; ``ledger`` names the run's skip ledger actor."""
-    kwargs = batch_arguments(prepared, config, ("corpus",)).get("corpus")
-    if kwargs is None:
+def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusFeed | None:
+    """The corpus stream's feed if an active objective reads it; ``ledger`` names the run's skip ledger actor."""
+    job = stream_jobs(prepared, config, ("corpus",)).get("corpus")
+    if job is None:
         return None
     corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger)
     d = config.data
-    return CorpusPlan(corpus, kwargs, config.train.seed, d.shuffle_buffer_rows, d.corpus_cpus_per_worker)
+    return CorpusFeed(corpus, job, config.train.seed, d.shuffle_buffer_rows, d.corpus_cpus_per_worker)
 
 
 @contextlib.contextmanager
-def reserve_corpus_cpus(plan: CorpusPlan | None, workers: int, timeout_s: float = 600) -> Iterator[None]:
+def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float = 600) -> Iterator[None]:
     """Reserve ``data.corpus_cpus_per_worker`` CPUs per worker for the corpus streams while the run lasts.
 
     Ray Data's share of a cluster's leftover CPUs is split in whole CPUs between the executions
     running at once, so on a small cluster the workers' corpus executions can get none and wait
     forever; reserved before the run's other datasets start, the CPUs are theirs.
     """
-    if plan is None:
+    if feed is None:
         yield
         return
-    plan.reserved = [ray.util.placement_group([{"CPU": plan.reserved_cpus}]) for _ in range(workers)]
+    feed.reserved = [ray.util.placement_group([{"CPU": feed.reserved_cpus}]) for _ in range(workers)]
     try:
-        ray.get([group.ready() for group in plan.reserved], timeout=timeout_s)
+        ray.get([group.ready() for group in feed.reserved], timeout=timeout_s)
     except ray.exceptions.GetTimeoutError:
-        for group in plan.reserved:
+        for group in feed.reserved:
             ray.util.remove_placement_group(group)
-        raise RuntimeError(f"could not reserve data.corpus_cpus_per_worker={plan.reserved_cpus} CPUs for each of "
+        raise RuntimeError(f"could not reserve data.corpus_cpus_per_worker={feed.reserved_cpus} CPUs for each of "
                            f"{workers} workers in {timeout_s:.0f} s: the cluster has too few free CPUs") from None
     try:
         yield
     finally:
-        for group in plan.reserved:
+        for group in feed.reserved:
             ray.util.remove_placement_group(group)
-        plan.reserved = []
+        feed.reserved = []
 
 
 def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1)[0])
 
 
-def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+def corpus_batches(feed: CorpusFeed, rank: int, workers: int, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
     """This worker's corpus batches, epoch after epoch: each epoch a new lazy Ray Dataset over the files."""
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True  # same batches on a resume
     context.enable_progress_bars = False
     context.target_max_block_size = CORPUS_BLOCK_BYTES  # the first batch waits for one small block, not a file
-    if plan.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
+    if feed.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
         context.scheduling_strategy = context.scheduling_strategy_large_args = \
-            ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(plan.reserved[rank])
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # not a plan and a summary per epoch on every worker
+            ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(feed.reserved[rank])
+    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no execution plan and summary per epoch on every worker
     for epoch in itertools.count():
-        dataset = corpus_dataset(plan.corpus, epoch, rank, workers, plan.seed, plan.cpus).map_batches(
-            build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=plan.cpus,
-            fn_kwargs=plan.batch_kwargs)
+        dataset = corpus_dataset(feed.corpus, epoch, rank, workers, feed.seed, feed.cpus).map_batches(
+            build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=feed.cpus,
+            fn_kwargs={"job": feed.job})
         empty = True
         for batch in dataset.iter_torch_batches(batch_size=batch_size, drop_last=True,
-                                                local_shuffle_buffer_size=plan.shuffle_buffer_rows or None,
-                                                local_shuffle_seed=shuffle_seed(plan.seed, epoch, rank)):
+                                                local_shuffle_buffer_size=feed.shuffle_buffer_rows or None,
+                                                local_shuffle_seed=shuffle_seed(feed.seed, epoch, rank)):
             empty = False
             yield batch
         if empty:
@@ -239,16 +222,12 @@ def corpus_batches(plan: CorpusPlan, rank: int, workers: int, batch_size: int) -
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
-    """Epoch -> the rows of that epoch with columns ``epoch`` and ``row`` (the position in it), which
-    seed the rows' data-side randomness. Constraint batches are drawn with
-    replacement so that language pair k makes up q_k ∝ p_k^α of them (``data.sampling_alpha``); the
-    other streams pass over every row once an epoch, reshuffled each epoch (Deep CCA's statistics are
-    those of a batch: the same batches every epoch would repeat them)."""
-    weights = pair_sampling_weights(table, config.data.sampling_alpha) if stream == "constraints" else None
+    """Epoch -> the rows of that epoch (the stream's draw) with columns ``epoch`` and ``row`` (the
+    position in it), which seed the rows' data-side randomness."""
+    draw = STREAMS[stream].draw(table, config)
 
     def rows_of(epoch: int) -> pa.Table:
-        rows = (shuffled_epoch(table, config.train.seed, epoch) if weights is None
-                else sampled_epoch(table, weights, config.train.seed, epoch))
+        rows = draw(epoch)
         position = pa.array(np.arange(len(rows), dtype=np.int64))
         rows = rows.set_column(rows.schema.get_field_index("row"), "row", position)
         return rows.append_column("epoch", pa.array(np.full(len(rows), epoch, dtype=np.int64)))
@@ -260,30 +239,31 @@ def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str,
     """The batches one worker of a one-worker run would read, built in this process without Ray
     (same tokenisation, preparers and seeds; the corpus in file order, without the shuffle buffer):
     for tests and debugging."""
-    def batches(spec: dict[str, Any], batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-        table = spec["table"]
+    def batches(stream: TableStream, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+        table = stream.table
         for start in range(0, len(table) - batch_size + 1, batch_size):
             rows = table.slice(start, batch_size)
             columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
-            yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, **spec["kwargs"]).items()}
+            yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, stream.job).items()}
 
-    def corpus(plan: CorpusPlan, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+    def corpus(feed: CorpusFeed, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
         for epoch in itertools.count():
-            chunks = list(read_rows(plan.corpus, epoch, seed=plan.seed))
+            chunks = list(read_rows(feed.corpus, epoch, seed=feed.seed))
             if not chunks:
                 raise ValueError(f"corpus: no sentences in epoch {epoch}")
             rows = {k: np.concatenate([chunk[k] for chunk in chunks]) for k in chunks[0]}
             # tokenised in Ray Data's chunks, then cut into batches: packing makes fewer rows than sentences
-            built = [build_stream_batch({k: v[start:start + TOKENIZE_BATCH] for k, v in rows.items()},
-                                        **plan.batch_kwargs) for start in range(0, len(rows["row"]), TOKENIZE_BATCH)]
+            built = [build_stream_batch({k: v[start:start + TOKENIZE_BATCH] for k, v in rows.items()}, feed.job)
+                     for start in range(0, len(rows["row"]), TOKENIZE_BATCH)]
             tensors = {k: np.concatenate([b[k] for b in built]) for k in built[0]}
             for start in range(0, len(tensors["row"]) - batch_size + 1, batch_size):
                 yield {k: torch.from_numpy(v[start:start + batch_size]) for k, v in tensors.items()}
 
-    streams = {stream: batches(spec, STREAMS[stream].batch_size(config.train))
-               for stream, spec in stream_plan(prepared, config, run_schedule(config, prepared).max_steps).items()}
-    if (plan := corpus_plan(prepared, config)) is not None:
-        streams["corpus"] = corpus(plan, config.train.corpus_batch_size)
+    max_steps = run_schedule(config, prepared).max_steps
+    streams = {name: batches(stream, STREAMS[name].batch_size(config.train))
+               for name, stream in table_streams(prepared, config, max_steps).items()}
+    if (feed := corpus_feed(prepared, config)) is not None:
+        streams["corpus"] = corpus(feed, config.train.corpus_batch_size)
     return dict(sorted(streams.items()))
 
 
@@ -303,12 +283,11 @@ def build_datasets(prepared: PreparedData, config: ExperimentConfig, max_steps: 
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False  # they would drown the training progress lines
     workers, datasets = config.train.num_workers, {}
-    for stream, spec in stream_plan(prepared, config, max_steps).items():
-        table = spec["table"]
-        per_worker = len(table) // workers
+    for name, stream in table_streams(prepared, config, max_steps).items():
+        per_worker = len(stream.table) // workers
         for rank in range(workers):
-            rows = table.take(np.arange(rank, per_worker * workers, workers))
-            datasets[shard_name(stream, rank)] = ray.data.from_arrow(rows).map_batches(
+            rows = stream.table.take(np.arange(rank, per_worker * workers, workers))
+            datasets[shard_name(name, rank)] = ray.data.from_arrow(rows).map_batches(
                 build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy",
-                num_cpus=config.data.tokenize_cpus, fn_kwargs=spec["kwargs"])
+                num_cpus=config.data.tokenize_cpus, fn_kwargs={"job": stream.job})
     return datasets

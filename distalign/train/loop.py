@@ -25,7 +25,7 @@ from distalign.preparation.streams import corpus_batches, shard_name
 from distalign.storage import checkpoint_uri
 from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.plan import TrainingPlan
-from distalign.train.recipe import TrainingRecipe, stream_batch_sizes
+from distalign.train.recipe import TrainingRecipe
 
 log = logging.getLogger("distalign")
 
@@ -90,7 +90,8 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         recipe.setup(resume_directory(Path(tmp), rank == 0))
     plan.clock.mark("model")
-    streams = {name: corpus_batches(plan.corpus, rank, workers, size) if name == "corpus"
-               else endless_batches(shard_name(name, rank), size)
-               for name, size in stream_batch_sizes(plan.config).items()}
+    train = plan.config.train
+    streams = {name: endless_batches(shard_name(name, rank), stream.batch_size(train)) if stream.read_on_driver
+               else corpus_batches(plan.corpus, rank, workers, stream.batch_size(train))
+               for name, stream in plan.streams.items()}
     recipe.run(streams, report, tempfile.TemporaryDirectory)

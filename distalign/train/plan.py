@@ -7,9 +7,10 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from distalign.config import ExperimentConfig
+from distalign.data.streams import Stream
 from distalign.eval.tasks import BLITask
 from distalign.preparation.schedule import RunSchedule
-from distalign.preparation.streams import CorpusPlan
+from distalign.preparation.streams import CorpusFeed
 from distalign.train.startup import StartupClock
 
 
@@ -22,5 +23,7 @@ class TrainingPlan:
     languages: list[str] = field(default_factory=list)  # a language's id is its index here
     word_pairs: pa.Table | None = None  # the training word pairs, when an objective uses them in the worker
     bli_test_sets: list[BLITask] = field(default_factory=list)  # held-out pairs for model selection
-    corpus: CorpusPlan | None = None  # how workers stream the corpus, when an objective reads it
+    # the plugins of the streams the active objectives read, by name (workers need no registry)
+    streams: dict[str, Stream] = field(default_factory=dict)
+    corpus: CorpusFeed | None = None  # how workers stream the corpus, when an objective reads it
     clock: StartupClock = field(default_factory=StartupClock)  # the driver's start-up phases, the workers add theirs

@@ -26,7 +26,6 @@ from distalign.checkpoint import (
     write_rank0_files,
     write_rng_state,
 )
-from distalign.data.batches import STREAMS
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer
@@ -232,8 +231,3 @@ class TrainingRecipe:
             self.system_metrics.stop()
         if self.logger is not None:
             self.logger.close()
-
-
-def stream_batch_sizes(config) -> dict[str, int]:
-    """Rows per worker per step of every stream the active objectives read."""
-    return {name: STREAMS[name].batch_size(config.train) for name in sorted(config.objectives.streams())}

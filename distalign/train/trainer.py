@@ -20,12 +20,13 @@ from ray.train.torch import TorchTrainer
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import start_ledger
+from distalign.data.streams import STREAMS
 from distalign.eval.selection import SELECTION_METRIC, build_test_set
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
 from distalign.preparation.schedule import run_schedule
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import build_datasets, corpus_plan, reserve_corpus_cpus
+from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
@@ -60,8 +61,9 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
                                 config.eval.bli_ranking, p.vocab) for p in prepared.eval_pairs]
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
+    streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
     return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
-                        prepared.languages, word_pairs, test_sets, corpus_plan(prepared, config, ledger),
+                        prepared.languages, word_pairs, test_sets, streams, corpus_feed(prepared, config, ledger),
                         clock or StartupClock())
 
 
@@ -139,8 +141,9 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
     clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
+    params = config.flat() | schedule.params()  # the config as written, and what the run derived from it
     with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
-                     config.flat() | schedule.params(), config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
+                     params, config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
             reporting_skips(ledger, run_id, config.tracking.uri):
         client = client_for(config.tracking.uri)
         client.set_tag(run_id, START_MODEL_TAG, prepared.model_path)

@@ -5,27 +5,28 @@ resumes: Tune restores it and runs only the trials that had not finished."""
 
 from __future__ import annotations
 
-import copy
 import dataclasses
-import json
 import logging
 from pathlib import Path
 from typing import Any
 
-from distalign.config import ConfigError, ExperimentConfig, apply_override, from_dict, validate
+from distalign.config import ConfigError, ExperimentConfig
 from distalign.tuning.report import child_runs, log_study_summary, tag_value
-from distalign.tuning.study import TAG, concurrent_trials, load_study, trial_resources
+from distalign.tuning.study import concurrent_trials, load_study, trial_resources
+from distalign.tuning.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
 
 log = logging.getLogger("distalign")
 STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it
 
 
 def _trial(params: dict[str, Any]) -> None:
+    """A grid trial: its config, validated here as every trial is (``trial_config``)."""
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from distalign.train.trainer import run_training
 
-    run_training(from_dict(ExperimentConfig, params["trial"]["config"]), callbacks=[TuneReportCallback()])
+    trial: GridTrial = params["trial"]
+    run_training(trial_config(trial.config, trial.identity), callbacks=[TuneReportCallback()])
 
 
 def _search_trial(params: dict[str, Any]) -> None:
@@ -36,19 +37,13 @@ def _search_trial(params: dict[str, Any]) -> None:
 
     from distalign.train.trainer import run_training
 
-    data = copy.deepcopy(params["base"])
-    for key, value in params["point"].items():
-        apply_override(data, f"{key}={json.dumps(value)}", ExperimentConfig)
-    config = from_dict(ExperimentConfig, data)
-    config.train.seed += params.get("__trial_index__", 0)
-    config.run.name = f"{params['study']}-{tune.get_context().get_trial_id()}"
-    config.tracking.tags = {f"{TAG}{k}": json.dumps(v) for k, v in params["point"].items()} | {
-        f"{TAG}train.seed": str(config.train.seed)}
-    validate(config)
-    run_training(config, callbacks=[TuneReportCallback()])
+    base: SearchBase = params["trial"]
+    point = params["point"]
+    identity = base.identity(tune.get_context().get_trial_id(), point, params.get("__trial_index__", 0))
+    run_training(trial_config(base.config, identity, base.point_overrides(point)), callbacks=[TuneReportCallback()])
 
 
-def _search_tuner(study, base: ExperimentConfig, run_config, max_concurrent: int):
+def _search_tuner(study, base: ExperimentConfig, parent_id: str, run_config, max_concurrent: int):
     """Optuna over the study's space (each configuration ``seeds`` times), ASHA or first-in-first-out."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler, FIFOScheduler
@@ -68,12 +63,23 @@ def _search_tuner(study, base: ExperimentConfig, run_config, max_concurrent: int
         if search.scheduler == "asha" else FIFOScheduler()
     return tune.Tuner(
         tune.with_resources(_search_trial, {"cpu": study.trial_cpus}),
-        param_space={"study": study.study, "base": base.to_dict(), "point": point},
+        param_space={"trial": SearchBase(study.study, base.to_dict(), parent_id), "point": point},
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=search.num_samples * search.seeds,
                                     max_concurrent_trials=max_concurrent),
         run_config=run_config,
     )
+
+
+def _grid_tuner(trainable, trials: dict[str, ExperimentConfig], parent_id: str, run_config, max_concurrent: int):
+    """One Tune trial per grid trial, each handed a ``GridTrial``: its config as plain data and its identity."""
+    from ray import tune
+
+    space = [GridTrial(TrialIdentity(name, config.train.seed, dict(config.tracking.tags), parent_id),
+                       {k.removeprefix(TAG): tag_value(v) for k, v in config.tracking.tags.items()}, config.to_dict())
+             for name, config in trials.items()]
+    return tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
+                      tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent), run_config=run_config)
 
 
 def close_stopped_trials(client, parent_id: str, metric: str, rows: list[dict[str, Any]]) -> None:
@@ -136,8 +142,6 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
                      {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
                      dataclasses.asdict(study)) as parent_id:
-        for config in trials.values():
-            config.tracking.parent_run_id = parent_id
         searching = bool(study.search.space)
         trainable = tune.with_resources(_search_trial if searching else _trial, {"cpu": study.trial_cpus})
         run_config = tune.RunConfig(name=study.study, storage_path=storage_path, storage_filesystem=filesystem,
@@ -147,14 +151,9 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
             log.info("study %s: resuming; finished trials are not run again", study.study)
             tuner = tune.Tuner.restore(experiment, trainable, resume_errored=True, storage_filesystem=filesystem)
         elif searching:
-            tuner = _search_tuner(study, first, run_config, max_concurrent)
+            tuner = _search_tuner(study, first, parent_id, run_config, max_concurrent)
         else:
-            space = [{"name": name, "stands_for": {k.removeprefix(TAG): tag_value(v)
-                                                   for k, v in config.tracking.tags.items()},
-                      "config": config.to_dict()} for name, config in trials.items()]
-            tuner = tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
-                               tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
-                               run_config=run_config)
+            tuner = _grid_tuner(trainable, trials, parent_id, run_config, max_concurrent)
         results = tuner.fit()
         rows = []
         for result in results:
@@ -163,7 +162,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
                 stands_for = {**result.config["point"], "train.seed": first.train.seed
                               + result.config.get("__trial_index__", 0)}
             else:
-                name, stands_for = result.config["trial"]["name"], result.config["trial"]["stands_for"]
+                name, stands_for = result.config["trial"].identity.name, result.config["trial"].stands_for
             rows.append({"trial": name, **stands_for, study.metric: (result.metrics or {}).get(study.metric),
                          "step": (result.metrics or {}).get("step"), "error": str(result.error) if result.error else ""})
         rows.sort(key=lambda row: row["trial"])

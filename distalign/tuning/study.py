@@ -32,10 +32,10 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass
+from distalign.data.streams import worker_data_cpus
+from distalign.tuning.trials import TAG
 
 log = logging.getLogger("distalign")
-
-TAG = "distalign.study."  # prefix of the tags that say what a trial stands for
 
 
 @dataclass
@@ -129,9 +129,8 @@ def trial_resources(study: StudyConfig, config: ExperimentConfig) -> dict[str, f
     """What one trial holds while it runs: its trial function, and per Train worker the worker, one
     tokenising Ray Data task of the table streams and the corpus stream's reservation (a GPU per worker
     with ``train.use_gpu``)."""
-    t, d, streams = config.train, config.data, config.objectives.streams()
-    per_worker = t.cpus_per_worker + (d.tokenize_cpus if streams - {"corpus"} else 0) + \
-        (d.corpus_cpus_per_worker if "corpus" in streams else 0)
+    t = config.train
+    per_worker = t.cpus_per_worker + worker_data_cpus(config.objectives.streams(), config.data)
     return {"CPU": study.trial_cpus + t.num_workers * per_worker} | ({"GPU": float(t.num_workers)} if t.use_gpu else {})
 
 
@@ -215,7 +214,7 @@ def load_study(path: str | Path,
             itertools.product(samples, itertools.product(*study.grid.values()))):
         name = f"{study.study}-{i:03d}"
         point = [f"{k}={json.dumps(v)}" for k, v in zip(keys, values)]  # JSON is valid YAML
-        config = load_config(base, trial_overrides + sample_overrides + point + [f"run.name={name}"])
-        config.tracking.tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
-        trials[name] = config
+        tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
+        trials[name] = load_config(base, trial_overrides + sample_overrides + point
+                                   + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"])
     return study, trials

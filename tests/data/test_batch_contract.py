@@ -8,7 +8,7 @@ import pytest
 
 from conftest import QUICKSTART, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
-from distalign.data.batches import STREAMS, check_batch
+from distalign.data.streams import STREAMS, check_batch
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.registry import OBJECTIVES
 from distalign.preparation.inputs import prepare_data

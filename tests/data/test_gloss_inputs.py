@@ -109,7 +109,7 @@ def test_bad_arguments_raise(xlmr_tokenizer_dir):
 
 
 def test_sense_level_constraint_stream_rows(xlmr_tokenizer_dir):
-    from distalign.preparation.streams import tokenize_rows
+    from distalign.data.streams import STREAMS, WordPairTokens
 
     tokenizer = load_tokenizer(str(xlmr_tokenizer_dir))
     batch = {
@@ -120,7 +120,7 @@ def test_sense_level_constraint_stream_rows(xlmr_tokenizer_dir):
         "synset_index": np.array([4, 9, 4], dtype=np.int32),
         "row": np.array([0, 1, 2]),
     }
-    out = tokenize_rows("constraints", batch, tokenizer, {"with_gloss": True, "max_tokens": 24})
+    out = STREAMS["constraints"].tokenize(batch, tokenizer, WordPairTokens(max_tokens=24, with_gloss=True))
     expected_keys = {f"{k}{s}" for k in ("input_ids", "attention_mask", "word_mask", "gloss_mask") for s in "12"}
     assert set(out) == expected_keys | {"synset", "row"}
     assert out["synset"].dtype == np.int64 and out["synset"].tolist() == [4, 9, 4]

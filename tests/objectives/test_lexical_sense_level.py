@@ -7,7 +7,13 @@ from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 from distalign.train.module import TrainingModule
 from distalign.models.encoder import Encoder
 from distalign.objectives.lexical import info_nce
-from distalign.objectives.lexical import LexicalObjective, sense_info_nce
+from distalign.objectives.lexical import LexicalConfig, LexicalObjective, sense_info_nce
+
+
+def local_lexical(temperature: float, gloss_weight: float) -> LexicalObjective:
+    """The objective with each worker's own negatives (one process here)."""
+    return LexicalObjective(LexicalConfig(temperature=temperature, gloss_weight=gloss_weight, global_negatives=False))
+
 
 T = 10
 SYNSETS = torch.tensor([0, 1, 0, 2, 1])
@@ -54,7 +60,7 @@ def hand_pooled(masked_lm, ids, attention, mask, layer):
 @pytest.mark.parametrize("gloss_weight", [0.0, 0.5])
 def test_loss_matches_info_nce_on_hand_pooled_states(layer, gloss_weight):
     masked_lm, batch = tiny_masked_lm(), constraint_batch()
-    model = TrainingModule(masked_lm, {"lexical": LexicalObjective(0.1, gloss_weight)}, {"lexical": 1.0},
+    model = TrainingModule(masked_lm, {"lexical": local_lexical(0.1, gloss_weight)}, {"lexical": 1.0},
                            word_layer=layer)
     with torch.no_grad():
         got = model({"constraints": batch})["lexical"]
@@ -75,8 +81,8 @@ def test_gloss_term_changes_the_loss_and_one_encoder_pass_for_both_sides():
     masked_lm.base_model.register_forward_hook(lambda *_: calls.append(1))
     model = Encoder(masked_lm)
     with torch.no_grad():
-        word_only = LexicalObjective(0.1, 0.0)(model, batch)
-        with_gloss = LexicalObjective(0.1, 1.0)(model, batch)
+        word_only = local_lexical(0.1, 0.0)(model, batch)
+        with_gloss = local_lexical(0.1, 1.0)(model, batch)
     assert len(calls) == 2          # two calls of the objective, both sides in one pass each
     assert with_gloss.item() > word_only.item()   # an InfoNCE term is positive
 
@@ -94,7 +100,7 @@ def test_no_pair_with_both_glosses_leaves_the_word_loss():
 
 def test_gradient_reaches_the_encoder():
     masked_lm, batch = tiny_masked_lm(), constraint_batch()
-    model = TrainingModule(masked_lm, {"lexical": LexicalObjective(0.1, 0.5)}, {"lexical": 1.0})
+    model = TrainingModule(masked_lm, {"lexical": local_lexical(0.1, 0.5)}, {"lexical": 1.0})
     model({"constraints": batch})["loss"].backward()
     grad = masked_lm.base_model.encoder.layer[-1].output.dense.weight.grad
     assert grad is not None and grad.abs().sum() > 0
@@ -102,7 +108,7 @@ def test_gradient_reaches_the_encoder():
 
 def test_negative_gloss_weight_raises():
     with pytest.raises(ValueError, match="gloss_weight"):
-        LexicalObjective(0.07, -0.1)
+        local_lexical(0.07, -0.1)
 
 
 def test_sides_of_different_lengths_share_one_pass_with_the_states_of_separate_ones():
@@ -110,7 +116,7 @@ def test_sides_of_different_lengths_share_one_pass_with_the_states_of_separate_o
     ids, attention, word, gloss = side(4, [1, 2, 3, 1, 2], [0] * 5)  # words alone: at most 5 tokens
     batch |= {"input_ids2": ids[:, :6], "attention_mask2": attention[:, :6], "word_mask2": word[:, :6],
               "gloss_mask2": gloss[:, :6]}
-    model = TrainingModule(masked_lm, {"lexical": LexicalObjective(0.1)}, {"lexical": 1.0})
+    model = TrainingModule(masked_lm, {"lexical": local_lexical(0.1, 0.0)}, {"lexical": 1.0})
     with torch.no_grad():
         got = model({"constraints": batch})["lexical"]
         expected = info_nce(hand_pooled(masked_lm, batch["input_ids1"], batch["attention_mask1"], batch["word_mask1"], -1),

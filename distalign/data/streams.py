@@ -1,0 +1,243 @@
+"""Training streams as plugins: one class per kind of training rows, and the ``STREAMS`` registry.
+
+A stream owns everything about its rows that is not an objective's business (as an ``Objective``
+owns its loss): its tensors (the batch contract: every objective reads only tensors of its stream,
+plus what its own preparer adds; ``tests/data/test_batch_contract.py``) and batch-size key; its
+typed tokenisation settings, which the objectives reading it refine (``Objective.stream_settings``);
+its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
+per-epoch draw; its rows per epoch (``train.epochs``); its data sources' checks; the CPUs its Ray Data
+tasks take. Ray itself stays in ``distalign.preparation.streams``, which runs every stream from here.
+
+Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
+Every stream carries ``row``, the row's position in its epoch: with the epoch and the run seed it
+seeds the row's data-side randomness (``distalign.data.row_random``).
+
+Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+import pyarrow as pa
+
+from distalign.data.batches import TensorSpec
+from distalign.data.gloss_inputs import encode_words_with_gloss
+from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
+from distalign.data.tokenize import encode_packed_sentences, encode_sentences, encode_words
+from distalign.errors import require
+
+ROW = TensorSpec("row", "int64", "B", "position of the row in its epoch")
+
+
+class Stream:
+    name: ClassVar[str]
+    doc: ClassVar[str]
+    batch_size_key: ClassVar[str]  # the train.* field giving this stream's rows per worker per step
+    tensors: ClassVar[tuple[TensorSpec, ...]]
+    Settings: ClassVar[type]  # its tokenisation settings (a frozen dataclass)
+    # True: a table the driver reads once (``table``), split among the workers by row; False: each worker
+    # streams its own share from the sources (the corpus)
+    read_on_driver: ClassVar[bool] = True
+    # train.epochs and eval.every_epochs count passes over the active stream with the lowest rank (None: never)
+    epoch_rank: ClassVar[int | None] = None
+    holds_word_pairs: ClassVar[bool] = False  # its sources also give the run's training word pairs
+
+    @property
+    def names(self) -> set[str]:
+        return {t.name for t in self.tensors}
+
+    def batch_size(self, train_config) -> int:
+        return getattr(train_config, self.batch_size_key.removeprefix("train."))
+
+    def settings(self, config, languages: list[str]) -> Any:
+        """The run's tokenisation settings for this stream, before the objectives refine them."""
+        raise NotImplementedError
+
+    def tokenize(self, batch: dict[str, np.ndarray], tokenizer, settings) -> dict[str, np.ndarray]:
+        """A batch of its rows (numpy columns) -> its tensors (``row`` added if the encoding made none)."""
+        raise NotImplementedError
+
+    def table(self, prepared) -> pa.Table | None:
+        """Its rows, read on the driver (``read_on_driver`` streams)."""
+        return None
+
+    def rows(self, prepared) -> int:
+        """Rows in one epoch."""
+        return len(self.table(prepared))
+
+    def draw(self, table: pa.Table, config) -> Callable[[int], pa.Table]:
+        """Epoch -> its rows of that epoch: every row once, reshuffled per (seed, epoch) (the same batches
+        every epoch would repeat batch statistics, e.g. Deep CCA's)."""
+        return lambda epoch: shuffled_epoch(table, config.train.seed, epoch)
+
+    def check_sources(self, data, readers: list[str]) -> None:
+        """Raise ``ConfigError`` if the active objectives ``readers`` read it but ``data`` (a files run) has
+        no source for it."""
+
+    def cpus(self, data) -> tuple[str, float]:
+        """(pool, CPUs) each worker's Ray Data tasks of this stream take; streams of one pool share them."""
+        return "table streams", data.tokenize_cpus
+
+
+def _word_pair_side(side: str) -> tuple[TensorSpec, ...]:
+    return (
+        TensorSpec(f"input_ids{side}", "int64", "B,T", f"word {side} alone ([CLS] w [SEP]) or with its gloss"),
+        TensorSpec(f"attention_mask{side}", "int64", "B,T"),
+        TensorSpec(f"word_mask{side}", "int64", "B,T", "1 on the word's own subword tokens"),
+        TensorSpec(f"gloss_mask{side}", "int64", "B,T", "1 on the gloss's tokens (all 0 without glosses)"),
+    )
+
+
+@dataclass(frozen=True)
+class WordPairTokens:
+    """The constraints stream: each word of a pair alone, or with its synset gloss."""
+
+    max_tokens: int  # subword budget of one encoded word (with its gloss)
+    with_gloss: bool
+
+
+class ConstraintsStream(Stream):
+    name = "constraints"
+    doc = "word pairs (lexical constraints / dictionary entries), each word encoded on its own"
+    batch_size_key = "train.constraint_batch_size"
+    tensors = _word_pair_side("1") + _word_pair_side("2") + (
+        TensorSpec("synset", "int64", "B", "dense synset label of the pair"), ROW)
+    Settings = WordPairTokens
+    epoch_rank = 0
+    holds_word_pairs = True
+
+    def settings(self, config, languages: list[str]) -> WordPairTokens:
+        return WordPairTokens(max_tokens=config.model.max_word_tokens, with_gloss=False)
+
+    def tokenize(self, batch, tokenizer, settings: WordPairTokens) -> dict[str, np.ndarray]:
+        out = {"synset": batch["synset_index"].astype(np.int64)}
+        for side in ("1", "2"):
+            words = batch[f"word{side}"].tolist()
+            if settings.with_gloss:
+                encoded = encode_words_with_gloss(tokenizer, words, batch[f"gloss{side}"].tolist(),
+                                                  settings.max_tokens)
+            else:
+                encoded = encode_words(tokenizer, words, settings.max_tokens)
+                encoded["gloss_mask"] = np.zeros_like(encoded["word_mask"])
+            out.update({f"{key}{side}": value for key, value in encoded.items()})
+        out["row"] = batch["row"].astype(np.int64)
+        return out
+
+    def table(self, prepared) -> pa.Table:
+        return prepared.constraints
+
+    def draw(self, table: pa.Table, config) -> Callable[[int], pa.Table]:
+        """Batches drawn with replacement so that language pair k makes up q_k ∝ p_k^α of them
+        (``data.sampling_alpha``, BabelBERT)."""
+        weights = pair_sampling_weights(table, config.data.sampling_alpha)
+        return lambda epoch: sampled_epoch(table, weights, config.train.seed, epoch)
+
+    def check_sources(self, data, readers: list[str]) -> None:
+        require(bool(data.constraints or data.dictionaries) or not readers, "data.constraints",
+                f"objectives {sorted(readers)} need data.constraints or data.dictionaries")
+
+
+@dataclass(frozen=True)
+class SentenceTokens:
+    """The corpus stream: sentences, one a sequence or packed."""
+
+    max_length: int
+    languages: tuple[str, ...]  # a sentence's lang_id is its language's index here
+    pack: bool  # consecutive sentences of one language packed up to max_length
+
+
+class CorpusSentencesStream(Stream):
+    name = "corpus"
+    doc = "corpus sentences, whitespace words split into subwords"
+    batch_size_key = "train.corpus_batch_size"
+    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
+               TensorSpec("word_ids", "int64", "B,T",
+                          "each token's word index in its sentence, -1 on specials/padding"),
+               TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"), ROW)
+    Settings = SentenceTokens
+    read_on_driver = False
+    epoch_rank = 1
+
+    def settings(self, config, languages: list[str]) -> SentenceTokens:
+        return SentenceTokens(max_length=config.data.max_seq_length, languages=tuple(languages),
+                              pack=config.data.pack_sequences)
+
+    def tokenize(self, batch, tokenizer, settings: SentenceTokens) -> dict[str, np.ndarray]:
+        index = {lang: i for i, lang in enumerate(settings.languages)}
+        langs = [index[lang] for lang in batch["lang"].tolist()]
+        if settings.pack:  # fewer sequences than sentences, each with its first sentence's row
+            return encode_packed_sentences(tokenizer, batch["text"].tolist(), langs, batch["row"].tolist(),
+                                           settings.max_length)
+        out = encode_sentences(tokenizer, batch["text"].tolist(), settings.max_length)
+        out["lang_id"] = np.array(langs, dtype=np.int64)
+        out["row"] = batch["row"].astype(np.int64)
+        return out
+
+    def rows(self, prepared) -> int:
+        return prepared.corpus_rows
+
+    def check_sources(self, data, readers: list[str]) -> None:
+        require(bool(data.corpora) or not readers, "data.corpora", f"objectives {sorted(readers)} need data.corpora")
+
+    def cpus(self, data) -> tuple[str, float]:
+        return "corpus", data.corpus_cpus_per_worker
+
+
+@dataclass(frozen=True)
+class WordTokens:
+    """The static stream: each word alone."""
+
+    max_tokens: int
+
+
+class StaticVectorsStream(Stream):
+    name = "static"
+    doc = "words with their fixed static vectors"
+    batch_size_key = "train.static_batch_size"
+    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
+               TensorSpec("word_mask", "int64", "B,T"), TensorSpec("vector", "float32", "B,D"), ROW)
+    Settings = WordTokens
+
+    def settings(self, config, languages: list[str]) -> WordTokens:
+        return WordTokens(max_tokens=config.model.max_word_tokens)
+
+    def tokenize(self, batch, tokenizer, settings: WordTokens) -> dict[str, np.ndarray]:
+        out = encode_words(tokenizer, batch["word"].tolist(), settings.max_tokens)
+        out["vector"] = np.stack(batch["vector"]).astype(np.float32)
+        out["row"] = batch["row"].astype(np.int64)
+        return out
+
+    def table(self, prepared) -> pa.Table:
+        return prepared.static
+
+
+STREAMS: dict[str, Stream] = {stream.name: stream for stream in
+                              (ConstraintsStream(), CorpusSentencesStream(), StaticVectorsStream())}
+
+
+def epoch_stream(active: set[str]) -> str:
+    """The stream whose passes ``train.epochs`` and ``eval.every_epochs`` count: the active one of lowest
+    ``epoch_rank``; without one, the registered stream of highest rank (whose rows are then what there is)."""
+    ranked = [s for s in STREAMS.values() if s.epoch_rank is not None]
+    candidates = [s for s in ranked if s.name in active]
+    if candidates:
+        return min(candidates, key=lambda s: s.epoch_rank).name
+    return max(ranked, key=lambda s: s.epoch_rank).name
+
+
+def worker_data_cpus(active: set[str], data) -> float:
+    """CPUs each worker's Ray Data tasks take for the ``active`` streams (a pool's CPUs counted once)."""
+    pools = dict(STREAMS[name].cpus(data) for name in sorted(active))
+    return sum(pools.values())
+
+
+def check_batch(stream: str, batch: dict[str, np.ndarray], extra: tuple[TensorSpec, ...] = ()) -> None:
+    """Raise unless ``batch`` holds exactly the stream's tensors plus ``extra`` (a preparer's), typed as declared."""
+    specs = {t.name: t for t in STREAMS[stream].tensors + tuple(extra)}
+    if set(batch) != set(specs):
+        raise KeyError(f"stream '{stream}': batch has {sorted(batch)}, the contract says {sorted(specs)}")
+    for name, spec in specs.items():
+        spec.check(batch[name], stream)

@@ -1,0 +1,59 @@
+"""What crosses a process boundary is a dataclass, never a plain dict: the job each Ray Data task of a
+stream gets (``fn_kwargs``), the plan each Ray Train worker gets (``train_loop_config``). Intercepted at
+the real call sites; each payload must also survive the pickling that carries it. (Tune trials:
+``tests/test_trials.py``.)"""
+
+import dataclasses
+
+import ray.cloudpickle
+
+from conftest import QUICKSTART, SMALL
+from distalign.config import load_config
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import StreamBatchJob, build_datasets, corpus_batches, corpus_feed
+from distalign.train import trainer
+from distalign.train.plan import TrainingPlan
+
+
+def assert_typed(payload, cls):
+    assert dataclasses.is_dataclass(payload) and not isinstance(payload, dict), type(payload)
+    assert isinstance(payload, cls)
+    again = ray.cloudpickle.loads(ray.cloudpickle.dumps(payload))
+    assert type(again) is cls
+
+
+class CapturedDataset:
+    """Stands in for a Ray Dataset: keeps what ``map_batches`` would send to its tasks."""
+
+    def __init__(self, sent):
+        self.sent = sent
+
+    def map_batches(self, fn, **kwargs):
+        self.sent.append(kwargs["fn_kwargs"])
+        return self
+
+    def iter_torch_batches(self, **kwargs):
+        yield {}
+
+
+def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
+    config = load_config(QUICKSTART, SMALL + ["run.name=payloads"])
+    prepared = prepare_data(config)
+    sent, plans = [], []
+    monkeypatch.setattr("ray.data.from_arrow", lambda rows: CapturedDataset(sent))
+    monkeypatch.setattr("distalign.preparation.streams.corpus_dataset", lambda *a, **k: CapturedDataset(sent))
+    build_datasets(prepared, config, config.train.max_steps)
+    next(corpus_batches(corpus_feed(prepared, config), 0, 2, 8))
+    assert len(sent) == config.train.num_workers + 1  # a constraints dataset per worker, one corpus epoch
+    for fn_kwargs in sent:
+        assert set(fn_kwargs) == {"job"}  # one typed argument, not the job's fields as loose keys
+        assert_typed(fn_kwargs["job"], StreamBatchJob)
+        assert dataclasses.is_dataclass(fn_kwargs["job"].settings)
+    assert {kwargs["job"].stream.name for kwargs in sent} == {"constraints", "corpus"}
+
+    monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, train_loop_config, **kwargs: plans.append(train_loop_config))
+    trainer.build_trainer(config, {}, trainer.plan_training(config, prepared, ""), {}, None)
+    (plan,) = plans
+    assert_typed(plan, TrainingPlan)
+    assert_typed(plan.schedule, type(plan.schedule))
+    assert_typed(plan.corpus.job, StreamBatchJob)
