@@ -15,11 +15,13 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import get_args
 
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
 from distalign.logs import configure
+from distalign.objectives.static_align import StaticMapping
 
 
 def _train(args) -> int:
@@ -126,10 +128,10 @@ def _static_extract(args) -> int:
 
 
 def _static_align(args) -> int:
-    from distalign.static.procrustes import align_files
+    from distalign.static.mapping import align_files
 
     report = align_files(args.src, args.tgt, args.dictionary, args.out, iterations=args.iterations,
-                         tgt_out_path=args.tgt_out or None)
+                         tgt_out_path=args.tgt_out or None, method=args.method)
     print(f"[distalign] seed pairs {report['seed_pairs']} ({report['seed_missing']} with a missing word), "
           f"dictionary sizes {report['dictionary_sizes']} -> {args.out}")
     return 0
@@ -145,6 +147,7 @@ def _add_train_command(sub) -> None:
     train.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     train.set_defaults(func=_train)
 
+
 def _add_tune_command(sub) -> None:
     """`distalign tune STUDY [key=value ...]`"""
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
@@ -154,6 +157,7 @@ def _add_tune_command(sub) -> None:
                       help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
                            "max_concurrent_trials=2), else of every trial (train.max_steps=60)")
     tune.set_defaults(func=_tune)
+
 
 def _add_eval_command(sub) -> None:
     """`distalign eval ...` (its arguments live with the runner)"""
@@ -165,6 +169,7 @@ def _add_eval_command(sub) -> None:
                                     "then dotted key=value overrides (suite.max_queries=100).")
     add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
+
 
 def _add_mine_constraints_command(sub) -> None:
     """`distalign mine-constraints SOURCE ...`"""
@@ -194,9 +199,10 @@ def _add_mine_constraints_command(sub) -> None:
                            "export (BabelBERT), 0 for OMW")
     mine.set_defaults(func=_mine)
 
+
 def _add_static_command(sub) -> None:
     """`distalign static extract|align ...`"""
-    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes alignment"
+    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment"
                             ).add_subparsers(dest="static", required=True)
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
                                 description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
@@ -211,15 +217,20 @@ def _add_static_command(sub) -> None:
     extract.add_argument("--min-count", type=int, default=1)
     extract.add_argument("--seed", type=int, default=0)
     extract.set_defaults(func=_static_extract)
-    align = static.add_parser("align", help="orthogonal Procrustes map of one static space onto another",
-                              description="Fit with a seed dictionary, optionally with VecMap-style self-learning.")
+    align = static.add_parser("align", help="map one static space onto another (Procrustes or VecMap)",
+                              description="Fit with a seed dictionary, optionally with self-learning rounds.")
     align.add_argument("--src", required=True, help="source .vec")
     align.add_argument("--tgt", required=True, help="target .vec")
     align.add_argument("--dictionary", required=True, help="seed dictionary src<TAB>tgt")
     align.add_argument("--out", required=True, help="mapped source .vec")
-    align.add_argument("--tgt-out", default="", help="also write the normalised target space here")
-    align.add_argument("--iterations", type=int, default=0, help="self-learning rounds (0 = seed only)")
+    align.add_argument("--tgt-out", default="", help="also write the mapped target space here (required by vecmap)")
+    align.add_argument("--iterations", type=int, default=0,
+                       help="self-learning rounds (0 = seed only; vecmap: at most this many, semi-supervised)")
+    align.add_argument("--method", choices=get_args(StaticMapping), default="procrustes",
+                       help="procrustes: orthogonal map onto the normalised target; vecmap: Artetxe et al. 2018's "
+                            "whitening, orthogonal map, re-weighting, de-whitening (the static-contextual paper's)")
     align.set_defaults(func=_static_align)
+
 
 def _add_bench_command(sub) -> None:
     """`distalign bench synthetic|streaming|perf ...`"""

@@ -132,6 +132,11 @@ def dcca_loss(h1: torch.Tensor, h2: torch.Tensor, k: int, eps: float = 1e-8) -> 
     return (-corr[: int(k)].sum()).to(out_dtype)
 
 
+# How a language's static space is mapped onto another (distalign.static.mapping): orthogonal Procrustes, or
+# VecMap (Artetxe et al. 2018), the static-contextual paper's choice
+StaticMapping = Literal["procrustes", "vecmap"]
+
+
 @dataclass
 class StaticAlignConfig:
     # a word's contextual vector (encoded alone, model.word_layer) pulled to its static vector from
@@ -142,10 +147,13 @@ class StaticAlignConfig:
     # train.static_batch_size > k; above 2k, or some correlations are 1 whatever the encoder does)
     dcca_k: int = 10
     # Without data.static_vectors the targets are derived from the starting model before training:
-    # X2Static vectors per corpus language, Procrustes-mapped onto the first language by the training pairs
+    # X2Static vectors per corpus language, mapped (below) onto the first language by the training pairs
     extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)
     extract_epochs: int = 1
     align_iterations: int = 1  # self-learning rounds after the seed-dictionary fit (0 = seed only)
+    # procrustes (orthogonal, onto the pivot's normalised space) or vecmap (whitening, orthogonal map, re-weighting,
+    # de-whitening; needs at least as many seed pairs with vectors as the vectors have dimensions)
+    mapping: StaticMapping = "procrustes"
 
 
 class StaticAlignObjective(Objective):

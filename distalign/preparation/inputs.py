@@ -211,7 +211,7 @@ def corpus_filesystem(corpora: list[CorpusSource], endpoint_url: str):
 
 def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: CorpusStream,
                            constraints: pa.Table) -> list[StaticVectorsSource]:
-    """X2Static + Procrustes targets from the starting model (``distalign.preparation.static_targets``)."""
+    """X2Static + mapped targets from the starting model (``distalign.preparation.static_targets``)."""
     from distalign.preparation.static_targets import derive_static_vectors
 
     s = config.objectives.static
@@ -220,7 +220,7 @@ def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: Co
                          "data.static_vectors for corpora on S3 or from Hugging Face datasets")
     local = [(path, src.lang) for src in corpus.sources for path in src.paths]
     return derive_static_vectors(model_path, local, constraints, Path(config.data.output_dir) / "static",
-                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed)
+                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed, s.mapping)
 
 
 def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSource],

@@ -4,9 +4,10 @@ Hämmerl et al. (2022)'s pipeline as one driver-side step before training:
 
 1. X2Static vectors per corpus language, distilled from the model the run starts from
    (``objectives.static.extract_layer``; layer 6 for XLM-R base);
-2. every other language's space mapped by orthogonal Procrustes (plus self-learning rounds) onto
-   the pivot language's VecMap-normalised space, seeded with the run's training pairs between
-   the two languages (evaluation words are already out of them).
+2. every other language's space mapped (``objectives.static.mapping``: orthogonal Procrustes, or
+   VecMap as the paper does; plus self-learning rounds) onto the pivot language's VecMap-normalised
+   space, seeded with the run's training pairs between the two languages (evaluation words are
+   already out of them). The pivot stays fixed so that every language shares its space.
 
 The files are written once per run under ``<data.output_dir>/static/`` and reused when the run
 resumes, so it keeps training towards the same vectors.
@@ -21,7 +22,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from distalign.data.sources import StaticVectorsSource
-from distalign.static.procrustes import align_spaces, apply_map, preprocess
+from distalign.static.mapping import MappingMethod, map_spaces
+from distalign.static.procrustes import preprocess
 from distalign.static.word2vec_format import read_word2vec, write_word2vec
 from distalign.static.x2static import extract_to_file
 
@@ -40,7 +42,8 @@ def seed_pairs_between(pairs: pa.Table, src_lang: str, tgt_lang: str) -> list[tu
 
 
 def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs: pa.Table, out_dir: str | Path,
-                          layer: int, epochs: int, iterations: int, seed: int = 0) -> list[StaticVectorsSource]:
+                          layer: int, epochs: int, iterations: int, seed: int = 0,
+                          method: MappingMethod = "procrustes") -> list[StaticVectorsSource]:
     """Extract and align (module docstring); ``corpora`` are (path, lang). Returns one source per language."""
     out_dir = Path(out_dir)
     paths_by_lang: dict[str, list[str]] = defaultdict(list)
@@ -67,10 +70,11 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
         seed_pairs = seed_pairs_between(pairs, source.lang, pivot)
         if not seed_pairs:
             raise ValueError(f"objectives.static: no training pairs between '{source.lang}' and the pivot "
-                             f"'{pivot}' to seed the Procrustes map (give data.static_vectors instead)")
-        w, report = align_spaces(words, vectors, pivot_words, pivot_vectors, seed_pairs, iterations=iterations)
-        write_word2vec(source.path, words, apply_map(vectors, w))
-        log.info("static targets: '%s' mapped onto '%s' with %d seed pairs (%d lacked a vector), dictionary "
-                 "sizes %s", source.lang, pivot, report["dictionary_sizes"][0], report["seed_missing"],
+                             f"'{pivot}' to seed the {method} map (give data.static_vectors instead)")
+        mapped, _, report = map_spaces(method, words, vectors, pivot_words, pivot_vectors, seed_pairs, iterations,
+                                       keep_target=True)
+        write_word2vec(source.path, words, mapped)
+        log.info("static targets: '%s' mapped onto '%s' (%s) with %d seed pairs (%d lacked a vector), dictionary "
+                 "sizes %s", source.lang, pivot, method, report["dictionary_sizes"][0], report["seed_missing"],
                  report["dictionary_sizes"])
     return sources

@@ -19,16 +19,14 @@ the new dictionary is those pairs united with the seed, and W is refitted. This 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 import torch
 from scipy.linalg import orthogonal_procrustes
 
-from distalign.data.readers import MAX_EXAMPLES, read_dictionary
+from distalign.data.readers import MAX_EXAMPLES
 from distalign.eval.bli import similarity_matrix
-from distalign.static.word2vec_format import read_word2vec, write_word2vec
 
 
 def normalize_embeddings(vectors: np.ndarray) -> np.ndarray:
@@ -70,7 +68,8 @@ def mutual_nearest_neighbours(mapped_src: np.ndarray, tgt: np.ndarray, similarit
     return {(int(i), int(best_tgt[i])) for i in sources}
 
 
-def _seed_index_pairs(src_words, tgt_words, seed_pairs, report: dict) -> set[tuple[int, int]]:
+def seed_index_pairs(src_words, tgt_words, seed_pairs, report: dict) -> set[tuple[int, int]]:
+    """Row-index pairs of the seed pairs with a vector on both sides; the others counted in ``report``."""
     src_index = {w: i for i, w in enumerate(src_words)}
     tgt_index = {w: i for i, w in enumerate(tgt_words)}
     found = set()
@@ -112,7 +111,7 @@ def align_spaces(
         raise ValueError(f"iterations must be >= 0 and top_n >= 1, got {iterations} and {top_n}")
     report = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
               "iterations_run": 0, "converged": False}
-    seed = _seed_index_pairs(src_words, tgt_words, seed_pairs, report)
+    seed = seed_index_pairs(src_words, tgt_words, seed_pairs, report)
     if not seed:
         raise ValueError(f"seed_pairs: none of the {len(seed_pairs)} pairs has vectors on both sides "
                          f"({report['missing_examples']})")
@@ -136,25 +135,3 @@ def align_spaces(
         dictionary = new_dictionary
         w = fit(dictionary)
     return w, report
-
-
-def align_files(src_vec_path: str | Path, tgt_vec_path: str | Path, dictionary_path: str | Path,
-                out_path: str | Path, iterations: int = 0, tgt_out_path: str | Path | None = None,
-                normalize: bool = True, **options) -> dict:
-    """Align word2vec text files with a ``src<TAB>tgt`` seed dictionary; write the mapped source vectors.
-
-    With ``normalize`` the mapped source lives in the *normalised* target space; ``tgt_out_path``
-    writes that target space too (compare against it, not the raw target file). ``options`` go to
-    :func:`align_spaces`. Returns its report plus the reading summaries (``read``).
-    """
-    src_words, src_vecs, src_report = read_word2vec(src_vec_path)
-    tgt_words, tgt_vecs, tgt_report = read_word2vec(tgt_vec_path)
-    pairs, dict_report = read_dictionary(dictionary_path, "src", "tgt")
-    seed_pairs = list(zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist()))
-    w, report = align_spaces(src_words, src_vecs, tgt_words, tgt_vecs, seed_pairs, iterations=iterations,
-                             normalize=normalize, **options)
-    write_word2vec(out_path, src_words, apply_map(src_vecs, w, normalize))
-    if tgt_out_path is not None:
-        write_word2vec(tgt_out_path, tgt_words, preprocess(tgt_vecs, normalize))
-    report["read"] = [r.summary() for r in (src_report, tgt_report, dict_report)]
-    return report

@@ -5,8 +5,8 @@ import pytest
 from scipy.stats import ortho_group
 
 from distalign.data.readers import InputError
+from distalign.static.mapping import align_files
 from distalign.static.procrustes import (
-    align_files,
     align_spaces,
     apply_map,
     fit_orthogonal_map,
@@ -116,11 +116,12 @@ def test_align_files_end_to_end(tmp_path):
     (tmp_path / "dict.tsv").write_text("s0\tt0\ns1\tt1\nbroken line here\ns2\tt2\ns3\tt3\ns4\tt4\nzz\tt5\n",
                                        encoding="utf-8")
     report = align_files(tmp_path / "src.vec", tmp_path / "tgt.vec", tmp_path / "dict.tsv",
-                         tmp_path / "out" / "src.mapped.vec", iterations=3, normalize=False)
+                         tmp_path / "out" / "src.mapped.vec", iterations=3, tgt_out_path=tmp_path / "out" / "t.vec")
     words, mapped, _ = read_word2vec(tmp_path / "out" / "src.mapped.vec")
+    _, tgt_out, _ = read_word2vec(tmp_path / "out" / "t.vec")
     assert words == src_words
     position = {word: k for k, word in enumerate(tgt_words)}
-    np.testing.assert_allclose(mapped, z[[position["t" + s[1:]] for s in src_words]], atol=1e-5)
+    np.testing.assert_allclose(mapped, tgt_out[[position["t" + s[1:]] for s in src_words]], atol=1e-5)
     assert report["seed_missing"] == 1 and report["dictionary_sizes"][0] == 5
     assert "1 malformed rows skipped" in report["read"][2]
     with pytest.raises(InputError, match="file not found"):

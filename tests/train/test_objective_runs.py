@@ -65,7 +65,7 @@ def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distali
     from gensim.models import KeyedVectors
 
     from distalign.preparation.inputs import prepare_data
-    from distalign.static.procrustes import align_files
+    from distalign.static.mapping import align_files
     from distalign.static.x2static import extract_to_file
 
     overrides = SMALL + ["run.name=static", "objectives.lexical.weight=0"]
