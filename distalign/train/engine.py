@@ -20,15 +20,33 @@ from distalign.train.lamb import Lamb
 MAX_GRAD_NORM = 1.0
 
 
+# Parameters BERT, the LAMB reference and the Hugging Face Trainer keep out of weight decay (and LAMB out of
+# its trust ratio): biases and normalisation weights; the patterns are the Trainer's.
+NO_DECAY_PATTERNS = [r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)"]
+
+
+def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
+    """The trainable parameters in two optimizer groups: decayed (and trust-ratio adapted under LAMB) weights,
+    and biases / LayerNorm weights with neither. Frozen parameters (the base model under adapters) are left
+    out: they need no optimizer state."""
+    from transformers.trainer_pt_utils import get_parameter_names  # the model loaded transformers
+
+    decayed = set(get_parameter_names(model, [torch.nn.LayerNorm], NO_DECAY_PATTERNS))
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    return [{"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay},
+            {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0, "adapt": False}]
+
+
 def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig, max_steps: int):
     from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup  # the model loaded it
 
-    # frozen parameters (the base model under adapters) need no optimizer state
-    trainable = [p for p in model.parameters() if p.requires_grad]
+    groups = parameter_groups(model, cfg.weight_decay)
     if cfg.optimizer == "lamb":
-        optimizer = Lamb(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = Lamb(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     else:
-        optimizer = torch.optim.AdamW(trainable, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        for group in groups:
+            group.pop("adapt", None)  # LAMB's option; AdamW has no trust ratio
+        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
     if cfg.lr_schedule == "constant":  # BabelBERT's authors: a constant learning rate
         schedule = get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
     else:

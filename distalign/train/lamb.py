@@ -7,7 +7,9 @@ Per parameter tensor ``x`` with gradient ``g`` at step ``t``:
     r = m / (1 - β1^t) / (sqrt(v / (1 - β2^t)) + ε) + λ x
     x = x - η · (‖x‖ / ‖r‖) · r     (trust ratio 1 where ‖x‖ or ‖r‖ is 0)
 
-The trust ratio uses φ(z) = z, the paper's choice in its experiments. No library that is kept up offers a
+The trust ratio uses φ(z) = z, the paper's choice in its experiments. A parameter group with ``adapt=False``
+(biases and LayerNorm weights, as the reference implementation excludes them, ``train/engine.py``) takes the
+plain Adam step: no trust ratio, and no weight decay when its group sets 0. No library that is kept up offers a
 LAMB that runs on CPU (DeepSpeed's and apex's are fused CUDA kernels; torch-optimizer is archived), so it
 is written here, against the paper. The trust ratio needs whole tensors: under ZeRO stages 1-3 DeepSpeed
 hands the optimizer flat partitions, so the configuration allows LAMB only with the DDP engine or ZeRO-0.
@@ -24,7 +26,7 @@ class Lamb(torch.optim.Optimizer):
         if lr <= 0 or eps <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
             raise ValueError(f"LAMB: lr={lr}, eps={eps} must be > 0, weight_decay={weight_decay} >= 0 and "
                              f"betas={betas} in [0, 1)")
-        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay})
+        super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "adapt": True})
 
     @torch.no_grad()
     def step(self, closure=None):
@@ -51,8 +53,10 @@ class Lamb(torch.optim.Optimizer):
                 weights = param.to(dtype)
                 update = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + group["eps"])
                 update.add_(weights, alpha=group["weight_decay"])
-                weight_norm, update_norm = weights.norm(), update.norm()
-                trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm,
-                                    torch.ones_like(weight_norm))
-                param.add_((update * (-group["lr"] * trust)).to(param.dtype))
+                if group["adapt"]:
+                    weight_norm, update_norm = weights.norm(), update.norm()
+                    trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm,
+                                        torch.ones_like(weight_norm))
+                    update.mul_(trust)
+                param.add_((update * -group["lr"]).to(param.dtype))
         return loss

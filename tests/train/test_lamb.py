@@ -10,7 +10,7 @@ import torch
 
 from conftest import QUICKSTART
 from distalign.config import ConfigError, load_config
-from distalign.train.engine import _optimizer_and_schedule
+from distalign.train.engine import _optimizer_and_schedule, parameter_groups
 from distalign.train.lamb import Lamb
 
 
@@ -83,3 +83,52 @@ def test_lamb_is_refused_where_zero_partitions_the_tensors():
         load_config(QUICKSTART, ["train.optimizer=lamb", "train.engine=deepspeed", "train.zero_stage=2"])
     with pytest.raises(ConfigError, match=r"train\.optimizer"):
         load_config(QUICKSTART, ["train.optimizer=sgd"])
+
+
+def tiny_masked_lm() -> torch.nn.Module:
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    return XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
+                                                  num_attention_heads=2, intermediate_size=16,
+                                                  max_position_embeddings=20))
+
+
+def test_biases_and_layer_norms_are_kept_out_of_weight_decay():
+    # BERT, the LAMB reference and the Hugging Face Trainer: no decay (and no trust ratio) on these
+    model = tiny_masked_lm()
+    decayed, kept = parameter_groups(model, weight_decay=0.1)
+    names = {id(p): name for name, p in model.named_parameters()}
+    kept_names = {names[id(p)] for p in kept["params"]}
+    assert kept_names == {name for name in names.values() if name.endswith("bias") or name.endswith(("LayerNorm.weight", "layer_norm.weight"))}
+    assert "roberta.encoder.layer.0.attention.output.LayerNorm.weight" in kept_names
+    assert "roberta.encoder.layer.0.attention.self.key.weight" in {names[id(p)] for p in decayed["params"]}
+    assert (decayed["weight_decay"], kept["weight_decay"], kept["adapt"]) == (0.1, 0.0, False)
+
+
+def test_an_adamw_step_decays_weights_but_not_biases_or_layer_norms():
+    model = tiny_masked_lm()
+    config = load_config(QUICKSTART, ["train.lr=0.1", "train.weight_decay=0.5", "train.warmup_steps=0"])
+    optimizer, _ = _optimizer_and_schedule(model, config.train, 10)
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    for p in model.parameters():
+        p.grad = torch.zeros_like(p)  # the step is decay alone: x <- x (1 - lr * wd)
+    optimizer.step()
+    after = dict(model.named_parameters())
+    norm = "roberta.encoder.layer.0.output.LayerNorm.weight"
+    assert torch.equal(after[norm], before[norm]) and torch.equal(after["lm_head.bias"], before["lm_head.bias"])
+    dense = "roberta.encoder.layer.0.output.dense.weight"
+    assert torch.allclose(after[dense], before[dense] * (1 - 0.1 * 0.5))
+
+
+def test_lamb_takes_the_plain_adam_step_for_a_group_it_does_not_adapt():
+    weight = torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    bias = torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.float64))
+    optimizer = Lamb([{"params": [weight]}, {"params": [bias], "weight_decay": 0.0, "adapt": False}],
+                     lr=0.1, weight_decay=0.01)
+    weight.grad = torch.tensor([0.5, -1.0], dtype=torch.float64)
+    bias.grad = weight.grad.clone()
+    optimizer.step()
+    assert weight.detach().tolist() == pytest.approx([2.634236, 4.340906], abs=1e-6)  # test_one_step_by_hand
+    # step 1: bias-corrected m = g, v = g², so the Adam step is lr * g / (|g| + ε), no decay, trust ratio 1
+    assert bias.detach().tolist() == pytest.approx([3 - 0.1 * 0.5 / (0.5 + 1e-6), 4 + 0.1 * 1.0 / (1.0 + 1e-6)],
+                                                   abs=1e-12)
