@@ -1,8 +1,13 @@
-"""Masked language modelling with whole-word masking (Devlin et al. 2019, BERT's WWM release).
+"""Masked language modelling (Devlin et al. 2019), at one of two granularities (``objectives.mlm.granularity``):
 
-Each word (all its subword tokens together) is selected with probability ``mask_prob`` (15%);
-a selected word's tokens are replaced by ``<mask>`` 80% of the time, by random tokens 10%, and
-left unchanged 10% (decided once per word). Labels are the original ids at selected positions and
+- ``word``: whole-word masking (BERT's WWM release). Each word (all its subword tokens together) is
+  selected with probability ``mask_prob`` (15%); a selected word's tokens are replaced by ``<mask>`` 80%
+  of the time, by random tokens 10%, and left unchanged 10% (decided once per word).
+- ``token``: each subword token on its own, as Hugging Face's ``DataCollatorForLanguageModeling`` does
+  (the masking of the ALIGN-MLM and static-contextual authors' code): the same 15% and 80/10/10, drawn
+  per token.
+
+Special and padding tokens are never masked. Labels are the original ids at selected positions and
 -100 elsewhere, so the loss is the cross-entropy over selected tokens only:
 
     L = -1/|M| Σ_{t∈M} log p(x_t | x̃)
@@ -13,6 +18,7 @@ Masking runs on the data side (``WholeWordMasking`` in Ray Data), one random str
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 import torch
@@ -23,6 +29,7 @@ from distalign.errors import require
 from distalign.objectives.base import DataContext, Objective
 
 IGNORE_INDEX = -100
+Granularity = Literal["token", "word"]
 MASKED_TENSORS = (TensorSpec("masked_ids", "int64", "B,T", "input ids after masking"),
                   TensorSpec("labels", "int64", "B,T", "original id where masked, -100 elsewhere"))
 
@@ -56,24 +63,34 @@ def whole_word_mask(
     return masked, labels
 
 
+def token_units(word_ids: torch.Tensor) -> torch.Tensor:
+    """Each token as its own masking unit: its position where ``word_ids`` marks a word's token, -1 elsewhere;
+    ``whole_word_mask`` over these units masks single subword tokens."""
+    positions = torch.arange(word_ids.shape[1]).expand_as(word_ids)
+    return torch.where(word_ids >= 0, positions, -1)
+
+
 @dataclass(frozen=True)
-class WholeWordMasking:
+class MLMMasking:
     """Data-side preparer of a corpus batch: adds ``masked_ids`` and ``labels``."""
 
     mask_token_id: int
     vocab_size: int
     mask_prob: float = 0.15
+    granularity: Granularity = "word"
 
     @classmethod
-    def for_tokenizer(cls, tokenizer_path: str, mask_prob: float) -> WholeWordMasking:
+    def for_tokenizer(cls, tokenizer_path: str, mask_prob: float, granularity: Granularity = "word") -> MLMMasking:
         from distalign.models.loading import load_tokenizer
 
         tokenizer = load_tokenizer(tokenizer_path)
-        return cls(tokenizer.mask_token_id, len(tokenizer), mask_prob)
+        return cls(tokenizer.mask_token_id, len(tokenizer), mask_prob, granularity)
 
     def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
-        masked, labels = whole_word_mask(torch.from_numpy(batch["input_ids"]), torch.from_numpy(batch["word_ids"]),
-                                         self.mask_token_id, self.vocab_size, self.mask_prob, random)
+        word_ids = torch.from_numpy(batch["word_ids"])
+        units = word_ids if self.granularity == "word" else token_units(word_ids)
+        masked, labels = whole_word_mask(torch.from_numpy(batch["input_ids"]), units, self.mask_token_id,
+                                         self.vocab_size, self.mask_prob, random)
         return {"masked_ids": masked.numpy(), "labels": labels.numpy()}
 
 
@@ -88,11 +105,12 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 @dataclass
 class MLMConfig:
     weight: float = 1.0  # 0 disables the objective
-    mask_prob: float = 0.15  # share of words masked (whole-word masking)
+    mask_prob: float = 0.15  # share of masking units (words or tokens) selected
+    granularity: Granularity = "word"  # word: whole-word masking; token: single subwords (the HF collator)
 
 
 class MLMObjective(Objective):
-    """Cross-entropy of the masked LM head on a corpus batch masked by ``whole_word_mask``."""
+    """Cross-entropy of the masked LM head on a corpus batch masked by ``MLMMasking``."""
 
     Config = MLMConfig
     stream = "corpus"
@@ -106,8 +124,8 @@ class MLMObjective(Objective):
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
 
     @classmethod
-    def batch_preparer(cls, cfg: MLMConfig, ctx: DataContext) -> WholeWordMasking:
-        return WholeWordMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob)
+    def batch_preparer(cls, cfg: MLMConfig, ctx: DataContext) -> MLMMasking:
+        return MLMMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob, cfg.granularity)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         logits = model.masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"]).logits

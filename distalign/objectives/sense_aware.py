@@ -44,7 +44,7 @@ from torch import nn
 from distalign.errors import require
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
 from distalign.objectives.collectives import all_gather_rows
-from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, WholeWordMasking
+from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking
 from distalign.objectives.sense_state import SenseState
 
 NO_TRANSLATION = -1
@@ -235,8 +235,8 @@ class SenseAwareObjective(Objective):
         require(0 <= cfg.translation_weight <= 1, f"{key}.translation_weight", "must be in [0, 1]")
 
     @classmethod
-    def batch_preparer(cls, cfg: SenseAwareConfig, ctx: DataContext) -> WholeWordMasking:
-        return WholeWordMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob)
+    def batch_preparer(cls, cfg: SenseAwareConfig, ctx: DataContext) -> MLMMasking:
+        return MLMMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob)
 
     @classmethod
     def build(cls, cfg: SenseAwareConfig, ctx: ObjectiveContext) -> SenseAwareObjective:

@@ -61,22 +61,31 @@ def test_pipeline_batches_match_the_contract(home, mix):
                 assert set(plugin.consumes) <= set(batch), name
 
 
-def test_mlm_masks_the_configured_share_of_words(home):
-    """What reaches MLM in a run: ~mask_prob of the corpus words carry labels, never a special token."""
+@pytest.mark.parametrize("granularity", ["word", "token"])
+def test_mlm_masks_the_configured_share_of_its_units(home, granularity):
+    """What reaches MLM in a run: ~mask_prob of the corpus words (word) or subword tokens (token) carry labels,
+    never a special token; whole words stay whole only under word granularity."""
     config = load_config(QUICKSTART, SMALL + ["run.name=contract", "objectives.mlm.mask_prob=0.3",
+                                              f"objectives.mlm.granularity={granularity}",
                                               "train.corpus_batch_size=32", "train.max_steps=40"])
     corpus = local_streams(prepare_data(config), config)["corpus"]
-    words = labelled = 0
+    units = labelled = split_words = 0
     for _ in range(40):
         batch = next(corpus)
         word_ids, labels = batch["word_ids"], batch["labels"]
         assert (labels[word_ids < 0] == IGNORE_INDEX).all()
         for row in range(len(word_ids)):
-            row_words = set(word_ids[row][word_ids[row] >= 0].tolist())
-            words += len(row_words)
-            labelled += len(set(word_ids[row][labels[row] != IGNORE_INDEX].tolist()))
-    assert words > 3000
-    assert abs(labelled / words - 0.3) < 0.03  # binomial sd < 0.009 over > 3000 words
+            tokens, marked = word_ids[row] >= 0, labels[row] != IGNORE_INDEX
+            row_words = set(word_ids[row][tokens].tolist())
+            labelled_words = set(word_ids[row][marked].tolist())
+            split_words += len(labelled_words - set(word_ids[row][tokens & ~marked].tolist())) != len(labelled_words)
+            if granularity == "word":
+                units, labelled = units + len(row_words), labelled + len(labelled_words)
+            else:
+                units, labelled = units + int(tokens.sum()), labelled + int(marked.sum())
+    assert units > 3000
+    assert abs(labelled / units - 0.3) < 0.03  # binomial sd < 0.009 over > 3000 units
+    assert (split_words > 0) == (granularity == "token")
 
 
 def test_check_batch_names_a_missing_or_mistyped_tensor():

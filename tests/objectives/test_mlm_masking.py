@@ -1,10 +1,10 @@
-"""whole_word_mask: word-level selection, 80/10/10 replacement, labels, specials never masked."""
+"""whole_word_mask: word-level selection (and token-level through token_units), 80/10/10 replacement, labels, specials never masked."""
 
 import numpy as np
 import torch
 
 from distalign.data.row_random import RowRandom
-from distalign.objectives.mlm import IGNORE_INDEX, masked_lm_loss, whole_word_mask
+from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking, masked_lm_loss, token_units, whole_word_mask
 
 MASK_ID = 4
 VOCAB = 5000
@@ -169,3 +169,33 @@ def test_same_seed_same_result():
     c = run(input_ids, word_ids, seed=12)
     assert torch.equal(a[0], b[0]) and torch.equal(a[1], b[1])
     assert not torch.equal(a[1], c[1])
+
+
+def test_token_granularity_masks_single_subwords_like_the_hf_collator():
+    # DataCollatorForLanguageModeling: each non-special token selected on its own, 80/10/10 per token
+    input_ids, word_ids = random_batch(batch=256, seed=5)
+    masked, labels = whole_word_mask(input_ids, token_units(word_ids), MASK_ID, VOCAB, 0.15,
+                                     RowRandom(0, 0, range(len(input_ids))))
+    selected = labels != IGNORE_INDEX
+    assert not selected[word_ids < 0].any()
+    share = selected.sum().item() / (word_ids >= 0).sum().item()
+    assert abs(share - 0.15) < 0.01  # > 10,000 tokens: binomial sd < 0.004
+    partial = 0  # words with some but not all of their tokens labelled: none under whole-word masking
+    for (row, _), positions in word_spans(word_ids).items():
+        flags = {bool(selected[row, p]) for p in positions}
+        partial += len(flags) == 2
+    assert partial > 100
+    as_mask = (masked == MASK_ID) & selected
+    assert abs(as_mask.sum().item() / selected.sum().item() - 0.8) < 0.03
+    assert (masked[~selected] == input_ids[~selected]).all()
+
+
+def test_preparer_granularity_reaches_the_masking():
+    input_ids, word_ids = random_batch(batch=128, seed=6)
+    batch = {"input_ids": input_ids.numpy(), "word_ids": word_ids.numpy()}
+    random = RowRandom(0, 0, range(len(input_ids)))
+    by_word = MLMMasking(MASK_ID, VOCAB, 0.15, "word")(batch, random)["labels"] != IGNORE_INDEX
+    by_token = MLMMasking(MASK_ID, VOCAB, 0.15, "token")(batch, random)["labels"] != IGNORE_INDEX
+    spans = word_spans(word_ids)
+    split = lambda selected: sum(len({bool(selected[r, p]) for p in ps}) == 2 for (r, _), ps in spans.items())
+    assert split(by_word) == 0 and split(by_token) > 0
