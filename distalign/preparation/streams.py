@@ -1,14 +1,15 @@
-"""Ray Data streams for training, in the shape of the batch contract (``distalign.data.batches``).
+"""Ray Data streams for training: the stream plugins of ``distalign.data.streams`` run on Ray.
 
 Every stream's rows are tokenised in ``map_batches`` and then, if an active objective transforms
 that stream (masking), prepared on CPU by the objective's preparer with per-row random streams
 seeded by (run seed, epoch, row), so each epoch draws new masks and every batch is regenerated
 identically on resume.
 
-- Table streams (constraints, static vectors: small, read on the driver): as many epochs of the
-  table, one after the other, as the run's steps need (``RunSchedule.max_steps``): static epochs reshuffled per (seed,
-  epoch), constraint epochs drawn by language pair with q ∝ p^α (``epoch_tables``). Each worker gets
-  datasets of its own (``shard_name``): rows r, r + W, ... (``build_datasets``).
+- Table streams (``read_on_driver``: constraints, static vectors; small): as many epochs of the
+  table, one after the other, as the run's steps need (``RunSchedule.max_steps``), each epoch the
+  stream's draw (``Stream.draw``: static rows reshuffled per (seed, epoch), constraint pairs drawn by
+  language pair with q ∝ p^α). Each worker gets datasets of its own (``shard_name``): rows r, r + W,
+  ... (``build_datasets``).
 - The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
   the corpus files (``distalign.data.corpus_stream``) holding the rows whose hash falls to it,
   and mixes them in a seeded local shuffle buffer (``corpus_batches``).
