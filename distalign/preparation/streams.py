@@ -22,7 +22,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +36,7 @@ from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.row_random import RowRandom
 from distalign.data.streams import STREAMS, Stream
 from distalign.models.loading import load_tokenizer
-from distalign.objectives.base import BatchPreparer, DataContext, StreamTokens
+from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
 from distalign.preparation.schedule import run_schedule
 from distalign.storage import node_local
@@ -45,7 +45,7 @@ TOKENIZE_BATCH = 256
 log = logging.getLogger("distalign")
 
 
-def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, StreamTokens]:
+def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, Any]:
     """Tokenisation settings per stream: the stream's own, refined by the active objectives' needs."""
     settings = {name: stream.settings(config, languages) for name, stream in STREAMS.items()}
     for plugin, section in config.objectives.active().values():
@@ -60,7 +60,7 @@ class StreamBatchJob:
 
     stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
     tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
-    settings: StreamTokens
+    settings: Any  # an instance of the stream's ``Settings`` dataclass
     preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
     seed: int  # the run seed: with a row's epoch and position, it seeds the row's randomness
     endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)
