@@ -203,7 +203,8 @@ class TrainConfig:
     warmup_steps: int = 10
     lr_schedule: Literal["linear", "constant"] = "linear"  # after warm-up: linear decay to 0, or constant
     max_steps: int = 200
-    epochs: float = 0.0  # > 0: train this many epochs of the main stream instead (sets max_steps from the data)
+    # > 0: train this many epochs of the main stream instead (the run's schedule takes its steps from the data)
+    epochs: float = 0.0
     # Micro-batches per optimizer step: effective batch = workers x batch size x grad_accum_steps. Contrastive
     # sets (InfoNCE positives and negatives, Deep-CCA's batch statistics) stay per micro-batch.
     grad_accum_steps: int = 1

@@ -32,9 +32,6 @@ from torch import nn
 
 from distalign.data.batches import TensorSpec
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import SentenceTokens, WordPairTokens, WordTokens
-
-StreamTokens = WordPairTokens | SentenceTokens | WordTokens
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -81,9 +78,10 @@ class Objective(nn.Module):
         """Raise ``ConfigError`` naming ``<key>.<field>`` for values the types alone do not rule out."""
 
     @classmethod
-    def stream_settings(cls, cfg, experiment, settings: StreamTokens) -> StreamTokens:
-        """Its stream's tokenisation ``settings`` (``distalign.data.streams``) as this objective needs them
-        (e.g. words with glosses: ``dataclasses.replace(settings, with_gloss=True)``)."""
+    def stream_settings(cls, cfg, experiment, settings: Any) -> Any:
+        """Its stream's tokenisation ``settings`` (an instance of the stream's ``Settings`` dataclass,
+        ``distalign.data.streams``) as this objective needs them (e.g. words with glosses:
+        ``dataclasses.replace(settings, with_gloss=True)``)."""
         return settings
 
     @classmethod

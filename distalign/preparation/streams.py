@@ -1,14 +1,15 @@
-"""Ray Data streams for training, in the shape of the batch contract (``distalign.data.batches``).
+"""Ray Data streams for training: the stream plugins of ``distalign.data.streams`` run on Ray.
 
 Every stream's rows are tokenised in ``map_batches`` and then, if an active objective transforms
 that stream (masking), prepared on CPU by the objective's preparer with per-row random streams
 seeded by (run seed, epoch, row), so each epoch draws new masks and every batch is regenerated
 identically on resume.
 
-- Table streams (constraints, static vectors: small, read on the driver): as many epochs of the
-  table, one after the other, as the run's steps need (``RunSchedule.max_steps``): static epochs reshuffled per (seed,
-  epoch), constraint epochs drawn by language pair with q ∝ p^α (``epoch_tables``). Each worker gets
-  datasets of its own (``shard_name``): rows r, r + W, ... (``build_datasets``).
+- Table streams (``read_on_driver``: constraints, static vectors; small): as many epochs of the
+  table, one after the other, as the run's steps need (``RunSchedule.max_steps``), each epoch the
+  stream's draw (``Stream.draw``: static rows reshuffled per (seed, epoch), constraint pairs drawn by
+  language pair with q ∝ p^α). Each worker gets datasets of its own (``shard_name``): rows r, r + W,
+  ... (``build_datasets``).
 - The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
   the corpus files (``distalign.data.corpus_stream``) holding the rows whose hash falls to it,
   and mixes them in a seeded local shuffle buffer (``corpus_batches``).
@@ -21,7 +22,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -35,7 +36,7 @@ from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.row_random import RowRandom
 from distalign.data.streams import STREAMS, Stream
 from distalign.models.loading import load_tokenizer
-from distalign.objectives.base import BatchPreparer, DataContext, StreamTokens
+from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
 from distalign.preparation.schedule import run_schedule
 from distalign.storage import node_local
@@ -44,7 +45,7 @@ TOKENIZE_BATCH = 256
 log = logging.getLogger("distalign")
 
 
-def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, StreamTokens]:
+def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, Any]:
     """Tokenisation settings per stream: the stream's own, refined by the active objectives' needs."""
     settings = {name: stream.settings(config, languages) for name, stream in STREAMS.items()}
     for plugin, section in config.objectives.active().values():
@@ -59,7 +60,7 @@ class StreamBatchJob:
 
     stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
     tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
-    settings: StreamTokens
+    settings: Any  # an instance of the stream's ``Settings`` dataclass
     preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
     seed: int  # the run seed: with a row's epoch and position, it seeds the row's randomness
     endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)

@@ -159,8 +159,8 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
         for result in results:
             if searching:
                 name = f"{study.study}-{(result.metrics or {}).get('trial_id', '')}"
-                stands_for = {**result.config["point"], "train.seed": first.train.seed
-                              + result.config.get("__trial_index__", 0)}
+                repeat = result.config.get("__trial_index__", 0)
+                stands_for = {**result.config["point"], "train.seed": result.config["trial"].seed(repeat)}
             else:
                 name, stands_for = result.config["trial"].identity.name, result.config["trial"].stands_for
             rows.append({"trial": name, **stands_for, study.metric: (result.metrics or {}).get(study.metric),

@@ -58,9 +58,13 @@ class SearchBase:
     config: dict[str, Any]  # the base config, as plain data
     parent_run_id: str = ""
 
+    def seed(self, repeat: int) -> int:
+        """The seed of a configuration's ``repeat``-th run (Tune's ``__trial_index__``)."""
+        return self.config["train"]["seed"] + repeat
+
     def identity(self, trial_id: str, point: dict[str, Any], repeat: int) -> TrialIdentity:
         """A suggested trial's identity: named after its Tune trial, seed the base seed + its repeat index."""
-        seed = self.config["train"]["seed"] + repeat
+        seed = self.seed(repeat)
         tags = {f"{TAG}{k}": json.dumps(v) for k, v in point.items()} | {f"{TAG}train.seed": str(seed)}
         return TrialIdentity(f"{self.study}-{trial_id}", seed, tags, self.parent_run_id)
 
