@@ -256,7 +256,7 @@ class SenseAwareObjective(Objective):
         projected = state.project(states.detach())           # z = Pᵀ h for both labels
         senses = state.select(targets, projected)
         allowed = state.allowed()
-        second = translation_labels(targets, projected, state.centres, allowed, self.translation_table)
+        second = translation_labels(targets, projected, state.projected_centres, allowed, self.translation_table)
         logits = self.sense_output(states, allowed)
         if self.training:  # appended even when empty: every rank must join the gather in update_state
             self._pending.append((targets, senses, states.detach().float()))

@@ -6,29 +6,26 @@ Contextual Embeddings" (COLING; arXiv 2103.06459).
 Every vocabulary entry v has S senses. A masked position whose gold token is v and whose
 (prediction-head) state is h gets the sense
 
-    s* = argmax_{s active} cos(z, c[v, s]),    z = Pᵀ h
+    s* = argmax_{s active} cos(z, Pᵀ c[v, s]),    z = Pᵀ h
 
 where P [d, d′] holds the top-d′ principal components (d′ = 14 for BERT) of a FIFO queue of the
 last Q states; P is refitted every M optimizer steps. As in the paper (Algorithm 1 line 7,
 cos(c P, h P); §3.2, cossim(h P, c P)) and the authors' code (``tf.matmul(input_tensor, pca_m)``),
 the state is projected without subtracting a mean: the queue mean is used only to fit the
 components (PCA of the centred queue), never when projecting. The chosen centre moves towards the
-projected state, c[v, s*] ← (1 − α) c[v, s*] + α z (α: sense learning rate).
+state, c[v, s*] ← (1 − α) c[v, s*] + α h (α: sense learning rate).
 
 Decisions made here (the paper leaves them open):
-- Centres live in the projected d′-space (running averages of z = Pᵀ h), so the [V, S, d′] table
-  stays small; the paper keeps them in the d-space and projects them, c P. When P is refitted,
-  every centre that has ever been updated is carried into the new space through its
-  reconstruction, c ← P_newᵀ (P_old c) (no mean terms: nothing is centred; what a d-space centre
-  had outside P_old's span is lost). Centres never updated keep their initial values (they hold
-  no data; carried, they would only become other, shrunken random vectors). ``load_state_dict``
-  refuses a state with a ``mean`` entry (saved when states were centred before projection).
+- Centres live in the model's d-space, as the paper's Algorithm 1 keeps them (c ← (1 − α) c + α h,
+  compared as c P): a refit of P changes only how they are seen, never what they hold. A projected
+  copy, c P [V, S, d′], is kept beside them for the comparisons and refreshed for the rows a step moves
+  and wholly at each refit. Memory: V·S·d floats per rank (mBERT, S = 3: 1.1 GB in fp32).
 - Initialisation: small random vectors (N(0, init_scale²), seeded), so the senses of a token
   start with distinct random directions; cosine ignores scale and the first updates, dominated by
-  α z, quickly replace them with data.
+  α h, quickly replace them with data.
 - Single-sense mode: while ``step < warmup_steps`` or before the first projection fit every
-  position gets sense 0 (and only sense 0 may be predicted). Centres of sense 0 are still updated
-  once P exists, so the senses split from a meaningful token mean when warm-up ends.
+  position gets sense 0 (and only sense 0 may be predicted). Centres of sense 0 are still updated,
+  so the senses split from a meaningful token mean when warm-up ends.
 - A batch with the same (token, sense) several times is applied as if its rows were processed
   one after another in row order (``ema_update``), which is deterministic.
 - Selection counts accumulate only outside single-sense mode; ``prune(β)`` deactivates the senses
@@ -64,7 +61,7 @@ def principal_components(states: torch.Tensor, k: int) -> tuple[torch.Tensor, to
 
 
 def ema_update(centres: torch.Tensor, keys: torch.Tensor, values: torch.Tensor, alpha: float) -> torch.Tensor:
-    """Return ``centres`` [K, d′] after c[keys[i]] ← (1 − α) c[keys[i]] + α values[i] for i in row order.
+    """Return ``centres`` [K, d] after c[keys[i]] ← (1 − α) c[keys[i]] + α values[i] for i in row order.
 
     Vectorised: a key seen n times ends at (1 − α)ⁿ c + Σ_r α (1 − α)^(n−1−r) values_r, r being the
     row's rank among that key's rows.
@@ -133,23 +130,23 @@ class SenseState:
         self.num_senses, self.proj_dim = num_senses, proj_dim
         self.refit_every, self.warmup_steps = refit_every, warmup_steps
         generator = torch.Generator().manual_seed(seed)
-        self.centres = init_scale * torch.randn(vocab_size, num_senses, proj_dim, generator=generator)
-        self.updated = torch.zeros(vocab_size, num_senses, dtype=torch.bool)
+        self.centres = init_scale * torch.randn(vocab_size, num_senses, hidden_size, generator=generator)
         self.counts = torch.zeros(vocab_size, num_senses, dtype=torch.long)
         self.active = torch.ones(vocab_size, num_senses, dtype=torch.bool)
         self.queue = torch.zeros(queue_size, hidden_size)
         self.queue_filled = 0
         self.queue_next = 0
         self.proj = torch.zeros(hidden_size, proj_dim)
+        self.projected_centres = torch.zeros(vocab_size, num_senses, proj_dim)  # c P, kept in step with both
         self.fitted = False
         self.last_fit_step = 0
         self.step = 0
 
-    _TENSORS = ("centres", "updated", "counts", "active", "queue", "proj")
+    _TENSORS = ("centres", "counts", "active", "queue", "proj")
     _SCALARS = ("queue_filled", "queue_next", "fitted", "last_fit_step", "step")
 
     def to(self, device: torch.device | str) -> "SenseState":
-        for name in self._TENSORS:
+        for name in (*self._TENSORS, "projected_centres"):
             setattr(self, name, getattr(self, name).to(device))
         return self
 
@@ -171,10 +168,10 @@ class SenseState:
         return states.to(self.proj.dtype) @ self.proj
 
     def select(self, token_ids: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
-        """Sense [N] for each position: nearest allowed centre (always 0 in single-sense mode)."""
+        """Sense [N] for each position: nearest allowed projected centre (always 0 in single-sense mode)."""
         if self.single_sense:
             return torch.zeros_like(token_ids)
-        return nearest_sense(self.centres, self.active, token_ids, projected)
+        return nearest_sense(self.projected_centres, self.active, token_ids, projected)
 
     def update_queue(self, states: torch.Tensor) -> None:
         """Push ``states`` [n, d] into the FIFO ring buffer (only the last Q are kept)."""
@@ -187,31 +184,28 @@ class SenseState:
 
     def maybe_refit_projection(self) -> bool:
         """Refit P on the queue when M steps have passed since the last fit (or none exists yet and
-        the queue holds enough states); carry updated centres into the new space, c ← P_newᵀ (P_old c)."""
+        the queue holds enough states); the centres stay as they are, their projections are redone."""
         due = not self.fitted or self.step - self.last_fit_step >= self.refit_every
         if not due or self.queue_filled <= self.proj_dim:
             return False
-        _, proj = principal_components(self.queue[: self.queue_filled], self.proj_dim)
-        if self.fitted:
-            self.centres[self.updated] = self.centres[self.updated] @ self.proj.T @ proj
-        self.proj = proj
+        _, self.proj = principal_components(self.queue[: self.queue_filled], self.proj_dim)
+        self.projected_centres = self.centres @ self.proj
         self.fitted, self.last_fit_step = True, self.step
         return True
 
-    def update_centres(self, token_ids: torch.Tensor, senses: torch.Tensor, projected: torch.Tensor,
+    def update_centres(self, token_ids: torch.Tensor, senses: torch.Tensor, states: torch.Tensor,
                        alpha: float) -> None:
-        """c[t, s] ← (1 − α) c[t, s] + α z, rows applied in order (see ``ema_update``)."""
+        """c[t, s] ← (1 − α) c[t, s] + α h, rows applied in order (see ``ema_update``)."""
         keys = token_ids * self.num_senses + senses
-        flat = self.centres.view(-1, self.proj_dim)
-        self.centres = ema_update(flat, keys, projected, alpha).view_as(self.centres)
-        self.updated.view(-1)[keys] = True
+        flat = ema_update(self.centres.view(-1, self.centres.shape[-1]), keys, states, alpha)
+        self.centres = flat.view_as(self.centres)
+        self.projected_centres.view(-1, self.proj_dim)[keys] = flat[keys] @ self.proj
 
     def observe(self, token_ids: torch.Tensor, senses: torch.Tensor, states: torch.Tensor, alpha: float) -> bool:
         """One optimizer step's bookkeeping from the (token, sense, state) rows of every rank:
-        update centres (once P exists), count selections (outside single-sense mode), queue the
+        update centres, count selections (outside single-sense mode), queue the
         states, advance the step, refit P when due. Returns whether P was refitted."""
-        if self.fitted:
-            self.update_centres(token_ids, senses, self.project(states), alpha)
+        self.update_centres(token_ids, senses, states, alpha)
         if not self.single_sense:
             self.counts.view(-1).index_add_(0, token_ids * self.num_senses + senses, torch.ones_like(token_ids))
         self.update_queue(states)
@@ -234,8 +228,9 @@ class SenseState:
         if missing:
             raise ValueError(f"sense state is missing {missing}")
         unexpected = sorted(set(state) - set(self._TENSORS + self._SCALARS))
-        if unexpected:  # e.g. "mean": its centres were averaged in a centred space and do not fit
-            raise ValueError(f"sense state has unexpected entries {unexpected}")
+        if unexpected:  # "mean" or "updated": saved by an older version whose centres lived in a projected space
+            raise ValueError(f"sense state has unexpected entries {unexpected}: it was saved by an earlier "
+                             "distalign whose sense centres do not fit this one's (kept in the model's space)")
         for name in self._TENSORS:
             current = getattr(self, name)
             if state[name].shape != current.shape:
@@ -244,3 +239,4 @@ class SenseState:
             setattr(self, name, state[name].to(device=current.device, dtype=current.dtype).clone())
         for name in self._SCALARS:
             setattr(self, name, type(getattr(self, name))(state[name].item()))
+        self.projected_centres = self.centres @ self.proj

@@ -105,7 +105,8 @@ def fitted_state(warmup_steps=0, **kwargs):
     state = SenseState(vocab_size=4, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8,
                        refit_every=kwargs.pop("refit_every", 100), warmup_steps=warmup_steps, **kwargs)
     state.proj, state.fitted = torch.eye(3)[:, :2], True
-    state.centres[1] = torch.tensor([[1.0, 0.0], [0.0, 1.0]])
+    state.centres[1] = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+    state.projected_centres = state.centres @ state.proj
     return state
 
 
@@ -118,7 +119,7 @@ def test_senses_are_chosen_by_cosine_of_uncentred_projections_as_in_the_paper():
     assert torch.allclose(state.proj, torch.eye(2))
     # centres of token 1 from the states (3, 0) (sense 0) and (0, 1) (sense 1), alpha = 1
     state.observe(torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[3.0, 0.0], [0.0, 1.0]]), alpha=1.0)
-    assert torch.allclose(state.centres[1], torch.tensor([[3.0, 0.0], [0.0, 1.0]]))     # averages of z = Pᵀ h
+    assert torch.allclose(state.centres[1], torch.tensor([[3.0, 0.0], [0.0, 1.0]]))     # averages of h
     h = torch.tensor([[1.1, 0.3]])
     z = state.project(h)
     assert torch.allclose(z, h)                                  # the queue mean (1, 0) is not subtracted
@@ -129,7 +130,7 @@ def test_senses_are_chosen_by_cosine_of_uncentred_projections_as_in_the_paper():
     assert state.select(torch.tensor([1]), z).tolist() == [0]
     # the sense-level translation label uses the same z: token 2's only translation is token 1 -> class 1 * 2 + 0
     table = torch.tensor([[-1], [-1], [1]])
-    assert translation_labels(torch.tensor([2]), z, state.centres, state.allowed(), table).tolist() == [2]
+    assert translation_labels(torch.tensor([2]), z, state.projected_centres, state.allowed(), table).tolist() == [2]
 
 
 def test_warmup_forces_sense_zero_then_selects_nearest():
@@ -170,7 +171,7 @@ def test_observe_counts_after_warmup_and_pruned_sense_is_never_selected():
 
 
 # ---------------------------------------------------------------- queue and refit
-def test_queue_is_fifo_and_refit_carries_updated_centres():
+def test_queue_is_fifo_and_refit_keeps_centres_in_the_model_space():
     state = SenseState(vocab_size=3, num_senses=2, hidden_size=4, proj_dim=2, queue_size=6, refit_every=3)
     g = torch.Generator().manual_seed(2)
     first = torch.randn(5, 4, generator=g, dtype=torch.float64).float()
@@ -189,19 +190,35 @@ def test_queue_is_fifo_and_refit_carries_updated_centres():
     for j in range(2):
         sign = np.sign(top[:, j] @ state.proj[:, j].double().numpy())
         np.testing.assert_allclose(state.proj[:, j].numpy(), sign * top[:, j], atol=1e-5)
-    state.update_centres(torch.tensor([2]), torch.tensor([1]), torch.tensor([[1.0, -2.0]]), alpha=1.0)
-    old_centres, old_proj = state.centres.clone(), state.proj.clone()
+    h = torch.tensor([[1.0, -2.0, 0.5, 3.0]])
+    state.update_centres(torch.tensor([2]), torch.tensor([1]), h, alpha=1.0)
+    assert torch.equal(state.centres[2, 1], h[0])                                        # c = h (alpha = 1)
+    assert torch.allclose(state.projected_centres[2, 1], h[0] @ state.proj)
+    old_centres = state.centres.clone()
     state.step = 2
     assert not state.maybe_refit_projection()                   # M = 3 steps have not passed
     state.update_queue(torch.randn(3, 4, generator=g) * 5 + torch.tensor([4.0, -3.0, 2.0, 5.0]))  # the mean moves
     state.step = 3
     assert state.maybe_refit_projection()
-    # carried through the reconstruction, P_newᵀ (P_old c): no mean terms
-    reconstructed = old_proj.numpy() @ np.array([1.0, -2.0])
-    np.testing.assert_allclose(state.centres[2, 1].numpy(), reconstructed @ state.proj.numpy(), atol=1e-5)
-    never_updated = torch.ones(3, 2, dtype=torch.bool)
-    never_updated[2, 1] = False
-    assert torch.equal(state.centres[never_updated], old_centres[never_updated])
+    assert torch.equal(state.centres, old_centres)              # a refit changes how centres are seen, not them
+    assert torch.allclose(state.projected_centres, old_centres @ state.proj)
+
+
+def test_a_refit_chooses_senses_as_with_centres_kept_in_the_model_space():
+    # Algorithm 1 keeps c in the d-space and compares cos(c P, h P). Token 1's senses hold (1, 1) and (1, -1);
+    # P_old = e1 sees both as 1, P_new = e2 as 1 and -1. A query h = (0, -2) projects to -2: sense 1.
+    # Carried through the old subspace instead (c <- P_newᵀ P_old c), both centres would be 0 and tie to sense 0.
+    state = SenseState(vocab_size=2, num_senses=2, hidden_size=2, proj_dim=1, queue_size=4, refit_every=1)
+    state.update_queue(torch.tensor([[3.0, 0.0], [-3.0, 0.0], [0.0, 1.0], [0.0, -1.0]]))   # variance along e1
+    assert state.maybe_refit_projection() and torch.allclose(state.proj, torch.tensor([[1.0], [0.0]]), atol=1e-4)
+    state.update_centres(torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[1.0, 1.0], [1.0, -1.0]]),
+                         alpha=1.0)
+    state.update_queue(torch.tensor([[0.0, 3.0], [0.0, -3.0], [1.0, 0.0], [-1.0, 0.0]]))   # now along e2
+    state.step = 1
+    assert state.maybe_refit_projection() and torch.allclose(state.proj, torch.tensor([[0.0], [1.0]]), atol=1e-4)
+    query = torch.tensor([[0.0, -2.0]])
+    by_hand = F.cosine_similarity(state.project(query), state.centres[1] @ state.proj, dim=-1).argmax().item()
+    assert by_hand == 1 and state.select(torch.tensor([1]), state.project(query)).tolist() == [1]
 
 
 def test_state_dict_round_trip():
@@ -215,9 +232,10 @@ def test_state_dict_round_trip():
     assert restored.fitted and restored.step == 1
     with pytest.raises(ValueError, match="centres"):
         SenseState(5, 2, 3, proj_dim=2, queue_size=8).load_state_dict(state.state_dict())
-    # a state saved when states were centred (it has a queue mean) holds centres of another space
-    with pytest.raises(ValueError, match=r"unexpected entries \['mean'\]"):
-        restored.load_state_dict({**state.state_dict(), "mean": torch.zeros(3)})
+    assert torch.equal(restored.projected_centres, state.projected_centres)  # derived again on load
+    # a state saved by an earlier version (centres in a projected space, an "updated" mask) does not fit
+    with pytest.raises(ValueError, match=r"unexpected entries \['updated'\]"):
+        restored.load_state_dict({**state.state_dict(), "updated": torch.zeros(4, 2, dtype=torch.bool)})
 
 
 # ---------------------------------------------------------------- translation labels and loss
@@ -353,7 +371,8 @@ def test_objective_trains_updates_state_and_keeps_export_architecture():
             assert torch.equal(senses[:, 1], senses[:, 0]) and not torch.equal(senses[:, 1], initial[:, 1])
     state = objective.sense_state
     assert state.step == 4 and state.fitted and not state.single_sense
-    assert state.updated[:, 0].any() and state.counts.sum() > 0
+    assert not torch.equal(state.centres[:, 0], SenseState(V, 2, D, proj_dim=3, queue_size=64).centres[:, 0])
+    assert state.counts.sum() > 0
     assert set(model.masked_lm.state_dict()) == original_keys
 
 
