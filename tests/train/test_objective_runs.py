@@ -57,7 +57,9 @@ def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, 
     assert state["dict_mlm.language_embeddings.embedding.weight"].abs().sum() > 0
     assert "dict_mlm" not in str(load_masked_lm(str(Path(outcome.checkpoint) / "model")).state_dict().keys())
     optimizer = torch.load(Path(outcome.checkpoint) / OPTIMIZER_FILE, weights_only=True)["optimizer"]
-    assert set(optimizer["param_groups"][0]) - {"params", "initial_lr"} == {"lr", "betas", "eps", "weight_decay"}
+    groups = optimizer["param_groups"]  # LAMB's settings; biases and LayerNorm weights without decay or trust ratio
+    assert set(groups[0]) - {"params", "initial_lr"} == {"lr", "betas", "eps", "weight_decay", "adapt"}
+    assert [(g["weight_decay"], g["adapt"]) for g in groups] == [(config.train.weight_decay, True), (0.0, False)]
     assert optimizer["state"] and all(s["step"] == 6 for s in optimizer["state"].values())  # LAMB's, not AdamW's
 
 
