@@ -12,7 +12,7 @@ Special and padding tokens are never masked. Labels are the original ids at sele
 
     L = -1/|M| Σ_{t∈M} log p(x_t | x̃)
 
-Masking runs on the data side (``WholeWordMasking`` in Ray Data), one random stream per row.
+Masking runs on the data side (``MLMMasking`` in Ray Data), one random stream per row.
 """
 
 from __future__ import annotations
