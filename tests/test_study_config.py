@@ -144,3 +144,52 @@ def test_a_language_sample_short_of_constraints_fails_before_ray_naming_the_tria
     assert main(["tune", str(STUDIES / "language_samples_tiny.yaml"), "language_samples.per_pair=500"]) == 2
     assert re.search(r"distalign: error: trial language-samples-tiny-\d+: data.constraints_per_pair=500: these "
                      r"language pairs have fewer constraints", capsys.readouterr().err)
+
+
+def test_language_samples_select_on_validation_pairs_and_hold_the_test_pairs_for_the_final_score():
+    """BabelBERT §5.1: checkpoints are selected on pairs without a test language; the test pairs are read,
+    kept out of training and out of the in-loop evaluation, and score the trial after training."""
+    from distalign.preparation.inputs import prepare_data
+
+    study, trials = load_study(STUDIES / "language_samples_tiny.yaml")
+    assert study.metric == "test/bli/avg/mrr"
+    for config in trials.values():
+        assert config.eval.test_languages == ["fi", "tr"] and config.eval.languages == ["en", "de"]
+    prepared = prepare_data(next(iter(trials.values())))
+    assert [(p.lang1, p.lang2) for p in prepared.eval_pairs] == [("en", "de")]
+    assert [(p.lang1, p.lang2) for p in prepared.test_pairs] == [("fi", "tr")]
+    test = prepared.test_pairs[0]
+    trained = set(prepared.constraints["word1"].to_pylist()) | set(prepared.constraints["word2"].to_pylist())
+    assert test.src and not (set(test.src) | set(test.tgt)) & trained
+
+
+def test_validation_pairs_that_share_a_test_language_fail_before_ray(capsys, monkeypatch):
+    from distalign.cli import main
+
+    monkeypatch.setattr("distalign.ray_session.ensure_ray", lambda: pytest.fail("Ray was started"))
+    assert main(["tune", str(STUDIES / "language_samples_tiny.yaml"), "eval.languages=[en,fi]"]) == 2
+    assert "eval.languages: shares ['fi'] with eval.test_languages" in capsys.readouterr().err
+    # one language: no pair to select on
+    assert main(["tune", str(STUDIES / "language_samples_tiny.yaml"), "eval.languages=[en]"]) == 2
+    assert "leave no validation pair to select checkpoints on" in capsys.readouterr().err
+
+
+def test_a_language_sample_study_is_scored_on_its_test_pairs():
+    with pytest.raises(ConfigError, match=r"metric: eval/bli/avg/mrr is scored on the validation pairs"):
+        load_study(STUDIES / "language_samples_tiny.yaml", ["metric=eval/bli/avg/mrr"])
+
+
+def test_split_of_evaluation_dictionaries_into_validation_and_test():
+    from distalign.data.sources import DictionarySource
+    from distalign.preparation.inputs import split_eval_dictionaries
+
+    sources = [DictionarySource(f"{a}-{b}.tsv", a, b) for a, b in
+               [("en", "it"), ("de", "ru"), ("en", "fi"), ("fi", "tr"), ("tr", "ko"), ("de", "it")]]
+    validation, test = split_eval_dictionaries(sources, [], ["fi", "tr", "ko"])
+    assert [s.path for s in validation] == ["en-it.tsv", "de-ru.tsv", "de-it.tsv"]  # en-fi: a test language
+    assert [s.path for s in test] == ["fi-tr.tsv", "tr-ko.tsv"]
+    validation, _ = split_eval_dictionaries(sources, ["en", "it", "de", "ru"], ["fi", "tr"])
+    assert [s.path for s in validation] == ["en-it.tsv", "de-ru.tsv", "de-it.tsv"]
+    assert split_eval_dictionaries(sources, ["de", "ru"], []) == ([sources[1]], [])  # no test languages: as before
+    with pytest.raises(ValueError, match=r"eval.test_languages: no evaluation dictionary between \['bg', 'ca'\]"):
+        split_eval_dictionaries(sources, [], ["bg", "ca"])

@@ -257,6 +257,9 @@ class EvalConfig:
     # translations competing ("per_pair", as BabelBERT evaluates)
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
     languages: list[str] = field(default_factory=list)  # in-loop BLI only on pairs of these languages (empty = all)
+    # test languages: their pairs never enter the in-loop BLI (nor do pairs with one of them); they are scored
+    # once, after training, from the selected checkpoint, as test/bli/<pair>/mrr (BabelBERT §5.1)
+    test_languages: list[str] = field(default_factory=list)
     # <lang>_vocab.txt files (one word a line, most frequent first): in-loop BLI ranks each pair's targets among
     # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
     vocab_dir: str = ""
@@ -266,6 +269,9 @@ class EvalConfig:
         require(self.every >= 0, "eval.every", "must be >= 0")
         require(self.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
         require(self.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
+        shared = sorted(set(self.languages) & set(self.test_languages))
+        require(not shared, "eval.languages", f"shares {shared} with eval.test_languages: model selection must not "
+                                              f"see the test languages")
         require(not self.vocab_dir or Path(self.vocab_dir).is_dir(), "eval.vocab_dir",
                 f"not a directory: {self.vocab_dir}")
 

@@ -27,7 +27,8 @@ class Resources:
     use_gpu: bool = False
 
 
-def _load(model_path: str):
+def load_encoder(model_path: str):
+    """The ``Encoder`` of a model directory (on the GPU when there is one, in eval mode) and its tokenizer."""
     from distalign.models.encoder import Encoder
     from distalign.models.adapters import load_masked_lm_with_adapters
     from distalign.models.loading import load_tokenizer
@@ -41,7 +42,7 @@ def _load(model_path: str):
 def _encode(model_path: str, text_set: TextSet, settings: EncodingSettings, cache_dir: str | None) -> np.ndarray:
     from distalign.eval.encoders import EncodingCache
 
-    model, tokenizer = _load(model_path)
+    model, tokenizer = load_encoder(model_path)
     cache = EncodingCache.for_model(cache_dir, model, tokenizer) if cache_dir else None
     return encode_text_set(model, tokenizer, text_set, settings, cache).numpy()
 

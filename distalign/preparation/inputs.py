@@ -37,7 +37,7 @@ from distalign.data.sampling import (
     words_of,
 )
 from distalign.data.schema import CONSTRAINT_SCHEMA
-from distalign.data.sources import CorpusSource, StaticVectorsSource
+from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.models.loading import build_tiny_model
 from distalign.static.word2vec_format import read_word2vec
@@ -65,10 +65,11 @@ class PreparedData:
     model_path: str
     constraints: pa.Table
     corpus: CorpusStream
-    eval_pairs: list[BLIPairs]
+    eval_pairs: list[BLIPairs]  # validation pairs: in-loop BLI and model selection
     reports: list[ReadReport] = field(default_factory=list)
     excluded_constraints: int = 0
     static: pa.Table | None = None  # word, lang, vector: targets of the static objective
+    test_pairs: list[BLIPairs] = field(default_factory=list)  # eval.test_languages' pairs, scored after training
 
     @property
     def languages(self) -> list[str]:
@@ -108,6 +109,28 @@ def target_vocabulary(config: ExperimentConfig, lang: str, reports: list[ReadRep
     return words
 
 
+def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str], test_languages: list[str]
+                            ) -> tuple[list[DictionarySource], list[DictionarySource]]:
+    """(validation, test) dictionaries: the test pairs are those between ``test_languages``; validation keeps
+    the pairs of ``languages`` (all when empty) without any test language, so model selection never sees one."""
+    test_set = set(test_languages)
+    test = [src for src in sources if test_set and {src.lang1, src.lang2} <= test_set]
+    validation = [src for src in sources if not {src.lang1, src.lang2} & test_set
+                  and (not languages or {src.lang1, src.lang2} <= set(languages))]
+    if test_set and not test:
+        raise ValueError(f"eval.test_languages: no evaluation dictionary between {sorted(test_set)} (the pairs of "
+                         f"data.eval_dictionaries or of the synthetic world are "
+                         f"{[f'{s.lang1}-{s.lang2}' for s in sources]})")
+    return validation, test
+
+
+def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: list[ReadReport]) -> BLIPairs:
+    table, report = read_dictionary(src.path, src.lang1, src.lang2)
+    reports.append(report)
+    return BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
+                    target_vocabulary(config, src.lang2, reports))
+
+
 def prepare_data(config: ExperimentConfig) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
@@ -135,15 +158,11 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         reports.append(report)
     constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
 
-    eval_pairs = []
-    if config.eval.languages:
-        eval_dicts = [src for src in eval_dicts if {src.lang1, src.lang2} <= set(config.eval.languages)]
-    for src in eval_dicts:
-        table, report = read_dictionary(src.path, src.lang1, src.lang2)
-        reports.append(report)
-        eval_pairs.append(BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
-                                   target_vocabulary(config, src.lang2, reports)))
-    heldout = {(p.lang1, w) for p in eval_pairs for w in p.src} | {(p.lang2, w) for p in eval_pairs for w in p.tgt}
+    validation, test = split_eval_dictionaries(eval_dicts, config.eval.languages, config.eval.test_languages)
+    eval_pairs = [read_bli_pairs(config, src, reports) for src in validation]
+    test_pairs = [read_bli_pairs(config, src, reports) for src in test]
+    heldout = {(p.lang1, w) for p in eval_pairs + test_pairs for w in p.src} | \
+        {(p.lang2, w) for p in eval_pairs + test_pairs for w in p.tgt}
     read = constraints  # every pair read: the tiny model's vocabulary covers them (below)
     constraints, excluded = exclude_words(constraints, heldout)
     if d.constraint_languages:
@@ -181,7 +200,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         sources = d.static_vectors or derived_static_sources(config, model_path, corpus, constraints)
         static = read_static_targets(config, sources, heldout, reports, model_path)
     return PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
-                        reports, excluded, static if static is None else with_row_index(static))
+                        reports, excluded, static if static is None else with_row_index(static), test_pairs)
 
 
 def synthetic_world(config: ExperimentConfig) -> SyntheticWorld:

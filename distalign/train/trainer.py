@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import contextlib
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import ray
 import ray.train
@@ -21,7 +21,7 @@ from ray.train.torch import TorchTrainer
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import start_ledger
 from distalign.data.streams import STREAMS
-from distalign.eval.selection import SELECTION_METRIC, build_test_set
+from distalign.eval.selection import SELECTION_METRIC
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
 from distalign.preparation.schedule import run_schedule
@@ -41,6 +41,7 @@ from distalign.tracking import (
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.plan import TrainingPlan
 from distalign.train.startup import StartupClock
+from distalign.train.test_scores import TEST_STEP, bli_test_sets, score_test_pairs
 
 log = logging.getLogger("distalign")
 
@@ -51,6 +52,7 @@ class TrainingOutcome:
     checkpoint: str  # URI or local path of the last checkpoint ("" if none)
     metrics: dict
     best_checkpoint: str = ""  # highest eval/selection/rel_mrr_gain ("" without validation pairs)
+    test_metrics: dict = field(default_factory=dict)  # test/bli/... of the selected checkpoint (eval.test_languages)
 
 
 def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str,
@@ -58,8 +60,7 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used,
     the corpus stream (``ledger``: the actor that counts the corpus rows skipped on the cluster)."""
     t = config.train
-    test_sets = [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, t.seed,
-                                config.eval.bli_ranking, p.vocab) for p in prepared.eval_pairs]
+    test_sets = bli_test_sets(config, prepared.eval_pairs)
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
     return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
@@ -161,4 +162,13 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
             client.set_tag(run_id, CHECKPOINT_TAG, checkpoint)
         if best_checkpoint:
             client.set_tag(run_id, BEST_CHECKPOINT_TAG, best_checkpoint)
-    return TrainingOutcome(run_id, checkpoint, dict(result.metrics or {}), best_checkpoint)
+        selected = best if best is not None else result.checkpoint
+        test_metrics = {}
+        if prepared.test_pairs and selected is not None:
+            test_metrics = score_test_pairs(config, bli_test_sets(config, prepared.test_pairs), selected)
+            step = int(test_metrics[TEST_STEP])
+            for key, value in test_metrics.items():
+                client.log_metric(run_id, key, value, step=step)
+            log.info("test pairs at step %d (the %s checkpoint): %s", step, "best" if best is not None else "last",
+                     " ".join(f"{k}={v:.4f}" for k, v in test_metrics.items() if k != TEST_STEP))
+    return TrainingOutcome(run_id, checkpoint, dict(result.metrics or {}), best_checkpoint, test_metrics)

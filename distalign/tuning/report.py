@@ -26,7 +26,7 @@ from typing import Any
 log = logging.getLogger("distalign")
 SEED = "train.seed"
 SIZE = "data.max_constraints"
-PAIR_METRIC = re.compile(r"^eval/bli/([^/]+)-([^/]+)/mrr$")
+PAIR_METRIC = re.compile(r"^(eval|test)/bli/([^/]+)-([^/]+)/mrr$")  # in-loop (validation) or test pairs
 
 
 def tag_value(text: str) -> Any:
@@ -80,7 +80,8 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
                 _sizes(scored, study, table["vanilla"].dropna().tolist() if "vanilla" in table else [],
                        out / "sizes.png")
             if best["trial"] in children:
-                _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png")
+                _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png",
+                              "test" if study.metric.startswith("test/") else "eval")
         for path in sorted(out.iterdir()):
             client.log_artifact(parent_id, str(path))
 
@@ -201,7 +202,8 @@ def _sizes(scored, study, vanilla: list[float], path: Path) -> None:
     _save(fig, path)
 
 
-def _pair_heatmap(run, trial: str, path: Path) -> None:
+def _pair_heatmap(run, trial: str, path: Path, prefix: str) -> None:
+    """The trial's MRR per language pair: the test pairs for a study scored on them, else the in-loop pairs."""
     import numpy as np
 
     from distalign.errors import ConfigError
@@ -209,8 +211,8 @@ def _pair_heatmap(run, trial: str, path: Path) -> None:
 
     scores = {}
     for key, value in run.data.metrics.items():
-        if match := PAIR_METRIC.match(key):
-            scores[match.groups()] = value
+        if (match := PAIR_METRIC.match(key)) and match.group(1) == prefix:
+            scores[match.groups()[1:]] = value
     if not scores:
         return
     languages = sorted({lang for pair in scores for lang in pair})
@@ -234,5 +236,5 @@ def _pair_heatmap(run, trial: str, path: Path) -> None:
     ax.set_xticks(range(len(languages)), languages)
     ax.set_yticks(range(len(languages)), languages)
     fig.colorbar(image, ax=ax, label="MRR")
-    ax.set_title(f"{trial}: BLI MRR per pair" + (" (d: URIEL distance)" if distance is not None else ""), fontsize=8)
+    ax.set_title(f"{trial}: {prefix} BLI MRR per pair" + (" (d: URIEL distance)" if distance is not None else ""), fontsize=8)
     _save(fig, path)

@@ -19,28 +19,34 @@ log = logging.getLogger("distalign")
 STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it
 
 
-def _trial(params: dict[str, Any]) -> None:
-    """A grid trial: its config, validated here as every trial is (``trial_config``)."""
+def _run_trial(config: ExperimentConfig) -> None:
+    """One trial's training run, every in-loop evaluation reported to Tune; with test pairs
+    (``eval.test_languages``), their scores from the selected checkpoint are its last report."""
+    from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from distalign.train.trainer import run_training
 
+    outcome = run_training(config, callbacks=[TuneReportCallback()])
+    if outcome.test_metrics:
+        tune.report(outcome.test_metrics | {"step": outcome.metrics.get("step")})
+
+
+def _trial(params: dict[str, Any]) -> None:
+    """A grid trial: its config, validated here as every trial is (``trial_config``)."""
     trial: GridTrial = params["trial"]
-    run_training(trial_config(trial.config, trial.identity), callbacks=[TuneReportCallback()])
+    _run_trial(trial_config(trial.config, trial.identity))
 
 
 def _search_trial(params: dict[str, Any]) -> None:
     """A trial Optuna suggested: the base config with the suggested point, run ``__trial_index__`` of its
     configuration (seed train.seed + index), named after its Tune trial."""
     from ray import tune
-    from ray.tune.integration.ray_train import TuneReportCallback
-
-    from distalign.train.trainer import run_training
 
     base: SearchBase = params["trial"]
     point = params["point"]
     identity = base.identity(tune.get_context().get_trial_id(), point, params.get("__trial_index__", 0))
-    run_training(trial_config(base.config, identity, base.point_overrides(point)), callbacks=[TuneReportCallback()])
+    _run_trial(trial_config(base.config, identity, base.point_overrides(point)))
 
 
 def _search_tuner(study, base: ExperimentConfig, parent_id: str, run_config, max_concurrent: int):
@@ -103,9 +109,13 @@ def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
 
     for name, config in trials.items():
         try:
-            prepare_data(config)
+            prepared = prepare_data(config)
         except ValueError as error:  # a ConfigError: the command prints it without a traceback
             raise ConfigError(f"trial {name}: {error}") from error
+        if prepared.test_pairs and not prepared.eval_pairs:
+            raise ConfigError(f"trial {name}: eval.test_languages {config.eval.test_languages} leave no validation "
+                              f"pair to select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
+                              f"validation pair has no test language)")
     log.info("inputs of the %d trials checked", len(trials))
 
 

@@ -41,14 +41,17 @@ log = logging.getLogger("distalign")
 @dataclass
 class LanguageSampleStudy:
     """BabelBERT §5.1: samples of ``size`` languages drawn without the test languages, one per d_typ bin;
-    each sample's trial trains on exactly ``per_pair`` constraints per pair of its languages and is evaluated
-    on the test languages' pairs."""
+    each sample's trial trains on exactly ``per_pair`` constraints per pair of its languages, selects its
+    checkpoint on validation pairs disjoint from the test languages and is scored on the test languages' pairs
+    (``test/bli/avg/mrr``)."""
 
     size: int = 0  # languages per sample; 0 = no language-sample dimension
     num_samples: int = 1_000_000  # random samples drawn before binning (paper: 1M)
     bins: int = 10  # d_typ bins, one sample each (paper: 10)
     per_pair: int = 100  # constraints per language pair (paper: 100)
-    test_languages: list[str] = field(default_factory=list)  # never sampled; in-loop BLI on their pairs
+    # never sampled; their pairs are the test pairs (eval.test_languages), scored once after training from the
+    # checkpoint selected on validation pairs (eval.languages' pairs without a test language)
+    test_languages: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)  # empty: the base config's constraint languages
     seed: int = 0
 
@@ -117,6 +120,9 @@ def _check(study: StudyConfig) -> None:
                           "Repeater); use scheduler fifo")
     if samples.size and (samples.size < 2 or samples.bins < 1 or samples.per_pair < 1 or samples.num_samples < 1):
         raise ConfigError("language_samples: size must be >= 2, and bins, per_pair and num_samples >= 1")
+    if samples.test_languages and not study.metric.startswith("test/"):
+        raise ConfigError(f"metric: {study.metric} is scored on the validation pairs; with language_samples."
+                          f"test_languages a trial is scored on the test pairs after training: test/bli/avg/mrr")
     if study.max_concurrent_trials < 0:
         raise ConfigError("max_concurrent_trials: must be >= 0 (0: as many as the cluster holds)")
     if study.trial_cpus <= 0:
@@ -173,8 +179,8 @@ def language_sample_points(study: StudyConfig, base: ExperimentConfig) -> list[t
                                   samples.test_languages):
         overrides = [f"data.constraint_languages={json.dumps(list(sample.languages))}",
                      f"data.constraints_per_pair={samples.per_pair}"]
-        if samples.test_languages:
-            overrides.append(f"eval.languages={json.dumps(samples.test_languages)}")
+        if samples.test_languages:  # selection on validation pairs without them; their pairs score the trial
+            overrides.append(f"eval.test_languages={json.dumps(samples.test_languages)}")
         tags = {f"{TAG}languages": " ".join(sample.languages), f"{TAG}d_typ": f"{sample.diversity:.4f}",
                 f"{TAG}sim_train_test": f"{sample.similarity:.4f}", f"{TAG}bin": str(sample.bin)}
         points.append((overrides, tags))

@@ -5,14 +5,20 @@ back through the MLflow client; started again, the study resumes and runs nothin
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL
-from distalign.tracking import PARENT_TAG, START_MODEL_TAG
-from distalign.tuning import run_study
+from distalign.checkpoint import MODEL_DIR, read_state
+from distalign.eval.distributed import load_encoder
+from distalign.eval.selection import SELECTION_METRIC, evaluate_bli
+from distalign.preparation.inputs import prepare_data
+from distalign.tracking import BEST_CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
+from distalign.train.test_scores import bli_test_sets
+from distalign.tuning import load_study, run_study
 from distalign.tuning.runner import STOPPED_EARLY_TAG
 
 pytestmark = pytest.mark.slow
@@ -26,16 +32,18 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         "base": str(QUICKSTART),
         # one worker per trial and both trials at once: the suite's time goes to Ray start-up, not steps
         "overrides": SMALL + ["data.synthetic.languages=[en,de,fr,hi,ja,fi,tr]", "data.synthetic.num_concepts=120",
-                              "objectives.mlm.weight=0", "train.max_steps=4", "train.checkpoint_every=4",
-                              "eval.every=0", "train.num_workers=1", "train.constraint_batch_size=8"],
+                              "objectives.mlm.weight=0", "train.max_steps=4", "train.checkpoint_every=2",
+                              "eval.every=2", "train.num_workers=1", "train.constraint_batch_size=8",
+                              "eval.languages=[en,de]"],
         "language_samples": {"size": 3, "num_samples": 500, "bins": 2, "per_pair": 8, "test_languages": ["fi", "tr"]},
-        "metric": "eval/bli/avg/mrr",
+        "metric": "test/bli/avg/mrr",
         "mode": "max",
         "max_concurrent_trials": 2,
     }))
     rows = run_study(study)
+    _, trials = load_study(study)
     assert [r["trial"] for r in rows] == ["mini-samples-000", "mini-samples-001"]
-    assert all(r["eval/bli/avg/mrr"] is not None and not r["error"] for r in rows)
+    assert all(r["test/bli/avg/mrr"] is not None and not r["error"] for r in rows)
     assert rows[0]["d_typ"] < rows[1]["d_typ"] and [r["bin"] for r in rows] == [0, 1]
 
     client = MlflowClient(f"sqlite:///{distalign_home}/mlflow.db")
@@ -51,16 +59,35 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         assert languages == row["languages"].split() and len(languages) == 3 and not {"fi", "tr"} & set(languages)
         assert float(child.data.tags["distalign.study.d_typ"]) == pytest.approx(row["d_typ"])
         assert json.loads(child.data.params["data.constraint_languages"].replace("'", '"')) == languages
-        assert child.data.params["eval.languages"] == "['fi', 'tr']"
-        assert set(k for k in child.data.metrics if k.startswith("eval/bli/")) == {"eval/bli/fi-tr/mrr",
-                                                                                 "eval/bli/avg/mrr"}
+        # selection on the validation pair en-de; the test pair fi-tr is scored once, from the selected checkpoint
+        assert child.data.params["eval.languages"] == "['en', 'de']"
+        assert child.data.params["eval.test_languages"] == "['fi', 'tr']"
+        assert {k for k in child.data.metrics if k.startswith("eval/bli/")} == {"eval/bli/en-de/mrr",
+                                                                              "eval/bli/avg/mrr"}
+        assert {k for k in child.data.metrics if k.startswith("test/")} == {"test/bli/fi-tr/mrr", "test/bli/avg/mrr",
+                                                                          "test/step"}
+        assert row["test/bli/avg/mrr"] == pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"])
+        assert [m.step for m in client.get_metric_history(child.info.run_id, "test/bli/avg/mrr")] == \
+            [int(child.data.metrics["test/step"])]
+        selection = {m.step: m.value for m in client.get_metric_history(child.info.run_id, SELECTION_METRIC)}
+        checkpointed = {s: v for s, v in selection.items() if s > 0}  # step 0 (vanilla) has no checkpoint
+        assert child.data.metrics["test/step"] == max(checkpointed, key=checkpointed.get)
+        # the same score recomputed here from the run's best checkpoint and the trial's test pairs
+        best_dir = Path(child.data.tags[BEST_CHECKPOINT_TAG])
+        assert read_state(best_dir).step == child.data.metrics["test/step"]
+        config = trials[row["trial"]]
+        model, tokenizer = load_encoder(str(best_dir / MODEL_DIR))
+        recomputed = evaluate_bli(model, tokenizer, bli_test_sets(config, prepare_data(config).test_pairs),
+                             config.model.max_word_tokens, config.model.word_layer)
+        assert recomputed == {"eval/bli/fi-tr/mrr": pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"]),
+                              "eval/bli/avg/mrr": pytest.approx(row["test/bli/avg/mrr"])}
     # both samples start from one tiny model (built once, from every word of the world) and pay its start-up once
     assert len({child.data.tags[START_MODEL_TAG] for child in children}) == 1
     assert all(sum(v for k, v in child.data.metrics.items() if k.startswith("startup/") and k != "startup/total_s")
                == pytest.approx(child.data.metrics["startup/total_s"]) for child in children)
     assert 0 < parent.data.metrics["study/trial_startup_share"] <= 1
-    best = max(r.data.metrics["eval/bli/avg/mrr"] for r in children)
-    assert parent.data.metrics["best/eval/bli/avg/mrr"] == pytest.approx(best)
+    best = max(r.data.metrics["test/bli/avg/mrr"] for r in children)
+    assert parent.data.metrics["best/test/bli/avg/mrr"] == pytest.approx(best)
     assert parent.data.tags["distalign.best_checkpoint"].startswith(str(distalign_home / "runs" / "mini-samples-"))
     # every artifact of the parent comes back through the client
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
@@ -71,7 +98,7 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         assert content.startswith(PNG) if name.endswith(".png") else len(content) > 20, name
 
     again = run_study(study)  # Tune restores the finished study
-    assert [(r["trial"], r["eval/bli/avg/mrr"]) for r in again] == [(r["trial"], r["eval/bli/avg/mrr"]) for r in rows]
+    assert [(r["trial"], r["test/bli/avg/mrr"]) for r in again] == [(r["trial"], r["test/bli/avg/mrr"]) for r in rows]
     runs = client.search_runs([experiment.experiment_id])
     assert len([r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]) == 2  # nothing ran twice
 
