@@ -8,6 +8,7 @@
     distalign bench streaming --sizes-mb 20,2048 --steps 100
     distalign bench perf
     distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
+    distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.tsv --similarity csls
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
 from distalign.logs import configure
 from distalign.objectives.static_align import StaticMapping
+from distalign.static.bli import add_static_bli_arguments
 
 
 def _train(args) -> int:
@@ -137,6 +139,12 @@ def _static_align(args) -> int:
     return 0
 
 
+def _static_bli(args) -> int:
+    from distalign.static.bli import run_static_bli_cli
+
+    return run_static_bli_cli(args)
+
+
 def _add_train_command(sub) -> None:
     """`distalign train CONFIG [key=value ...]`"""
     train = sub.add_parser("train", help="run one training job (local Ray, or the cluster in RAY_ADDRESS)",
@@ -201,8 +209,8 @@ def _add_mine_constraints_command(sub) -> None:
 
 
 def _add_static_command(sub) -> None:
-    """`distalign static extract|align ...`"""
-    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment"
+    """`distalign static extract|align|bli ...`"""
+    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI"
                             ).add_subparsers(dest="static", required=True)
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
                                 description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
@@ -230,6 +238,12 @@ def _add_static_command(sub) -> None:
                        help="procrustes: orthogonal map onto the normalised target; vecmap: Artetxe et al. 2018's "
                             "whitening, orthogonal map, re-weighting, de-whitening (the static-contextual paper's)")
     align.set_defaults(func=_static_align)
+    bli = static.add_parser("bli", help="BLI of static vectors (.vec files), ranked as distalign eval's bli task",
+                            description="Rank each test dictionary's queries among the target language's vectors "
+                                        "(cosine or CSLS, grouped or per-pair queries): the static-contextual "
+                                        "paper's Tables 1 and 5.")
+    add_static_bli_arguments(bli)
+    bli.set_defaults(func=_static_bli)
 
 
 def _add_bench_command(sub) -> None:
