@@ -9,6 +9,9 @@ their ``from_suite``.
 - BLI target vocabularies ``vocab/<lang>_vocab.txt``: one word a line, most frequent first
 - Multi-SimLex ``multisimlex/<L1>-<L2>.csv``: ``ID,<L1>,<L2>,PoS,score`` with ISO 639-3 upper-case columns
 - Tatoeba ``tatoeba/tatoeba.<xxx>-eng.{<xxx>,eng}``: translations aligned line by line
+- SemEval-2017 Task 2, subtask 2 (cross-lingual word similarity), as released:
+  ``semeval2017/subtask2-crosslingual/data/<l1>-<l2>.test.data.txt`` (``word1<TAB>word2`` a line, ISO 639-1)
+  and ``semeval2017/subtask2-crosslingual/keys/<l1>-<l2>.test.gold.txt`` (the score of line i on line i)
 """
 
 from __future__ import annotations
@@ -38,6 +41,23 @@ def multisimlex_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
     path = folder / f"{a}-{b}.csv"
     swapped = folder / f"{b}-{a}.csv"
     return swapped if not path.is_file() and swapped.is_file() else path
+
+
+def semeval2017_paths(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[Path, Path, bool]:
+    """(data file, gold file, swapped) of a SemEval-2017 Task 2 cross-lingual pair; the files name each pair in
+    one order (de-en, not en-de): asked for the other, they are read with the columns swapped."""
+    root = Path(eval_dir) / "semeval2017" / "subtask2-crosslingual"
+
+    def files(a: str, b: str) -> tuple[Path, Path]:
+        return root / "data" / f"{a}-{b}.test.data.txt", root / "keys" / f"{a}-{b}.test.gold.txt"
+
+    data, gold = files(lang1.lower(), lang2.lower())
+    if data.is_file():
+        return data, gold, False
+    swapped_data, swapped_gold = files(lang2.lower(), lang1.lower())
+    if swapped_data.is_file():
+        return swapped_data, swapped_gold, True
+    return data, gold, False  # the reader names it as missing
 
 
 def tatoeba_paths(eval_dir: str | Path, lang: str) -> tuple[Path, Path]:
@@ -168,3 +188,44 @@ def read_tatoeba(src_path: str | Path, eng_path: str | Path) -> tuple[list[str],
             eng.append(e)
     report.rows = len(src)
     return src, eng, report
+
+
+def read_semeval2017(data_path: str | Path, gold_path: str | Path,
+                     swapped: bool = False) -> tuple[list[tuple[str, str, float]], ReadReport]:
+    """(word in lang1, word in lang2, gold score) rows of a SemEval-2017 Task 2 cross-lingual pair: the data
+    file's line i (``word1<TAB>word2``; words may be multi-word expressions) scored by the gold file's line i.
+
+    Files with different line counts (trailing blank lines aside) raise ``InputError`` naming both; a line with
+    other than two tab-separated words, an empty word or a score that is not a finite number is counted as
+    malformed, at ``data file:line`` (a bad score's reason names ``gold file:line``).
+    """
+    data_path, gold_path = Path(data_path), Path(gold_path)
+
+    def lines(path: Path) -> list[tuple[int, str]]:
+        found = list(_raw_lines(path))
+        while found and not found[-1][1].strip():
+            found.pop()
+        return found
+
+    data, gold = lines(data_path), lines(gold_path)
+    if len(data) != len(gold):
+        raise InputError(f"SemEval-2017 files are not aligned: {data_path} has {len(data)} lines, {gold_path} "
+                         f"has {len(gold)}")
+    report = ReadReport(str(data_path))
+    rows = []
+    for (line_no, pair), (_, score_text) in zip(data, gold):
+        words = [w.strip() for w in pair.split("\t")]
+        try:
+            score = float(score_text)
+        except ValueError:
+            score = math.nan
+        if len(words) != 2:
+            report.skip(line_no, f"expected word1<TAB>word2, got {len(words)} field(s): {pair[:60]!r}")
+        elif not all(words):
+            report.skip(line_no, "empty word")
+        elif not math.isfinite(score):
+            report.skip(line_no, f"score is not a number: {score_text[:30]!r} at {gold_path}:{line_no}")
+        else:
+            rows.append((words[1], words[0], score) if swapped else (words[0], words[1], score))
+    report.rows = len(rows)
+    return rows, report

@@ -41,6 +41,7 @@ class SuiteSpec:
     # Tatoeba sentence vectors at layer l: the mean of layers l-n+1..l; 4 with layer -1 = DICT-MLM's mean of the
     # last four layers; 1 = layer l alone
     tatoeba_mean_of_layers: int = 1
+    semeval_pairs: tuple[str, ...] = ()  # SemEval-2017 Task 2 cross-lingual, ISO 639-1; read by xlsim
     reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read
 
 

@@ -17,18 +17,22 @@ if TYPE_CHECKING:
 
 @dataclass
 class XLSimTask(WordPairTask):
-    """Cross-lingual word similarity: Spearman's rho between cosine and human scores (Multi-SimLex)."""
+    """Cross-lingual word similarity: Spearman's rho between cosine and human scores, on Multi-SimLex
+    (rows ``xlsim``) or SemEval-2017 Task 2's cross-lingual subtask (rows ``xlsim_semeval``)."""
 
     rows: list[tuple[str, str, float]]
+    task: str = "xlsim"  # the benchmark's rows: xlsim (Multi-SimLex) or xlsim_semeval
     name: ClassVar[str] = "xlsim"
-    task: ClassVar[str] = "xlsim"
     main_metric: ClassVar[str] = "spearman"
     flags: ClassVar[tuple[Flag, ...]] = (
         Flag("--xlsim-pairs", "suite.xlsim_pairs", "Multi-SimLex pairs (ISO 639-3)", comma_list),
+        Flag("--semeval-pairs", "suite.semeval_pairs", "SemEval-2017 Task 2 cross-lingual pairs (ISO 639-1, "
+             "e.g. de-en,en-es), read by xlsim", comma_list),
     )
 
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[XLSimTask]:
+        """One task per Multi-SimLex pair (``xlsim_pairs``), then per SemEval-2017 pair (``semeval_pairs``)."""
         tasks = []
         for pair in suite.xlsim_pairs:
             lang1, lang2 = split_pair(pair, "suite.xlsim_pairs (--xlsim-pairs)")
@@ -36,6 +40,11 @@ class XLSimTask(WordPairTask):
                                                        lang1, lang2)
             suite.reports.append(report)
             tasks.append(cls(lang1.lower(), lang2.lower(), rows))
+        for pair in suite.semeval_pairs:
+            lang1, lang2 = split_pair(pair, "suite.semeval_pairs (--semeval-pairs)")
+            rows, report = benchmarks.read_semeval2017(*benchmarks.semeval2017_paths(suite.eval_dir, lang1, lang2))
+            suite.reports.append(report)
+            tasks.append(cls(lang1.lower(), lang2.lower(), rows, "xlsim_semeval"))
         return tasks
 
     def word_pairs(self) -> list[tuple[str, str]]:
