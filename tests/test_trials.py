@@ -26,10 +26,31 @@ def started(monkeypatch):
     import distalign.train.trainer as trainer
 
     configs = []
-    monkeypatch.setattr(trainer, "run_training", lambda config, callbacks=None: configs.append(config))
+
+    def run_training(config, callbacks=None):
+        configs.append(config)
+        test = {"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20} \
+            if config.eval.test_languages else {}
+        return trainer.TrainingOutcome("run-1", "", {"step": 40}, "", test)
+
+    monkeypatch.setattr(trainer, "run_training", run_training)
     monkeypatch.setattr("ray.tune.get_context", lambda: types.SimpleNamespace(get_trial_id=lambda: "abc123"))
     monkeypatch.setattr("ray.tune.integration.ray_train.TuneReportCallback", lambda: None)  # needs a Tune session
     return configs
+
+
+def test_a_trial_with_test_pairs_reports_their_scores_last(started, monkeypatch):
+    """After training, the test pairs' scores (from the selected checkpoint) are the trial's last Tune result:
+    the study's metric and table read them; a trial without test pairs reports nothing more."""
+    reported = []
+    monkeypatch.setattr("ray.tune.report", lambda metrics: reported.append(metrics))
+    _, trials = load_study(SHIPPED.parent / "language_samples_tiny.yaml")
+    name, config = next(iter(trials.items()))
+    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())})
+    assert reported == [{"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20, "step": 40}]
+    _, name, config = shipped_trial()
+    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())})
+    assert len(reported) == 1
 
 
 def shipped_trial():
