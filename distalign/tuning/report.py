@@ -67,9 +67,10 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
             best = scored.sort_values(study.metric, ascending=study.mode == "min").iloc[0]
             client.log_metric(parent_id, f"best/{study.metric}", float(best[study.metric]))
             client.set_tag(parent_id, "distalign.best_trial", best["trial"])
-            if best["trial"] in children and "distalign.checkpoint" in children[best["trial"]].data.tags:
-                client.set_tag(parent_id, "distalign.best_checkpoint",
-                               children[best["trial"]].data.tags["distalign.checkpoint"])
+            # the checkpoint the metric comes from: the selected one for test pairs, else the last
+            source = "distalign.best_checkpoint" if study.metric.startswith("test/") else "distalign.checkpoint"
+            if best["trial"] in children and source in children[best["trial"]].data.tags:
+                client.set_tag(parent_id, "distalign.best_checkpoint", children[best["trial"]].data.tags[source])
             _bars(scored, study, out / "trials.png")
             if SEED in study.grid or study.search.seeds > 1:
                 _by_configuration(scored, study, out)

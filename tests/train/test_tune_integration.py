@@ -88,6 +88,8 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
     assert 0 < parent.data.metrics["study/trial_startup_share"] <= 1
     best = max(r.data.metrics["test/bli/avg/mrr"] for r in children)
     assert parent.data.metrics["best/test/bli/avg/mrr"] == pytest.approx(best)
+    scored_from = {c.data.tags[BEST_CHECKPOINT_TAG] for c in children if c.data.metrics["test/bli/avg/mrr"] == best}
+    assert parent.data.tags["distalign.best_checkpoint"] in scored_from  # the checkpoint the best score comes from
     assert parent.data.tags["distalign.best_checkpoint"].startswith(str(distalign_home / "runs" / "mini-samples-"))
     # every artifact of the parent comes back through the client
     artifacts = {a.path for a in client.list_artifacts(parent.info.run_id)}
