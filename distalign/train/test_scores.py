@@ -1,5 +1,5 @@
 """The final test score of a run: BLI on the test pairs (``eval.test_languages``), once, after training, from
-the selected checkpoint (the best by ``eval/selection/rel_mrr_gain`` on the validation pairs, else the last).
+the selected checkpoint (the best by ``eval.select_by``'s score on the validation data, else the last).
 
 BabelBERT §5.1 selects on validation pairs and reports its test benchmark after training; the scores are the
 in-loop evaluation's (``evaluate_bli``: same test-set construction, ranking, vocabulary and word layer), logged

@@ -112,7 +112,7 @@ def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
             prepared = prepare_data(config)
         except ValueError as error:  # a ConfigError: the command prints it without a traceback
             raise ConfigError(f"trial {name}: {error}") from error
-        if prepared.test_pairs and not prepared.eval_pairs:
+        if prepared.test_pairs and config.eval.select_by == "bli" and not prepared.eval_pairs:
             raise ConfigError(f"trial {name}: eval.test_languages {config.eval.test_languages} leave no validation "
                               f"pair to select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
                               f"validation pair has no test language)")
