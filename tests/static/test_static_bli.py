@@ -91,3 +91,12 @@ def test_missing_vectors_and_bad_flags_are_named(files, capsys):
     assert main(["static", "bli", "--vectors", f"de={files['de']}", "--vectors", f"en={files['en']}",
                  "--dictionary", f"de-en:{files['dictionary']}", "--similarity", "dot"]) == 2
     assert "--similarity: ['dot'] not among" in capsys.readouterr().err
+
+
+def test_gbli_pairs_from_the_eval_dir_are_read_as_distalign_eval_reads_them(files, tmp_path):
+    """--bli-pairs de-en with only G-BLI's en-de file: read swapped, as ``distalign eval`` does."""
+    folder = tmp_path / "eval" / "bli" / "gbli" / "en-de"
+    folder.mkdir(parents=True)
+    (folder / "yacle.test.freq.2k.en-de.tsv").write_text("dog\thund\ncat\tkatze\ncar\thaus\n")
+    suite = SuiteSpec(eval_dir=str(tmp_path / "eval"), bli_pairs=("de-en",))
+    assert scores(static_bli({"de": files["de"], "en": files["en"]}, suite))["mrr"] == pytest.approx(0.75)
