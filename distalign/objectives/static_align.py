@@ -192,9 +192,9 @@ class StaticAlignObjective(Objective):
                              f"needs the model's hidden size {hidden_size} (use loss=dcca for other sizes)")
         batch = experiment.train.static_batch_size
         if cfg.loss == "dcca" and (forced := dcca_forced_correlations(batch, cfg.dcca_k)):
-            # each view's k leading directions lie in the (N - 1)-dim centred batch space, so 2k > N - 1 makes them overlap
-            log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep CCA's "
-                        "%d correlations are 1 whatever the encoder does and teach nothing; use "
+            # each view's k leading directions lie in the (N - 1)-dim centred batch space: 2k > N - 1 makes them overlap
+            log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep "
+                        "CCA's %d correlations are 1 whatever the encoder does and teach nothing; use "
                         "train.static_batch_size > 2 * objectives.static.dcca_k", batch, cfg.dcca_k, forced, cfg.dcca_k)
 
     @classmethod
