@@ -68,7 +68,7 @@ class Stream:
     tensors: ClassVar[tuple[TensorSpec, ...]]
     Settings: ClassVar[type]  # its tokenisation settings (a frozen dataclass)
     # True: a table the driver reads once (``table``), split among the workers by row; False: each worker
-    # streams its own share from the sources (the corpus)
+    # streams its own share from the sources (the corpus, whose ``worker_batches`` does so)
     read_on_driver: ClassVar[bool] = True
     # train.epochs and eval.every_epochs count passes over the active stream with the lowest rank (None: never)
     epoch_rank: ClassVar[int | None] = None
