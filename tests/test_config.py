@@ -75,7 +75,7 @@ def stand_in_data_files(raw: dict, root: Path) -> None:
     """Empty files where a published-setting config names the data its user brings (corpora, dictionaries)."""
     data = raw.get("data", {})
     paths = list(data.get("constraints", [])) + [
-        source["path"] for key in ("dictionaries", "eval_dictionaries", "corpora", "static_vectors")
+        source["path"] for key in ("dictionaries", "eval_dictionaries", "corpora", "validation_corpora", "static_vectors")
         for source in data.get(key, [])]
     for path in paths:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
@@ -173,6 +173,7 @@ def test_published_settings_are_the_papers():
     static = raw("static_align.yaml")
     assert static["objectives"]["static"] == {"weight": 1.0, "loss": "dcca", "dcca_k": 10}
     assert static["train"]["max_steps"] == 7500 and static["model"]["name_or_path"] == "xlm-roberta-base"
+    assert static["eval"]["select_by"] == "mlm_loss" and static["data"]["validation_corpora"]  # App. C's selection
     # BERT-style instances: sentences packed up to the sequence length (ALIGN-MLM G.3; run_mlm's group_texts)
     for name in ("align_mlm.yaml", "dict_mlm.yaml", "dict_mlm_align_rerun.yaml", "sense_aware.yaml", "static_align.yaml"):
         assert raw(name)["data"]["pack_sequences"] is True, name

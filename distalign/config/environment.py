@@ -42,9 +42,9 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     """Make every local path absolute so Ray workers (other working dirs) see the same files."""
     data = config.data
     data.constraints = [resolve_path(p, base) for p in data.constraints]
-    for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.static_vectors:
+    for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.validation_corpora + data.static_vectors:
         src.path = resolve_path(src.path, base)
-    for src in data.corpora:  # a local save_to_disk directory, not a hub dataset name
+    for src in data.corpora + data.validation_corpora:  # a local save_to_disk directory, not a hub dataset name
         if src.hf_dataset and Path(resolve_path(src.hf_dataset, base)).is_dir():
             src.hf_dataset = resolve_path(src.hf_dataset, base)
     if config.model.name_or_path != "tiny" and Path(config.model.name_or_path).expanduser().exists():

@@ -62,6 +62,9 @@ class DataConfig:
     dictionaries: list[DictionarySource] = field(default_factory=list)  # training dictionaries
     eval_dictionaries: list[DictionarySource] = field(default_factory=list)  # held-out BLI pairs
     corpora: list[CorpusSource] = field(default_factory=list)
+    # held-out sentences (same format as corpora) scored by the MLM head at each in-loop evaluation:
+    # eval/mlm/loss, and the model-selection score with eval.select_by: mlm_loss
+    validation_corpora: list[CorpusSource] = field(default_factory=list)
     static_vectors: list[StaticVectorsSource] = field(default_factory=list)  # targets of objectives.static
     max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
     # a language sample (BabelBERT §5.1): only constraints between these languages (empty = all) ...
@@ -105,6 +108,7 @@ class DataConfig:
             require(s.num_concepts >= 10, "data.synthetic.num_concepts", "must be >= 10")
             require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
             require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
+            require(s.validation_sentences >= 0, "data.synthetic.validation_sentences", "must be >= 0")
         for i, p in enumerate(self.constraints):
             require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
         dictionaries = (("data.dictionaries", self.dictionaries), ("data.eval_dictionaries", self.eval_dictionaries))
@@ -117,6 +121,8 @@ class DataConfig:
             require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
         for i, src in enumerate(self.corpora):
             validate_corpus_source(src, f"data.corpora[{i}]")
+        for i, src in enumerate(self.validation_corpora):
+            validate_corpus_source(src, f"data.validation_corpora[{i}]")
 
 
 class ObjectivesConfig(dict):
@@ -261,6 +267,10 @@ class EvalConfig:
     # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
     vocab_dir: str = ""
     vocab_size: int = 100_000
+    # the score that ranks checkpoints (Ray keeps the best; the run's best-checkpoint tag): "bli", BabelBERT's
+    # relative MRR gain on the held-out pairs; "mlm_loss", the MLM loss on data.validation_corpora (lowest
+    # wins), as the static-contextual authors select
+    select_by: Literal["bli", "mlm_loss"] = "bli"
 
     def check(self) -> None:
         require(self.every >= 0, "eval.every", "must be >= 0")
@@ -339,6 +349,12 @@ def validate(config: ExperimentConfig) -> None:
             "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
     m.check()
     validate_objectives(config)
+    held_out = d.validation_corpora if d.source == "files" else d.synthetic.validation_sentences
+    require(not held_out or "mlm" in o.active(), "data.validation_corpora" if d.source == "files" else
+            "data.synthetic.validation_sentences", "held-out sentences are scored by objectives.mlm, which is off")
+    require(config.eval.select_by != "mlm_loss" or bool(held_out), "eval.select_by",
+            "mlm_loss needs held-out sentences: data.validation_corpora (files) or "
+            "data.synthetic.validation_sentences > 0 (synthetic)")
     d.check()
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
             f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")

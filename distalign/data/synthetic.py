@@ -39,12 +39,14 @@ class SyntheticConfig:
     sentences_per_language: int = 1500
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
     heldout_fraction: float = 0.2  # concepts held out of the constraints for BLI evaluation
+    validation_sentences: int = 0  # per language, drawn after the corpus: held-out sentences for the MLM loss
 
 
 @dataclass
 class SyntheticWorld:
     languages: list[str]
     corpora: dict[str, Path]
+    validation_corpora: dict[str, Path]  # files exist when generated with validation_sentences > 0
     constraints: Path
     eval_dictionaries: list[DictionarySource]
 
@@ -55,7 +57,8 @@ def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
     eval_dicts = [DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"), lang1=l1, lang2=l2)
                   for l1, l2 in itertools.combinations(languages, 2)]
     return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
-                          out / "constraints.parquet", eval_dicts)
+                          {lang: out / f"validation.{lang}.txt" for lang in languages}, out / "constraints.parquet",
+                          eval_dicts)
 
 
 def _proto_word(rng: np.random.Generator) -> str:
@@ -131,6 +134,11 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
         sentences = [_sentence(rng, lang, lexicon[lang.name], word_class, topic)
                      for _ in range(cfg.sentences_per_language)]
         world.corpora[lang.name].write_text("\n".join(sentences) + "\n")
+    for lang in languages:  # after every corpus: the corpora do not change with validation_sentences
+        if cfg.validation_sentences:
+            sentences = [_sentence(rng, lang, lexicon[lang.name], word_class, topic)
+                         for _ in range(cfg.validation_sentences)]
+            world.validation_corpora[lang.name].write_text("\n".join(sentences) + "\n")
 
     pq.write_table(_constraint_table(lexicon, world.languages, ~heldout, topic), world.constraints)
     for source in world.eval_dictionaries:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from distalign.eval.mlm_loss import MLM_LOSS_METRIC
 from distalign.eval.tasks import BLIRanking, BLITask, EncodingSettings, evaluate_locally
 
 
@@ -40,6 +41,11 @@ def evaluate_bli(model, tokenizer, test_sets: list[BLITask], max_tokens: int, la
 
 
 SELECTION_METRIC = "eval/selection/rel_mrr_gain"
+
+
+def selection_score(select_by: str) -> tuple[str, str]:
+    """(metric, mode) that ranks a run's checkpoints for ``eval.select_by``."""
+    return (MLM_LOSS_METRIC, "min") if select_by == "mlm_loss" else (SELECTION_METRIC, "max")
 
 
 def pair_mrrs(metrics: dict[str, float]) -> dict[str, float]:

@@ -24,6 +24,7 @@ import pyarrow.fs
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import (
     CorpusStream,
+    SkipLedger,
     list_corpus_files,
     read_rows,
     sample_texts,
@@ -40,6 +41,7 @@ from distalign.data.sampling import (
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
+from distalign.errors import require
 from distalign.models.loading import build_tiny_model
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
@@ -70,6 +72,7 @@ class PreparedData:
     reports: list[ReadReport] = field(default_factory=list)
     excluded_constraints: int = 0
     static: pa.Table | None = None  # word, lang, vector: targets of the static objective
+    validation: pa.Table | None = None  # text, lang, row, epoch: held-out sentences for the MLM validation loss
 
     @property
     def languages(self) -> list[str]:
@@ -118,10 +121,13 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         world = synthetic_world(config)
         constraint_files = [str(world.constraints)]
         corpora = [CorpusSource(str(path), lang) for lang, path in world.corpora.items()]
+        validation_sources = [CorpusSource(str(path), lang) for lang, path in world.validation_corpora.items()
+                              if d.synthetic.validation_sentences]
         eval_dicts = world.eval_dictionaries
     else:
         constraint_files = list(d.constraints)
         corpora = list(d.corpora)
+        validation_sources = list(d.validation_corpora)
         eval_dicts = d.eval_dictionaries
 
     reports: list[ReadReport] = []
@@ -161,9 +167,10 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
         raise ValueError(f"no dictionary pair left after excluding evaluation words: objectives {readers} train on them")
 
-    filesystem = corpus_filesystem(corpora, config.storage.endpoint_url)
+    filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha, filesystem), filesystem)
+    validation = validation_sentences(validation_sources, filesystem, reports) if validation_sources else None
     if d.corpus_sampling_alpha != 1:
         log.info("corpus language sampling (alpha=%s): share of sentences kept per epoch %s", d.corpus_sampling_alpha,
                  {s.lang: round(s.keep, 4) for s in corpus.sources})
@@ -180,8 +187,24 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     static = None
     if "static" in config.objectives.streams():  # its rows: read on the driver from the vectors, or derived
         static = static_targets(config, model_path, corpus, constraints, heldout, reports)
-    return PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
-                        reports, excluded, static if static is None else with_row_index(static))
+    prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
+                            reports, excluded, static if static is None else with_row_index(static), validation)
+    if validation is not None:
+        unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
+        require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")
+    return prepared
+
+
+def validation_sentences(sources: list[CorpusSource], filesystem, reports: list[ReadReport]) -> pa.Table:
+    """Every held-out sentence of ``sources`` (read whole, on the driver), malformed rows added to ``reports``."""
+    listed = [list_corpus_files(src, f"data.validation_corpora[{i}]", filesystem) for i, src in enumerate(sources)]
+    ledger = SkipLedger()
+    batches = list(read_rows(CorpusStream(listed, filesystem), ledger=ledger))
+    reports.extend(ledger.reports())
+    table = pa.Table.from_pydict({key: np.concatenate([b[key] for b in batches]) for key in batches[0]}) \
+        if batches else None
+    require(table is not None, "data.validation_corpora", "holds no well-formed sentence")
+    return table
 
 
 def synthetic_world(config: ExperimentConfig) -> SyntheticWorld:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 
 from distalign.config import ExperimentConfig
@@ -23,6 +24,8 @@ class TrainingPlan:
     languages: list[str] = field(default_factory=list)  # a language's id is its index here
     word_pairs: pa.Table | None = None  # the training word pairs, when an objective uses them in the worker
     bli_test_sets: list[BLITask] = field(default_factory=list)  # held-out pairs for model selection
+    # held-out corpus rows, tokenised and masked (``distalign.preparation.validation``): the MLM validation loss
+    mlm_validation: dict[str, np.ndarray] | None = None
     # the plugins of the streams the active objectives read, by name (workers need no registry)
     streams: dict[str, Stream] = field(default_factory=dict)
     corpus: CorpusFeed | None = None  # how workers stream the corpus, when an objective reads it

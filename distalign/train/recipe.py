@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Callable, ContextManager, Iterator
 
+import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -26,6 +27,7 @@ from distalign.checkpoint import (
     write_rank0_files,
     write_rng_state,
 )
+from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer
@@ -121,19 +123,33 @@ class TrainingRecipe:
         return {("train/loss" if name == "loss" else f"train/{name}_loss"): value for name, value in losses.items()}
 
     def evaluate(self) -> dict[str, float]:
-        """In-loop BLI on the held-out pairs and the model-selection score (all ranks enter)."""
+        """In-loop BLI on the held-out pairs, the MLM validation loss and the model-selection score (all ranks
+        enter)."""
         with self.engine.full_weights():
             metrics = evaluate_bli(self.engine.module, self.tokenizer, self.plan.bli_test_sets,
                                    self.config.model.max_word_tokens, self.config.model.word_layer)
-        if metrics:
-            if not self.state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection
-                self.state.baseline_mrr = pair_mrrs(metrics)
-            metrics[SELECTION_METRIC] = relative_mrr_gain(pair_mrrs(metrics), self.state.baseline_mrr)
+            if metrics:
+                if not self.state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection
+                    self.state.baseline_mrr = pair_mrrs(metrics)
+                metrics[SELECTION_METRIC] = relative_mrr_gain(pair_mrrs(metrics), self.state.baseline_mrr)
+            if self.plan.mlm_validation is not None:
+                metrics.update(self._mlm_validation_loss())
         if self.is_chief and metrics:
             self._log(metrics)
             log.info("step %d eval %s", self.state.step, " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
         self.last_eval = metrics
         return metrics
+
+    def _mlm_validation_loss(self) -> dict[str, float]:
+        """Each rank scores every world_size-th held-out row; the summed losses and token counts are added up."""
+        batch = self.plan.mlm_validation
+        rows = np.arange(self.rank, len(batch["row"]), self.world_size)
+        sums = mlm_loss_sums(self.engine.module.masked_lm, batch, rows, len(self.plan.languages),
+                             self.config.train.corpus_batch_size, self.device)
+        if dist.is_available() and dist.is_initialized():
+            sums = sums.to(self.device)
+            dist.all_reduce(sums)
+        return mlm_loss_metrics(sums.cpu(), self.plan.languages)
 
     def save(self, directory: Path) -> None:
         """This rank's part of a checkpoint (the engine's shards on every rank, the rest on rank 0)."""

@@ -21,12 +21,13 @@ from ray.train.torch import TorchTrainer
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import start_ledger
 from distalign.data.streams import STREAMS
-from distalign.eval.selection import SELECTION_METRIC, build_test_set
+from distalign.eval.selection import build_test_set, selection_score
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
 from distalign.preparation.schedule import run_schedule
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
+from distalign.preparation.validation import mlm_validation_batch
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
@@ -63,8 +64,8 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
     streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
     return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
-                        prepared.languages, word_pairs, test_sets, streams, corpus_feed(prepared, config, ledger),
-                        clock or StartupClock())
+                        prepared.languages, word_pairs, test_sets, mlm_validation_batch(prepared, config), streams,
+                        corpus_feed(prepared, config, ledger), clock or StartupClock())
 
 
 @contextlib.contextmanager
@@ -131,9 +132,10 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
     if config.eval.every_epochs:
         log.info("evaluating and checkpointing every %d steps (%s epochs)", schedule.eval_every,
                  config.eval.every_epochs)
-    has_validation = bool(prepared.eval_pairs)
+    selection, order = selection_score(config.eval.select_by)
+    has_validation = prepared.validation is not None if config.eval.select_by == "mlm_loss" else bool(prepared.eval_pairs)
     # Ray keeps the best checkpoints by the selection score (and always the latest, for resuming)
-    score = {"checkpoint_score_attribute": SELECTION_METRIC, "checkpoint_score_order": "max"} if has_validation else {}
+    score = {"checkpoint_score_attribute": selection, "checkpoint_score_order": order} if has_validation else {}
 
     store = open_store_in_background(config.tracking.uri)
     ensure_ray()
@@ -154,7 +156,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
             clock.mark("trainer")
             result = build_trainer(config, datasets, plan, score, callbacks).fit()
         checkpoint = checkpoint_uri(result.checkpoint) if result.checkpoint is not None else ""
-        best = result.get_best_checkpoint(SELECTION_METRIC, "max") \
+        best = result.get_best_checkpoint(selection, order) \
             if has_validation and result.best_checkpoints else None
         best_checkpoint = checkpoint_uri(best) if best is not None else ""
         if checkpoint:

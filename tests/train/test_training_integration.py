@@ -118,18 +118,29 @@ def test_rerun_with_same_name_resumes_from_s3_past_a_cut_short_checkpoint(ddp_ru
     assert second.checkpoint != first.checkpoint
 
 
-def test_deepspeed_zero2_trains_like_ddp(ddp_run):
+def test_deepspeed_zero2_trains_like_ddp_and_selects_by_mlm_validation_loss(ddp_run, tmp_path):
+    """The DDP run's objective mix under ZeRO-2, with held-out sentences scored at every evaluation and the
+    best checkpoint chosen by their MLM loss (the static-contextual authors' selection); held-out sentences
+    change neither the training data nor the trajectory."""
     config, ddp = ddp_run
     ds_config = load_config(QUICKSTART, SMALL + ["run.name=zero2", "train.engine=deepspeed", "train.zero_stage=2",
-                                                 "objectives.align.weight=2"])  # the DDP run's objective mix
+                                                 "objectives.align.weight=2", "data.synthetic.validation_sentences=40",
+                                                 "eval.select_by=mlm_loss", "storage.keep_checkpoints=1"])
     outcome = run_training(ds_config)
     client = MlflowClient(config.tracking.uri)
-    assert client.get_run(outcome.run_id).info.status == "FINISHED"
+    run = client.get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
     assert steps(client, outcome.run_id, "train/loss") == [2, 4, 6]
     # Same seed, data order and fp32 maths: ZeRO-2 must follow DDP's trajectory.
     for step in (2, 4, 6):
         assert value_at(client, outcome.run_id, "train/loss", step) == pytest.approx(
             value_at(client, ddp.run_id, "train/loss", step), rel=1e-3)
+    assert steps(client, outcome.run_id, "eval/mlm/loss") == [0, 3, 6]
+    assert steps(client, outcome.run_id, "eval/mlm/xb/loss") == [0, 3, 6]
+    losses = {step: value_at(client, outcome.run_id, "eval/mlm/loss", step) for step in (3, 6)}
+    best_step = json.loads((Path(outcome.best_checkpoint) / "trainer_state.json").read_text())["step"]
+    assert losses[best_step] == min(losses.values())
+    assert run.data.tags[BEST_CHECKPOINT_TAG] == outcome.best_checkpoint
     shards = [p.name for p in (Path(outcome.checkpoint) / "deepspeed" / "state").iterdir()]
     assert any("zero_pp_rank_0" in s for s in shards) and any("zero_pp_rank_1" in s for s in shards)
     assert (Path(outcome.checkpoint) / "model" / "config.json").is_file()

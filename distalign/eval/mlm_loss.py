@@ -1,0 +1,51 @@
+"""The MLM validation loss: the masked LM head's cross-entropy on held-out sentences, per language.
+
+The sentences are tokenised and masked once, on the driver, exactly as the corpus stream's batches are
+(``distalign.preparation.validation``), so every evaluation of a run scores the same targets and two
+evaluations differ only by the model. The loss is a mean over labelled tokens, not over sentences: the
+Hugging Face Trainer's evaluation loss, which the static-contextual authors select checkpoints by.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from distalign.objectives.mlm import IGNORE_INDEX
+
+MLM_LOSS_METRIC = "eval/mlm/loss"
+
+
+@torch.no_grad()
+def mlm_loss_sums(masked_lm, batch: dict[str, np.ndarray], rows: np.ndarray, num_languages: int,
+                  batch_size: int, device: torch.device) -> torch.Tensor:
+    """[num_languages, 2] float64: per language id, the summed cross-entropy of the labelled tokens of
+    ``batch[rows]`` and their count (sums: ranks scoring disjoint rows add them up)."""
+    sums = torch.zeros(num_languages, 2, dtype=torch.float64)
+    was_training = masked_lm.training
+    masked_lm.eval()  # no dropout: the loss of the model, not of one noisy draw
+    try:
+        for start in range(0, len(rows), batch_size):
+            index = rows[start:start + batch_size]
+            labels = torch.from_numpy(batch["labels"][index]).to(device)
+            logits = masked_lm(input_ids=torch.from_numpy(batch["masked_ids"][index]).to(device),
+                               attention_mask=torch.from_numpy(batch["attention_mask"][index]).to(device)).logits
+            token_loss = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels,
+                                                           ignore_index=IGNORE_INDEX, reduction="none")
+            labelled = (labels != IGNORE_INDEX).double()
+            lang = torch.from_numpy(batch["lang_id"][index])
+            sums[:, 0].index_add_(0, lang, (token_loss.double() * labelled).sum(1).cpu())
+            sums[:, 1].index_add_(0, lang, labelled.sum(1).cpu())
+    finally:
+        masked_lm.train(was_training)
+    return sums
+
+
+def mlm_loss_metrics(sums: torch.Tensor, languages: list[str]) -> dict[str, float]:
+    """``eval/mlm/<lang>/loss`` per language with labelled tokens, and ``eval/mlm/loss`` over all of them."""
+    metrics = {f"eval/mlm/{languages[i]}/loss": float(total / count)
+               for i, (total, count) in enumerate(sums.tolist()) if count > 0}
+    total, count = sums.sum(0).tolist()
+    if count > 0:
+        metrics[MLM_LOSS_METRIC] = float(total / count)
+    return metrics
