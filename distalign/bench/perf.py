@@ -203,7 +203,8 @@ def ingest_rates(home: Path, batches: int) -> dict[str, float]:
     batch (whose wait is the start-up's ``first_batch`` phase)."""
     import ray
 
-    from distalign.preparation.streams import build_datasets, corpus_batches, corpus_feed
+    from distalign.data.streams import STREAMS
+    from distalign.preparation.streams import RayWorkerData, build_datasets, corpus_feed
     from distalign.ray_session import ensure_ray
 
     ensure_ray()
@@ -212,7 +213,8 @@ def ingest_rates(home: Path, batches: int) -> dict[str, float]:
     dataset = build_datasets(prepared, config, config.train.max_steps)["constraints@0"]
     rates["constraints"] = _rate(iter(dataset.iter_torch_batches(batch_size=32, drop_last=True)), batches)
     config, prepared = _prepared(home, batch_overrides(32, 2) + ["objectives.lexical.weight=0"])
-    rates["corpus"] = _rate(corpus_batches(corpus_feed(prepared, config), 0, 2, 16), batches)
+    corpus = STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 16)
+    rates["corpus"] = _rate(corpus, batches)
     ray.shutdown()
     return rates
 

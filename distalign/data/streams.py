@@ -5,8 +5,10 @@ owns its loss): its tensors (the batch contract: every objective reads only tens
 plus what its own preparer adds; ``tests/data/test_batch_contract.py``) and batch-size key; its
 typed tokenisation settings, which the objectives reading it refine (``Objective.stream_settings``);
 its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
-per-epoch draw; its rows per epoch (``train.epochs``); its data sources' checks; the CPUs its Ray Data
-tasks take. Ray itself stays in ``distalign.preparation.streams``, which runs every stream from here.
+per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterator over its batches
+(``worker_batches``); its data sources' checks; the CPUs its Ray Data tasks take. How rows become
+batches is the ``WorkerData`` a worker passes in: Ray Data in a Ray Train worker, or this process
+(tests, debugging), both in ``distalign.preparation.streams``, which runs every stream from here.
 
 Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
 Every stream carries ``row``, the row's position in its epoch: with the epoch and the run seed it
@@ -17,8 +19,9 @@ Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -30,6 +33,32 @@ from distalign.data.tokenize import encode_packed_sentences, encode_sentences, e
 from distalign.errors import require
 
 ROW = TensorSpec("row", "int64", "B", "position of the row in its epoch")
+Batch = dict[str, Any]  # tensor name -> torch.Tensor, as a worker's objectives read it
+
+
+class WorkerData(Protocol):
+    """How one worker's rows of a stream become its batches: tokenised (and prepared by the objective's
+    preparer) and cut into batches of ``batch_size``, the last one dropped if short."""
+
+    rank: int
+    workers: int
+
+    def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
+        """One pass over this worker's share of the stream's driver-read rows (every epoch the run needs)."""
+
+    def corpus_epoch(self, epoch: int, batch_size: int) -> Iterable[Batch]:
+        """This worker's batches of one epoch of the corpus, streamed from its files."""
+
+
+def passes(batches_of: Callable[[int], Iterable[Batch]], too_few: Callable[[int], str]) -> Iterator[Batch]:
+    """The batches of pass 0, 1, 2, ... for ever; a pass without a batch raises ``ValueError(too_few(pass))``."""
+    for number in itertools.count():
+        empty = True
+        for batch in batches_of(number):
+            empty = False
+            yield batch
+        if empty:
+            raise ValueError(too_few(number))
 
 
 class Stream:
@@ -39,7 +68,7 @@ class Stream:
     tensors: ClassVar[tuple[TensorSpec, ...]]
     Settings: ClassVar[type]  # its tokenisation settings (a frozen dataclass)
     # True: a table the driver reads once (``table``), split among the workers by row; False: each worker
-    # streams its own share from the sources (the corpus)
+    # streams its own share from the sources (the corpus, whose ``worker_batches`` does so)
     read_on_driver: ClassVar[bool] = True
     # train.epochs and eval.every_epochs count passes over the active stream with the lowest rank (None: never)
     epoch_rank: ClassVar[int | None] = None
@@ -72,6 +101,13 @@ class Stream:
         """Epoch -> its rows of that epoch: every row once, reshuffled per (seed, epoch) (the same batches
         every epoch would repeat batch statistics, e.g. Deep CCA's)."""
         return lambda epoch: shuffled_epoch(table, config.train.seed, epoch)
+
+    def worker_batches(self, data: WorkerData, batch_size: int) -> Iterator[Batch]:
+        """A worker's batches, endless: its share of the stream's rows (as many epochs of the draw as the
+        run needs), pass after pass."""
+        return passes(lambda _: data.table_pass(self, batch_size),
+                      lambda _: f"dataset '{self.name}@{data.rank}' has fewer rows per worker than one batch of "
+                                f"{batch_size}")
 
     def check_sources(self, data, readers: list[str]) -> None:
         """Raise ``ConfigError`` if the active objectives ``readers`` read it but ``data`` (a files run) has
@@ -178,6 +214,12 @@ class CorpusSentencesStream(Stream):
 
     def rows(self, prepared) -> int:
         return prepared.corpus_rows
+
+    def worker_batches(self, data: WorkerData, batch_size: int) -> Iterator[Batch]:
+        """A worker's batches, epoch after epoch: each epoch its share of the corpus streamed anew."""
+        return passes(lambda epoch: data.corpus_epoch(epoch, batch_size),
+                      lambda epoch: f"corpus: worker {data.rank} of {data.workers} got fewer sentences than one "
+                                    f"batch of {batch_size} in epoch {epoch}")
 
     def check_sources(self, data, readers: list[str]) -> None:
         require(bool(data.corpora) or not readers, "data.corpora", f"objectives {sorted(readers)} need data.corpora")

@@ -57,6 +57,7 @@ torch.Size([])
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from typing import Literal
 
@@ -65,6 +66,8 @@ from torch.autograd.function import once_differentiable
 
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
+
+log = logging.getLogger("distalign")
 
 
 def mse_loss(h: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -179,6 +182,20 @@ class StaticAlignObjective(Objective):
             layers = model.tiny.num_layers
             require(-(layers + 1) <= cfg.extract_layer <= layers, f"{key}.extract_layer",
                     f"must be in [{-(layers + 1)}, {layers}] for the tiny model (model.tiny.num_layers={layers})")
+
+    @classmethod
+    def check_targets(cls, cfg: StaticAlignConfig, experiment, dim: int, hidden_size: int) -> None:
+        """Its rules for the static stream's targets, checked when the driver reads them
+        (``distalign.preparation.static_targets``): ``dim``-dimensional vectors for a model of ``hidden_size``."""
+        if cfg.loss == "mse" and dim != hidden_size:
+            raise ValueError(f"data.static_vectors: {dim}-dimensional vectors, but objectives.static.loss=mse "
+                             f"needs the model's hidden size {hidden_size} (use loss=dcca for other sizes)")
+        batch = experiment.train.static_batch_size
+        if cfg.loss == "dcca" and (forced := dcca_forced_correlations(batch, cfg.dcca_k)):
+            # each view's k leading directions lie in the (N - 1)-dim centred batch space: 2k > N - 1 makes them overlap
+            log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep "
+                        "CCA's %d correlations are 1 whatever the encoder does and teach nothing; use "
+                        "train.static_batch_size > 2 * objectives.static.dcca_k", batch, cfg.dcca_k, forced, cfg.dcca_k)
 
     @classmethod
     def build(cls, cfg: StaticAlignConfig, ctx: ObjectiveContext) -> StaticAlignObjective:

@@ -2,8 +2,9 @@
 
 Produces the constraint table (evaluation words excluded, a subset of it if asked for), the
 corpus stream (files listed and checked; the sentences themselves are streamed to the workers,
-``distalign.data.corpus_stream``), the held-out BLI dictionaries, and the model directory (the
-offline ``tiny`` model is built here, its tokenizer trained on a sample of the run's text).
+``distalign.data.corpus_stream``), the held-out BLI dictionaries, the model directory (the
+offline ``tiny`` model is built here, its tokenizer trained on a sample of the run's text) and,
+when an objective reads the static stream, its targets (``distalign.preparation.static_targets``).
 """
 
 from __future__ import annotations
@@ -38,13 +39,13 @@ from distalign.data.sampling import (
     words_of,
 )
 from distalign.data.schema import CONSTRAINT_SCHEMA
-from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
+from distalign.data.sources import CorpusSource, DictionarySource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import require
 from distalign.models.loading import build_tiny_model
-from distalign.static.word2vec_format import read_word2vec
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
+from distalign.preparation.static_targets import static_targets
 from distalign.storage import node_local, storage_filesystem
 
 log = logging.getLogger("distalign")
@@ -137,7 +138,7 @@ def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: lis
 def prepare_data(config: ExperimentConfig) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
-    tiny model if asked for and the static targets if the static objective needs them."""
+    tiny model if asked for and the static targets if an objective reads the static stream."""
     d = config.data
     if d.source == "synthetic":
         world = synthetic_world(config)
@@ -203,9 +204,8 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         if report.malformed:
             log.warning("%s", report.summary())
     static = None
-    if config.objectives.static.weight:
-        sources = d.static_vectors or derived_static_sources(config, model_path, corpus, constraints)
-        static = read_static_targets(config, sources, heldout, reports, model_path)
+    if "static" in config.objectives.streams():  # its rows: read on the driver from the vectors, or derived
+        static = static_targets(config, model_path, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
                             test_pairs)
@@ -250,51 +250,6 @@ def corpus_filesystem(corpora: list[CorpusSource], endpoint_url: str):
     if not any("://" in c.path for c in corpora):
         return None
     return storage_filesystem(endpoint_url) or pyarrow.fs.S3FileSystem()
-
-
-def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: CorpusStream,
-                           constraints: pa.Table) -> list[StaticVectorsSource]:
-    """X2Static + mapped targets from the starting model (``distalign.preparation.static_targets``)."""
-    from distalign.preparation.static_targets import derive_static_vectors
-
-    s = config.objectives.static
-    if corpus.filesystem is not None or any(src.kind == "hf" for src in corpus.sources):
-        raise ValueError("objectives.static derives its targets from local corpus files only: give "
-                         "data.static_vectors for corpora on S3 or from Hugging Face datasets")
-    local = [(path, src.lang) for src in corpus.sources for path in src.paths]
-    return derive_static_vectors(model_path, local, constraints, Path(config.data.output_dir) / "static",
-                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed, s.mapping)
-
-
-def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSource],
-                        heldout: set[tuple[str, str]], reports: list[ReadReport], model_path: str) -> pa.Table:
-    """(word, lang, vector) rows of every static vector file; evaluation words left out."""
-    from transformers import AutoConfig
-
-    tables = []
-    for src in sources:
-        words, vectors, report = read_word2vec(src.path)
-        reports.append(report)
-        keep = [i for i, w in enumerate(words) if (src.lang, w) not in heldout]
-        tables.append(pa.table({"word": [words[i] for i in keep], "lang": [src.lang] * len(keep),
-                                "vector": list(vectors[keep])}))
-    static = pa.concat_tables(tables)
-    dim, hidden = len(static["vector"][0]), AutoConfig.from_pretrained(model_path).hidden_size
-    if config.objectives.static.loss == "mse" and dim != hidden:
-        raise ValueError(f"data.static_vectors: {dim}-dimensional vectors, but objectives.static.loss=mse "
-                         f"needs the model's hidden size {hidden} (use loss=dcca for other sizes)")
-    if len(static) < config.train.static_batch_size * config.train.num_workers:
-        raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
-    from distalign.objectives.static_align import dcca_forced_correlations
-
-    if config.objectives.static.loss == "dcca" and (
-            forced := dcca_forced_correlations(config.train.static_batch_size, config.objectives.static.dcca_k)):
-        # each view's k leading directions lie in the (N - 1)-dim centred batch space, so 2k > N - 1 makes them overlap
-        log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep CCA's "
-                    "%d correlations are 1 whatever the encoder does and teach nothing; use "
-                    "train.static_batch_size > 2 * objectives.static.dcca_k", config.train.static_batch_size,
-                    config.objectives.static.dcca_k, forced, config.objectives.static.dcca_k)
-    return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))
 
 
 def with_synset_index(table: pa.Table) -> pa.Table:

@@ -1,6 +1,12 @@
-"""Static targets derived from the run's own starting model, for runs that name no ``data.static_vectors``.
+"""The static stream's rows, read on the driver: (word, lang, vector) targets of the static objective.
 
-Hämmerl et al. (2022)'s pipeline as one driver-side step before training:
+``static_targets`` reads them from ``data.static_vectors`` (word2vec text files in one aligned
+space), or from vectors derived from the run's own starting model, leaves evaluation words out,
+checks them (one batch per worker; the reading objective's own rules,
+``StaticAlignObjective.check_targets``) and shuffles them once by the run seed.
+
+Derived targets (no ``data.static_vectors``): Hämmerl et al. (2022)'s pipeline as one driver-side
+step before training:
 
 1. X2Static vectors per corpus language, distilled from the model the run starts from
    (``objectives.static.extract_layer``; layer 6 for XLM-R base);
@@ -19,9 +25,14 @@ import logging
 from collections import defaultdict
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 
+from distalign.config import ExperimentConfig
+from distalign.data.corpus_stream import CorpusStream
+from distalign.data.readers import ReadReport
 from distalign.data.sources import StaticVectorsSource
+from distalign.objectives.static_align import StaticAlignObjective
 from distalign.static.mapping import MappingMethod, map_spaces
 from distalign.static.procrustes import preprocess
 from distalign.static.word2vec_format import read_word2vec, write_word2vec
@@ -78,3 +89,43 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
                  "sizes %s", source.lang, pivot, method, report["dictionary_sizes"][0], report["seed_missing"],
                  report["dictionary_sizes"])
     return sources
+
+
+def static_targets(config: ExperimentConfig, model_path: str, corpus: CorpusStream, pairs: pa.Table,
+                   heldout: set[tuple[str, str]], reports: list[ReadReport]) -> pa.Table:
+    """The static stream's rows (module docstring): ``pairs`` are the run's training pairs (they seed the
+    maps of derived targets), ``heldout`` the (lang, word) evaluation words; read reports go to ``reports``."""
+    sources = config.data.static_vectors or derived_static_sources(config, model_path, corpus, pairs)
+    return read_static_targets(config, sources, heldout, reports, model_path)
+
+
+def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: CorpusStream,
+                           pairs: pa.Table) -> list[StaticVectorsSource]:
+    """X2Static + mapped targets from the starting model (``derive_static_vectors``)."""
+    s = config.objectives.static
+    if corpus.filesystem is not None or any(src.kind == "hf" for src in corpus.sources):
+        raise ValueError("objectives.static derives its targets from local corpus files only: give "
+                         "data.static_vectors for corpora on S3 or from Hugging Face datasets")
+    local = [(path, src.lang) for src in corpus.sources for path in src.paths]
+    return derive_static_vectors(model_path, local, pairs, Path(config.data.output_dir) / "static",
+                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed, s.mapping)
+
+
+def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSource],
+                        heldout: set[tuple[str, str]], reports: list[ReadReport], model_path: str) -> pa.Table:
+    """(word, lang, vector) rows of every static vector file; evaluation words left out."""
+    from transformers import AutoConfig
+
+    tables = []
+    for src in sources:
+        words, vectors, report = read_word2vec(src.path)
+        reports.append(report)
+        keep = [i for i, w in enumerate(words) if (src.lang, w) not in heldout]
+        tables.append(pa.table({"word": [words[i] for i in keep], "lang": [src.lang] * len(keep),
+                                "vector": list(vectors[keep])}))
+    static = pa.concat_tables(tables)
+    StaticAlignObjective.check_targets(config.objectives.static, config, len(static["vector"][0]),
+                                       AutoConfig.from_pretrained(model_path).hidden_size)
+    if len(static) < config.train.static_batch_size * config.train.num_workers:
+        raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
+    return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))

@@ -9,32 +9,36 @@ identically on resume.
   table, one after the other, as the run's steps need (``RunSchedule.max_steps``), each epoch the
   stream's draw (``Stream.draw``: static rows reshuffled per (seed, epoch), constraint pairs drawn by
   language pair with q ∝ p^α). Each worker gets datasets of its own (``shard_name``): rows r, r + W,
-  ... (``build_datasets``).
+  ... (``worker_rows``, ``build_datasets``).
 - The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
   the corpus files (``distalign.data.corpus_stream``) holding the rows whose hash falls to it,
-  and mixes them in a seeded local shuffle buffer (``corpus_batches``).
+  and mixes them in a seeded local shuffle buffer (``RayWorkerData.corpus_epoch``).
+
+A worker asks each stream for its batches (``Stream.worker_batches``) with a ``WorkerData``:
+``RayWorkerData`` in a Ray Train worker, ``LocalWorkerData`` in this process without Ray
+(``local_streams``: the same rows, tokenisation, preparers and seeds, for tests and debugging).
 """
 
 from __future__ import annotations
 
 import contextlib
-import itertools
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import pyarrow as pa
 import ray
 import ray.data
+import ray.train
 import ray.util.scheduling_strategies
 import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS, Stream
+from distalign.data.streams import STREAMS, Batch, Stream
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
@@ -140,7 +144,7 @@ def table_streams(prepared: PreparedData, config: ExperimentConfig, max_steps: i
 
 @dataclass
 class CorpusFeed:
-    """What a worker needs to stream its share of the corpus (``corpus_batches``)."""
+    """What a worker needs to stream its share of the corpus (``RayWorkerData.corpus_epoch``)."""
 
     corpus: CorpusStream
     job: StreamBatchJob  # of each Ray Data task tokenising (and preparing) the corpus rows
@@ -197,29 +201,36 @@ def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
     return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1)[0])
 
 
-def corpus_batches(feed: CorpusFeed, rank: int, workers: int, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-    """This worker's corpus batches, epoch after epoch: each epoch a new lazy Ray Dataset over the files."""
-    context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = True  # same batches on a resume
-    context.enable_progress_bars = False
-    context.target_max_block_size = CORPUS_BLOCK_BYTES  # the first batch waits for one small block, not a file
-    if feed.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
-        context.scheduling_strategy = context.scheduling_strategy_large_args = \
-            ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(feed.reserved[rank])
-    logging.getLogger("ray.data").setLevel(logging.WARNING)  # no execution plan and summary per epoch on every worker
-    for epoch in itertools.count():
-        dataset = corpus_dataset(feed.corpus, epoch, rank, workers, feed.seed, feed.cpus).map_batches(
+@dataclass
+class RayWorkerData:
+    """A Ray Train worker's ``WorkerData`` (``distalign.data.streams``): its datasets of the table streams
+    (``build_datasets``), and its share of the corpus streamed by Ray Data tasks in its reserved CPUs."""
+
+    rank: int
+    workers: int
+    corpus: CorpusFeed | None = None
+
+    def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
+        shard = ray.train.get_dataset_shard(shard_name(stream.name, self.rank))
+        return shard.iter_torch_batches(batch_size=batch_size, drop_last=True)
+
+    def corpus_epoch(self, epoch: int, batch_size: int) -> Iterable[Batch]:
+        """A new lazy Ray Dataset over the files each epoch."""
+        feed = self.corpus
+        context = ray.data.DataContext.get_current()
+        context.execution_options.preserve_order = True  # same batches on a resume
+        context.enable_progress_bars = False
+        context.target_max_block_size = CORPUS_BLOCK_BYTES  # the first batch waits for one small block, not a file
+        if feed.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
+            context.scheduling_strategy = context.scheduling_strategy_large_args = \
+                ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(feed.reserved[self.rank])
+        logging.getLogger("ray.data").setLevel(logging.WARNING)  # no plan and summary per epoch on every worker
+        dataset = corpus_dataset(feed.corpus, epoch, self.rank, self.workers, feed.seed, feed.cpus).map_batches(
             build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=feed.cpus,
             fn_kwargs={"job": feed.job})
-        empty = True
-        for batch in dataset.iter_torch_batches(batch_size=batch_size, drop_last=True,
-                                                local_shuffle_buffer_size=feed.shuffle_buffer_rows or None,
-                                                local_shuffle_seed=shuffle_seed(feed.seed, epoch, rank)):
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError(f"corpus: worker {rank} of {workers} got fewer sentences than one batch of {batch_size} "
-                             f"in epoch {epoch}")
+        return dataset.iter_torch_batches(batch_size=batch_size, drop_last=True,
+                                          local_shuffle_buffer_size=feed.shuffle_buffer_rows or None,
+                                          local_shuffle_seed=shuffle_seed(feed.seed, epoch, self.rank))
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
@@ -236,36 +247,73 @@ def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Call
     return rows_of
 
 
+def worker_rows(table: pa.Table, rank: int, workers: int) -> pa.Table:
+    """Worker ``rank``'s rows of a table stream: rows r, r + W, r + 2W, ... (a distributed sampler's
+    interleaving), trimmed to the same count for every worker."""
+    per_worker = len(table) // workers
+    return table.take(np.arange(rank, per_worker * workers, workers))
+
+
+def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+
+
+def row_chunks(chunks: Iterable[dict[str, np.ndarray]], size: int) -> Iterator[dict[str, np.ndarray]]:
+    """The rows of ``chunks`` (numpy columns) regrouped into chunks of ``size`` rows, the last one shorter."""
+    pending, count = [], 0
+    for chunk in chunks:
+        pending.append(chunk)
+        count += len(chunk["row"])
+        while count >= size:
+            rows = _concat(pending)
+            yield {k: v[:size] for k, v in rows.items()}
+            pending, count = [{k: v[size:] for k, v in rows.items()}], count - size
+    if count:
+        yield _concat(pending)
+
+
+def tokenized_batches(chunks: Iterable[dict[str, np.ndarray]], job: StreamBatchJob,
+                      batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+    """Rows tokenised (and prepared) in this process in Ray Data's chunks of ``TOKENIZE_BATCH`` rows, then
+    cut into batches of ``batch_size``, the last one dropped if short (packing makes fewer rows than sentences)."""
+    pending: list[dict[str, np.ndarray]] = []
+    for rows in row_chunks(chunks, TOKENIZE_BATCH):
+        tensors = _concat(pending + [build_stream_batch(rows, job)])
+        full = len(tensors["row"]) // batch_size * batch_size
+        for start in range(0, full, batch_size):
+            yield {k: torch.from_numpy(v[start:start + batch_size]) for k, v in tensors.items()}
+        pending = [{k: v[full:] for k, v in tensors.items()}]
+
+
+@dataclass
+class LocalWorkerData:
+    """A ``WorkerData`` in this process, without Ray: the same rows, tokenisation, preparers and seeds as
+    ``RayWorkerData``; the corpus without the shuffle buffer."""
+
+    tables: dict[str, TableStream]  # the active table streams (``table_streams``)
+    corpus: CorpusFeed | None
+    rank: int = 0
+    workers: int = 1
+
+    def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
+        table = self.tables[stream.name]
+        rows = worker_rows(table.table, self.rank, self.workers)
+        chunks = ({name: chunk.column(name).to_numpy() for name in chunk.column_names}  # as Ray Data's numpy
+                  for chunk in (rows.slice(start, TOKENIZE_BATCH) for start in range(0, len(rows), TOKENIZE_BATCH)))
+        return tokenized_batches(chunks, table.job, batch_size)
+
+    def corpus_epoch(self, epoch: int, batch_size: int) -> Iterable[Batch]:
+        rows = read_rows(self.corpus.corpus, epoch, self.rank, self.workers, seed=self.corpus.seed)
+        return tokenized_batches(rows, self.corpus.job, batch_size)
+
+
 def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str, Iterator[dict[str, torch.Tensor]]]:
     """The batches one worker of a one-worker run would read, built in this process without Ray
-    (same tokenisation, preparers and seeds; the corpus in file order, without the shuffle buffer):
-    for tests and debugging."""
-    def batches(stream: TableStream, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-        table = stream.table
-        for start in range(0, len(table) - batch_size + 1, batch_size):
-            rows = table.slice(start, batch_size)
-            columns = {name: rows.column(name).to_numpy() for name in rows.column_names}  # as Ray Data's numpy
-            yield {k: torch.from_numpy(v) for k, v in build_stream_batch(columns, stream.job).items()}
-
-    def corpus(feed: CorpusFeed, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-        for epoch in itertools.count():
-            chunks = list(read_rows(feed.corpus, epoch, seed=feed.seed))
-            if not chunks:
-                raise ValueError(f"corpus: no sentences in epoch {epoch}")
-            rows = {k: np.concatenate([chunk[k] for chunk in chunks]) for k in chunks[0]}
-            # tokenised in Ray Data's chunks, then cut into batches: packing makes fewer rows than sentences
-            built = [build_stream_batch({k: v[start:start + TOKENIZE_BATCH] for k, v in rows.items()}, feed.job)
-                     for start in range(0, len(rows["row"]), TOKENIZE_BATCH)]
-            tensors = {k: np.concatenate([b[k] for b in built]) for k in built[0]}
-            for start in range(0, len(tensors["row"]) - batch_size + 1, batch_size):
-                yield {k: torch.from_numpy(v[start:start + batch_size]) for k, v in tensors.items()}
-
-    max_steps = run_schedule(config, prepared).max_steps
-    streams = {name: batches(stream, STREAMS[name].batch_size(config.train))
-               for name, stream in table_streams(prepared, config, max_steps).items()}
-    if (feed := corpus_feed(prepared, config)) is not None:
-        streams["corpus"] = corpus(feed, config.train.corpus_batch_size)
-    return dict(sorted(streams.items()))
+    (``LocalWorkerData``): for tests and debugging."""
+    data = LocalWorkerData(table_streams(prepared, config, run_schedule(config, prepared).max_steps),
+                           corpus_feed(prepared, config))
+    return {name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train))
+            for name in sorted(config.objectives.streams())}
 
 
 def shard_name(stream: str, rank: int) -> str:
@@ -276,18 +324,16 @@ def shard_name(stream: str, rank: int) -> str:
 def build_datasets(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, ray.data.Dataset]:
     """One Ray Dataset per stream an active objective reads and per worker (see the module docstring).
 
-    Worker r reads rows r, r + W, r + 2W, ... of the stream's epochs (a distributed sampler's
-    interleaving), trimmed to the same count for every worker: which rows a worker sees at a step is
-    fixed by the data alone, not by how Ray Data schedules blocks, so it is the same on a resume.
+    Worker r reads its rows of the stream's epochs (``worker_rows``): which rows a worker sees at a step
+    is fixed by the data alone, not by how Ray Data schedules blocks, so it is the same on a resume.
     """
     context = ray.data.DataContext.get_current()
     context.execution_options.preserve_order = True
     context.enable_progress_bars = False  # they would drown the training progress lines
     workers, datasets = config.train.num_workers, {}
     for name, stream in table_streams(prepared, config, max_steps).items():
-        per_worker = len(stream.table) // workers
         for rank in range(workers):
-            rows = stream.table.take(np.arange(rank, per_worker * workers, workers))
+            rows = worker_rows(stream.table, rank, workers)
             datasets[shard_name(name, rank)] = ray.data.from_arrow(rows).map_batches(
                 build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy",
                 num_cpus=config.data.tokenize_cpus, fn_kwargs={"job": stream.job})

@@ -1,8 +1,8 @@
 """The function Ray Train runs on every worker: the recipe fed by this worker's datasets.
 
-Each worker reads its own dataset of every table stream, and streams its own share of the corpus;
-checkpoints are saved by every rank (DeepSpeed shards) into a temporary
-directory and handed to Ray Train.
+Each worker asks every stream it trains on for its batches (``Stream.worker_batches``): its own
+dataset of a table stream, its own share of the corpus. Checkpoints are saved by every rank
+(DeepSpeed shards) into a temporary directory and handed to Ray Train.
 """
 
 from __future__ import annotations
@@ -12,34 +12,20 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Iterator
 
 import ray
 import ray.train
 import ray.train.torch
-import torch
 
 from distalign.checkpoint import incomplete_files
 from distalign.logs import configure
-from distalign.preparation.streams import corpus_batches, shard_name
+from distalign.preparation.streams import RayWorkerData
 from distalign.storage import checkpoint_uri
 from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe
 
 log = logging.getLogger("distalign")
-
-
-def endless_batches(name: str, batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
-    """Batches of this worker's dataset of a stream, pass after pass."""
-    shard = ray.train.get_dataset_shard(name)
-    while True:
-        empty = True
-        for batch in shard.iter_torch_batches(batch_size=batch_size, drop_last=True):
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError(f"dataset '{name}' has fewer rows per worker than one batch of {batch_size}")
 
 
 def report(metrics: dict[str, float], directory: Path | None) -> None:
@@ -90,8 +76,6 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         recipe.setup(resume_directory(Path(tmp), rank == 0))
     plan.clock.mark("model")
-    train = plan.config.train
-    streams = {name: endless_batches(shard_name(name, rank), stream.batch_size(train)) if stream.read_on_driver
-               else corpus_batches(plan.corpus, rank, workers, stream.batch_size(train))
-               for name, stream in plan.streams.items()}
+    data, train = RayWorkerData(rank, workers, plan.corpus), plan.config.train
+    streams = {name: stream.worker_batches(data, stream.batch_size(train)) for name, stream in plan.streams.items()}
     recipe.run(streams, report, tempfile.TemporaryDirectory)

@@ -8,7 +8,7 @@ import torch
 from distalign.config import ExperimentConfig, load_dataclass
 from distalign.data.sources import StaticVectorsSource
 from distalign.objectives.static_align import _LeadingSingular, dcca_forced_correlations, dcca_loss, mse_loss
-from distalign.preparation.inputs import read_static_targets
+from distalign.preparation.static_targets import read_static_targets
 from distalign.static.word2vec_format import write_word2vec
 
 

@@ -9,8 +9,9 @@ import ray.cloudpickle
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
+from distalign.data.streams import STREAMS
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import StreamBatchJob, build_datasets, corpus_batches, corpus_feed
+from distalign.preparation.streams import RayWorkerData, StreamBatchJob, build_datasets, corpus_feed
 from distalign.train import trainer
 from distalign.train.plan import TrainingPlan
 
@@ -43,7 +44,7 @@ def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, mo
     monkeypatch.setattr("ray.data.from_arrow", lambda rows: CapturedDataset(sent))
     monkeypatch.setattr("distalign.preparation.streams.corpus_dataset", lambda *a, **k: CapturedDataset(sent))
     build_datasets(prepared, config, config.train.max_steps)
-    next(corpus_batches(corpus_feed(prepared, config), 0, 2, 8))
+    next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
     assert len(sent) == config.train.num_workers + 1  # a constraints dataset per worker, one corpus epoch
     for fn_kwargs in sent:
         assert set(fn_kwargs) == {"job"}  # one typed argument, not the job's fields as loose keys

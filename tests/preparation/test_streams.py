@@ -9,8 +9,9 @@ import pytest
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
+from distalign.data.streams import STREAMS
 from distalign.data.corpus_stream import read_rows
-from distalign.preparation.streams import build_datasets, corpus_batches, corpus_feed, shard_name
+from distalign.preparation.streams import RayWorkerData, build_datasets, corpus_feed, shard_name
 from distalign.preparation.inputs import prepare_data
 from distalign.models.loading import load_tokenizer
 
@@ -34,7 +35,7 @@ def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home)
     datasets = build_datasets(prepared, config, config.train.max_steps)
     assert set(datasets) == {shard_name("constraints", r) for r in (0, 1)}  # the corpus streams on the workers
 
-    batch = next(corpus_batches(corpus_feed(prepared, config), 0, 2, 8))
+    batch = next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
     texts = {key: text for rows in read_rows(prepared.corpus, workers=2) for key, text in zip(rows["row"], rows["text"])}
     tokenizer = load_tokenizer(prepared.model_path)
     first_text = texts[int(batch["row"][0])]
@@ -71,7 +72,7 @@ def test_packed_corpus_sequences_through_ray_data(ray_local, distalign_home):
     config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-packed", "data.pack_sequences=true",
                                               "objectives.lexical.weight=0"])
     prepared = prepare_data(config)
-    stream = corpus_batches(corpus_feed(prepared, config), 0, 2, 8)
+    stream = STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8)
     batches = [next(stream) for _ in range(3)]
     texts = {key: text for rows in read_rows(prepared.corpus, workers=2) for key, text in zip(rows["row"], rows["text"])}
     tokenizer = load_tokenizer(prepared.model_path)
