@@ -1,0 +1,82 @@
+"""The fine-tuning worker without Ray (a gloo group of one): what reaches the loss, and which epoch is kept."""
+
+import pytest
+import torch
+
+from distalign.models.loading import load_tokenizer
+from distalign.transfer import finetune
+from distalign.transfer.data import read_split
+from distalign.transfer.finetune import FineTuneJob, TaskData, fine_tune
+from distalign.transfer.tasks.base import IGNORE, FineTuneSettings
+from distalign.transfer.tasks.pair import XNLITask
+from distalign.transfer.tasks.tagging import UDPOSTask
+from transfer_data import save_task, tiny_model
+
+SETTINGS = FineTuneSettings(lr=1e-3, batch_size=8, epochs=3, max_length=32, source="test")
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transfer")
+    for lang in ("en", "de"):
+        save_task(root / "data", "udpos", lang, sizes=(16, 6, 6))
+        save_task(root / "data", "xnli", lang, sizes=(16, 6, 6))
+    model = tiny_model(root / "model")
+    return root / "data", str(model), load_tokenizer(str(model))
+
+
+def task_data(task, data_dir, tokenizer, dev_langs=("en",)):
+    read = lambda lang, split: read_split(task, str(data_dir), lang, split)[0]  # noqa: E731
+    encode = lambda examples: task.encode(examples, tokenizer, SETTINGS.max_length)  # noqa: E731
+    return TaskData(encode(read("en", "train")), {lang: encode(read(lang, "validation")) for lang in dev_langs},
+                    {lang: encode(read(lang, "test")) for lang in ("en", "de")})
+
+
+def without_trailing_ignores(labels: list[int]) -> tuple[int, ...]:
+    return tuple(labels[:max(i for i, label in enumerate(labels) if label != IGNORE) + 1])
+
+
+def test_the_loss_sees_the_first_subword_labels_of_the_words_read(setup, gloo_group, monkeypatch):
+    data_dir, model, tokenizer = setup
+    sentences, _ = read_split(UDPOSTask, str(data_dir), "en", "train")
+    # independently of the encoder: each word tokenised alone, its tag on the first piece, <s> and </s> unlabelled
+    expected = set()
+    for sentence in sentences:
+        labels = [IGNORE]
+        for word, tag in zip(sentence.words, sentence.tags):
+            labels += [tag] + [IGNORE] * (len(tokenizer.tokenize(word)) - 1)
+        expected.add(without_trailing_ignores(labels))
+    assert any(len(tokenizer.tokenize(w)) > 1 for s in sentences for w in s.words)  # some words are split
+    seen, real_loss = [], finetune.task_loss
+    monkeypatch.setattr(finetune, "task_loss", lambda logits, labels: seen.append(labels.clone()) or real_loss(logits, labels))
+    job = FineTuneJob("udpos", 0, model, FineTuneSettings(1e-3, 8, 1, 32, "test"))
+    fine_tune(job, task_data(UDPOSTask, data_dir, tokenizer), tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
+    assert len(seen) == 2  # 16 sentences, batches of 8, one epoch
+    # a batch is padded to its longest row: compare up to each row's last label
+    assert {without_trailing_ignores(row.tolist()) for batch in seen for row in batch} == expected
+
+
+def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group, monkeypatch):
+    """Scripted dev scores peak at epoch 2: the test sets are scored with epoch 2's weights, and selection reads
+    the dev sets it is given (target languages here, as --select-on target hands them)."""
+    data_dir, model, tokenizer = setup
+    scripted = iter([0.3, 0.9, 0.5])
+    weights_at, real_evaluate = {}, finetune.evaluate
+
+    def evaluate(model_, task, features, *args):
+        fingerprint = sum(p.detach().double().sum().item() for p in model_.parameters())
+        if any(features is f for f in data.dev.values()):
+            weights_at[len(weights_at) + 1] = fingerprint
+            return {"acc": next(scripted)}
+        weights_at.setdefault("test", fingerprint)
+        return real_evaluate(model_, task, features, *args)
+
+    data = task_data(XNLITask, data_dir, tokenizer, dev_langs=("de",))
+    monkeypatch.setattr(finetune, "evaluate", evaluate)
+    result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1,
+                       torch.device("cpu"))
+    assert [h["selection"] for h in result["history"]] == [0.3, 0.9, 0.5]
+    assert [list(h["dev"]) for h in result["history"]] == [["de"]] * 3
+    assert result["selected_epoch"] == 2
+    assert weights_at["test"] == weights_at[2] != weights_at[3]
+    assert set(result["test"]) == {"en", "de"} and 0 <= result["test"]["de"]["acc"] <= 1
