@@ -203,6 +203,16 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
     return [results[ref] for ref in order]
 
 
+def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> None:
+    """(name, value, step) triples in batches of MLflow's limit (1,000 a request)."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(name, float(value), now, step) for name, value, step in values]
+    for start in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[start:start + 1000])
+
+
 def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], results: list[dict],
                   per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path]) -> str:
     """A parent run (means and stds over seeds, the summary table) with a child run per fine-tuning (its dev scores
@@ -226,19 +236,19 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         child_id = child.info.run_id
         log_params(client, child_id, {"task": name, "seed": result["seed"], "model": model.path,
                                       "select_on": spec.select_on, **result["settings"]})
+        values = []
         for epoch in result["history"]:
-            client.log_metric(child_id, f"transfer/{name}/dev/selection", epoch["selection"], step=epoch["epoch"])
-            client.log_metric(child_id, f"transfer/{name}/train_loss", epoch["train_loss"], step=epoch["epoch"])
-            for lang, metrics in epoch["dev"].items():
-                for metric, value in metrics.items():
-                    client.log_metric(child_id, f"transfer/{name}/dev/{lang}/{metric}", value, step=epoch["epoch"])
+            values += [(f"transfer/{name}/dev/selection", epoch["selection"], epoch["epoch"]),
+                       (f"transfer/{name}/train_loss", epoch["train_loss"], epoch["epoch"])]
+            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, epoch["epoch"])
+                       for lang, metrics in epoch["dev"].items() for metric, value in metrics.items()]
         rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
-        for row in rows.itertuples():
-            client.log_metric(child_id, f"transfer/{name}/{row.lang}/{row.metric}", row.value)
+        values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
+        _log_metrics(client, child_id, values)
         client.set_terminated(child_id)
-    for row in summary.itertuples():
-        client.log_metric(parent, f"transfer/{row.task}/{row.lang}/{row.metric}", row.mean)
-        client.log_metric(parent, f"transfer/{row.task}/{row.lang}/{row.metric}_std", row.std)
+    _log_metrics(client, parent, [(f"transfer/{row.task}/{row.lang}/{row.metric}{suffix}", value, 0)
+                                  for row in summary.itertuples()
+                                  for suffix, value in (("", row.mean), ("_std", row.std))])
     client.log_table(parent, data=summary, artifact_file="transfer_summary.json")
     for path in files:
         client.log_artifact(parent, str(path))
@@ -252,7 +262,11 @@ def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]
     """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without)."""
     from distalign.ray_session import ensure_ray
 
+    from distalign.tracking import check_reachable
+
     validate(spec)
+    if spec.tracking.enabled:  # a dead server would stall MLflow for minutes after the fine-tuning
+        check_reachable(resolve_tracking_uri(spec.tracking.uri))
     model = resolve_model(None, spec.model)
     prepared = prepare(spec, model, progress)
     for p in prepared:
