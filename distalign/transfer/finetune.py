@@ -53,7 +53,7 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``/``attention_mask``; ``labels`` [B] (pairs) or [B, T] padded with ``IGNORE``."""
+    """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them); ``labels`` [B] (pairs) or [B, T] padded with ``IGNORE``."""
     length = max(len(f["input_ids"]) for f in features)
 
     def padded(key: str, value: int) -> torch.Tensor:
@@ -61,7 +61,14 @@ def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
 
     labels = torch.tensor([f["labels"] for f in features]) if isinstance(features[0]["labels"], int) \
         else padded("labels", IGNORE)
-    return {"input_ids": padded("input_ids", pad_id), "attention_mask": padded("attention_mask", 0), "labels": labels}
+    batch = {"input_ids": padded("input_ids", pad_id), "attention_mask": padded("attention_mask", 0), "labels": labels}
+    if "token_type_ids" in features[0]:
+        batch["token_type_ids"] = padded("token_type_ids", 0)
+    return batch
+
+
+def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value for key, value in batch.items() if key != "labels"}
 
 
 def load_model(model_path: str, task: type[TransferTask]) -> torch.nn.Module:
@@ -81,7 +88,7 @@ def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[di
         for start in range(0, len(mine), batch_size):
             chunk = mine[start:start + batch_size]
             batch = {k: v.to(device) for k, v in collate([features[i] for i in chunk], pad_id).items()}
-            logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            logits = model(**model_inputs(batch)).logits
             predicted += zip(chunk, task.predictions(logits, batch["labels"]))
     if world > 1:
         shares = [None] * world
@@ -116,7 +123,7 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
         for step in range(steps_per_epoch):
             mine = order[step * s.batch_size:(step + 1) * s.batch_size][rank::world]
             batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
-            logits = wrapped(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+            logits = wrapped(**model_inputs(batch)).logits
             loss = task_loss(logits, batch["labels"])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)

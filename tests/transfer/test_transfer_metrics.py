@@ -54,3 +54,22 @@ def test_encoded_labels_sit_on_each_words_first_wordpiece():
     assert labelled == expected
     assert len(tokens) > len(sentence.words) + 2  # some word was split, so the test means something
     assert all(not token.startswith("##") for token, _ in labelled)
+
+
+def test_sentence_pairs_keep_bert_segment_ids():
+    """An mBERT-style tokenizer marks the second text with segment 1; the features and the batch carry it."""
+    from tokenizers import processors
+
+    from distalign.transfer.finetune import collate
+    from distalign.transfer.tasks.pair import PairExample
+
+    tokenizer = wordpiece_tokenizer(["a dog sees a cat"] * 5, vocab_size=30)
+    tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # as BertTokenizerFast's
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    features = XNLITask.encode([PairExample("a dog", "a cat sees", 1), PairExample("dog", "cat", 0)], tokenizer, 16)
+    assert features[0]["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1, 1]
+    batch = collate(features, tokenizer.pad_token_id)
+    assert batch["token_type_ids"].tolist()[1] == [0, 0, 0, 1, 1, 0, 0, 0]  # padded with 0
+    assert batch["labels"].tolist() == [1, 0]

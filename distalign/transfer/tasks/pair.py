@@ -95,8 +95,9 @@ class SentencePairTask(TransferTask):
     def encode(cls, examples: list[PairExample], tokenizer, max_length: int) -> list[dict]:
         encoded = tokenizer([e.first for e in examples], [e.second for e in examples], truncation=True,
                             max_length=max_length)
-        return [{"input_ids": ids, "attention_mask": mask, "labels": e.label}
-                for ids, mask, e in zip(encoded["input_ids"], encoded["attention_mask"], examples)]
+        # segment ids where the model has them (mBERT: 1 on the second text); XLM-R's tokenizer gives none
+        inputs = [key for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded]
+        return [{**{key: encoded[key][i] for key in inputs}, "labels": e.label} for i, e in enumerate(examples)]
 
     @classmethod
     def predictions(cls, logits, labels) -> list[tuple[int, int]]:
