@@ -20,7 +20,6 @@ from pathlib import Path
 from distalign.data.readers import InputError, ReadReport
 from distalign.transfer.tasks.base import TransferTask
 
-SPLITS = ("train", "validation", "test")
 FILE_NAMES = {"train": ("train",), "validation": ("validation", "dev"), "test": ("test",)}
 
 

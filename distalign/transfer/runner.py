@@ -47,6 +47,11 @@ class FineTuneOverrides:
 
 
 @dataclass
+class TransferTrackingConfig(EvalTrackingConfig):
+    experiment: str = "distalign-transfer"  # the experiment of the parent run and its child runs
+
+
+@dataclass
 class TransferSpec:
     model: str = ""  # a Hugging Face model directory, a distalign checkpoint directory, or a hub name
     tasks: tuple[str, ...] = ("xnli",)  # names in distalign.transfer.tasks.registry.TRANSFER_TASKS
@@ -67,7 +72,7 @@ class TransferSpec:
     use_gpu: bool = False  # one GPU per worker, NCCL
     output_dir: str = ""  # default <DISTALIGN_HOME>/transfer_results/<model>-<time>
     storage_path: str = ""  # Ray Train's run storage (shared by every node); default <output_dir>/ray
-    tracking: EvalTrackingConfig = field(default_factory=lambda: EvalTrackingConfig(experiment="distalign-transfer"))
+    tracking: TransferTrackingConfig = field(default_factory=TransferTrackingConfig)
 
 
 @dataclass
