@@ -1,10 +1,10 @@
 """One fine-tuning run of the transfer protocol, as the function Ray Train runs on every worker (DDP).
 
-Each worker loads the model with the task's head (seeded: the same head on every rank), takes its
+Each worker loads the model with the task's head (seeded: the same head on every rank) and takes its
 share of every global batch (the task's batch size over all workers, so the optimizer sees XTREME's
-32 examples a step whatever the worker count), and after each epoch scores the selection dev sets.
-The epoch with the best mean main metric over those sets is kept (XTREME's
-``--save_only_best_checkpoint``), and every language's test set is scored with it. Scoring runs inside
+32 examples a step whatever the worker count). Every ``select_every`` steps (XTREME's ``--save_steps``)
+it scores the selection dev sets; the weights with the best mean main metric over them are kept
+(XTREME's ``--save_only_best_checkpoint``), and every language's test set is scored with them. Scoring runs inside
 the workers: each rank predicts a strided share of the examples and the shares are gathered
 (``all_gather_object``), so the test sets are scored by the same processes that hold the weights.
 """
@@ -29,9 +29,17 @@ from distalign.transfer.tasks.registry import TRANSFER_TASKS
 RESULT_FILE = "transfer_result.json"
 
 
+def compact(features: list[dict]) -> list[dict]:
+    """Features with their token lists as int32 arrays: a tenth of the memory of Python ints, in the object store
+    and in every worker (XNLI's 393K training pairs)."""
+    return [{key: np.asarray(value, dtype=np.int32) if isinstance(value, list) else value
+             for key, value in f.items()} for f in features]
+
+
 @dataclass
 class TaskData:
-    """A task's encoded features (``TransferTask.encode``), shared by all its seeds through the object store."""
+    """A task's encoded features (``TransferTask.encode``, then ``compact``), shared by all its seeds through the
+    object store."""
 
     train: list[dict]  # source language
     dev: dict[str, list[dict]]  # the selection languages' dev sets
@@ -57,7 +65,10 @@ def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
     length = max(len(f["input_ids"]) for f in features)
 
     def padded(key: str, value: int) -> torch.Tensor:
-        return torch.tensor([f[key] + [value] * (length - len(f[key])) for f in features])
+        out = np.full((len(features), length), value, dtype=np.int64)
+        for row, f in enumerate(features):
+            out[row, :len(f[key])] = f[key]
+        return torch.from_numpy(out)
 
     labels = torch.tensor([f["labels"] for f in features]) if isinstance(features[0]["labels"], int) \
         else padded("labels", IGNORE)
@@ -99,8 +110,12 @@ def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[di
 
 def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: int,
               device: torch.device) -> dict:
-    """Fine-tune on ``data.train``, select the epoch on ``data.dev``, score ``data.test``; every rank returns the
-    same result (epochs' dev scores, the selected epoch, the test scores per language)."""
+    """Fine-tune on ``data.train``, keep the weights best on ``data.dev``, score ``data.test``; every rank returns
+    the same result (each candidate's dev scores, the one selected, the test scores per language).
+
+    Candidates: the weights every ``settings.select_every`` optimizer steps and the final ones (XTREME), or the end
+    of each epoch with ``select_every`` 0. Ties keep the earlier candidate.
+    """
     from transformers import get_linear_schedule_with_warmup
 
     task, s = TRANSFER_TASKS[job.task], job.settings
@@ -113,15 +128,16 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
         group.pop("adapt", None)  # LAMB's option
     optimizer = torch.optim.AdamW(groups, lr=s.lr, eps=1e-8)  # XTREME's adam_epsilon
     steps_per_epoch = len(data.train) // s.batch_size
-    schedule = get_linear_schedule_with_warmup(optimizer, s.warmup_steps, steps_per_epoch * s.epochs)
-    history, best_state, best_score, best_epoch = [], None, float("-inf"), 0
-    started = time.time()
+    total = steps_per_epoch * s.epochs
+    schedule = get_linear_schedule_with_warmup(optimizer, s.warmup_steps, total)
+    history, best, losses = [], {"selection": float("-inf")}, []
+    best_state = None
+    started, step = time.time(), 0
     for epoch in range(1, s.epochs + 1):
         model.train()
         order = np.random.default_rng([job.seed, epoch]).permutation(len(data.train))  # same on every rank
-        losses = []
-        for step in range(steps_per_epoch):
-            mine = order[step * s.batch_size:(step + 1) * s.batch_size][rank::world]
+        for index in range(steps_per_epoch):
+            mine = order[index * s.batch_size:(index + 1) * s.batch_size][rank::world]
             batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
             logits = wrapped(**model_inputs(batch)).logits
             loss = task_loss(logits, batch["labels"])
@@ -131,18 +147,24 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
             schedule.step()
             optimizer.zero_grad(set_to_none=True)
             losses.append(loss.item())
-        dev = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
-               for lang, features in data.dev.items()}
-        score = float(np.mean([metrics[task.main_metric] for metrics in dev.values()]))
-        history.append({"epoch": epoch, "train_loss": float(np.mean(losses)), "selection": score, "dev": dev})
-        if score > best_score:  # ties keep the earlier epoch
-            best_score, best_epoch = score, epoch
-            best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+            step += 1
+            at_candidate = step % s.select_every == 0 if s.select_every else index == steps_per_epoch - 1
+            if at_candidate or step == total:
+                dev = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
+                       for lang, features in data.dev.items()}
+                candidate = {"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)), "dev": dev,
+                             "selection": float(np.mean([metrics[task.main_metric] for metrics in dev.values()]))}
+                history.append(candidate)
+                losses = []
+                if candidate["selection"] > best["selection"]:
+                    best = candidate
+                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                model.train()
     model.load_state_dict(best_state)
     test = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
             for lang, features in data.test.items()}
-    return {"task": job.task, "seed": job.seed, "selected_epoch": best_epoch, "history": history, "test": test,
-            "steps": steps_per_epoch * s.epochs, "workers": world, "seconds": time.time() - started,
+    return {"task": job.task, "seed": job.seed, "selected_step": best["step"], "selected_epoch": best["epoch"],
+            "history": history, "test": test, "steps": total, "workers": world, "seconds": time.time() - started,
             "settings": asdict(s)}
 
 
@@ -163,4 +185,4 @@ def train_loop_per_worker(config: dict) -> None:
         if rank == 0:
             (Path(tmp) / RESULT_FILE).write_text(json.dumps(result))
             checkpoint = ray.train.Checkpoint.from_directory(tmp)
-        ray.train.report({"selected_epoch": result["selected_epoch"]}, checkpoint=checkpoint)
+        ray.train.report({"selected_step": result["selected_step"]}, checkpoint=checkpoint)

@@ -29,7 +29,7 @@ from distalign.eval.tasks.base import comma_list
 from distalign.models.adapters import ADAPTER_CONFIG
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
-from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData
+from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
@@ -44,6 +44,7 @@ class FineTuneOverrides:
     batch_size: int | None = None  # global: all workers together
     epochs: int | None = None
     max_length: int | None = None
+    select_every: int | None = None  # optimizer steps between dev evaluations; 0 = each epoch's end
 
 
 @dataclass
@@ -149,12 +150,14 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
                    for features in encoded.values() for f in features if "words" in f)
         if lost:
             progress(f"{PREFIX} {name}: {lost} words lost their label to truncation at {settings.max_length} tokens")
+        encoded = {key: compact(features) for key, features in encoded.items()}
         data = TaskData(encoded[spec.source, "train"], {lang: encoded[lang, "validation"] for lang in selection},
                         {lang: encoded[lang, "test"] for lang in (spec.source, *targets)})
         prepared.append(PreparedTask(task, targets, settings, data, reports))
         sizes = ", ".join(f"{lang} {split} {len(v)}" for (lang, split), v in read.items())
         progress(f"{PREFIX} {name}: {sizes}; lr {settings.lr}, batch {settings.batch_size}, {settings.epochs} "
-                 f"epochs, max length {settings.max_length} ({settings.source})")
+                 f"epochs, max length {settings.max_length}, dev scored every "
+                 f"{f'{settings.select_every} steps' if settings.select_every else 'epoch'} ({settings.source})")
     return prepared
 
 
@@ -203,7 +206,8 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
         results[done[0]] = result = ray.get(done[0])
         main = TRANSFER_TASKS[result["task"]].main_metric
         scores = ", ".join(f"{lang} {m[main]:.3f}" for lang, m in result["test"].items())
-        progress(f"{PREFIX} {len(results)}/{len(order)} {label}: epoch {result['selected_epoch']} selected; "
+        progress(f"{PREFIX} {len(results)}/{len(order)} {label}: step {result['selected_step']} (epoch "
+                 f"{result['selected_epoch']}) selected; "
                  f"test {main}: {scores} ({result['seconds']:.0f} s fine-tuning, {time.time() - started:.0f} s in all)")
     return [results[ref] for ref in order]
 
@@ -221,7 +225,7 @@ def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> N
 def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], results: list[dict],
                   per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path]) -> str:
     """A parent run (means and stds over seeds, the summary table) with a child run per fine-tuning (its dev scores
-    by epoch, its test scores); metric names ``transfer/<task>/<lang>/<metric>``."""
+    by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``."""
     from distalign.tracking import PARENT_TAG, client_for, experiment_id, log_params
 
     uri = resolve_tracking_uri(spec.tracking.uri)
@@ -237,16 +241,17 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
     for result in results:
         name = result["task"]
         child = client.create_run(exp_id, run_name=f"transfer-{model.label}-{name}-seed{result['seed']}",
-                                  tags={PARENT_TAG: parent, "distalign.selected_epoch": str(result["selected_epoch"])})
+                                  tags={PARENT_TAG: parent, "distalign.selected_step": str(result["selected_step"])})
         child_id = child.info.run_id
         log_params(client, child_id, {"task": name, "seed": result["seed"], "model": model.path,
                                       "select_on": spec.select_on, **result["settings"]})
         values = []
-        for epoch in result["history"]:
-            values += [(f"transfer/{name}/dev/selection", epoch["selection"], epoch["epoch"]),
-                       (f"transfer/{name}/train_loss", epoch["train_loss"], epoch["epoch"])]
-            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, epoch["epoch"])
-                       for lang, metrics in epoch["dev"].items() for metric, value in metrics.items()]
+        for candidate in result["history"]:  # at the candidate's optimizer step
+            step = candidate["step"]
+            values += [(f"transfer/{name}/dev/selection", candidate["selection"], step),
+                       (f"transfer/{name}/train_loss", candidate["train_loss"], step)]
+            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, step)
+                       for lang, metrics in candidate["dev"].items() for metric, value in metrics.items()]
         rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
         values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
         _log_metrics(client, child_id, values)
@@ -292,7 +297,7 @@ def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]
     summary.to_csv(files[0], index=False)
     per_seed.to_csv(files[1], index=False)
     files[2].write_text(json.dumps({"select_on": spec.select_on, "runs": results}, indent=1))
-    progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, epoch selected on {spec.select_on} dev:\n"
+    progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, weights selected on {spec.select_on} dev:\n"
              + protocol.text_table(summary, main, spec.source) + "\n")
     run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files) if spec.tracking.enabled else ""
     return summary, run_id
@@ -306,6 +311,7 @@ def spec_from_args(args) -> TransferSpec:
         "languages": None if args.langs is None else comma_list(args.langs), "select_on": args.select_on,
         "seeds": args.seeds, "finetune.lr": args.lr, "finetune.batch_size": args.batch_size,
         "finetune.epochs": args.epochs, "finetune.max_length": args.max_length,
+        "finetune.select_every": args.select_every,
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "num_workers": args.workers, "cpus_per_worker": args.cpus_per_worker, "use_gpu": args.use_gpu,
         "output_dir": args.output_dir, "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
@@ -349,6 +355,8 @@ def add_transfer_arguments(parser) -> None:
     parser.add_argument("--batch-size", type=int, help="global batch for every task (default: each task's own)")
     parser.add_argument("--epochs", type=int, help="epochs for every task (default: each task's own)")
     parser.add_argument("--max-length", type=int, help="subword tokens per example (default: each task's own)")
+    parser.add_argument("--select-every", type=int, help="optimizer steps between dev evaluations, each a "
+                                                       "selection candidate (0 = each epoch; default: each task's)")
     parser.add_argument("--max-train-examples", type=int, help="use the first N training examples (0 = all)")
     parser.add_argument("--max-eval-examples", type=int, help="use the first N of each dev/test set (0 = all)")
     parser.add_argument("--workers", type=int, help=f"Ray Train workers per run (default {d.num_workers})")

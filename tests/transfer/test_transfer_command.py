@@ -52,22 +52,23 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     started = time.time()
     code = main(["transfer", model, "--tasks", "xnli,udpos", "--data-dir", str(root / "data"), "--seeds", "2",
-                 "--epochs", "2", "--batch-size", "8", "--lr", "1e-3", "--workers", "2", "--cpus-per-worker", "0.5",
+                 "--epochs", "2", "--select-every", "0", "--batch-size", "8", "--lr", "1e-3", "--workers", "2", "--cpus-per-worker", "0.5",
                  "--output-dir", str(tmp_path / "out"), "--tracking-uri", uri])
     elapsed = time.time() - started
     out = capsys.readouterr().out
     with capsys.disabled():
         print(out[out.index("zero-shot transfer from"):] + f"\n2 tasks x 2 seeds, 2 workers each: {elapsed:.1f} s")
     assert code == 0
-    assert "epoch selected on source dev" in out and "xnli (acc x 100, mean ± std over 2 seeds" in out
+    assert "weights selected on source dev" in out and "xnli (acc x 100, mean ± std over 2 seeds" in out
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     per_seed = pd.read_csv(tmp_path / "out" / "per_seed.csv")
     runs = json.loads((tmp_path / "out" / "runs.json").read_text())["runs"]
     assert sorted((r["task"], r["seed"]) for r in runs) == [("udpos", 0), ("udpos", 1), ("xnli", 0), ("xnli", 1)]
     for run in runs:
         assert run["workers"] == 2 and run["steps"] == 4  # 16 examples / batch 8 x 2 epochs
-        selections = [h["selection"] for h in run["history"]]
-        assert run["selected_epoch"] == 1 + selections.index(max(selections))  # the source dev set's best
+        assert [h["step"] for h in run["history"]] == [2, 4]  # --select-every 0: each epoch's end
+        best = max(run["history"], key=lambda h: h["selection"])  # the first of equals
+        assert run["selected_step"] == best["step"]  # the source dev set's best
         assert list(run["history"][0]["dev"]) == ["en"]
     # the summary is the mean over the seeds' rows
     de = per_seed[(per_seed.task == "xnli") & (per_seed.lang == "de") & (per_seed.metric == "acc")]["value"]

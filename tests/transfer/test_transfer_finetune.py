@@ -1,12 +1,14 @@
 """The fine-tuning worker without Ray (a gloo group of one): what reaches the loss, and which epoch is kept."""
 
+from dataclasses import replace
+
 import pytest
 import torch
 
 from distalign.models.loading import load_tokenizer
 from distalign.transfer import finetune
 from distalign.transfer.data import read_split
-from distalign.transfer.finetune import FineTuneJob, TaskData, fine_tune
+from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tune
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import UDPOSTask
@@ -26,8 +28,9 @@ def setup(tmp_path_factory):
 
 
 def task_data(task, data_dir, tokenizer, dev_langs=("en",)):
+    """The features as the runner hands them to the workers."""
     read = lambda lang, split: read_split(task, str(data_dir), lang, split)[0]  # noqa: E731
-    encode = lambda examples: task.encode(examples, tokenizer, SETTINGS.max_length)  # noqa: E731
+    encode = lambda examples: compact(task.encode(examples, tokenizer, SETTINGS.max_length))  # noqa: E731
     return TaskData(encode(read("en", "train")), {lang: encode(read(lang, "validation")) for lang in dev_langs},
                     {lang: encode(read(lang, "test")) for lang in ("en", "de")})
 
@@ -77,6 +80,41 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
                        torch.device("cpu"))
     assert [h["selection"] for h in result["history"]] == [0.3, 0.9, 0.5]
     assert [list(h["dev"]) for h in result["history"]] == [["de"]] * 3
-    assert result["selected_epoch"] == 2
+    assert result["selected_epoch"] == 2 and result["selected_step"] == 4  # 16 examples, batches of 8
     assert weights_at["test"] == weights_at[2] != weights_at[3]
     assert set(result["test"]) == {"en", "de"} and 0 <= result["test"]["de"]["acc"] <= 1
+
+
+def test_candidates_every_n_steps_and_the_final_weights(setup, gloo_group, monkeypatch):
+    """XTREME's --save_steps: dev scored every 4 optimizer steps (of 6) and at the end."""
+    data_dir, model, tokenizer = setup
+    monkeypatch.setattr(finetune, "evaluate", lambda *args: {"acc": 0.5})
+    result = fine_tune(FineTuneJob("xnli", 0, model, replace(SETTINGS, select_every=4)),
+                       task_data(XNLITask, data_dir, tokenizer), tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
+    assert [(h["step"], h["epoch"]) for h in result["history"]] == [(4, 2), (6, 3)]
+    assert result["selected_step"] == 4  # a tie keeps the earlier weights
+
+
+def test_sharded_scoring_equals_scoring_on_one_rank(setup, monkeypatch):
+    """Two ranks each predict every other example; gathered and put back in order, they score as one rank does."""
+    data_dir, model_path, tokenizer = setup
+    data = task_data(UDPOSTask, data_dir, tokenizer)
+    torch.manual_seed(0)
+    model = finetune.load_model(model_path, UDPOSTask)
+    args = (data.test["de"], tokenizer.pad_token_id)
+    whole = finetune.evaluate(model, UDPOSTask, *args, 0, 1, 4, torch.device("cpu"))
+    shares = {}
+
+    def keep_share(rank):
+        def gather(out, share):
+            shares[rank] = share
+            out[:] = [share, []]
+        return gather
+
+    for rank in (0, 1):
+        monkeypatch.setattr(finetune.dist, "all_gather_object", keep_share(rank))
+        finetune.evaluate(model, UDPOSTask, *args, rank, 2, 4, torch.device("cpu"))
+    assert [i for i, _ in shares[0]] == [0, 2, 4] and [i for i, _ in shares[1]] == [1, 3, 5]
+    monkeypatch.setattr(finetune.dist, "all_gather_object", lambda out, share: out.__setitem__(
+        slice(None), [shares[1], shares[0]]))  # the order ranks arrive in does not matter
+    assert finetune.evaluate(model, UDPOSTask, *args, 0, 2, 4, torch.device("cpu")) == whole

@@ -60,7 +60,7 @@ def test_sentence_pairs_keep_bert_segment_ids():
     """An mBERT-style tokenizer marks the second text with segment 1; the features and the batch carry it."""
     from tokenizers import processors
 
-    from distalign.transfer.finetune import collate
+    from distalign.transfer.finetune import collate, compact
     from distalign.transfer.tasks.pair import PairExample
 
     tokenizer = wordpiece_tokenizer(["a dog sees a cat"] * 5, vocab_size=30)
@@ -70,6 +70,8 @@ def test_sentence_pairs_keep_bert_segment_ids():
         single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
     features = XNLITask.encode([PairExample("a dog", "a cat sees", 1), PairExample("dog", "cat", 0)], tokenizer, 16)
     assert features[0]["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1, 1]
-    batch = collate(features, tokenizer.pad_token_id)
-    assert batch["token_type_ids"].tolist()[1] == [0, 0, 0, 1, 1, 0, 0, 0]  # padded with 0
-    assert batch["labels"].tolist() == [1, 0]
+    for given in (features, compact(features)):  # lists as encoded, or int32 arrays as the workers get them
+        batch = collate(given, tokenizer.pad_token_id)
+        assert batch["token_type_ids"].tolist()[1] == [0, 0, 0, 1, 1, 0, 0, 0]  # padded with 0
+        assert batch["input_ids"][1, 5:].tolist() == [tokenizer.pad_token_id] * 3
+        assert batch["labels"].tolist() == [1, 0]

@@ -34,11 +34,15 @@ class FineTuneSettings:
     source: str
     weight_decay: float = 0.0  # XTREME's run_classify.py / run_tag.py default
     warmup_steps: int = 0  # idem; then linear decay to 0
+    # optimizer steps between dev evaluations, each a candidate for selection (XTREME's --save_steps); the
+    # final weights are one too; 0 = at the end of each epoch
+    select_every: int = 0
 
 
 # XTREME (Hu et al. 2020), github.com/google-research/xtreme scripts/train_<task>.sh: batch 8 per GPU x 4
 # accumulated = 32, max length 128, lr 2e-5 for mBERT and XLM-R base; 5 epochs for XNLI and PAWS-X, 10 for
-# PAN-X and UD-POS.
+# PAN-X and UD-POS; the dev set of the training language scored every --save_steps (100 XNLI, 200 PAWS-X,
+# 1000 PAN-X, 500 UD-POS), the best kept (--save_only_best_checkpoint; third_party/run_classify.py, run_tag.py).
 XTREME_CLASSIFY = FineTuneSettings(2e-5, 32, 5, 128, "XTREME scripts/train_xnli.sh, train_pawsx.sh "
                                                       "(bert-base-multilingual-cased, xlm-roberta-base)")
 XTREME_TAG = FineTuneSettings(2e-5, 32, 10, 128, "XTREME scripts/train_panx.sh, train_udpos.sh "

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -116,7 +116,7 @@ class XNLITask(SentencePairTask):
     labels: ClassVar[tuple[str, ...]] = ("entailment", "neutral", "contradiction")  # the Hub's ClassLabel order
     label_aliases: ClassVar[dict[str, str]] = {"contradictory": "contradiction"}  # XNLI-MT's train files
     text_columns: ClassVar[tuple[str, str]] = ("premise", "hypothesis")
-    settings: ClassVar[FineTuneSettings] = XTREME_CLASSIFY
+    settings: ClassVar[FineTuneSettings] = replace(XTREME_CLASSIFY, select_every=100)
 
 
 class PAWSXTask(SentencePairTask):
@@ -126,4 +126,4 @@ class PAWSXTask(SentencePairTask):
     hub_name: ClassVar[str] = "paws-x"  # configs: de, en, es, fr, ja, ko, zh
     labels: ClassVar[tuple[str, ...]] = ("0", "1")  # 1 = paraphrase
     text_columns: ClassVar[tuple[str, str]] = ("sentence1", "sentence2")
-    settings: ClassVar[FineTuneSettings] = XTREME_CLASSIFY
+    settings: ClassVar[FineTuneSettings] = replace(XTREME_CLASSIFY, select_every=200)

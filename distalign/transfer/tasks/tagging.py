@@ -3,7 +3,7 @@ the word's first subword (``first_subword_labels``); entity F1 for NER, accuracy
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -83,7 +83,7 @@ class WikiANNTask(TokenTask):
     labels: ClassVar[tuple[str, ...]] = ("O", "B-PER", "I-PER", "B-ORG", "I-ORG", "B-LOC", "I-LOC")  # the Hub's order
     tag_column: ClassVar[str] = "ner_tags"
     main_metric: ClassVar[str] = "f1"
-    settings: ClassVar[FineTuneSettings] = XTREME_TAG
+    settings: ClassVar[FineTuneSettings] = replace(XTREME_TAG, select_every=1000)
     file_suffix: ClassVar[str] = "conll"
 
     @classmethod
@@ -150,7 +150,7 @@ class UDPOSTask(TokenTask):
     labels: ClassVar[tuple[str, ...]] = UPOS
     tag_column: ClassVar[str] = "upos"
     main_metric: ClassVar[str] = "acc"
-    settings: ClassVar[FineTuneSettings] = XTREME_TAG
+    settings: ClassVar[FineTuneSettings] = replace(XTREME_TAG, select_every=500)
     file_suffix: ClassVar[str] = "conllu"
     # one treebank per language for the Hub path, the largest UD 2.7 treebank where there are several
     treebanks: ClassVar[dict[str, str]] = {
