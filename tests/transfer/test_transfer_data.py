@@ -124,3 +124,22 @@ def test_udpos_hub_config_is_a_treebank():
     assert XNLITask.hub_config("sw", {}) == "sw"
     with pytest.raises(InputError, match="udpos:yo="):
         UDPOSTask.hub_config("yo", {})
+
+
+def test_the_hub_path_asks_for_the_tasks_data_set_config_and_split(tmp_path, monkeypatch):
+    """What --hub hands datasets.load_dataset (stood in for here: nothing can be downloaded)."""
+    import datasets
+
+    asked = []
+
+    def load_dataset(name, config, split):
+        asked.append((name, config, split))
+        task = {"universal_dependencies": "udpos", "xnli": "xnli"}[name]
+        return Dataset.from_dict(rows(task, "de", 3, 0), features=FEATURES[task])
+
+    monkeypatch.setattr(datasets, "load_dataset", load_dataset)
+    examples, report = read_split(UDPOSTask, str(tmp_path), "de", "test", hub=True, hub_configs={"udpos:de": "de_hdt"})
+    assert asked == [("universal_dependencies", "de_hdt", "test")] and len(examples) == 3
+    assert report.path == "universal_dependencies/de_hdt[test]"
+    read_split(XNLITask, "", "sw", "validation", hub=True)
+    assert asked[-1] == ("xnli", "sw", "validation")
