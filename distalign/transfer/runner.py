@@ -337,7 +337,8 @@ def run_transfer_cli(args) -> int:
 def add_transfer_arguments(parser) -> None:
     d = TransferSpec()
     parser.add_argument("model", nargs="?", help="Hugging Face model directory, distalign checkpoint or hub name")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec (finetune.epochs=1)")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec, right after the model "
+                                                    "(finetune.epochs=1)")
     parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.runner.TransferSpec)")
     parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
     parser.add_argument("--data-dir", help="<data-dir>/<task>/<lang>/: a save_to_disk folder, or train/dev/test "
