@@ -4,6 +4,7 @@
     distalign tune jobs/studies/quickstart.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
     distalign eval --spec my_eval.yaml suite.max_queries=100
+    distalign transfer runs/quickstart/checkpoint_... --tasks xnli,udpos --data-dir data/transfer --seeds 3
     distalign bench synthetic
     distalign bench streaming --sizes-mb 20,2048 --steps 100
     distalign bench perf
@@ -24,6 +25,7 @@ from distalign.eval.runner import add_eval_arguments
 from distalign.logs import configure
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
+from distalign.transfer.runner import add_transfer_arguments
 
 
 def _train(args) -> int:
@@ -66,6 +68,12 @@ def _eval(args) -> int:
     from distalign.eval.runner import run_eval_cli
 
     return run_eval_cli(args)
+
+
+def _transfer(args) -> int:
+    from distalign.transfer.runner import run_transfer_cli
+
+    return run_transfer_cli(args)
 
 
 def _mine(args) -> int:
@@ -177,6 +185,18 @@ def _add_eval_command(sub) -> None:
                                     "then dotted key=value overrides (suite.max_queries=100).")
     add_eval_arguments(ev)
     ev.set_defaults(func=_eval)
+
+
+def _add_transfer_command(sub) -> None:
+    """`distalign transfer ...` (its arguments live with the runner)"""
+    transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer: fine-tune on the source language, "
+                                               "test on the others (XNLI, PAWS-X, WikiANN, UD-POS; Ray Train)",
+                              description="Fine-tune on each task's source-language training set (one Ray Train "
+                                          "run per task and seed), select the epoch on the dev set, and print "
+                                          "per-language test scores, their average and the gap to the source "
+                                          "as mean ± std over seeds.")
+    add_transfer_arguments(transfer)
+    transfer.set_defaults(func=_transfer)
 
 
 def _add_mine_constraints_command(sub) -> None:
@@ -306,6 +326,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train_command(sub)
     _add_tune_command(sub)
     _add_eval_command(sub)
+    _add_transfer_command(sub)
     _add_mine_constraints_command(sub)
     _add_static_command(sub)
     _add_bench_command(sub)

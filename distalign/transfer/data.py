@@ -1,0 +1,62 @@
+"""The labelled data of a transfer task, read and checked on the driver before any Ray work.
+
+For (task, language, split) the first of these that exists is read:
+
+1. ``<data_dir>/<task>/<lang>/``, a ``DatasetDict.save_to_disk`` folder in the Hub schema
+   (``datasets.load_from_disk``; splits ``train``, ``validation``, ``test``);
+2. ``<data_dir>/<task>/<lang>/<split>.<suffix>``, a plain file (``dev`` also names ``validation``):
+   ``.tsv`` for the sentence-pair tasks, ``.conll`` for NER, ``.conllu`` for POS;
+3. with ``hub``, ``datasets.load_dataset(<hub name>, <config>, split=split)`` (needs internet; the
+   config is the language, or the treebank for UD).
+
+Bad rows are counted and skipped (``ReadReport``: ``file:line`` or ``<folder>[split]:<row index>``); a
+split or language with none of these is an ``InputError`` naming what was looked for.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distalign.data.readers import InputError, ReadReport
+from distalign.transfer.tasks.base import TransferTask
+
+FILE_NAMES = {"train": ("train",), "validation": ("validation", "dev"), "test": ("test",)}
+
+
+def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, hub: bool = False,
+               hub_configs: dict[str, str] | None = None) -> tuple[list, ReadReport]:
+    """The examples of one split of one language, and what reading them kept and skipped."""
+    folder = Path(data_dir) / task.name / lang if data_dir else None
+    looked = []
+    if folder is not None:
+        if (folder / "dataset_dict.json").is_file():
+            from datasets import load_from_disk
+
+            splits = load_from_disk(str(folder))
+            if split not in splits:
+                raise InputError(f"{task.name}: {folder} has no {split!r} split for language {lang} "
+                                 f"(splits: {list(splits)})")
+            where = f"{folder}[{split}]"
+            report = ReadReport(where)
+            return task.from_rows(splits[split], where, report), report
+        looked.append(str(folder / "dataset_dict.json"))
+        for name in FILE_NAMES[split]:
+            path = folder / f"{name}.{task.file_suffix}"
+            if path.is_file():
+                report = ReadReport(str(path))
+                return task.read_file(path, lang, report), report
+            looked.append(str(path))
+    if hub:
+        from datasets import load_dataset
+
+        config = task.hub_config(lang, hub_configs or {})
+        where = f"{task.hub_name}/{config}[{split}]"
+        try:
+            rows = load_dataset(task.hub_name, config, split=split)
+        except Exception as err:  # no such config or split, no network: one error naming them
+            raise InputError(f"{task.name}: cannot load {where} from the Hugging Face Hub: {err}") from err
+        report = ReadReport(where)
+        return task.from_rows(rows, where, report), report
+    raise InputError(f"{task.name}: no {split} data for language {lang}: looked for "
+                     f"{', '.join(looked) or 'nothing (no data directory)'}; pass --hub to load "
+                     f"{task.hub_name} from the Hugging Face Hub")

@@ -1,0 +1,188 @@
+"""One fine-tuning run of the transfer protocol, as the function Ray Train runs on every worker (DDP).
+
+Each worker loads the model with the task's head (seeded: the same head on every rank) and takes its
+share of every global batch (the task's batch size over all workers, so the optimizer sees XTREME's
+32 examples a step whatever the worker count). Every ``select_every`` steps (XTREME's ``--save_steps``)
+it scores the selection dev sets; the weights with the best mean main metric over them are kept
+(XTREME's ``--save_only_best_checkpoint``), and every language's test set is scored with them. Scoring runs inside
+the workers: each rank predicts a strided share of the examples and the shares are gathered
+(``all_gather_object``), so the test sets are scored by the same processes that hold the weights.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
+from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
+from distalign.transfer.tasks.registry import TRANSFER_TASKS
+
+RESULT_FILE = "transfer_result.json"
+
+
+def compact(features: list[dict]) -> list[dict]:
+    """Features with their token lists as int32 arrays: a tenth of the memory of Python ints, in the object store
+    and in every worker (XNLI's 393K training pairs)."""
+    return [{key: np.asarray(value, dtype=np.int32) if isinstance(value, list) else value
+             for key, value in f.items()} for f in features]
+
+
+@dataclass
+class TaskData:
+    """A task's encoded features (``TransferTask.encode``, then ``compact``), shared by all its seeds through the
+    object store."""
+
+    train: list[dict]  # source language
+    dev: dict[str, list[dict]]  # the selection languages' dev sets
+    test: dict[str, list[dict]]  # every language's test set
+
+
+@dataclass(frozen=True)
+class FineTuneJob:
+    task: str  # a name in TRANSFER_TASKS
+    seed: int
+    model_path: str  # a Hugging Face model directory (readable on every node) or hub name
+    settings: FineTuneSettings
+    eval_batch_size: int = 64
+
+
+def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Cross-entropy over the labelled positions (a pair's one label; a word's first subword), ``IGNORE`` left out."""
+    return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
+
+
+def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+    """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them); ``labels`` [B] (pairs) or [B, T] padded with ``IGNORE``."""
+    length = max(len(f["input_ids"]) for f in features)
+
+    def padded(key: str, value: int) -> torch.Tensor:
+        out = np.full((len(features), length), value, dtype=np.int64)
+        for row, f in enumerate(features):
+            out[row, :len(f[key])] = f[key]
+        return torch.from_numpy(out)
+
+    labels = torch.tensor([f["labels"] for f in features]) if isinstance(features[0]["labels"], int) \
+        else padded("labels", IGNORE)
+    batch = {"input_ids": padded("input_ids", pad_id), "attention_mask": padded("attention_mask", 0), "labels": labels}
+    if "token_type_ids" in features[0]:
+        batch["token_type_ids"] = padded("token_type_ids", 0)
+    return batch
+
+
+def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {key: value for key, value in batch.items() if key != "labels"}
+
+
+def load_model(model_path: str, task: type[TransferTask]) -> torch.nn.Module:
+    import transformers
+
+    auto = getattr(transformers, task.model_class)
+    return auto.from_pretrained(model_path, num_labels=len(task.labels))
+
+
+def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
+             world: int, batch_size: int, device: torch.device) -> dict[str, float]:
+    """The task's metrics on ``features``: this rank predicts examples rank, rank + world, ...; all ranks enter."""
+    mine = list(range(rank, len(features), world))
+    predicted = []
+    model.eval()
+    with torch.no_grad():
+        for start in range(0, len(mine), batch_size):
+            chunk = mine[start:start + batch_size]
+            batch = {k: v.to(device) for k, v in collate([features[i] for i in chunk], pad_id).items()}
+            logits = model(**model_inputs(batch)).logits
+            predicted += zip(chunk, task.predictions(logits, batch["labels"]))
+    if world > 1:
+        shares = [None] * world
+        dist.all_gather_object(shares, predicted)
+        predicted = [item for share in shares for item in share]
+    return task.score([pair for _, pair in sorted(predicted, key=lambda item: item[0])])
+
+
+def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: int,
+              device: torch.device) -> dict:
+    """Fine-tune on ``data.train``, keep the weights best on ``data.dev``, score ``data.test``; every rank returns
+    the same result (each candidate's dev scores, the one selected, the test scores per language).
+
+    Candidates: the weights every ``settings.select_every`` optimizer steps and the final ones (XTREME), or the end
+    of each epoch with ``select_every`` 0. Ties keep the earlier candidate.
+    """
+    from transformers import get_linear_schedule_with_warmup
+
+    task, s = TRANSFER_TASKS[job.task], job.settings
+    torch.manual_seed(job.seed)  # the new head's initialisation and dropout
+    model = load_model(job.model_path, task).to(device)
+    wrapped = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
+    groups = parameter_groups(model, s.weight_decay)
+    for group in groups:
+        group.pop("adapt", None)  # LAMB's option
+    optimizer = torch.optim.AdamW(groups, lr=s.lr, eps=1e-8)  # XTREME's adam_epsilon
+    steps_per_epoch = len(data.train) // s.batch_size
+    total = steps_per_epoch * s.epochs
+    schedule = get_linear_schedule_with_warmup(optimizer, s.warmup_steps, total)
+    history, best, losses = [], {"selection": float("-inf")}, []
+    best_state = None
+    started, step = time.time(), 0
+    for epoch in range(1, s.epochs + 1):
+        model.train()
+        order = np.random.default_rng([job.seed, epoch]).permutation(len(data.train))  # same on every rank
+        for index in range(steps_per_epoch):
+            mine = order[index * s.batch_size:(index + 1) * s.batch_size][rank::world]
+            batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
+            logits = wrapped(**model_inputs(batch)).logits
+            loss = task_loss(logits, batch["labels"])
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+            optimizer.step()
+            schedule.step()
+            optimizer.zero_grad(set_to_none=True)
+            losses.append(loss.item())
+            step += 1
+            at_candidate = step % s.select_every == 0 if s.select_every else index == steps_per_epoch - 1
+            if at_candidate or step == total:
+                dev = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
+                       for lang, features in data.dev.items()}
+                candidate = {"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)), "dev": dev,
+                             "selection": float(np.mean([metrics[task.main_metric] for metrics in dev.values()]))}
+                history.append(candidate)
+                losses = []
+                if candidate["selection"] > best["selection"]:
+                    best = candidate
+                    best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
+                model.train()
+    model.load_state_dict(best_state)
+    test = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
+            for lang, features in data.test.items()}
+    return {"task": job.task, "seed": job.seed, "selected_step": best["step"], "selected_epoch": best["epoch"],
+            "history": history, "test": test, "steps": total, "workers": world, "seconds": time.time() - started,
+            "settings": asdict(s)}
+
+
+def train_loop_per_worker(config: dict) -> None:
+    """Ray Train's worker function: ``config`` holds the ``FineTuneJob``, the pad id and ``[ref]`` to the
+    ``TaskData`` in the object store; rank 0 hands the result back as a checkpoint holding its JSON (Ray Train
+    keeps only metrics reported with a checkpoint)."""
+    import ray
+    import ray.train
+    import ray.train.torch
+
+    ctx = ray.train.get_context()
+    rank, world = ctx.get_world_rank(), ctx.get_world_size()
+    data = ray.get(config["data"][0])
+    result = fine_tune(config["job"], data, config["pad_id"], rank, world, ray.train.torch.get_device())
+    with tempfile.TemporaryDirectory() as tmp:
+        checkpoint = None
+        if rank == 0:
+            (Path(tmp) / RESULT_FILE).write_text(json.dumps(result))
+            checkpoint = ray.train.Checkpoint.from_directory(tmp)
+        ray.train.report({"selected_step": result["selected_step"]}, checkpoint=checkpoint)

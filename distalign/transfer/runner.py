@@ -1,0 +1,370 @@
+"""``distalign transfer``: zero-shot cross-lingual transfer of a model, one TorchTrainer run per (task, seed).
+
+    distalign transfer runs/quickstart/checkpoint_... --tasks xnli,udpos --data-dir data/transfer --seeds 3
+    distalign transfer xlm-roberta-base --tasks xnli --hub --langs de,fr,sw      # Hub data (needs internet)
+
+What to run is a ``TransferSpec`` (the flags, a ``--spec`` YAML file, dotted ``key=value`` overrides). Every
+task's data is read, checked and tokenised on the driver before Ray starts; then each (task, seed) is one Ray
+Train run (DDP: gloo on CPU, NCCL with ``use_gpu``), launched from a zero-CPU Ray task so that all of them
+are submitted at once and run side by side as far as the cluster's resources allow. Results: the printed
+table, ``<output_dir>/summary.csv``, ``per_seed.csv`` and ``runs.json``, and MLflow (a parent run, a child run
+per fine-tuning).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Literal
+
+import pandas as pd
+
+from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
+from distalign.data.readers import InputError, ReadReport
+from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_model
+from distalign.eval.tasks.base import comma_list
+from distalign.models.adapters import ADAPTER_CONFIG
+from distalign.transfer import protocol
+from distalign.transfer.data import read_split
+from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact
+from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
+from distalign.transfer.tasks.registry import TRANSFER_TASKS
+
+PREFIX = "[distalign transfer]"
+
+
+@dataclass
+class FineTuneOverrides:
+    """Hyper-parameters laid over every task's own (null: the task's value, from its named source)."""
+
+    lr: float | None = None
+    batch_size: int | None = None  # global: all workers together
+    epochs: int | None = None
+    max_length: int | None = None
+    select_every: int | None = None  # optimizer steps between dev evaluations; 0 = each epoch's end
+
+
+@dataclass
+class TransferTrackingConfig(EvalTrackingConfig):
+    experiment: str = "distalign-transfer"  # the experiment of the parent run and its child runs
+
+
+@dataclass
+class TransferSpec:
+    model: str = ""  # a Hugging Face model directory, a distalign checkpoint directory, or a hub name
+    tasks: tuple[str, ...] = ("xnli",)  # names in distalign.transfer.tasks.registry.TRANSFER_TASKS
+    data_dir: str = ""  # <data_dir>/<task>/<lang>/: a save_to_disk folder or plain files (distalign.transfer.data)
+    hub: bool = False  # load what data_dir lacks from the Hugging Face Hub (datasets.load_dataset)
+    hub_configs: dict[str, str] = field(default_factory=dict)  # "udpos:de": "de_hdt" (a Hub config per task:lang)
+    source: str = "en"  # the fine-tuning language
+    languages: tuple[str, ...] = ()  # target languages; empty = every <data_dir>/<task>/<lang> folder but source
+    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per task, over `languages`
+    select_on: Literal["source", "target"] = "source"  # the dev sets that pick the epoch (XTREME: source)
+    seeds: int = 3  # fine-tuning runs per task: seeds seed, seed + 1, ...
+    seed: int = 0
+    finetune: FineTuneOverrides = field(default_factory=FineTuneOverrides)
+    max_train_examples: int = 0  # 0 = all (a quick look: the first N)
+    max_eval_examples: int = 0  # per dev/test set, 0 = all
+    num_workers: int = 1  # Ray Train workers per fine-tuning run
+    cpus_per_worker: float = 1.0
+    use_gpu: bool = False  # one GPU per worker, NCCL
+    output_dir: str = ""  # default <DISTALIGN_HOME>/transfer_results/<model>-<time>
+    storage_path: str = ""  # Ray Train's run storage (shared by every node); default <output_dir>/ray
+    tracking: TransferTrackingConfig = field(default_factory=TransferTrackingConfig)
+
+
+@dataclass
+class PreparedTask:
+    task: type[TransferTask]
+    targets: tuple[str, ...]
+    settings: FineTuneSettings
+    data: TaskData
+    reports: list[ReadReport]
+
+
+def task_settings(task: type[TransferTask], overrides: FineTuneOverrides) -> FineTuneSettings:
+    given = {k: v for k, v in asdict(overrides).items() if v is not None}
+    settings = replace(task.settings, **given)
+    return replace(settings, source=f"{settings.source}; overridden: {given}") if given else settings
+
+
+def target_languages(spec: TransferSpec, name: str) -> tuple[str, ...]:
+    langs = spec.targets.get(name) or spec.languages
+    if not langs and spec.data_dir and (Path(spec.data_dir) / name).is_dir():
+        langs = tuple(sorted(p.name for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
+    langs = tuple(lang for lang in langs if lang != spec.source)
+    if not langs:
+        raise InputError(f"{name}: no target languages: give --langs (or targets.{name}), or put "
+                         f"<data_dir>/{name}/<lang>/ folders beside {spec.source}")
+    return langs
+
+
+def validate(spec: TransferSpec) -> None:
+    if not spec.model:
+        raise ConfigError("model: name the model to transfer (a directory or hub name)")
+    for i, name in enumerate(spec.tasks):
+        if name not in TRANSFER_TASKS:
+            raise ConfigError(f"tasks[{i}]: {name!r} is not one of {list(TRANSFER_TASKS)}")
+    for name in spec.targets:
+        if name not in spec.tasks:
+            raise ConfigError(f"targets.{name}: not among tasks {list(spec.tasks)}")
+    if spec.seeds < 1 or spec.num_workers < 1 or spec.cpus_per_worker <= 0:
+        raise ConfigError("seeds, num_workers: must be >= 1; cpus_per_worker: must be > 0")
+    if not spec.data_dir and not spec.hub:
+        raise ConfigError("data_dir: give --data-dir, or --hub to load the data sets from the Hugging Face Hub")
+
+
+def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
+    """Every task's splits read, checked, cut to the spec's limits and tokenised; errors before any Ray work."""
+    from distalign.models.loading import load_tokenizer
+
+    if (Path(model.path) / ADAPTER_CONFIG).is_file():
+        raise InputError(f"{model.path}: a model with adapters; transfer fine-tuning does not re-attach them yet")
+    tokenizer = load_tokenizer(model.path)
+    prepared = []
+    for name in spec.tasks:
+        task = TRANSFER_TASKS[name]
+        settings = task_settings(task, spec.finetune)
+        targets = target_languages(spec, name)
+        if settings.batch_size % spec.num_workers:
+            raise ConfigError(f"{name}: batch size {settings.batch_size} must divide over {spec.num_workers} workers")
+        selection = (spec.source,) if spec.select_on == "source" else targets
+        wanted = [(spec.source, "train")] + [(lang, "validation") for lang in selection] + \
+                 [(lang, "test") for lang in (spec.source, *targets)]
+        read, reports = {}, []
+        for lang, split in wanted:  # every split read before any is tokenised: a missing one fails fast
+            examples, report = read_split(task, spec.data_dir, lang, split, spec.hub, spec.hub_configs)
+            limit = spec.max_train_examples if split == "train" else spec.max_eval_examples
+            read[lang, split] = examples[:limit] if limit else examples
+            reports.append(report)
+            if not examples:
+                raise InputError(f"{name}: {report.path}: no usable examples ({report.malformed} malformed)")
+        if len(read[spec.source, "train"]) < settings.batch_size:
+            raise InputError(f"{name}: {len(read[spec.source, 'train'])} training examples, fewer than one batch "
+                             f"of {settings.batch_size}")
+        encoded = {key: task.encode(examples, tokenizer, settings.max_length) for key, examples in read.items()}
+        lost = sum(f["words"] - sum(label != IGNORE for label in f["labels"])
+                   for features in encoded.values() for f in features if "words" in f)
+        if lost:
+            progress(f"{PREFIX} {name}: {lost} words lost their label to truncation at {settings.max_length} tokens")
+        encoded = {key: compact(features) for key, features in encoded.items()}
+        data = TaskData(encoded[spec.source, "train"], {lang: encoded[lang, "validation"] for lang in selection},
+                        {lang: encoded[lang, "test"] for lang in (spec.source, *targets)})
+        prepared.append(PreparedTask(task, targets, settings, data, reports))
+        sizes = ", ".join(f"{lang} {split} {len(v)}" for (lang, split), v in read.items())
+        progress(f"{PREFIX} {name}: {sizes}; lr {settings.lr}, batch {settings.batch_size}, {settings.epochs} "
+                 f"epochs, max length {settings.max_length}, dev scored every "
+                 f"{f'{settings.select_every} steps' if settings.select_every else 'epoch'} ({settings.source})")
+    return prepared
+
+
+def run_fine_tuning(job: FineTuneJob, data_ref: list, pad_id: int, spec: TransferSpec, storage: str) -> dict:
+    """One TorchTrainer run (inside a Ray task); returns the worker's result (``finetune.fine_tune``)."""
+    import ray.train
+    from ray.train.torch import TorchTrainer
+
+    from distalign.transfer.finetune import train_loop_per_worker
+
+    trainer = TorchTrainer(
+        train_loop_per_worker,
+        train_loop_config={"job": job, "data": data_ref, "pad_id": pad_id},
+        scaling_config=ray.train.ScalingConfig(num_workers=spec.num_workers, use_gpu=spec.use_gpu,
+                                               resources_per_worker={"CPU": spec.cpus_per_worker}),
+        run_config=ray.train.RunConfig(name=f"transfer-{job.task}-seed{job.seed}-{uuid.uuid4().hex[:8]}",
+                                       storage_path=storage),
+    )
+    result = trainer.fit()
+    with result.checkpoint.as_directory() as directory:
+        return json.loads((Path(directory) / RESULT_FILE).read_text())
+
+
+def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], storage: str,
+            progress=print) -> list[dict]:
+    """Every (task, seed) run submitted at once; results in submission order."""
+    import ray
+
+    from distalign.models.loading import load_tokenizer
+
+    pad_id = load_tokenizer(model.path).pad_token_id
+    launch = ray.remote(run_fine_tuning).options(num_cpus=0, name="distalign-transfer-run")
+    pending, order = {}, []
+    for p in prepared:
+        data_ref = ray.put(p.data)  # once per task, shared by its seeds
+        for seed in range(spec.seed, spec.seed + spec.seeds):
+            job = FineTuneJob(p.task.name, seed, model.path, p.settings)
+            ref = launch.remote(job, [data_ref], pad_id, spec, storage)  # in a list: Ray passes the ref, not the data
+            pending[ref] = f"{p.task.name} seed {seed}"
+            order.append(ref)
+    progress(f"{PREFIX} {len(pending)} fine-tuning runs submitted, {spec.num_workers} worker(s) each")
+    started, results = time.time(), {}
+    while pending:
+        done, _ = ray.wait(list(pending), num_returns=1)
+        label = pending.pop(done[0])
+        results[done[0]] = result = ray.get(done[0])
+        main = TRANSFER_TASKS[result["task"]].main_metric
+        scores = ", ".join(f"{lang} {m[main]:.3f}" for lang, m in result["test"].items())
+        progress(f"{PREFIX} {len(results)}/{len(order)} {label}: step {result['selected_step']} (epoch "
+                 f"{result['selected_epoch']}) selected; "
+                 f"test {main}: {scores} ({result['seconds']:.0f} s fine-tuning, {time.time() - started:.0f} s in all)")
+    return [results[ref] for ref in order]
+
+
+def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> None:
+    """(name, value, step) triples in batches of MLflow's limit (1,000 a request)."""
+    from mlflow.entities import Metric
+
+    now = int(time.time() * 1000)
+    metrics = [Metric(name, float(value), now, step) for name, value, step in values]
+    for start in range(0, len(metrics), 1000):
+        client.log_batch(run_id, metrics=metrics[start:start + 1000])
+
+
+def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], results: list[dict],
+                  per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path]) -> str:
+    """A parent run (means and stds over seeds, the summary table) with a child run per fine-tuning (its dev scores
+    by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``."""
+    from distalign.tracking import PARENT_TAG, client_for, experiment_id, log_params
+
+    uri = resolve_tracking_uri(spec.tracking.uri)
+    client = client_for(uri)
+    exp_id = experiment_id(client, spec.tracking.experiment)
+    parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
+    params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source, "select_on": spec.select_on,
+              "seeds": spec.seeds, "num_workers": spec.num_workers}
+    for p in prepared:
+        params |= {f"{p.task.name}.targets": ",".join(p.targets),
+                   **{f"{p.task.name}.{k}": v for k, v in asdict(p.settings).items()}}
+    log_params(client, parent, params)
+    for result in results:
+        name = result["task"]
+        child = client.create_run(exp_id, run_name=f"transfer-{model.label}-{name}-seed{result['seed']}",
+                                  tags={PARENT_TAG: parent, "distalign.selected_step": str(result["selected_step"])})
+        child_id = child.info.run_id
+        log_params(client, child_id, {"task": name, "seed": result["seed"], "model": model.path,
+                                      "select_on": spec.select_on, **result["settings"]})
+        values = []
+        for candidate in result["history"]:  # at the candidate's optimizer step
+            step = candidate["step"]
+            values += [(f"transfer/{name}/dev/selection", candidate["selection"], step),
+                       (f"transfer/{name}/train_loss", candidate["train_loss"], step)]
+            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, step)
+                       for lang, metrics in candidate["dev"].items() for metric, value in metrics.items()]
+        rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
+        values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
+        _log_metrics(client, child_id, values)
+        client.set_terminated(child_id)
+    _log_metrics(client, parent, [(f"transfer/{row.task}/{row.lang}/{row.metric}{suffix}", value, 0)
+                                  for row in summary.itertuples()
+                                  for suffix, value in (("", row.mean), ("_std", row.std))])
+    client.log_table(parent, data=summary, artifact_file="transfer_summary.json")
+    for path in files:
+        client.log_artifact(parent, str(path))
+    client.set_terminated(parent)
+    print(f"{PREFIX} MLflow run {parent} ({uri}, experiment '{spec.tracking.experiment}'): "
+          f"{len(results)} child runs, {2 * len(summary)} metrics")
+    return parent
+
+
+def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]:
+    """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without)."""
+    from distalign.ray_session import ensure_ray
+
+    from distalign.tracking import check_reachable
+
+    validate(spec)
+    if spec.tracking.enabled:  # a dead server would stall MLflow for minutes after the fine-tuning
+        check_reachable(resolve_tracking_uri(spec.tracking.uri))
+    model = resolve_model(None, spec.model)
+    prepared = prepare(spec, model, progress)
+    for p in prepared:
+        for report in p.reports:
+            if report.malformed:
+                progress(f"{PREFIX} WARNING {report.summary()}")
+    out_dir = Path(spec.output_dir or distalign_home() / "transfer_results" /
+                   f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    progress(f"{PREFIX} model selection on the {spec.select_on} language's dev set"
+             f"{'' if spec.select_on == 'source' else 's'}; results in {out_dir}")
+    ensure_ray()
+    results = run_all(spec, model, prepared, spec.storage_path or str(out_dir / "ray"), progress)
+    main = {p.task.name: p.task.main_metric for p in prepared}
+    per_seed = pd.DataFrame([row for r in results for row in protocol.seed_rows(r, spec.source, main[r["task"]])])
+    summary = protocol.summarise(per_seed)
+    files = [out_dir / "summary.csv", out_dir / "per_seed.csv", out_dir / "runs.json"]
+    summary.to_csv(files[0], index=False)
+    per_seed.to_csv(files[1], index=False)
+    files[2].write_text(json.dumps({"select_on": spec.select_on, "runs": results}, indent=1))
+    progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, weights selected on {spec.select_on} dev:\n"
+             + protocol.text_table(summary, main, spec.source) + "\n")
+    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files) if spec.tracking.enabled else ""
+    return summary, run_id
+
+
+def spec_from_args(args) -> TransferSpec:
+    """The ``--spec`` file, then the flags given, then the dotted ``key=value`` overrides; paths made absolute."""
+    values = {
+        "model": args.model, "tasks": None if args.tasks is None else comma_list(args.tasks),
+        "data_dir": args.data_dir, "hub": args.hub, "source": args.source,
+        "languages": None if args.langs is None else comma_list(args.langs), "select_on": args.select_on,
+        "seeds": args.seeds, "finetune.lr": args.lr, "finetune.batch_size": args.batch_size,
+        "finetune.epochs": args.epochs, "finetune.max_length": args.max_length,
+        "finetune.select_every": args.select_every,
+        "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
+        "num_workers": args.workers, "cpus_per_worker": args.cpus_per_worker, "use_gpu": args.use_gpu,
+        "output_dir": args.output_dir, "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
+        "tracking.enabled": False if args.no_mlflow else None,
+    }
+    overrides = [f"{k}={json.dumps(v)}" for k, v in values.items() if v is not None]
+    for item in args.hub_config or []:
+        key, _, config = item.partition("=")
+        overrides.append(f"hub_configs.{key}={json.dumps(config)}")
+    spec: TransferSpec = load_dataclass(TransferSpec, args.spec, overrides + args.overrides)
+    base = Path(args.spec).parent if args.spec else Path.cwd()
+    spec.data_dir = resolve_path(spec.data_dir, base)
+    if Path(spec.model).expanduser().exists() or spec.model.startswith((".", "/", "~")):
+        spec.model = resolve_path(spec.model, base)
+    return spec
+
+
+def run_transfer_cli(args) -> int:
+    run_transfer(spec_from_args(args))
+    return 0
+
+
+def add_transfer_arguments(parser) -> None:
+    d = TransferSpec()
+    parser.add_argument("model", nargs="?", help="Hugging Face model directory, distalign checkpoint or hub name")
+    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec, right after the model "
+                                                    "(finetune.epochs=1)")
+    parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.runner.TransferSpec)")
+    parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
+    parser.add_argument("--data-dir", help="<data-dir>/<task>/<lang>/: a save_to_disk folder, or train/dev/test "
+                                           "files (.tsv pairs, .conll NER, .conllu POS)")
+    parser.add_argument("--hub", action="store_true", default=None,
+                        help="load what --data-dir lacks from the Hugging Face Hub (needs internet)")
+    parser.add_argument("--hub-config", action="append", metavar="TASK:LANG=CONFIG",
+                        help="a Hub config for one task and language (udpos:de=de_hdt); repeatable")
+    parser.add_argument("--source", help=f"fine-tuning language (default {d.source})")
+    parser.add_argument("--langs", help="target languages (default: every <data-dir>/<task>/<lang> but the source)")
+    parser.add_argument("--select-on", choices=["source", "target"],
+                        help="dev sets that select the epoch (default source: XTREME's zero-shot protocol)")
+    parser.add_argument("--seeds", type=int, help=f"fine-tuning runs per task (default {d.seeds})")
+    parser.add_argument("--lr", type=float, help="learning rate for every task (default: each task's own)")
+    parser.add_argument("--batch-size", type=int, help="global batch for every task (default: each task's own)")
+    parser.add_argument("--epochs", type=int, help="epochs for every task (default: each task's own)")
+    parser.add_argument("--max-length", type=int, help="subword tokens per example (default: each task's own)")
+    parser.add_argument("--select-every", type=int, help="optimizer steps between dev evaluations, each a "
+                                                       "selection candidate (0 = each epoch; default: each task's)")
+    parser.add_argument("--max-train-examples", type=int, help="use the first N training examples (0 = all)")
+    parser.add_argument("--max-eval-examples", type=int, help="use the first N of each dev/test set (0 = all)")
+    parser.add_argument("--workers", type=int, help=f"Ray Train workers per run (default {d.num_workers})")
+    parser.add_argument("--cpus-per-worker", type=float, help=f"(default {d.cpus_per_worker})")
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
+    parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
+    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
+                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
+    parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
+    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")

@@ -1,0 +1,105 @@
+"""``distalign transfer`` end to end on Ray: a tiny model, Hub-schema fixtures, two tasks x two seeds, DDP."""
+
+import json
+import time
+
+import pandas as pd
+import pytest
+
+from distalign.cli import main
+from distalign.tracking import client_for
+from transfer_data import save_task, tiny_model
+
+
+@pytest.fixture(scope="module")
+def workspace(tmp_path_factory):
+    root = tmp_path_factory.mktemp("transfer_cli")
+    for task in ("xnli", "udpos"):
+        for lang in ("en", "de", "fr"):
+            save_task(root / "data", task, lang, sizes=(16, 6, 6), seed=hash(lang) % 7)
+    return root, str(tiny_model(root / "model"))
+
+
+def test_missing_language_fails_before_ray(workspace, monkeypatch, capsys):
+    root, model = workspace
+    import distalign.ray_session
+
+    monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray was started"))
+    code = main(["transfer", model, "--tasks", "xnli", "--data-dir", str(root / "data"), "--langs", "de,sw",
+                 "--no-mlflow"])
+    assert code == 2
+    assert "xnli: no test data for language sw" in capsys.readouterr().err  # selection on en: sw's dev not needed
+    code = main(["transfer", model, "--tasks", "xnli", "--data-dir", str(root / "data"), "--langs", "de,sw",
+                 "--select-on", "target", "--no-mlflow"])
+    assert code == 2 and "xnli: no validation data for language sw" in capsys.readouterr().err
+
+
+def test_models_with_adapters_are_refused_before_ray(workspace, tmp_path, monkeypatch, capsys):
+    import shutil
+
+    import distalign.ray_session
+
+    root, model = workspace
+    adapted = shutil.copytree(model, tmp_path / "adapted")
+    (adapted / "adapters.json").write_text("{}")
+    monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray was started"))
+    assert main(["transfer", str(adapted), "--tasks", "xnli", "--data-dir", str(root / "data"), "--no-mlflow"]) == 2
+    assert "does not re-attach them yet" in capsys.readouterr().err
+
+
+def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
+    """UD-POS (the token family; the pair family runs in-process in test_transfer_finetune.py), 2 seeds as two
+    TorchTrainer runs side by side, 2 DDP workers each, then the protocol's table, files and MLflow runs."""
+    root, model = workspace
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    started = time.time()
+    code = main(["transfer", model, "--tasks", "udpos", "--data-dir", str(root / "data"), "--seeds", "2",
+                 "--epochs", "2", "--select-every", "0", "--batch-size", "8", "--lr", "1e-3", "--workers", "2",
+                 "--cpus-per-worker", "0.5", "--output-dir", str(tmp_path / "out"), "--tracking-uri", uri])
+    elapsed = time.time() - started
+    out = capsys.readouterr().out
+    with capsys.disabled():
+        print(out + f"\n1 task x 2 seeds, 2 workers each: {elapsed:.1f} s")
+    assert code == 0
+    assert "weights selected on source dev" in out and "udpos (acc x 100, mean ± std over 2 seeds" in out
+    summary = pd.read_csv(tmp_path / "out" / "summary.csv")
+    per_seed = pd.read_csv(tmp_path / "out" / "per_seed.csv")
+    runs = json.loads((tmp_path / "out" / "runs.json").read_text())["runs"]
+    assert sorted((r["task"], r["seed"]) for r in runs) == [("udpos", 0), ("udpos", 1)]
+    for run in runs:
+        assert run["workers"] == 2 and run["steps"] == 4  # 16 examples / batch 8 x 2 epochs
+        assert [h["step"] for h in run["history"]] == [2, 4]  # --select-every 0: each epoch's end
+        best = max(run["history"], key=lambda h: h["selection"])  # the first of equals
+        assert run["selected_step"] == best["step"]  # the source dev set's best
+        assert list(run["history"][0]["dev"]) == ["en"]
+        assert set(run["test"]) == {"en", "de", "fr"}
+    # the summary is the mean over the seeds' rows
+    de = per_seed[(per_seed.lang == "de") & (per_seed.metric == "acc")]["value"]
+    row = summary[(summary.lang == "de") & (summary.metric == "acc")].iloc[0]
+    assert len(de) == 2 and row["mean"] == pytest.approx(de.mean()) and row["n"] == 2
+
+    client = client_for(uri)
+    (parent,) = client.search_runs([client.get_experiment_by_name("distalign-transfer").experiment_id],
+                                   "attributes.run_name = 'transfer-model'")
+    metrics = parent.data.metrics
+    assert {"transfer/udpos/avg/acc", "transfer/udpos/avg/delta", "transfer/udpos/de/acc", "transfer/udpos/de/delta",
+            "transfer/udpos/fr/acc", "transfer/udpos/avg/acc_std"} <= set(metrics)
+    assert metrics["transfer/udpos/de/acc"] == pytest.approx(row["mean"])
+    children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
+    assert len(children) == 2
+    assert {c.data.tags["distalign.selected_step"] for c in children} <= {"2", "4"}
+    assert "transfer_summary.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+
+
+def test_spec_from_flags_and_overrides():
+    from distalign.cli import build_parser
+    from distalign.transfer.runner import spec_from_args
+
+    args = build_parser().parse_args(["transfer", "xlm-roberta-base", "finetune.epochs=1", "--tasks", "xnli,udpos",
+                                      "--hub", "--hub-config", "udpos:de=de_hdt", "--langs", "de", "--seeds", "2",
+                                      "--tracking-uri", "sqlite:///x.db"])
+    spec = spec_from_args(args)
+    assert spec.model == "xlm-roberta-base" and spec.tasks == ("xnli", "udpos") and spec.hub
+    assert spec.hub_configs == {"udpos:de": "de_hdt"} and spec.languages == ("de",) and spec.seeds == 2
+    assert spec.finetune.epochs == 1 and spec.finetune.lr is None
+    assert spec.tracking.uri == "sqlite:///x.db" and spec.tracking.experiment == "distalign-transfer"
