@@ -133,7 +133,7 @@ def _static_extract(args) -> int:
                              negatives=args.negatives, min_count=args.min_count, seed=args.seed)
     for report in result["reports"]:
         print(report.summary())
-    print(f"[distalign] {len(result['words'])} static vectors -> {result['path']}")
+    print(f"[distalign] {result['words']} static vectors from {result['sentences']} sentences -> {result['path']}")
     return 0
 
 

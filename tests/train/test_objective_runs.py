@@ -5,6 +5,7 @@ and static-vector alignment towards vectors made with the user's commands (extra
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -63,25 +64,29 @@ def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, 
     assert optimizer["state"] and all(s["step"] == 6 for s in optimizer["state"].values())  # LAMB's, not AdamW's
 
 
-def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distalign_home, tmp_path):
+def test_static_vectors_extracted_aligned_and_trained_towards(ray_local, distalign_home, tmp_path, capsys):
     from gensim.models import KeyedVectors
 
+    from distalign.cli import main as distalign
     from distalign.preparation.inputs import prepare_data
-    from distalign.static.mapping import align_files
-    from distalign.static.x2static import extract_to_file
 
     overrides = SMALL + ["run.name=static", "objectives.lexical.weight=0"]
     prepared = prepare_data(load_config(QUICKSTART, overrides))  # the world and the tiny model of this run
     corpora = {source.lang: source.paths for source in prepared.corpus.sources}
-    vectors = {lang: extract_to_file(prepared.model_path, corpora[lang], tmp_path / f"{lang}.vec",
-                                     layer=1, epochs=2, min_count=2)["path"] for lang in ("xa", "xb")}
+    for lang in ("xa", "xb"):  # the user's commands, as static_align.yaml's header gives them
+        assert distalign(["static", "extract", "--model", prepared.model_path, "--corpus", *corpora[lang],
+                          "--out", str(tmp_path / f"{lang}.vec"), "--layer", "1", "--epochs", "2",
+                          "--min-count", "2"]) == 0
+    assert f"static vectors from 300 sentences -> {tmp_path / 'xb.vec'}" in capsys.readouterr().out
     pairs = prepared.constraints.filter((prepared.constraints["lang1"].to_numpy(zero_copy_only=False) == "xa")
                                         & (prepared.constraints["lang2"].to_numpy(zero_copy_only=False) == "xb"))
     seed = tmp_path / "seed.xb-xa.tsv"
     seed.write_text("".join(f"{b}\t{a}\n" for a, b in zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist())))
-    report = align_files(vectors["xb"], vectors["xa"], seed, tmp_path / "xb.aligned.vec", iterations=1,
-                         tgt_out_path=tmp_path / "xa.normalised.vec")
-    assert report["seed_pairs"] > report["seed_missing"]
+    assert distalign(["static", "align", "--src", str(tmp_path / "xb.vec"), "--tgt", str(tmp_path / "xa.vec"),
+                      "--dictionary", str(seed), "--out", str(tmp_path / "xb.aligned.vec"), "--iterations", "1",
+                      "--tgt-out", str(tmp_path / "xa.normalised.vec")]) == 0
+    seed_pairs, missing = map(int, re.search(r"seed pairs (\d+) \((\d+) with", capsys.readouterr().out).groups())
+    assert seed_pairs > missing
     for name in ("xa.vec", "xb.vec", "xb.aligned.vec", "xa.normalised.vec"):  # gensim reads every file written
         assert KeyedVectors.load_word2vec_format(str(tmp_path / name), binary=False).vector_size == 64
 
