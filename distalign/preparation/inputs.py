@@ -121,10 +121,9 @@ def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str
     test = [src for src in sources if test_set and {src.lang1, src.lang2} <= test_set]
     validation = [src for src in sources if not {src.lang1, src.lang2} & test_set
                   and (not languages or {src.lang1, src.lang2} <= set(languages))]
-    if test_set and not test:
-        raise ValueError(f"eval.test_languages: no evaluation dictionary between {sorted(test_set)} (the pairs of "
-                         f"data.eval_dictionaries or of the synthetic world are "
-                         f"{[f'{s.lang1}-{s.lang2}' for s in sources]})")
+    require(not test_set or bool(test), "eval.test_languages",
+            f"no evaluation dictionary between {sorted(test_set)} (the pairs of data.eval_dictionaries or of the "
+            f"synthetic world are {[f'{s.lang1}-{s.lang2}' for s in sources]})")
     return validation, test
 
 
