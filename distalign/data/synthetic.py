@@ -29,7 +29,7 @@ CONSONANTS = list("ptkbdgmnlrsvfz")
 VOWELS = list("aeiou")
 WORD_ORDERS = ["SVO", "SOV", "VSO", "OVS"]
 NUM_TOPICS = 8
-TRANSFER_DIR = "transfer"  # <world>/transfer/<task>/<lang>/: distalign transfer --data-dir <world>/transfer
+TRANSFER_DIR = "transfer"  # <world>/transfer/<task>/<lang>/
 TRANSFER_STREAM = 24  # the transfer tasks' RNG: default_rng([seed, TRANSFER_STREAM])
 UPOS_OF_CLASS = {"N": "NOUN", "V": "VERB", "A": "ADJ"}  # the grammar has no function words
 
@@ -55,6 +55,7 @@ class SyntheticWorld:
     validation_corpora: dict[str, Path]  # files exist when generated with validation_sentences > 0
     constraints: Path
     eval_dictionaries: list[DictionarySource]
+    transfer_tasks: Path  # distalign transfer's --data-dir; written when generated with transfer_examples > 0
 
 
 def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
@@ -64,7 +65,7 @@ def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
                   for l1, l2 in itertools.combinations(languages, 2)]
     return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
                           {lang: out / f"validation.{lang}.txt" for lang in languages}, out / "constraints.parquet",
-                          eval_dicts)
+                          eval_dicts, out / TRANSFER_DIR)
 
 
 def _proto_word(rng: np.random.Generator) -> str:
@@ -167,7 +168,7 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
     if cfg.transfer_examples:
         # an RNG of its own: the corpora, constraints and dictionaries do not change with transfer_examples
         write_transfer_tasks(np.random.default_rng([seed, TRANSFER_STREAM]), languages, grammar,
-                             cfg.transfer_examples, out / TRANSFER_DIR)
+                             cfg.transfer_examples, world.transfer_tasks)
     return world
 
 
