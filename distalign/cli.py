@@ -39,8 +39,8 @@ def _train(args) -> int:
     return 0
 
 
-# a tiny model's fine-tuning: XTREME's lr 2e-5 barely moves it, and its dev-every-200/500-steps never fires on
-# a few hundred examples
+# a tiny model on a few hundred examples: XTREME's settings are meant for base-size models on large training sets
+# (lr 2e-5; a dev evaluation every 200/500 steps would never come)
 SYNTHETIC_TRANSFER_FLAGS = "--tasks udpos,pawsx --lr 1e-3 --epochs 5 --select-every 0 --seeds 2"
 
 
