@@ -3,8 +3,10 @@ its spec reads the world's files (no Ray)."""
 
 import shlex
 
+import pytest
+
 from distalign.cli import build_parser, synthetic_transfer_command
-from distalign.config import load_config
+from distalign.config import ConfigError, load_config
 from distalign.transfer.data import read_split
 from distalign.transfer.runner import spec_from_args, target_languages
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
@@ -28,3 +30,8 @@ def test_printed_command_points_at_the_world_tasks(tmp_path):
         for lang, split in (("xa", "train"), ("xa", "validation"), ("xc", "test")):
             examples, _ = read_split(TRANSFER_TASKS[name], spec.data_dir, lang, split)
             assert len(examples) == 40
+
+
+def test_negative_count_names_the_key():
+    with pytest.raises(ConfigError, match=r"data\.synthetic\.transfer_examples"):
+        load_config(QUICKSTART, ["data.synthetic.transfer_examples=-1"])
