@@ -177,8 +177,9 @@ def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, cou
 
     - ``udpos/<lang>/{train,dev,test}.conllu``: each word's class from the grammar as its UPOS tag;
     - ``pawsx/<lang>/{train,dev,test}.tsv`` (sentence1, sentence2, label): label 1 when both sentences are
-      drawn from the same topic, else 0 (topics share no content words, so it is learnable from the words
-      alone); exactly half of each split is 1 (an odd count: one more 0).
+      drawn from the same topic, else 0 (each concept has one topic, so the words tell topics apart; the
+      quickstart's tiny model still barely learns it, see the README); exactly half of each split is 1 (an odd
+      count: one more 0).
     """
     for lang in languages:
         for split in ("train", "dev", "test"):
