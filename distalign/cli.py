@@ -39,6 +39,11 @@ def _train(args) -> int:
     return 0
 
 
+# a tiny model on a few hundred examples: XTREME's settings are meant for base-size models on large training sets
+# (lr 2e-5; a dev evaluation every 200/500 steps would never come)
+SYNTHETIC_TRANSFER_FLAGS = "--tasks udpos,pawsx --lr 1e-3 --epochs 5 --select-every 0 --seeds 2"
+
+
 def print_summary(config, outcome) -> None:
     from distalign.tracking import client_for
 
@@ -55,6 +60,22 @@ def print_summary(config, outcome) -> None:
             print(f"  {key}: {first.value:.4f} (step {first.step}) -> {last.value:.4f} (step {last.step})")
     print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri} --port 5000"
           "   (then http://127.0.0.1:5000)")
+    command = synthetic_transfer_command(config, outcome.checkpoint)
+    if command:
+        print(f"  zero-shot transfer on the world's tasks: {command}")
+
+
+def synthetic_transfer_command(config, checkpoint: str) -> str:
+    """The ``distalign transfer`` command for the synthetic world's tasks (``data.synthetic.transfer_examples``),
+    from its first language; "" when the run has none."""
+    synthetic = config.data.synthetic
+    if config.data.source != "synthetic" or not synthetic.transfer_examples or not checkpoint:
+        return ""
+    from distalign.preparation.inputs import synthetic_world
+
+    tasks = synthetic_world(config).transfer_tasks  # the cached world: found, not generated again
+    return (f"distalign transfer {checkpoint} {SYNTHETIC_TRANSFER_FLAGS} --data-dir {tasks} "
+            f"--source {synthetic.languages[0]}")
 
 
 def _tune(args) -> int:

@@ -109,6 +109,7 @@ class DataConfig:
             require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
             require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
             require(s.validation_sentences >= 0, "data.synthetic.validation_sentences", "must be >= 0")
+            require(s.transfer_examples >= 0, "data.synthetic.transfer_examples", "must be >= 0")
         for i, p in enumerate(self.constraints):
             require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
         dictionaries = (("data.dictionaries", self.dictionaries), ("data.eval_dictionaries", self.eval_dictionaries))

@@ -8,7 +8,8 @@ independent samples per language, not translations of each other.
 
 ``generate_world`` writes the files the real readers consume:
 ``corpus.<lang>.txt``, ``constraints.parquet`` (training concepts only) and
-``eval.<l1>-<l2>.tsv`` (G-BLI format, held-out concepts only).
+``eval.<l1>-<l2>.tsv`` (G-BLI format, held-out concepts only); with ``transfer_examples`` also labelled
+data for ``distalign transfer`` under ``transfer/`` (``write_transfer_tasks``).
 """
 
 from __future__ import annotations
@@ -28,6 +29,9 @@ CONSONANTS = list("ptkbdgmnlrsvfz")
 VOWELS = list("aeiou")
 WORD_ORDERS = ["SVO", "SOV", "VSO", "OVS"]
 NUM_TOPICS = 8
+TRANSFER_DIR = "transfer"  # <world>/transfer/<task>/<lang>/
+TRANSFER_STREAM = 24  # the transfer tasks' RNG: default_rng([seed, TRANSFER_STREAM])
+UPOS_OF_CLASS = {"N": "NOUN", "V": "VERB", "A": "ADJ"}  # the grammar has no function words
 
 
 @dataclass
@@ -40,6 +44,8 @@ class SyntheticConfig:
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
     heldout_fraction: float = 0.2  # concepts held out of the constraints for BLI evaluation
     validation_sentences: int = 0  # per language, drawn after the corpus: held-out sentences for the MLM loss
+    # per language and split (train, dev, test) of each transfer task (udpos, pawsx); 0 = none written
+    transfer_examples: int = 0
 
 
 @dataclass
@@ -49,6 +55,7 @@ class SyntheticWorld:
     validation_corpora: dict[str, Path]  # files exist when generated with validation_sentences > 0
     constraints: Path
     eval_dictionaries: list[DictionarySource]
+    transfer_tasks: Path  # distalign transfer's --data-dir; written when generated with transfer_examples > 0
 
 
 def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
@@ -58,7 +65,7 @@ def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
                   for l1, l2 in itertools.combinations(languages, 2)]
     return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
                           {lang: out / f"validation.{lang}.txt" for lang in languages}, out / "constraints.parquet",
-                          eval_dicts)
+                          eval_dicts, out / TRANSFER_DIR)
 
 
 def _proto_word(rng: np.random.Generator) -> str:
@@ -82,6 +89,19 @@ class _Language:
 
     def realise(self, proto: str) -> str:
         return "".join(self.changes.get(ch, ch) for ch in proto) + self.suffix
+
+
+@dataclass
+class _Grammar:
+    lexicon: dict[str, list[list[str]]]  # language -> concept -> its words
+    word_class: np.ndarray  # per concept: N, V or A
+    topic: np.ndarray  # per concept
+
+    def sentence(self, rng, lang: _Language, t: int | None = None) -> list[tuple[str, str]]:
+        return _tagged_sentence(rng, lang, self.lexicon[lang.name], self.word_class, self.topic, t)
+
+    def text(self, rng, lang: _Language, t: int | None = None) -> str:
+        return " ".join(w for w, _ in self.sentence(rng, lang, t))
 
 
 def _unique_protos(rng: np.random.Generator, count: int) -> list[str]:
@@ -130,13 +150,14 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
     heldout = rng.random(n) < cfg.heldout_fraction
 
     world = world_in(out, [lang.name for lang in languages])
+    grammar = _Grammar(lexicon, word_class, topic)
     for lang in languages:
-        sentences = [_sentence(rng, lang, lexicon[lang.name], word_class, topic)
+        sentences = [grammar.text(rng, lang)
                      for _ in range(cfg.sentences_per_language)]
         world.corpora[lang.name].write_text("\n".join(sentences) + "\n")
     for lang in languages:  # after every corpus: the corpora do not change with validation_sentences
         if cfg.validation_sentences:
-            sentences = [_sentence(rng, lang, lexicon[lang.name], word_class, topic)
+            sentences = [grammar.text(rng, lang)
                          for _ in range(cfg.validation_sentences)]
             world.validation_corpora[lang.name].write_text("\n".join(sentences) + "\n")
 
@@ -144,7 +165,44 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
     for source in world.eval_dictionaries:
         lines = [f"{lexicon[source.lang1][c][0]}\t{lexicon[source.lang2][c][0]}" for c in np.flatnonzero(heldout)]
         Path(source.path).write_text("\n".join(lines) + "\n")
+    if cfg.transfer_examples:
+        # an RNG of its own: the corpora, constraints and dictionaries do not change with transfer_examples
+        write_transfer_tasks(np.random.default_rng([seed, TRANSFER_STREAM]), languages, grammar,
+                             cfg.transfer_examples, world.transfer_tasks)
     return world
+
+
+def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, count: int, out: Path) -> None:
+    """``count`` examples per language and split of two tasks, in the files ``distalign transfer`` reads:
+
+    - ``udpos/<lang>/{train,dev,test}.conllu``: each word's class from the grammar as its UPOS tag;
+    - ``pawsx/<lang>/{train,dev,test}.tsv`` (sentence1, sentence2, label): label 1 when both sentences are
+      drawn from the same topic, else 0 (each concept has one topic, so the words tell topics apart; the
+      quickstart's tiny model still barely learns it, see the README); exactly half of each split is 1 (an odd
+      count: one more 0).
+    """
+    for lang in languages:
+        for split in ("train", "dev", "test"):
+            pos = out / "udpos" / lang.name
+            pos.mkdir(parents=True, exist_ok=True)
+            blocks = []
+            for i in range(count):
+                tagged = grammar.sentence(rng, lang)
+                rows = [f"{j}\t{w}\t_\t{UPOS_OF_CLASS[k]}\t_\t_\t_\t_\t_\t_" for j, (w, k) in enumerate(tagged, 1)]
+                blocks.append(f"# sent_id = {lang.name}-{split}-{i}\n# text = {' '.join(w for w, _ in tagged)}\n"
+                              + "\n".join(rows) + "\n")
+            (pos / f"{split}.conllu").write_text("\n".join(blocks) + "\n", encoding="utf-8")
+
+            pair = out / "pawsx" / lang.name
+            pair.mkdir(parents=True, exist_ok=True)
+            lines = ["sentence1\tsentence2\tlabel"]
+            for label in rng.permutation(np.arange(count) % 2):
+                first = int(rng.integers(NUM_TOPICS))
+                # a different topic: a uniform draw among the other NUM_TOPICS - 1
+                second = first if label else (first + 1 + int(rng.integers(NUM_TOPICS - 1))) % NUM_TOPICS
+                a, b = grammar.text(rng, lang, first), grammar.text(rng, lang, second)
+                lines.append(f"{a}\t{b}\t{label}")
+            (pair / f"{split}.tsv").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def _pick(rng, candidates: np.ndarray) -> int:
@@ -153,24 +211,26 @@ def _pick(rng, candidates: np.ndarray) -> int:
     return int(candidates[rng.choice(len(candidates), p=weights / weights.sum())])
 
 
-def _sentence(rng, lang: _Language, words, word_class, topic) -> str:
-    t = rng.integers(NUM_TOPICS)
+def _tagged_sentence(rng, lang: _Language, words, word_class, topic, t: int | None = None) -> list[tuple[str, str]]:
+    """(word, word class) pairs of one sentence about topic ``t`` (drawn when None)."""
+    if t is None:
+        t = rng.integers(NUM_TOPICS)
     in_topic = topic == t
     pools = {k: np.flatnonzero(in_topic & (word_class == k)) for k in "NVA"}
     pools = {k: v if len(v) else np.flatnonzero(word_class == k) for k, v in pools.items()}
 
-    def word(k: str) -> str:
+    def word(k: str) -> tuple[str, str]:
         forms = words[_pick(rng, pools[k])]
-        return forms[int(rng.integers(len(forms)))]
+        return forms[int(rng.integers(len(forms)))], k
 
-    def noun_phrase() -> list[str]:
+    def noun_phrase() -> list[tuple[str, str]]:
         if rng.random() < 0.4:
             adj, noun = word("A"), word("N")
             return [adj, noun] if lang.adjective_first else [noun, adj]
         return [word("N")]
 
     parts = {"S": noun_phrase(), "V": [word("V")], "O": noun_phrase()}
-    return " ".join(w for role in lang.order for w in parts[role])
+    return [w for role in lang.order for w in parts[role]]
 
 
 def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:

@@ -229,7 +229,10 @@ def validation_sentences(sources: list[CorpusSource], filesystem, reports: list[
 def synthetic_world(config: ExperimentConfig) -> SyntheticWorld:
     """The config's synthetic world, generated once per settings and seed (``distalign.preparation.cache``)."""
     d, seed = config.data, config.train.seed
-    directory = cached_directory(d.cache_dir, "world", content_key(dataclasses.asdict(d.synthetic), seed),
+    settings = dataclasses.asdict(d.synthetic)
+    if not settings["transfer_examples"]:  # left out at 0: worlds cached before the setting keep their key
+        del settings["transfer_examples"]
+    directory = cached_directory(d.cache_dir, "world", content_key(settings, seed),
                                  lambda out: generate_world(d.synthetic, out, seed=seed))
     return world_in(directory, d.synthetic.languages)
 
