@@ -213,7 +213,7 @@ def _add_transfer_command(sub) -> None:
     transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer: fine-tune on the source language, "
                                                "test on the others (XNLI, PAWS-X, WikiANN, UD-POS; Ray Train)",
                               description="Fine-tune on each task's source-language training set (one Ray Train "
-                                          "run per task and seed), select the epoch on the dev set, and print "
+                                          "run per task and seed), keep the weights best on the dev set, and print "
                                           "per-language test scores, their average and the gap to the source "
                                           "as mean ± std over seeds.")
     add_transfer_arguments(transfer)
