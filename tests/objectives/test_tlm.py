@@ -190,3 +190,20 @@ def test_tlm_share_of_a_step_on_prepared_batches(tmp_path, monkeypatch):
     assert 0.18 <= tlm_rows / (tlm_rows + mlm_rows) <= 0.2
     for words, labelled in side_words.values():
         assert 0.24 <= labelled / words <= 0.36
+
+
+def test_mlm_plus_tlm_trains_on_two_workers(ray_local, distalign_home, tmp_path):
+    from mlflow.tracking import MlflowClient
+
+    from distalign.train.trainer import run_training
+
+    config = tlm_config(write_pairs(tmp_path / "pairs.tsv", 64), "run.name=tlm-ray", "train.max_steps=4",
+                        "train.parallel_batch_size=4")
+    assert config.objectives.streams() == {"corpus", "parallel"} and config.train.num_workers == 2
+    outcome = run_training(config)
+    client = MlflowClient(config.tracking.uri)
+    assert client.get_run(outcome.run_id).info.status == "FINISHED"
+    for name in ("train/tlm_loss", "train/mlm_loss"):
+        losses = client.get_metric_history(outcome.run_id, name)
+        assert [m.step for m in losses] == [2, 4]
+        assert all(np.isfinite(m.value) and m.value > 0 for m in losses)
