@@ -92,15 +92,15 @@ def encode_sentence_pairs(tokenizer, texts1: list[str], texts2: list[str], max_l
     half = (max_length - len(prefix) - len(middle) - len(suffix)) // 2
     if half < 1:
         raise ValueError(f"max_length={max_length} leaves no room for a sentence pair's words")
-    sides = [tokenizer([t.split() for t in texts], is_split_into_words=True, add_special_tokens=False)
-             for texts in (texts1, texts2)]
+    sides = [tokenizer([t.split() for t in texts], is_split_into_words=True, add_special_tokens=False,
+                       truncation=True, max_length=half) for texts in (texts1, texts2)]
     shape = (len(texts1), max_length)
     out = {"input_ids": np.full(shape, tokenizer.pad_token_id, dtype=np.int64),
            "attention_mask": np.zeros(shape, dtype=np.int64), "word_ids": np.full(shape, -1, dtype=np.int64),
            "segment": np.full(shape, -1, dtype=np.int64), "positions": np.zeros(shape, dtype=np.int64)}
     for row in range(len(texts1)):
-        (ids1, ids2), (words1, words2) = ([side["input_ids"][row][:half] for side in sides],
-                                          [side.word_ids(row)[:half] for side in sides])
+        (ids1, ids2), (words1, words2) = ([side["input_ids"][row] for side in sides],
+                                          [side.word_ids(row) for side in sides])
         first, second = prefix + ids1 + middle, ids2 + suffix
         end = len(first) + len(second)
         out["input_ids"][row, :end] = first + second
