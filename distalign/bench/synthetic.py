@@ -36,7 +36,10 @@ OBJECTIVE_SETS = {
     "mlm": {"mlm": 1.0},
     "align": {"mlm": 1.0, "align": 10.0},
     "lexical": {"mlm": 1.0, "lexical": 1.0},
+    "xlm": {"mlm": 1.0, "tlm": 1.0},  # MLM + TLM on the base/derived twins (below)
 }
+# XLM's TLM pairs: the derived corpus translates the base one line by line, so every base sentence has its twin
+# (their share of a step: train.parallel_batch_size in the bench config)
 BENCH_CONFIG = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "bench_synthetic.yaml"
 
 log = logging.getLogger("distalign")
@@ -135,16 +138,18 @@ def training_config(spec: BenchSpec, transformation: str, objective: str, paths:
     weights = OBJECTIVE_SETS[objective]
     corpora = [{"path": str(paths["base"]), "lang": BASE_LANG}, {"path": str(paths["derived"]), "lang": DERIVED_LANG}]
     dictionary = {"lang1": BASE_LANG, "lang2": DERIVED_LANG}
+    parallel = {**dictionary, "path1": str(paths["base"]), "path2": str(paths["derived"])}
     return load_config(BENCH_CONFIG, [
         f"run.name=bench-{transformation}-{objective}",
         f"storage.path={out_dir / 'runs'}",
         f"tracking.parent_run_id=\"{parent_run_id}\"",
         f"train.seed={spec.seed}",
-        *(f"objectives.{name}.weight={weights.get(name, 0.0)}" for name in ("mlm", "lexical", "align")),
+        *(f"objectives.{name}.weight={weights.get(name, 0.0)}" for name in ("mlm", "lexical", "align", "tlm")),
         # JSON is valid YAML: paths with any character survive the override syntax
         "data.corpora=" + json.dumps(corpora),
         "data.dictionaries=" + json.dumps([{**dictionary, "path": str(paths["train_dict"])}]),
         "data.eval_dictionaries=" + json.dumps([{**dictionary, "path": str(paths["eval_dict"])}]),
+        "data.parallel=" + json.dumps([parallel]),
         *spec.overrides,
     ])
 
@@ -152,7 +157,8 @@ def training_config(spec: BenchSpec, transformation: str, objective: str, paths:
 # ALIGN-MLM's Table 8 (alignment %, the paper's transformations): ours maps translit -> Trans, translit_inv ->
 # Trans + Inv, translit_syn -> Trans + Syn; the paper has no permutation.
 PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3, ("translit_syn", "mlm"): 57.3,
-                ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2, ("translit_syn", "align"): 98.2}
+                ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2, ("translit_syn", "align"): 98.2,
+                ("translit", "xlm"): 97.7, ("translit_inv", "xlm"): 85.6, ("translit_syn", "xlm"): 98.6}
 
 
 def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration, specials: Iterable[str] = ()

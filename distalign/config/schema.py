@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distalign.config.loader import coerce, flatten
-from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
+from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
 from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
@@ -66,6 +66,8 @@ class DataConfig:
     # eval/mlm/loss, and the model-selection score with eval.select_by: mlm_loss
     validation_corpora: list[CorpusSource] = field(default_factory=list)
     static_vectors: list[StaticVectorsSource] = field(default_factory=list)  # targets of objectives.static
+    # translated sentence pairs read by objectives.tlm (with either source: the synthetic world has no twins)
+    parallel: list[ParallelSource] = field(default_factory=list)
     max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
     # a language sample (BabelBERT §5.1): only constraints between these languages (empty = all) ...
     constraint_languages: list[str] = field(default_factory=list)
@@ -122,6 +124,8 @@ class DataConfig:
             require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
         for i, src in enumerate(self.corpora):
             validate_corpus_source(src, f"data.corpora[{i}]")
+        for i, src in enumerate(self.parallel):
+            validate_parallel_source(src, f"data.parallel[{i}]")
         for i, src in enumerate(self.validation_corpora):
             validate_corpus_source(src, f"data.validation_corpora[{i}]")
 
@@ -218,6 +222,9 @@ class TrainConfig:
     constraint_batch_size: int = 32  # pairs per worker per micro-batch
     corpus_batch_size: int = 16  # sentences per worker per step
     static_batch_size: int = 64  # (word, static vector) rows per worker per step
+    # sentence pairs per worker per step (objectives.tlm): the share of TLM sequences in a step of MLM + TLM is
+    # parallel_batch_size / (parallel_batch_size + corpus_batch_size)
+    parallel_batch_size: int = 16
     checkpoint_every: int = 50
     # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
     # the last checkpoint at the same data position and random state
@@ -252,6 +259,7 @@ class TrainConfig:
         require(self.log_every >= 1, "train.log_every", "must be >= 1")
         require(self.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
         require(self.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
+        require(self.parallel_batch_size >= 1, "train.parallel_batch_size", "must be >= 1")
 
 
 @dataclass
@@ -369,6 +377,16 @@ def validate(config: ExperimentConfig) -> None:
         readers, pair_users = o.readers(), [name for name, (plugin, _) in o.active().items() if plugin.uses_word_pairs]
         for stream in STREAMS.values():
             stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
+
+
+def validate_parallel_source(src: ParallelSource, key: str) -> None:
+    require(bool(src.lang1 and src.lang2), key, "needs lang1 and lang2")
+    paired = bool(src.path1 or src.path2)
+    require(bool(src.path) != paired and (not paired or bool(src.path1 and src.path2)), key,
+            "needs either path (a TSV src<TAB>tgt) or both path1 and path2 (line-aligned files)")
+    for name in ("path", "path1", "path2"):
+        path = getattr(src, name)
+        require(not path or Path(path).is_file(), f"{key}.{name}", f"file not found: {path!r}")
 
 
 def validate_corpus_source(src: CorpusSource, key: str) -> None:

@@ -5,6 +5,7 @@
   header optional; ``sent1/sent2`` are glosses)
 - constraint parquet files in ``CONSTRAINT_SCHEMA``
 - text corpora: ``.txt`` (one sentence a line), ``.jsonl`` (``{"text": ...}``), ``.parquet`` (column ``text``)
+- parallel sentences: a TSV ``src<TAB>tgt`` a line, or two line-aligned files (Tatoeba's / Moses' layout)
 """
 
 from __future__ import annotations
@@ -166,3 +167,52 @@ def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
         raise InputError(f"{path}: corpora must be .txt, .jsonl or .parquet")
     report.rows = len(texts)
     return pa.table({"text": texts, "lang": [lang] * len(texts)}), report
+
+
+PARALLEL_COLUMNS = ("text1", "lang1", "text2", "lang2")
+
+
+def _parallel_table(pairs: list[tuple[str, str]], lang1: str, lang2: str) -> pa.Table:
+    return pa.table({"text1": [a for a, _ in pairs], "lang1": [lang1] * len(pairs),
+                     "text2": [b for _, b in pairs], "lang2": [lang2] * len(pairs)})
+
+
+def read_parallel_tsv(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
+    """Sentence pairs ``src<TAB>tgt`` (one pair a line) as (text1, lang1, text2, lang2)."""
+    path = Path(path)
+    report = ReadReport(str(path))
+    pairs = []
+    for line_no, line in _lines(path):
+        fields = [f.strip() for f in line.split("\t")]
+        if len(fields) != 2 or not all(fields):
+            report.skip(line_no, f"expected 'src<TAB>tgt' with two non-empty sentences, got {len(fields)} field(s)")
+            continue
+        pairs.append((fields[0], fields[1]))
+    report.rows = len(pairs)
+    return _parallel_table(pairs, lang1, lang2), report
+
+
+def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
+                        lang2: str) -> tuple[pa.Table, ReadReport]:
+    """Two line-aligned files, line i of one the translation of line i of the other. Unlike the other readers,
+    blank lines are kept for the count (they hold the alignment); a pair with a blank side is skipped
+    (reported as ``path1:line``), and files of different lengths are an error (the alignment is lost)."""
+    path1, path2 = Path(path1), Path(path2)
+    sides = []
+    for path in (path1, path2):
+        if not path.is_file():
+            raise InputError(f"file not found: {path}")
+        sides.append(path.read_text(encoding="utf-8", errors="replace").splitlines())
+    if len(sides[0]) != len(sides[1]):
+        raise InputError(f"{path1} has {len(sides[0])} lines, {path2} has {len(sides[1])}: not line-aligned")
+    report = ReadReport(str(path1))
+    pairs = []
+    for line_no, (a, b) in enumerate(zip(*sides), start=1):
+        a, b = a.strip(), b.strip()
+        if not (a and b):
+            report.skip(line_no, f"empty sentence on {'both sides' if not (a or b) else 'one side'} "
+                                 f"(line {line_no} of {path2})")
+            continue
+        pairs.append((a, b))
+    report.rows = len(pairs)
+    return _parallel_table(pairs, lang1, lang2), report

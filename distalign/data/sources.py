@@ -34,3 +34,15 @@ class CorpusSource:
 class StaticVectorsSource:
     path: str = ""  # word2vec text format (e.g. from `distalign static extract` / `static align`)
     lang: str = ""
+
+
+@dataclass
+class ParallelSource:
+    """Translated sentence pairs (TLM): a TSV ``src<TAB>tgt`` (``path``) or two line-aligned files (``path1``,
+    ``path2``), sentences of ``lang1`` and ``lang2``."""
+
+    path: str = ""
+    path1: str = ""
+    path2: str = ""
+    lang1: str = ""
+    lang2: str = ""

@@ -29,7 +29,7 @@ import pyarrow as pa
 from distalign.data.batches import TensorSpec
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
-from distalign.data.tokenize import encode_packed_sentences, encode_sentences, encode_words
+from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
 from distalign.errors import require
 
 ROW = TensorSpec("row", "int64", "B", "position of the row in its epoch")
@@ -256,8 +256,51 @@ class StaticVectorsStream(Stream):
         return prepared.static
 
 
+@dataclass(frozen=True)
+class SentencePairTokens:
+    """The parallel stream: a translation pair as one sequence."""
+
+    max_length: int
+    languages: tuple[str, ...]  # a token's lang_ids is its side's language's index here
+
+
+class ParallelSentencesStream(Stream):
+    """Translation pairs read on the driver (``data.parallel``), each pair one sequence in the tokenizer's pair
+    layout (``distalign.data.tokenize.encode_sentence_pairs``), with per-token languages and positions that
+    restart on the second sentence: XLM's TLM input (Conneau & Lample 2019, §3.3)."""
+
+    name = "parallel"
+    doc = "translation pairs, both sentences in one sequence"
+    batch_size_key = "train.parallel_batch_size"
+    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
+               TensorSpec("word_ids", "int64", "B,T",
+                          "word index over both sentences (the second's after the first's), -1 on specials/padding"),
+               TensorSpec("lang_ids", "int64", "B,T", "each token's sentence language's index in the run's languages"),
+               TensorSpec("positions", "int64", "B,T",
+                          "position in its own sentence (restarting on the second), 0 on padding"),
+               ROW)
+    Settings = SentencePairTokens
+
+    def settings(self, config, languages: list[str]) -> SentencePairTokens:
+        return SentencePairTokens(max_length=config.data.max_seq_length, languages=tuple(languages))
+
+    def tokenize(self, batch, tokenizer, settings: SentencePairTokens) -> dict[str, np.ndarray]:
+        out = encode_sentence_pairs(tokenizer, batch["text1"].tolist(), batch["text2"].tolist(), settings.max_length)
+        index = {lang: i for i, lang in enumerate(settings.languages)}
+        side_langs = [np.array([index[lang] for lang in batch[key].tolist()], dtype=np.int64)[:, None]
+                      for key in ("lang1", "lang2")]
+        segment = out.pop("segment")
+        out["lang_ids"] = np.where(segment == 1, side_langs[1], side_langs[0])  # padding: the first side's
+        out["row"] = batch["row"].astype(np.int64)
+        return out
+
+    def table(self, prepared) -> pa.Table:
+        return prepared.parallel
+
+
 STREAMS: dict[str, Stream] = {stream.name: stream for stream in
-                              (ConstraintsStream(), CorpusSentencesStream(), StaticVectorsStream())}
+                              (ConstraintsStream(), CorpusSentencesStream(), StaticVectorsStream(),
+                               ParallelSentencesStream())}
 
 
 def epoch_stream(active: set[str]) -> str:

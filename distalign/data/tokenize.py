@@ -75,3 +75,47 @@ def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
     ids, words = probe["input_ids"][0], probe.word_ids(0)
     content = [i for i, w in enumerate(words) if w is not None]
     return ids[: content[0]], ids[content[-1] + 1:]
+
+
+def encode_sentence_pairs(tokenizer, texts1: list[str], texts2: list[str], max_length: int) -> dict[str, np.ndarray]:
+    """Translation pairs as one sequence in the tokenizer's own pair layout (``[CLS] a [SEP] b [SEP]``,
+    XLM-R's ``<s> a </s></s> b </s>``), the input of XLM's TLM.
+
+    Each side keeps at most half of the room the specials leave (ALIGN-MLM's XLM: at most 256 + 256 of 512), so
+    a long source never crowds out its translation. ``word_ids`` number the second side's words after the
+    first side's (whole-word masking treats them as distinct words); ``segment`` is 0 on the first part (its
+    prefix, words and the separator(s) between the sides), 1 on the second (words and closing specials), -1
+    on padding; ``positions`` restart on the second part at the position its first word would have alone
+    (XLM resets positions at the target sentence), 0 on padding.
+    """
+    prefix, middle, suffix = special_tokens_of_pairs(tokenizer)
+    half = (max_length - len(prefix) - len(middle) - len(suffix)) // 2
+    if half < 1:
+        raise ValueError(f"max_length={max_length} leaves no room for a sentence pair's words")
+    sides = [tokenizer([t.split() for t in texts], is_split_into_words=True, add_special_tokens=False,
+                       truncation=True, max_length=half) for texts in (texts1, texts2)]
+    shape = (len(texts1), max_length)
+    out = {"input_ids": np.full(shape, tokenizer.pad_token_id, dtype=np.int64),
+           "attention_mask": np.zeros(shape, dtype=np.int64), "word_ids": np.full(shape, -1, dtype=np.int64),
+           "segment": np.full(shape, -1, dtype=np.int64), "positions": np.zeros(shape, dtype=np.int64)}
+    for row in range(len(texts1)):
+        (ids1, ids2), (words1, words2) = ([side["input_ids"][row] for side in sides],
+                                          [side.word_ids(row) for side in sides])
+        first, second = prefix + ids1 + middle, ids2 + suffix
+        end = len(first) + len(second)
+        out["input_ids"][row, :end] = first + second
+        out["attention_mask"][row, :end] = 1
+        out["segment"][row, :end] = [0] * len(first) + [1] * len(second)
+        out["positions"][row, :end] = list(range(len(first))) + list(range(len(prefix), len(prefix) + len(second)))
+        offset = words1[-1] + 1 if words1 else 0
+        out["word_ids"][row, len(prefix): len(prefix) + len(words1)] = words1
+        out["word_ids"][row, len(first): len(first) + len(words2)] = [offset + w for w in words2]
+    return out
+
+
+def special_tokens_of_pairs(tokenizer) -> tuple[list[int], list[int], list[int]]:
+    """The special token ids the tokenizer puts before, between and after the two sequences of a pair."""
+    probe = tokenizer([["a"]], [["b"]], is_split_into_words=True)
+    ids, sides = probe["input_ids"][0], probe.sequence_ids(0)
+    a, b = sides.index(0), sides.index(1)
+    return ids[:a], ids[a + 1: b], ids[b + 1:]

@@ -13,6 +13,7 @@ from distalign.objectives.lexical import LexicalObjective
 from distalign.objectives.mlm import MLMObjective
 from distalign.objectives.sense_aware import SenseAwareObjective
 from distalign.objectives.static_align import StaticAlignObjective
+from distalign.objectives.tlm import TLMObjective
 
 OBJECTIVES: dict[str, type[Objective]] = {
     "mlm": MLMObjective,
@@ -21,4 +22,5 @@ OBJECTIVES: dict[str, type[Objective]] = {
     "dict_mlm": DictMLMObjective,
     "static": StaticAlignObjective,
     "sense_aware": SenseAwareObjective,
+    "tlm": TLMObjective,
 }

@@ -4,7 +4,8 @@ Produces the constraint table (evaluation words excluded, a subset of it if aske
 corpus stream (files listed and checked; the sentences themselves are streamed to the workers,
 ``distalign.data.corpus_stream``), the held-out BLI dictionaries, the model directory (the
 offline ``tiny`` model is built here, its tokenizer trained on a sample of the run's text) and,
-when an objective reads the static stream, its targets (``distalign.preparation.static_targets``).
+when an objective reads the static stream, its targets (``distalign.preparation.static_targets``), and
+when one reads the parallel stream, its translation pairs (``data.parallel``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from distalign.data.readers import ReadReport, read_constraints, read_dictionary
+from distalign.data.readers import ReadReport, read_constraints, read_dictionary, read_parallel_files, read_parallel_tsv
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -39,7 +40,7 @@ from distalign.data.sampling import (
     words_of,
 )
 from distalign.data.schema import CONSTRAINT_SCHEMA
-from distalign.data.sources import CorpusSource, DictionarySource
+from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import require
 from distalign.models.loading import build_tiny_model
@@ -74,12 +75,15 @@ class PreparedData:
     static: pa.Table | None = None  # word, lang, vector: targets of the static objective
     validation: pa.Table | None = None  # text, lang, row, epoch: held-out sentences for the MLM validation loss
     test_pairs: list[BLIPairs] = field(default_factory=list)  # eval.test_languages' pairs, scored after training
+    parallel: pa.Table | None = None  # text1, lang1, text2, lang2, row: translation pairs (objectives.tlm)
 
     @property
     def languages(self) -> list[str]:
         """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here."""
         langs = {source.lang for source in self.corpus.sources}
-        langs |= set(self.constraints["lang1"].to_pylist()) | set(self.constraints["lang2"].to_pylist())
+        for table in (self.constraints, self.parallel):
+            if table is not None:
+                langs |= set(table["lang1"].to_pylist()) | set(table["lang2"].to_pylist())
         return sorted(langs)
 
     @property
@@ -185,6 +189,13 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
         raise ValueError(f"no dictionary pair left after excluding evaluation words: objectives {readers} train on them")
 
+    parallel = None
+    if "parallel" in config.objectives.streams():
+        parallel = read_parallel(d.parallel, reports)
+        require(len(parallel) >= config.train.parallel_batch_size * config.train.num_workers, "data.parallel",
+                f"{len(parallel)} sentence pairs: fewer than one batch per worker "
+                f"(train.parallel_batch_size x train.num_workers)")
+
     filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha, filesystem), filesystem)
@@ -198,7 +209,9 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         model_path = node_local(staged, config.storage.endpoint_url)  # a resumed run keeps its vocabulary
     elif model_path == "tiny":  # every word read, so all subsets and language samples of a study share the model
         vocabulary_words = sorted(w for _, w in words_of(read) | heldout)
-        model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words))
+        parallel_texts = [] if parallel is None else \
+            parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
+        model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + parallel_texts))
     for report in reports:
         if report.malformed:
             log.warning("%s", report.summary())
@@ -207,11 +220,22 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         static = static_targets(config, model_path, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
-                            test_pairs)
+                            test_pairs, parallel if parallel is None else with_row_index(parallel))
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
         require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")
     return prepared
+
+
+def read_parallel(sources: list[ParallelSource], reports: list[ReadReport]) -> pa.Table:
+    """Every source's translation pairs (text1, lang1, text2, lang2), bad rows counted in ``reports``."""
+    tables = []
+    for src in sources:
+        table, report = read_parallel_tsv(src.path, src.lang1, src.lang2) if src.path else \
+            read_parallel_files(src.path1, src.path2, src.lang1, src.lang2)
+        tables.append(table)
+        reports.append(report)
+    return pa.concat_tables(tables)
 
 
 def validation_sentences(sources: list[CorpusSource], filesystem, reports: list[ReadReport]) -> pa.Table:

@@ -18,7 +18,7 @@ from distalign.bench.synthetic import (
     vocabulary_counterparts,
     write_language_pair,
 )
-from distalign.data.readers import InputError
+from distalign.data.readers import InputError, read_parallel_files
 from distalign.eval.alignment import vocabulary_alignment
 from distalign.models.loading import SPECIALS
 
@@ -123,6 +123,14 @@ def test_dictionary_split_and_files(tmp_path):
     assert [c.lang for c in config.data.corpora] == ["en", "xx"]
     assert Path(config.data.eval_dictionaries[0].path) == paths["eval_dict"]
     assert config.run.name == "bench-translit_inv-align" and config.tracking.parent_run_id == "parent123"
+
+    # XLM: MLM + TLM on the base/derived twins, a quarter as many pairs as corpus sentences a step
+    xlm = training_config(spec, "translit_inv", "xlm", paths, tmp_path / "out")
+    assert (xlm.objectives.mlm.weight, xlm.objectives.tlm.weight, xlm.objectives.align.weight) == (1, 1, 0)
+    assert xlm.train.parallel_batch_size * 4 == xlm.train.corpus_batch_size
+    source = xlm.data.parallel[0]
+    pairs, report = read_parallel_files(source.path1, source.path2, source.lang1, source.lang2)
+    assert report.malformed == 0 and pairs["text1"].to_pylist() == base and pairs["text2"].to_pylist() == derived
 
     with pytest.raises(InputError, match="not more than the 40 held out"):
         split_dictionary(sentences, BenchSpec(eval_words=40))
