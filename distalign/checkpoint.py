@@ -10,6 +10,7 @@ One directory per checkpoint, merged by Ray Train from all ranks:
     optimizer.pt         DDP optimizer and LR schedule (rank 0)
     deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
     rng_state.{rank}.pt  every rank's random state
+    streams.{rank}.json  where every rank's streams stand (``StreamBatches.state``): a resume continues there
     files.{rank}.json    every rank's files and their sizes, written last (rank 0's also holds the world size):
                          a checkpoint is complete when every rank's list is there and every file it names
                          has its size, whatever order the storage received the files in
@@ -32,6 +33,7 @@ OPTIMIZER_FILE = "optimizer.pt"
 DEEPSPEED_DIR = "deepspeed"
 RNG_FILE = "rng_state.{rank}.pt"  # every rank's random state (dropout), so a resume draws what the run would have
 MANIFEST_FILE = "files.{rank}.json"
+STREAMS_FILE = "streams.{rank}.json"
 
 
 @dataclass
@@ -76,6 +78,21 @@ def restore_rng_state(directory: Path, rank: int) -> None:
     torch.set_rng_state(state["torch"])
     if "cuda" in state and torch.cuda.is_available():
         torch.cuda.set_rng_state(state["cuda"])
+
+
+def write_stream_states(directory: Path, rank: int, states: dict[str, dict]) -> None:
+    (directory / STREAMS_FILE.format(rank=rank)).write_text(json.dumps(states))
+
+
+def read_stream_states(directory: Path) -> dict[str, list[dict]] | None:
+    """Each stream's state on every rank of the run that wrote the checkpoint (rank order); None for a
+    checkpoint from before stream states (its streams replay the batches trained on)."""
+    world_size = json.loads((directory / MANIFEST_FILE.format(rank=0)).read_text())["world_size"]
+    paths = [directory / STREAMS_FILE.format(rank=rank) for rank in range(world_size)]
+    if not all(p.is_file() for p in paths):
+        return None
+    states = [json.loads(p.read_text()) for p in paths]
+    return {name: [s[name] for s in states] for name in states[0]}
 
 
 def read_objective_state(directory: Path) -> dict | None:

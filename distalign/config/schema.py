@@ -81,7 +81,10 @@ class DataConfig:
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
     # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded
     pack_sequences: bool = False
-    shuffle_buffer_rows: int = 10000  # corpus rows a worker mixes in its seeded local shuffle buffer (0 = off)
+    # The corpus is cut into units of at most this many bytes (a parquet row group is one unit), dealt to the workers
+    # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
+    corpus_unit_bytes: int = 2**20
+    corpus_mix_units: int = 4  # units a worker reads at once and whose sequences it shuffles together
     # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
@@ -102,7 +105,8 @@ class DataConfig:
         require(self.max_constraints >= 0, "data.max_constraints", "must be >= 0 (0 = all)")
         require(self.constraints_per_pair >= 0, "data.constraints_per_pair", "must be >= 0 (0 = as they come)")
         require(0 < self.dictionary_fraction <= 1, "data.dictionary_fraction", "must be in (0, 1]")
-        require(self.shuffle_buffer_rows >= 0, "data.shuffle_buffer_rows", "must be >= 0 (0 = off)")
+        require(self.corpus_unit_bytes >= 1, "data.corpus_unit_bytes", "must be >= 1")
+        require(self.corpus_mix_units >= 1, "data.corpus_mix_units", "must be >= 1")
         if self.source == "synthetic":
             s = self.synthetic
             require(len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),

@@ -1,20 +1,21 @@
-"""Training corpora as streams: read where they lie, never whole on the driver.
+"""Training corpora as streams: read where they lie, never whole on the driver, each byte by one worker.
 
 A corpus source (``data.corpora[i]``) is a file, a directory or a glob of ``.txt`` (a sentence a
 line), ``.jsonl`` (``{"text": ...}`` a line) or ``.parquet`` (column ``text``) files, local or
 ``s3://``, or a Hugging Face dataset (a ``save_to_disk`` directory, or a name for
-``datasets.load_dataset``, streamed). The driver only lists the files and checks what it can
-cheaply (``list_corpus_files``: files exist, parquet footers and columns). The rows are read by
-Ray Data's readers on the cluster, each epoch anew (``corpus_dataset``), or in this process for
-tests and for the small samples the driver needs (``read_rows``).
+``datasets.load_dataset``, streamed). The driver only lists the files, notes their sizes and checks
+what it can cheaply (``list_corpus_files``: files exist, parquet footers and columns); the corpus is
+cut into units from that listing (``corpus_units``, ``distalign.data.corpus_plan``), and a worker
+reads its units itself (``read_unit``: a byte range, a row group, a row range).
 
-Each row leaves as ``text``, ``lang``, ``row`` and ``epoch``. ``row`` is a 63-bit hash of the
-language and the text: it picks the one worker that trains on the row (``row % workers``) and
-seeds the row's data-side randomness, so neither depends on how files were split into blocks.
-Files are read in a seeded order that changes every epoch; rows are mixed further by the
-consumer's seeded local shuffle buffer. Malformed rows (a JSON line that does not parse, an empty
-or non-string text) and files that vanished or became unreadable are skipped and recorded in a
-``SkipLedger`` (one per run, a named Ray actor when read on the cluster), which the driver reports.
+Each row leaves as ``text``, ``lang``, ``row`` and ``epoch``. ``row`` is a 63-bit hash of the row's
+place in the corpus (language, file, byte offset of its line or row index), not of its text: it
+seeds the row's data-side randomness, so a sentence that occurs many times gets a mask of its own
+each time, and nothing depends on which worker reads it. Malformed rows (a JSON line that does not
+parse, an empty or non-string text) and files that vanished, became unreadable or changed size
+since the listing are skipped and recorded in a ``SkipLedger`` (one per run, a named Ray actor when
+read on the cluster), which the driver reports; a file that changed size is never cut anew, so no
+row is read twice.
 """
 
 from __future__ import annotations
@@ -22,8 +23,6 @@ from __future__ import annotations
 import dataclasses
 import glob
 import hashlib
-import io
-import itertools
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,11 +33,12 @@ import pyarrow as pa
 import pyarrow.fs
 import pyarrow.parquet as pq
 
+from distalign.data.corpus_plan import Unit, cut_units, hf_units, unit_bytes
 from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
 from distalign.data.sources import CorpusSource
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
-READ_CHUNK = 4096  # rows per chunk when read in this process
+READ_TAIL = 64 * 1024  # bytes read at a time past a unit's end, to finish its last line
 EXCERPT = 80
 
 
@@ -54,6 +54,9 @@ class CorpusFiles:
     hf_config: str = ""
     hf_split: str = "train"
     keep: float = 1.0  # share of its sentences an epoch keeps (language sampling, ``with_language_sampling``)
+    sizes: list[int] = field(default_factory=list)  # each file's bytes when listed (a file of another size is skipped)
+    pieces: list[list[int]] = field(default_factory=list)  # parquet: each file's row-group bytes (its units)
+    rows: int | None = None  # a Hugging Face dataset saved to disk: its rows (None: streamed)
 
     @property
     def name(self) -> str:
@@ -67,6 +70,14 @@ class CorpusStream:
     sources: list[CorpusFiles]
     filesystem: pyarrow.fs.FileSystem | None = None  # None: local paths, or S3 resolved by pyarrow
     ledger: str = ""  # name of the run's SkipLedger actor ("" = a local ledger)
+    unit_bytes: int = 4 * 2**20  # largest file unit (``data.corpus_unit_bytes``)
+
+    def units(self) -> list[Unit]:
+        """The corpus cut into units (``distalign.data.corpus_plan``), the same on every worker and every epoch."""
+        step = unit_bytes(sum(sum(s.sizes) for s in self.sources), self.unit_bytes)
+        return [unit for index, s in enumerate(self.sources)
+                for unit in (hf_units(index, s.rows) if s.kind == "hf" else
+                             cut_units(index, s.kind, s.paths, s.sizes, s.pieces or [[] for _ in s.paths], step))]
 
 
 # --------------------------------------------------------------------------------------------
@@ -100,7 +111,9 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     """Resolve one ``data.corpora`` entry (``key`` names it in errors): files of one kind, parquet
     files checked for a readable footer and the text column."""
     if src.hf_dataset:
-        return CorpusFiles(src.lang, "hf", [], src.text_field, src.hf_dataset, src.hf_config, src.hf_split)
+        files = CorpusFiles(src.lang, "hf", [], src.text_field, src.hf_dataset, src.hf_config, src.hf_split)
+        files.rows = len(load_hf_dataset(files)) if Path(src.hf_dataset).is_dir() else None
+        return files
     paths = expand(src.path, filesystem)
     if not paths:
         raise InputError(f"{key}.path: no .txt, .jsonl or .parquet files at {src.path!r}")
@@ -108,15 +121,13 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     if len(kinds) > 1:
         raise InputError(f"{key}.path: {src.path!r} mixes file kinds {sorted(kinds)}: give one source per kind")
     kind = kinds.pop()
-    if kind == "parquet":
-        fs, _ = filesystem_for(src.path, filesystem)
-        for p in paths:
-            check_parquet(fs, p, src.text_field)
-    return CorpusFiles(src.lang, kind, paths, src.text_field)
+    fs, _ = filesystem_for(src.path, filesystem)
+    sizes = [info.size for info in fs.get_file_info(paths)]
+    pieces = [check_parquet(fs, p, src.text_field) for p in paths] if kind == "parquet" else []
+    return CorpusFiles(src.lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces)
 
 
-def with_language_sampling(sources: list[CorpusFiles], alpha: float, filesystem: pyarrow.fs.FileSystem | None
-                           ) -> list[CorpusFiles]:
+def with_language_sampling(sources: list[CorpusFiles], alpha: float) -> list[CorpusFiles]:
     """Sources whose ``keep`` makes language l a share q_l ∝ p_l^alpha of each epoch's sentences (p_l: its
     share of the corpus bytes), by keeping every sentence of the language that gains most and a seeded
     share of the others' (a new share each epoch): the smoothing of mBERT and XLM-R, without repeating rows."""
@@ -126,9 +137,7 @@ def with_language_sampling(sources: list[CorpusFiles], alpha: float, filesystem:
         raise InputError("data.corpus_sampling_alpha < 1 needs file corpora (it weighs languages by file size)")
     sizes: dict[str, int] = {}
     for source in sources:
-        for p in source.paths:
-            fs, inner = filesystem_for(p, filesystem)
-            sizes[source.lang] = sizes.get(source.lang, 0) + fs.get_file_info(inner).size
+        sizes[source.lang] = sizes.get(source.lang, 0) + sum(source.sizes)
     total = sum(sizes.values())
     p = {lang: size / total for lang, size in sizes.items()}
     z = sum(share ** alpha for share in p.values())
@@ -148,25 +157,30 @@ def row_uniforms(keys: np.ndarray, seed: int, epoch: int) -> np.ndarray:
     return (x >> np.uint64(11)).astype(np.float64) / 2.0**53
 
 
-def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> None:
-    """Raise ``InputError`` naming ``path`` unless its footer reads and it has the text column."""
+def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list[int]:
+    """Its row groups' bytes on storage; raise ``InputError`` naming ``path`` unless its footer reads and it has
+    the text column."""
     try:
         with fs.open_input_file(path) as f:
-            names = pq.ParquetFile(f).schema_arrow.names
+            parquet = pq.ParquetFile(f)
+            names, meta = parquet.schema_arrow.names, parquet.metadata
     except (OSError, pa.ArrowException) as err:
         raise InputError(f"{path}: unreadable parquet file ({err})") from err
     if text_field not in names:
         raise InputError(f"{path}: no '{text_field}' column (has {names})")
+    return [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))
+            for g in range(meta.num_row_groups)]
 
 
 # --------------------------------------------------------------------------------------------
 # Rows
 
 
-def row_keys(langs: list[str], texts: list[str]) -> np.ndarray:
-    """63-bit hashes of (language, text) pairs: a row's worker and the seed of its randomness."""
-    return np.array([int.from_bytes(hashlib.blake2b(f"{lang}\t{t}".encode(), digest_size=8).digest(), "little") >> 1
-                     for lang, t in zip(langs, texts)], dtype=np.int64)
+def row_keys(lang: str, path: str, positions: list[int]) -> np.ndarray:
+    """63-bit hashes of rows' places in the corpus (language, file, byte offset or row index): the seed of
+    a row's randomness, and what the ledger counts a bad row by."""
+    return np.array([int.from_bytes(hashlib.blake2b(f"{lang}\t{path}\t{at}".encode(), digest_size=8).digest(),
+                                    "little") >> 1 for at in positions], dtype=np.int64)
 
 
 class SkipLedger:
@@ -196,17 +210,12 @@ class SkipLedger:
                       for path, why in sorted(self.files.items())]
 
 
-def parse_rows(batch: dict[str, np.ndarray], source: CorpusFiles, epoch: int, rank: int, workers: int,
+def parse_rows(raw: list, keys: np.ndarray, source: CorpusFiles, path: str, epoch: int,
                record: Callable[[str, list[tuple[int, str]]], None], seed: int = 0) -> dict[str, np.ndarray]:
-    """Raw rows of ``source`` (``text``, or the text field, and ``path`` when files) -> this worker's
-    well-formed rows that this epoch keeps (the source's ``keep`` share, drawn by (row, ``seed``, ``epoch``)).
-
-    Bad rows are reported (by the worker that owns the raw row, so once per epoch) and dropped.
-    """
-    paths = batch["path"].tolist() if "path" in batch else [source.name] * len(next(iter(batch.values())))
-    raw = batch[source.text_field if source.text_field in batch else "text"].tolist()
-    texts, bad = [], {}
-    for value, path in zip(raw, paths):
+    """Raw values of ``source`` (lines, or texts) and their row keys -> the well-formed rows that this epoch
+    keeps (the source's ``keep`` share, drawn by (row, ``seed``, ``epoch``)); bad rows go to ``record``."""
+    texts, kept_keys, bad = [], [], []
+    for value, key in zip(raw, keys.tolist()):
         text, why = value, ""
         if source.kind == "jsonl":
             try:
@@ -216,80 +225,103 @@ def parse_rows(batch: dict[str, np.ndarray], source: CorpusFiles, epoch: int, ra
         if not why and not (isinstance(text, str) and text.strip()):
             why = "empty or non-string text"
         if why:
-            raw_key = int(row_keys([""], [str(value)])[0])
-            if raw_key % workers == rank:
-                bad.setdefault(path, []).append((raw_key, f"{why}: {str(value)[:EXCERPT]!r}"))
+            bad.append((key, f"{why}: {str(value)[:EXCERPT]!r}"))
             continue
         texts.append(text.strip())
-    for path, skipped in bad.items():
-        record(path, skipped)
-    keys = row_keys([source.lang] * len(texts), texts)
-    mine = (keys % workers == rank) & (row_uniforms(keys, seed, epoch) < source.keep)
+        kept_keys.append(key)
+    if bad:
+        record(path, bad)
+    keys = np.array(kept_keys, dtype=np.int64)
+    mine = row_uniforms(keys, seed, epoch) < source.keep
     count = int(mine.sum())
     return {"text": np.array(texts, dtype=object)[mine], "lang": np.array([source.lang] * count, dtype=object),
             "row": keys[mine], "epoch": np.full(count, epoch, dtype=np.int64)}
 
 
-def present_paths(source: CorpusFiles, filesystem: pyarrow.fs.FileSystem | None, ledger_file: Callable[[str, str], None]
-                  ) -> list[str]:
-    """The source's files that still exist and (parquet) still read; the others go to the ledger."""
-    kept = []
-    for p in source.paths:
-        fs, inner = filesystem_for(p, filesystem)
-        if fs.get_file_info(inner).type != pyarrow.fs.FileType.File:
-            ledger_file(p, "file vanished")
-            continue
-        if source.kind == "parquet":
-            try:
-                check_parquet(fs, inner, source.text_field)
-            except InputError as err:
-                ledger_file(p, str(err))
-                continue
-        kept.append(p)
-    return kept
+def unit_lines(f, start: int, end: int, size: int) -> tuple[list[int], list[str]]:
+    """The non-blank lines of an open file that start in bytes [start, end), with their byte offsets. A line
+    that begins before ``start`` belongs to the unit before; one that begins before ``end`` is read to its end."""
+    begin = max(start - 1, 0)  # the byte before: a line starts at ``start`` if it is a newline
+    f.seek(begin)
+    data = f.read(end - begin)
+    while end < size and not data.endswith(b"\n"):  # the unit's last line, up to its newline
+        more = f.read(READ_TAIL)
+        if not more:
+            break
+        cut = more.find(b"\n")
+        data += more if cut < 0 else more[: cut + 1]
+    at = 0 if start == 0 else data.find(b"\n") + 1
+    if start > 0 and at == 0:  # no newline in the unit: every byte belongs to a line begun before it
+        return [], []
+    offsets, lines = [], []
+    while at < len(data) and begin + at < end:
+        stop = data.find(b"\n", at)
+        stop = len(data) if stop < 0 else stop
+        line = data[at:stop].decode("utf-8", errors="replace").rstrip("\r")
+        if line.strip():
+            offsets.append(begin + at)
+            lines.append(line)
+        at = stop + 1
+    return offsets, lines
 
 
-def epoch_order(paths: list[str], seed: int, epoch: int) -> list[str]:
-    """The files in this epoch's seeded order."""
-    return [paths[i] for i in np.random.default_rng([seed, epoch]).permutation(len(paths))]
+def file_changed(fs: pyarrow.fs.FileSystem, inner: str, listed: int) -> str:
+    """Why a file listed at ``listed`` bytes can no longer be read as cut ("" if it can)."""
+    info = fs.get_file_info(inner)
+    if info.type != pyarrow.fs.FileType.File:
+        return "file vanished"
+    if info.size != listed:
+        return f"file changed size since the run listed it ({listed} -> {info.size} bytes)"
+    return ""
+
+
+def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -> dict[str, np.ndarray]:
+    """The rows of one unit that ``epoch`` keeps (see ``parse_rows``). A file that vanished, became unreadable
+    or changed size is skipped and recorded in ``ledger``: its units are never cut anew."""
+    source = stream.sources[unit.source]
+    if source.kind == "hf":
+        data = load_hf_dataset(source)
+        if unit.end >= 0:
+            data = data.select(range(unit.start, unit.end))
+        raw = [row[source.text_field] for row in data]
+        positions = list(range(unit.start, unit.start + len(raw)))
+        return parse_rows(raw, row_keys(source.lang, source.hf_dataset, positions), source, source.hf_dataset,
+                          epoch, ledger.record_rows, seed)
+    fs, inner = filesystem_for(unit.path, stream.filesystem)
+    listed = source.sizes[source.paths.index(unit.path)]
+    why = file_changed(fs, inner, listed)
+    try:
+        if not why and source.kind == "parquet":
+            with fs.open_input_file(inner) as f:
+                parquet = pq.ParquetFile(f)
+                first = sum(parquet.metadata.row_group(g).num_rows for g in range(unit.start))
+                raw = parquet.read_row_groups(range(unit.start, unit.end), columns=[source.text_field]
+                                              ).column(0).to_pylist()
+            positions = list(range(first, first + len(raw)))
+        elif not why:
+            with fs.open_input_file(inner) as f:
+                positions, raw = unit_lines(f, unit.start, unit.end, listed)
+    except (OSError, pa.ArrowException) as err:
+        why = f"unreadable ({err})"
+    if why:
+        ledger.record_file(unit.path, why)
+        return parse_rows([], np.zeros(0, dtype=np.int64), source, unit.path, epoch, ledger.record_rows, seed)
+    return parse_rows(raw, row_keys(source.lang, unit.path, positions), source, unit.path, epoch,
+                      ledger.record_rows, seed)
 
 
 # --------------------------------------------------------------------------------------------
 # In this process (tests, the driver's samples)
 
 
-def read_raw(source: CorpusFiles, paths: list[str], filesystem: pyarrow.fs.FileSystem | None
-             ) -> Iterator[dict[str, np.ndarray]]:
-    """Raw chunks of one source, as Ray Data's readers would give them (``path`` column for files)."""
-    if source.kind == "hf":
-        for chunk in load_hf_dataset(source).iter(batch_size=READ_CHUNK):
-            yield {source.text_field: np.array(chunk[source.text_field], dtype=object)}
-        return
-    for p in paths:
-        fs, inner = filesystem_for(p, filesystem)
-        if source.kind == "parquet":
-            with fs.open_input_file(inner) as f:
-                for rb in pq.ParquetFile(f).iter_batches(batch_size=READ_CHUNK, columns=[source.text_field]):
-                    values = rb.column(0).to_pylist()
-                    yield {source.text_field: np.array(values, dtype=object), "path": np.array([p] * len(values))}
-            continue
-        with fs.open_input_stream(inner) as raw_stream, io.TextIOWrapper(raw_stream, encoding="utf-8",
-                                                                         errors="replace") as lines:
-            nonblank = (line.rstrip("\r\n") for line in lines if line.strip())
-            while chunk := list(itertools.islice(nonblank, READ_CHUNK)):
-                yield {"text": np.array(chunk, dtype=object), "path": np.array([p] * len(chunk))}
-
-
-def read_rows(stream: CorpusStream, epoch: int = 0, rank: int = 0, workers: int = 1, seed: int = 0,
-              ledger: SkipLedger | None = None) -> Iterator[dict[str, np.ndarray]]:
-    """This worker's rows of one epoch, read in this process (same rows and keys as ``corpus_dataset``)."""
+def read_rows(stream: CorpusStream, epoch: int = 0, seed: int = 0, ledger: SkipLedger | None = None
+              ) -> Iterator[dict[str, np.ndarray]]:
+    """Every row of one epoch, unit after unit in listing order, read in this process."""
     ledger = ledger or SkipLedger()
-    for source in stream.sources:
-        paths = epoch_order(present_paths(source, stream.filesystem, ledger.record_file), seed, epoch)
-        for raw in read_raw(source, paths, stream.filesystem):
-            rows = parse_rows(raw, source, epoch, rank, workers, ledger.record_rows, seed)
-            if len(rows["row"]):
-                yield rows
+    for unit in stream.units():
+        rows = read_unit(stream, unit, epoch, seed, ledger)
+        if len(rows["row"]):
+            yield rows
 
 
 def sample_texts(stream: CorpusStream, limit: int) -> list[str]:
@@ -297,7 +329,7 @@ def sample_texts(stream: CorpusStream, limit: int) -> list[str]:
     texts: list[str] = []
     for source in stream.sources:
         taken = 0
-        for rows in read_rows(CorpusStream([source], stream.filesystem)):
+        for rows in read_rows(dataclasses.replace(stream, sources=[source])):
             texts.extend(rows["text"][: limit - taken].tolist())
             taken = min(limit, taken + len(rows["text"]))
             if taken >= limit:
@@ -347,38 +379,3 @@ def start_ledger(name: str):
     import ray
 
     return ray.remote(num_cpus=0)(SkipLedger).options(name=name, get_if_exists=True).remote()
-
-
-def _parse_ray_batch(batch: dict[str, np.ndarray], source: CorpusFiles, epoch: int, rank: int, workers: int,
-                     ledger: str, seed: int) -> dict[str, np.ndarray]:
-    return parse_rows(batch, source, epoch, rank, workers, ledger_for(ledger).record_rows, seed)
-
-
-def corpus_dataset(stream: CorpusStream, epoch: int, rank: int, workers: int, seed: int, cpus: float):
-    """This worker's rows of one epoch as a lazy Ray Dataset (read by Ray Data's readers on the cluster,
-    ``cpus`` per task)."""
-    import ray.data
-
-    ledger = ledger_for(stream.ledger)
-    parts = []
-    for source in stream.sources:
-        if source.kind == "hf":
-            dataset = ray.data.from_huggingface(load_hf_dataset(source)).select_columns([source.text_field])
-        else:
-            paths = epoch_order(present_paths(source, stream.filesystem, ledger.record_file), seed, epoch)
-            if not paths:
-                continue
-            if source.kind == "parquet":
-                dataset = ray.data.read_parquet(paths, filesystem=stream.filesystem, include_paths=True,
-                                                ignore_missing_paths=True, num_cpus=cpus
-                                                ).select_columns([source.text_field, "path"])
-            else:
-                dataset = ray.data.read_text(paths, filesystem=stream.filesystem, include_paths=True,
-                                             ignore_missing_paths=True, num_cpus=cpus)
-        parts.append(dataset.map_batches(
-            _parse_ray_batch, batch_format="numpy", num_cpus=cpus,
-            fn_kwargs={"source": source, "epoch": epoch, "rank": rank, "workers": workers, "ledger": stream.ledger,
-                       "seed": seed}))
-    if not parts:
-        raise InputError(f"epoch {epoch}: every corpus file is gone ({[s.name for s in stream.sources]})")
-    return parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]

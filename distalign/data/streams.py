@@ -6,7 +6,8 @@ plus what its own preparer adds; ``tests/data/test_batch_contract.py``) and batc
 typed tokenisation settings, which the objectives reading it refine (``Objective.stream_settings``);
 its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
 per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterator over its batches
-(``worker_batches``); its data sources' checks; the CPUs its Ray Data tasks take. How rows become
+(``worker_batches``), which says where it stands (``StreamBatches.state``, saved in every checkpoint, so
+a resume continues there, on any number of workers for the corpus); its data sources' checks; the CPUs its Ray Data tasks take. How rows become
 batches is the ``WorkerData`` a worker passes in: Ray Data in a Ray Train worker, or this process
 (tests, debugging), both in ``distalign.preparation.streams``, which runs every stream from here.
 
@@ -19,14 +20,17 @@ Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol
 
 import numpy as np
 import pyarrow as pa
+import torch
 
 from distalign.data.batches import TensorSpec
+from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
 from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
@@ -46,8 +50,105 @@ class WorkerData(Protocol):
     def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
         """One pass over this worker's share of the stream's driver-read rows (every epoch the run needs)."""
 
-    def corpus_epoch(self, epoch: int, batch_size: int) -> Iterable[Batch]:
-        """This worker's batches of one epoch of the corpus, streamed from its files."""
+    def corpus_units(self) -> tuple[list[Unit], int, int]:
+        """The corpus cut into units, the run seed and the units a worker mixes at once (``corpus_plan``)."""
+
+    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+        """The sequences of ``items`` in order (tokenised, prepared, each item's shuffled and its ``skip``
+        first ones dropped), in blocks with a column ``item``: the index in ``items`` of each sequence's."""
+
+
+class StreamBatches(Protocol):
+    """A worker's endless batches of one stream, and where it stands after the last one it gave."""
+
+    def __next__(self) -> Batch: ...
+
+    def state(self) -> dict: ...
+
+
+class CountedBatches:
+    """Batches that resume by counting: a resume passes over the ones given before (the table streams, whose
+    batches every worker draws at the same pace)."""
+
+    def __init__(self, batches: Iterator[Batch], saved: list[dict] | None):
+        self.batches, self.given = batches, 0
+        for _ in range(saved[0]["batches"] if saved else 0):
+            next(self)
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Batch:
+        batch = next(self.batches)
+        self.given += 1
+        return batch
+
+    def state(self) -> dict:
+        return {"batches": self.given}
+
+
+class CorpusBatches:
+    """A worker's corpus batches: its items (``corpus_plan``) read in order, an epoch's at a time, cut into
+    batches of ``batch_size`` sequences (across items and epochs). Its state is its ``Position`` after the
+    last batch it gave: the item it is in, with the sequences of it trained, and the items after it."""
+
+    def __init__(self, data: WorkerData, batch_size: int, position: Position):
+        self.data, self.batch_size, self.workers = data, batch_size, position.workers
+        self.plan = list(position.items)  # the items carried over, then every epoch dealt so far
+        self.carried = len(position.items)
+        self.next_epoch = position.next_epoch
+        self.at, self.trained = 0, position.items[0].skip if position.items else 0
+        self.batches = self._batches()
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> Batch:
+        return next(self.batches)
+
+    def _batches(self) -> Iterator[Batch]:
+        units, seed, mix_units = self.data.corpus_units()
+        pending: list[dict[str, np.ndarray]] = []
+        count, started = 0, 0  # sequences pending; items handed to the reader
+        while True:
+            if started == len(self.plan):
+                dealt = fresh_items(units, seed, self.next_epoch, self.workers, self.data.rank, mix_units)
+                if not dealt:
+                    raise ValueError(self._starved(self.next_epoch))
+                self.plan += dealt
+                self.next_epoch += 1
+            epoch, first = self.plan[started].epoch, started
+            while started < len(self.plan) and self.plan[started].epoch == epoch:
+                started += 1
+            read = 0
+            for block in self.data.corpus_items(self.plan[first:started]):
+                read += len(block["item"])
+                pending.append({**block, "item": block["item"] + first})
+                count += len(block["item"])
+                while count >= self.batch_size:
+                    rows = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
+                    batch = {k: v[: self.batch_size] for k, v in rows.items()}
+                    pending, count = [{k: v[self.batch_size:] for k, v in rows.items()}], count - self.batch_size
+                    self._advance(batch.pop("item"))
+                    yield {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
+            if not read and first >= self.carried:
+                raise ValueError(self._starved(epoch))
+
+    def _starved(self, epoch: int) -> str:
+        return (f"corpus: worker {self.data.rank} of {self.workers} got no sentence in epoch {epoch} (fewer corpus "
+                f"units than workers: data.corpus_unit_bytes cuts files finer)")
+
+    def _advance(self, items: np.ndarray) -> None:
+        """Move past a batch whose sequences came from ``items`` (plan indices, in order)."""
+        last = int(items[-1])
+        taken = int((items == last).sum())
+        self.trained = self.trained + taken if last == self.at else self.plan[last].skip + taken
+        self.at = last
+
+    def state(self) -> dict:
+        rest = [dataclasses.replace(self.plan[self.at], skip=self.trained)] + self.plan[self.at + 1:] if self.plan \
+            else []
+        return Position(rest, self.next_epoch, self.workers).to_json()
 
 
 def passes(batches_of: Callable[[int], Iterable[Batch]], too_few: Callable[[int], str]) -> Iterator[Batch]:
@@ -102,12 +203,12 @@ class Stream:
         every epoch would repeat batch statistics, e.g. Deep CCA's)."""
         return lambda epoch: shuffled_epoch(table, config.train.seed, epoch)
 
-    def worker_batches(self, data: WorkerData, batch_size: int) -> Iterator[Batch]:
+    def worker_batches(self, data: WorkerData, batch_size: int, saved: list[dict] | None = None) -> StreamBatches:
         """A worker's batches, endless: its share of the stream's rows (as many epochs of the draw as the
-        run needs), pass after pass."""
-        return passes(lambda _: data.table_pass(self, batch_size),
-                      lambda _: f"dataset '{self.name}@{data.rank}' has fewer rows per worker than one batch of "
-                                f"{batch_size}")
+        run needs), pass after pass; ``saved``: every worker's ``state()`` at the checkpoint resumed from."""
+        return CountedBatches(passes(lambda _: data.table_pass(self, batch_size),
+                                     lambda _: f"dataset '{self.name}@{data.rank}' has fewer rows per worker than "
+                                               f"one batch of {batch_size}"), saved)
 
     def check_sources(self, data, readers: list[str]) -> None:
         """Raise ``ConfigError`` if the active objectives ``readers`` read it but ``data`` (a files run) has
@@ -215,11 +316,15 @@ class CorpusSentencesStream(Stream):
     def rows(self, prepared) -> int:
         return prepared.corpus_rows
 
-    def worker_batches(self, data: WorkerData, batch_size: int) -> Iterator[Batch]:
-        """A worker's batches, epoch after epoch: each epoch its share of the corpus streamed anew."""
-        return passes(lambda epoch: data.corpus_epoch(epoch, batch_size),
-                      lambda epoch: f"corpus: worker {data.rank} of {data.workers} got fewer sentences than one "
-                                    f"batch of {batch_size} in epoch {epoch}")
+    def worker_batches(self, data: WorkerData, batch_size: int, saved: list[dict] | None = None) -> StreamBatches:
+        """A worker's batches, epoch after epoch, each epoch the units dealt to it; a resume continues every
+        epoch in progress where the saved workers were, however many they were (``corpus_plan.resume_items``)."""
+        position = Position([], 0, data.workers)
+        if saved:
+            units, seed, mix_units = data.corpus_units()
+            position = resume_items(units, seed, mix_units, [Position.from_json(s) for s in saved], data.rank,
+                                    data.workers)
+        return CorpusBatches(data, batch_size, position)
 
     def check_sources(self, data, readers: list[str]) -> None:
         require(bool(data.corpora) or not readers, "data.corpora", f"objectives {sorted(readers)} need data.corpora")

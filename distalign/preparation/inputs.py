@@ -198,7 +198,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
 
     filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
-    corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha, filesystem), filesystem)
+    corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
     validation = validation_sentences(validation_sources, filesystem, reports) if validation_sources else None
     if d.corpus_sampling_alpha != 1:
         log.info("corpus language sampling (alpha=%s): share of sentences kept per epoch %s", d.corpus_sampling_alpha,

@@ -10,9 +10,10 @@ identically on resume.
   stream's draw (``Stream.draw``: static rows reshuffled per (seed, epoch), constraint pairs drawn by
   language pair with q ∝ p^α). Each worker gets datasets of its own (``shard_name``): rows r, r + W,
   ... (``worker_rows``, ``build_datasets``).
-- The corpus stream: never on the driver. Each worker builds one lazy Ray Dataset per epoch from
-  the corpus files (``distalign.data.corpus_stream``) holding the rows whose hash falls to it,
-  and mixes them in a seeded local shuffle buffer (``RayWorkerData.corpus_epoch``).
+- The corpus stream: never on the driver. The driver cuts the corpus into units (byte ranges, row
+  groups; ``distalign.data.corpus_plan``); each epoch every worker reads the units dealt to it, a
+  few at a time as one item, in Ray Data tasks that read, tokenise, prepare and shuffle an item's
+  sequences (``item_sequences``, ``RayWorkerData.corpus_items``).
 
 A worker asks each stream for its batches (``Stream.worker_batches``) with a ``WorkerData``:
 ``RayWorkerData`` in a Ray Train worker, ``LocalWorkerData`` in this process without Ray
@@ -22,6 +23,7 @@ A worker asks each stream for its batches (``Stream.worker_batches``) with a ``W
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -36,9 +38,10 @@ import ray.util.scheduling_strategies
 import torch
 
 from distalign.config import ExperimentConfig
-from distalign.data.corpus_stream import CorpusStream, corpus_dataset, read_rows
+from distalign.data.corpus_plan import Item, Unit
+from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS, Batch, Stream
+from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
@@ -144,12 +147,13 @@ def table_streams(prepared: PreparedData, config: ExperimentConfig, max_steps: i
 
 @dataclass
 class CorpusFeed:
-    """What a worker needs to stream its share of the corpus (``RayWorkerData.corpus_epoch``)."""
+    """What a worker needs to stream its share of the corpus (``RayWorkerData.corpus_items``)."""
 
     corpus: CorpusStream
     job: StreamBatchJob  # of each Ray Data task tokenising (and preparing) the corpus rows
     seed: int
-    shuffle_buffer_rows: int
+    units: list[Unit]  # the corpus cut once, on the driver: every worker deals the same units
+    mix_units: int  # units per item (``data.corpus_mix_units``)
     reserved_cpus: float  # per worker, for its corpus stream's tasks
     reserved: list = field(default_factory=list)  # a placement group of those CPUs per worker (reserve_corpus_cpus)
 
@@ -165,9 +169,33 @@ def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
     job = stream_jobs(prepared, config, ("corpus",)).get("corpus")
     if job is None:
         return None
-    corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger)
     d = config.data
-    return CorpusFeed(corpus, job, config.train.seed, d.shuffle_buffer_rows, d.corpus_cpus_per_worker)
+    corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger, d.corpus_unit_bytes)
+    return CorpusFeed(corpus, job, config.train.seed, corpus.units(), d.corpus_mix_units, d.corpus_cpus_per_worker)
+
+
+def item_sequences(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> dict[str, np.ndarray]:
+    """The sequences of one item: each unit's rows that the item's epoch keeps, tokenised (packed within the unit)
+    and prepared in chunks of ``TOKENIZE_BATCH`` rows, shuffled together by the item's own seed (not the
+    worker's: the same on any worker), the first ``item.skip`` dropped; column ``item`` = ``index``."""
+    ledger = ledger_for(corpus.ledger)
+    parts = [build_stream_batch(chunk, job) for unit in item.units
+             for chunk in row_chunks([read_unit(corpus, unit, item.epoch, job.seed, ledger)], TOKENIZE_BATCH)]
+    if not parts:  # the columns of an empty item, as a one-sentence item has them
+        source = corpus.sources[item.units[0].source]
+        probe = {"text": np.array(["x"], dtype=object), "lang": np.array([source.lang], dtype=object),
+                 "row": np.zeros(1, dtype=np.int64), "epoch": np.array([item.epoch])}
+        parts = [{k: v[:0] for k, v in build_stream_batch(probe, job).items()}]
+    out = _concat(parts)
+    first = item.units[0]
+    item_seed = int(row_keys(str(first.source), first.path, [first.start])[0])
+    order = np.random.default_rng([job.seed, item.epoch, item_seed]).permutation(len(out["row"]))[item.skip:]
+    return {**{k: v[order] for k, v in out.items()}, "item": np.full(len(order), index, dtype=np.int64)}
+
+
+def _item_block(batch: dict[str, np.ndarray], corpus: CorpusStream, job: StreamBatchJob) -> dict[str, np.ndarray]:
+    """Ray Data ``map_batches`` function over one item (``batch_size=1``)."""
+    return item_sequences(Item.from_json(json.loads(batch["spec"][0])), int(batch["item"][0]), corpus, job)
 
 
 @contextlib.contextmanager
@@ -197,10 +225,6 @@ def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float 
         feed.reserved = []
 
 
-def shuffle_seed(seed: int, epoch: int, rank: int) -> int:
-    return int(np.random.SeedSequence([seed, epoch, rank]).generate_state(1)[0])
-
-
 @dataclass
 class RayWorkerData:
     """A Ray Train worker's ``WorkerData`` (``distalign.data.streams``): its datasets of the table streams
@@ -214,8 +238,11 @@ class RayWorkerData:
         shard = ray.train.get_dataset_shard(shard_name(stream.name, self.rank))
         return shard.iter_torch_batches(batch_size=batch_size, drop_last=True)
 
-    def corpus_epoch(self, epoch: int, batch_size: int) -> Iterable[Batch]:
-        """A new lazy Ray Dataset over the files each epoch."""
+    def corpus_units(self) -> tuple[list[Unit], int, int]:
+        return self.corpus.units, self.corpus.seed, self.corpus.mix_units
+
+    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+        """A lazy Ray Dataset of the items, a task each, in order."""
         feed = self.corpus
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True  # same batches on a resume
@@ -225,12 +252,11 @@ class RayWorkerData:
             context.scheduling_strategy = context.scheduling_strategy_large_args = \
                 ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(feed.reserved[self.rank])
         logging.getLogger("ray.data").setLevel(logging.WARNING)  # no plan and summary per epoch on every worker
-        dataset = corpus_dataset(feed.corpus, epoch, self.rank, self.workers, feed.seed, feed.cpus).map_batches(
-            build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy", num_cpus=feed.cpus,
-            fn_kwargs={"job": feed.job})
-        return dataset.iter_torch_batches(batch_size=batch_size, drop_last=True,
-                                          local_shuffle_buffer_size=feed.shuffle_buffer_rows or None,
-                                          local_shuffle_seed=shuffle_seed(feed.seed, epoch, self.rank))
+        specs = [{"item": index, "spec": json.dumps(item.to_json())} for index, item in enumerate(items)]
+        dataset = ray.data.from_items(specs, override_num_blocks=len(specs)).map_batches(
+            _item_block, batch_size=1, batch_format="numpy", num_cpus=feed.cpus,
+            fn_kwargs={"corpus": feed.corpus, "job": feed.job})
+        return dataset.iter_batches(batch_size=None, batch_format="numpy")
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
@@ -288,7 +314,7 @@ def tokenized_batches(chunks: Iterable[dict[str, np.ndarray]], job: StreamBatchJ
 @dataclass
 class LocalWorkerData:
     """A ``WorkerData`` in this process, without Ray: the same rows, tokenisation, preparers and seeds as
-    ``RayWorkerData``; the corpus without the shuffle buffer."""
+    ``RayWorkerData``."""
 
     tables: dict[str, TableStream]  # the active table streams (``table_streams``)
     corpus: CorpusFeed | None
@@ -302,17 +328,21 @@ class LocalWorkerData:
                   for chunk in (rows.slice(start, TOKENIZE_BATCH) for start in range(0, len(rows), TOKENIZE_BATCH)))
         return tokenized_batches(chunks, table.job, batch_size)
 
-    def corpus_epoch(self, epoch: int, batch_size: int) -> Iterable[Batch]:
-        rows = read_rows(self.corpus.corpus, epoch, self.rank, self.workers, seed=self.corpus.seed)
-        return tokenized_batches(rows, self.corpus.job, batch_size)
+    def corpus_units(self) -> tuple[list[Unit], int, int]:
+        return self.corpus.units, self.corpus.seed, self.corpus.mix_units
+
+    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+        return (item_sequences(item, index, self.corpus.corpus, self.corpus.job) for index, item in enumerate(items))
 
 
-def local_streams(prepared: PreparedData, config: ExperimentConfig) -> dict[str, Iterator[dict[str, torch.Tensor]]]:
-    """The batches one worker of a one-worker run would read, built in this process without Ray
-    (``LocalWorkerData``): for tests and debugging."""
+def local_streams(prepared: PreparedData, config: ExperimentConfig, saved: dict[str, list[dict]] | None = None,
+                  rank: int = 0, workers: int = 1) -> dict[str, StreamBatches]:
+    """The batches worker ``rank`` of ``workers`` would read, built in this process without Ray
+    (``LocalWorkerData``), from where ``saved`` (a checkpoint's stream states) left them: for tests and debugging."""
     data = LocalWorkerData(table_streams(prepared, config, run_schedule(config, prepared).max_steps),
-                           corpus_feed(prepared, config))
-    return {name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train))
+                           corpus_feed(prepared, config), rank, workers)
+    saved = saved or {}
+    return {name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train), saved.get(name))
             for name in sorted(config.objectives.streams())}
 
 

@@ -77,5 +77,7 @@ def train_loop_per_worker(plan: TrainingPlan) -> None:
         recipe.setup(resume_directory(Path(tmp), rank == 0))
     plan.clock.mark("model")
     data, train = RayWorkerData(rank, workers, plan.corpus), plan.config.train
-    streams = {name: stream.worker_batches(data, stream.batch_size(train)) for name, stream in plan.streams.items()}
+    saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
+    streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
+               for name, stream in plan.streams.items()}
     recipe.run(streams, report, tempfile.TemporaryDirectory)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import time
 from pathlib import Path
-from typing import Callable, ContextManager, Iterator
+from typing import Callable, ContextManager
 
 import numpy as np
 import torch
@@ -21,12 +21,15 @@ from distalign.checkpoint import (
     TrainerState,
     read_objective_state,
     read_state,
+    read_stream_states,
     restore_objective_state,
     restore_rng_state,
     write_manifest,
     write_rank0_files,
     write_rng_state,
+    write_stream_states,
 )
+from distalign.data.streams import StreamBatches
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
@@ -63,6 +66,8 @@ class TrainingRecipe:
         self.system_metrics_node = system_metrics_node
         self.state = TrainerState(mlflow_run_id=plan.mlflow_run_id)
         self.resumed = False
+        self.stream_states: dict[str, list[dict]] | None = None  # every saved rank's, per stream (a resume)
+        self.streams: dict = {}
         self.last_eval: dict[str, float] = {}
         self.logger = self.system_metrics = None
 
@@ -77,6 +82,7 @@ class TrainingRecipe:
             # the vanilla scores stay the reference for model selection across resumes
             self.state.step, self.state.baseline_mrr = saved.step, saved.baseline_mrr
             model_path, self.resumed = str(resume_dir / MODEL_DIR), True
+            self.stream_states = read_stream_states(resume_dir)
         torch.manual_seed(t.seed)
         self.tokenizer = load_tokenizer(tokenizer_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
@@ -155,6 +161,7 @@ class TrainingRecipe:
         """This rank's part of a checkpoint (the engine's shards on every rank, the rest on rank 0)."""
         self.engine.save(directory, self.rank)
         write_rng_state(directory, self.rank)
+        write_stream_states(directory, self.rank, {name: stream.state() for name, stream in self.streams.items()})
         weights = self.engine.exported_weights()  # all ranks enter: ZeRO-3 gathers to rank 0
         if self.is_chief:
             module = self.engine.module
@@ -168,29 +175,31 @@ class TrainingRecipe:
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self, streams: dict[str, Iterator[dict[str, torch.Tensor]]], report: Report,
+    def run(self, streams: dict[str, StreamBatches], report: Report,
             checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
         """Train to the schedule's ``max_steps``: log, evaluate and checkpoint on the configured intervals.
 
-        ``checkpoint_dir()`` gives a context manager yielding an empty directory to save into;
+        ``streams``: each stream's batches from where the checkpoint resumed from left them
+        (``Stream.worker_batches`` given ``stream_states``); ``checkpoint_dir()`` gives a context manager yielding an empty directory to save into;
         ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
         """
         if self.is_chief:
             t = self.config.train
             log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
                      self.state.step, self.plan.schedule.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
+        self.streams = streams
         try:
             self._train(streams, report, checkpoint_dir)
         finally:
             self._close_tracking()
 
-    def _train(self, streams: dict[str, Iterator[dict[str, torch.Tensor]]], report: Report,
+    def _train(self, streams: dict[str, StreamBatches], report: Report,
                checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
         t, eval_every, max_steps = self.config.train, self.plan.schedule.eval_every, self.plan.schedule.max_steps
         accum = t.grad_accum_steps
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands
         self.plan.clock.mark("vanilla_eval")
-        if self.resumed:  # the streams start from the first batch: pass over the batches already trained on
+        if self.resumed and self.stream_states is None:  # an older checkpoint: replay the batches trained on
             if self.is_chief:
                 log.info("skipping the %d batches per stream trained on before the resume", self.state.step * accum)
             for stream in streams.values():

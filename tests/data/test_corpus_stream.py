@@ -1,9 +1,11 @@
-"""Corpus streaming: listing and checks on the driver, each worker's share of the rows, bad input at scale
-(truncated JSON lines, null texts, files that vanish or become unreadable between epochs), Hugging Face
-datasets and S3. Read in this process here; ``tests/preparation/test_corpus_streaming.py`` reads the same
-with Ray Data's readers."""
+"""Corpus streaming: listing and checks on the driver, units (byte ranges, row groups) read exactly once,
+row identity by place (duplicates get keys of their own), bad input at scale (truncated JSON lines, null
+texts, files that vanish, change size or become unreadable between epochs), Hugging Face datasets and S3.
+Read in this process here; ``tests/preparation/test_corpus_streaming.py`` reads the same in Ray Data tasks."""
 
 from __future__ import annotations
+
+import json
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -13,9 +15,9 @@ from distalign.data.corpus_stream import (
     CorpusStream,
     InputError,
     SkipLedger,
-    epoch_order,
     list_corpus_files,
     read_rows,
+    read_unit,
     row_keys,
     sample_texts,
     with_language_sampling,
@@ -28,8 +30,8 @@ def stream_of(root, *sources):
     return CorpusStream([list_corpus_files(src, f"data.corpora[{i}]") for i, src in enumerate(sources)])
 
 
-def all_rows(stream, workers=1, rank=0, epoch=0, ledger=None):
-    return [(lang, text, key) for rows in read_rows(stream, epoch, rank, workers, ledger=ledger)
+def all_rows(stream, epoch=0, ledger=None):
+    return [(lang, text, key) for rows in read_rows(stream, epoch, ledger=ledger)
             for lang, text, key in zip(rows["lang"], rows["text"], rows["row"])]
 
 
@@ -43,8 +45,8 @@ def test_directories_globs_and_kinds_are_listed_and_read(tmp_path):
     assert sorted((lang, text) for lang, text, _ in rows) == sorted([
         ("en", "the cat sleeps"), ("en", "the dog runs"), ("en", "a bird sings"), ("de", "ein hund"),
         ("de", "eine katze"), ("fr", "un chat"), ("fr", "un chien")])
-    # each row's key is the hash of its language and text (the worker that trains on it, its mask seed)
-    assert all(key == row_keys([lang], [text])[0] for lang, text, key in rows)
+    # each row's key is the hash of its place: language, file, byte offset of its line (the seed of its mask)
+    assert ("en", "the dog runs", row_keys("en", str(root / "txt" / "a.txt"), [16])[0]) in rows
     reports = {r.path: r for r in ledger.reports()}
     jsonl, parquet = str(root / "jsonl" / "c.jsonl"), str(root / "pq" / "d.parquet")
     assert reports[jsonl].malformed == 2 and "abgeschnit" in reports[jsonl].examples[0]
@@ -53,26 +55,53 @@ def test_directories_globs_and_kinds_are_listed_and_read(tmp_path):
     assert len(sample_texts(stream, 1)) == 3 and len(sample_texts(stream, 10)) == 7  # at most so many per source
 
 
-def test_workers_share_the_rows_without_overlap_and_skips_count_once(tmp_path):
-    root = write_corpus(tmp_path)
-    stream = stream_of(root, CorpusSource(str(root / "txt"), "en"), CorpusSource(str(root / "jsonl"), "de"),
-                       CorpusSource(str(root / "pq"), "fr"))
+@pytest.mark.parametrize("unit_bytes", [1, 7, 100, 10**6])
+def test_byte_range_units_read_every_line_once_whatever_the_cut(tmp_path, unit_bytes):
+    """A unit owns the lines that start in it: any cut reads every line exactly once, in order, and a bad row
+    re-read by two epochs is counted once."""
+    lines = [json.dumps({"text": f"sentence {i} " + "x" * (i * 7 % 53)}) for i in range(300)]
+    lines[40] = '{"text": "cut sh'
+    (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
+    stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path / "a.jsonl"), "en"), "k")],
+                          unit_bytes=unit_bytes)
+    assert len(stream.units()) > (1 if unit_bytes < 10**6 else 0)
     ledger = SkipLedger()
-    shares = [set(all_rows(stream, workers=3, rank=r, epoch=e, ledger=ledger)) for r in range(3) for e in (0, 1)]
-    everything = set(all_rows(stream))
-    by_rank = [shares[2 * r] for r in range(3)]
-    assert set.union(*by_rank) == everything and sum(map(len, by_rank)) == len(everything)
-    assert all(shares[2 * r] == shares[2 * r + 1] for r in range(3))  # a worker's rows are the same every epoch
-    # two epochs on three workers re-read every bad row six times: each is counted once
-    assert sum(r.malformed for r in ledger.reports()) == 4
+    for epoch in (0, 1):
+        texts = [t for _, t, _ in all_rows(stream, epoch=epoch, ledger=ledger)]
+        assert texts == [json.loads(t)["text"].strip() for i, t in enumerate(lines) if i != 40]
+    assert sum(r.malformed for r in ledger.reports()) == 1
 
 
-def test_file_order_is_seeded_per_epoch():
-    paths = [f"f{i}" for i in range(20)]
-    assert epoch_order(paths, 0, 0) == epoch_order(paths, 0, 0)
-    assert epoch_order(paths, 0, 0) != epoch_order(paths, 0, 1)
-    assert epoch_order(paths, 1, 0) != epoch_order(paths, 0, 0)
-    assert sorted(epoch_order(paths, 3, 7)) == sorted(paths)
+def test_a_sentence_that_occurs_many_times_gets_a_key_and_a_mask_of_its_own_each_time(tmp_path):
+    from distalign.data.row_random import RowRandom
+
+    (tmp_path / "dup.txt").write_text("the same sentence\n" * 50 + "another one\n")
+    stream = stream_of(tmp_path, CorpusSource(str(tmp_path / "dup.txt"), "en"))
+    keys = [key for _, text, key in all_rows(stream) if text == "the same sentence"]
+    assert len(keys) == len(set(keys)) == 50
+    masks = RowRandom(0, 0, keys).rand(16) < 0.15
+    assert len({tuple(m.tolist()) for m in masks}) > 40  # identical text, (nearly all) different masks
+
+
+def test_a_file_that_changes_size_or_vanishes_between_epochs_is_reported_never_cut_anew(tmp_path):
+    for name in ("grow", "shrink", "gone", "kept"):
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name} line {i}\n" for i in range(100)))
+    stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path), "en"), "k")], unit_bytes=256)
+    units = stream.units()
+    before = [t for u in units for t in read_unit(stream, u, 0, 0, SkipLedger())["text"].tolist()]
+    assert len(before) == len(set(before)) == 400
+    size = (tmp_path / "grow.txt").stat().st_size
+    with open(tmp_path / "grow.txt", "a") as f:
+        f.write("grow line 100\n")
+    (tmp_path / "shrink.txt").write_text("".join(f"shrink line {i}\n" for i in range(50)))
+    (tmp_path / "gone.txt").unlink()
+    ledger = SkipLedger()
+    after = [t for u in units for t in read_unit(stream, u, 1, 0, ledger)["text"].tolist()]
+    assert after == [f"kept line {i}" for i in range(100)]  # the changed files' units are all skipped
+    skipped = {r.path: r.examples[0] for r in ledger.reports()}
+    assert f"changed size since the run listed it ({size} -> {size + 14} bytes)" in skipped[str(tmp_path / "grow.txt")]
+    assert "changed size" in skipped[str(tmp_path / "shrink.txt")]
+    assert "file vanished" in skipped[str(tmp_path / "gone.txt")]
 
 
 def test_unreadable_parquet_is_named_before_the_run_and_skipped_if_it_breaks_later(tmp_path):
@@ -83,13 +112,14 @@ def test_unreadable_parquet_is_named_before_the_run_and_skipped_if_it_breaks_lat
         list_corpus_files(CorpusSource(str(root / "pq"), "fr"), "data.corpora[0]")
     broken.unlink()
     stream = stream_of(root, CorpusSource(str(root / "pq"), "fr"), CorpusSource(str(root / "txt"), "en"))
-    (root / "pq" / "d.parquet").write_bytes(b"garbage")  # broken between listing and an epoch
+    parquet = root / "pq" / "d.parquet"
+    parquet.write_bytes(b"x" * parquet.stat().st_size)  # broken between listing and an epoch, same size
     (root / "txt" / "b.txt").unlink()  # and a file vanished
     ledger = SkipLedger()
     rows = all_rows(stream, ledger=ledger)
     assert sorted(text for _, text, _ in rows) == ["the cat sleeps", "the dog runs"]
     skipped = {r.path: r.examples[0] for r in ledger.reports()}
-    assert "unreadable parquet" in skipped[str(root / "pq" / "d.parquet")]
+    assert "unreadable" in skipped[str(root / "pq" / "d.parquet")]
     assert "file vanished" in skipped[str(root / "txt" / "b.txt")]
 
 
@@ -133,7 +163,7 @@ def test_language_sampling_gives_each_language_q_proportional_to_p_to_the_alpha(
     (tmp_path / "big.txt").write_text("".join(f"big sentence {i:05d}\n" for i in range(9000)))
     (tmp_path / "small.txt").write_text("".join(f"sml sentence {i:05d}\n" for i in range(1000)))
     sources = [list_corpus_files(CorpusSource(str(tmp_path / f"{name}.txt"), name), "k") for name in ("big", "small")]
-    sampled = with_language_sampling(sources, 0.5, None)
+    sampled = with_language_sampling(sources, 0.5)
     assert [round(s.keep, 4) for s in sampled] == [round((0.75 / 0.9) / (0.25 / 0.1), 4), 1.0]
     stream = CorpusStream(sampled)
     epochs = [[lang for lang, _, _ in all_rows(stream, epoch=e)] for e in (0, 1)]
@@ -142,4 +172,4 @@ def test_language_sampling_gives_each_language_q_proportional_to_p_to_the_alpha(
         assert langs.count("small") == 1000
     kept = [{t for lang, t, _ in all_rows(stream, epoch=e) if lang == "big"} for e in (0, 1)]
     assert kept[0] != kept[1]  # a new share of the larger language every epoch
-    assert with_language_sampling(sources, 1.0, None) == sources  # alpha 1: the corpus as it is
+    assert with_language_sampling(sources, 1.0) == sources  # alpha 1: the corpus as it is

@@ -37,7 +37,7 @@ def run_recipe(config, prepared, checkpoints, resume_dir=None):
         return contextlib.nullcontext(str(directory))
 
     reports = []
-    recipe.run(local_streams(prepared, config), lambda metrics, d: reports.append(metrics), checkpoint_dir)
+    recipe.run(local_streams(prepared, config, recipe.stream_states), lambda metrics, d: reports.append(metrics), checkpoint_dir)
     return recipe, trained_on, reports, losses
 
 

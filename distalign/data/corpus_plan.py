@@ -1,0 +1,154 @@
+"""Which worker reads which bytes of the corpus, epoch after epoch, and where each one stands.
+
+The corpus is cut once, on the driver, into *units* (``cut_units``): byte ranges of a text or JSON
+lines file (a unit owns the lines that start inside it), parquet row groups, row ranges of a Hugging
+Face dataset saved to disk (a streamed one is one unit). Every epoch the units are dealt to the
+workers (``assign``): in a seeded permutation of (seed, epoch), each to the worker with the fewest
+bytes so far, so that every unit is read by exactly one worker and two workers' bytes differ by at
+most one unit, whatever the file sizes. A worker's units are read ``mix_units`` at a time as one
+*group*, whose sequences are shuffled together (the group's own seed) to mix languages.
+
+A worker's position is its list of remaining groups (``Item``: epoch, units, sequences of it already
+trained). A resume on as many workers takes each worker's list back; on another number of workers
+(``resume_items``) the remaining groups of every epoch in progress are dealt again to the new
+workers, so the epoch goes on with no row trained twice and none skipped. Nothing here reads a file.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+import numpy as np
+
+MIN_UNITS = 256  # a small corpus is cut finer (down to MIN_UNIT_BYTES), so a few workers all get units
+MIN_UNIT_BYTES = 4096
+HF_UNIT_ROWS = 10000  # rows of a Hugging Face dataset saved to disk per unit
+
+
+@dataclass(frozen=True)
+class Unit:
+    """A piece of one source, read by one worker: bytes [start, end) of a text/jsonl file (the lines that start
+    there), row groups [start, end) of a parquet file, rows [start, end) of a Hugging Face dataset
+    (end -1: a streamed dataset, whole)."""
+
+    source: int  # index in the run's corpus sources
+    path: str  # the file ("" for a Hugging Face dataset)
+    start: int
+    end: int
+    size: int  # bytes (rows for a Hugging Face dataset): what balancing weighs
+
+
+@dataclass(frozen=True)
+class Item:
+    """A group of units a worker reads and mixes at once, in one epoch; ``skip``: its sequences already trained."""
+
+    epoch: int
+    units: tuple[Unit, ...]
+    skip: int = 0
+
+    @property
+    def size(self) -> int:
+        return sum(u.size for u in self.units)
+
+    def to_json(self) -> dict:
+        return {"epoch": self.epoch, "skip": self.skip, "units": [asdict(u) for u in self.units]}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Item:
+        return cls(data["epoch"], tuple(Unit(**u) for u in data["units"]), data["skip"])
+
+
+def unit_bytes(total_bytes: int, largest: int) -> int:
+    """The byte size of the file units: at most ``largest``, and in a small corpus small enough for
+    ``MIN_UNITS`` units (but not below ``MIN_UNIT_BYTES``). A function of the corpus alone: the units must not
+    change with the number of workers."""
+    return min(largest, max(MIN_UNIT_BYTES, math.ceil(total_bytes / MIN_UNITS)))
+
+
+def byte_ranges(size: int, step: int) -> list[tuple[int, int]]:
+    """[0, size) in ceil(size / step) ranges of equal length (the last one shorter by less than one byte each)."""
+    count = max(1, math.ceil(size / step))
+    bounds = [round(i * size / count) for i in range(count + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+def cut_units(source: int, kind: str, paths: list[str], sizes: list[int], pieces: list[list[int]], step: int
+              ) -> list[Unit]:
+    """One source's units. ``sizes``: each file's bytes as listed; ``pieces``: each parquet file's row-group
+    bytes (one list per file; empty lists otherwise); ``step``: bytes per text unit (``unit_bytes``)."""
+    if kind == "parquet":
+        return [Unit(source, p, g, g + 1, size) for p, groups in zip(paths, pieces) for g, size in enumerate(groups)]
+    return [Unit(source, p, start, end, end - start) for p, size in zip(paths, sizes)
+            for start, end in byte_ranges(size, step) if end > start]
+
+
+def hf_units(source: int, rows: int | None) -> list[Unit]:
+    """A Hugging Face dataset's units: row ranges of ``HF_UNIT_ROWS``, or the whole of a streamed one (None)."""
+    if rows is None:
+        return [Unit(source, "", 0, -1, 1)]
+    return [Unit(source, "", start, end, end - start) for start, end in byte_ranges(rows, HF_UNIT_ROWS)]
+
+
+def deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
+    """Indices of ``sizes`` in ``order``, each to the worker with the smallest total so far (ties: the lowest
+    rank): two workers' totals differ by at most the largest size."""
+    totals, out = [0] * workers, [[] for _ in range(workers)]
+    for index in order.tolist():
+        worker = min(range(workers), key=lambda w: (totals[w], w))
+        totals[worker] += sizes[index]
+        out[worker].append(index)
+    return out
+
+
+def assign(units: list[Unit], seed: int, epoch: int, workers: int) -> list[list[Unit]]:
+    """Each worker's units of ``epoch``: the units in the permutation of (seed, epoch), dealt by bytes."""
+    order = np.random.default_rng([seed, epoch]).permutation(len(units))
+    return [[units[i] for i in mine] for mine in deal([u.size for u in units], order, workers)]
+
+
+def grouped(units: list[Unit], epoch: int, mix_units: int) -> list[Item]:
+    return [Item(epoch, tuple(units[i:i + mix_units])) for i in range(0, len(units), mix_units)]
+
+
+def fresh_items(units: list[Unit], seed: int, epoch: int, workers: int, rank: int, mix_units: int) -> list[Item]:
+    return grouped(assign(units, seed, epoch, workers)[rank], epoch, mix_units)
+
+
+@dataclass
+class Position:
+    """A worker's place in the corpus stream: the items it has yet to finish (the first one maybe begun), then
+    every epoch from ``next_epoch`` on dealt among ``workers``."""
+
+    items: list[Item]
+    next_epoch: int
+    workers: int
+
+    def to_json(self) -> dict:
+        return {"items": [i.to_json() for i in self.items], "next_epoch": self.next_epoch, "workers": self.workers}
+
+    @classmethod
+    def from_json(cls, data: dict) -> Position:
+        return cls([Item.from_json(i) for i in data["items"]], data["next_epoch"], data["workers"])
+
+
+def resume_items(units: list[Unit], seed: int, mix_units: int, saved: list[Position], rank: int, workers: int
+                 ) -> Position:
+    """Worker ``rank``'s position among ``workers`` after a run on ``len(saved)`` workers stopped at ``saved``.
+
+    Same number of workers: its own position. Otherwise every epoch some old worker is still in is finished
+    by the new workers: the old workers' remaining items of that epoch, and the whole items of those that had
+    not reached it yet, dealt by bytes (an item begun keeps its skip: it is read again by one worker, which
+    drops what was trained); then the epochs after are dealt among the new workers.
+    """
+    if len(saved) == workers:
+        return saved[rank]
+    old_workers = saved[0].workers
+    last = max(p.next_epoch for p in saved)  # the first epoch no old worker has begun
+    items: list[Item] = []
+    for epoch in range(min(min((i.epoch for i in p.items), default=p.next_epoch) for p in saved), last):
+        left = [i for p in saved for i in p.items if i.epoch == epoch]
+        left += [i for old, p in enumerate(saved) if p.next_epoch <= epoch
+                 for i in fresh_items(units, seed, epoch, old_workers, old, mix_units)]
+        order = np.random.default_rng([seed, epoch, workers]).permutation(len(left))
+        items += [left[i] for i in deal([i.size for i in left], order, workers)[rank]]
+    return Position(items, last, workers)

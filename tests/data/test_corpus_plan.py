@@ -1,0 +1,118 @@
+"""The corpus work split (``distalign.data.corpus_plan``) and a worker's corpus batches (``CorpusBatches``),
+without Ray or files: units dealt so that each is read by one worker, in balance, even with file sizes 100x
+apart; a resume on as many workers continues with exactly the batches of the uninterrupted run, and on
+another number of workers finishes the epoch with no row trained twice and none skipped."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, resume_items
+from distalign.data.streams import STREAMS
+
+MB = 2**20
+
+
+def test_byte_ranges_cover_the_file_in_equal_parts():
+    assert byte_ranges(10, 4) == [(0, 3), (3, 7), (7, 10)]
+    assert byte_ranges(0, 4) == [(0, 0)]
+    ranges = byte_ranges(100 * MB + 7, MB)
+    assert ranges[0][0] == 0 and ranges[-1][1] == 100 * MB + 7 and len(ranges) == 101
+    assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+
+
+@pytest.mark.parametrize("workers", [1, 2, 3, 4, 8])
+def test_each_unit_goes_to_one_worker_and_bytes_differ_by_at_most_one_unit(workers):
+    """Files of 1 MB and 100 MB (and a parquet file of uneven row groups): every unit read once per epoch, each
+    worker's bytes within one unit (1 MB) of every other's."""
+    sizes = [1 * MB, 100 * MB, 3 * MB, 50 * MB + 123]
+    units = cut_units(0, "text", [f"f{i}.txt" for i in range(4)], sizes, [[]] * 4, MB) + \
+        cut_units(1, "parquet", ["g.parquet"], [0], [[MB // 2, MB, MB // 4]], MB)
+    for epoch in (0, 1):
+        dealt = assign(units, seed=3, epoch=epoch, workers=workers)
+        assert sorted((u.source, u.path, u.start) for mine in dealt for u in mine) == \
+            sorted((u.source, u.path, u.start) for u in units)
+        totals = [sum(u.size for u in mine) for mine in dealt]
+        assert max(totals) - min(totals) <= max(u.size for u in units)
+        assert max(totals) / (sum(totals) / workers) < 1 + workers * MB / sum(totals) + 1e-9
+    assert assign(units, 3, 0, workers) == assign(units, 3, 0, workers)
+    if workers > 1:
+        assert assign(units, 3, 0, workers) != assign(units, 3, 1, workers)  # a new deal every epoch
+
+
+class FakeData:
+    """A ``WorkerData`` whose units' sequences are the numbers ``1000 * unit + i`` (i < unit size), shuffled per
+    item as the real reader shuffles them (by the item alone), with their epoch."""
+
+    def __init__(self, units, rank, workers, mix_units=2):
+        self.units, self.rank, self.workers, self.mix_units = units, rank, workers, mix_units
+
+    def corpus_units(self):
+        return self.units, 7, self.mix_units
+
+    def corpus_items(self, items):
+        for index, item in enumerate(items):
+            rows = np.array([1000 * self.units.index(u) + i for u in item.units for i in range(u.size)],
+                            dtype=np.int64)
+            rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip:]
+            yield {"row": rows, "epoch": np.full(len(rows), item.epoch), "item": np.full(len(rows), index)}
+
+
+# a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch
+UNITS = cut_units(0, "text", ["a.txt"], [33], [[]], 40) + cut_units(0, "text", ["b.txt"], [300], [[]], 10)
+
+
+def corpus_batches(rank, workers, saved=None):
+    return STREAMS["corpus"].worker_batches(FakeData(UNITS, rank, workers), 4, saved)
+
+
+def take(stream, count):
+    return [next(stream) for _ in range(count)]
+
+
+def epoch_rows(batches, epoch):
+    return [int(r) for b in batches for r, e in zip(b["row"], b["epoch"]) if e == epoch]
+
+
+def test_a_resume_on_as_many_workers_gives_the_batches_of_the_uninterrupted_run():
+    for rank in range(3):
+        whole = take(corpus_batches(rank, 3), 40)  # past the first epoch (about 28 batches a worker)
+        first = corpus_batches(rank, 3)
+        take(first, 13)
+        saved = [corpus_batches(r, 3) for r in range(3)]
+        for r, stream in enumerate(saved):
+            take(stream, 13) if r != rank else None
+        states = [s.state() if r != rank else first.state() for r, s in enumerate(saved)]
+        resumed = take(corpus_batches(rank, 3, states), 27)
+        for a, b in zip(whole[13:], resumed):
+            assert a["row"].tolist() == b["row"].tolist() and a["epoch"].tolist() == b["epoch"].tolist()
+
+
+@pytest.mark.parametrize("before,after,steps", [(4, 2, 5), (2, 3, 41), (3, 1, 2), (4, 2, 0)])
+def test_an_elastic_resume_finishes_the_epoch_with_no_row_twice_and_none_skipped(before, after, steps):
+    """``before`` workers train ``steps`` batches each (after 41 on 2 workers one is into epoch 1, its epoch being
+    smaller, the other not), then ``after`` workers resume from their states and read on until each is past epoch 0;
+    epoch 0's rows over both runs are every row once."""
+    old = [corpus_batches(r, before) for r in range(before)]
+    trained = [b for stream in old for b in take(stream, steps)]
+    states = [stream.state() for stream in old]
+    for rank in range(after):
+        stream = corpus_batches(rank, after, states)
+        while True:
+            batch = next(stream)
+            trained.append(batch)
+            if (batch["epoch"] > 0).any():
+                break
+    everything = sorted(1000 * n + i for n, u in enumerate(UNITS) for i in range(u.size))
+    assert sorted(epoch_rows(trained, 0)) == everything
+    if (before, steps) == (2, 41):
+        assert sorted(p["next_epoch"] for p in states) == [1, 2]  # one saved worker was already in epoch 1
+
+
+def test_positions_round_trip_and_resume_on_as_many_workers_is_the_saved_position():
+    units = UNITS[:3]
+    position = Position([Item(0, tuple(units[:2]), skip=3)], 1, 2)
+    assert Position.from_json(position.to_json()) == position
+    other = Position([], 1, 2)
+    assert resume_items(units, 0, 2, [position, other], 0, 2) is position
