@@ -38,7 +38,7 @@ from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
 from distalign.data.sources import CorpusSource
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
-READ_TAIL = 64 * 1024  # bytes read at a time past a unit's end, to finish its last line
+READ_TAIL = 1024  # bytes first read past a unit's end to finish its last line (doubled while no newline comes)
 EXCERPT = 80
 
 
@@ -244,12 +244,14 @@ def unit_lines(f, start: int, end: int, size: int) -> tuple[list[int], list[str]
     begin = max(start - 1, 0)  # the byte before: a line starts at ``start`` if it is a newline
     f.seek(begin)
     data = f.read(end - begin)
+    tail = READ_TAIL
     while end < size and not data.endswith(b"\n"):  # the unit's last line, up to its newline
-        more = f.read(READ_TAIL)
+        more = f.read(tail)
         if not more:
             break
         cut = more.find(b"\n")
         data += more if cut < 0 else more[: cut + 1]
+        tail *= 2
     at = 0 if start == 0 else data.find(b"\n") + 1
     if start > 0 and at == 0:  # no newline in the unit: every byte belongs to a line begun before it
         return [], []

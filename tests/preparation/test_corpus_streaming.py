@@ -1,9 +1,10 @@
-"""The corpus read by Ray Data's readers on the cluster: each worker gets the rows ``read_rows`` gives it in
-this process, from local files, S3 and a Hugging Face dataset; skipped rows reach the run's ledger actor;
-a training run over a corpus with bad rows finishes and reports them."""
+"""The corpus read in Ray Data tasks on the cluster: a worker's items give the sequences they give in this
+process, from local files, S3 and a Hugging Face dataset; skipped rows reach the run's ledger actor; a
+training run over a corpus with bad rows finishes and reports them."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -12,52 +13,69 @@ from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
-from distalign.data.corpus_stream import CorpusStream, corpus_dataset, list_corpus_files, read_rows, start_ledger
+from distalign.data.corpus_plan import Item
+from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_ledger
 from distalign.data.sources import CorpusSource
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import LocalWorkerData, RayWorkerData, corpus_feed
 from distalign.storage import storage_filesystem
 from corpus_files import write_corpus
 
 pytestmark = pytest.mark.slow
 
 
-def cluster_rows(stream, rank, workers, epoch=0):
-    return sorted((r["lang"], r["text"], r["row"]) for r in corpus_dataset(stream, epoch, rank, workers, 0, 0.25)
-                  .take_all())
+def sequences(data, items):
+    return [(int(item), ids.tolist(), int(row)) for block in data.corpus_items(items)
+            for item, ids, row in zip(block["item"], block["input_ids"], block["row"])]
 
 
-def local_rows(stream, rank, workers, epoch=0):
-    return sorted((lang, text, key) for rows in read_rows(stream, epoch, rank, workers)
-                  for lang, text, key in zip(rows["lang"], rows["text"], rows["row"]))
+def feed_over(config, corpus: CorpusStream):
+    """The quickstart's corpus feed (its tokenizer and MLM preparer) reading ``corpus`` instead."""
+    feed = corpus_feed(prepare_data(config), config)
+    return dataclasses.replace(feed, corpus=corpus, units=corpus.units())
 
 
-def test_ray_readers_give_each_worker_its_rows_and_report_skips(ray_local, tmp_path):
+def same_on_cluster_and_here(feed, workers=2):
+    """Every worker's items of epoch 1, read in Ray Data tasks and in this process: the same sequences."""
+    for rank in range(workers):
+        items = [Item(1, (unit,)) for unit in feed.units[rank::workers]]
+        cluster = sequences(RayWorkerData(rank, workers, feed), items)
+        assert cluster == sequences(LocalWorkerData({}, feed, rank, workers), items)
+    return cluster
+
+
+def test_ray_tasks_read_units_as_this_process_does_and_report_skips(ray_local, distalign_home, tmp_path):
     import datasets
 
     root = write_corpus(tmp_path)
     datasets.Dataset.from_dict({"sentence": ["uno dos", "", "tres"]}).save_to_disk(str(tmp_path / "hf"))
-    sources = [CorpusSource(str(root / "txt"), "en"), CorpusSource(str(root / "jsonl"), "de"),
-               CorpusSource(str(root / "pq"), "fr"), CorpusSource(lang="es", hf_dataset=str(tmp_path / "hf"),
+    sources = [CorpusSource(str(root / "txt"), "xa"), CorpusSource(str(root / "jsonl"), "xb"),
+               CorpusSource(str(root / "pq"), "xc"), CorpusSource(lang="xa", hf_dataset=str(tmp_path / "hf"),
                                                                  text_field="sentence")]
     ledger = start_ledger("test-ledger")
-    stream = CorpusStream([list_corpus_files(s, f"data.corpora[{i}]") for i, s in enumerate(sources)],
+    corpus = CorpusStream([list_corpus_files(s, f"data.corpora[{i}]") for i, s in enumerate(sources)],
                           ledger="test-ledger")
-    for rank in (0, 1):
-        assert cluster_rows(stream, rank, 2) == local_rows(stream, rank, 2)
-    assert len(cluster_rows(stream, 0, 2)) + len(cluster_rows(stream, 1, 2)) == 9
+    config = load_config(QUICKSTART, SMALL + ["run.name=corpus-tasks", "objectives.lexical.weight=0"])
+    feed = feed_over(config, corpus)
+    assert len(feed.units) == 5
+    same_on_cluster_and_here(feed)
     reports = {r.path: r.malformed for r in ray.get(ledger.reports.remote())}
     assert reports == {str(root / "jsonl" / "c.jsonl"): 2, str(root / "pq" / "d.parquet"): 2, str(tmp_path / "hf"): 1}
     ray.kill(ledger)
 
 
-def test_ray_readers_stream_from_s3(ray_local, s3_endpoint):
+def test_ray_tasks_read_byte_ranges_from_s3(ray_local, distalign_home, s3_endpoint):
     url, s3 = s3_endpoint
     for i in range(3):
         s3.put_object(Bucket="ckpt", Key=f"stream/part-{i}.jsonl",
-                      Body="".join(json.dumps({"text": f"line {i} {j}"}) + "\n" for j in range(5)).encode())
+                      Body="".join(json.dumps({"text": f"xa{j % 7} xa{i}"}) + "\n" for j in range(50)).encode())
     fs = storage_filesystem(url)
-    stream = CorpusStream([list_corpus_files(CorpusSource("s3://ckpt/stream", "en"), "data.corpora[0]", fs)], fs)
-    assert cluster_rows(stream, 0, 1, epoch=1) == local_rows(stream, 0, 1, epoch=1)
-    assert len(cluster_rows(stream, 0, 1)) == 15
+    corpus = CorpusStream([list_corpus_files(CorpusSource("s3://ckpt/stream", "xa"), "data.corpora[0]", fs)], fs,
+                          unit_bytes=300)
+    config = load_config(QUICKSTART, SMALL + ["run.name=corpus-s3", "objectives.lexical.weight=0"])
+    feed = feed_over(config, corpus)
+    assert len(feed.units) > 3  # each file cut into byte ranges
+    same_on_cluster_and_here(feed)
 
 
 def test_training_over_a_corpus_with_bad_rows_reports_them(ray_local, distalign_home, tmp_path):

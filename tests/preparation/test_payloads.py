@@ -5,10 +5,12 @@ the real call sites; each payload must also survive the pickling that carries it
 
 import dataclasses
 
+import numpy as np
 import ray.cloudpickle
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
+from distalign.data.corpus_stream import CorpusStream
 from distalign.data.streams import STREAMS
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import RayWorkerData, StreamBatchJob, build_datasets, corpus_feed
@@ -36,16 +38,20 @@ class CapturedDataset:
     def iter_torch_batches(self, **kwargs):
         yield {}
 
+    def iter_batches(self, **kwargs):
+        yield {"item": np.zeros(8, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}
+
 
 def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
     config = load_config(QUICKSTART, SMALL + ["run.name=payloads"])
     prepared = prepare_data(config)
     sent, plans = [], []
     monkeypatch.setattr("ray.data.from_arrow", lambda rows: CapturedDataset(sent))
-    monkeypatch.setattr("distalign.preparation.streams.corpus_dataset", lambda *a, **k: CapturedDataset(sent))
+    monkeypatch.setattr("ray.data.from_items", lambda *a, **k: CapturedDataset(sent))
     build_datasets(prepared, config, config.train.max_steps)
     next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
     assert len(sent) == config.train.num_workers + 1  # a constraints dataset per worker, one corpus epoch
+    assert_typed(sent[-1].pop("corpus"), CorpusStream)  # the corpus tasks also get the corpus
     for fn_kwargs in sent:
         assert set(fn_kwargs) == {"job"}  # one typed argument, not the job's fields as loose keys
         assert_typed(fn_kwargs["job"], StreamBatchJob)

@@ -36,7 +36,7 @@ def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home)
     assert set(datasets) == {shard_name("constraints", r) for r in (0, 1)}  # the corpus streams on the workers
 
     batch = next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
-    texts = {key: text for rows in read_rows(prepared.corpus, workers=2) for key, text in zip(rows["row"], rows["text"])}
+    texts = {key: text for rows in read_rows(prepared.corpus) for key, text in zip(rows["row"], rows["text"])}
     tokenizer = load_tokenizer(prepared.model_path)
     first_text = texts[int(batch["row"][0])]
     expected = tokenizer(first_text.split(), is_split_into_words=True)["input_ids"]
@@ -74,7 +74,7 @@ def test_packed_corpus_sequences_through_ray_data(ray_local, distalign_home):
     prepared = prepare_data(config)
     stream = STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8)
     batches = [next(stream) for _ in range(3)]
-    texts = {key: text for rows in read_rows(prepared.corpus, workers=2) for key, text in zip(rows["row"], rows["text"])}
+    texts = {key: text for rows in read_rows(prepared.corpus) for key, text in zip(rows["row"], rows["text"])}
     tokenizer = load_tokenizer(prepared.model_path)
     first = tokenizer(texts[int(batches[0]["row"][0])].split(), is_split_into_words=True,
                       add_special_tokens=False)["input_ids"]

@@ -1,7 +1,8 @@
 """End to end on a real local Ray cluster: 2 workers, DDP and DeepSpeed ZeRO-2, MLflow in sqlite.
 
-The DDP run checkpoints to S3 (moto's server on loopback) and is resumed from there; the
-DeepSpeed run checkpoints to a local directory.
+The DDP run checkpoints to S3 (moto's server on loopback) and is resumed from there on one worker (an
+elastic resume: the corpus epoch goes on with no row trained twice and none skipped); the DeepSpeed run
+checkpoints to a local directory.
 """
 
 from __future__ import annotations
@@ -14,7 +15,12 @@ from mlflow.tracking import MlflowClient
 from transformers import AutoModelForMaskedLM
 
 from conftest import QUICKSTART, SMALL
+from distalign.checkpoint import read_stream_states
 from distalign.config import load_config
+from distalign.data.corpus_plan import Position
+from distalign.data.corpus_stream import read_rows
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import corpus_feed, item_sequences, local_streams
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
 
@@ -91,13 +97,19 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     assert "config.yaml" in [a.path for a in client.list_artifacts(outcome.run_id)]
 
 
-def test_rerun_with_same_name_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run, s3_storage, tmp_path, capfd):
-    """The last checkpoint (step 6) lost its weights as if its upload had been cut short: the rerun warns, resumes
-    from step 3 in the same MLflow run and continues the step count."""
+def take(stream, count):
+    return [next(stream) for _ in range(count)]
+
+
+def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run, s3_storage, tmp_path, capfd):
+    """The last checkpoint (step 6) lost its weights as if its upload had been cut short: the rerun, on one worker
+    instead of two, warns, resumes from step 3 in the same MLflow run and continues the step count, and the
+    corpus epoch with it: the corpus rows the two runs trained and those the epoch has left are every row once."""
     config, first = ddp_run
     s3 = s3_storage[1]
     s3.delete_object(Bucket="ckpt", Key=f"{first.checkpoint.removeprefix('s3://ckpt/')}/model/model.safetensors")
-    resumed_config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10"] + s3_storage[0])
+    resumed_config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10", "train.num_workers=1"]
+                                 + s3_storage[0])
     second = run_training(resumed_config)
     output = capfd.readouterr()
     log = output.out + output.err
@@ -116,6 +128,21 @@ def test_rerun_with_same_name_resumes_from_s3_past_a_cut_short_checkpoint(ddp_ru
     checkpoint = read_s3_checkpoint(s3, second.checkpoint, tmp_path)
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 10
     assert second.checkpoint != first.checkpoint
+
+    # The same batches in this process: 3 per worker of the first run, 7 on the one worker after the resume. The
+    # cluster's workers ended where these did, so they trained these rows.
+    prepared = prepare_data(resumed_config)
+    old = [local_streams(prepared, config, rank=rank, workers=2)["corpus"] for rank in range(2)]
+    trained = [int(row) for stream in old for batch in take(stream, 3) for row in batch["row"]]
+    resumed = local_streams(prepared, resumed_config, {"corpus": [stream.state() for stream in old]})["corpus"]
+    trained += [int(row) for batch in take(resumed, 7) for row in batch["row"]]
+    (final,) = read_stream_states(checkpoint)["corpus"]
+    assert final == resumed.state()
+    feed = corpus_feed(prepared, resumed_config)
+    left = [int(row) for item in Position.from_json(final).items if item.epoch == 0
+            for row in item_sequences(item, 0, feed.corpus, feed.job)["row"]]
+    epoch = [int(row) for rows in read_rows(prepared.corpus) for row in rows["row"]]
+    assert len(trained) == 2 * 3 * 8 + 7 * 8 and sorted(trained + left) == sorted(epoch)
 
 
 def test_deepspeed_zero2_trains_like_ddp_and_selects_by_mlm_validation_loss(ddp_run, tmp_path):
