@@ -38,7 +38,7 @@ from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
 from distalign.data.sources import CorpusSource
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
-READ_TAIL = 1024  # bytes first read past a unit's end to finish its last line (doubled while no newline comes)
+READ_TAIL = 128  # bytes first read past a unit's end to finish its last line (doubled while no newline comes)
 EXCERPT = 80
 
 

@@ -173,3 +173,49 @@ def test_language_sampling_gives_each_language_q_proportional_to_p_to_the_alpha(
     kept = [{t for lang, t, _ in all_rows(stream, epoch=e) if lang == "big"} for e in (0, 1)]
     assert kept[0] != kept[1]  # a new share of the larger language every epoch
     assert with_language_sampling(sources, 1.0) == sources  # alpha 1: the corpus as it is
+
+
+class CountingFileSystem:
+    """The local filesystem, counting the bytes read through it."""
+
+    def __init__(self):
+        self.fs, self.read = pa.fs.LocalFileSystem(), 0
+
+    def get_file_info(self, path):
+        return self.fs.get_file_info(path)
+
+    def open_input_file(self, path):
+        counter, inner = self, self.fs.open_input_file(path)
+
+        class Counted:
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc):
+                inner.close()
+
+            def seek(self, at):
+                inner.seek(at)
+
+            def read(self, size):
+                data = inner.read(size)
+                counter.read += len(data)
+                return data
+
+        return Counted()
+
+
+def test_an_epoch_reads_each_byte_about_once(tmp_path, monkeypatch):
+    """All units of an epoch (whatever worker reads each) read 1.0x the corpus bytes, plus the byte before each unit
+    and the end of its last line; before the byte-range split every worker read every file."""
+    import pyarrow.fs  # noqa: F401 (pa.fs)
+
+    for name, lines in (("big", 20000), ("small", 200)):  # 100x apart
+        (tmp_path / f"{name}.txt").write_text("".join(f"{name} sentence number {i} " + "w " * (i % 30) + "\n"
+                                                      for i in range(lines)))
+    counting = CountingFileSystem()
+    monkeypatch.setattr("distalign.data.corpus_stream.filesystem_for", lambda path, fs: (counting, path))
+    stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path), "en"), "k")], unit_bytes=16384)
+    total = sum(stream.sources[0].sizes)
+    assert sum(len(rows["row"]) for rows in read_rows(stream)) == 20200
+    assert len(stream.units()) > 60 and 1 <= counting.read / total < 1.05
