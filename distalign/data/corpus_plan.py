@@ -152,3 +152,20 @@ def resume_items(units: list[Unit], seed: int, mix_units: int, saved: list[Posit
         order = np.random.default_rng([seed, epoch, workers]).permutation(len(left))
         items += [left[i] for i in deal([i.size for i in left], order, workers)[rank]]
     return Position(items, last, workers)
+
+
+def within(position: Position, units: list[Unit]) -> tuple[Position, list[str]]:
+    """``position`` without the units that are not among ``units`` (the corpus as listed now: a file that
+    vanished or changed size since the checkpoint is cut otherwise), and the files of those left out. Their
+    rows are skipped for the epoch rather than read from offsets that no longer hold the same rows; a begun
+    item that lost a unit is left out whole (its skip counts sequences of the item as it was)."""
+    now = set(units)
+    items = []
+    for item in position.items:
+        kept = tuple(u for u in item.units if u in now)
+        if kept == item.units:
+            items.append(item)
+        elif kept and not item.skip:
+            items.append(Item(item.epoch, kept))
+    gone = sorted({u.path for i in position.items for u in i.units if u not in now})
+    return Position(items, position.next_epoch, position.workers), gone

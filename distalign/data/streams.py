@@ -7,13 +7,14 @@ typed tokenisation settings, which the objectives reading it refine (``Objective
 its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
 per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterator over its batches
 (``worker_batches``), which says where it stands (``StreamBatches.state``, saved in every checkpoint, so
-a resume continues there, on any number of workers for the corpus); its data sources' checks; the CPUs its Ray Data tasks take. How rows become
-batches is the ``WorkerData`` a worker passes in: Ray Data in a Ray Train worker, or this process
+a resume continues there, on any number of workers for the corpus); its data sources' checks; the CPUs
+its Ray Data tasks take. How rows become batches is the ``WorkerData`` a worker passes in: Ray Data in a Ray Train worker, or this process
 (tests, debugging), both in ``distalign.preparation.streams``, which runs every stream from here.
 
 Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
-Every stream carries ``row``, the row's position in its epoch: with the epoch and the run seed it
-seeds the row's data-side randomness (``distalign.data.row_random``).
+Every stream carries ``row``, the row's identity: its position in its epoch for a table stream, a hash
+of its place in the corpus files for the corpus. With the epoch and the run seed it seeds the row's
+data-side randomness (``distalign.data.row_random``).
 
 Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
 """
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import logging
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol
 
@@ -30,13 +32,14 @@ import pyarrow as pa
 import torch
 
 from distalign.data.batches import TensorSpec
-from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items
+from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items, within
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
 from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
 from distalign.errors import require
 
-ROW = TensorSpec("row", "int64", "B", "position of the row in its epoch")
+log = logging.getLogger("distalign")
+ROW = TensorSpec("row", "int64", "B", "identity of the row: position in its epoch, or place in the corpus files")
 Batch = dict[str, Any]  # tensor name -> torch.Tensor, as a worker's objectives read it
 
 
@@ -322,8 +325,11 @@ class CorpusSentencesStream(Stream):
         position = Position([], 0, data.workers)
         if saved:
             units, seed, mix_units = data.corpus_units()
-            position = resume_items(units, seed, mix_units, [Position.from_json(s) for s in saved], data.rank,
-                                    data.workers)
+            position, gone = within(resume_items(units, seed, mix_units, [Position.from_json(s) for s in saved],
+                                                 data.rank, data.workers), units)
+            if gone:
+                log.warning("corpus: files changed since the checkpoint, their rows left out of the epoch being "
+                            "resumed: %s", ", ".join(gone))
         return CorpusBatches(data, batch_size, position)
 
     def check_sources(self, data, readers: list[str]) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, resume_items
+from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, resume_items, within
 from distalign.data.streams import STREAMS
 
 MB = 2**20
@@ -116,3 +116,13 @@ def test_positions_round_trip_and_resume_on_as_many_workers_is_the_saved_positio
     assert Position.from_json(position.to_json()) == position
     other = Position([], 1, 2)
     assert resume_items(units, 0, 2, [position, other], 0, 2) is position
+
+
+def test_a_resume_leaves_out_units_of_files_that_changed_since_the_checkpoint():
+    """Units no longer in the listing are left out (a begun item that lost one whole): rows skipped, never repeated."""
+    a, b, c = UNITS[0], UNITS[1], UNITS[2]
+    saved = Position([Item(0, (a, b), skip=5), Item(0, (b, c)), Item(0, (c,), skip=2)], 1, 2)
+    kept, gone = within(saved, [u for u in UNITS if u != b])
+    assert kept == Position([Item(0, (c,)), Item(0, (c,), skip=2)], 1, 2)
+    assert gone == ["b.txt"]
+    assert within(saved, UNITS) == (saved, [])
