@@ -11,14 +11,16 @@ One directory per checkpoint, merged by Ray Train from all ranks:
     deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
     rng_state.{rank}.pt  every rank's random state
     streams.{rank}.json  where every rank's streams stand (``StreamBatches.state``): a resume continues there
-    files.{rank}.json    every rank's files and their sizes, written last (rank 0's also holds the world size):
-                         a checkpoint is complete when every rank's list is there and every file it names
-                         has its size, whatever order the storage received the files in
+    files.{rank}.json    every rank's files with their sizes and CRC-32 checksums, written last (rank 0's also holds
+                         the world size): a checkpoint is complete when every rank's list is there and every
+                         file it names has its size and checksum, whatever order the storage received the
+                         files in (a file corrupted in storage, not only cut short, shows up)
 """
 
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -117,16 +119,26 @@ def restore_objective_state(objectives: torch.nn.ModuleDict, state: dict) -> lis
     return notes
 
 
+def crc32(path: Path) -> int:
+    value = 0
+    with open(path, "rb") as f:
+        while chunk := f.read(2**20):
+            value = zlib.crc32(chunk, value)
+    return value
+
+
 def write_manifest(directory: Path, rank: int, world_size: int) -> None:
-    """List this rank's files in its checkpoint directory with their sizes; call it after everything else."""
-    files = {p.relative_to(directory).as_posix(): p.stat().st_size for p in sorted(directory.rglob("*")) if p.is_file()}
+    """List this rank's files in its checkpoint directory with their sizes and checksums; call it after
+    everything else."""
+    files = {p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "crc32": crc32(p)}
+             for p in sorted(directory.rglob("*")) if p.is_file()}
     manifest = {"files": files, **({"world_size": world_size} if rank == 0 else {})}
     (directory / MANIFEST_FILE.format(rank=rank)).write_text(json.dumps(manifest))
 
 
 def incomplete_files(directory: Path) -> list[str]:
-    """What a merged checkpoint lacks: ranks' file lists, files they name, or files of another size
-    (empty when complete). A checkpoint cut short while it was being written shows up here."""
+    """What a merged checkpoint lacks: ranks' file lists, files they name, or files of another size or checksum
+    (empty when complete). A checkpoint cut short while it was being written, or corrupted since, shows up here."""
     first = directory / MANIFEST_FILE.format(rank=0)
     if not first.is_file():
         return [first.name]
@@ -137,10 +149,13 @@ def incomplete_files(directory: Path) -> list[str]:
         if not manifest.is_file():
             problems.append(manifest.name)
             continue
-        for name, size in json.loads(manifest.read_text())["files"].items():
+        for name, listed in json.loads(manifest.read_text())["files"].items():
+            listed = listed if isinstance(listed, dict) else {"size": listed}  # checkpoints before checksums
             path = directory / name
             if not path.is_file():
                 problems.append(name)
-            elif path.stat().st_size != size:
-                problems.append(f"{name} ({path.stat().st_size} of {size} bytes)")
+            elif path.stat().st_size != listed["size"]:
+                problems.append(f"{name} ({path.stat().st_size} of {listed['size']} bytes)")
+            elif "crc32" in listed and crc32(path) != listed["crc32"]:
+                problems.append(f"{name} (checksum differs: corrupted)")
     return problems

@@ -74,9 +74,9 @@ def test_sense_state_loads_as_plain_tensors(tmp_path):
     assert loaded.keys() == state.state_dict().keys()
 
 
-def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes(tmp_path):
-    """Two ranks write into their own directories, merged into one as Ray Train does; then files go missing
-    or short, as when an upload is cut off."""
+def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes_and_checksums(tmp_path):
+    """Two ranks write into their own directories, merged into one as Ray Train does; then a file is corrupted
+    in place, and files go missing or short, as when an upload is cut off."""
     from distalign.checkpoint import incomplete_files, write_manifest
 
     merged = tmp_path / "merged"
@@ -90,6 +90,9 @@ def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes(tmp
         shutil.copytree(own, merged, dirs_exist_ok=True)
     assert incomplete_files(merged) == []
 
+    (merged / "model" / "model.safetensors").write_text("x" * 99 + "z")  # same size, one byte flipped
+    assert incomplete_files(merged) == ["model/model.safetensors (checksum differs: corrupted)"]
+    (merged / "model" / "model.safetensors").write_text("x" * 100)
     (merged / "files.1.json").unlink()  # rank 1's upload never finished
     assert incomplete_files(merged) == ["files.1.json"]
     shutil.copy(tmp_path / "rank1" / "files.1.json", merged)
