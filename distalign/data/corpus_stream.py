@@ -9,7 +9,8 @@ cut into units from that listing (``corpus_units``, ``distalign.data.corpus_plan
 reads its units itself (``read_unit``: a byte range, a row group, a row range).
 
 Each row leaves as ``text``, ``lang``, ``row`` and ``epoch``. ``row`` is a 63-bit hash of the row's
-place in the corpus (language, file, byte offset of its line or row index), not of its text: it
+place in the corpus (language, source and file index, byte offset of its line or row index), not of
+its text nor of where the file is stored: it
 seeds the row's data-side randomness, so a sentence that occurs many times gets a mask of its own
 each time, and nothing depends on which worker reads it. Malformed rows (a JSON line that does not
 parse, an empty or non-string text) and files that vanished, became unreadable or changed size
@@ -71,6 +72,11 @@ class CorpusStream:
     filesystem: pyarrow.fs.FileSystem | None = None  # None: local paths, or S3 resolved by pyarrow
     ledger: str = ""  # name of the run's SkipLedger actor ("" = a local ledger)
     unit_bytes: int = 4 * 2**20  # largest file unit (``data.corpus_unit_bytes``)
+
+    def place(self, unit: Unit) -> str:
+        """The name of a unit's file that row identities use: its source's and its own index, the same wherever
+        the file is stored (staging copies the files under other names)."""
+        return f"{unit.source}:{self.sources[unit.source].paths.index(unit.path) if unit.path else 0}"
 
     def units(self) -> list[Unit]:
         """The corpus cut into units (``distalign.data.corpus_plan``), the same on every worker and every epoch."""
@@ -176,10 +182,10 @@ def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list
 # Rows
 
 
-def row_keys(lang: str, path: str, positions: list[int]) -> np.ndarray:
-    """63-bit hashes of rows' places in the corpus (language, file, byte offset or row index): the seed of
-    a row's randomness, and what the ledger counts a bad row by."""
-    return np.array([int.from_bytes(hashlib.blake2b(f"{lang}\t{path}\t{at}".encode(), digest_size=8).digest(),
+def row_keys(lang: str, place: str, positions: list[int]) -> np.ndarray:
+    """63-bit hashes of rows' places in the corpus (language, file's ``CorpusStream.place``, byte offset or row
+    index): the seed of a row's randomness, and what the ledger counts a bad row by."""
+    return np.array([int.from_bytes(hashlib.blake2b(f"{lang}\t{place}\t{at}".encode(), digest_size=8).digest(),
                                     "little") >> 1 for at in positions], dtype=np.int64)
 
 
@@ -287,7 +293,7 @@ def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -
             data = data.select(range(unit.start, unit.end))
         raw = [row[source.text_field] for row in data]
         positions = list(range(unit.start, unit.start + len(raw)))
-        return parse_rows(raw, row_keys(source.lang, source.hf_dataset, positions), source, source.hf_dataset,
+        return parse_rows(raw, row_keys(source.lang, stream.place(unit), positions), source, source.hf_dataset,
                           epoch, ledger.record_rows, seed)
     fs, inner = filesystem_for(unit.path, stream.filesystem)
     listed = source.sizes[source.paths.index(unit.path)]
@@ -308,7 +314,7 @@ def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -
     if why:
         ledger.record_file(unit.path, why)
         return parse_rows([], np.zeros(0, dtype=np.int64), source, unit.path, epoch, ledger.record_rows, seed)
-    return parse_rows(raw, row_keys(source.lang, unit.path, positions), source, unit.path, epoch,
+    return parse_rows(raw, row_keys(source.lang, stream.place(unit), positions), source, unit.path, epoch,
                       ledger.record_rows, seed)
 
 

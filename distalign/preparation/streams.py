@@ -188,7 +188,7 @@ def item_sequences(item: Item, index: int, corpus: CorpusStream, job: StreamBatc
         parts = [{k: v[:0] for k, v in build_stream_batch(probe, job).items()}]
     out = _concat(parts)
     first = item.units[0]
-    item_seed = int(row_keys(str(first.source), first.path, [first.start])[0])
+    item_seed = int(row_keys("", corpus.place(first), [first.start])[0])
     order = np.random.default_rng([job.seed, item.epoch, item_seed]).permutation(len(out["row"]))[item.skip:]
     return {**{k: v[order] for k, v in out.items()}, "item": np.full(len(order), index, dtype=np.int64)}
 

@@ -45,8 +45,8 @@ def test_directories_globs_and_kinds_are_listed_and_read(tmp_path):
     assert sorted((lang, text) for lang, text, _ in rows) == sorted([
         ("en", "the cat sleeps"), ("en", "the dog runs"), ("en", "a bird sings"), ("de", "ein hund"),
         ("de", "eine katze"), ("fr", "un chat"), ("fr", "un chien")])
-    # each row's key is the hash of its place: language, file, byte offset of its line (the seed of its mask)
-    assert ("en", "the dog runs", row_keys("en", str(root / "txt" / "a.txt"), [16])[0]) in rows
+    # each row's key is the hash of its place: language, source 0's file 0, byte offset of its line (its mask seed)
+    assert ("en", "the dog runs", row_keys("en", "0:0", [16])[0]) in rows
     reports = {r.path: r for r in ledger.reports()}
     jsonl, parquet = str(root / "jsonl" / "c.jsonl"), str(root / "pq" / "d.parquet")
     assert reports[jsonl].malformed == 2 and "abgeschnit" in reports[jsonl].examples[0]

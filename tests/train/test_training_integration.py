@@ -20,6 +20,7 @@ from distalign.config import load_config
 from distalign.data.corpus_plan import Position
 from distalign.data.corpus_stream import read_rows
 from distalign.preparation.inputs import prepare_data
+from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import corpus_feed, item_sequences, local_streams
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
@@ -129,9 +130,9 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     assert json.loads((checkpoint / "trainer_state.json").read_text())["step"] == 10
     assert second.checkpoint != first.checkpoint
 
-    # The same batches in this process: 3 per worker of the first run, 7 on the one worker after the resume. The
-    # cluster's workers ended where these did, so they trained these rows.
-    prepared = prepare_data(resumed_config)
+    # The same batches in this process, from the staged corpus on S3: 3 per worker of the first run, 7 on the one
+    # worker after the resume. The cluster's workers ended where these did, so they trained these rows.
+    prepared = stage_inputs(prepare_data(resumed_config), resumed_config)
     old = [local_streams(prepared, config, rank=rank, workers=2)["corpus"] for rank in range(2)]
     trained = [int(row) for stream in old for batch in take(stream, 3) for row in batch["row"]]
     resumed = local_streams(prepared, resumed_config, {"corpus": [stream.state() for stream in old]})["corpus"]
