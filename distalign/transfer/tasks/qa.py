@@ -6,7 +6,7 @@ A long context is cut into several features (windows of ``max_length`` tokens, q
 trained to point at the CLS token. At test time every feature proposes its best span (of the ``N_BEST`` best
 starts x ends: inside the context, end >= start, at most ``MAX_ANSWER_TOKENS`` tokens; score = start + end
 logit), the example's answer is the best over its features, and its text is cut from the context by the
-tokens' character offsets.
+tokens' character offsets (where XTREME's run_squad.py maps the tokens back to whitespace-split words).
 
 Data (``data_source``): the source language's ``train`` and ``validation`` are SQuAD v1.1's (Hub ``squad``,
 or ``<data_dir>/squad/en/``); the test sets come from each task's data set.
@@ -204,14 +204,14 @@ class QATask(TransferTask):
     @classmethod
     def predictions(cls, logits, labels, features) -> list[tuple[tuple, tuple]]:
         """((example, gold answers, lang), (score, answer text)) per feature; score -inf where no span is valid."""
-        values = logits.float().cpu().numpy()
+        values = logits.detach().float().cpu().numpy()
         out = []
         for row, f in zip(values, features):
             n = len(f["input_ids"])
             span = cls.best_span(row[0, :n], row[1, :n], f["offsets"])
             answers, lang = f["gold"]
             predicted = (float("-inf"), "") if span is None else \
-                (span[0], f["context"][f["offsets"][span[1], 0]:f["offsets"][span[2], 1]])
+                (span[0], f["context"][f["offsets"][span[1], 0]:f["offsets"][span[2], 1]].strip())
             out.append(((f["example"], answers, lang), predicted))
         return out
 
