@@ -14,6 +14,7 @@ from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.qa import MAX_ANSWER_TOKENS, MLQATask, QAExample, QATask, TyDiQATask, XQuADTask
 from qa_data import answer_of, rows, save_qa, squad_json
+from tiny_tokenizers import wordpiece_tokenizer
 from transfer_data import LEXICON, tiny_model
 
 MAX_LENGTH, STRIDE = 24, 4  # windows of 24 tokens, 4 context tokens apart: most contexts take several
@@ -167,6 +168,29 @@ def test_the_loss_sees_the_answers_tokens_or_cls(setup, short_windows, gloo_grou
                 assert tokenizer.decode(row[start:end + 1]).strip() == answer and answer in window
                 answered += 1
     assert 0 < answered < sum(len(labels) for _, labels in seen)  # windows with and without the answer
+
+
+def test_mbert_layout_segments_and_offsets(short_windows):
+    """[CLS] question [SEP] context [SEP]: offsets on the context's tokens only (-1 elsewhere), the answer's characters
+    exactly (WordPiece offsets leave out spaces), CLS where a window lacks it."""
+    context = "Anna sees Berlin, and Peter likes Paris. Maria visits Rome today."
+    tokenizer = wordpiece_tokenizer([context, "who likes paris"] * 20, vocab_size=60)
+    example = QAExample("q", "Who likes Paris?", context, ("Peter",), (context.index("Peter"),), "en")
+    windows = XQuADTask.encode([example], tokenizer, 16)
+    assert len(windows) > 2
+    holding = 0
+    for f in windows:
+        context_tokens = np.flatnonzero(f["offsets"][:, 0] >= 0)
+        ids = f["input_ids"]
+        assert context_tokens.tolist() == list(range(ids.index(tokenizer.sep_token_id) + 1, len(ids) - 1))
+        start, end = f["labels"]
+        window = context[f["offsets"][context_tokens[0], 0]:f["offsets"][context_tokens[-1], 1]]
+        if "Peter" in window:
+            assert context[f["offsets"][start, 0]:f["offsets"][end, 1]] == "Peter"
+            holding += 1
+        else:
+            assert (start, end) == (0, 0) and f["input_ids"][0] == tokenizer.cls_token_id
+    assert 0 < holding < len(windows)
 
 
 def test_the_best_span_over_an_examples_windows(setup, short_windows):
