@@ -235,3 +235,21 @@ def test_a_tiny_fine_tune_scores_each_language(setup, short_windows, gloo_group)
     assert set(result["test"]) == {"en", "de"}
     for scores in result["test"].values():
         assert set(scores) == {"em", "f1"} and 0 <= scores["em"] <= scores["f1"] <= 1
+
+
+def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_windows):
+    """The driver's preparation (no Ray): SQuAD's train and dev sets, XQuAD's test sets; no XQuAD dev set to select on."""
+    from distalign.eval.runner import resolve_model
+    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
+
+    data_dir, model, tokenizer = setup
+    spec = TransferSpec(model=model, tasks=("xquad",), data_dir=str(data_dir), languages=("de",),
+                        finetune=FineTuneOverrides(batch_size=8, max_length=MAX_LENGTH))
+    [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
+    expected = task_data(data_dir, tokenizer)
+    assert len(prepared.data.train) == len(expected.train) > 16  # 16 questions, several windows each
+    assert {lang: len(f) for lang, f in prepared.data.test.items()} == {lang: len(f) for lang, f in expected.test.items()}
+    assert list(prepared.data.dev) == ["en"] and prepared.settings.lr == 3e-5 and prepared.settings.epochs == 3
+    spec.select_on = "target"
+    with pytest.raises(InputError, match="xquad: de has no validation set"):
+        prepare(spec, resolve_model(None, model), progress=lambda *_: None)
