@@ -1,6 +1,7 @@
 """The labelled data of a transfer task, read and checked on the driver before any Ray work.
 
-For (task, language, split) the first of these that exists is read:
+For (task, language, split) the first of these that exists is read (``<task>`` and the Hub data set, config and
+split as the task's ``data_source`` says: QA's source language reads SQuAD from ``<data_dir>/squad/en/``):
 
 1. ``<data_dir>/<task>/<lang>/``, a ``DatasetDict.save_to_disk`` folder in the Hub schema
    (``datasets.load_from_disk``; splits ``train``, ``validation``, ``test``);
