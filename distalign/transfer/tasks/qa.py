@@ -143,44 +143,50 @@ class QATask(TransferTask):
 
     @classmethod
     def encode(cls, examples: list[QAExample], tokenizer, max_length: int) -> list[dict]:
-        """One feature per window of each example: ``labels`` = [start, end] token of the first gold answer, or
-        [CLS, CLS] where the window does not hold it; ``offsets`` [T, 2]: each context token's characters
-        (-1 elsewhere); ``example`` (its index in ``examples``), ``gold`` and ``context`` for scoring."""
+        """One feature per window of each example, in order: ``labels`` = [start, end] token of the first gold
+        answer, or [CLS, CLS] where the window does not hold it; ``offsets`` [T, 2]: each context token's
+        characters (-1 elsewhere); ``example`` (its index in ``examples``), ``gold`` and ``context`` for scoring."""
         query_tokens = min(MAX_QUERY_TOKENS, max_length // 2)  # a tiny max_length keeps half for the context
         specials = tokenizer.num_special_tokens_to_add(pair=True)
-        features = []
+        questions = tokenizer([e.question for e in examples], add_special_tokens=False, return_offsets_mapping=True)
+        # The tokenizer's stride is the overlap of two windows: what is left of a window after doc_stride. It
+        # depends on the question's length, so the examples are tokenised in batches of equal overlap.
+        by_overlap: dict[int, list[tuple[int, str]]] = {}
         for index, e in enumerate(examples):
-            question = tokenizer(e.question, add_special_tokens=False, return_offsets_mapping=True)
-            if len(question["input_ids"]) > query_tokens:  # cut the text after the last token kept
-                question_text = e.question[:question["offset_mapping"][query_tokens - 1][1]]
-                room = max_length - query_tokens - specials
-            else:
-                question_text, room = e.question, max_length - len(question["input_ids"]) - specials
-            # the tokenizer's stride is the overlap of two windows: what is left of a window after doc_stride
-            encoded = tokenizer(question_text, e.context, truncation="only_second", max_length=max_length,
-                                stride=max(room - cls.doc_stride, 0), return_overflowing_tokens=True,
-                                return_offsets_mapping=True)
-            answer_start = e.starts[0]
-            answer_end = answer_start + len(e.answers[0])
-            for window in range(len(encoded["input_ids"])):
-                ids = encoded["input_ids"][window]
-                sequence = encoded.sequence_ids(window)
-                offsets = np.full((len(ids), 2), -1, dtype=np.int32)
-                context = [i for i, s in enumerate(sequence) if s == 1]
-                for i in context:
-                    offsets[i] = encoded["offset_mapping"][window][i]
-                cls_index = ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0
-                if offsets[context[0], 0] <= answer_start and offsets[context[-1], 1] >= answer_end:
-                    start = max(i for i in context if offsets[i, 0] <= answer_start)
-                    end = min(i for i in context if offsets[i, 1] >= answer_end)
-                    labels = [start, end]
-                else:
-                    labels = [cls_index, cls_index]
-                feature = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids")
-                           if key in encoded}
-                features.append({**feature, "labels": labels, "offsets": offsets, "example": index,
-                                 "gold": (e.answers, e.lang), "context": e.context})
-        return features
+            length = len(questions["input_ids"][index])
+            text = e.question
+            if length > query_tokens:  # cut the text after the last token kept
+                text, length = e.question[:questions["offset_mapping"][index][query_tokens - 1][1]], query_tokens
+            overlap = max(max_length - length - specials - cls.doc_stride, 0)
+            by_overlap.setdefault(overlap, []).append((index, text))
+        windows: dict[int, list[dict]] = {}
+        for overlap, members in by_overlap.items():
+            encoded = tokenizer([text for _, text in members], [examples[i].context for i, _ in members],
+                                truncation="only_second", max_length=max_length, stride=overlap,
+                                return_overflowing_tokens=True, return_offsets_mapping=True)
+            for window, member in enumerate(encoded["overflow_to_sample_mapping"]):
+                index = members[member][0]
+                windows.setdefault(index, []).append(cls.window(encoded, window, examples[index], index, tokenizer))
+        return [feature for index in range(len(examples)) for feature in windows[index]]
+
+    @classmethod
+    def window(cls, encoded, window: int, e: QAExample, index: int, tokenizer) -> dict:
+        """The feature of one window of ``encoded`` (the tokenizer's output), example ``e`` at ``index``."""
+        ids = encoded["input_ids"][window]
+        in_context = np.array([s == 1 for s in encoded.sequence_ids(window)])
+        offsets = np.where(in_context[:, None], np.asarray(encoded["offset_mapping"][window], dtype=np.int32), -1)
+        context = np.flatnonzero(in_context)  # the window's context tokens, in order
+        answer_start = e.starts[0]
+        answer_end = answer_start + len(e.answers[0])
+        if offsets[context[0], 0] <= answer_start and offsets[context[-1], 1] >= answer_end:
+            # the last token starting at or before the answer, the first ending at or after it
+            labels = [int(context[offsets[context, 0] <= answer_start][-1]),
+                      int(context[offsets[context, 1] >= answer_end][0])]
+        else:
+            labels = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0] * 2
+        inputs = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
+        return {**inputs, "labels": labels, "offsets": offsets, "example": index, "gold": (e.answers, e.lang),
+                "context": e.context}
 
     @classmethod
     def logits(cls, outputs) -> torch.Tensor:
