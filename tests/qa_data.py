@@ -100,5 +100,6 @@ def squad_json(path: Path, data: dict[str, list]) -> Path:
         {"text": t, "answer_start": s} for t, s in zip(a["text"], a["answer_start"])]}]}
         for id_, context, q, a in zip(data["id"], data["context"], data["question"], data["answers"])]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8")
+    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}),
+                    encoding="utf-8")
     return path

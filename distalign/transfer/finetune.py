@@ -61,8 +61,8 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
 
 
 def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them); ``labels`` [B] (pairs),
-    [B, T] padded with ``IGNORE`` (tokens) or [B, 2] (QA's start and end)."""
+    """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them);
+    ``labels`` [B] (pairs), [B, T] padded with ``IGNORE`` (tokens) or [B, 2] (QA's start and end)."""
 
     def padded(key: str, value: int) -> torch.Tensor:
         length = max(len(f[key]) for f in features)

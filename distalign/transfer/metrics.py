@@ -74,7 +74,8 @@ CJK = re.compile("[\u4e00-\u9fa5]")
 def mlqa_punctuation() -> frozenset[str]:
     """MLQA's: every Unicode punctuation character (categories P*) and the ASCII set (which adds $ + < ^ ...);
     built on first use (a pass over all code points)."""
-    return SQUAD_PUNCTUATION | {chr(i) for i in range(sys.maxunicode + 1) if unicodedata.category(chr(i)).startswith("P")}
+    return SQUAD_PUNCTUATION | {chr(i) for i in range(sys.maxunicode + 1)
+                                if unicodedata.category(chr(i)).startswith("P")}
 
 
 def _mixed_segmentation(text: str) -> list[str]:

@@ -41,7 +41,7 @@ def test_mlqa_scores_follow_each_languages_rules():
     assert qa_scores([["Hund"]], ["der Hund"]) == pytest.approx({"em": 0.0, "f1": 2 / 3})
     assert qa_scores([["casa"]], ["la casa"], "es")["em"] == 1.0
     assert qa_scores([["كتاب"]], ["الكتاب"], "ar")["em"] == 1.0  # the article al- goes
-    # Chinese: one token per character: [北 京 大 学] vs [北 京]: P 1/2, R 1, F1 2/3; as one SQuAD token, nothing shared
+    # Chinese: a token per character: [北 京 大 学] vs [北 京]: P 1/2, R 1, F1 2/3; as one SQuAD token, none shared
     assert qa_scores([["北京"]], ["北京大学。"], "zh") == pytest.approx({"em": 0.0, "f1": 2 / 3})
     assert qa_scores([["北京"]], ["北京大学"]) == {"em": 0.0, "f1": 0.0}
     with pytest.raises(ValueError, match="no rules for language 'fr'"):
@@ -137,7 +137,8 @@ def features(data_dir, tokenizer, lang, split):
 
 
 def task_data(data_dir, tokenizer):
-    return TaskData(features(data_dir, tokenizer, "en", "train"), {"en": features(data_dir, tokenizer, "en", "validation")},
+    return TaskData(features(data_dir, tokenizer, "en", "train"),
+                    {"en": features(data_dir, tokenizer, "en", "validation")},
                     {lang: features(data_dir, tokenizer, lang, "test") for lang in ("en", "de")})
 
 
@@ -231,7 +232,8 @@ def test_the_best_span_over_an_examples_windows(setup, short_windows):
 
 
 def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_windows):
-    """The driver's preparation (no Ray): SQuAD's train and dev sets, XQuAD's test sets; no XQuAD dev set to select on."""
+    """The driver's preparation (no Ray): SQuAD's train and dev sets, XQuAD's test sets; no XQuAD dev set to
+    select on."""
     from distalign.eval.runner import resolve_model
     from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
 
@@ -241,7 +243,8 @@ def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_
     [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
     expected = task_data(data_dir, tokenizer)
     assert len(prepared.data.train) == len(expected.train) > 16  # 16 questions, several windows each
-    assert {lang: len(f) for lang, f in prepared.data.test.items()} == {lang: len(f) for lang, f in expected.test.items()}
+    assert {lang: len(f) for lang, f in prepared.data.test.items()} == \
+        {lang: len(f) for lang, f in expected.test.items()}
     assert list(prepared.data.dev) == ["en"] and prepared.settings.lr == 3e-5 and prepared.settings.epochs == 3
     spec.select_on = "target"
     with pytest.raises(InputError, match="xquad: de has no validation set"):

@@ -184,7 +184,8 @@ class QATask(TransferTask):
                       int(context[offsets[context, 1] >= answer_end][0])]
         else:
             labels = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0] * 2
-        inputs = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded}
+        inputs = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids")
+                  if key in encoded}
         return {**inputs, "labels": labels, "offsets": offsets, "example": index, "gold": (e.answers, e.lang),
                 "context": e.context}
 
@@ -195,7 +196,8 @@ class QATask(TransferTask):
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=1)
 
     @classmethod
-    def best_span(cls, start_logits: np.ndarray, end_logits: np.ndarray, offsets: np.ndarray) -> tuple[float, int, int] | None:
+    def best_span(cls, start_logits: np.ndarray, end_logits: np.ndarray,
+                  offsets: np.ndarray) -> tuple[float, int, int] | None:
         """(score, start, end) of the best valid span among the ``N_BEST`` best starts x ends, None if none is valid."""
         best = None
         for start in np.argsort(-start_logits, kind="stable")[:N_BEST]:
