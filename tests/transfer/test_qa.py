@@ -41,7 +41,7 @@ def test_mlqa_scores_follow_each_languages_rules():
     assert qa_scores([["Hund"]], ["der Hund"]) == pytest.approx({"em": 0.0, "f1": 2 / 3})
     assert qa_scores([["casa"]], ["la casa"], "es")["em"] == 1.0
     assert qa_scores([["كتاب"]], ["الكتاب"], "ar")["em"] == 1.0  # the article al- goes
-    # Chinese: a token per character: [北 京 大 学] vs [北 京]: P 1/2, R 1, F1 2/3; as one SQuAD token, none shared
+    # Chinese: a token per character: [北 京 大 学] vs [北 京]: P 1/2, R 1, F1 2/3; one SQuAD token: none shared
     assert qa_scores([["北京"]], ["北京大学。"], "zh") == pytest.approx({"em": 0.0, "f1": 2 / 3})
     assert qa_scores([["北京"]], ["北京大学"]) == {"em": 0.0, "f1": 0.0}
     with pytest.raises(ValueError, match="no rules for language 'fr'"):
