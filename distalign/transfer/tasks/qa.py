@@ -37,7 +37,6 @@ XTREME_QA = FineTuneSettings(3e-5, 32, 3, 384, "XTREME scripts/train_qa.sh (comm
 MAX_QUERY_TOKENS = 64  # run_squad.py --max_query_length: longer questions are cut
 N_BEST = 20  # --n_best_size: the best starts and ends looked at per feature
 MAX_ANSWER_TOKENS = 30  # --max_answer_length, in subword tokens
-SQUAD = DataSource("squad", "squad", "plain_text", "")  # the training set's data set (split filled in)
 
 
 @dataclass(frozen=True)
@@ -71,7 +70,7 @@ class QATask(TransferTask):
     @classmethod
     def data_source(cls, lang: str, split: str, configs: dict[str, str]) -> DataSource:
         if lang == "en" and split in ("train", "validation"):  # XTREME: SQuAD v1.1's train and dev sets
-            return DataSource(SQUAD.folder, SQUAD.hub_name, SQUAD.hub_config, split)
+            return DataSource("squad", "squad", "plain_text", split)
         hub_split = cls.test_split if split == "test" else split
         if split != "test" and hub_split == cls.test_split:
             raise InputError(f"{cls.name}: {lang} has no {split} set (the Hub's {hub_split!r} split is its test set); "
@@ -80,18 +79,20 @@ class QATask(TransferTask):
 
     @classmethod
     def check(cls, context, question, answers: list, starts: list) -> str:
-        """Why a question cannot be used ("" if it can)."""
+        """Why a question cannot be used ("" if it can). The first answer is the training label: its
+        ``answer_start`` must point at its text; the others are scored by their text alone."""
         if not isinstance(context, str) or not context.strip():
             return "empty context"
         if not isinstance(question, str) or not question.strip():
             return "empty question"
         if not answers or len(answers) != len(starts):
             return f"{len(answers)} answer texts but {len(starts)} answer starts" if answers else "no answer"
-        for text, start in zip(answers, starts):
-            if not isinstance(start, int) or not isinstance(text, str) or context[start:start + len(text)] != text \
-                    or not text.strip():
-                found = context[start:start + len(text)] if isinstance(start, int) and isinstance(text, str) else None
-                return f"answer {text!r} is not at answer_start {start!r} of the context (found {found!r})"
+        if any(not isinstance(text, str) or not text.strip() for text in answers):
+            return f"an empty answer text among {answers!r}"
+        text, start = answers[0], starts[0]
+        if not isinstance(start, int) or context[start:start + len(text)] != text:
+            found = context[start:start + len(text)] if isinstance(start, int) else None
+            return f"answer {text!r} is not at answer_start {start!r} of the context (found {found!r})"
         return ""
 
     @classmethod
