@@ -56,7 +56,8 @@ class FineTuneJob:
 
 
 def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over the labelled positions (a pair's one label; a word's first subword), ``IGNORE`` left out."""
+    """Cross-entropy over the labelled positions (a pair's one label; a word's first subword; QA's start and end,
+    each over the tokens), ``IGNORE`` left out."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 

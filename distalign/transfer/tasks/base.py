@@ -1,6 +1,6 @@
 """What a transfer task plugin is: one class per task family, one subclass per benchmark.
 
-A family (``SentencePairTask``, ``TokenTask``) owns how its examples are read from the Hub schema
+A family (``SentencePairTask``, ``TokenTask``, ``QATask``) owns how its examples are read from the Hub schema
 and from plain files, how they become model inputs (``encode``), which Hugging Face head it
 fine-tunes (``model_class``), how logits become per-example predictions and how those are scored.
 A task (``XNLITask``, ``WikiANNTask``, ...) sets its name, its Hub data set, its labels, its main
