@@ -342,7 +342,7 @@ def add_transfer_arguments(parser) -> None:
     parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.runner.TransferSpec)")
     parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
     parser.add_argument("--data-dir", help="<data-dir>/<task>/<lang>/: a save_to_disk folder, or train/dev/test "
-                                           "files (.tsv pairs, .conll NER, .conllu POS)")
+                                           "files (.tsv pairs, .conll NER, .conllu POS, .json QA)")
     parser.add_argument("--hub", action="store_true", default=None,
                         help="load what --data-dir lacks from the Hugging Face Hub (needs internet)")
     parser.add_argument("--hub-config", action="append", metavar="TASK:LANG=CONFIG",
