@@ -80,8 +80,9 @@ def synthetic_transfer_command(config, checkpoint: str) -> str:
 
 def _tune(args) -> int:
     from distalign.tuning import run_study
+    from distalign.tuning.bench_study import is_bench_study, run_bench_study
 
-    run_study(args.study, args.overrides)
+    (run_bench_study if is_bench_study(args.study) else run_study)(args.study, args.overrides)
     return 0
 
 

@@ -25,6 +25,13 @@ PAPER_TABLE3 = {
     for t, (xnli, pos) in zip(("translit", "translit_inv", "translit_syn"), rows)
     for task, value in (("pawsx", xnli), ("xnli", xnli), ("udpos", pos))
 }
+# ALIGN-MLM's Table 1 (XLM, Trans + Inv, parallel sentences relative to MLM's) and Tables 4 / 5 (DICT-MLM vs
+# ALIGN-MLM by dictionary share, Trans + Inv / Trans + Syn): Δ x 100 on XNLI and POS
+PAPER_PARALLEL = "ALIGN-MLM Table 1 (XLM, Trans + Inv; share: Δ XNLI, Δ POS): 1 %: 16.1, 28.1; 10 %: 9.5, 31.5; " \
+                 "25 %: 8.2, 33.2; 100 %: 9.8, 35.1; ALIGN-MLM (no parallel data): 6.7, 3.0"
+PAPER_DICTIONARY = "ALIGN-MLM Tables 4 / 5 (dictionary share: Δ XNLI DICT, ALIGN; Δ POS DICT, ALIGN): Trans + Inv " \
+                   "25 %: 9.2, 6.7; 19.0, 3.0; 50 %: 6.0, 5.7; 3.4, 1.5. Trans + Syn 25 %: 2.2, 3.6; 1.0, 0.8; " \
+                   "50 %: 2.9, 1.6; 0.9, 0.7"
 CELL = ["transformation", "objective"]
 ORDER_CHANGING = ("translit_inv", "translit_perm")
 
@@ -111,6 +118,11 @@ def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, 
                  f"({len(checks) - len(failed)} of {len(checks)} checks)" + "".join(
                      f"\n  - {'ok' if holds else 'FAILS'}: {claim}" for claim, holds in checks))
     return "\n".join(lines) + "\n"
+
+
+def paper_tables(varied: list[str]) -> str:
+    """The paper's rows for a study varying ``parallel_share`` or ``dictionary_share``."""
+    return "\n".join([PAPER_PARALLEL] * ("parallel_share" in varied) + [PAPER_DICTIONARY] * ("dictionary_share" in varied))
 
 
 def scatter(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, float]], path: Path) -> Path:

@@ -4,6 +4,7 @@ their labels, and the Δ / Spearman / shape bookkeeping against hand computation
 from __future__ import annotations
 
 import math
+from pathlib import Path
 import random
 
 import pandas as pd
@@ -150,3 +151,28 @@ def test_the_world_sentences_are_covered_by_the_transliteration(world):
     assert len(texts) == 3 * 12 + 3 * 12 * 2
     translit = Transliteration.for_text(texts)
     assert all(translit.sentence(t) for t in random.Random(0).sample(texts, 5))
+
+
+def test_bench_studies_load_one_bench_per_grid_point_and_name_bad_keys(tmp_path, monkeypatch):
+    from distalign.config import ConfigError
+    from distalign.tuning.bench_study import is_bench_study, load_bench_study, study_cells
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    studies = Path(__file__).resolve().parents[2] / "jobs" / "studies"
+    study, specs, points = load_bench_study(studies / "align_mlm_table1.yaml")
+    assert is_bench_study(studies / "align_mlm_table1.yaml") and not is_bench_study(studies / "quickstart.yaml")
+    assert len(specs) == 12 and sorted({s.parallel_share for s in specs.values()}) == [0, 0.1, 0.5, 1.0]
+    assert {s.train_seed for s in specs.values()} == {0, 1, 2} and len({s.output_dir for s in specs.values()}) == 12
+    _, specs, _ = load_bench_study(studies / "align_mlm_table2.yaml")
+    assert {(s.objectives, s.dictionary_share) for s in specs.values()} == \
+        {(o, d) for o in (("dict",), ("align",)) for d in (0.25, 0.5)}
+    with pytest.raises(ConfigError, match=r"grid\.dictionary_size"):
+        load_bench_study(studies / "align_mlm_table2_tiny.yaml", ["grid={dictionary_size: [1]}"])
+    with pytest.raises(ConfigError, match=r"bench\.parallel_share"):
+        load_bench_study(studies / "align_mlm_table1_tiny.yaml", ['grid={parallel_share: ["lots"]}'])
+    rows = pd.DataFrame([{"transformation": "translit_inv", "objective": "xlm", "seed": s, "train_seed": s,
+                          "parallel_share": p, "alignment": a, "source_x": 1.0, "target_x": 1.0, "delta_x": 0.0}
+                         for s, p, a in ((0, 0.1, 1.0), (1, 0.1, 3.0), (0, 1.0, 5.0))])
+    cells = study_cells(rows, ["parallel_share", "train_seed"], ["x"])
+    assert list(cells["objective"]) == ["xlm parallel_share=0.1", "xlm parallel_share=1.0"]
+    assert list(cells["alignment"]) == [2.0, 5.0] and list(cells["seeds"]) == [2, 1]
