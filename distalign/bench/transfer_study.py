@@ -113,6 +113,8 @@ def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, 
         value, p = rho[task]
         lines.append(f"- Spearman ρ(alignment, −Δ {task}) over {len(cells)} cells: {value:.3f} (p = {p:.3g}); "
                      f"paper ({name}): {paper:.3f}")
+    lines.append("- ALIGN-MLM App. E, across its 4 objectives x 3 transformations: ρ_s = 0.727 XNLI, 0.781 NER, "
+                 "0.734 POS (each p < .01)")
     failed = [claim for claim, holds in checks if not holds]
     lines.append(f"- Expected shape: {'holds' if not failed else 'DOES NOT HOLD'} "
                  f"({len(checks) - len(failed)} of {len(checks)} checks)" + "".join(
