@@ -78,10 +78,15 @@ def correlations(cells: pd.DataFrame, tasks: list[str]) -> dict[str, tuple[float
 
 def shape_checks(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, float]]) -> list[tuple[str, bool]]:
     """ALIGN-MLM's findings as (claim, holds): under inversion and permutation ALIGN-MLM loses no more than MLM
-    and XLM (Δ_align ≤ Δ_other, cell means), and ρ(alignment, −Δ) > 0. Claims whose cells were not run are left out."""
+    and XLM (Δ_align ≤ Δ_other, cell means), and ρ(alignment, −Δ) > 0. Claims whose cells were not run are left out;
+    a task with the same Δ in every cell (not learnt) fails as such instead of passing every comparison."""
     delta = {(r.transformation, r.objective): r for r in cells.itertuples()}
     checks = []
     for task in tasks:
+        if len(cells) > 1 and cells[delta_column(task)].nunique() == 1:  # e.g. source and target both at chance
+            checks.append((f"{task}: Δ is {cells[delta_column(task)].iloc[0]:.1f} in every cell (source "
+                           f"{cells[f'source_{task}'].mean():.1f}): nothing learnt to transfer, no comparison", False))
+            continue
         for t in ORDER_CHANGING:
             for other in ("mlm", "xlm"):
                 if (t, "align") in delta and (t, other) in delta:

@@ -137,6 +137,13 @@ def test_cell_means_spearman_and_shape_by_hand():
     assert "| translit_inv | mlm | 2 | 2.0 ± 1.4 |" in text and "38.5 |" in text  # the paper's POS Δ beside
 
 
+def test_a_task_with_the_same_delta_everywhere_fails_the_shape_instead_of_passing_it():
+    cells = pd.DataFrame([(t, o, 1, 5.0, 0.0, 50.0) for t in ("translit_inv", "translit_perm") for o in ("mlm", "align")],
+                         columns=["transformation", "objective", "seeds", "alignment", "delta_pawsx", "source_pawsx"])
+    checks = shape_checks(cells, ["pawsx"], {"pawsx": (float("nan"), float("nan"))})
+    assert checks == [("pawsx: Δ is 0.0 in every cell (source 50.0): nothing learnt to transfer, no comparison", False)]
+
+
 def test_too_few_cells_give_no_correlation():
     cells = cell_means(pd.DataFrame([("translit", "mlm", 0, 1.0, 2.0)], columns=["transformation", "objective",
                                                                                  "seed", "alignment", "delta_x"]),
