@@ -172,7 +172,7 @@ def test_bench_studies_load_one_bench_per_grid_point_and_name_bad_keys(tmp_path,
     assert {s.train_seed for s in specs.values()} == {0, 1, 2} and len({s.output_dir for s in specs.values()}) == 12
     _, specs, _ = load_bench_study(studies / "align_mlm_table2.yaml")
     assert {(s.objectives, s.dictionary_share) for s in specs.values()} == \
-        {(o, d) for o in (("dict",), ("align",)) for d in (0.25, 0.5)}
+        {(o, d) for o in (("dict_mlm",), ("align",)) for d in (0.25, 0.5)}
     with pytest.raises(ConfigError, match=r"grid\.dictionary_size"):
         load_bench_study(studies / "align_mlm_table2_tiny.yaml", ["grid={dictionary_size: [1]}"])
     with pytest.raises(ConfigError, match=r"bench\.parallel_share"):
