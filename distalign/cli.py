@@ -80,8 +80,9 @@ def synthetic_transfer_command(config, checkpoint: str) -> str:
 
 def _tune(args) -> int:
     from distalign.tuning import run_study
+    from distalign.tuning.bench_study import is_bench_study, run_bench_study
 
-    run_study(args.study, args.overrides)
+    (run_bench_study if is_bench_study(args.study) else run_study)(args.study, args.overrides)
     return 0
 
 
@@ -143,7 +144,9 @@ def _bench_synthetic(args) -> int:
 
     run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
-                        args.seed, args.output_dir, args.overrides, args.syntax_target))
+                        args.seed, args.output_dir, args.overrides, args.syntax_target, args.seeds, args.train_seed,
+                        args.parallel_share, tuple(filter(None, args.transfer_tasks.split(","))), args.transfer_data,
+                        args.transfer_lang, args.world, args.world_concepts))
     return 0
 
 
@@ -312,6 +315,21 @@ def _add_bench_command(sub) -> None:
     synthetic.add_argument("--eval-words", type=int, default=300, help="dictionary words held out for evaluation")
     synthetic.add_argument("--min-count", type=int, default=3, help="rarer words get no dictionary entry")
     synthetic.add_argument("--seed", type=int, default=0)
+    synthetic.add_argument("--seeds", type=int, default=1, help="pre-training (and fine-tuning) runs per cell, "
+                           "seeds --train-seed, +1, ...: mean ± std (ALIGN-MLM's table: 3 or more)")
+    synthetic.add_argument("--train-seed", type=int, default=None, help="the first cell seed (default --seed)")
+    synthetic.add_argument("--parallel-share", type=float, default=None,
+                           help="xlm: TLM's pairs as a share of the base corpus, 0-1 (ALIGN-MLM Table 1; 0 = MLM "
+                                "alone; default every sentence's twin)")
+    synthetic.add_argument("--transfer-tasks", default="", help="measure transfer (Δ, Spearman ρ): comma list of "
+                           "udpos, pawsx, xnli, read from --transfer-data in --transfer-lang (default with --world: "
+                           "udpos,pawsx)")
+    synthetic.add_argument("--transfer-data", default="", help="<DIR>/<task>/<lang>/: the base language's labelled "
+                                                               "data, as distalign transfer reads it")
+    synthetic.add_argument("--transfer-lang", default="", help="the base language's name in --transfer-data")
+    synthetic.add_argument("--world", type=int, default=0, metavar="N",
+                           help="base corpus and tasks from a synthetic world (N task examples per split)")
+    synthetic.add_argument("--world-concepts", type=int, default=2000, help="--world: its concepts (vocabulary)")
     synthetic.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_synthetic "
                                                            "(an existing one resumes its finished runs)")
     synthetic.set_defaults(func=_bench_synthetic)
