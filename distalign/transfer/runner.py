@@ -30,6 +30,7 @@ from distalign.models.adapters import ADAPTER_CONFIG
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact
+from distalign.transfer.plot import plot_task, summary_metrics
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
@@ -72,6 +73,9 @@ class TransferSpec:
     cpus_per_worker: float = 1.0
     use_gpu: bool = False  # one GPU per worker, NCCL
     output_dir: str = ""  # default <DISTALIGN_HOME>/transfer_results/<model>-<time>
+    # summary.csv files (or the folders holding them) of earlier evaluations, e.g. of the starting model: their
+    # scores are bars beside this model's in each task's plot, labelled by their folder's name
+    compare_to: tuple[str, ...] = ()
     storage_path: str = ""  # Ray Train's run storage (shared by every node); default <output_dir>/ray
     tracking: TransferTrackingConfig = field(default_factory=TransferTrackingConfig)
 
@@ -115,6 +119,20 @@ def validate(spec: TransferSpec) -> None:
         raise ConfigError("seeds, num_workers: must be >= 1; cpus_per_worker: must be > 0")
     if not spec.data_dir and not spec.hub:
         raise ConfigError("data_dir: give --data-dir, or --hub to load the data sets from the Hugging Face Hub")
+    for i, path in enumerate(spec.compare_to):
+        read_summary(path, f"compare_to[{i}]")
+
+
+def read_summary(path: str, key: str) -> pd.DataFrame:
+    """An earlier evaluation's ``summary.csv`` (the file or its folder), checked."""
+    file = Path(path) / "summary.csv" if Path(path).is_dir() else Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{key}: {path}: no summary.csv of an earlier transfer evaluation")
+    summary = pd.read_csv(file)
+    missing = {"task", "lang", "metric", "mean", "std"} - set(summary.columns)
+    if missing:
+        raise ConfigError(f"{key}: {file}: not a transfer summary (no columns {sorted(missing)})")
+    return summary
 
 
 def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
@@ -223,21 +241,29 @@ def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> N
 
 
 def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], results: list[dict],
-                  per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path]) -> str:
+                  per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path],
+                  into: tuple[str, int] | None = None) -> str:
     """A parent run (means and stds over seeds, the summary table) with a child run per fine-tuning (its dev scores
-    by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``."""
+    by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``. With ``into`` (run id, step) the
+    parent is that existing run (a training run: the values at the checkpoint's step, the files under
+    ``transfer/step_<step>/``; its params and status untouched)."""
     from distalign.tracking import PARENT_TAG, client_for, experiment_id, log_params
 
     uri = resolve_tracking_uri(spec.tracking.uri)
     client = client_for(uri)
-    exp_id = experiment_id(client, spec.tracking.experiment)
-    parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
-    params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source, "select_on": spec.select_on,
-              "seeds": spec.seeds, "num_workers": spec.num_workers}
-    for p in prepared:
-        params |= {f"{p.task.name}.targets": ",".join(p.targets),
-                   **{f"{p.task.name}.{k}": v for k, v in asdict(p.settings).items()}}
-    log_params(client, parent, params)
+    step, artifact_dir = 0, None
+    if into:
+        parent, step = into
+        exp_id, artifact_dir = client.get_run(parent).info.experiment_id, f"transfer/step_{step}"
+    else:
+        exp_id = experiment_id(client, spec.tracking.experiment)
+        parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
+        params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source,
+                  "select_on": spec.select_on, "seeds": spec.seeds, "num_workers": spec.num_workers}
+        for p in prepared:
+            params |= {f"{p.task.name}.targets": ",".join(p.targets),
+                       **{f"{p.task.name}.{k}": v for k, v in asdict(p.settings).items()}}
+        log_params(client, parent, params)
     for result in results:
         name = result["task"]
         child = client.create_run(exp_id, run_name=f"transfer-{model.label}-{name}-seed{result['seed']}",
@@ -256,20 +282,23 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
         _log_metrics(client, child_id, values)
         client.set_terminated(child_id)
-    _log_metrics(client, parent, [(f"transfer/{row.task}/{row.lang}/{row.metric}{suffix}", value, 0)
-                                  for row in summary.itertuples()
-                                  for suffix, value in (("", row.mean), ("_std", row.std))])
-    client.log_table(parent, data=summary, artifact_file="transfer_summary.json")
+    _log_metrics(client, parent, [(name, value, step) for name, value in summary_metrics(summary).items()])
+    client.log_table(parent, data=summary, artifact_file="/".join(filter(None, (artifact_dir, "transfer_summary.json"))))
     for path in files:
-        client.log_artifact(parent, str(path))
-    client.set_terminated(parent)
-    print(f"{PREFIX} MLflow run {parent} ({uri}, experiment '{spec.tracking.experiment}'): "
-          f"{len(results)} child runs, {2 * len(summary)} metrics")
+        client.log_artifact(parent, str(path), artifact_dir)
+    if not into:
+        client.set_terminated(parent)
+    print(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
+          f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
     return parent
 
 
-def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]:
-    """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without)."""
+def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.DataFrame] | None = None,
+                 into: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
+    """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
+
+    ``references``: label -> summary of other models (besides ``spec.compare_to``), bars beside this model's in
+    the plots; ``into``: log into this (run id, step) instead of a new run (``log_to_mlflow``)."""
     from distalign.ray_session import ensure_ray
 
     from distalign.tracking import check_reachable
@@ -297,9 +326,14 @@ def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]
     summary.to_csv(files[0], index=False)
     per_seed.to_csv(files[1], index=False)
     files[2].write_text(json.dumps({"select_on": spec.select_on, "runs": results}, indent=1))
+    compared = {Path(path).parent.name if path.endswith(".csv") else Path(path).name: read_summary(path, path)
+                for path in spec.compare_to} | (references or {})  # label: the folder (of the summary.csv)
+    bars = compared | {model.label: summary}
+    files += [plot_task(bars, name, metric, spec.source, out_dir / f"transfer_{name}.png") for name, metric in main.items()]
     progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, weights selected on {spec.select_on} dev:\n"
              + protocol.text_table(summary, main, spec.source) + "\n")
-    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files) if spec.tracking.enabled else ""
+    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files, into) \
+        if spec.tracking.enabled else ""
     return summary, run_id
 
 
@@ -314,7 +348,7 @@ def spec_from_args(args) -> TransferSpec:
         "finetune.select_every": args.select_every,
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "num_workers": args.workers, "cpus_per_worker": args.cpus_per_worker, "use_gpu": args.use_gpu,
-        "output_dir": args.output_dir, "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
+        "output_dir": args.output_dir, "compare_to": args.compare_to, "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
         "tracking.enabled": False if args.no_mlflow else None,
     }
     overrides = [f"{k}={json.dumps(v)}" for k, v in values.items() if v is not None]
@@ -324,6 +358,7 @@ def spec_from_args(args) -> TransferSpec:
     spec: TransferSpec = load_dataclass(TransferSpec, args.spec, overrides + args.overrides)
     base = Path(args.spec).parent if args.spec else Path.cwd()
     spec.data_dir = resolve_path(spec.data_dir, base)
+    spec.compare_to = tuple(resolve_path(path, base) for path in spec.compare_to)
     if Path(spec.model).expanduser().exists() or spec.model.startswith((".", "/", "~")):
         spec.model = resolve_path(spec.model, base)
     return spec
@@ -364,6 +399,9 @@ def add_transfer_arguments(parser) -> None:
     parser.add_argument("--cpus-per-worker", type=float, help=f"(default {d.cpus_per_worker})")
     parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
     parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
+    parser.add_argument("--compare-to", action="append", metavar="SUMMARY",
+                        help="summary.csv (or its folder) of an earlier evaluation, e.g. of the starting model: "
+                             "bars beside this model's in the plot per task; repeatable")
     parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
                                                "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
     parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
