@@ -31,10 +31,13 @@ from distalign.transfer.runner import add_transfer_arguments
 def _train(args) -> int:
     from distalign.train.startup import since_process_start
     from distalign.train.trainer import run_training
+    from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
+    transfer.check(config)  # eval.transfer: before training takes Ray resources
     outcome = run_training(config, clock=clock)
+    transfer.transfer_after_training(config, outcome)
     print_summary(config, outcome)
     return 0
 

@@ -36,6 +36,13 @@ def summary_from_metrics(metrics: dict[str, float]) -> pd.DataFrame:
     return pd.DataFrame([r for r in rows.values() if "mean" in r], columns=["task", "lang", "metric", "mean", "std"])
 
 
+def source_language(summary: pd.DataFrame, task: str) -> str:
+    """The task's source language in a summary: the one tested language without a Δ."""
+    rows = summary[summary["task"] == task]
+    sources = set(rows["lang"]) - set(rows[rows["metric"] == DELTA]["lang"]) - {AVG}
+    return min(sources) if sources else ""
+
+
 def plot_task(summaries: dict[str, pd.DataFrame], task: str, metric: str, source: str, path: Path) -> Path:
     """Grouped bars of ``metric`` per language (source first, then the targets, then their average), one bar per
     model in ``summaries`` (label -> summary table, in the order given), error bars the std over seeds."""
