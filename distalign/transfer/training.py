@@ -68,9 +68,10 @@ def transfer_spec(config: ExperimentConfig, data_dir: str = "") -> TransferSpec 
 def check(config: ExperimentConfig) -> None:
     """Everything about ``eval.transfer`` that can be checked before training: the spec, and with a data folder
     its tasks' target languages (the splits themselves are read when the transfer starts)."""
-    spec = transfer_spec(config, data_dir="(the synthetic world's)")
-    if spec is None or not config.eval.transfer.data_dir:
+    if not config.eval.transfer.data_dir:  # the synthetic world's tasks: written when the run prepares its data
+        transfer_spec(config, data_dir="(the synthetic world's)")
         return
+    spec = transfer_spec(config)
     for name in spec.tasks:
         try:
             target_languages(spec, name)
