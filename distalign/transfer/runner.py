@@ -337,10 +337,15 @@ def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.Da
     return summary, run_id
 
 
-def spec_from_args(args) -> TransferSpec:
-    """The ``--spec`` file, then the flags given, then the dotted ``key=value`` overrides; paths made absolute."""
+def spec_from_args(args, model: str | None = None, tasks: list[str] | None = None) -> TransferSpec:
+    """The ``--spec`` file, then the flags given, then the dotted ``key=value`` overrides; paths made absolute.
+
+    ``distalign eval`` passes its ``--checkpoint``/``--model`` and its transfer tasks as ``model`` and ``tasks`` (its
+    own ``--spec`` and overrides are an evaluation spec's, not read here)."""
+    for_eval = tasks is not None
     values = {
-        "model": args.model, "tasks": None if args.tasks is None else comma_list(args.tasks),
+        "model": model if for_eval else args.model,
+        "tasks": tasks if for_eval else None if args.tasks is None else comma_list(args.tasks),
         "data_dir": args.data_dir, "hub": args.hub, "source": args.source,
         "languages": None if args.langs is None else comma_list(args.langs), "select_on": args.select_on,
         "seeds": args.seeds, "finetune.lr": args.lr, "finetune.batch_size": args.batch_size,
@@ -348,15 +353,16 @@ def spec_from_args(args) -> TransferSpec:
         "finetune.select_every": args.select_every,
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "num_workers": args.workers, "cpus_per_worker": args.cpus_per_worker, "use_gpu": args.use_gpu,
-        "output_dir": args.output_dir, "compare_to": args.compare_to, "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
-        "tracking.enabled": False if args.no_mlflow else None,
+        "output_dir": args.output_dir, "compare_to": args.compare_to, "tracking.uri": args.tracking_uri,
+        "tracking.experiment": args.experiment, "tracking.enabled": False if args.no_mlflow else None,
     }
     overrides = [f"{k}={json.dumps(v)}" for k, v in values.items() if v is not None]
     for item in args.hub_config or []:
         key, _, config = item.partition("=")
         overrides.append(f"hub_configs.{key}={json.dumps(config)}")
-    spec: TransferSpec = load_dataclass(TransferSpec, args.spec, overrides + args.overrides)
-    base = Path(args.spec).parent if args.spec else Path.cwd()
+    spec_file = None if for_eval else args.spec
+    spec: TransferSpec = load_dataclass(TransferSpec, spec_file, overrides + ([] if for_eval else args.overrides))
+    base = Path(spec_file).parent if spec_file else Path.cwd()
     spec.data_dir = resolve_path(spec.data_dir, base)
     spec.compare_to = tuple(resolve_path(path, base) for path in spec.compare_to)
     if Path(spec.model).expanduser().exists() or spec.model.startswith((".", "/", "~")):
@@ -369,13 +375,43 @@ def run_transfer_cli(args) -> int:
     return 0
 
 
+def checkpoint_run(spec: TransferSpec, model: ModelUnderTest) -> tuple[str, int] | None:
+    """(run id, step) of a checkpoint's training run when the MLflow store knows it, as ``distalign eval`` logs."""
+    from distalign.tracking import client_for
+
+    if not (spec.tracking.enabled and model.mlflow_run_id):
+        return None
+    uri = resolve_tracking_uri(spec.tracking.uri)
+    try:
+        client_for(uri).get_run(model.mlflow_run_id)
+    except Exception:  # the checkpoint was trained against another MLflow store
+        print(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
+        return None
+    return model.mlflow_run_id, model.step
+
+
 def add_transfer_arguments(parser) -> None:
+    """``distalign transfer``'s arguments: the model, the spec and its overrides, the tasks, then the flags it shares
+    with ``distalign eval`` (``add_shared_arguments``)."""
     d = TransferSpec()
     parser.add_argument("model", nargs="?", help="Hugging Face model directory, distalign checkpoint or hub name")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec, right after the model "
                                                     "(finetune.epochs=1)")
     parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.runner.TransferSpec)")
     parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
+    add_shared_arguments(parser)
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
+    parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
+    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
+                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
+    parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
+    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")
+
+
+def add_shared_arguments(parser) -> None:
+    """The transfer flags ``distalign eval`` also takes for its transfer tasks (every one but the model, spec,
+    tasks, output and MLflow flags, which it has of its own)."""
+    d = TransferSpec()
     parser.add_argument("--data-dir", help="<data-dir>/<task>/<lang>/: a save_to_disk folder, or train/dev/test "
                                            "files (.tsv pairs, .conll NER, .conllu POS)")
     parser.add_argument("--hub", action="store_true", default=None,
@@ -397,12 +433,6 @@ def add_transfer_arguments(parser) -> None:
     parser.add_argument("--max-eval-examples", type=int, help="use the first N of each dev/test set (0 = all)")
     parser.add_argument("--workers", type=int, help=f"Ray Train workers per run (default {d.num_workers})")
     parser.add_argument("--cpus-per-worker", type=float, help=f"(default {d.cpus_per_worker})")
-    parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
-    parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
     parser.add_argument("--compare-to", action="append", metavar="SUMMARY",
                         help="summary.csv (or its folder) of an earlier evaluation, e.g. of the starting model: "
                              "bars beside this model's in the plot per task; repeatable")
-    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
-                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
-    parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
-    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")
