@@ -81,3 +81,11 @@ def test_a_study_may_select_by_a_transfer_metric(tmp_path, monkeypatch):
                               search={"space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}}}))
     with pytest.raises(ConfigError, match=r"trial s-000: eval\.transfer\.tasks\[0\]: 'xnli'"):
         load_study(study_file(tmp_path, "eval/bli/avg/mrr", ["eval.transfer.tasks=[xnli]"]))
+
+
+def test_shipped_transfer_study_loads(tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    study, trials = load_study(REPO / "jobs" / "studies" / "transfer_tiny.yaml")
+    assert (study.metric, study.mode, len(trials)) == ("transfer/udpos/avg/delta", "min", 2)
+    spec = transfer_spec(next(iter(trials.values())), "/world")
+    assert (spec.tasks, spec.source, spec.seeds, spec.finetune.epochs) == (("udpos",), "xa", 2, 5)

@@ -4,6 +4,7 @@ the trial by ``transfer/udpos/avg/acc`` and its MLflow parent run holds the per-
 
 from __future__ import annotations
 
+import json
 import time
 
 import pytest
@@ -28,7 +29,7 @@ def test_grid_study_selects_by_a_transfer_metric(ray_local, distalign_home, tmp_
         "base": str(QUICKSTART),
         "overrides": SMALL + ["train.max_steps=2", "train.checkpoint_every=2", "eval.every=2", "train.num_workers=1",
                               "data.synthetic.transfer_examples=16", "eval.transfer.tasks=[udpos]",
-                              "eval.transfer.starting_model=true", f"eval.transfer.spec={yaml.safe_dump(spec)}"],
+                              "eval.transfer.starting_model=true", f"eval.transfer.spec={json.dumps(spec)}"],
         "grid": {"train.lr": [1.0e-3, 1.0e-2]},
         "metric": METRIC,
         "mode": "max",
