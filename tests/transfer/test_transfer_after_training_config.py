@@ -89,3 +89,30 @@ def test_shipped_transfer_study_loads(tmp_path, monkeypatch):
     assert (study.metric, study.mode, len(trials)) == ("transfer/udpos/avg/delta", "min", 2)
     spec = transfer_spec(next(iter(trials.values())), "/world")
     assert (spec.tasks, spec.source, spec.seeds, spec.finetune.epochs) == (("udpos",), "xa", 2, 5)
+
+
+def test_models_are_the_start_the_chosen_steps_and_the_selected_checkpoint(tmp_path):
+    from types import SimpleNamespace
+
+    from distalign.checkpoint import TrainerState, write_state
+    from distalign.tracking import START_MODEL_TAG
+    from distalign.transfer.training import models_to_transfer
+
+    config = load_config(QUICKSTART, WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.starting_model=true",
+                                              "eval.transfer.at_steps=[2,4]", f"storage.path={tmp_path}",
+                                              "run.name=r"])
+    for step in (2, 4, 6):
+        (tmp_path / "r" / f"checkpoint_{step}").mkdir(parents=True)
+        write_state(tmp_path / "r" / f"checkpoint_{step}", TrainerState(step=step))
+    run = SimpleNamespace(data=SimpleNamespace(tags={START_MODEL_TAG: "/cache/tiny-model"}))
+    best, last = str(tmp_path / "r" / "checkpoint_4"), str(tmp_path / "r" / "checkpoint_6")
+    models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint=best, checkpoint=last))
+    # step 4 is both an at_steps checkpoint and the selected one: transferred once, as the selected one
+    assert models == [("start", "/cache/tiny-model", 0), ("step 2", str(tmp_path / "r" / "checkpoint_2"), 2),
+                      ("step 4 (best)", best, 4)]
+    models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint="", checkpoint=last))
+    assert [m[2] for m in models] == [0, 2, 4, 6]  # nothing selected: the last
+    config = load_config(QUICKSTART, WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.at_steps=[3]",
+                                              f"storage.path={tmp_path}", "run.name=r"])
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.at_steps: no checkpoint of step 3 is kept \(kept: \[2, 4, 6\]"):
+        models_to_transfer(config, run, SimpleNamespace(best_checkpoint=best, checkpoint=last))
