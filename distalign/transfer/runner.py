@@ -273,17 +273,18 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
                                       "select_on": spec.select_on, **result["settings"]})
         values = []
         for candidate in result["history"]:  # at the candidate's optimizer step
-            step = candidate["step"]
-            values += [(f"transfer/{name}/dev/selection", candidate["selection"], step),
-                       (f"transfer/{name}/train_loss", candidate["train_loss"], step)]
-            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, step)
+            at = candidate["step"]
+            values += [(f"transfer/{name}/dev/selection", candidate["selection"], at),
+                       (f"transfer/{name}/train_loss", candidate["train_loss"], at)]
+            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, at)
                        for lang, metrics in candidate["dev"].items() for metric, value in metrics.items()]
         rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
         values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
         _log_metrics(client, child_id, values)
         client.set_terminated(child_id)
     _log_metrics(client, parent, [(name, value, step) for name, value in summary_metrics(summary).items()])
-    client.log_table(parent, data=summary, artifact_file="/".join(filter(None, (artifact_dir, "transfer_summary.json"))))
+    table = f"{artifact_dir}/transfer_summary.json" if artifact_dir else "transfer_summary.json"
+    client.log_table(parent, data=summary, artifact_file=table)
     for path in files:
         client.log_artifact(parent, str(path), artifact_dir)
     if not into:
