@@ -38,7 +38,8 @@ def test_grid_study_selects_by_a_transfer_metric(ray_local, distalign_home, tmp_
     started = time.time()
     rows = run_study(study)
     with capsys.disabled():
-        print(f"\n2 trials, each trained then transferred twice (start, step 2): {time.time() - started:.1f} s")
+        print(f"\n2 trials, each trained then transferred twice (start, step 2): {time.time() - started:.1f} s; "
+              + ", ".join(f"{r['trial']} {METRIC} {r[METRIC]:.4f}" for r in rows))
     assert [r["trial"] for r in rows] == ["mini-transfer-000", "mini-transfer-001"]
     assert all(r[METRIC] is not None and not r["error"] for r in rows)
 
