@@ -267,7 +267,7 @@ class TransferEvalConfig:
     # Zero-shot transfer once training ends (distalign.transfer.training, `distalign transfer`'s protocol): each
     # model below fine-tuned on the tasks' source-language training sets, tested on the other languages; logged into
     # this run as transfer/<task>/<lang>/<metric> (+ _std over seeds) at the model's step, with a bar plot per task
-    tasks: list[str] = field(default_factory=list)  # of distalign.transfer's tasks (xnli, pawsx, wikiann, udpos); empty = off
+    tasks: list[str] = field(default_factory=list)  # xnli, pawsx, wikiann, udpos, ...; empty = off
     # <data_dir>/<task>/<lang>/ as `distalign transfer --data-dir` reads it; empty: the synthetic world's tasks
     # (data.synthetic.transfer_examples > 0; source: its first language)
     data_dir: str = ""

@@ -330,7 +330,8 @@ def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.Da
     compared = {Path(path).parent.name if path.endswith(".csv") else Path(path).name: read_summary(path, path)
                 for path in spec.compare_to} | (references or {})  # label: the folder (of the summary.csv)
     bars = compared | {model.label: summary}
-    files += [plot_task(bars, name, metric, spec.source, out_dir / f"transfer_{name}.png") for name, metric in main.items()]
+    files += [plot_task(bars, name, metric, spec.source, out_dir / f"transfer_{name}.png")
+              for name, metric in main.items()]
     progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, weights selected on {spec.select_on} dev:\n"
              + protocol.text_table(summary, main, spec.source) + "\n")
     run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files, into) \
