@@ -119,3 +119,12 @@ def test_models_are_the_start_the_chosen_steps_and_the_selected_checkpoint(tmp_p
                                               f"storage.path={tmp_path}", "run.name=r"])
     with pytest.raises(ConfigError, match=r"eval\.transfer\.at_steps: no checkpoint of step 3 is kept \(kept: \[2, 4"):
         models_to_transfer(config, run, SimpleNamespace(best_checkpoint=best, checkpoint=last))
+
+
+def test_train_command_checks_the_section_before_training(monkeypatch, capsys):
+    import distalign.train.trainer
+    from distalign.cli import main
+
+    monkeypatch.setattr(distalign.train.trainer, "run_training", lambda *a, **k: pytest.fail("training started"))
+    assert main(["train", QUICKSTART, *WORLD, "eval.transfer.tasks=[xnli]"]) == 2
+    assert "eval.transfer.tasks[0]: 'xnli' is not one of ['udpos', 'pawsx']" in capsys.readouterr().err
