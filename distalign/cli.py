@@ -3,6 +3,7 @@
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
     distalign tune jobs/studies/quickstart.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
+    distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,udpos --data-dir data/transfer --seeds 3
     distalign eval --spec my_eval.yaml suite.max_queries=100
     distalign transfer runs/quickstart/checkpoint_... --tasks xnli,udpos --data-dir data/transfer --seeds 3
     distalign bench synthetic
@@ -25,16 +26,20 @@ from distalign.eval.runner import add_eval_arguments
 from distalign.logs import configure
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
-from distalign.transfer.runner import add_transfer_arguments
+from distalign.transfer.runner import add_shared_arguments, add_transfer_arguments
+from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 
 def _train(args) -> int:
     from distalign.train.startup import since_process_start
     from distalign.train.trainer import run_training
+    from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
+    transfer.check(config)  # eval.transfer: before training takes Ray resources
     outcome = run_training(config, clock=clock)
+    transfer.transfer_after_training(config, outcome)
     print_summary(config, outcome)
     return 0
 
@@ -87,9 +92,24 @@ def _tune(args) -> int:
 
 
 def _eval(args) -> int:
-    from distalign.eval.runner import run_eval_cli
+    """The transfer tasks of ``--tasks`` (``distalign transfer``'s runner, fed by eval's model and MLflow flags and
+    the transfer flags), then the evaluation tasks; both specs are checked, and the transfer data read, before Ray."""
+    from distalign.eval import runner as evaluation
+    from distalign.transfer.runner import checkpoint_run, run_transfer, spec_from_args, validate
 
-    return run_eval_cli(args)
+    tasks = evaluation.comma_list(args.tasks) if args.tasks else []
+    transfer = [name for name in tasks if name in TRANSFER_TASKS]
+    if not transfer:
+        return evaluation.run_eval_cli(args)
+    if not (args.checkpoint or args.model):
+        raise ConfigError(f"--tasks {','.join(transfer)}: transfer tasks need --checkpoint or --model")
+    spec = spec_from_args(args, args.checkpoint or args.model, transfer)
+    validate(spec)
+    args.tasks = ",".join(name for name in tasks if name not in TRANSFER_TASKS)
+    if args.tasks:
+        evaluation.spec_from_args(args)  # its errors before the transfer's Ray work
+    run_transfer(spec, into=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
+    return evaluation.run_eval_cli(args) if args.tasks else 0
 
 
 def _transfer(args) -> int:
@@ -208,6 +228,10 @@ def _add_eval_command(sub) -> None:
                                     "(the fields of distalign.eval.runner.EvalSpec), then the flags given, "
                                     "then dotted key=value overrides (suite.max_queries=100).")
     add_eval_arguments(ev)
+    add_shared_arguments(ev.add_argument_group(
+        "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
+        "as `distalign transfer` does (these flags, as there), logged into the checkpoint's training run at its "
+        "step when the MLflow store knows it, else a new run in --experiment (default distalign-transfer)"))
     ev.set_defaults(func=_eval)
 
 
