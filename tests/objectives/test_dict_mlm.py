@@ -132,7 +132,8 @@ def tokens_of(ids, words, sentence_lang, table):
 def synonym_row(table, lang, word, synonym):
     """The ``table.synonym_ids`` row of ``synonym`` among the synonyms of (lang, word)."""
     entry = table.entries[(lang, word)]
-    rows = range(table.synonym_offsets[table.group_offsets[entry]], table.synonym_offsets[table.group_offsets[entry + 1]])
+    groups = table.group_offsets[entry], table.group_offsets[entry + 1]
+    rows = range(table.synonym_offsets[groups[0]], table.synonym_offsets[groups[1]])
     return next(s for s in rows if tuple(t for t in table.synonym_ids[s].tolist() if t >= 0) == synonym)
 
 
