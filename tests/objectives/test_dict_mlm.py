@@ -362,7 +362,7 @@ def test_data_side_preparation_masks_dictionary_words_deterministically(table, t
                              mask_prob=0.5, synonym_share=0.5, tlm=tlm, max_length=12)
     first = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     again = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
-    assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask"}
+    assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask", "word_ids"}
     assert all(torch.equal(first[k], again[k]) for k in first)
     width = 12 if tlm else 6
     assert all(v.shape == (2, width) for v in first.values())
