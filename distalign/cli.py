@@ -333,7 +333,8 @@ def _add_bench_command(sub) -> None:
     synthetic.add_argument("--syntax-target", default="fra",
                            help="translit_syn: the language whose word order the sentences take, a code (its URIEL "
                                 "word-order features) or a treebank of it (.conllu) (ALIGN-MLM: French)")
-    synthetic.add_argument("--objectives", default="mlm,align", help="objective sets: mlm, align, lexical, xlm")
+    synthetic.add_argument("--objectives", default="mlm,align",
+                           help="objective sets: mlm, align, lexical, xlm, dict_mlm")
     synthetic.add_argument("--dictionary-share", type=float, default=0.25,
                            help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")
     synthetic.add_argument("--eval-words", type=int, default=300, help="dictionary words held out for evaluation")
