@@ -378,8 +378,9 @@ def _add_bench_command(sub) -> None:
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
-    perf.add_argument("--rows", default="step,evaluation,startup,data,gpu",
-                      help="comma-separated areas to measure (step includes scaling; data times the steps too); "
+    perf.add_argument("--rows", default="step,evaluation,startup,run,data,gpu",
+                      help="comma-separated areas to measure (step includes scaling; data times the steps too; run: a "
+                           "real quickstart run against a plain PyTorch script); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
 
