@@ -3,6 +3,7 @@
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
     distalign tune jobs/studies/quickstart.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
+    distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,udpos --data-dir data/transfer --seeds 3
     distalign eval --spec my_eval.yaml suite.max_queries=100
     distalign transfer runs/quickstart/checkpoint_... --tasks xnli,udpos --data-dir data/transfer --seeds 3
     distalign bench synthetic
@@ -25,16 +26,20 @@ from distalign.eval.runner import add_eval_arguments
 from distalign.logs import configure
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
-from distalign.transfer.runner import add_transfer_arguments
+from distalign.transfer.runner import add_shared_arguments, add_transfer_arguments
+from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 
 def _train(args) -> int:
     from distalign.train.startup import since_process_start
     from distalign.train.trainer import run_training
+    from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
+    transfer.check(config)  # eval.transfer: before training takes Ray resources
     outcome = run_training(config, clock=clock)
+    transfer.transfer_after_training(config, outcome)
     print_summary(config, outcome)
     return 0
 
@@ -80,15 +85,31 @@ def synthetic_transfer_command(config, checkpoint: str) -> str:
 
 def _tune(args) -> int:
     from distalign.tuning import run_study
+    from distalign.tuning.bench_study import is_bench_study, run_bench_study
 
-    run_study(args.study, args.overrides)
+    (run_bench_study if is_bench_study(args.study) else run_study)(args.study, args.overrides)
     return 0
 
 
 def _eval(args) -> int:
-    from distalign.eval.runner import run_eval_cli
+    """The transfer tasks of ``--tasks`` (``distalign transfer``'s runner, fed by eval's model and MLflow flags and
+    the transfer flags), then the evaluation tasks; both specs are checked, and the transfer data read, before Ray."""
+    from distalign.eval import runner as evaluation
+    from distalign.transfer.runner import checkpoint_run, run_transfer, spec_from_args, validate
 
-    return run_eval_cli(args)
+    tasks = evaluation.comma_list(args.tasks) if args.tasks else []
+    transfer = [name for name in tasks if name in TRANSFER_TASKS]
+    if not transfer:
+        return evaluation.run_eval_cli(args)
+    if not (args.checkpoint or args.model):
+        raise ConfigError(f"--tasks {','.join(transfer)}: transfer tasks need --checkpoint or --model")
+    spec = spec_from_args(args, args.checkpoint or args.model, transfer)
+    validate(spec)
+    args.tasks = ",".join(name for name in tasks if name not in TRANSFER_TASKS)
+    if args.tasks:
+        evaluation.spec_from_args(args)  # its errors before the transfer's Ray work
+    run_transfer(spec, into=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
+    return evaluation.run_eval_cli(args) if args.tasks else 0
 
 
 def _transfer(args) -> int:
@@ -143,7 +164,9 @@ def _bench_synthetic(args) -> int:
 
     run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
-                        args.seed, args.output_dir, args.overrides, args.syntax_target))
+                        args.seed, args.output_dir, args.overrides, args.syntax_target, args.seeds, args.train_seed,
+                        args.parallel_share, tuple(filter(None, args.transfer_tasks.split(","))), args.transfer_data,
+                        args.transfer_lang, args.world, args.world_concepts))
     return 0
 
 
@@ -205,6 +228,10 @@ def _add_eval_command(sub) -> None:
                                     "(the fields of distalign.eval.runner.EvalSpec), then the flags given, "
                                     "then dotted key=value overrides (suite.max_queries=100).")
     add_eval_arguments(ev)
+    add_shared_arguments(ev.add_argument_group(
+        "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
+        "as `distalign transfer` does (these flags, as there), logged into the checkpoint's training run at its "
+        "step when the MLflow store knows it, else a new run in --experiment (default distalign-transfer)"))
     ev.set_defaults(func=_eval)
 
 
@@ -306,12 +333,28 @@ def _add_bench_command(sub) -> None:
     synthetic.add_argument("--syntax-target", default="fra",
                            help="translit_syn: the language whose word order the sentences take, a code (its URIEL "
                                 "word-order features) or a treebank of it (.conllu) (ALIGN-MLM: French)")
-    synthetic.add_argument("--objectives", default="mlm,align", help="objective sets: mlm, align, lexical, xlm")
+    synthetic.add_argument("--objectives", default="mlm,align",
+                           help="objective sets: mlm, align, lexical, xlm, dict_mlm")
     synthetic.add_argument("--dictionary-share", type=float, default=0.25,
                            help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")
     synthetic.add_argument("--eval-words", type=int, default=300, help="dictionary words held out for evaluation")
     synthetic.add_argument("--min-count", type=int, default=3, help="rarer words get no dictionary entry")
     synthetic.add_argument("--seed", type=int, default=0)
+    synthetic.add_argument("--seeds", type=int, default=1, help="pre-training (and fine-tuning) runs per cell, "
+                           "seeds --train-seed, +1, ...: mean ± std (ALIGN-MLM's table: 3 or more)")
+    synthetic.add_argument("--train-seed", type=int, default=None, help="the first cell seed (default --seed)")
+    synthetic.add_argument("--parallel-share", type=float, default=None,
+                           help="xlm: TLM's pairs as a share of the base corpus, 0-1 (ALIGN-MLM Table 1; 0 = MLM "
+                                "alone; default every sentence's twin)")
+    synthetic.add_argument("--transfer-tasks", default="", help="measure transfer (Δ, Spearman ρ): comma list of "
+                           "udpos, pawsx, xnli, read from --transfer-data in --transfer-lang (default with --world: "
+                           "udpos,pawsx)")
+    synthetic.add_argument("--transfer-data", default="", help="<DIR>/<task>/<lang>/: the base language's labelled "
+                                                               "data, as distalign transfer reads it")
+    synthetic.add_argument("--transfer-lang", default="", help="the base language's name in --transfer-data")
+    synthetic.add_argument("--world", type=int, default=0, metavar="N",
+                           help="base corpus and tasks from a synthetic world (N task examples per split)")
+    synthetic.add_argument("--world-concepts", type=int, default=2000, help="--world: its concepts (vocabulary)")
     synthetic.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_synthetic "
                                                            "(an existing one resumes its finished runs)")
     synthetic.set_defaults(func=_bench_synthetic)
@@ -335,8 +378,9 @@ def _add_bench_command(sub) -> None:
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
-    perf.add_argument("--rows", default="step,evaluation,startup,data,gpu",
-                      help="comma-separated areas to measure (step includes scaling; data times the steps too); "
+    perf.add_argument("--rows", default="step,evaluation,startup,run,data,gpu",
+                      help="comma-separated areas to measure (step includes scaling; data times the steps too; run: a "
+                           "real quickstart run against a plain PyTorch script); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
 

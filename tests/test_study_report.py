@@ -83,3 +83,36 @@ def test_language_samples_give_spearman_against_d_typ(client, tmp_path):
     assert metrics["study/spearman_d_typ"] == pytest.approx(-1.0)
     assert metrics["study/spearman_d_typ_p"] < 0.01
     assert "diversity.png" in {a.path for a in client.list_artifacts(parent)}
+
+
+def test_a_transfer_metric_gives_the_per_language_table_and_plot(client, tmp_path):
+    metric = "transfer/udpos/avg/acc"
+    study = StudyConfig(study="transfer", grid={"train.lr": [1e-3, 1e-2]}, metric=metric)
+    scores = {"t0": {"xa": 0.9, "xb": 0.4}, "t1": {"xa": 0.8, "xb": 0.6}}
+
+    def metrics_of(name):  # the starting model at step 0 (the same for both), the trained one at step 6
+        out = []
+        for step, langs in ((0, {"xa": 0.5, "xb": 0.3}), (6, scores[name])):
+            avg = sum(langs.values()) / 2
+            out += [(f"transfer/udpos/{lang}/acc", step, v) for lang, v in langs.items()]
+            out += [(metric, step, avg), (f"{metric}_std", step, 0.01), ("transfer/udpos/xb/delta", step,
+                                                                         langs["xa"] - langs["xb"])]
+        return out + [("transfer/udpos/dev/xa/acc", 3, 0.1)]  # would be a fine-tuning run's: left out
+
+    parent = study_runs(client, scores, metrics_of)
+    rows = [{"trial": n, "train.lr": lr, metric: sum(s.values()) / 2, "error": ""}
+            for (n, s), lr in zip(scores.items(), (1e-3, 1e-2))]
+    log_study_summary(client, parent, study, rows)
+    run = client.get_run(parent)
+    assert run.data.tags["distalign.best_trial"] == "t1" and run.data.metrics[f"best/{metric}"] == pytest.approx(0.7)
+    names = {a.path for a in client.list_artifacts(parent)}
+    assert {"transfer_languages.csv", "transfer_languages.json", "transfer_udpos.png"} <= names
+    assert "pairs.png" not in names
+    table = pd.read_csv(artifact(client, parent, "transfer_languages.csv", tmp_path))
+    value = {(r.trial, r.lang, r.metric): (r.mean, r.std) for r in table.itertuples()}
+    assert value["t0", "xb", "acc"] == (pytest.approx(0.4), 0.0)
+    assert value["t1", "avg", "acc"] == (pytest.approx(0.7), 0.01)
+    assert value["start (t1)", "xb", "acc"][0] == pytest.approx(0.3)  # the best trial's step-0 values
+    assert value["t1", "xb", "delta"][0] == pytest.approx(0.2)
+    trials = pd.read_csv(artifact(client, parent, "trials.csv", tmp_path)).set_index("trial")
+    assert trials.loc["t1", "gain"] == pytest.approx(0.7 - 0.4)  # over its own starting model (step 0)

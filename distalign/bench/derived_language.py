@@ -63,16 +63,28 @@ def derived_letters(base: set[str]) -> Iterator[str]:
         yield from (c for c in map(chr, range(start, end)) if c.isalnum() and c not in base)
 
 
-def invert_sentences(words: list[str], period: str | None) -> list[str]:
-    """Each period-delimited sentence's words in reverse order, its period (if any) kept last."""
+def invert_sentences(words: list[str], period: str | None) -> list[int]:
+    """The positions of ``words`` with each period-delimited sentence reversed, its period (if any) kept last."""
     out, sentence = [], []
-    for word in words:
+    for i, word in enumerate(words):
         if word == period:
-            out += sentence[::-1] + [word]
+            out += sentence[::-1] + [i]
             sentence = []
         else:
-            sentence.append(word)
+            sentence.append(i)
     return out + sentence[::-1]
+
+
+def word_order(words: list[str], transformation: str, rng: random.Random, period: str | None) -> list[int]:
+    """Where each word of a transliterated sentence goes under the word-order part of ``transformation``:
+    position i of the derived sentence holds ``words[order[i]]`` (labelled data moves its labels the same way).
+    ``translit_syn`` re-orders by parses, before transliteration (``syntax_transform``): the identity here."""
+    order = list(range(len(words)))
+    if transformation == "translit_inv":
+        order = invert_sentences(words, period)
+    elif transformation == "translit_perm":
+        rng.shuffle(order)
+    return order
 
 
 def derive(sentences: list[str], transformation: str, translit: Transliteration, seed: int = 0,
@@ -89,9 +101,5 @@ def derive(sentences: list[str], transformation: str, translit: Transliteration,
     out = []
     for sentence in sentences:
         words = translit.sentence(sentence).split()
-        if transformation == "translit_inv":
-            words = invert_sentences(words, translit.table.get("."))
-        elif transformation == "translit_perm":
-            rng.shuffle(words)
-        out.append(" ".join(words))
+        out.append(" ".join(words[i] for i in word_order(words, transformation, rng, translit.table.get("."))))
     return out

@@ -22,11 +22,10 @@ import torch
 import torch.distributed as dist
 
 from distalign.bench.bare_loop import BareObjectives
+from distalign.train.step_timing import peak_flops
 
 XLMR_BASE = {"vocab_size": 250002, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
              "intermediate_size": 3072, "max_position_embeddings": 514}
-# dense bf16 peak, TFLOP/s, by a name in torch.cuda.get_device_name (vendor data sheets)
-PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10G": 125.0, "L4": 121.0}
 
 
 @dataclass
@@ -75,13 +74,6 @@ def step_flops(config, shape: Shape) -> float:
     return (6 * layers * per_layer * (corpus_tokens + word_tokens)
             + 12 * layers * hidden * (corpus_tokens * shape.sequence_length + word_tokens * shape.word_tokens)
             + 6 * hidden * config.vocab_size * shape.mask_prob * corpus_tokens)
-
-
-def peak_flops(device: torch.device) -> float | None:
-    if device.type != "cuda":
-        return None
-    name = torch.cuda.get_device_name(device)
-    return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS.items() if key in name), None)
 
 
 def _local_address() -> str:

@@ -14,16 +14,22 @@ Rows (ratios, not absolute times, are what carry from machine to machine):
 2. **Start-up**: ``distalign train`` on the quickstart as a subprocess: wall time from the command to
    the first optimizer step and its phases (``distalign.train.startup``); per Tune trial: a two-trial
    study's mean trial start-up.
-3. **Data path**: batches per second Ray Data delivers to a consumer that does nothing (the constraint
+3. **Real run**: ``distalign train`` on the quickstart with 1 worker (300 steps) as a subprocess, its
+   ``perf/step_ms`` over steps 100-300 (``distalign.train.step_timing``) against the plain PyTorch
+   script a user would write instead (``distalign.bench.plain_script``: a ``DataLoader`` worker with
+   ``DataCollatorForLanguageModeling``, MLM + InfoNCE, AdamW) on the same model and data; the run's
+   phases (data wait, forward+backward, optimizer, all-reduce) and padding share say where the
+   difference goes.
+4. **Data path**: batches per second Ray Data delivers to a consumer that does nothing (the constraint
    stream; the corpus stream of a 2-worker run), against the batches per second the step consumes.
-4. **Evaluation**: BLI ranking of 2,000 queries against a 100,000-word vocabulary at every layer of
+5. **Evaluation**: BLI ranking of 2,000 queries against a 100,000-word vocabulary at every layer of
    the quickstart model (given random vectors): ``distalign.eval.bli.gold_ranks`` against the
    BabelBERT authors' method as they describe it (per query, rank the whole vocabulary in a
    dataframe and look the translation up), on a sample of the queries: same ranks, time per query.
-5. **GPU** (``distalign.bench.gpu``): tokens/s and model FLOPs utilisation of an XLM-R-base-sized model
+6. **GPU** (``distalign.bench.gpu``): tokens/s and model FLOPs utilisation of an XLM-R-base-sized model
    with MLM + lexical InfoNCE in bf16, distalign's DDP and ZeRO-2 engines against the Hugging Face
    Trainer on the same batches; without a GPU the row says "not measured".
-6. **Scaling**: distalign's step time against the number of processes (1, 2) and the batch size,
+7. **Scaling**: distalign's step time against the number of processes (1, 2) and the batch size,
    with a plot.
 
 The table is printed, written to ``<output-dir>/results.md`` and logged to MLflow (experiment
@@ -156,16 +162,20 @@ def batch_overrides(pairs: int, workers: int) -> list[str]:
 
 # ---------------------------------------------------------------------------------------------- start-up
 
+def _client(home: Path):
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+
+
 def distalign_command(home: Path, args: list[str], run_name: str):
     """``distalign <args>`` as a subprocess on local Ray with ``home`` as DISTALIGN_HOME; returns the MLflow
     run named ``run_name`` that it logged."""
-    from mlflow.tracking import MlflowClient
-
     env = {**os.environ, "DISTALIGN_HOME": str(home)}
     env.pop("RAY_ADDRESS", None)
     subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=env, check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    client = MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
+    client = _client(home)
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
                                 f"attributes.run_name = '{run_name}'")
     return run
@@ -193,6 +203,48 @@ def trial_startup(home: Path) -> dict[str, float]:
         "grid": {"train.lr": [1.0e-3, 3.0e-4]}}))
     parent = distalign_command(home, ["tune", str(study)], name)
     return {k.removeprefix("study/"): v for k, v in parent.data.metrics.items() if k.startswith("study/")}
+
+
+# ---------------------------------------------------------------------------------------------- a real run
+
+PERF_PHASES = ("data_wait", "forward_backward", "optimizer", "allreduce")  # perf/<phase>_ms
+
+
+def real_run_figures(home: Path, steps: int, steady_from: int) -> dict[str, float]:
+    """``distalign train`` on the quickstart with 1 worker as a subprocess: its ``perf/`` metrics averaged over the
+    log windows after step ``steady_from``, and ``wall_ms``: wall time per step between its logs at
+    ``steady_from`` and ``steps`` (logging included)."""
+    name = f"bench-run-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
+    run = distalign_command(home, ["train", str(QUICKSTART), f"run.name={name}", "train.num_workers=1",
+                                   f"train.max_steps={steps}", f"train.checkpoint_every={steps}", "eval.every=0"], name)
+    client = _client(home)
+    figures = {}
+    for key in ("perf/step_ms", "perf/padding_share", "perf/tokens_per_s", *(f"perf/{p}_ms" for p in PERF_PHASES)):
+        values = [m.value for m in client.get_metric_history(run.info.run_id, key) if m.step > steady_from]
+        if values:
+            figures[key.removeprefix("perf/")] = float(np.mean(values))
+    logged = {m.step: m.timestamp for m in client.get_metric_history(run.info.run_id, "train/loss")}
+    figures["wall_ms"] = (logged[steps] - logged[steady_from]) / (steps - steady_from)
+    return figures
+
+
+def plain_script_ms(home: Path, steps: int, steady_from: int) -> float:
+    """``distalign.bench.plain_script`` on the quickstart's model, pairs and corpus files as a subprocess: its
+    mean wall time per step after ``steady_from``."""
+    import pyarrow.parquet as pq
+
+    config, prepared = _prepared(home, [])
+    constraints = home / "constraints.parquet"
+    pq.write_table(prepared.constraints, constraints)
+    corpus = [path for source in prepared.corpus.sources for path in source.paths]
+    t = config.train
+    out = subprocess.run([sys.executable, "-m", "distalign.bench.plain_script", prepared.model_path, str(constraints),
+                          *corpus, "--steps", str(steps), "--sentences-per-step", str(t.corpus_batch_size),
+                          "--pairs-per-step", str(t.constraint_batch_size), "--lr", str(t.lr),
+                          "--max-length", str(config.model.tiny.max_length),
+                          "--word-tokens", str(config.model.max_word_tokens)],
+                         check=True, capture_output=True, text=True)
+    return 1e3 * float(np.mean(json.loads(out.stdout.splitlines()[-1])[steady_from:]))
 
 
 # ---------------------------------------------------------------------------------------------- data path
@@ -281,7 +333,7 @@ def gpu_throughput(steps: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- the bench
 
-AREAS = ("step", "evaluation", "startup", "data", "gpu")  # ``--rows``; step includes the scaling rows
+AREAS = ("step", "evaluation", "startup", "run", "data", "gpu")  # ``--rows``; step includes the scaling rows
 
 
 def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True,
@@ -319,6 +371,8 @@ def _measure(home: Path, steps: int, areas: tuple[str, ...]) -> PerfReport:
         _evaluation_row(report)
     if "startup" in areas:
         _startup_rows(report, home)
+    if "run" in areas:
+        _real_run_row(report, home)
     if "data" in areas:
         _data_rows(report, home, steps)
     if "gpu" in areas:
@@ -369,6 +423,18 @@ def _startup_rows(report: PerfReport, home: Path) -> None:
                            f"{trials.get('trial_startup_s_mean', float('nan')):.1f} s",
                            f"{trials.get('trial_wall_s_mean', float('nan')):.1f} s per trial", "",
                            "", f"{100 * trials.get('trial_startup_share', float('nan')):.0f} % of a trial's time"))
+
+
+def _real_run_row(report: PerfReport, home: Path, steps: int = 300, steady_from: int = 100) -> None:
+    run = _timed("a real run against the plain script", lambda: real_run_figures(home, steps, steady_from))
+    plain = plain_script_ms(home, steps, steady_from)
+    ratio = run["step_ms"] / plain
+    report.metrics |= {f"run/{k}": v for k, v in run.items()} | {"run/plain_ms": plain, "run/ratio": ratio}
+    where = ", ".join(f"{p.replace('_', ' ')} {run[f'{p}_ms']:.1f} ms" for p in PERF_PHASES if f"{p}_ms" in run)
+    report.rows.append(Row("real run", f"ms/step, `distalign train` quickstart, 1 worker, steps {steady_from}-{steps}",
+                           f"{run['step_ms']:.1f} ms ({run['wall_ms']:.1f} ms between logs)",
+                           f"{plain:.1f} ms (plain script, DataLoader)", f"{ratio:.2f}x", "<= 1.10x",
+                           f"{where}; padding {100 * run['padding_share']:.0f} %"))
 
 
 def _data_rows(report: PerfReport, home: Path, steps: int) -> None:

@@ -142,20 +142,24 @@ def dependent_class(head: Word, dependent: Word) -> str | None:
 
 
 def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) -> list[str]:
-    """The sentence's words in the target's order (see the module docstring)."""
+    """The sentence's word forms in the target's order (see the module docstring)."""
+    return [word.form for word in reordered_words(words, p_after, rng)]
+
+
+def reordered_words(words: list[Word], p_after: dict[str, float], rng: random.Random) -> list[Word]:
+    """The sentence's words in the target's order, each with its tag (labelled data keeps its labels)."""
     children: dict[int, list[Word]] = {w.index: [] for w in words} | {0: []}
     for word in words:
         children[word.head].append(word)  # in sentence order
 
-    def linear(head: Word) -> list[str]:
+    def linear(head: Word) -> list[Word]:
         before, after = [], []
         for dependent in children[head.index]:
             stem = dependent_class(head, dependent)
             goes_after = dependent.index > head.index if stem is None else rng.random() < p_after[stem]
             (after if goes_after else before).append(dependent)
         # each side in the original order of the dependents
-        return [form for d in before for form in linear(d)] + [head.form] + \
-            [form for d in after for form in linear(d)]
+        return [word for d in before for word in linear(d)] + [head] + [word for d in after for word in linear(d)]
 
     (root,) = children[0]
     return linear(root)

@@ -7,6 +7,12 @@ a token too, is their nearest input embedding by cosine among the derived langua
 no mapping) and, on dictionary words held out from training, word alignment and BLI MRR against the
 whole derived vocabulary. Words are encoded alone; layer 0 is the embedding output, where ALIGN-MLM acts.
 
+With transfer tasks (``--transfer-tasks``; ``--world`` takes the base corpus and its tasks from a synthetic
+world), each trained model is also fine-tuned on the base language's labelled data and tested on the same data
+carried into the derived language (``distalign.bench.derived_tasks``), through ``distalign.transfer``: Δ per
+task, and across cells Spearman's ρ of alignment vs transfer and ALIGN-MLM's expected shape
+(``distalign.bench.transfer_study``). ``--seeds N`` pre-trains (and fine-tunes) every cell N times.
+
 Everything lands in one MLflow parent run (a child run per training run) with the markdown
 table as an artifact; the table is also printed.
 """
@@ -37,6 +43,7 @@ OBJECTIVE_SETS = {
     "align": {"mlm": 1.0, "align": 10.0},
     "lexical": {"mlm": 1.0, "lexical": 1.0},
     "xlm": {"mlm": 1.0, "tlm": 1.0},  # MLM + TLM on the base/derived twins (below)
+    "dict_mlm": {"dict_mlm": 1.0},  # replaces MLM; ALIGN-MLM's App. G.4 settings in the bench config
 }
 # XLM's TLM pairs: the derived corpus translates the base one line by line, so every base sentence has its twin
 # (their share of a step: train.parallel_batch_size in the bench config)
@@ -61,6 +68,27 @@ class BenchSpec:
     output_dir: str = ""
     overrides: list[str] = field(default_factory=list)  # training-config overrides (train.max_steps=100)
     syntax_target: str = "fra"  # translit_syn: the target language (code or .conllu treebank; the paper: French)
+    seeds: int = 1  # pre-training runs per cell, train.seed = train_seed, train_seed + 1, ... (the data keep `seed`)
+    train_seed: int | None = None  # null: seed
+    # xlm: TLM's distinct pairs as a share of the base corpus (objectives.tlm.parallel_share; ALIGN-MLM Table 1);
+    # 0 = MLM alone, null = every base sentence's twin
+    parallel_share: float | None = None
+    # transfer: the base language's labelled data, <transfer_data>/<task>/<transfer_lang>/ (distalign transfer's
+    # layout), carried into the derived language per transformation; no tasks = alignment only
+    transfer_tasks: tuple[str, ...] = ()
+    transfer_data: str = ""
+    transfer_lang: str = ""
+    # > 0: the base corpus (max_sentences) and udpos + pawsx (this many examples per split) from a one-language
+    # synthetic world of world_concepts concepts, generated with `seed` into <output_dir>/world
+    world: int = 0
+    world_concepts: int = 2000
+    finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (README, "the synthetic world's tasks")
+    finetune_epochs: int = 5
+
+
+def cell_seeds(spec: BenchSpec) -> list[int]:
+    first = spec.seed if spec.train_seed is None else spec.train_seed
+    return list(range(first, first + spec.seeds))
 
 
 def default_corpus_files() -> list[Path]:
@@ -134,22 +162,29 @@ def write_language_pair(root: Path, transformation: str, sentences: list[str], t
 
 
 def training_config(spec: BenchSpec, transformation: str, objective: str, paths: dict[str, Path],
-                    out_dir: Path, parent_run_id: str = ""):
-    weights = OBJECTIVE_SETS[objective]
+                    out_dir: Path, parent_run_id: str = "", seed: int | None = None):
+    weights = dict(OBJECTIVE_SETS[objective])
+    share = [] if spec.parallel_share is None or "tlm" not in weights else \
+        [f"objectives.tlm.parallel_share={spec.parallel_share}"] if spec.parallel_share > 0 else []
+    if spec.parallel_share == 0:  # no parallel data: XLM is MLM alone (ALIGN-MLM Table 1's 0 % row)
+        weights.pop("tlm", None)
+    seed = cell_seeds(spec)[0] if seed is None else seed
     corpora = [{"path": str(paths["base"]), "lang": BASE_LANG}, {"path": str(paths["derived"]), "lang": DERIVED_LANG}]
     dictionary = {"lang1": BASE_LANG, "lang2": DERIVED_LANG}
     parallel = {**dictionary, "path1": str(paths["base"]), "path2": str(paths["derived"])}
     return load_config(BENCH_CONFIG, [
-        f"run.name=bench-{transformation}-{objective}",
+        f"run.name=bench-{transformation}-{objective}" + (f"-seed{seed}" if seed != spec.seed else ""),
         f"storage.path={out_dir / 'runs'}",
         f"tracking.parent_run_id=\"{parent_run_id}\"",
-        f"train.seed={spec.seed}",
-        *(f"objectives.{name}.weight={weights.get(name, 0.0)}" for name in ("mlm", "lexical", "align", "tlm")),
+        f"train.seed={seed}",
+        *(f"objectives.{name}.weight={weights.get(name, 0.0)}" for name in ("mlm", "lexical", "align", "tlm",
+                                                                            "dict_mlm")),
         # JSON is valid YAML: paths with any character survive the override syntax
         "data.corpora=" + json.dumps(corpora),
         "data.dictionaries=" + json.dumps([{**dictionary, "path": str(paths["train_dict"])}]),
         "data.eval_dictionaries=" + json.dumps([{**dictionary, "path": str(paths["eval_dict"])}]),
         "data.parallel=" + json.dumps([parallel]),
+        *share,
         *spec.overrides,
     ])
 
@@ -158,7 +193,8 @@ def training_config(spec: BenchSpec, transformation: str, objective: str, paths:
 # Trans + Inv, translit_syn -> Trans + Syn; the paper has no permutation.
 PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3, ("translit_syn", "mlm"): 57.3,
                 ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2, ("translit_syn", "align"): 98.2,
-                ("translit", "xlm"): 97.7, ("translit_inv", "xlm"): 85.6, ("translit_syn", "xlm"): 98.6}
+                ("translit", "xlm"): 97.7, ("translit_inv", "xlm"): 85.6, ("translit_syn", "xlm"): 98.6,
+                ("translit", "dict_mlm"): 95.7, ("translit_inv", "dict_mlm"): 64.2, ("translit_syn", "dict_mlm"): 93.7}
 
 
 def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration, specials: Iterable[str] = ()
@@ -238,10 +274,39 @@ def check_runs(spec: BenchSpec, runs: list[tuple[str, str]], data: dict[str, dic
     return configs[0]
 
 
-def run_bench(spec: BenchSpec) -> pd.DataFrame:
-    from distalign.ray_session import ensure_ray
-    from distalign.tracking import MetricLogger, client_for, tracked_run
-    from distalign.train.trainer import run_training
+@dataclass
+class PreparedBench:
+    """What every cell of a bench reads, written and checked on the driver before Ray starts."""
+
+    spec: BenchSpec
+    out_dir: Path
+    translit: Transliteration
+    eval_words: list[str]
+    data: dict[str, dict[str, Path]]  # transformation -> its language pair's files
+    tasks: dict[str, Path]  # transformation -> its transfer data (distalign transfer's --data-dir); none: no transfer
+    params: dict
+    probe: object  # the first run's training config (tracking settings)
+
+    def cells(self) -> list[tuple[str, str, int]]:
+        return [(t, o, seed) for t in self.spec.transformations for o in self.spec.objectives
+                for seed in cell_seeds(self.spec)]
+
+
+def with_world(spec: BenchSpec, out_dir: Path) -> BenchSpec:
+    """``spec`` with its base corpus and transfer tasks from a one-language synthetic world (``spec.world``)."""
+    from dataclasses import replace
+
+    from distalign.data.synthetic import SyntheticConfig, generate_world
+
+    world = generate_world(SyntheticConfig(languages=["xa"], num_concepts=spec.world_concepts,
+                                           sentences_per_language=spec.max_sentences, transfer_examples=spec.world),
+                           out_dir / "world", spec.seed)
+    return replace(spec, corpus=str(world.corpora["xa"]), transfer_data=str(world.transfer_tasks), transfer_lang="xa",
+                   transfer_tasks=spec.transfer_tasks or ("udpos", "pawsx"))
+
+
+def prepare_bench(spec: BenchSpec) -> PreparedBench:
+    from distalign.bench.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
 
     unknown = set(spec.objectives) - set(OBJECTIVE_SETS) | set(spec.transformations) - set(TRANSFORMATIONS)
     if unknown:
@@ -251,45 +316,120 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
         raise InputError(f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
                          "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
                          "UDPipe or spaCy write it)")
+    if spec.seeds < 1 or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1):
+        raise InputError("--seeds must be >= 1 and --parallel-share in [0, 1]")
     out_dir = Path(spec.output_dir or distalign_home() / "bench_synthetic").resolve()
+    if spec.world:
+        spec = with_world(spec, out_dir)
+    check_tasks(spec.transfer_tasks, spec.transformations)
+    if spec.transfer_tasks and not (spec.transfer_data and spec.transfer_lang):
+        raise InputError("--transfer-tasks: give --transfer-data DIR and --transfer-lang LANG (the base language's "
+                         "labelled data, <DIR>/<task>/<LANG>/), or --world N")
+    examples = read_examples(spec.transfer_data, spec.transfer_lang, spec.transfer_tasks) if spec.transfer_tasks else {}
     sentences, reordered = base_corpus(spec)
-    translit = Transliteration.for_text(sentences)
+    translit = Transliteration.for_text(sentences + example_texts(examples))
     train_words, eval_words = split_dictionary(sentences, spec)
     params = {"corpus": spec.corpus or "tatoeba English", "sentences": len(sentences),
               "dictionary_share": spec.dictionary_share, "eval_words": spec.eval_words,
-              "overrides": " ".join(spec.overrides)}
+              "overrides": " ".join(spec.overrides), "seeds": spec.seeds, "parallel_share": spec.parallel_share,
+              "transfer_tasks": ",".join(spec.transfer_tasks)}
     log.info("bench: %d base sentences; dictionary %d training words, %d held out; transformations %s, "
-             "objectives %s", len(sentences), len(train_words), len(eval_words), list(spec.transformations),
-             list(spec.objectives))
+             "objectives %s, %d seed(s); transfer tasks %s", len(sentences), len(train_words), len(eval_words),
+             list(spec.transformations), list(spec.objectives), spec.seeds, list(spec.transfer_tasks) or "none")
     data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed,
                                    reordered) for t in spec.transformations}
-    runs = [(t, o) for t in spec.transformations for o in spec.objectives]
-    probe = check_runs(spec, runs, data, out_dir)
+    tasks = {t: write_derived_tasks(examples, spec.transfer_data, spec.transfer_lang, t, translit, spec.seed,
+                                    out_dir / "data" / t / "transfer", BASE_LANG, DERIVED_LANG, spec.syntax_target)
+             for t in spec.transformations} if examples else {}
+    probe = check_runs(spec, [(t, o) for t in spec.transformations for o in spec.objectives], data, out_dir)
+    return PreparedBench(spec, out_dir, translit, eval_words, data, tasks, params, probe)
+
+
+def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, objective: str, seed: int) -> dict:
+    """Fine-tune ``model_dir`` on the base language's tasks, test on the derived language's (``distalign.transfer``,
+    in this Ray session, one fine-tuning seed: the cell's)."""
+    from distalign.bench.transfer_study import transfer_scores
+    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, run_transfer
+
+    spec = bench.spec
+    transfer = TransferSpec(
+        model=model_dir, tasks=spec.transfer_tasks, data_dir=str(bench.tasks[transformation]), source=BASE_LANG,
+        languages=(DERIVED_LANG,), seeds=1, seed=seed, cpus_per_worker=0.5,
+        finetune=FineTuneOverrides(lr=spec.finetune_lr, epochs=spec.finetune_epochs, select_every=0),
+        output_dir=str(bench.out_dir / "transfer" / f"{transformation}-{objective}-seed{seed}"))
+    transfer.tracking.enabled = False  # the cell's numbers go to its training run (run_cell)
+    summary, _ = run_transfer(transfer, progress=log.info)
+    return transfer_scores(summary, BASE_LANG, DERIVED_LANG)
+
+
+def run_cell(bench: PreparedBench, transformation: str, objective: str, seed: int, parent_id: str) -> dict:
+    """One cell: pre-train, score the alignment, and (with tasks) the transfer; logged to the training run."""
+    from distalign.tracking import MetricLogger
+    from distalign.train.trainer import run_training
+
+    log.info("bench: training %s / %s, seed %d", transformation, objective, seed)
+    paths = bench.data[transformation]
+    config = training_config(bench.spec, transformation, objective, paths, bench.out_dir, parent_id, seed)
+    outcome = run_training(config)
+    model_dir = str(Path(outcome.checkpoint) / MODEL_DIR)
+    derived_vocab = sorted(set(paths["derived"].read_text(encoding="utf-8").split()))
+    scores = evaluate_run(model_dir, bench.eval_words, derived_vocab, bench.translit)
+    if bench.tasks:
+        scores |= measure_transfer(bench, model_dir, transformation, objective, seed)
+    logger = MetricLogger(config.tracking.uri, outcome.run_id)
+    logger.log({f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
+    logger.close()
+    log.info("bench: %s / %s, seed %d: alignment %.1f (%d tokens), BLI MRR %.3f%s", transformation, objective, seed,
+             scores["alignment"], scores["alignment_tokens"], scores["bli_mrr_best"],
+             "".join(f", {k} {v:.1f}" for k, v in scores.items() if k.startswith("delta_")))
+    return {"transformation": transformation, "objective": objective, "seed": seed, **scores}
+
+
+def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
+    """The tables (printed, files, MLflow artifacts of the parent run); with transfer, ρ, the checks and the scatter."""
+    from distalign.bench import transfer_study
+    from distalign.tracking import MetricLogger, client_for
+
+    out_dir, uri = bench.out_dir, bench.probe.tracking.uri
+    table = pd.DataFrame(results)
+    text = markdown_table(table)
+    files = ["results.md", "results.csv"]
+    table.to_csv(out_dir / "results.csv", index=False)
+    metrics = {f"bench/{r['transformation']}/{r['objective']}/{k}": float(r[k])
+               for r in results for k in ("alignment", "word_alignment_best", "bli_mrr_best") if r["seed"] == results[0]["seed"]}
+    if bench.tasks:
+        tasks = list(bench.spec.transfer_tasks)
+        columns = ["alignment"] + [f"{kind}_{task}" for task in tasks for kind in ("source", "target", "delta")]
+        cells = transfer_study.cell_means(table, columns)
+        rho = transfer_study.correlations(cells, tasks)
+        checks = transfer_study.shape_checks(cells, tasks, rho)
+        text += "\n" + transfer_study.markdown(cells, tasks, rho, checks)
+        cells.to_csv(out_dir / "transfer.csv", index=False)
+        transfer_study.scatter(cells, tasks, rho, out_dir / "alignment_vs_transfer.png")
+        files += ["transfer.csv", "alignment_vs_transfer.png"]
+        metrics |= {f"bench/spearman/{task}": value for task, (value, _) in rho.items()}
+        metrics |= {f"bench/spearman_p/{task}": p for task, (_, p) in rho.items()}
+        metrics["bench/shape_holds"] = float(all(holds for _, holds in checks))
+    (out_dir / "results.md").write_text(text, encoding="utf-8")
+    client = client_for(uri)
+    for name in files:
+        client.log_artifact(parent_id, str(out_dir / name))
+    logger = MetricLogger(uri, parent_id)
+    logger.log({k: v for k, v in metrics.items() if v == v}, 0)  # NaN: too few cells for ρ
+    logger.close()
+    return text
+
+
+def run_bench(spec: BenchSpec) -> pd.DataFrame:
+    from distalign.ray_session import ensure_ray
+    from distalign.tracking import tracked_run
+
+    bench = prepare_bench(spec)
     ensure_ray()
-    results = []
-    with tracked_run(probe.tracking.uri, probe.tracking.experiment, "bench-synthetic", str(out_dir), params,
-                     {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()}) as parent_id:
-        for transformation, objective in runs:
-            log.info("bench: training %s / %s", transformation, objective)
-            paths = data[transformation]
-            config = training_config(spec, transformation, objective, paths, out_dir, parent_id)
-            outcome = run_training(config)
-            derived_vocab = sorted(set(paths["derived"].read_text(encoding="utf-8").split()))
-            scores = evaluate_run(str(Path(outcome.checkpoint) / MODEL_DIR), eval_words, derived_vocab, translit)
-            MetricLogger(config.tracking.uri, outcome.run_id).log(
-                {f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
-            results.append({"transformation": transformation, "objective": objective, **scores})
-            log.info("bench: %s / %s: alignment %.1f (%d tokens), BLI MRR %.3f", transformation, objective,
-                     scores["alignment"], scores["alignment_tokens"], scores["bli_mrr_best"])
-        table = pd.DataFrame(results)
-        text = markdown_table(table)
-        (out_dir / "results.md").write_text(text, encoding="utf-8")
-        table.to_csv(out_dir / "results.csv", index=False)
-        client = client_for(probe.tracking.uri)
-        for name in ("results.md", "results.csv"):
-            client.log_artifact(parent_id, str(out_dir / name))
-        MetricLogger(probe.tracking.uri, parent_id).log(
-            {f"bench/{r['transformation']}/{r['objective']}/{k}": float(r[k])
-             for r in results for k in ("alignment", "word_alignment_best", "bli_mrr_best")}, 0)
+    with tracked_run(bench.probe.tracking.uri, bench.probe.tracking.experiment, "bench-synthetic", str(bench.out_dir),
+                     bench.params, {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()}
+                     ) as parent_id:
+        results = [run_cell(bench, t, o, seed, parent_id) for t, o, seed in bench.cells()]
+        text = report(bench, results, parent_id)
     print("\n" + text, flush=True)
-    return table
+    return pd.DataFrame(results)

@@ -59,6 +59,7 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     config.tracking.uri = resolve_tracking_uri(config.tracking.uri)
     config.train.deepspeed_config_file = resolve_path(config.train.deepspeed_config_file, base)
     config.eval.vocab_dir = resolve_path(config.eval.vocab_dir, base)
+    config.eval.transfer.data_dir = resolve_path(config.eval.transfer.data_dir, base)
     if data.output_dir:
         data.output_dir = str(Path(data.output_dir).expanduser().resolve())
     elif config.storage_is_remote:

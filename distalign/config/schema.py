@@ -267,6 +267,30 @@ class TrainConfig:
 
 
 @dataclass
+class TransferEvalConfig:
+    # Zero-shot transfer once training ends (distalign.transfer.training, `distalign transfer`'s protocol): each
+    # model below fine-tuned on the tasks' source-language training sets, tested on the other languages; logged into
+    # this run as transfer/<task>/<lang>/<metric> (+ _std over seeds) at the model's step, with a bar plot per task
+    tasks: list[str] = field(default_factory=list)  # xnli, pawsx, wikiann, udpos, ...; empty = off
+    # <data_dir>/<task>/<lang>/ as `distalign transfer --data-dir` reads it; empty: the synthetic world's tasks
+    # (data.synthetic.transfer_examples > 0; source: its first language)
+    data_dir: str = ""
+    checkpoint: Literal["best", "last"] = "best"  # best: the one eval.select_by selects (the last when none does)
+    at_steps: list[int] = field(default_factory=list)  # also the checkpoints of these steps (local storage; kept ones)
+    starting_model: bool = False  # also the model training started from, logged at step 0: the plots' reference bars
+    # any other key of a transfer spec (distalign.transfer.runner.TransferSpec): source, languages, seeds,
+    # finetune: {lr, epochs, ...}, num_workers, use_gpu, ...
+    spec: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        require(bool(self.tasks) or not (self.data_dir or self.at_steps or self.starting_model or self.spec),
+                "eval.transfer.tasks", "is empty (transfer off), yet other eval.transfer keys are set: name the tasks")
+        require(all(step >= 1 for step in self.at_steps), "eval.transfer.at_steps", "steps must be >= 1")
+        require(not self.data_dir or Path(self.data_dir).is_dir(), "eval.transfer.data_dir",
+                f"not a directory: {self.data_dir}")
+
+
+@dataclass
 class EvalConfig:
     every: int = 50  # steps between in-loop evaluations (0 = only at start and end)
     # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT code: 0.05)
@@ -287,8 +311,10 @@ class EvalConfig:
     # relative MRR gain on the held-out pairs; "mlm_loss", the MLM loss on data.validation_corpora (lowest
     # wins), as the static-contextual authors select
     select_by: Literal["bli", "mlm_loss"] = "bli"
+    transfer: TransferEvalConfig = field(default_factory=TransferEvalConfig)
 
     def check(self) -> None:
+        self.transfer.check()
         require(self.every >= 0, "eval.every", "must be >= 0")
         require(self.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
         require(self.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
@@ -375,6 +401,12 @@ def validate(config: ExperimentConfig) -> None:
             "mlm_loss needs held-out sentences: data.validation_corpora (files) or "
             "data.synthetic.validation_sentences > 0 (synthetic)")
     d.check()
+    transfer = config.eval.transfer
+    world_tasks = d.source == "synthetic" and d.synthetic.transfer_examples > 0
+    require(not transfer.tasks or bool(transfer.data_dir) or world_tasks, "eval.transfer.data_dir",
+            "is needed (or a synthetic world with data.synthetic.transfer_examples > 0)")
+    require(not transfer.at_steps or not config.storage_is_remote, "eval.transfer.at_steps",
+            "reads the run's checkpoints from local storage; with remote storage only the final one is transferred")
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
             f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
     if d.source == "files":

@@ -37,7 +37,7 @@ class ReadReport:
     malformed: int = 0
     examples: list[str] = field(default_factory=list)
 
-    def skip(self, line_no: int, reason: str) -> None:
+    def skip(self, line_no: int | str, reason: str) -> None:  # a line, a row index, or a place in a JSON file
         self.malformed += 1
         if len(self.examples) < MAX_EXAMPLES:
             self.examples.append(f"{self.path}:{line_no}: {reason}")

@@ -30,6 +30,7 @@ VOWELS = list("aeiou")
 WORD_ORDERS = ["SVO", "SOV", "VSO", "OVS"]
 NUM_TOPICS = 8
 TRANSFER_DIR = "transfer"  # <world>/transfer/<task>/<lang>/
+TRANSFER_TASK_NAMES = ("udpos", "pawsx")  # what write_transfer_tasks writes there
 TRANSFER_STREAM = 24  # the transfer tasks' RNG: default_rng([seed, TRANSFER_STREAM])
 UPOS_OF_CLASS = {"N": "NOUN", "V": "VERB", "A": "ADJ"}  # the grammar has no function words
 

@@ -5,36 +5,39 @@ using Bilingual Dictionaries". Instead of always predicting the masked word, the
 sometimes predict a translation of it taken from a bilingual dictionary, which pushes words and
 their translations towards the same contextual representation.
 
-For a sentence in language ``l``:
+For a sentence in language ``l`` (``dict_mlm_mask``, in the paper's order: select, code-switch, mask):
 
-1. Masking: whole-word masking (``mask_prob`` = 15% of words, 80% ``<mask>`` / 10% random /
-   10% unchanged per word, ``distalign.objectives.mlm.whole_word_mask``) restricted to words
-   ``w`` with a dictionary entry ``D(l, w) = {(l', s)}``. A sentence without any such word falls
-   back to plain whole-word masking over all its words, so it still trains the ordinary MLM
-   signal (labels then keep their original words).
-2. Labels (§2.3): for each masked word, with probability ``synonym_share`` (x/100 in the paper's
-   DICT-MLM-x, x ∈ {50, 70, 90}) ``l' ~ Uniform{languages of D(l, w)}``,
-   ``s ~ Uniform{synonyms of w in l'}``, and the label becomes the token ids of ``s`` with target
-   language ``l'``; the other (100 − x)% of the time the label stays ``w`` in language ``l``. Choosing the language
-   first stops a language with many listed synonyms from dominating.
-3. Loss: mean cross-entropy over labelled tokens of the target-language-conditioned head
+1. Selection: 15% (``mask_prob``) of the whole words ``w`` with a dictionary entry
+   ``D(l, w) = {(l', s)}`` (§2.2; ``mask_words="all"``: of every word, ALIGN-MLM's re-run). A
+   sentence without any such word falls back to selecting among all its words, so it still trains
+   the ordinary MLM signal (labels then keep their original words).
+2. Code-switching (§2.2-2.3): each selected word with an entry is replaced, with probability
+   ``synonym_share`` (x/100 in the paper's DICT-MLM-x, x ∈ {50, 70, 90}), by a synonym:
+   ``l' ~ Uniform{languages of D(l, w)}``, ``s ~ Uniform{synonyms of w in l'}`` (choosing the
+   language first stops a language with many listed synonyms from dominating). ``s`` is spliced
+   into the token sequence with all of its subwords, however many ``w`` had: the row grows or
+   shrinks (re-padded, or cut at a word boundary when it outgrows the width), as the paper's
+   code-switched sentence does when it is tokenised after switching. The labels at those
+   positions are ``s``'s tokens and their language (input and target) is ``l'``; the other
+   (100 − x)% of the time the word and its label stay ``w`` in ``l``.
+3. 80/10/10 per selected word, on the spliced sentence (BERT's rule, §2.3). For a replaced word
+   80% of the time all of ``s``'s positions are ``<mask>``, 10% random tokens, 10% ``s`` itself is
+   left in the input: BERT's "unchanged" shows the label, and the paper masks the code-switched
+   sentence, where ``s`` is the word. The original ``w`` is never in the input of a replaced word.
+4. Loss: mean cross-entropy over labelled tokens of the target-language-conditioned head
    (``distalign.models.language_embeddings``), with language embeddings added at the input:
 
        L = -1/|M| Σ_{t∈M} log softmax(head(h_t, target_lang_t))[label_t]
 
-Multi-subword words: the label of each of the word's positions is the synonym's token at the
-same offset, so only synonyms that tokenise into exactly as many subwords as the word are kept
-(``build_synonym_table`` drops the other pairs and counts them in ``dropped``). Truncating or
-padding with -100 instead would train the model to emit word fragments (a truncated synonym)
-or to predict a whole word in the first of several masks; keeping only equal lengths means
-every label sequence is a complete word, at the cost of fewer usable dictionary pairs.
-Synonyms are the direct dictionary pairs, in both directions, between different languages
-(no pivoting through a third language).
+Every label sequence is a complete word (a synonym is never truncated or padded with -100; a word cut
+off the end of a row takes its labels with it). Synonyms are the direct dictionary pairs, in both
+directions, between different languages (no pivoting through a third language).
 
 dict-TLM variant (§2.3): the sentence is code-switched as in §2.2 (a dictionary word is replaced
 by a random cross-lingual synonym, chosen as in 2., with probability ``switch_prob``: 15%, the
 share §2.2 selects) and concatenated with the original as ``[CLS] orig [SEP] switched [SEP]``
-(whole words only, both halves cut to the same words so they stay parallel); then, as in TLM,
+(whole words only, both halves cut to the same leading words so they stay parallel; a switched word
+takes all its synonym's subwords, so the halves may differ in length); then, as in TLM,
 15% of the concatenation's words are masked (whole words, any word) and predicted with the plain
 MLM objective: every label is the token at its position, in its own language.
 
@@ -66,7 +69,14 @@ from distalign.models.language_embeddings import (
     pretrained_lm_transform,
 )
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
-from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, masked_lm_loss, whole_word_mask
+from distalign.objectives.mlm import (
+    IGNORE_INDEX,
+    MASKED_TENSORS,
+    corrupt_selected,
+    draw_word_masking,
+    masked_lm_loss,
+    whole_word_mask,
+)
 
 DICTIONARY_COLUMNS = ("word1", "lang1", "word2", "lang2")
 log = logging.getLogger("distalign")
@@ -79,7 +89,7 @@ class SynonymTable:
     Entry ``e`` = one (source language id, word token ids) key of ``entries``. Its target-language
     groups are ``group_offsets[e]:group_offsets[e+1]`` (language ``group_lang[g]``); group ``g``'s
     synonyms are rows ``synonym_offsets[g]:synonym_offsets[g+1]`` of ``synonym_ids`` (token ids,
-    padded with -1; a synonym has as many tokens as its entry's word). ``synonym_entry[s]`` is the
+    padded with -1; a synonym may have more or fewer tokens than its entry's word). ``synonym_entry[s]`` is the
     entry of synonym ``s`` as a word of its own language (it always exists: pairs are symmetric).
     """
 
@@ -98,8 +108,8 @@ def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str
 
     ``dictionary`` has columns word1, lang1, word2, lang2 (e.g. ``readers.read_dictionary`` output,
     several concatenated); language ids are positions in ``languages``. Dropped rows: same
-    language on both sides, multi-word expressions (never one corpus word), and pairs whose
-    tokenisations differ in length (see the module docstring).
+    language on both sides and multi-word expressions (never one corpus word). The two words of a
+    pair may tokenise to different lengths: a synonym is spliced in whole (``splice_row``).
     """
     missing = [c for c in DICTIONARY_COLUMNS if c not in dictionary.column_names]
     if missing:
@@ -125,8 +135,6 @@ def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str
             dropped["same_language"] += 1
         elif any(c.isspace() for c in word1 + word2):
             dropped["multiword"] += 1
-        elif len(spans[word1]) != len(spans[word2]):
-            dropped["length_mismatch"] += 1
         else:
             a, b = (lang_index[lang1], spans[word1]), (lang_index[lang2], spans[word2])
             synonyms.setdefault(a, {}).setdefault(b[0], set()).add(b[1])
@@ -177,63 +185,131 @@ def _word_uniforms(word_ids: torch.Tensor, count: int, random: RowRandom):
     return uniforms.gather(2, word_ids.clamp(min=0).expand(count, -1, -1)).unbind(0)
 
 
-def _offset_in_word(word_ids: torch.Tensor) -> torch.Tensor:
-    """Each token's index within its word (garbage on tokens with word id -1)."""
-    batch, length = word_ids.shape
-    positions = torch.arange(length).expand(batch, length)
-    index = word_ids.clamp(min=0)
-    starts = torch.full((batch, length), length).scatter_reduce(
-        1, index, torch.where(word_ids >= 0, positions, length), reduce="amin")
-    return positions - starts.gather(1, index)
-
-
-def _substitute_synonyms(tokens: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
-                         chosen: torch.Tensor, r_lang: torch.Tensor, r_syn: torch.Tensor, table: SynonymTable):
-    """Replace the tokens of the ``chosen`` words by a synonym: language uniform, then synonym uniform.
-
-    ``r_lang``/``r_syn`` are per-word uniforms, so every token of a word draws the same synonym.
-    Returns (new tokens, synonym row per chosen token, target language per chosen token).
-    """
+def pick_synonyms(entry_ids: torch.Tensor, chosen: torch.Tensor, r_lang: torch.Tensor, r_syn: torch.Tensor,
+                  table: SynonymTable) -> torch.Tensor:
+    """[B, T]: a synonym row of ``table`` on every token of the ``chosen`` words, -1 elsewhere: the target
+    language uniform among the entry's languages, then the synonym uniform within it. ``r_lang``/``r_syn``
+    are per-word uniforms, so every token of a word draws the same synonym."""
     entry = entry_ids[chosen]
     first_group = table.group_offsets[entry]
     groups = table.group_offsets[entry + 1] - first_group
     group = first_group + torch.minimum((r_lang[chosen] * groups).long(), groups - 1)
     first_synonym = table.synonym_offsets[group]
     synonyms = table.synonym_offsets[group + 1] - first_synonym
-    synonym = first_synonym + torch.minimum((r_syn[chosen] * synonyms).long(), synonyms - 1)
-    new_tokens = table.synonym_ids[synonym, _offset_in_word(word_ids)[chosen]]
-    if (new_tokens < 0).any():
-        raise ValueError("entry_ids do not match the word spans: a synonym is shorter than its word")
-    out = tokens.clone()
-    out[chosen] = new_tokens
-    return out, synonym, table.group_lang[group]
+    synonym = torch.full_like(entry_ids, -1)
+    synonym[chosen] = first_synonym + torch.minimum((r_syn[chosen] * synonyms).long(), synonyms - 1)
+    return synonym
 
 
-def dict_whole_word_mask(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
-                         mask_token_id: int, vocab_size: int, mask_prob: float,
-                         random: RowRandom) -> tuple[torch.Tensor, torch.Tensor]:
-    """``whole_word_mask`` over the words with a dictionary entry (all words of a row that has none)."""
-    eligible = entry_ids >= 0
-    eligible = torch.where(eligible.any(1, keepdim=True), eligible, word_ids >= 0)
-    return whole_word_mask(input_ids, torch.where(eligible, word_ids, -1), mask_token_id, vocab_size,
-                           mask_prob, random)
+def _synonym_languages(table: SynonymTable) -> list[int]:
+    """The language of each synonym row of ``table``."""
+    return table.group_lang.repeat_interleave(table.synonym_offsets.diff()).tolist()
 
 
-def replace_labels(labels: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
-                   token_lang_ids: torch.Tensor, table: SynonymTable, synonym_share: float,
-                   random: RowRandom) -> tuple[torch.Tensor, torch.Tensor]:
-    """Return (labels, label language ids): each labelled word with an entry takes a synonym's token
-    ids and language with probability ``synonym_share``, else keeps its label. Label language ids
-    are the token's own language where the label is kept, -100 where there is no label."""
+def splice_row(columns: dict[str, list[int]], synonym: list[int], table: SynonymTable,
+               languages: list[int]) -> dict[str, list[int]]:
+    """One row with every word that carries a synonym (``synonym`` >= 0 on its tokens) replaced by all of the
+    synonym's subword tokens, however many: the row grows or shrinks, the code-switched sentence of §2.2
+    tokenised. ``columns`` are per-token lists of equal length and must include input_ids and word_ids; a
+    spliced token takes the synonym's id, its word's id, the synonym's language (``lang_ids``) and the
+    synonym's own entry (``entry_ids``); any other column the value of the word's first token.
+    ``languages``: ``_synonym_languages(table)``."""
+    out: dict[str, list[int]] = {name: [] for name in columns}
+    words, pos = columns["word_ids"], 0
+    while pos < len(words):
+        row = synonym[pos]
+        if row < 0:
+            for name, values in columns.items():
+                out[name].append(values[pos])
+            pos += 1
+            continue
+        end = pos
+        while end < len(words) and words[end] == words[pos]:
+            end += 1
+        span = [t for t in table.synonym_ids[row].tolist() if t >= 0]
+        spliced = {"input_ids": span, "lang_ids": [languages[row]] * len(span),
+                   "entry_ids": [int(table.synonym_entry[row])] * len(span)}
+        for name, values in columns.items():
+            out[name].extend(spliced.get(name, [values[pos]] * len(span)))
+        pos = end
+    return out
+
+
+def _fit_row(row: dict[str, list[int]], width: int) -> dict[str, list[int]]:
+    """Cut a spliced row that outgrew ``width`` at a word boundary, keeping its closing special tokens.
+
+    Words are cut whole from the end of the text (a masked word's labels go with it), so every label
+    sequence left is a complete word, as when the tokenizer truncates a code-switched sentence.
+    """
+    words = row["word_ids"]
+    if len(words) <= width:
+        return row
+    tail = len(words)
+    while tail > 0 and words[tail - 1] < 0:
+        tail -= 1
+    cut = max(0, width - (len(words) - tail))
+    while 0 < cut < tail and words[cut] >= 0 and words[cut] == words[cut - 1]:
+        cut -= 1
+    return {name: values[:cut] + values[tail:] for name, values in row.items()}
+
+
+def splice_synonyms(tokens: dict[str, torch.Tensor], synonym: torch.Tensor, table: SynonymTable,
+                    fill: dict[str, int]) -> dict[str, torch.Tensor]:
+    """``splice_row`` on every row of a [B, T] batch (attended tokens only), each row cut to T by ``_fit_row``
+    and padded with ``fill`` (per column; ``lang_ids`` pads with the row's first language)."""
+    batch, width = synonym.shape
+    languages = _synonym_languages(table)
+    out = {name: torch.full((batch, width), fill.get(name, 0), dtype=tokens[name].dtype) for name in tokens}
+    lengths = tokens["attention_mask"].sum(1).tolist()
+    for b in range(batch):
+        n = lengths[b]
+        row = splice_row({name: values[b, :n].tolist() for name, values in tokens.items()},
+                         synonym[b, :n].tolist(), table, languages)
+        row = _fit_row(row, width)
+        for name, values in row.items():
+            out[name][b, : len(values)] = torch.tensor(values, dtype=out[name].dtype)
+        out["lang_ids"][b, len(row["lang_ids"]):] = tokens["lang_ids"][b, 0]
+    return out
+
+
+def dict_mlm_mask(tokens: dict[str, torch.Tensor], table: SynonymTable, mask_token_id: int, vocab_size: int,
+                  mask_prob: float, synonym_share: float, mask_words: str, pad_id: int,
+                  random: RowRandom) -> dict[str, torch.Tensor]:
+    """DICT-MLM's masking of a corpus batch in the paper's order (§2.2-2.3): select words, code-switch a share
+    of them, then BERT's 80/10/10 on the code-switched sentence.
+
+    1. Select 15 % of whole words: those with a dictionary entry (``mask_words="dictionary"``, all words of a
+       row that has none) or any word (``"all"``, ALIGN-MLM's re-run).
+    2. Each selected word with an entry is replaced, with probability ``synonym_share`` (the paper's x/100),
+       by a cross-lingual synonym (``pick_synonyms``) spliced in with all its subwords (``splice_synonyms``):
+       the synonym's tokens are the labels, in the synonym's language (input and target language ids).
+    3. 80/10/10 per selected word, on the spliced row (``corrupt_selected``): for a replaced word 80 % of the
+       time all of the synonym's positions are ``<mask>``, 10 % random tokens, 10 % the synonym itself is
+       shown (BERT's "unchanged" is the label; the original word is never in the input). This is the paper's
+       pipeline read literally: it code-switches the sentence, tokenises it, then whole-word masks it.
+
+    ``tokens``: input_ids, attention_mask, word_ids, entry_ids, lang_ids [B, T]. Returns masked_ids, labels,
+    label_lang_ids, lang_ids, attention_mask, word_ids [B, T] of the spliced rows.
+    """
     if not 0.0 <= synonym_share <= 1.0:
         raise ValueError(f"synonym_share must be in [0, 1], got {synonym_share}")
-    r_synonym, r_lang, r_syn = _word_uniforms(word_ids, 3, random)
-    labelled = labels != IGNORE_INDEX
-    replace = labelled & (entry_ids >= 0) & (r_synonym < synonym_share)
-    new_labels, _, target_lang = _substitute_synonyms(labels, word_ids, entry_ids, replace, r_lang, r_syn, table)
-    label_lang_ids = torch.where(labelled, token_lang_ids, IGNORE_INDEX)
-    label_lang_ids[replace] = target_lang
-    return new_labels, label_lang_ids
+    word_ids, entry_ids = tokens["word_ids"], tokens["entry_ids"]
+    if mask_words == "dictionary":
+        eligible = entry_ids >= 0
+        word_ids = torch.where(torch.where(eligible.any(1, keepdim=True), eligible, word_ids >= 0), word_ids, -1)
+    selected, action, random_tokens = draw_word_masking(word_ids, vocab_size, mask_prob, random)
+    r_synonym, r_lang, r_syn = _word_uniforms(tokens["word_ids"], 3, random)
+    replace = selected & (entry_ids >= 0) & (r_synonym < synonym_share)
+    synonym = pick_synonyms(entry_ids, replace, r_lang, r_syn, table)
+    columns = {name: tokens[name] for name in ("input_ids", "attention_mask", "word_ids", "lang_ids")}
+    spliced = splice_synonyms({**columns, "selected": selected.long(), "action": action}, synonym, table,
+                              {"input_ids": pad_id, "word_ids": -1})
+    masked_ids, labels = corrupt_selected(spliced["input_ids"], spliced["selected"].bool(), spliced["action"],
+                                          random_tokens, mask_token_id)
+    label_lang_ids = torch.where(labels != IGNORE_INDEX, spliced["lang_ids"], IGNORE_INDEX)
+    return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
+            "lang_ids": spliced["lang_ids"], "attention_mask": spliced["attention_mask"],
+            "word_ids": spliced["word_ids"]}
 
 
 def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
@@ -243,45 +319,47 @@ def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_id
 
     Returns input_ids, attention_mask, word_ids (switched words numbered after the original ones),
     entry_ids (a switched word's entry is its synonym's) and per-token lang_ids (a switched word has
-    its synonym's language; everything else the sentence language ``lang_ids`` [B]).
+    its synonym's language; everything else the sentence language ``lang_ids`` [B]). A switched word
+    takes all of its synonym's subwords (``splice_row``), so the halves may differ in length; both keep
+    the same leading words, as many as fit together.
     """
     if max_length < 3:
         raise ValueError(f"max_length must be >= 3 (three special tokens), got {max_length}")
     if not 0.0 <= switch_prob <= 1.0:
         raise ValueError(f"switch_prob must be in [0, 1], got {switch_prob}")
     r_switch, r_lang, r_syn = _word_uniforms(word_ids, 3, random)
-    sentence_lang = lang_ids[:, None].expand_as(input_ids)
-    switch = (entry_ids >= 0) & (r_switch < switch_prob)
-    switched_ids, synonym, synonym_lang = _substitute_synonyms(input_ids, word_ids, entry_ids, switch, r_lang,
-                                                               r_syn, table)
-    switched_lang, switched_entry = sentence_lang.clone(), entry_ids.clone()
-    switched_lang[switch] = synonym_lang
-    switched_entry[switch] = table.synonym_entry[synonym]
+    synonym = pick_synonyms(entry_ids, (entry_ids >= 0) & (r_switch < switch_prob), r_lang, r_syn, table)
+    languages = _synonym_languages(table)
 
     batch = input_ids.shape[0]
     out = {"input_ids": torch.full((batch, max_length), pad_id),
            "attention_mask": torch.zeros(batch, max_length, dtype=torch.long),
            "word_ids": torch.full((batch, max_length), -1), "entry_ids": torch.full((batch, max_length), -1),
            "lang_ids": lang_ids[:, None].repeat(1, max_length)}
-    budget = (max_length - 3) // 2  # tokens per half
     for row in range(batch):
         positions = (word_ids[row] >= 0).nonzero().flatten()
-        words = word_ids[row, positions]
-        # Same synonym length => both halves have the same tokens per word: cut both at a word boundary.
-        kept = len(positions) if len(positions) <= budget else int(torch.searchsorted(words, words[budget]))
-        positions, words = positions[:kept], words[:kept]
-        halves = kept + 1  # each half with its closing separator
-        specials = torch.tensor([-1])
-        layout = {
-            "input_ids": (torch.tensor([cls_id]), input_ids[row, positions], torch.tensor([sep_id]),
-                          switched_ids[row, positions], torch.tensor([sep_id])),
-            "word_ids": (specials, words, specials, words + (int(words.max()) + 1 if kept else 0), specials),
-            "entry_ids": (specials, entry_ids[row, positions], specials, switched_entry[row, positions], specials),
-        }
-        for name, parts in layout.items():
-            out[name][row, : 2 * halves + 1] = torch.cat(parts)
-        out["lang_ids"][row, halves + 1: 2 * halves] = switched_lang[row, positions]
-        out["attention_mask"][row, : 2 * halves + 1] = 1
+        original = {"input_ids": input_ids[row, positions].tolist(), "word_ids": word_ids[row, positions].tolist(),
+                    "entry_ids": entry_ids[row, positions].tolist(),
+                    "lang_ids": [int(lang_ids[row])] * len(positions)}
+        switched = splice_row(original, synonym[row, positions].tolist(), table, languages)
+        # the longest common run of leading words whose two halves fit beside the three special tokens
+        total = Counter(original["word_ids"]) + Counter(switched["word_ids"])
+        kept_words, used = 0, 0
+        for word in dict.fromkeys(original["word_ids"]):
+            if used + total[word] > max_length - 3:
+                break
+            kept_words, used = kept_words + 1, used + total[word]
+        kept = set(list(dict.fromkeys(original["word_ids"]))[:kept_words])
+        halves = [{name: [v for v, w in zip(values, half["word_ids"]) if w in kept] for name, values in half.items()}
+                  for half in (original, switched)]
+        offset = max(halves[0]["word_ids"], default=-1) + 1
+        halves[1]["word_ids"] = [w + offset for w in halves[1]["word_ids"]]
+        special = {"input_ids": (cls_id, sep_id, sep_id), "word_ids": (-1,) * 3, "entry_ids": (-1,) * 3,
+                   "lang_ids": (int(lang_ids[row]),) * 3}
+        for name, (first, middle, last) in special.items():
+            values = [first, *halves[0][name], middle, *halves[1][name], last]
+            out[name][row, : len(values)] = torch.tensor(values)
+        out["attention_mask"][row, : len(halves[0]["word_ids"]) + len(halves[1]["word_ids"]) + 3] = 1
     return out
 
 
@@ -306,32 +384,24 @@ def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, ma
                         random: RowRandom) -> dict[str, torch.Tensor]:
     """The data-side preparation: corpus batch (input_ids, attention_mask, word_ids [B, T],
     lang_id [B]) -> the batch ``DictMLMObjective`` reads (masked_ids, labels, label_lang_ids,
-    lang_ids [B, T], attention_mask)."""
+    lang_ids [B, T], attention_mask) and the word_ids of that (spliced or code-switched) layout; the
+    batch's input_ids stay the corpus's."""
     sentence_lang = corpus["lang_id"]
     tokens = {"input_ids": corpus["input_ids"], "attention_mask": corpus["attention_mask"],
               "word_ids": corpus["word_ids"],
               "entry_ids": dictionary_entry_ids(corpus["input_ids"], corpus["word_ids"], sentence_lang, table),
               "lang_ids": sentence_lang[:, None].repeat(1, corpus["input_ids"].shape[1])}
-    if masking.tlm:
-        tokens = code_switch_concat(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"], sentence_lang,
-                                    table, cls_id=masking.cls_id, sep_id=masking.sep_id, pad_id=masking.pad_id,
-                                    max_length=masking.max_length, switch_prob=masking.switch_prob,
-                                    random=random)
-        masked_ids, labels = whole_word_mask(tokens["input_ids"], tokens["word_ids"], masking.mask_token_id,
-                                             masking.vocab_size, masking.mask_prob, random)
-        label_lang_ids = torch.where(labels != IGNORE_INDEX, tokens["lang_ids"], IGNORE_INDEX)
-    else:
-        if masking.mask_words == "all":
-            masked_ids, labels = whole_word_mask(tokens["input_ids"], tokens["word_ids"], masking.mask_token_id,
-                                                 masking.vocab_size, masking.mask_prob, random)
-        else:
-            masked_ids, labels = dict_whole_word_mask(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"],
-                                                      masking.mask_token_id, masking.vocab_size, masking.mask_prob,
-                                                      random)
-        labels, label_lang_ids = replace_labels(labels, tokens["word_ids"], tokens["entry_ids"], tokens["lang_ids"],
-                                                table, masking.synonym_share, random)
+    if not masking.tlm:
+        return dict_mlm_mask(tokens, table, masking.mask_token_id, masking.vocab_size, masking.mask_prob,
+                             masking.synonym_share, masking.mask_words, masking.pad_id, random)
+    tokens = code_switch_concat(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"], sentence_lang,
+                                table, cls_id=masking.cls_id, sep_id=masking.sep_id, pad_id=masking.pad_id,
+                                max_length=masking.max_length, switch_prob=masking.switch_prob, random=random)
+    masked_ids, labels = whole_word_mask(tokens["input_ids"], tokens["word_ids"], masking.mask_token_id,
+                                         masking.vocab_size, masking.mask_prob, random)
+    label_lang_ids = torch.where(labels != IGNORE_INDEX, tokens["lang_ids"], IGNORE_INDEX)
     return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
-            "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"]}
+            "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"], "word_ids": tokens["word_ids"]}
 
 
 @dataclass(frozen=True)
@@ -380,7 +450,8 @@ class DictMLMObjective(Objective):
     prepares = MASKED_TENSORS + (
         TensorSpec("label_lang_ids", "int64", "B,T", "language of each label (a synonym's), -100 unlabelled"),
         TensorSpec("lang_ids", "int64", "B,T", "each input token's language"),
-        TensorSpec("attention_mask", "int64", "B,T", "of the (code-switched) input"))
+        TensorSpec("attention_mask", "int64", "B,T", "of the (code-switched) input"),
+        TensorSpec("word_ids", "int64", "B,T", "word index of each token of the (code-switched) input, -1 specials"))
     uses_word_pairs = True
     reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
 

@@ -34,6 +34,31 @@ MASKED_TENSORS = (TensorSpec("masked_ids", "int64", "B,T", "input ids after mask
                   TensorSpec("labels", "int64", "B,T", "original id where masked, -100 elsewhere"))
 
 
+def draw_word_masking(word_ids: torch.Tensor, vocab_size: int, mask_prob: float,
+                      random: RowRandom) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``whole_word_mask``'s draws: (selected [B, T] bool, action [B, T] uniform, random tokens [B, T]).
+
+    ``selected`` and ``action`` are per token but drawn per word (equal on all tokens of a word);
+    ``random_tokens`` are per position. DICT-MLM draws here, splices synonyms in, then corrupts.
+    """
+    _, length = word_ids.shape
+    uniforms = random.rand(2, length)  # [B, 2, T]: per word index, selection and action
+    random_tokens = random.randint(vocab_size, length)
+    index = word_ids.clamp(min=0)
+    selected = (uniforms[:, 0].gather(1, index) < mask_prob) & (word_ids >= 0)
+    return selected, uniforms[:, 1].gather(1, index), random_tokens
+
+
+def corrupt_selected(input_ids: torch.Tensor, selected: torch.Tensor, action: torch.Tensor,
+                     random_tokens: torch.Tensor, mask_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(masked input ids, labels): BERT's 80/10/10 on the ``selected`` tokens (action <0.8 mask, <0.9 random,
+    else keep); labels are the ids at selected positions, -100 elsewhere."""
+    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
+    masked = torch.where(selected & (action < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
+    masked = torch.where(selected & (action >= 0.8) & (action < 0.9), random_tokens, masked)
+    return masked, labels
+
+
 def whole_word_mask(
     input_ids: torch.Tensor,
     word_ids: torch.Tensor,
@@ -50,17 +75,7 @@ def whole_word_mask(
     not depend on the other rows of the batch. A row may end up with no masked word (the loss
     then ignores it).
     """
-    _, length = input_ids.shape
-    uniforms = random.rand(2, length)  # [B, 2, T]: per word index, selection and action
-    random_tokens = random.randint(vocab_size, length)
-    is_word = word_ids >= 0
-    index = word_ids.clamp(min=0)
-    selected = (uniforms[:, 0].gather(1, index) < mask_prob) & is_word
-    action = uniforms[:, 1].gather(1, index)  # <0.8 mask, <0.9 random, else keep
-    labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
-    masked = torch.where(selected & (action < 0.8), torch.full_like(input_ids, mask_token_id), input_ids)
-    masked = torch.where(selected & (action >= 0.8) & (action < 0.9), random_tokens, masked)
-    return masked, labels
+    return corrupt_selected(input_ids, *draw_word_masking(word_ids, vocab_size, mask_prob, random), mask_token_id)
 
 
 def token_units(word_ids: torch.Tensor) -> torch.Tensor:

@@ -25,6 +25,11 @@ Mixing with MLM (XLM's "MLM + TLM", ALIGN-MLM's Table 1): the loss of a step is
 ``train.parallel_batch_size`` TLM sequences beside ``train.corpus_batch_size`` MLM ones: TLM's share of the
 sequences that reach the losses is ``parallel_batch_size / (parallel_batch_size + corpus_batch_size)`` (ALIGN-MLM's
 default of 25 % parallel data relative to MLM is a share of 0.2: e.g. 4 beside 16).
+
+The amount of parallel data (ALIGN-MLM's Table 1: 0, 10, 50, 100 % of the MLM corpus): ``parallel_share``
+keeps that share of the MLM corpus's sentence count in the pairs' first language as distinct pairs, drawn
+with the run's seed from those read (``distalign.preparation.inputs``); the batches then cycle over them.
+It sets how many different translations TLM sees, not how much of a step is TLM (``parallel_batch_size``).
 """
 
 from __future__ import annotations
@@ -47,6 +52,9 @@ class TLMConfig:
     granularity: Granularity = "word"  # as objectives.mlm.granularity
     language_embeddings: bool = True  # XLM's per-token language embeddings at the input
     reset_positions: bool = True  # XLM's positions restarting at the second sentence
+    # distinct pairs kept, as a share of the MLM corpus's sentences in the pairs' first language (ALIGN-MLM's
+    # Table 1 varies it 0-1; 0 there is MLM alone: weight 0); null = every pair of data.parallel
+    parallel_share: float | None = None
 
 
 def model_position_ids(masked_lm: nn.Module, positions: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
@@ -77,6 +85,8 @@ class TLMObjective(Objective):
     @classmethod
     def validate(cls, cfg: TLMConfig, experiment, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
+        require(cfg.parallel_share is None or 0 < cfg.parallel_share <= 1, f"{key}.parallel_share",
+                "must be in (0, 1] (no parallel data at all: weight 0)")
         require(bool(experiment.data.parallel), "data.parallel",
                 f"{key} reads translation pairs: list TSV or line-aligned files there (the synthetic world's "
                 f"sentences are drawn independently per language: it has no parallel twins)")

@@ -189,16 +189,20 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
         raise ValueError(f"no dictionary pair left after excluding evaluation words: objectives {readers} train on them")
 
-    parallel = None
-    if "parallel" in config.objectives.streams():
-        parallel = read_parallel(d.parallel, reports)
-        require(len(parallel) >= config.train.parallel_batch_size * config.train.num_workers, "data.parallel",
-                f"{len(parallel)} sentence pairs: fewer than one batch per worker "
-                f"(train.parallel_batch_size x train.num_workers)")
-
     filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
+
+    parallel = kept_parallel = None
+    if "parallel" in config.objectives.streams():
+        parallel = kept_parallel = read_parallel(d.parallel, reports)
+        share = config.objectives.tlm.parallel_share
+        if share is not None:
+            kept_parallel = share_of_corpus(parallel, corpus, share, config.train.seed)
+        require(len(kept_parallel) >= config.train.parallel_batch_size * config.train.num_workers,
+                "data.parallel" if share is None else "objectives.tlm.parallel_share",
+                f"{len(kept_parallel)} sentence pairs: fewer than one batch per worker "
+                f"(train.parallel_batch_size x train.num_workers)")
     validation = validation_sentences(validation_sources, filesystem, reports) if validation_sources else None
     if d.corpus_sampling_alpha != 1:
         log.info("corpus language sampling (alpha=%s): share of sentences kept per epoch %s", d.corpus_sampling_alpha,
@@ -220,11 +224,23 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         static = static_targets(config, model_path, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
-                            test_pairs, parallel if parallel is None else with_row_index(parallel))
+                            test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel))
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
         require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")
     return prepared
+
+
+def share_of_corpus(parallel: pa.Table, corpus: CorpusStream, share: float, seed: int) -> pa.Table:
+    """``round(share x n)`` of the pairs, n the MLM corpus's sentences in the pairs' first language (ALIGN-MLM's
+    "parallel data relative to MLM"), drawn with ``seed``; the tokenizer still learns from every pair read."""
+    lang = parallel["lang1"][0].as_py()
+    sentences = sum(len(rows["row"]) for rows in read_rows(CorpusStream(
+        [src for src in corpus.sources if src.lang == lang], corpus.filesystem)))
+    wanted = round(share * sentences)
+    require(wanted <= len(parallel), "objectives.tlm.parallel_share",
+            f"{share} of the {sentences} corpus sentences in {lang} is {wanted} pairs; data.parallel has {len(parallel)}")
+    return parallel.take(np.random.default_rng(seed).permutation(len(parallel))[:wanted])
 
 
 def read_parallel(sources: list[ParallelSource], reports: list[ReadReport]) -> pa.Table:

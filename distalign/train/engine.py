@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
 from distalign.train.lamb import Lamb
+from distalign.train.step_timing import Mark, no_mark
 
 MAX_GRAD_NORM = 1.0
 
@@ -63,9 +64,10 @@ class DDPEngine:
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg, max_steps)
         self.bf16 = cfg.precision == "bf16"
 
-    def step(self, micro_batches: list) -> dict[str, torch.Tensor]:
+    def step(self, micro_batches: list, mark: Mark = no_mark) -> dict[str, torch.Tensor]:
         """Forward and backward on each micro-batch (gradients all-reduced only on the last), then one
-        optimizer step; returns the losses averaged over the micro-batches (detached)."""
+        optimizer step; returns the losses averaged over the micro-batches (detached). ``mark(phase)`` is
+        called at the end of each phase (``distalign.train.step_timing``)."""
         device_type = next(self.module.parameters()).device.type
         total: dict[str, torch.Tensor] = {}
         for i, batch in enumerate(micro_batches):
@@ -75,10 +77,12 @@ class DDPEngine:
                 losses = self.wrapped(batch)
             (losses["loss"] / len(micro_batches)).backward()
             accumulate(total, losses, len(micro_batches))
+        mark("forward_backward")
         torch.nn.utils.clip_grad_norm_(self.module.parameters(), MAX_GRAD_NORM)
         self.optimizer.step()
         self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
+        mark("optimizer")
         return total
 
     @property
@@ -170,14 +174,16 @@ class DeepSpeedEngine:
         if type(self.engine.checkpoint_engine) is TorchCheckpointEngine:  # the default; others load their own way
             self.engine.checkpoint_engine = tensor_only_checkpoint_engine(self.engine._config)
 
-    def step(self, micro_batches: list) -> dict[str, torch.Tensor]:
+    def step(self, micro_batches: list, mark: Mark = no_mark) -> dict[str, torch.Tensor]:
         """DeepSpeed accumulates over ``gradient_accumulation_steps`` micro-batches (its backward scales the
         loss) and steps the optimizer at the boundary; returns the averaged losses (detached)."""
         total: dict[str, torch.Tensor] = {}
         for batch in micro_batches:
             losses = self.engine(batch)
             self.engine.backward(losses["loss"])
+            mark("forward_backward")
             self.engine.step()
+            mark("optimizer")
             accumulate(total, losses, len(micro_batches))
         return total
 

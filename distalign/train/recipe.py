@@ -39,6 +39,7 @@ from distalign.storage import node_local
 from distalign.train.engine import build_engine
 from distalign.train.module import TrainingModule
 from distalign.train.plan import TrainingPlan
+from distalign.train.step_timing import StepTimer, non_embedding_parameters, totals
 
 log = logging.getLogger("distalign")
 Batches = dict[str, dict[str, torch.Tensor]]
@@ -101,7 +102,9 @@ class TrainingRecipe:
                 if self.is_chief:
                     log.warning("%s", note)
         uses_lm_head = any(plugin.uses_lm_head for plugin, _ in active.values())
+        flops_per_token = 6.0 * non_embedding_parameters(model)  # before ZeRO-3 partitions the parameters
         self.engine = build_engine(model, t, self.plan.schedule.max_steps, uses_lm_head, self.device)
+        self.timer = StepTimer(self.device, flops_per_token, getattr(self.engine, "wrapped", None))
         if resume_dir is not None:
             self.engine.load(resume_dir)
             restore_rng_state(resume_dir, self.rank)  # last: building the model above drew from it
@@ -122,7 +125,7 @@ class TrainingRecipe:
         the host would wait for the step to finish, so the loop sums them and reads them when it logs."""
         micro_batches = [{name: {k: v.to(self.device) for k, v in batch.items()} for name, batch in batches.items()}
                          for batches in micro_batches]
-        losses = self.engine.step(micro_batches)
+        losses = self.engine.step(micro_batches, self.timer.mark)
         for objective in self.engine.module.objectives.values():
             objective.after_step()  # may be a collective over all ranks: every rank calls it every step
         self.state.step += 1
@@ -180,7 +183,8 @@ class TrainingRecipe:
         """Train to the schedule's ``max_steps``: log, evaluate and checkpoint on the configured intervals.
 
         ``streams``: each stream's batches from where the checkpoint resumed from left them
-        (``Stream.worker_batches`` given ``stream_states``); ``checkpoint_dir()`` gives a context manager yielding an empty directory to save into;
+        (``Stream.worker_batches`` given ``stream_states``); ``checkpoint_dir()`` gives a context manager
+        yielding an empty directory to save into;
         ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
         """
         if self.is_chief:
@@ -208,24 +212,31 @@ class TrainingRecipe:
         running: dict[str, torch.Tensor] = {}
         started, first_step = time.time(), self.state.step
         while self.state.step < max_steps:
+            self.timer.begin()
             micro_batches = [{name: next(stream) for name, stream in streams.items()} for _ in range(accum)]
+            self.timer.mark("data_wait")
+            self.timer.count(micro_batches)
             fresh_start = self.state.step == 0
             if fresh_start:
                 self.plan.clock.mark("first_batch")
             for key, value in self.step(micro_batches).items():
                 running[key] = running.get(key, 0.0) + value
+            self.timer.end()
             step = self.state.step
             if fresh_start:
                 self._log_startup()
             if step % t.log_every == 0 or step == max_steps:
                 count = t.log_every if step % t.log_every == 0 else step % t.log_every
-                metrics = mean_across_ranks({k: float(v) / count for k, v in running.items()})
+                perf = self.timer.read()  # first: on a GPU it waits for the window's steps to finish
+                metrics = mean_across_ranks({k: float(v) / count for k, v in running.items()} | perf)
+                metrics |= totals(metrics, self.world_size)
                 metrics["train/lr"] = self.engine.lr
                 running = {}
                 if self.is_chief:
                     self._log(metrics)
                     rate = (step - first_step) / max(time.time() - started, 1e-9)
-                    log.info("step %d/%d loss %.4f (%.2f steps/s)", step, max_steps, metrics["train/loss"], rate)
+                    log.info("step %d/%d loss %.4f (%.2f steps/s, %.0f tokens/s)", step, max_steps, metrics["train/loss"],
+                             rate, metrics.get("perf/tokens_per_s", 0.0))
             eval_now = (eval_every and step % eval_every == 0) or step == max_steps
             if eval_now:
                 self.evaluate()

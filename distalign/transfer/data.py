@@ -1,6 +1,7 @@
 """The labelled data of a transfer task, read and checked on the driver before any Ray work.
 
-For (task, language, split) the first of these that exists is read:
+For (task, language, split) the first of these that exists is read (``<task>`` and the Hub data set, config and
+split as the task's ``data_source`` says: QA's source language reads SQuAD from ``<data_dir>/squad/en/``):
 
 1. ``<data_dir>/<task>/<lang>/``, a ``DatasetDict.save_to_disk`` folder in the Hub schema
    (``datasets.load_from_disk``; splits ``train``, ``validation``, ``test``);
@@ -26,19 +27,20 @@ FILE_NAMES = {"train": ("train",), "validation": ("validation", "dev"), "test": 
 def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, hub: bool = False,
                hub_configs: dict[str, str] | None = None) -> tuple[list, ReadReport]:
     """The examples of one split of one language, and what reading them kept and skipped."""
-    folder = Path(data_dir) / task.name / lang if data_dir else None
+    source = task.data_source(lang, split, hub_configs or {})
+    folder = Path(data_dir) / source.folder / lang if data_dir else None
     looked = []
     if folder is not None:
         if (folder / "dataset_dict.json").is_file():
             from datasets import load_from_disk
 
             splits = load_from_disk(str(folder))
-            if split not in splits:
-                raise InputError(f"{task.name}: {folder} has no {split!r} split for language {lang} "
+            if source.split not in splits:
+                raise InputError(f"{task.name}: {folder} has no {source.split!r} split for language {lang} "
                                  f"(splits: {list(splits)})")
-            where = f"{folder}[{split}]"
+            where = f"{folder}[{source.split}]"
             report = ReadReport(where)
-            return task.from_rows(splits[split], where, report), report
+            return task.from_rows(splits[source.split], where, report, lang), report
         looked.append(str(folder / "dataset_dict.json"))
         for name in FILE_NAMES[split]:
             path = folder / f"{name}.{task.file_suffix}"
@@ -49,14 +51,14 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
     if hub:
         from datasets import load_dataset
 
-        config = task.hub_config(lang, hub_configs or {})
-        where = f"{task.hub_name}/{config}[{split}]"
+        config = source.hub_config or task.hub_config(lang, hub_configs or {})
+        where = f"{source.hub_name}/{config}[{source.split}]"
         try:
-            rows = load_dataset(task.hub_name, config, split=split)
+            rows = load_dataset(source.hub_name, config, split=source.split)
         except Exception as err:  # no such config or split, no network: one error naming them
             raise InputError(f"{task.name}: cannot load {where} from the Hugging Face Hub: {err}") from err
         report = ReadReport(where)
-        return task.from_rows(rows, where, report), report
+        return task.from_rows(rows, where, report, lang), report
     raise InputError(f"{task.name}: no {split} data for language {lang}: looked for "
                      f"{', '.join(looked) or 'nothing (no data directory)'}; pass --hub to load "
-                     f"{task.hub_name} from the Hugging Face Hub")
+                     f"{source.hub_name} from the Hugging Face Hub")

@@ -56,15 +56,17 @@ class FineTuneJob:
 
 
 def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Cross-entropy over the labelled positions (a pair's one label; a word's first subword), ``IGNORE`` left out."""
+    """Cross-entropy over the labelled positions (a pair's one label; a word's first subword; QA's start and end,
+    each over the tokens), ``IGNORE`` left out."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
 def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
-    """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them); ``labels`` [B] (pairs) or [B, T] padded with ``IGNORE``."""
-    length = max(len(f["input_ids"]) for f in features)
+    """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them);
+    ``labels`` [B] (pairs), [B, T] padded with ``IGNORE`` (tokens) or [B, 2] (QA's start and end)."""
 
     def padded(key: str, value: int) -> torch.Tensor:
+        length = max(len(f[key]) for f in features)
         out = np.full((len(features), length), value, dtype=np.int64)
         for row, f in enumerate(features):
             out[row, :len(f[key])] = f[key]
@@ -99,8 +101,8 @@ def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[di
         for start in range(0, len(mine), batch_size):
             chunk = mine[start:start + batch_size]
             batch = {k: v.to(device) for k, v in collate([features[i] for i in chunk], pad_id).items()}
-            logits = model(**model_inputs(batch)).logits
-            predicted += zip(chunk, task.predictions(logits, batch["labels"]))
+            logits = task.logits(model(**model_inputs(batch)))
+            predicted += zip(chunk, task.predictions(logits, batch["labels"], [features[i] for i in chunk]))
     if world > 1:
         shares = [None] * world
         dist.all_gather_object(shares, predicted)
@@ -139,7 +141,7 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
         for index in range(steps_per_epoch):
             mine = order[index * s.batch_size:(index + 1) * s.batch_size][rank::world]
             batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
-            logits = wrapped(**model_inputs(batch)).logits
+            logits = task.logits(wrapped(**model_inputs(batch)))
             loss = task_loss(logits, batch["labels"])
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)

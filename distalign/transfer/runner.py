@@ -30,6 +30,7 @@ from distalign.models.adapters import ADAPTER_CONFIG
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact
+from distalign.transfer.plot import plot_task, summary_metrics
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
@@ -72,6 +73,9 @@ class TransferSpec:
     cpus_per_worker: float = 1.0
     use_gpu: bool = False  # one GPU per worker, NCCL
     output_dir: str = ""  # default <DISTALIGN_HOME>/transfer_results/<model>-<time>
+    # summary.csv files (or the folders holding them) of earlier evaluations, e.g. of the starting model: their
+    # scores are bars beside this model's in each task's plot, labelled by their folder's name
+    compare_to: tuple[str, ...] = ()
     storage_path: str = ""  # Ray Train's run storage (shared by every node); default <output_dir>/ray
     tracking: TransferTrackingConfig = field(default_factory=TransferTrackingConfig)
 
@@ -115,6 +119,20 @@ def validate(spec: TransferSpec) -> None:
         raise ConfigError("seeds, num_workers: must be >= 1; cpus_per_worker: must be > 0")
     if not spec.data_dir and not spec.hub:
         raise ConfigError("data_dir: give --data-dir, or --hub to load the data sets from the Hugging Face Hub")
+    for i, path in enumerate(spec.compare_to):
+        read_summary(path, f"compare_to[{i}]")
+
+
+def read_summary(path: str, key: str) -> pd.DataFrame:
+    """An earlier evaluation's ``summary.csv`` (the file or its folder), checked."""
+    file = Path(path) / "summary.csv" if Path(path).is_dir() else Path(path)
+    if not file.is_file():
+        raise ConfigError(f"{key}: {path}: no summary.csv of an earlier transfer evaluation")
+    summary = pd.read_csv(file)
+    missing = {"task", "lang", "metric", "mean", "std"} - set(summary.columns)
+    if missing:
+        raise ConfigError(f"{key}: {file}: not a transfer summary (no columns {sorted(missing)})")
+    return summary
 
 
 def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
@@ -223,21 +241,29 @@ def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> N
 
 
 def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], results: list[dict],
-                  per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path]) -> str:
+                  per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path],
+                  into: tuple[str, int] | None = None) -> str:
     """A parent run (means and stds over seeds, the summary table) with a child run per fine-tuning (its dev scores
-    by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``."""
+    by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``. With ``into`` (run id, step) the
+    parent is that existing run (a training run: the values at the checkpoint's step, the files under
+    ``transfer/step_<step>/``; its params and status untouched)."""
     from distalign.tracking import PARENT_TAG, client_for, experiment_id, log_params
 
     uri = resolve_tracking_uri(spec.tracking.uri)
     client = client_for(uri)
-    exp_id = experiment_id(client, spec.tracking.experiment)
-    parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
-    params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source, "select_on": spec.select_on,
-              "seeds": spec.seeds, "num_workers": spec.num_workers}
-    for p in prepared:
-        params |= {f"{p.task.name}.targets": ",".join(p.targets),
-                   **{f"{p.task.name}.{k}": v for k, v in asdict(p.settings).items()}}
-    log_params(client, parent, params)
+    step, artifact_dir = 0, None
+    if into:
+        parent, step = into
+        exp_id, artifact_dir = client.get_run(parent).info.experiment_id, f"transfer/step_{step}"
+    else:
+        exp_id = experiment_id(client, spec.tracking.experiment)
+        parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
+        params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source,
+                  "select_on": spec.select_on, "seeds": spec.seeds, "num_workers": spec.num_workers}
+        for p in prepared:
+            params |= {f"{p.task.name}.targets": ",".join(p.targets),
+                       **{f"{p.task.name}.{k}": v for k, v in asdict(p.settings).items()}}
+        log_params(client, parent, params)
     for result in results:
         name = result["task"]
         child = client.create_run(exp_id, run_name=f"transfer-{model.label}-{name}-seed{result['seed']}",
@@ -247,29 +273,33 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
                                       "select_on": spec.select_on, **result["settings"]})
         values = []
         for candidate in result["history"]:  # at the candidate's optimizer step
-            step = candidate["step"]
-            values += [(f"transfer/{name}/dev/selection", candidate["selection"], step),
-                       (f"transfer/{name}/train_loss", candidate["train_loss"], step)]
-            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, step)
+            at = candidate["step"]
+            values += [(f"transfer/{name}/dev/selection", candidate["selection"], at),
+                       (f"transfer/{name}/train_loss", candidate["train_loss"], at)]
+            values += [(f"transfer/{name}/dev/{lang}/{metric}", value, at)
                        for lang, metrics in candidate["dev"].items() for metric, value in metrics.items()]
         rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
         values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
         _log_metrics(client, child_id, values)
         client.set_terminated(child_id)
-    _log_metrics(client, parent, [(f"transfer/{row.task}/{row.lang}/{row.metric}{suffix}", value, 0)
-                                  for row in summary.itertuples()
-                                  for suffix, value in (("", row.mean), ("_std", row.std))])
-    client.log_table(parent, data=summary, artifact_file="transfer_summary.json")
+    _log_metrics(client, parent, [(name, value, step) for name, value in summary_metrics(summary).items()])
+    table = f"{artifact_dir}/transfer_summary.json" if artifact_dir else "transfer_summary.json"
+    client.log_table(parent, data=summary, artifact_file=table)
     for path in files:
-        client.log_artifact(parent, str(path))
-    client.set_terminated(parent)
-    print(f"{PREFIX} MLflow run {parent} ({uri}, experiment '{spec.tracking.experiment}'): "
-          f"{len(results)} child runs, {2 * len(summary)} metrics")
+        client.log_artifact(parent, str(path), artifact_dir)
+    if not into:
+        client.set_terminated(parent)
+    print(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
+          f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
     return parent
 
 
-def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]:
-    """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without)."""
+def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.DataFrame] | None = None,
+                 into: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
+    """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
+
+    ``references``: label -> summary of other models (besides ``spec.compare_to``), bars beside this model's in
+    the plots; ``into``: log into this (run id, step) instead of a new run (``log_to_mlflow``)."""
     from distalign.ray_session import ensure_ray
 
     from distalign.tracking import check_reachable
@@ -297,16 +327,27 @@ def run_transfer(spec: TransferSpec, progress=print) -> tuple[pd.DataFrame, str]
     summary.to_csv(files[0], index=False)
     per_seed.to_csv(files[1], index=False)
     files[2].write_text(json.dumps({"select_on": spec.select_on, "runs": results}, indent=1))
+    compared = {Path(path).parent.name if path.endswith(".csv") else Path(path).name: read_summary(path, path)
+                for path in spec.compare_to} | (references or {})  # label: the folder (of the summary.csv)
+    bars = compared | {model.label: summary}
+    files += [plot_task(bars, name, metric, spec.source, out_dir / f"transfer_{name}.png")
+              for name, metric in main.items()]
     progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, weights selected on {spec.select_on} dev:\n"
              + protocol.text_table(summary, main, spec.source) + "\n")
-    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files) if spec.tracking.enabled else ""
+    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files, into) \
+        if spec.tracking.enabled else ""
     return summary, run_id
 
 
-def spec_from_args(args) -> TransferSpec:
-    """The ``--spec`` file, then the flags given, then the dotted ``key=value`` overrides; paths made absolute."""
+def spec_from_args(args, model: str | None = None, tasks: list[str] | None = None) -> TransferSpec:
+    """The ``--spec`` file, then the flags given, then the dotted ``key=value`` overrides; paths made absolute.
+
+    ``distalign eval`` passes its ``--checkpoint``/``--model`` and its transfer tasks as ``model`` and ``tasks`` (its
+    own ``--spec`` and overrides are an evaluation spec's, not read here)."""
+    for_eval = tasks is not None
     values = {
-        "model": args.model, "tasks": None if args.tasks is None else comma_list(args.tasks),
+        "model": model if for_eval else args.model,
+        "tasks": tasks if for_eval else None if args.tasks is None else comma_list(args.tasks),
         "data_dir": args.data_dir, "hub": args.hub, "source": args.source,
         "languages": None if args.langs is None else comma_list(args.langs), "select_on": args.select_on,
         "seeds": args.seeds, "finetune.lr": args.lr, "finetune.batch_size": args.batch_size,
@@ -314,16 +355,18 @@ def spec_from_args(args) -> TransferSpec:
         "finetune.select_every": args.select_every,
         "max_train_examples": args.max_train_examples, "max_eval_examples": args.max_eval_examples,
         "num_workers": args.workers, "cpus_per_worker": args.cpus_per_worker, "use_gpu": args.use_gpu,
-        "output_dir": args.output_dir, "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
-        "tracking.enabled": False if args.no_mlflow else None,
+        "output_dir": args.output_dir, "compare_to": args.compare_to, "tracking.uri": args.tracking_uri,
+        "tracking.experiment": args.experiment, "tracking.enabled": False if args.no_mlflow else None,
     }
     overrides = [f"{k}={json.dumps(v)}" for k, v in values.items() if v is not None]
     for item in args.hub_config or []:
         key, _, config = item.partition("=")
         overrides.append(f"hub_configs.{key}={json.dumps(config)}")
-    spec: TransferSpec = load_dataclass(TransferSpec, args.spec, overrides + args.overrides)
-    base = Path(args.spec).parent if args.spec else Path.cwd()
+    spec_file = None if for_eval else args.spec
+    spec: TransferSpec = load_dataclass(TransferSpec, spec_file, overrides + ([] if for_eval else args.overrides))
+    base = Path(spec_file).parent if spec_file else Path.cwd()
     spec.data_dir = resolve_path(spec.data_dir, base)
+    spec.compare_to = tuple(resolve_path(path, base) for path in spec.compare_to)
     if Path(spec.model).expanduser().exists() or spec.model.startswith((".", "/", "~")):
         spec.model = resolve_path(spec.model, base)
     return spec
@@ -334,15 +377,45 @@ def run_transfer_cli(args) -> int:
     return 0
 
 
+def checkpoint_run(spec: TransferSpec, model: ModelUnderTest) -> tuple[str, int] | None:
+    """(run id, step) of a checkpoint's training run when the MLflow store knows it, as ``distalign eval`` logs."""
+    from distalign.tracking import client_for
+
+    if not (spec.tracking.enabled and model.mlflow_run_id):
+        return None
+    uri = resolve_tracking_uri(spec.tracking.uri)
+    try:
+        client_for(uri).get_run(model.mlflow_run_id)
+    except Exception:  # the checkpoint was trained against another MLflow store
+        print(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
+        return None
+    return model.mlflow_run_id, model.step
+
+
 def add_transfer_arguments(parser) -> None:
+    """``distalign transfer``'s arguments: the model, the spec and its overrides, the tasks, then the flags it shares
+    with ``distalign eval`` (``add_shared_arguments``)."""
     d = TransferSpec()
     parser.add_argument("model", nargs="?", help="Hugging Face model directory, distalign checkpoint or hub name")
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec, right after the model "
                                                     "(finetune.epochs=1)")
     parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.runner.TransferSpec)")
     parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
+    add_shared_arguments(parser)
+    parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
+    parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
+    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
+                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
+    parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
+    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")
+
+
+def add_shared_arguments(parser) -> None:
+    """The transfer flags ``distalign eval`` also takes for its transfer tasks (every one but the model, spec,
+    tasks, output and MLflow flags, which it has of its own)."""
+    d = TransferSpec()
     parser.add_argument("--data-dir", help="<data-dir>/<task>/<lang>/: a save_to_disk folder, or train/dev/test "
-                                           "files (.tsv pairs, .conll NER, .conllu POS)")
+                                           "files (.tsv pairs, .conll NER, .conllu POS, .json QA)")
     parser.add_argument("--hub", action="store_true", default=None,
                         help="load what --data-dir lacks from the Hugging Face Hub (needs internet)")
     parser.add_argument("--hub-config", action="append", metavar="TASK:LANG=CONFIG",
@@ -362,9 +435,6 @@ def add_transfer_arguments(parser) -> None:
     parser.add_argument("--max-eval-examples", type=int, help="use the first N of each dev/test set (0 = all)")
     parser.add_argument("--workers", type=int, help=f"Ray Train workers per run (default {d.num_workers})")
     parser.add_argument("--cpus-per-worker", type=float, help=f"(default {d.cpus_per_worker})")
-    parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
-    parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
-    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
-                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
-    parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
-    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")
+    parser.add_argument("--compare-to", action="append", metavar="SUMMARY",
+                        help="summary.csv (or its folder) of an earlier evaluation, e.g. of the starting model: "
+                             "bars beside this model's in the plot per task; repeatable")

@@ -11,7 +11,10 @@ plots the papers draw.
 - with constraint sizes (``data.max_constraints`` in the grid): ``sizes.png``, the metric against the size
   on a log axis with the vanilla model's score (step 0) as a line (BabelBERT Figure 2);
 - ``pairs.png``: the best trial's MRR per language pair as a heatmap, each cell annotated with the URIEL
-  distance (1 − cosine of syntax_knn vectors) of its two languages where URIEL knows them.
+  distance (1 − cosine of syntax_knn vectors) of its two languages where URIEL knows them;
+- with a transfer metric (``transfer/<task>/<lang>/<metric>``, ``eval.transfer``) instead: every trial's
+  per-language transfer scores (``transfer_languages.csv/json``, ``log_table``) and ``transfer_<task>.png``, the
+  metric by language per trial beside the best trial's starting model, std over fine-tuning seeds as error bars.
 """
 
 from __future__ import annotations
@@ -80,7 +83,9 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
             if SIZE in study.grid:
                 _sizes(scored, study, table["vanilla"].dropna().tolist() if "vanilla" in table else [],
                        out / "sizes.png")
-            if best["trial"] in children:
+            if best["trial"] in children and study.metric.startswith("transfer/"):
+                _transfer_languages(client, parent_id, children, list(scored["trial"]), best["trial"], study, out)
+            elif best["trial"] in children:
                 _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png",
                               "test" if study.metric.startswith("test/") else "eval")
         for path in sorted(out.iterdir()):
@@ -201,6 +206,28 @@ def _sizes(scored, study, vanilla: list[float], path: Path) -> None:
     ax.legend(fontsize=8)
     ax.set_title(study.study)
     _save(fig, path)
+
+
+def _transfer_languages(client, parent_id: str, children: dict, trials: list[str], best: str, study,
+                        out: Path) -> None:
+    """A transfer metric's study: every scored trial's per-language scores (``transfer_languages.csv``, and
+    ``transfer_languages.json`` with ``log_table``) and a bar plot of the metric's task by language
+    (``transfer_<task>.png``), the best trial's starting model first when it was transferred (its step-0 values)."""
+    import pandas as pd
+
+    from distalign.transfer.plot import plot_task, source_language, summary_from_metrics
+
+    _, task, _, metric = study.metric.split("/")
+    summaries = {trial: summary_from_metrics(children[trial].data.metrics) for trial in trials if trial in children}
+    run_id = children[best].info.run_id
+    start = {key: m.value for key in children[best].data.metrics if key.startswith(f"transfer/{task}/")
+             for m in client.get_metric_history(run_id, key) if m.step == 0}
+    if start:
+        summaries = {f"start ({best})": summary_from_metrics(start)} | summaries
+    table = pd.concat([summary.assign(trial=trial) for trial, summary in summaries.items()], ignore_index=True)
+    table.to_csv(out / "transfer_languages.csv", index=False)
+    client.log_table(parent_id, data=table, artifact_file="transfer_languages.json")
+    plot_task(summaries, task, metric, source_language(summaries[best], task), out / f"transfer_{task}.png")
 
 
 def _pair_heatmap(run, trial: str, path: Path, prefix: str) -> None:

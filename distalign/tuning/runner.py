@@ -21,15 +21,18 @@ STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at w
 
 def _run_trial(config: ExperimentConfig) -> None:
     """One trial's training run, every in-loop evaluation reported to Tune; with test pairs
-    (``eval.test_languages``), their scores from the selected checkpoint are its last report."""
+    (``eval.test_languages``) and ``eval.transfer``, their scores (the selected checkpoint's, the transferred
+    model's) are its last report."""
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from distalign.train.trainer import run_training
+    from distalign.transfer.training import transfer_after_training
 
     outcome = run_training(config, callbacks=[TuneReportCallback()])
-    if outcome.test_metrics:
-        tune.report(outcome.test_metrics | {"step": outcome.metrics.get("step")})
+    final = outcome.test_metrics | transfer_after_training(config, outcome)
+    if final:
+        tune.report(final | {"step": outcome.metrics.get("step")})
 
 
 def _trial(params: dict[str, Any]) -> None:

@@ -212,7 +212,9 @@ def load_study(path: str | Path,
     if study.search.space:  # trials are suggested while the study runs: check the space's corners now
         for point in search_points(study):
             load_config(base, trial_overrides + [point])
-        return study, {f"{study.study}-base": load_config(base, trial_overrides + [f"run.name={study.study}-base"])}
+        trials = {f"{study.study}-base": load_config(base, trial_overrides + [f"run.name={study.study}-base"])}
+        check_transfer(study, trials)
+        return study, trials
     samples = language_sample_points(study, load_config(base, trial_overrides))
     keys = list(study.grid)
     trials = {}
@@ -223,4 +225,31 @@ def load_study(path: str | Path,
         tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
         trials[name] = load_config(base, trial_overrides + sample_overrides + point
                                    + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"])
+    check_transfer(study, trials)
     return study, trials
+
+
+def check_transfer(study: StudyConfig, trials: dict[str, ExperimentConfig]) -> None:
+    """Each trial's ``eval.transfer`` (``distalign.transfer.training.check``), and a ``transfer/<task>/<lang>/<metric>``
+    study metric: every trial transfers to its task, and the study is a grid (the metric comes once, after
+    training; Optuna and ASHA read theirs from every in-loop evaluation)."""
+    from distalign.transfer.training import check
+
+    for name, config in trials.items():
+        try:
+            check(config)
+        except ConfigError as err:
+            raise ConfigError(f"trial {name}: {err}") from err
+    if not study.metric.startswith("transfer/"):
+        return
+    parts = study.metric.split("/")
+    if len(parts) != 4:
+        raise ConfigError(f"metric: {study.metric}: a transfer metric is transfer/<task>/<lang>/<metric> "
+                          f"(transfer/udpos/avg/acc, transfer/udpos/avg/delta)")
+    if study.search.space:
+        raise ConfigError(f"metric: {study.metric} is scored once, after training (eval.transfer); a search (Optuna, "
+                          f"ASHA) reads its metric at every in-loop evaluation: use a grid")
+    for name, config in trials.items():
+        if parts[1] not in config.eval.transfer.tasks:
+            raise ConfigError(f"metric: {study.metric}: trial {name} does not transfer to {parts[1]} "
+                              f"(eval.transfer.tasks: {config.eval.transfer.tasks})")

@@ -90,3 +90,28 @@ def test_an_unknown_row_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(InputError, match="--rows: unknown speed"):
         run_perf_bench(tmp_path, log_to_mlflow=False, areas=("gpu", "speed"))
     assert not (tmp_path / "results.md").exists()
+
+
+def test_the_plain_script_masks_tokenises_and_trains_on_the_quickstart_files(tmp_path, monkeypatch):
+    """The real-run row's anchor (no Ray): its batches are what ``BareObjectives`` reads, and it trains."""
+    import pyarrow.parquet as pq
+    from transformers import AutoTokenizer
+
+    from distalign.bench.plain_script import Collate, StepRows, train
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    config = load_config(QUICKSTART, SMALL + ["run.name=plain"])
+    prepared = prepare_data(config)
+    pairs = prepared.constraints.select(["word1", "word2", "synset_index"]).to_pydict()
+    rows = StepRows(["xa1 xa2 xa3", "xb1 xb2", "xc1"], pairs, (2, 4), steps=1, seed=0)
+    batches = Collate(AutoTokenizer.from_pretrained(prepared.model_path), 64, 16, mask_prob=0.5)(rows[0])
+    corpus, constraints = batches["corpus"], batches["constraints"]
+    assert corpus["masked_ids"].shape == corpus["labels"].shape == corpus["attention_mask"].shape
+    assert ((corpus["labels"] != -100) <= corpus["attention_mask"].bool()).all()  # no padding predicted
+    assert constraints["input_ids1"].shape == constraints["input_ids2"].shape and len(constraints["synset"]) == 4
+    for side in ("1", "2"):  # the word's own subwords: all but [CLS] and [SEP]
+        assert (constraints[f"word_mask{side}"].sum(1) == constraints[f"attention_mask{side}"].sum(1) - 2).all()
+    pq.write_table(prepared.constraints, tmp_path / "constraints.parquet")
+    corpus_files = [path for source in prepared.corpus.sources for path in source.paths]
+    times = train(prepared.model_path, str(tmp_path / "constraints.parquet"), corpus_files, steps=3)
+    assert len(times) == 3 and min(times) > 0

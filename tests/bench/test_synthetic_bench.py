@@ -132,6 +132,14 @@ def test_dictionary_split_and_files(tmp_path):
     pairs, report = read_parallel_files(source.path1, source.path2, source.lang1, source.lang2)
     assert report.malformed == 0 and pairs["text1"].to_pylist() == base and pairs["text2"].to_pylist() == derived
 
+    # DICT-MLM as ALIGN-MLM ran it (App. G.4): replaces MLM; DICT-MLM-50, every word maskable, no conditioned head
+    dict_mlm = training_config(spec, "translit_inv", "dict_mlm", paths, tmp_path / "out")
+    assert (dict_mlm.objectives.mlm.weight, dict_mlm.objectives.dict_mlm.weight) == (0, 1)
+    settings = dict_mlm.objectives.dict_mlm
+    assert (settings.synonym_label_percent, settings.mask_words, settings.conditioned_head, settings.mask_prob) == (
+        50, "all", False, 0.15)
+    assert Path(dict_mlm.data.dictionaries[0].path) == paths["train_dict"]
+
     with pytest.raises(InputError, match="not more than the 40 held out"):
         split_dictionary(sentences, BenchSpec(eval_words=40))
     with pytest.raises(InputError, match="file not found"):

@@ -1,4 +1,4 @@
-"""DICT-MLM: synonym table, dictionary-restricted masking, label replacement, dict-TLM layout, loss."""
+"""DICT-MLM: synonym table, dictionary-restricted masking, synonyms spliced in, dict-TLM layout, loss."""
 
 import dataclasses
 
@@ -18,34 +18,37 @@ from distalign.objectives.dict_mlm import (
     DictMLMObjective,
     build_synonym_table,
     code_switch_concat,
-    dict_whole_word_mask,
+    dict_mlm_mask,
     dictionary_entry_ids,
     mask_dict_mlm_batch,
-    replace_labels,
+    pick_synonyms,
+    splice_synonyms,
 )
 from distalign.objectives.mlm import IGNORE_INDEX, whole_word_mask
 
 PAD, UNK, CLS, SEP, MASK = range(5)
-# Hand-made WordPiece vocabulary: maison = ma ##ison, chien = chi ##en, cane = ca ##ne.
+# Hand-made WordPiece vocabulary: maison = ma ##ison, chien = chi ##en, cane = ca ##ne, gatto = gat ##to.
 VOCAB = {t: i for i, t in enumerate(
     ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "house", "haus", "ma", "##ison", "casa", "logis", "foyer",
-     "demeure", "dog", "hund", "chi", "##en", "ca", "##ne", "big", "home"])}
+     "demeure", "dog", "hund", "chi", "##en", "ca", "##ne", "big", "home", "cat", "gat", "##to"])}
 HOUSE, HAUS, MA, ISON, CASA, LOGIS, FOYER, DEMEURE, DOG, HUND, CHI, EN_, CA, NE, BIG = range(5, 20)
+CAT, GAT, TO = range(21, 24)
 LANGUAGES = ["en", "de", "fr", "it"]
 EN, DE, FR, IT = range(4)
 LANG_OF_LABEL = {HOUSE: EN, HAUS: DE, CASA: IT, LOGIS: FR, FOYER: FR, DEMEURE: FR}
 PAIRS = [
     ("house", "en", "haus", "de"),
-    ("house", "en", "maison", "fr"),  # 1 vs 2 subwords: dropped
+    ("house", "en", "maison", "fr"),  # 1 vs 2 subwords: spliced in whole
     ("house", "en", "casa", "it"),
     ("house", "en", "logis", "fr"),
     ("house", "en", "foyer", "fr"),
     ("house", "en", "demeure", "fr"),
     ("dog", "en", "hund", "de"),
-    ("dog", "en", "chien", "fr"),  # 1 vs 2 subwords: dropped
+    ("dog", "en", "chien", "fr"),  # 1 vs 2 subwords: spliced in whole
     ("chien", "fr", "cane", "it"),
     ("house", "en", "home", "en"),  # same language: dropped
     ("dog house", "en", "hundehaus", "de"),  # multi-word: dropped
+    ("cat", "en", "gatto", "it"),  # 1 vs 2 subwords, the only synonym either way
 ]
 
 
@@ -76,14 +79,16 @@ def synonyms_of(table, entry):
 # ------------------------------------------------------------------------------ synonym table
 def test_synonym_table_by_hand(table):
     expected = {
-        (EN, (HOUSE,)): {DE: {(HAUS,)}, IT: {(CASA,)}, FR: {(LOGIS,), (FOYER,), (DEMEURE,)}},
-        (DE, (HAUS,)): {EN: {(HOUSE,)}}, (IT, (CASA,)): {EN: {(HOUSE,)}},
+        (EN, (HOUSE,)): {DE: {(HAUS,)}, IT: {(CASA,)}, FR: {(LOGIS,), (FOYER,), (DEMEURE,), (MA, ISON)}},
+        (DE, (HAUS,)): {EN: {(HOUSE,)}}, (IT, (CASA,)): {EN: {(HOUSE,)}}, (FR, (MA, ISON)): {EN: {(HOUSE,)}},
         (FR, (LOGIS,)): {EN: {(HOUSE,)}}, (FR, (FOYER,)): {EN: {(HOUSE,)}}, (FR, (DEMEURE,)): {EN: {(HOUSE,)}},
-        (EN, (DOG,)): {DE: {(HUND,)}}, (DE, (HUND,)): {EN: {(DOG,)}},
-        (FR, (CHI, EN_)): {IT: {(CA, NE)}}, (IT, (CA, NE)): {FR: {(CHI, EN_)}},
+        (EN, (DOG,)): {DE: {(HUND,)}, FR: {(CHI, EN_)}}, (DE, (HUND,)): {EN: {(DOG,)}},
+        (FR, (CHI, EN_)): {IT: {(CA, NE)}, EN: {(DOG,)}}, (IT, (CA, NE)): {FR: {(CHI, EN_)}},
+        (EN, (CAT,)): {IT: {(GAT, TO)}}, (IT, (GAT, TO)): {EN: {(CAT,)}},
     }
     assert {key: synonyms_of(table, e) for key, e in table.entries.items()} == expected
-    assert table.dropped == {"length_mismatch": 2, "same_language": 1, "multiword": 1}
+    # pairs of different subword lengths are kept (before: dropped as "length_mismatch")
+    assert table.dropped == {"same_language": 1, "multiword": 1}
     # each synonym's own entry is the (its language, its tokens) key
     for key, e in table.entries.items():
         for g in range(table.group_offsets[e], table.group_offsets[e + 1]):
@@ -115,68 +120,112 @@ def test_dictionary_entry_ids_follow_the_sentence_language(table):
         dictionary_entry_ids(ids, words, torch.tensor([EN]), table)
 
 
-# ------------------------------------------------------------------------------ label replacement
-def single_word_batch(table, rows, word, lang):
-    ids = torch.tensor([[CLS, *word, SEP]] * rows)
-    words = torch.tensor([[-1] + [0] * len(word) + [-1]] * rows)
-    labels = torch.where(words >= 0, ids, IGNORE_INDEX)
-    entries = dictionary_entry_ids(ids[:1], words[:1], torch.tensor([lang]), table).repeat(rows, 1)
-    return labels, words, entries, torch.full_like(ids, lang)
+# ------------------------------------------------------------------------------ synonyms spliced in
+def tokens_of(ids, words, sentence_lang, table):
+    """The ``dict_mlm_mask`` input of [B, T] ids and word ids (pad = PAD) in sentence languages [B]."""
+    ids, words, sentence_lang = torch.tensor(ids), torch.tensor(words), torch.tensor(sentence_lang)
+    return {"input_ids": ids, "attention_mask": (ids != PAD).long(), "word_ids": words,
+            "entry_ids": dictionary_entry_ids(ids, words, sentence_lang, table),
+            "lang_ids": sentence_lang[:, None].repeat(1, ids.shape[1])}
+
+
+def synonym_row(table, lang, word, synonym):
+    """The ``table.synonym_ids`` row of ``synonym`` among the synonyms of (lang, word)."""
+    entry = table.entries[(lang, word)]
+    groups = table.group_offsets[entry], table.group_offsets[entry + 1]
+    rows = range(table.synonym_offsets[groups[0]], table.synonym_offsets[groups[1]])
+    return next(s for s in rows if tuple(t for t in table.synonym_ids[s].tolist() if t >= 0) == synonym)
+
+
+def test_spliced_sequence_by_hand_for_a_longer_and_a_shorter_synonym(table):
+    """English "cat big" -> Italian gatto (1 -> 2 subwords): the row grows by one; French "maison big" ->
+    English house (2 -> 1): it shrinks by one and is re-padded; a full row that outgrows its width loses its
+    last whole word, never its closing [SEP]."""
+    tokens = tokens_of([[CLS, CAT, BIG, SEP, PAD, PAD], [CLS, MA, ISON, BIG, SEP, PAD], [CLS, CAT, BIG, DOG, DOG, SEP]],
+                       [[-1, 0, 1, -1, -1, -1], [-1, 0, 0, 1, -1, -1], [-1, 0, 1, 2, 2, -1]], [EN, FR, EN], table)
+    gatto, house = synonym_row(table, EN, (CAT,), (GAT, TO)), synonym_row(table, FR, (MA, ISON), (HOUSE,))
+    synonym = torch.tensor([[-1, gatto, -1, -1, -1, -1], [-1, house, house, -1, -1, -1], [-1, gatto, -1, -1, -1, -1]])
+    out = splice_synonyms({**{k: tokens[k] for k in ("input_ids", "attention_mask", "word_ids", "lang_ids")},
+                           "selected": torch.tensor([[0, 1, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0]])},
+                          synonym, table, {"input_ids": PAD, "word_ids": -1})
+    assert out["input_ids"].tolist() == [[CLS, GAT, TO, BIG, SEP, PAD], [CLS, HOUSE, BIG, SEP, PAD, PAD],
+                                         [CLS, GAT, TO, BIG, SEP, PAD]]
+    assert out["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]]
+    assert out["word_ids"].tolist() == [[-1, 0, 0, 1, -1, -1], [-1, 0, 1, -1, -1, -1], [-1, 0, 0, 1, -1, -1]]
+    assert out["lang_ids"].tolist() == [[EN, IT, IT, EN, EN, EN], [FR, EN, FR, FR, FR, FR], [EN, IT, IT, EN, EN, EN]]
+    assert out["selected"].tolist() == [[0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0]]
+
+
+@pytest.mark.parametrize("lang, ids, words, synonym", [
+    (EN, [CLS, CAT, BIG, SEP, PAD, PAD], [-1, 0, 1, -1, -1, -1], (GAT, TO)),  # longer synonym
+    (FR, [CLS, MA, ISON, BIG, SEP, PAD], [-1, 0, 0, 1, -1, -1], (HOUSE,)),  # shorter synonym
+])
+def test_masked_batch_of_a_replaced_word_by_hand(table, lang, ids, words, synonym):
+    """mask_prob 1 and x = 100 %: the dictionary word is selected and replaced; big (no entry) is not selected.
+    ids, attention mask, labels and languages follow the spliced row; the word's positions hold <mask>s, random
+    tokens or the synonym itself (the 80/10/10 of the next test)."""
+    rows = 8
+    tokens = tokens_of([ids] * rows, [words] * rows, [lang] * rows, table)
+    out = dict_mlm_mask(tokens, table, MASK, len(VOCAB), 1.0, 1.0, "dictionary", PAD, RowRandom.for_batch(rows))
+    n, target = len(synonym), LANG_OF_LABEL.get(synonym[0], IT if synonym == (GAT, TO) else EN)
+    width = len(ids)
+    labels = [-100, *synonym, -100, -100] + [-100] * (width - n - 3)
+    assert out["labels"].tolist() == [labels] * rows
+    assert out["label_lang_ids"].tolist() == [[-100, *[target] * n] + [-100] * (width - n - 1)] * rows
+    assert out["lang_ids"].tolist() == [[lang, *[target] * n] + [lang] * (width - n - 1)] * rows
+    assert out["attention_mask"].tolist() == [[1] * (n + 3) + [0] * (width - n - 3)] * rows
+    assert (out["masked_ids"][:, [0, n + 1, n + 2]] == torch.tensor([CLS, BIG, SEP])).all()
+    assert (out["masked_ids"][:, n + 3:] == PAD).all()
+
+
+def test_80_10_10_of_a_replaced_word_shows_the_synonym_never_the_word(table):
+    """A replaced word is masked as the word of the code-switched sentence: 80 % <mask> on all the synonym's
+    positions, 10 % random tokens, 10 % the synonym itself (BERT's "unchanged" = the label)."""
+    rows = 4000
+    tokens = tokens_of([[CLS, CAT, SEP, PAD]] * rows, [[-1, 0, -1, -1]] * rows, [EN] * rows, table)
+    out = dict_mlm_mask(tokens, table, MASK, 5000, 1.0, 1.0, "dictionary", PAD,  # random ids in [0, 5000)
+                        RowRandom.for_batch(rows, seed=11))
+    assert (out["labels"][:, 1:3] == torch.tensor([GAT, TO])).all()
+    span = out["masked_ids"][:, 1:3]
+    masked, shown = (span == MASK).all(1), (span == torch.tensor([GAT, TO])).all(1)
+    assert (span[:, 0] == CAT).sum() < 5  # only a random draw can show cat (~0.08 expected)
+    for share, expected in ((masked, 0.8), (shown, 0.1), (~masked & ~shown, 0.1)):
+        assert abs(share.float().mean().item() - expected) < 0.02  # sd <= 0.0063
 
 
 @pytest.mark.parametrize("percent", [50, 70, 90])
 def test_dict_mlm_x_labels_a_synonym_x_percent_of_the_time(table, percent):
     """DICT-MLM-x (§2.3): the label is a cross-lingual synonym x% of the time, the word itself (100 - x)%."""
     rows = 12000
-    labels, words, entries, langs = single_word_batch(table, rows, [HOUSE], EN)
-    random = RowRandom.for_batch(rows, seed=percent)
-    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, percent / 100, random)
-    chosen = new_labels[:, 1]
-    share = {t: (chosen == t).float().mean().item() for t in LANG_OF_LABEL}
+    tokens = tokens_of([[CLS, HOUSE, SEP, PAD]] * rows, [[-1, 0, -1, -1]] * rows, [EN] * rows, table)
+    out = dict_mlm_mask(tokens, table, MASK, len(VOCAB), 1.0, percent / 100, "dictionary", PAD,
+                        RowRandom.for_batch(rows, seed=percent))
+    chosen = out["labels"][:, 1]
+    share = {t: (chosen == t).float().mean().item() for t in (*LANG_OF_LABEL, MA)}
     replaced = percent / 100
     assert abs(share[HOUSE] - (1 - replaced)) < 0.02  # sd <= 0.0046
-    # language first (1/3 each for de, it, fr), then synonym within fr (1/9 each); a uniform draw over
-    # all five synonyms would give de 1/5 instead.
-    for token, expected in ((HAUS, replaced / 3), (CASA, replaced / 3),
-                            (LOGIS, replaced / 9), (FOYER, replaced / 9), (DEMEURE, replaced / 9)):
+    # language first (1/3 each for de, it, fr), then synonym within fr (1/12 each, maison too); a uniform
+    # draw over all six synonyms would give de 1/6 instead.
+    for token, expected in ((HAUS, replaced / 3), (CASA, replaced / 3), (LOGIS, replaced / 12),
+                            (FOYER, replaced / 12), (DEMEURE, replaced / 12), (MA, replaced / 12)):
         assert abs(share[token] - expected) < 0.012, (token, share[token], expected)
     assert sum(share.values()) == pytest.approx(1.0)
-    # the target language is the label's language; specials carry no label and no language
-    assert label_langs[:, 1].tolist() == [LANG_OF_LABEL[t] for t in chosen.tolist()]
-    assert (new_labels[:, [0, 2]] == IGNORE_INDEX).all() and (label_langs[:, [0, 2]] == IGNORE_INDEX).all()
-
-
-def test_multi_subword_word_takes_the_whole_synonym_and_its_language(table):
-    # French "[CLS] chien big [SEP]": chien (2 subwords) -> cane (2 subwords, Italian); big has no entry.
-    ids = torch.tensor([[CLS, CHI, EN_, BIG, SEP]])
-    words = torch.tensor([[-1, 0, 0, 1, -1]])
-    labels = torch.where(words >= 0, ids, IGNORE_INDEX)
-    entries = dictionary_entry_ids(ids, words, torch.tensor([FR]), table)
-    langs = torch.full_like(ids, FR)
-    new_labels, label_langs = replace_labels(labels, words, entries, langs, table, synonym_share=1.0,
-                                             random=RowRandom.for_batch(1))
-    assert new_labels.tolist() == [[IGNORE_INDEX, CA, NE, BIG, IGNORE_INDEX]]
-    assert label_langs.tolist() == [[IGNORE_INDEX, IT, IT, FR, IGNORE_INDEX]]
-    kept, kept_langs = replace_labels(labels, words, entries, langs, table, synonym_share=0.0,
-                                      random=RowRandom.for_batch(1))
-    assert torch.equal(kept, labels) and kept_langs.tolist() == [[IGNORE_INDEX, FR, FR, FR, IGNORE_INDEX]]
-    # unlabelled words are never replaced
-    unlabelled = labels.clone()
-    unlabelled[0, 1:3] = IGNORE_INDEX
-    always = replace_labels(unlabelled, words, entries, langs, table, 1.0, RowRandom.for_batch(1))
-    assert torch.equal(always[0], unlabelled)
+    # the target language is the label's language, at the input too; specials carry no label
+    assert out["label_lang_ids"][:, 1].tolist() == [LANG_OF_LABEL.get(t, FR) for t in chosen.tolist()]
+    assert torch.equal(out["lang_ids"][:, 1], out["label_lang_ids"][:, 1])
+    maison = chosen == MA
+    assert (out["labels"][maison, 2] == ISON).all() and (out["labels"][~maison, 2] == IGNORE_INDEX).all()
+    assert (out["labels"][:, 0] == IGNORE_INDEX).all()
     with pytest.raises(ValueError, match="synonym_share"):
-        replace_labels(labels, words, entries, langs, table, synonym_share=1.5, random=RowRandom.for_batch(1))
+        dict_mlm_mask(tokens, table, MASK, len(VOCAB), 1.0, 1.5, "dictionary", PAD, RowRandom.for_batch(rows))
 
 
-def test_entry_ids_that_do_not_match_the_spans_raise(table):
-    ids = torch.tensor([[CLS, CHI, EN_, SEP]])
-    words = torch.tensor([[-1, 0, 0, -1]])
-    one_token_entry = table.entries[(EN, (DOG,))]  # a 1-token synonym for a 2-token word
-    entries = torch.tensor([[-1, one_token_entry, one_token_entry, -1]])
-    with pytest.raises(ValueError, match="entry_ids do not match"):
-        replace_labels(torch.where(words >= 0, ids, IGNORE_INDEX), words, entries, torch.zeros_like(ids), table, 1.0,
-                       RowRandom.for_batch(len(ids)))
+def test_pick_synonyms_marks_every_token_of_a_chosen_word(table):
+    tokens = tokens_of([[CLS, CHI, EN_, BIG, SEP]], [[-1, 0, 0, 1, -1]], [FR], table)
+    chosen = tokens["entry_ids"] >= 0
+    uniforms = torch.full(chosen.shape, 0.0)
+    synonym = pick_synonyms(tokens["entry_ids"], chosen, uniforms, uniforms, table)
+    assert synonym[0, 1] == synonym[0, 2] >= 0 and (synonym[0, [0, 3, 4]] == -1).all()
 
 
 # ------------------------------------------------------------------------------ dictionary-restricted masking
@@ -220,12 +269,19 @@ def per_word_outcomes(ids, words, masked, labels):
     return outcomes
 
 
-def test_only_dictionary_words_are_masked_with_80_10_10():
+def dictionary_masking(table, ids, words, entries, random):
+    """(masked ids, labels) of ``dict_mlm_mask`` with x = 0 (no synonym: the row keeps its layout)."""
+    tokens = {"input_ids": ids, "attention_mask": (ids != PAD).long(), "word_ids": words, "entry_ids": entries,
+              "lang_ids": torch.zeros_like(ids)}
+    out = dict_mlm_mask(tokens, table, MASK, 5000, 0.15, 0.0, "dictionary", PAD, random)
+    return out["masked_ids"], out["labels"]
+
+
+def test_only_dictionary_words_are_masked_with_80_10_10(table):
     ids, words, entries = random_words(3000, seed=0)
     with_entry = (entries >= 0).any(1)  # a sentence without dictionary words falls back (test below)
     ids, words, entries = ids[with_entry], words[with_entry], entries[with_entry]
-    masked, labels = dict_whole_word_mask(ids, words, entries, MASK, 5000, 0.15,
-                                          RowRandom.for_batch(len(ids), seed=1))
+    masked, labels = dictionary_masking(table, ids, words, entries, RowRandom.for_batch(len(ids), seed=1))
     selected = labels != IGNORE_INDEX
     assert (entries[selected] >= 0).all(), "a word without a dictionary entry was masked"
     assert torch.equal(masked[~selected], ids[~selected])
@@ -238,10 +294,10 @@ def test_only_dictionary_words_are_masked_with_80_10_10():
         assert abs(share - expected) < 0.025, (kind, share)  # sd <= 0.0075 over ~2.5k words
 
 
-def test_sentences_without_dictionary_words_fall_back_to_plain_whole_word_masking():
+def test_sentences_without_dictionary_words_fall_back_to_plain_whole_word_masking(table):
     ids, words, _ = random_words(8, seed=2)
     no_entries = torch.full_like(words, -1)
-    ours = dict_whole_word_mask(ids, words, no_entries, MASK, 5000, 0.15, RowRandom.for_batch(len(ids), seed=3))
+    ours = dictionary_masking(table, ids, words, no_entries, RowRandom.for_batch(len(ids), seed=3))
     plain = whole_word_mask(ids, words, MASK, 5000, 0.15, RowRandom.for_batch(len(ids), seed=3))
     assert torch.equal(ours[0], plain[0]) and torch.equal(ours[1], plain[1])
     assert (ours[1] != IGNORE_INDEX).any()
@@ -249,29 +305,34 @@ def test_sentences_without_dictionary_words_fall_back_to_plain_whole_word_maskin
 
 # ------------------------------------------------------------------------------ dict-TLM
 def test_code_switched_concatenation_by_hand(table):
-    # row 0 (en): [CLS] dog big [SEP]; row 1 (fr): [CLS] chien big [SEP] -> cut to "chien" by max_length 8.
-    ids = torch.tensor([[CLS, DOG, BIG, SEP, PAD], [CLS, CHI, EN_, BIG, SEP]])
-    words = torch.tensor([[-1, 0, 1, -1, -1], [-1, 0, 0, 1, -1]])
-    sentence_lang = torch.tensor([EN, FR])
+    """Each switched word takes all its synonym's subwords: en "cat big" -> gatto (longer half), fr "maison big"
+    -> house (shorter half); en "cat cat big" does not fit 8 with both halves and is cut to its first word."""
+    ids = torch.tensor([[CLS, CAT, BIG, SEP, PAD], [CLS, MA, ISON, BIG, SEP], [CLS, CAT, CAT, BIG, SEP]])
+    words = torch.tensor([[-1, 0, 1, -1, -1], [-1, 0, 0, 1, -1], [-1, 0, 1, 2, -1]])
+    sentence_lang = torch.tensor([EN, FR, EN])
     entries = dictionary_entry_ids(ids, words, sentence_lang, table)
     out = code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             max_length=8, switch_prob=1.0, random=RowRandom.for_batch(2))
-    dog, hund = table.entries[(EN, (DOG,))], table.entries[(DE, (HUND,))]
-    chien, cane = table.entries[(FR, (CHI, EN_))], table.entries[(IT, (CA, NE))]
-    assert out["input_ids"].tolist() == [[CLS, DOG, BIG, SEP, HUND, BIG, SEP, PAD],
-                                         [CLS, CHI, EN_, SEP, CA, NE, SEP, PAD]]
-    assert out["attention_mask"].tolist() == [[1] * 7 + [0], [1] * 7 + [0]]
-    assert out["word_ids"].tolist() == [[-1, 0, 1, -1, 2, 3, -1, -1], [-1, 0, 0, -1, 1, 1, -1, -1]]
-    assert out["entry_ids"].tolist() == [[-1, dog, -1, -1, hund, -1, -1, -1],
-                                         [-1, chien, chien, -1, cane, cane, -1, -1]]
-    assert out["lang_ids"].tolist() == [[EN, EN, EN, EN, DE, EN, EN, EN], [FR, FR, FR, FR, IT, IT, FR, FR]]
+                             max_length=8, switch_prob=1.0, random=RowRandom.for_batch(3))
+    cat, gatto = table.entries[(EN, (CAT,))], table.entries[(IT, (GAT, TO))]
+    maison, house = table.entries[(FR, (MA, ISON))], table.entries[(EN, (HOUSE,))]
+    assert out["input_ids"].tolist() == [[CLS, CAT, BIG, SEP, GAT, TO, BIG, SEP],
+                                         [CLS, MA, ISON, BIG, SEP, HOUSE, BIG, SEP],
+                                         [CLS, CAT, SEP, GAT, TO, SEP, PAD, PAD]]
+    assert out["attention_mask"].tolist() == [[1] * 8, [1] * 8, [1] * 6 + [0] * 2]
+    assert out["word_ids"].tolist() == [[-1, 0, 1, -1, 2, 2, 3, -1], [-1, 0, 0, 1, -1, 2, 3, -1],
+                                        [-1, 0, -1, 1, 1, -1, -1, -1]]
+    assert out["entry_ids"].tolist() == [[-1, cat, -1, -1, gatto, gatto, -1, -1],
+                                         [-1, maison, maison, -1, -1, house, -1, -1],
+                                         [-1, cat, -1, gatto, gatto, -1, -1, -1]]
+    assert out["lang_ids"].tolist() == [[EN, EN, EN, EN, IT, IT, EN, EN], [FR, FR, FR, FR, FR, EN, FR, FR],
+                                        [EN, EN, EN, IT, IT, EN, EN, EN]]
     # switch_prob 0: the second half is the original again
     same = code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                              max_length=8, switch_prob=0.0, random=RowRandom.for_batch(2))
-    assert same["input_ids"][0].tolist() == [CLS, DOG, BIG, SEP, DOG, BIG, SEP, PAD]
+                              max_length=8, switch_prob=0.0, random=RowRandom.for_batch(3))
+    assert same["input_ids"][0].tolist() == [CLS, CAT, BIG, SEP, CAT, BIG, SEP, PAD]
     with pytest.raises(ValueError, match="max_length"):
         code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                           max_length=2, switch_prob=0.5, random=RowRandom.for_batch(2))
+                           max_length=2, switch_prob=0.5, random=RowRandom.for_batch(3))
 
 
 def test_code_switch_rate(table):
@@ -282,9 +343,9 @@ def test_code_switch_rate(table):
     entries = dictionary_entry_ids(ids, words, langs, table)
     out = code_switch_concat(ids, words, entries, langs, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
                              max_length=6, switch_prob=0.3, random=RowRandom.for_batch(rows, seed=4))
-    switched = out["input_ids"][:, 3]  # [CLS] dog [SEP] switched [SEP] pad
-    assert abs((switched == HUND).float().mean().item() - 0.3) < 0.03  # sd 0.009
-    assert set(switched.tolist()) == {DOG, HUND}
+    switched = out["input_ids"][:, 3]  # [CLS] dog [SEP] switched [SEP] pad (chien: chi ##en)
+    assert abs((switched != DOG).float().mean().item() - 0.3) < 0.03  # sd 0.009
+    assert set(switched.tolist()) == {DOG, HUND, CHI}
 
 
 # ------------------------------------------------------------------------------ collate step and loss
@@ -301,7 +362,7 @@ def test_data_side_preparation_masks_dictionary_words_deterministically(table, t
                              mask_prob=0.5, synonym_share=0.5, tlm=tlm, max_length=12)
     first = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     again = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
-    assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask"}
+    assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask", "word_ids"}
     assert all(torch.equal(first[k], again[k]) for k in first)
     width = 12 if tlm else 6
     assert all(v.shape == (2, width) for v in first.values())
@@ -417,15 +478,16 @@ def test_align_mlm_s_rerun_masks_every_word_and_replaces_labels_of_dictionary_wo
     masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
                              mask_prob=0.15, synonym_share=1.0, mask_words="all")
     out = mask_dict_mlm_batch(corpus, table, masking, RowRandom.for_batch(rows, seed=9))
-    labelled = out["labels"] != IGNORE_INDEX
-    big = corpus["input_ids"] == BIG
-    assert 0.08 < (labelled & big).sum() / big.sum() < 0.22  # a word without an entry is masked as often as any
-    assert torch.equal(out["labels"][labelled & big], corpus["input_ids"][labelled & big])  # ... and keeps its label
-    house = labelled & (corpus["input_ids"] == HOUSE)
-    assert house.any() and set(out["labels"][house].tolist()) <= {HAUS, CASA, LOGIS, FOYER, DEMEURE}  # x = 100 %
+    # a word without an entry (big, one per row) is masked as often as any and keeps its label
+    assert 0.08 < (out["labels"] == BIG).sum() / rows < 0.22
+    # a masked word with an entry always takes a synonym (x = 100 %): English house never labels itself, and
+    # the labels of the rows' first words are the synonyms' first subwords (splicing keeps the word at 1)
+    assert not (out["labels"] == HOUSE).any()
+    first = out["labels"][:, 1][out["labels"][:, 1] != IGNORE_INDEX]
+    assert first.numel() and set(first.tolist()) <= {HAUS, CASA, LOGIS, FOYER, DEMEURE, MA, CA, DOG}
     dictionary_only = mask_dict_mlm_batch(corpus, table, dataclasses.replace(masking, mask_words="dictionary"),
                                           RowRandom.for_batch(rows, seed=9))
-    assert not ((dictionary_only["labels"] != IGNORE_INDEX) & big).any()  # §2.2: BIG is never masked
+    assert not (dictionary_only["labels"] == BIG).any()  # §2.2: BIG is never masked
 
 
 def test_without_the_conditioned_head_the_loss_is_the_model_s_own_mlm_head_on_language_embedded_inputs():

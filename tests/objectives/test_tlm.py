@@ -192,6 +192,34 @@ def test_tlm_share_of_a_step_on_prepared_batches(tmp_path, monkeypatch):
         assert 0.24 <= labelled / words <= 0.36
 
 
+def test_parallel_share_keeps_a_share_of_the_corpus_and_only_those_pairs_reach_the_loss(tmp_path, monkeypatch):
+    """objectives.tlm.parallel_share (ALIGN-MLM's Table 1): 10 % of the xa corpus's sentences, as distinct pairs
+    drawn from those read; every TLM sequence of the steps comes from a kept pair, and they all come round."""
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    pairs = write_pairs(tmp_path / "pairs.tsv", 400)
+    config = tlm_config(pairs, "train.parallel_batch_size=4", "train.corpus_batch_size=16",
+                        "objectives.tlm.parallel_share=0.1")
+    prepared = prepare_data(config)
+    (xa,) = [src for src in prepared.corpus.sources if src.lang == "xa"]
+    corpus_xa = sum(1 for path in xa.paths for line in open(path) if line.strip())
+    kept = round(0.1 * corpus_xa)
+    assert len(prepared.parallel) == kept < 400
+    read = set(zip(*(read_parallel_tsv(pairs, "xa", "xb")[0][c].to_pylist() for c in ("text1", "text2"))))
+    chosen = set(zip(prepared.parallel["text1"].to_pylist(), prepared.parallel["text2"].to_pylist()))
+    assert chosen <= read
+    stream = local_streams(prepared, config)["parallel"]
+    seen = set()
+    for _ in range(3 * kept // 4):
+        seen.update(next(stream)["row"].tolist())
+    assert seen == set(range(kept))  # the rows of the kept pairs, each reached, no other
+    whole = prepare_data(tlm_config(pairs, "train.parallel_batch_size=4"))
+    assert whole.model_path == prepared.model_path  # the tokenizer learns from every pair read either way
+    with pytest.raises(ConfigError, match=r"objectives\.tlm\.parallel_share"):
+        prepare_data(tlm_config(write_pairs(tmp_path / "few.tsv", kept), "objectives.tlm.parallel_share=0.2"))
+    with pytest.raises(ConfigError, match=r"objectives\.tlm\.parallel_share"):
+        tlm_config(pairs, "objectives.tlm.parallel_share=0")
+
+
 def test_mlm_plus_tlm_trains_on_two_workers(ray_local, distalign_home, tmp_path):
     from mlflow.tracking import MlflowClient
 

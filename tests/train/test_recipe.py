@@ -16,10 +16,24 @@ from distalign.train.recipe import TrainingRecipe
 from distalign.train.trainer import plan_training
 
 
+class RecordingLogger:
+    """Stands in for the MLflow ``MetricLogger``: the metrics logged, by step."""
+
+    def __init__(self):
+        self.logged: dict[int, dict[str, float]] = {}
+
+    def log(self, metrics: dict[str, float], step: int) -> None:
+        self.logged.setdefault(step, {}).update(metrics)
+
+    def close(self) -> int:
+        return 0
+
+
 def run_recipe(config, prepared, checkpoints, resume_dir=None):
     """Run to train.max_steps; returns the recipe, the batches each step trained on and its losses, by step."""
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
     recipe.setup(resume_dir)
+    recipe.logger = RecordingLogger()
     trained_on, losses = {}, {}
     step = recipe.step
 
@@ -55,6 +69,16 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     assert recipe.state.step == 4 and sorted(first) == [1, 2, 3, 4]
     assert [r["step"] for r in reports] == [3, 4]  # checkpoint_every=3, and the last step
     assert "eval/selection/rel_mrr_gain" in reports[-1]
+    # the perf/ metrics (distalign.train.step_timing) at train.log_every=2, beside the losses
+    trained = {step: metrics for step, metrics in recipe.logger.logged.items() if "train/loss" in metrics}
+    assert sorted(trained) == [2, 4]
+    for metrics in trained.values():
+        phases = sum(metrics[f"perf/{phase}_ms"] for phase in ("data_wait", "forward_backward", "optimizer"))
+        assert 0 < phases <= metrics["perf/step_ms"] * 1.05
+        assert metrics["perf/tokens_per_s"] == metrics["perf/tokens_per_s_per_worker"] > 0  # one worker
+        assert metrics["perf/sequences_per_s"] > 0 and 0 < metrics["perf/padding_share"] < 1
+        assert metrics["perf/allreduce_ms"] >= metrics["perf/allreduce_exposed_ms"] >= 0  # DDP's own timers
+        assert "perf/mfu" not in metrics  # CPU: no peak to measure against
     saved = tmp_path / "first" / "step3"
     assert read_state(saved).step == 3 and (saved / MODEL_DIR / "config.json").is_file()
     assert (saved / STATE_FILE).is_file() and (saved / OPTIMIZER_FILE).is_file()

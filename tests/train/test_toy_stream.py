@@ -1,6 +1,7 @@
 """Adding a stream without touching any other file: a toy stream (each constraint's first word with its
 length in characters) and a toy objective reading it, both defined and registered here, trained for a
-few steps on 2 Ray workers."""
+few steps on 2 Ray workers together with the README's toy objective (``test_toy_objective.py``), so that
+both plugin kinds share one Ray Train start."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import ray.cloudpickle
 import torch
 from mlflow.tracking import MlflowClient
 
+import test_toy_objective
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.batches import TensorSpec
@@ -79,18 +81,28 @@ def toy_stream_registered(monkeypatch):
     monkeypatch.setitem(STREAMS, "word_length", WordLengthStream())
     monkeypatch.setitem(registry.OBJECTIVES, "word_length", WordLengthObjective)
     # Ray workers and data tasks cannot import this test module: ship its classes by value
-    ray.cloudpickle.register_pickle_by_value(sys.modules[__name__])
+    monkeypatch.setitem(registry.OBJECTIVES, "toy", test_toy_objective.ToyObjective)
+    modules = (sys.modules[__name__], test_toy_objective)
+    for module in modules:
+        ray.cloudpickle.register_pickle_by_value(module)
     yield
-    ray.cloudpickle.unregister_pickle_by_value(sys.modules[__name__])
+    for module in modules:
+        ray.cloudpickle.unregister_pickle_by_value(module)
 
 
-def test_toy_stream_trains_on_two_workers(ray_local, distalign_home, toy_stream_registered):
-    config = load_config(QUICKSTART, SMALL + ["run.name=toy-stream", "train.max_steps=4", "objectives.mlm.weight=0",
-                                              "objectives.lexical.weight=0", "objectives.word_length.weight=1"])
-    assert config.objectives.streams() == {"word_length"} and config.train.num_workers == 2
+def test_toy_stream_and_toy_objective_train_on_two_workers(ray_local, distalign_home, toy_stream_registered):
+    config = load_config(QUICKSTART, SMALL + ["run.name=toy-plugins", "train.max_steps=4", "objectives.mlm.weight=0",
+                                              "objectives.lexical.weight=0", "objectives.word_length.weight=1",
+                                              "objectives.toy.weight=1"])
+    assert config.objectives.streams() == {"word_length", "constraints"} and config.train.num_workers == 2
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert client.get_run(outcome.run_id).info.status == "FINISHED"
     losses = client.get_metric_history(outcome.run_id, "train/word_length_loss")
     assert [m.step for m in losses] == [2, 4]
     assert all(np.isfinite(m.value) and m.value > 0 for m in losses)
+    run = client.get_run(outcome.run_id)
+    assert run.data.params["objectives.toy.margin"] == "0.5"
+    toy_losses = client.get_metric_history(outcome.run_id, "train/toy_loss")
+    assert [m.step for m in toy_losses] == [2, 4]
+    assert all(0 < m.value < 2.5 for m in toy_losses)  # weights in [0, 1) times a hinge in [0, 2.5]

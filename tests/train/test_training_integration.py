@@ -26,6 +26,9 @@ from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
+PERF_KEYS = ("perf/step_ms", "perf/data_wait_ms", "perf/forward_backward_ms", "perf/optimizer_ms", "perf/tokens_per_s",
+             "perf/tokens_per_s_per_worker", "perf/sequences_per_s", "perf/sequences_per_s_per_worker",
+             "perf/padding_share")
 
 
 def steps(client: MlflowClient, run_id: str, key: str) -> list[int]:
@@ -75,6 +78,11 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     assert steps(client, outcome.run_id, "train/lexical_loss") == [2, 4, 6]
     assert steps(client, outcome.run_id, "train/align_loss") == [2, 4, 6]
     assert -1 <= value_at(client, outcome.run_id, "train/align_loss", 6) <= 1  # -mean cosine
+    # where the steps' time goes (distalign.train.step_timing), at train.log_every, with DDP's all-reduce
+    for phase in PERF_KEYS + ("perf/allreduce_ms", "perf/allreduce_exposed_ms"):
+        assert steps(client, outcome.run_id, phase) == [2, 4, 6], phase
+    assert value_at(client, outcome.run_id, "perf/tokens_per_s", 6) == pytest.approx(
+        2 * value_at(client, outcome.run_id, "perf/tokens_per_s_per_worker", 6))  # 2 workers
     assert steps(client, outcome.run_id, "eval/bli/avg/mrr") == [0, 3, 6]
     assert steps(client, outcome.run_id, "eval/bli/xa-xb/mrr") == [0, 3, 6]
     # model selection: relative MRR gain over the vanilla model (0 at step 0), best checkpoint tagged
@@ -159,6 +167,9 @@ def test_deepspeed_zero2_trains_like_ddp_and_selects_by_mlm_validation_loss(ddp_
     run = client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
     assert steps(client, outcome.run_id, "train/loss") == [2, 4, 6]
+    for phase in PERF_KEYS:
+        assert steps(client, outcome.run_id, phase) == [2, 4, 6], phase
+    assert not steps(client, outcome.run_id, "perf/allreduce_ms")  # DeepSpeed's collectives: not separable
     # Same seed, data order and fp32 maths: ZeRO-2 must follow DDP's trajectory.
     for step in (2, 4, 6):
         assert value_at(client, outcome.run_id, "train/loss", step) == pytest.approx(

@@ -1,6 +1,6 @@
 """What a transfer task plugin is: one class per task family, one subclass per benchmark.
 
-A family (``SentencePairTask``, ``TokenTask``) owns how its examples are read from the Hub schema
+A family (``SentencePairTask``, ``TokenTask``, ``QATask``) owns how its examples are read from the Hub schema
 and from plain files, how they become model inputs (``encode``), which Hugging Face head it
 fine-tunes (``model_class``), how logits become per-example predictions and how those are scored.
 A task (``XNLITask``, ``WikiANNTask``, ...) sets its name, its Hub data set, its labels, its main
@@ -49,6 +49,18 @@ XTREME_TAG = FineTuneSettings(2e-5, 32, 10, 128, "XTREME scripts/train_panx.sh, 
                                                  "(bert-base-multilingual-cased, xlm-roberta-base)")
 
 
+@dataclass(frozen=True)
+class DataSource:
+    """Where one split of one language is read: ``<data_dir>/<folder>/<lang>/`` or the Hub's ``hub_name``/``hub_config``
+    ("": the task's ``hub_config(lang)``, asked only when the Hub is used); ``split`` is its name in that
+    Hub-schema data set (XQuAD's test set is the Hub's ``validation``)."""
+
+    folder: str
+    hub_name: str
+    hub_config: str
+    split: str
+
+
 class TransferTask:
     """A labelled task for zero-shot transfer; the class is the plugin (see the module docstring)."""
 
@@ -64,6 +76,11 @@ class TransferTask:
     def hub_config(cls, lang: str, configs: dict[str, str]) -> str:
         """The Hub config of ``lang`` (``configs``: the user's ``task:lang`` -> config choices)."""
         return configs.get(f"{cls.name}:{lang}", lang)
+
+    @classmethod
+    def data_source(cls, lang: str, split: str, configs: dict[str, str]) -> DataSource:
+        """Where ``split`` of ``lang`` comes from: by default the task's own folder and Hub data set, same split."""
+        return DataSource(cls.name, cls.hub_name, "", split)
 
     @classmethod
     def label_id(cls, name: Any, aliases: dict[str, str] | None = None) -> int | None:
@@ -85,8 +102,8 @@ class TransferTask:
         return cls.label_id(names[value], aliases) if 0 <= value < len(names) else None
 
     @classmethod
-    def from_rows(cls, dataset, where: str, report: ReadReport) -> list:
-        """Examples from a ``datasets.Dataset`` in the Hub schema; bad rows skipped with their index."""
+    def from_rows(cls, dataset, where: str, report: ReadReport, lang: str) -> list:
+        """Examples of ``lang`` from a ``datasets.Dataset`` in the Hub schema; bad rows skipped with their index."""
         raise NotImplementedError
 
     @classmethod
@@ -100,8 +117,13 @@ class TransferTask:
         raise NotImplementedError
 
     @classmethod
-    def predictions(cls, logits: torch.Tensor, labels: torch.Tensor) -> list[tuple[Any, Any]]:
-        """(gold, predicted) per example of a batch, in the label ids."""
+    def logits(cls, outputs) -> torch.Tensor:
+        """What the loss and ``predictions`` read of the model's output: [B, C] or [B, T, C] (C classes)."""
+        return outputs.logits
+
+    @classmethod
+    def predictions(cls, logits: torch.Tensor, labels: torch.Tensor, features: list[dict]) -> list[tuple[Any, Any]]:
+        """(gold, predicted) per feature of a batch (``features``: the batch's rows of ``encode``)."""
         raise NotImplementedError
 
     @classmethod

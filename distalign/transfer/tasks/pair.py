@@ -38,7 +38,7 @@ class SentencePairTask(TransferTask):
     label_aliases: ClassVar[dict[str, str]] = {}
 
     @classmethod
-    def from_rows(cls, dataset, where: str, report: ReadReport) -> list[PairExample]:
+    def from_rows(cls, dataset, where: str, report: ReadReport, lang: str) -> list[PairExample]:
         first, second = cls.text_columns
         require_columns(dataset, (first, second, "label"), where)
         names = class_label_names(dataset, "label", where)
@@ -100,7 +100,7 @@ class SentencePairTask(TransferTask):
         return [{**{key: encoded[key][i] for key in inputs}, "labels": e.label} for i, e in enumerate(examples)]
 
     @classmethod
-    def predictions(cls, logits, labels) -> list[tuple[int, int]]:
+    def predictions(cls, logits, labels, features) -> list[tuple[int, int]]:
         return list(zip(labels.tolist(), logits.argmax(-1).tolist()))
 
     @classmethod

@@ -44,7 +44,7 @@ class TokenTask(TransferTask):
         return f"{len(bad)} tags not among {list(cls.labels)}" if bad else ""
 
     @classmethod
-    def from_rows(cls, dataset, where: str, report: ReadReport) -> list[TaggedSentence]:
+    def from_rows(cls, dataset, where: str, report: ReadReport, lang: str) -> list[TaggedSentence]:
         require_columns(dataset, ("tokens", cls.tag_column), where)
         names = class_label_names(dataset, cls.tag_column, where)
         sentences = []
@@ -69,7 +69,7 @@ class TokenTask(TransferTask):
                 for i, (ids, mask, e) in enumerate(zip(encoded["input_ids"], encoded["attention_mask"], examples))]
 
     @classmethod
-    def predictions(cls, logits, labels) -> list[tuple[list[int], list[int]]]:
+    def predictions(cls, logits, labels, features) -> list[tuple[list[int], list[int]]]:
         predicted = logits.argmax(-1)
         kept = labels != IGNORE
         return [(gold[keep].tolist(), pred[keep].tolist()) for gold, pred, keep in zip(labels, predicted, kept)]

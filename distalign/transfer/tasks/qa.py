@@ -1,0 +1,271 @@
+"""Extractive QA (XQuAD, MLQA, TyDiQA-GoldP), fine-tuned on SQuAD v1.1 as XTREME does: the answer is a span of
+the context, predicted as a start and an end token; exact match and F1 against the gold answers.
+
+A long context is cut into several features (windows of ``max_length`` tokens, question included, each
+``doc_stride`` context tokens after the previous); a feature whose window does not hold the whole answer is
+trained to point at the CLS token. At test time every feature proposes its best span (of the ``N_BEST`` best
+starts x ends: inside the context, end >= start, at most ``MAX_ANSWER_TOKENS`` tokens; score = start + end
+logit), the example's answer is the best over its features, and its text is cut from the context by the
+tokens' character offsets (where XTREME's run_squad.py maps the tokens back to whitespace-split words).
+
+Data (``data_source``): the source language's ``train`` and ``validation`` are SQuAD v1.1's (Hub ``squad``,
+or ``<data_dir>/squad/en/``); the test sets come from each task's data set.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+import torch
+
+from distalign.data.readers import InputError, ReadReport
+from distalign.transfer.metrics import qa_scores
+from distalign.transfer.tasks.base import DataSource, FineTuneSettings, TransferTask, require_columns
+
+# XTREME (Hu et al. 2020) github.com/google-research/xtreme scripts/train_qa.sh at commit 0918248 (2021-08-11):
+# batch 4 per GPU x 8 accumulated = 32, lr 3e-5, 3 epochs (2 epochs with batch 4 x 4 before that commit),
+# max length 384, doc stride 128, 500 warm-up steps, weight decay 1e-4; run_squad.py's defaults for the rest
+# (max query length 64, n-best 20, max answer length 30, AdamW eps 1e-8, gradient norm 1.0). It keeps the
+# final weights (--save_steps -1); here the end of each epoch is a candidate, the final weights among them.
+XTREME_QA = FineTuneSettings(3e-5, 32, 3, 384, "XTREME scripts/train_qa.sh (commit 0918248; "
+                                               "bert-base-multilingual-cased, xlm-roberta-base)",
+                             weight_decay=1e-4, warmup_steps=500)
+MAX_QUERY_TOKENS = 64  # run_squad.py --max_query_length: longer questions are cut
+N_BEST = 20  # --n_best_size: the best starts and ends looked at per feature
+MAX_ANSWER_TOKENS = 30  # --max_answer_length, in subword tokens
+
+
+@dataclass(frozen=True)
+class QAExample:
+    id: str
+    question: str
+    context: str
+    answers: tuple[str, ...]  # the gold answers' texts
+    starts: tuple[int, ...]  # their character offsets in ``context``
+    lang: str  # the language scored (MLQA's normalisation depends on it)
+
+
+class QATask(TransferTask):
+    """The family: a question and a context, an answer span; F1 and exact match."""
+
+    labels: ClassVar[tuple[str, ...]] = ("start", "end")  # the QA head's two outputs per token
+    main_metric: ClassVar[str] = "f1"
+    settings: ClassVar[FineTuneSettings] = XTREME_QA
+    file_suffix: ClassVar[str] = "json"
+    model_class: ClassVar[str] = "AutoModelForQuestionAnswering"
+    doc_stride: ClassVar[int] = 128  # context tokens between the starts of two windows of one example
+    test_split: ClassVar[str] = "test"  # the Hub split that holds the test set
+    id_prefixes: ClassVar[dict[str, str]] = {}  # a data set of all languages: lang -> the prefix of its ids
+    per_language_scoring: ClassVar[bool] = False  # MLQA's evaluation (language-aware normalisation) or SQuAD's
+    config_pattern: ClassVar[str] = "{lang}"  # the Hub config of a language
+
+    @classmethod
+    def hub_config(cls, lang: str, configs: dict[str, str]) -> str:
+        return configs.get(f"{cls.name}:{lang}", cls.config_pattern.format(lang=lang))
+
+    @classmethod
+    def data_source(cls, lang: str, split: str, configs: dict[str, str]) -> DataSource:
+        if lang == "en" and split in ("train", "validation"):  # XTREME: SQuAD v1.1's train and dev sets
+            return DataSource("squad", "squad", "plain_text", split)
+        hub_split = cls.test_split if split == "test" else split
+        if split != "test" and hub_split == cls.test_split:
+            raise InputError(f"{cls.name}: {lang} has no {split} set (the Hub's {hub_split!r} split is its test set); "
+                             "select on the source language (SQuAD's dev set)")
+        return DataSource(cls.name, cls.hub_name, cls.hub_config(lang, configs), hub_split)
+
+    @classmethod
+    def check(cls, context, question, answers: list, starts: list) -> str:
+        """Why a question cannot be used ("" if it can). The first answer is the training label: its
+        ``answer_start`` must point at its text; the others are scored by their text alone."""
+        if not isinstance(context, str) or not context.strip():
+            return "empty context"
+        if not isinstance(question, str) or not question.strip():
+            return "empty question"
+        if not answers or len(answers) != len(starts):
+            return f"{len(answers)} answer texts but {len(starts)} answer starts" if answers else "no answer"
+        if any(not isinstance(text, str) or not text.strip() for text in answers):
+            return f"an empty answer text among {answers!r}"
+        text, start = answers[0], starts[0]
+        if not isinstance(start, int) or context[start:start + len(text)] != text:
+            found = context[start:start + len(text)] if isinstance(start, int) else None
+            return f"answer {text!r} is not at answer_start {start!r} of the context (found {found!r})"
+        return ""
+
+    @classmethod
+    def from_rows(cls, dataset, where: str, report: ReadReport, lang: str) -> list[QAExample]:
+        """The Hub's SQuAD schema (``id``, ``context``, ``question``, ``answers``: {``text``, ``answer_start``}); rows
+        whose id names another language (TyDiQA's ``arabic-...``) are not ``lang``'s and are passed over."""
+        require_columns(dataset, ("id", "context", "question", "answers"), where)
+        if cls.id_prefixes and lang not in cls.id_prefixes:
+            raise InputError(f"{cls.name}: no language {lang!r} in {where} (it has {sorted(cls.id_prefixes)})")
+        others = tuple(prefix for other, prefix in cls.id_prefixes.items() if other != lang)
+        examples = []
+        for index, row in enumerate(dataset):
+            if others and str(row["id"]).startswith(others):
+                continue
+            answers = row["answers"] or {}
+            texts, starts = list(answers.get("text") or []), list(answers.get("answer_start") or [])
+            problem = cls.check(row["context"], row["question"], texts, starts)
+            if problem:
+                report.skip(index, problem)
+            else:
+                examples.append(QAExample(str(row["id"]), row["question"], row["context"], tuple(texts),
+                                          tuple(starts), lang))
+        report.rows = len(examples)
+        return examples
+
+    @classmethod
+    def read_file(cls, path: Path, lang: str, report: ReadReport) -> list[QAExample]:
+        """SQuAD's JSON (XQuAD's, MLQA's and TyDiQA-GoldP's files too): ``{"data": [{"paragraphs": [{"context",
+        "qas": [{"id", "question", "answers": [{"text", "answer_start"}]}]}]}]}``; a bad question is named by its
+        place (``data[0].paragraphs[3].qas[1]``) and id."""
+        try:
+            articles = json.loads(path.read_text(encoding="utf-8"))["data"]
+        except (json.JSONDecodeError, KeyError, TypeError) as err:
+            raise InputError(f"{path}: not a SQuAD JSON file ({{\"data\": [...]}}): {err}") from err
+        examples = []
+        for a, article in enumerate(articles):
+            for p, paragraph in enumerate(article.get("paragraphs", [])):
+                for q, qa in enumerate(paragraph.get("qas", [])):
+                    answers = [x for x in qa.get("answers", []) if isinstance(x, dict)]
+                    texts, starts = [x.get("text") for x in answers], [x.get("answer_start") for x in answers]
+                    problem = cls.check(paragraph.get("context"), qa.get("question"), texts, starts)
+                    if problem:
+                        report.skip(f"data[{a}].paragraphs[{p}].qas[{q}] (id {qa.get('id')!r})", problem)
+                    else:
+                        examples.append(QAExample(str(qa.get("id")), qa["question"], paragraph["context"],
+                                                  tuple(texts), tuple(starts), lang))
+        report.rows = len(examples)
+        return examples
+
+    @classmethod
+    def encode(cls, examples: list[QAExample], tokenizer, max_length: int) -> list[dict]:
+        """One feature per window of each example, in order: ``labels`` = [start, end] token of the first gold
+        answer, or [CLS, CLS] where the window does not hold it; ``offsets`` [T, 2]: each context token's
+        characters (-1 elsewhere); ``example`` (its index in ``examples``), ``gold`` and ``context`` for scoring."""
+        query_tokens = min(MAX_QUERY_TOKENS, max_length // 2)  # a tiny max_length keeps half for the context
+        specials = tokenizer.num_special_tokens_to_add(pair=True)
+        questions = tokenizer([e.question for e in examples], add_special_tokens=False, return_offsets_mapping=True)
+        # The tokenizer's stride is the overlap of two windows: what is left of a window after doc_stride. It
+        # depends on the question's length, so the examples are tokenised in batches of equal overlap.
+        by_overlap: dict[int, list[tuple[int, str]]] = {}
+        for index, e in enumerate(examples):
+            length = len(questions["input_ids"][index])
+            text = e.question
+            if length > query_tokens:  # cut the text after the last token kept
+                text, length = e.question[:questions["offset_mapping"][index][query_tokens - 1][1]], query_tokens
+            overlap = max(max_length - length - specials - cls.doc_stride, 0)
+            by_overlap.setdefault(overlap, []).append((index, text))
+        windows: dict[int, list[dict]] = {}
+        for overlap, members in by_overlap.items():
+            encoded = tokenizer([text for _, text in members], [examples[i].context for i, _ in members],
+                                truncation="only_second", max_length=max_length, stride=overlap,
+                                return_overflowing_tokens=True, return_offsets_mapping=True)
+            for window, member in enumerate(encoded["overflow_to_sample_mapping"]):
+                index = members[member][0]
+                windows.setdefault(index, []).append(cls.window(encoded, window, examples[index], index, tokenizer))
+        return [feature for index in range(len(examples)) for feature in windows[index]]
+
+    @classmethod
+    def window(cls, encoded, window: int, e: QAExample, index: int, tokenizer) -> dict:
+        """The feature of one window of ``encoded`` (the tokenizer's output), example ``e`` at ``index``."""
+        ids = encoded["input_ids"][window]
+        in_context = np.array([s == 1 for s in encoded.sequence_ids(window)])
+        offsets = np.where(in_context[:, None], np.asarray(encoded["offset_mapping"][window], dtype=np.int32), -1)
+        context = np.flatnonzero(in_context)  # the window's context tokens, in order
+        answer_start = e.starts[0]
+        answer_end = answer_start + len(e.answers[0])
+        if offsets[context[0], 0] <= answer_start and offsets[context[-1], 1] >= answer_end:
+            # the last token starting at or before the answer, the first ending at or after it
+            labels = [int(context[offsets[context, 0] <= answer_start][-1]),
+                      int(context[offsets[context, 1] >= answer_end][0])]
+        else:
+            labels = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0] * 2
+        inputs = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids")
+                  if key in encoded}
+        return {**inputs, "labels": labels, "offsets": offsets, "example": index, "gold": (e.answers, e.lang),
+                "context": e.context}
+
+    @classmethod
+    def logits(cls, outputs) -> torch.Tensor:
+        """[B, 2, T]: the start and end logits as two positions to classify over the tokens, so that the shared
+        cross-entropy with labels [B, 2] is (start loss + end loss) / 2, the QA heads' own loss."""
+        return torch.stack([outputs.start_logits, outputs.end_logits], dim=1)
+
+    @classmethod
+    def best_span(cls, start_logits: np.ndarray, end_logits: np.ndarray,
+                  offsets: np.ndarray) -> tuple[float, int, int] | None:
+        """(score, start, end) of the best valid span among the ``N_BEST`` best starts x ends, None if none is valid."""
+        best = None
+        for start in np.argsort(-start_logits, kind="stable")[:N_BEST]:
+            for end in np.argsort(-end_logits, kind="stable")[:N_BEST]:
+                if offsets[start, 0] < 0 or offsets[end, 0] < 0 or end < start or end - start + 1 > MAX_ANSWER_TOKENS:
+                    continue
+                score = float(start_logits[start] + end_logits[end])
+                if best is None or score > best[0]:
+                    best = (score, int(start), int(end))
+        return best
+
+    @classmethod
+    def predictions(cls, logits, labels, features) -> list[tuple[tuple, tuple]]:
+        """((example, gold answers, lang), (score, answer text)) per feature; score -inf where no span is valid."""
+        values = logits.detach().float().cpu().numpy()
+        out = []
+        for row, f in zip(values, features):
+            n = len(f["input_ids"])
+            span = cls.best_span(row[0, :n], row[1, :n], f["offsets"])
+            answers, lang = f["gold"]
+            predicted = (float("-inf"), "") if span is None else \
+                (span[0], f["context"][f["offsets"][span[1], 0]:f["offsets"][span[2], 1]].strip())
+            out.append(((f["example"], answers, lang), predicted))
+        return out
+
+    @classmethod
+    def score(cls, pairs) -> dict[str, float]:
+        """Each example's answer: the best-scoring span over its features; then EM and F1 over the examples."""
+        best: dict[int, tuple] = {}
+        for (example, answers, lang), (score, text) in pairs:
+            if example not in best or score > best[example][0]:
+                best[example] = (score, text, answers, lang)
+        chosen = [best[example] for example in sorted(best)]
+        langs = {lang for *_, lang in chosen}
+        lang = langs.pop() if cls.per_language_scoring and len(langs) == 1 else None
+        if cls.per_language_scoring and lang is None:
+            raise ValueError(f"{cls.name}: one language per evaluation set, got {sorted(langs)}")
+        return qa_scores([answers for _, _, answers, _ in chosen], [text for _, text, _, _ in chosen], lang)
+
+
+class XQuADTask(QATask):
+    """XQuAD (Artetxe et al. 2020): 1,190 SQuAD v1.1 dev questions translated into 10 languages; test only."""
+
+    name: ClassVar[str] = "xquad"
+    hub_name: ClassVar[str] = "xquad"  # configs xquad.<lang>: ar de el en es hi ro ru th tr vi zh
+    config_pattern: ClassVar[str] = "xquad.{lang}"
+    test_split: ClassVar[str] = "validation"  # the Hub's only split
+
+
+class MLQATask(QATask):
+    """MLQA (Lewis et al. 2020): questions and contexts in 7 languages; XTREME scores context = question language,
+    with MLQA's own evaluation (per-language articles and punctuation, Chinese split into characters)."""
+
+    name: ClassVar[str] = "mlqa"
+    hub_name: ClassVar[str] = "mlqa"  # configs mlqa.<context lang>.<question lang>; splits validation, test
+    config_pattern: ClassVar[str] = "mlqa.{lang}.{lang}"
+    per_language_scoring: ClassVar[bool] = True
+
+
+class TyDiQATask(QATask):
+    """TyDiQA-GoldP (Clark et al. 2020): the gold passage task, 9 languages in XTREME; its dev set is the test set.
+    The Hub's ``secondary_task`` config holds every language, told apart by the id's prefix."""
+
+    name: ClassVar[str] = "tydiqa"
+    hub_name: ClassVar[str] = "tydiqa"
+    config_pattern: ClassVar[str] = "secondary_task"
+    test_split: ClassVar[str] = "validation"
+    id_prefixes: ClassVar[dict[str, str]] = {
+        "ar": "arabic-", "bn": "bengali-", "en": "english-", "fi": "finnish-", "id": "indonesian-", "ja": "japanese-",
+        "ko": "korean-", "ru": "russian-", "sw": "swahili-", "te": "telugu-", "th": "thai-"}
