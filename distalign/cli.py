@@ -22,7 +22,7 @@ from typing import get_args
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
-from distalign.logs import configure
+from distalign.logs import configure, quiet_console
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
 from distalign.transfer.runner import add_transfer_arguments
@@ -34,9 +34,19 @@ def _train(args) -> int:
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
-    outcome = run_training(config, clock=clock)
-    print_summary(config, outcome)
+    with quiet_console(command_log("train")):
+        outcome = run_training(config, clock=clock)
+        print_summary(config, outcome)
     return 0
+
+
+def command_log(command: str) -> Path:
+    """Where a command's Ray and library output goes: $DISTALIGN_HOME/logs/<command>-<time>.log."""
+    import time
+
+    from distalign.config import distalign_home
+
+    return distalign_home() / "logs" / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
 
 
 # a tiny model on a few hundred examples: XTREME's settings are meant for base-size models on large training sets
@@ -81,7 +91,8 @@ def synthetic_transfer_command(config, checkpoint: str) -> str:
 def _tune(args) -> int:
     from distalign.tuning import run_study
 
-    run_study(args.study, args.overrides)
+    with quiet_console(command_log("tune"), worker_lines="warnings"):  # the trials' progress lines stand for them
+        run_study(args.study, args.overrides)
     return 0
 
 
