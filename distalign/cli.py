@@ -55,7 +55,7 @@ SYNTHETIC_TRANSFER_FLAGS = "--tasks udpos,pawsx --lr 1e-3 --epochs 5 --select-ev
 
 
 def print_summary(config, outcome) -> None:
-    from distalign.tracking import client_for
+    from distalign.tracking import client_for, run_url
 
     client = client_for(config.tracking.uri)
     print("\n[distalign] done")
@@ -68,8 +68,10 @@ def print_summary(config, outcome) -> None:
         if history:
             first, last = history[0], history[-1]
             print(f"  {key}: {first.value:.4f} (step {first.step}) -> {last.value:.4f} (step {last.step})")
-    print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri} --port 5000"
-          "   (then http://127.0.0.1:5000)")
+    if not config.tracking.uri.startswith(("http://", "https://")):
+        print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri} --port 5000")
+    experiment = client.get_run(outcome.run_id).info.experiment_id
+    print(f"  the run in the UI: {run_url(config.tracking.uri, experiment, outcome.run_id)}")
     command = synthetic_transfer_command(config, outcome.checkpoint)
     if command:
         print(f"  zero-shot transfer on the world's tasks: {command}")

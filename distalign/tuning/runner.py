@@ -135,7 +135,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     from distalign.logs import configure
     from distalign.ray_session import ensure_ray
     from distalign.storage import ray_storage_path, storage_filesystem
-    from distalign.tracking import check_reachable, client_for, tracked_run
+    from distalign.tracking import check_reachable, client_for, run_url, tracked_run
 
     configure()
     study, trials = load_study(path, extra_overrides)
@@ -177,6 +177,8 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
         client = client_for(first.tracking.uri)
         close_stopped_trials(client, parent_id, study.metric, rows)
         log_study_summary(client, parent_id, study, rows)
+        log.info("study %s in the MLflow UI: %s", study.study,
+                 run_url(first.tracking.uri, client.get_run(parent_id).info.experiment_id, parent_id))
         failed = [r["trial"] for r in rows if r["error"]]
         if failed:
             raise RuntimeError(f"study {study.study}: trials failed: {failed}")
