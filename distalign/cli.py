@@ -36,7 +36,7 @@ def _train(args) -> int:
     config = load_config(args.config, args.overrides)
     with quiet_console(command_log("train")):
         outcome = run_training(config, clock=clock)
-        print_summary(config, outcome)
+    print_summary(config, outcome)
     return 0
 
 

@@ -3,9 +3,10 @@
 ``configure()`` gives that logger one stream handler ("[distalign] message") the first time it is
 called in a process; it does not propagate to the root logger, so a line is printed once.
 
-``quiet_console(log_file)`` keeps the console to distalign's own lines while a ``train`` or ``tune``
-command runs: Ray's, Tune's and the libraries' output (their log records, the worker output Ray forwards,
-warnings) goes to a log file instead. ``progress(...)`` is the progress bar of long non-training work.
+``quiet_console(log_file)`` keeps the terminal to distalign's own lines while a ``train`` or ``tune``
+command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker output
+Ray forwards, other libraries' log records, warnings) goes to a log file instead. distalign writes to the
+terminal through its logger or ``console()``. ``progress(...)`` is the progress bar of long non-training work.
 """
 
 from __future__ import annotations
@@ -21,12 +22,18 @@ from typing import Iterable, Iterator, TextIO, TypeVar
 LOGGER_NAME = "distalign"
 PREFIX = "[distalign]"
 ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
-# how Ray prefixes a line it forwards from a worker process: "(RayTrainWorker pid=123, ip=10.0.0.2) ..."
-RAY_WORKER_PREFIX = re.compile(r"^\((?:[^()]*pid=[^()]*)\)\s?")
+# how Ray prefixes a line it forwards from a worker process: "(RayTrainWorker pid=123, ip=10.0.0.2) ...", "(raylet) "
+RAY_WORKER_PREFIX = re.compile(r"^\([^()]*\)\s")
 TOKEN_AUTH_NOTICE = "Token authentication is enabled"
 TOKEN_AUTH_LINE = (f"{PREFIX} Ray token authentication is on for this cluster (Ray's default; "
                    "RAY_AUTH_MODE=disabled turns it off)")
 T = TypeVar("T")
+_terminal: TextIO | None = None  # the terminal while quiet_console routes sys.stdout and sys.stderr away
+
+
+def console() -> TextIO:
+    """Where distalign's own output goes: the terminal, even while ``quiet_console`` routes the standard streams."""
+    return _terminal or sys.stdout
 
 
 def configure(level: int = logging.INFO) -> logging.Logger:
@@ -42,12 +49,12 @@ def configure(level: int = logging.INFO) -> logging.Logger:
 
 
 class _StdoutHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stdout`` is when a line is logged (a routed console, a test's capture), not to
-    the stream of the moment the logger was configured."""
+    """Writes to ``console()`` as it is when a line is logged (a test's capture of ``sys.stdout``, the terminal
+    under ``quiet_console``), not to the stream of the moment the logger was configured."""
 
     @property
     def stream(self) -> TextIO:
-        return sys.stdout
+        return console()
 
     @stream.setter
     def stream(self, _value) -> None:
@@ -63,13 +70,13 @@ class _LevelPrefix(logging.Filter):
 
 
 class ConsoleRouter:
-    """Decides, line by line, what of a command's output reaches the terminal; every line goes to the log file.
+    """Decides, line by line, what of the standard streams' output reaches the terminal; every line goes to the
+    log file, without ANSI codes.
 
-    Shown: the driver's standard output (distalign's summaries and tables), the distalign lines of the worker
-    processes (``worker_lines="all"``) or only their warnings and errors (``"warnings"``: a study, whose
-    trials the Tune progress lines stand for), and Ray's token-auth notice once, in distalign's words.
-    Hidden: the driver's standard error (Ray's and MLflow's log records, Python warnings) and everything else
-    the workers print. ANSI codes are removed from every line, shown or logged.
+    Shown: the distalign lines Ray forwards from the worker processes, without Ray's prefix and colours
+    (``worker_lines="all"``), or only their warnings and errors (``"warnings"``: a study, whose trials its
+    progress lines stand for), and Ray's token-auth notice once, in distalign's words. Everything else the
+    driver or the workers print stays in the log file.
     """
 
     def __init__(self, log: TextIO, terminal: TextIO, worker_lines: str = "all"):
@@ -78,16 +85,16 @@ class ConsoleRouter:
         self.log, self.terminal, self.worker_lines = log, terminal, worker_lines
         self._said_token_auth = False
 
-    def route(self, line: str, from_stdout: bool) -> None:
+    def route(self, line: str) -> None:
         plain = ANSI.sub("", line)
         self.log.write(plain + "\n")
         self.log.flush()
-        shown = self._shown(plain, from_stdout)
+        shown = self._shown(plain)
         if shown is not None:
             self.terminal.write(shown + "\n")
             self.terminal.flush()
 
-    def _shown(self, plain: str, from_stdout: bool) -> str | None:
+    def _shown(self, plain: str) -> str | None:
         worker = RAY_WORKER_PREFIX.match(plain)
         if worker:
             message = plain[worker.end():]
@@ -100,15 +107,15 @@ class ConsoleRouter:
                 return None
             self._said_token_auth = True
             return TOKEN_AUTH_LINE
-        return plain if from_stdout and plain.strip() else None
+        return None
 
 
 class _RoutedStream(io.TextIOBase):
     """A ``sys.stdout``/``sys.stderr`` stand-in that hands whole lines to the router (a carriage return ends a
     line too: progress bars redraw with it). It is no terminal, so libraries print no colour codes to it."""
 
-    def __init__(self, router: ConsoleRouter, from_stdout: bool, encoding: str):
-        self.router, self.from_stdout, self._encoding = router, from_stdout, encoding
+    def __init__(self, router: ConsoleRouter, encoding: str):
+        self.router, self._encoding = router, encoding
         self._pending = ""
 
     @property
@@ -125,7 +132,7 @@ class _RoutedStream(io.TextIOBase):
         self._pending += text
         *lines, self._pending = re.split(r"\r\n|\r|\n", self._pending)
         for line in lines:
-            self.router.route(line, self.from_stdout)
+            self.router.route(line)
         return len(text)
 
     def flush(self) -> None:
@@ -133,7 +140,7 @@ class _RoutedStream(io.TextIOBase):
 
     def close_line(self) -> None:
         if self._pending:
-            self.router.route(self._pending, self.from_stdout)
+            self.router.route(self._pending)
             self._pending = ""
 
 
@@ -141,23 +148,25 @@ class _RoutedStream(io.TextIOBase):
 def quiet_console(log_file: Path, worker_lines: str = "all") -> Iterator[Path]:
     """Route ``sys.stdout``/``sys.stderr``, and the logging stream handlers bound to them, through a
     ``ConsoleRouter`` until the block ends."""
+    global _terminal
     configure()
     log_file.parent.mkdir(parents=True, exist_ok=True)
     terminal = sys.stdout
     logging.getLogger(LOGGER_NAME).info("Ray's and the libraries' output: %s", log_file)
     with open(log_file, "a", encoding="utf-8") as log:
         router = ConsoleRouter(log, terminal, worker_lines)
-        out = _RoutedStream(router, True, getattr(terminal, "encoding", "utf-8") or "utf-8")
-        err = _RoutedStream(router, False, out.encoding)
+        out = _RoutedStream(router, getattr(terminal, "encoding", "utf-8") or "utf-8")
+        err = _RoutedStream(router, out.encoding)
         saved_streams = sys.stdout, sys.stderr
         rebound = _rebind_handlers({sys.stdout: out, sys.stderr: err, sys.__stdout__: out, sys.__stderr__: err})
-        sys.stdout, sys.stderr = out, err
+        sys.stdout, sys.stderr, _terminal = out, err, terminal
         try:
             yield log_file
         finally:
             out.close_line()
             err.close_line()
             sys.stdout, sys.stderr = saved_streams
+            _terminal = None
             for handler, stream in rebound:
                 handler.setStream(stream)
 
@@ -169,7 +178,9 @@ def _rebind_handlers(targets: dict) -> list[tuple[logging.StreamHandler, TextIO]
     rebound = []
     for logger in loggers:
         for handler in logger.handlers:
-            if type(handler) is logging.StreamHandler and handler.stream in targets:
+            # Ray's handler is a StreamHandler bound to the stderr of its import; distalign's follows console()
+            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, _StdoutHandler) \
+                    and handler.stream in targets:
                 rebound.append((handler, handler.setStream(targets[handler.stream])))
     return rebound
 

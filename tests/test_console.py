@@ -10,30 +10,31 @@ from types import SimpleNamespace
 
 import pytest
 
-from distalign.logs import TOKEN_AUTH_LINE, ConsoleRouter, duration, progress, quiet_console
+from distalign.logs import TOKEN_AUTH_LINE, ConsoleRouter, console, duration, progress, quiet_console
 from distalign.tuning.progress import TrialProgress, eta
 from distalign.tuning.trials import GridTrial, SearchBase, TrialIdentity
 
-RAY_OUTPUT = [  # as Ray writes them to the driver's streams: (line, on stdout)
-    ("\x1b[36m(_trial pid=23884)\x1b[0m [distalign] data: 200 constraint pairs", True),
-    ("\x1b[36m(RayTrainWorker pid=25295)\x1b[0m [distalign] step 20/60 loss 3.1 (2.0 steps/s, ETA 0:20)", True),
-    ("\x1b[36m(RayTrainWorker pid=25295, ip=10.0.0.2)\x1b[0m [distalign] WARNING checkpoint x is incomplete", True),
-    ("\x1b[36m(RayTrainWorker pid=25295)\x1b[0m Checkpoint successfully created at: Checkpoint(...)", True),
-    ("2026-11-25 12:54:54,161\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled for "
-     "this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.", False),
-    ("2026-11-25 12:54:58,720\tINFO worker.py:2029 -- Started a local Ray instance. View the dashboard at "
-     "\x1b[1m\x1b[32mhttp://127.0.0.1:8265 \x1b[39m\x1b[22m", False),
-    ("2026-11-25 12:55:54,161\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled", False),
-    ("2026/11/25 12:54:59 INFO mlflow.store.db.utils: Creating initial MLflow database tables...", False),
-    ("           trial  train.lr  eval/bli/avg/mrr", True),  # the study's summary table, printed by the driver
+RAY_OUTPUT = [  # as Ray writes them to the driver's standard streams
+    "\x1b[36m(_trial pid=23884)\x1b[0m [distalign] data: 200 constraint pairs",
+    "\x1b[36m(RayTrainWorker pid=25295)\x1b[0m [distalign] step 20/60 loss 3.1 (2.0 steps/s, ETA 0:20)",
+    "\x1b[36m(RayTrainWorker pid=25295, ip=10.0.0.2)\x1b[0m [distalign] WARNING checkpoint x is incomplete",
+    "\x1b[36m(RayTrainWorker pid=25295)\x1b[0m Checkpoint successfully created at: Checkpoint(...)",
+    "2026-11-25 12:54:54,161\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled for "
+     "this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.",
+    "2026-11-25 12:54:58,720\tINFO worker.py:2029 -- Started a local Ray instance. View the dashboard at "
+     "\x1b[1m\x1b[32mhttp://127.0.0.1:8265 \x1b[39m\x1b[22m",
+    "2026-11-25 12:55:54,161\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled",
+    "2026/11/25 12:54:59 INFO mlflow.store.db.utils: Creating initial MLflow database tables...",
+    "╭──────────────────────────────────────────╮",  # Tune's tables, printed whatever its verbosity
+    "(raylet) WARNING: 8 PYTHON worker processes have been started on node",
 ]
 
 
 def routed(worker_lines: str) -> tuple[list[str], list[str]]:
     log, terminal = io.StringIO(), io.StringIO()
     router = ConsoleRouter(log, terminal, worker_lines)
-    for line, from_stdout in RAY_OUTPUT:
-        router.route(line, from_stdout)
+    for line in RAY_OUTPUT:
+        router.route(line)
     return terminal.getvalue().splitlines(), log.getvalue().splitlines()
 
 
@@ -42,8 +43,7 @@ def test_train_console_shows_distalign_lines_without_ray_prefixes_or_ansi_and_lo
     assert shown == ["[distalign] data: 200 constraint pairs",
                      "[distalign] step 20/60 loss 3.1 (2.0 steps/s, ETA 0:20)",
                      "[distalign] WARNING checkpoint x is incomplete",
-                     TOKEN_AUTH_LINE,  # Ray's notice, once, in distalign's words
-                     "           trial  train.lr  eval/bli/avg/mrr"]
+                     TOKEN_AUTH_LINE]  # Ray's notice, once, in distalign's words
     assert len(logged) == len(RAY_OUTPUT) and not any("\x1b" in line for line in logged)
     assert "2026-11-25 12:54:58,720\tINFO worker.py:2029 -- Started a local Ray instance. View the dashboard at " \
            "http://127.0.0.1:8265 " in logged
@@ -51,29 +51,30 @@ def test_train_console_shows_distalign_lines_without_ray_prefixes_or_ansi_and_lo
 
 def test_study_console_shows_only_the_workers_warnings():
     shown, _ = routed("warnings")
-    assert shown == ["[distalign] WARNING checkpoint x is incomplete", TOKEN_AUTH_LINE,
-                     "           trial  train.lr  eval/bli/avg/mrr"]
+    assert shown == ["[distalign] WARNING checkpoint x is incomplete", TOKEN_AUTH_LINE]
 
 
-def test_quiet_console_routes_print_warnings_and_library_loggers_then_restores(tmp_path, capsys):
+def test_quiet_console_keeps_the_terminal_to_distalign_and_restores_the_streams(tmp_path, capsys):
     library = logging.getLogger("some.library")
     handler = logging.StreamHandler(sys.stderr)  # bound to the console when the library set it up
     library.addHandler(handler)
     try:
         with quiet_console(tmp_path / "logs" / "tune.log") as path:
-            print("\x1b[31mtable row\x1b[0m")
+            print("\x1b[1mView detailed results here\x1b[0m")
             print("(RayTrainWorker pid=1) some worker chatter\r(RayTrainWorker pid=1) [distalign] step 2/4")
             print("a Python warning", file=sys.stderr)
             library.warning("library record")
+            logging.getLogger("distalign").info("trial t started")
+            print("summary table", file=console())
             assert not sys.stdout.isatty()
         print("after")
     finally:
         library.removeHandler(handler)
     out, err = capsys.readouterr()
-    assert out.splitlines() == [f"[distalign] Ray's and the libraries' output: {path}", "table row",
-                                "[distalign] step 2/4", "after"]
-    assert err == ""
-    assert path.read_text().splitlines() == ["table row", "(RayTrainWorker pid=1) some worker chatter",
+    assert out.splitlines() == [f"[distalign] Ray's and the libraries' output: {path}", "[distalign] step 2/4",
+                                "[distalign] trial t started", "summary table", "after"]
+    assert err == "" and "\x1b" not in out
+    assert path.read_text().splitlines() == ["View detailed results here", "(RayTrainWorker pid=1) some worker chatter",
                                              "(RayTrainWorker pid=1) [distalign] step 2/4", "a Python warning",
                                              "library record"]
     assert handler.stream is sys.stderr
@@ -92,7 +93,7 @@ def test_eta_and_duration():
 
 
 def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
-    clock = iter([0.0, 100.0, 130.0, 140.0])
+    clock = iter([0.0, 40.0, 70.0])
     monkeypatch.setattr("distalign.tuning.progress.time.monotonic", lambda: next(clock))
     grid = GridTrial(TrialIdentity("quickstart-tune-001", 0), {"train.lr": 0.001, "data.max_constraints": 400},
                      {"train": {"max_steps": 60}})
@@ -100,14 +101,14 @@ def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
     progress_view = TrialProgress("eval/bli/avg/mrr")
     with caplog.at_level(logging.INFO, logger="distalign"):
         progress_view.on_trial_start(0, [], trial)
-        progress_view.on_trial_result(0, [], trial, {"step": 0, "eval/bli/avg/mrr": 0.1})
-        progress_view.on_trial_result(0, [], trial, {"step": 30, "eval/bli/avg/mrr": 0.25})
+        progress_view.on_trial_result(0, [], trial, {"step": 20, "eval/bli/avg/mrr": 0.1})
+        progress_view.on_trial_result(0, [], trial, {"step": 60, "eval/bli/avg/mrr": 0.25})
         progress_view.on_trial_complete(0, [], trial)
     assert caplog.messages == [
         "trial quickstart-tune-001 started: train.lr=0.001 data.max_constraints=400 (60 steps)",
-        "trial quickstart-tune-001 step 0/60 eval/bli/avg/mrr=0.1000",
-        "trial quickstart-tune-001 step 30/60 eval/bli/avg/mrr=0.2500 ETA 0:30",
-        "trial quickstart-tune-001 finished in 2:20"]
+        "trial quickstart-tune-001 step 20/60 eval/bli/avg/mrr=0.1000 ETA 1:20",  # 20 steps in 40 s, 40 to go
+        "trial quickstart-tune-001 step 60/60 eval/bli/avg/mrr=0.2500",
+        "trial quickstart-tune-001 finished"]
     search = SimpleNamespace(trial_id="b2", config={"trial": SearchBase("s", {"train": {"seed": 3, "max_steps": 6}}),
                                                     "point": {"train.lr": 0.01}, "__trial_index__": 1})
     caplog.clear()

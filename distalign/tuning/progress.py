@@ -28,12 +28,11 @@ class TrialProgress(Callback):
 
     def __init__(self, metric: str):
         self.metric = metric
-        self._started: dict[str, float] = {}
-        self._first: dict[str, tuple[float, int]] = {}  # a trial's first report (step 0 after its start-up)
+        self._last: dict[str, tuple[float, int]] = {}  # a trial's latest (time, step): its start, then each report
 
     def on_trial_start(self, iteration: int, trials: list, trial, **info) -> None:
         name, stands_for, max_steps = describe_trial(trial.config, trial.trial_id)
-        self._started[trial.trial_id] = time.monotonic()
+        self._last[trial.trial_id] = (time.monotonic(), 0)
         log.info("trial %s started: %s (%d steps)", name, _params(stands_for), max_steps)
 
     def on_trial_result(self, iteration: int, trials: list, trial, result: dict, **info) -> None:
@@ -41,15 +40,16 @@ class TrialProgress(Callback):
         step, value = result.get("step"), result.get(self.metric)
         if step is None:
             return
+        # the pace since the previous report (since the start for the first: start-up included, so an overestimate)
         now = time.monotonic()
-        left = eta(self._first.setdefault(trial.trial_id, (now, step)), (now, step), max_steps)
+        left = eta(self._last.get(trial.trial_id, (now, step)), (now, step), max_steps) if step < max_steps else None
+        self._last[trial.trial_id] = (now, step)
         log.info("trial %s step %d/%d %s=%s%s", name, step, max_steps, self.metric,
                  "-" if value is None else f"{value:.4f}", "" if left is None else f" ETA {duration(left)}")
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         name, _, _ = describe_trial(trial.config, trial.trial_id)
-        now = time.monotonic()
-        log.info("trial %s finished in %s", name, duration(now - self._started.get(trial.trial_id, now)))
+        log.info("trial %s finished", name)
 
     def on_trial_error(self, iteration: int, trials: list, trial, **info) -> None:
         name, _, _ = describe_trial(trial.config, trial.trial_id)
