@@ -23,6 +23,7 @@ from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
 from distalign.logs import configure, quiet_console
+from distalign.ray_session import shutdown_ray
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
 from distalign.transfer.runner import add_transfer_arguments
@@ -35,7 +36,10 @@ def _train(args) -> int:
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
     with quiet_console(command_log("train")):
-        outcome = run_training(config, clock=clock)
+        try:
+            outcome = run_training(config, clock=clock)
+        finally:
+            shutdown_ray()
     print_summary(config, outcome)
     return 0
 
@@ -94,7 +98,10 @@ def _tune(args) -> int:
     from distalign.tuning import run_study
 
     with quiet_console(command_log("tune"), worker_lines="warnings"):  # the trials' progress lines stand for them
-        run_study(args.study, args.overrides)
+        try:
+            run_study(args.study, args.overrides)
+        finally:
+            shutdown_ray()
     return 0
 
 
