@@ -158,7 +158,7 @@ def quiet_console(log_file: Path, worker_lines: str = "all") -> Iterator[Path]:
         out = _RoutedStream(router, getattr(terminal, "encoding", "utf-8") or "utf-8")
         err = _RoutedStream(router, out.encoding)
         saved_streams = sys.stdout, sys.stderr
-        rebound = _rebind_handlers({sys.stdout: out, sys.stderr: err, sys.__stdout__: out, sys.__stderr__: err})
+        rebound = _rebind_handlers([(sys.stdout, out), (sys.stderr, err), (sys.__stdout__, out), (sys.__stderr__, err)])
         sys.stdout, sys.stderr, _terminal = out, err, terminal
         try:
             yield log_file
@@ -171,7 +171,7 @@ def quiet_console(log_file: Path, worker_lines: str = "all") -> Iterator[Path]:
                 handler.setStream(stream)
 
 
-def _rebind_handlers(targets: dict) -> list[tuple[logging.StreamHandler, TextIO]]:
+def _rebind_handlers(targets: list[tuple[TextIO, TextIO]]) -> list[tuple[logging.StreamHandler, TextIO]]:
     """Point the stream handlers of other libraries' loggers (bound to the console when they were made) at the
     routed streams; returns what to restore."""
     loggers = [logging.getLogger()] + [logging.getLogger(name) for name in list(logging.Logger.manager.loggerDict)]
@@ -179,9 +179,11 @@ def _rebind_handlers(targets: dict) -> list[tuple[logging.StreamHandler, TextIO]
     for logger in loggers:
         for handler in logger.handlers:
             # Ray's handler is a StreamHandler bound to the stderr of its import; distalign's follows console()
-            if isinstance(handler, logging.StreamHandler) and not isinstance(handler, _StdoutHandler) \
-                    and handler.stream in targets:
-                rebound.append((handler, handler.setStream(targets[handler.stream])))
+            if not isinstance(handler, logging.StreamHandler) or isinstance(handler, _StdoutHandler):
+                continue
+            routed = next((new for old, new in targets if handler.stream is old), None)
+            if routed is not None:
+                rebound.append((handler, handler.setStream(routed)))
     return rebound
 
 
