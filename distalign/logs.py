@@ -178,8 +178,10 @@ def _rebind_handlers(targets: list[tuple[TextIO, TextIO]]) -> list[tuple[logging
     rebound = []
     for logger in loggers:
         for handler in logger.handlers:
-            # Ray's handler is a StreamHandler bound to the stderr of its import; distalign's follows console()
-            if not isinstance(handler, logging.StreamHandler) or isinstance(handler, _StdoutHandler):
+            # Ray's handler is a StreamHandler bound to the stderr of its import; handlers whose stream is a
+            # property (logging's _StderrHandler, distalign's) follow the current stream by themselves
+            if not isinstance(handler, logging.StreamHandler) or isinstance(getattr(type(handler), "stream", None),
+                                                                              property):
                 continue
             routed = next((new for old, new in targets if handler.stream is old), None)
             if routed is not None:
