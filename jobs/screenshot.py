@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 
 ML_VIEW = "workflowType=machine_learning"  # distalign.tracking.ML_VIEW (this script needs no distalign import)
 # page -> (path under the run, the text the page shows once drawn); "runs" is the experiment's run list
-PAGES = {"runs": ("", ""), "overview": ("", "Parameters"), "metrics": ("/model-metrics", "train"),
+PAGES = {"runs": ("", "Run Name"), "overview": ("", "Parameters"), "metrics": ("/model-metrics", "eval/bli/avg"),
          "system": ("/system-metrics", "system/"), "artifacts": ("/artifacts", "config.yaml")}
 
 
@@ -73,7 +73,8 @@ def page_url(base: str, experiment_id: str, run_id: str, page: str, artifact: st
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}{path}?{ML_VIEW}"
 
 
-def visit(urls: dict[str, tuple[str, str]], out: Path | None = None, timeout_s: float = 30) -> dict[str, str]:
+def visit(urls: dict[str, tuple[str, str]], out: Path | None = None, timeout_s: float = 30,
+          height: int = 1000) -> dict[str, str]:
     """Open each page (name -> (URL, text to wait for)) in headless Chromium; returns each page's visible text,
     and saves ``<out>/<name>.png`` when ``out`` is given."""
     from playwright.sync_api import sync_playwright
@@ -83,7 +84,7 @@ def visit(urls: dict[str, tuple[str, str]], out: Path | None = None, timeout_s: 
         browser = playwright.chromium.launch(executable_path=shutil.which("chromium"),
                                              args=["--no-sandbox", "--disable-gpu"])
         try:
-            page = browser.new_page(viewport={"width": 1600, "height": 1000})
+            page = browser.new_page(viewport={"width": 1600, "height": height})
             for name, (url, text) in urls.items():
                 page.goto(url)
                 page.get_by_text(text, exact=False).first.wait_for(timeout=timeout_s * 1000)
@@ -104,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="docs/img")
     parser.add_argument("--pages", default="runs,metrics", help=f"comma-separated, of {', '.join(PAGES)}")
     parser.add_argument("--artifact", default="", help="open this artifact of the run in the artifacts page")
+    parser.add_argument("--height", type=int, default=1000, help="the window's height (more chart sections)")
     args = parser.parse_args(argv)
 
     client = MlflowClient(args.tracking_uri)
@@ -118,9 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     with mlflow_ui(args.tracking_uri) as base:
         urls = {f"{args.run}-{page}": (page_url(base, run.experiment_id, run.run_id, page, args.artifact),
-                                       args.run if page == "runs" else PAGES[page][1])
-                for page in args.pages.split(",")}
-        visit(urls, out)
+                                       PAGES[page][1]) for page in args.pages.split(",")}
+        visit(urls, out, height=args.height)
     for name in urls:
         print(out / f"{name}.png")
     return 0
