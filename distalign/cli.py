@@ -23,7 +23,8 @@ from typing import get_args
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
-from distalign.logs import configure
+from distalign.logs import configure, console, quiet_console
+from distalign.ray_session import shutdown_ray
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
 from distalign.transfer.runner import add_shared_arguments, add_transfer_arguments
@@ -38,10 +39,23 @@ def _train(args) -> int:
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
     transfer.check(config)  # eval.transfer: before training takes Ray resources
-    outcome = run_training(config, clock=clock)
-    transfer.transfer_after_training(config, outcome)
+    with quiet_console(command_log("train")):
+        try:
+            outcome = run_training(config, clock=clock)
+            transfer.transfer_after_training(config, outcome, progress=lambda line: print(line, file=console()))
+        finally:
+            shutdown_ray()
     print_summary(config, outcome)
     return 0
+
+
+def command_log(command: str) -> Path:
+    """Where a command's Ray and library output goes: $DISTALIGN_HOME/logs/<command>-<time>.log."""
+    import time
+
+    from distalign.config import distalign_home
+
+    return distalign_home() / "logs" / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
 
 
 # a tiny model on a few hundred examples: XTREME's settings are meant for base-size models on large training sets
@@ -50,7 +64,7 @@ SYNTHETIC_TRANSFER_FLAGS = "--tasks udpos,pawsx --lr 1e-3 --epochs 5 --select-ev
 
 
 def print_summary(config, outcome) -> None:
-    from distalign.tracking import client_for
+    from distalign.tracking import client_for, run_url
 
     client = client_for(config.tracking.uri)
     print("\n[distalign] done")
@@ -63,8 +77,10 @@ def print_summary(config, outcome) -> None:
         if history:
             first, last = history[0], history[-1]
             print(f"  {key}: {first.value:.4f} (step {first.step}) -> {last.value:.4f} (step {last.step})")
-    print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri} --port 5000"
-          "   (then http://127.0.0.1:5000)")
+    if not config.tracking.uri.startswith(("http://", "https://")):
+        print(f"  open the UI: mlflow ui --backend-store-uri {config.tracking.uri} --port 5000")
+    experiment = client.get_run(outcome.run_id).info.experiment_id
+    print(f"  the run in the UI: {run_url(config.tracking.uri, experiment, outcome.run_id)}")
     command = synthetic_transfer_command(config, outcome.checkpoint)
     if command:
         print(f"  zero-shot transfer on the world's tasks: {command}")
@@ -87,7 +103,11 @@ def _tune(args) -> int:
     from distalign.tuning import run_study
     from distalign.tuning.bench_study import is_bench_study, run_bench_study
 
-    (run_bench_study if is_bench_study(args.study) else run_study)(args.study, args.overrides)
+    with quiet_console(command_log("tune"), worker_lines="warnings"):  # the trials' progress lines stand for them
+        try:
+            (run_bench_study if is_bench_study(args.study) else run_study)(args.study, args.overrides)
+        finally:
+            shutdown_ray()
     return 0
 
 

@@ -29,6 +29,12 @@ CHECKPOINT_TAG = "distalign.checkpoint"
 BEST_CHECKPOINT_TAG = "distalign.best_checkpoint"  # highest model-selection score
 START_MODEL_TAG = "distalign.start_model"  # the model the run started from (a tiny model: its cached directory)
 PARENT_TAG = "mlflow.parentRunId"  # MLflow's own tag for nested runs
+# MLflow 3's experiment kind, as its UI's kind selector writes it: model training, not GenAI development.
+# MLflow 3.17's UI picks its view from the GenAI / Model training switch instead (the URL's workflowType, then
+# the browser's last choice): distalign's links carry ``ML_VIEW``.
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+MODEL_TRAINING = "custom_model_development"
+ML_VIEW = "workflowType=machine_learning"
 MAX_PARAM_LENGTH = 6000
 
 log = logging.getLogger("distalign")
@@ -67,8 +73,11 @@ def open_store_in_background(uri: str) -> threading.Thread:
 
 
 def experiment_id(client: MlflowClient, name: str) -> str:
+    """The experiment's id, created (tagged as model training) if missing."""
     experiment = client.get_experiment_by_name(name)
     if experiment:
+        if EXPERIMENT_KIND_TAG not in experiment.tags:  # made before distalign tagged its experiments
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, MODEL_TRAINING)
         return experiment.experiment_id
     # Artifacts of a sqlite store sit beside the database, not in whatever the working directory is
     # (a `ray job submit` job runs in a temporary copy of it).
@@ -76,7 +85,17 @@ def experiment_id(client: MlflowClient, name: str) -> str:
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri.removeprefix("sqlite:///")).parent / "mlruns").as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    return client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: MODEL_TRAINING})
+
+
+LOCAL_UI = "http://127.0.0.1:5000"  # where `mlflow ui` (make mlflow-ui) serves a local store
+
+
+def run_url(uri: str, experiment: str, run_id: str) -> str:
+    """A run's page in the MLflow UI, in its model-training view: the tracking server's own UI, or that of
+    `mlflow ui` on a local store."""
+    ui = uri if uri.startswith(("http://", "https://")) else LOCAL_UI
+    return f"{ui.rstrip('/')}/#/experiments/{experiment}/runs/{run_id}?{ML_VIEW}"
 
 
 def find_run(client: MlflowClient, exp_id: str, run_name: str, storage: str) -> str | None:

@@ -58,6 +58,20 @@ def test_tracked_run_creates_finished_run(uri, client, experiment, config, tmp_p
     assert read_artifact(client, run_id, "config.yaml", tmp_path) == config.to_dict()
 
 
+def test_experiments_are_created_as_model_training_and_older_ones_tagged(uri, client, experiment):
+    """MLflow 3's experiment kind: distalign's experiments are model training, not GenAI development."""
+    with tracked_run(uri, experiment, "r", "s", {}, {}) as run_id:
+        pass
+    assert client.get_experiment_by_name(experiment).tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    older = client.create_experiment(f"{experiment}-older")  # made before distalign tagged its experiments
+    assert tracking.experiment_id(client, f"{experiment}-older") == older
+    assert client.get_experiment(older).tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
+    assert tracking.run_url(uri, "3", run_id) == \
+        f"http://127.0.0.1:5000/#/experiments/3/runs/{run_id}?workflowType=machine_learning"
+    assert tracking.run_url("https://mlflow.example.org/", "3", "abc") == \
+        "https://mlflow.example.org/#/experiments/3/runs/abc?workflowType=machine_learning"
+
+
 def test_body_exception_marks_failed_and_propagates(uri, client, experiment):
     seen = {}
     with pytest.raises(RuntimeError, match="boom"):

@@ -56,6 +56,7 @@ from wordfreq.preprocess import preprocess_text
 
 from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, read_constraints, read_dictionary
 from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.logs import progress
 
 SYNSET_SCHEMA = pa.schema(
     [
@@ -222,8 +223,8 @@ def _read_members(synsets_table: pa.Table, languages: list[str], top_k: int, exc
         return synsets_table[column].to_pylist() if column in synsets_table.column_names else [None] * len(synsets_table)
 
     columns = [synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names]
-    for row, (synset, lang, word, gloss, kind, own_gloss) in enumerate(
-            zip(*columns, optional("synset_type"), optional(WORD_GLOSS)), start=1):
+    rows = progress(zip(*columns, optional("synset_type"), optional(WORD_GLOSS)), len(synsets_table), "synset rows")
+    for row, (synset, lang, word, gloss, kind, own_gloss) in enumerate(rows, start=1):
         if not (synset and lang and word and word.strip()):
             report.invalid(row, f"null or empty synset_id, lang or word: {(synset, lang, word)!r}")
             continue

@@ -32,6 +32,7 @@ from distalign.checkpoint import (
 from distalign.data.streams import StreamBatches
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
+from distalign.logs import duration
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import ObjectiveContext
@@ -235,8 +236,9 @@ class TrainingRecipe:
                 if self.is_chief:
                     self._log(metrics)
                     rate = (step - first_step) / max(time.time() - started, 1e-9)
-                    log.info("step %d/%d loss %.4f (%.2f steps/s, %.0f tokens/s)", step, max_steps, metrics["train/loss"],
-                             rate, metrics.get("perf/tokens_per_s", 0.0))
+                    log.info("step %d/%d loss %.4f (%.2f steps/s, %.0f tokens/s, ETA %s)", step, max_steps,
+                             metrics["train/loss"], rate, metrics.get("perf/tokens_per_s", 0.0),
+                             duration((max_steps - step) / max(rate, 1e-9)))
             eval_now = (eval_every and step % eval_every == 0) or step == max_steps
             if eval_now:
                 self.evaluate()

@@ -26,6 +26,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from distalign.logs import console
+
 log = logging.getLogger("distalign")
 SEED = "train.seed"
 SIZE = "data.max_constraints"
@@ -58,7 +60,7 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
     table = pd.DataFrame([row | figures.get(row["trial"], {}) for row in rows])
     if "vanilla" in table:  # each trial against its own seed's vanilla model (its step-0 score)
         table["gain"] = table[study.metric] - table["vanilla"]
-    print(table.to_string(index=False), flush=True)
+    print(table.to_string(index=False), file=console(), flush=True)
     client.log_table(parent_id, data=table, artifact_file="trials.json")
     scored = table.dropna(subset=[study.metric])
     for name, value in _overhead(table, children, figures).items():
@@ -115,7 +117,8 @@ def _overhead(table, children: dict, figures: dict) -> dict[str, float]:
                "trial_startup_share": float(timed["startup_s"].sum() / timed["wall_s"].sum())}
     print(f"trial overhead: {summary['trial_startup_s_mean']:.1f} s to the first step of "
           f"{summary['trial_wall_s_mean']:.1f} s per trial ({100 * summary['trial_startup_share']:.0f} %); "
-          + ", ".join(f"{k.removesuffix('_s')} {sum(v) / len(v):.1f} s" for k, v in phases.items()), flush=True)
+          + ", ".join(f"{k.removesuffix('_s')} {sum(v) / len(v):.1f} s" for k, v in phases.items()),
+          file=console(), flush=True)
     return summary | {f"startup/{k}": sum(v) / len(v) for k, v in phases.items()}
 
 

@@ -13,7 +13,8 @@ from typing import Any
 from distalign.config import ConfigError, ExperimentConfig
 from distalign.tuning.report import child_runs, log_study_summary, tag_value
 from distalign.tuning.study import concurrent_trials, load_study, trial_resources
-from distalign.tuning.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
+from distalign.tuning.progress import TrialProgress
+from distalign.tuning.trials import TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config
 
 log = logging.getLogger("distalign")
 STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it
@@ -137,7 +138,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     from distalign.logs import configure
     from distalign.ray_session import ensure_ray
     from distalign.storage import ray_storage_path, storage_filesystem
-    from distalign.tracking import check_reachable, client_for, tracked_run
+    from distalign.tracking import check_reachable, client_for, run_url, tracked_run
 
     configure()
     study, trials = load_study(path, extra_overrides)
@@ -157,8 +158,10 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
                      dataclasses.asdict(study)) as parent_id:
         searching = bool(study.search.space)
         trainable = tune.with_resources(_search_trial if searching else _trial, {"cpu": study.trial_cpus})
+        # verbose=0: Tune's own tables (every trial's whole config) give way to one line per trial event
         run_config = tune.RunConfig(name=study.study, storage_path=storage_path, storage_filesystem=filesystem,
-                                    failure_config=tune.FailureConfig(max_failures=study.max_failures))
+                                    failure_config=tune.FailureConfig(max_failures=study.max_failures),
+                                    verbose=0, callbacks=[TrialProgress(study.metric)])
         experiment = f"{storage_path.rstrip('/')}/{study.study}"
         if tune.Tuner.can_restore(experiment, storage_filesystem=filesystem):
             log.info("study %s: resuming; finished trials are not run again", study.study)
@@ -170,18 +173,15 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
         results = tuner.fit()
         rows = []
         for result in results:
-            if searching:
-                name = f"{study.study}-{(result.metrics or {}).get('trial_id', '')}"
-                repeat = result.config.get("__trial_index__", 0)
-                stands_for = {**result.config["point"], "train.seed": result.config["trial"].seed(repeat)}
-            else:
-                name, stands_for = result.config["trial"].identity.name, result.config["trial"].stands_for
+            name, stands_for, _ = describe_trial(result.config, (result.metrics or {}).get("trial_id", ""))
             rows.append({"trial": name, **stands_for, study.metric: (result.metrics or {}).get(study.metric),
                          "step": (result.metrics or {}).get("step"), "error": str(result.error) if result.error else ""})
         rows.sort(key=lambda row: row["trial"])
         client = client_for(first.tracking.uri)
         close_stopped_trials(client, parent_id, study.metric, rows)
         log_study_summary(client, parent_id, study, rows)
+        log.info("study %s in the MLflow UI: %s", study.study,
+                 run_url(first.tracking.uri, client.get_run(parent_id).info.experiment_id, parent_id))
         failed = [r["trial"] for r in rows if r["error"]]
         if failed:
             raise RuntimeError(f"study {study.study}: trials failed: {failed}")

@@ -72,3 +72,13 @@ class SearchBase:
     def point_overrides(point: dict[str, Any]) -> list[str]:
         return [f"{key}={json.dumps(value)}" for key, value in point.items()]
 
+
+
+def describe_trial(tune_config: dict[str, Any], trial_id: str) -> tuple[str, dict[str, Any], int]:
+    """A Tune trial's name, what it stands for (grid point and language sample, or the suggested point and
+    seed) and its ``train.max_steps``, from the config Tune resolved for it."""
+    trial = tune_config["trial"]
+    if isinstance(trial, SearchBase):
+        stands_for = {**tune_config["point"], "train.seed": trial.seed(tune_config.get("__trial_index__", 0))}
+        return f"{trial.study}-{trial_id}", stands_for, trial.config["train"]["max_steps"]
+    return trial.identity.name, trial.stands_for, trial.config["train"]["max_steps"]

@@ -15,6 +15,7 @@ from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import MODEL_DIR, read_state
 from distalign.eval.distributed import load_encoder
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli
+from distalign.logs import quiet_console
 from distalign.preparation.inputs import prepare_data
 from distalign.tracking import BEST_CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
 from distalign.train.test_scores import bli_test_sets
@@ -105,8 +106,9 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
     assert len([r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id]) == 2  # nothing ran twice
 
 
-def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_home, tmp_path):
-    """Optuna suggests learning rates from a log-uniform space; ASHA sees every in-loop evaluation (3 per trial)."""
+def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_home, tmp_path, capfd):
+    """Optuna suggests learning rates from a log-uniform space; ASHA sees every in-loop evaluation (3 per trial).
+    Under `distalign tune`'s quiet console the study prints a few lines per trial, without ANSI codes."""
     study = tmp_path / "search.yaml"
     study.write_text(yaml.safe_dump({
         "study": "mini-search",
@@ -118,8 +120,16 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
         "mode": "max",
         "max_concurrent_trials": 2,
     }))
-    rows = run_study(study)
+    capfd.readouterr()
+    with quiet_console(tmp_path / "tune.log", worker_lines="warnings"):
+        rows = run_study(study)
+    console = capfd.readouterr().out.splitlines()
     assert len(rows) == 2 and all(not r["error"] for r in rows)
+    # distalign's lines, then the summary table (a header and a row per trial) and the trial overhead line
+    assert len(console) < 30 and not any("\x1b" in line for line in console), console
+    assert len([line for line in console if not line.startswith("[distalign]")]) == len(rows) + 2, console
+    assert sum(line.startswith("[distalign] trial ") for line in console) >= 2 * 3, console  # started, steps, end
+    assert "View detailed results here" in (tmp_path / "tune.log").read_text()  # Tune's output went to the log
     assert all(1e-4 <= r["train.lr"] <= 1e-2 for r in rows) and rows[0]["train.lr"] != rows[1]["train.lr"]
 
     client = MlflowClient(f"sqlite:///{distalign_home}/mlflow.db")
