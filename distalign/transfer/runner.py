@@ -28,7 +28,7 @@ from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_mo
 from distalign.eval.tasks.base import comma_list
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
-from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact
+from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
@@ -157,6 +157,11 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
         if lost:
             progress(f"{PREFIX} {name}: {lost} words lost their label to truncation at {settings.max_length} tokens")
         encoded = {key: compact(features) for key, features in encoded.items()}
+        try:  # on the driver once: the saved adapters and language table must fit the task model before Ray starts
+            trained = trained_parameters(load_model(model.path, task, spec.adapter_training))
+        except ValueError as error:
+            raise InputError(f"{name}: {model.path}: {error}") from error
+        progress(f"{PREFIX} {name}: fine-tuning trains {trained}")
         data = TaskData(encoded[spec.source, "train"], {lang: encoded[lang, "validation"] for lang in selection},
                         {lang: encoded[lang, "test"] for lang in (spec.source, *targets)})
         prepared.append(PreparedTask(task, targets, settings, data, reports))
@@ -214,7 +219,7 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
         main = TRANSFER_TASKS[result["task"]].main_metric
         scores = ", ".join(f"{lang} {m[main]:.3f}" for lang, m in result["test"].items())
         progress(f"{PREFIX} {len(results)}/{len(order)} {label}: step {result['selected_step']} (epoch "
-                 f"{result['selected_epoch']}) selected; trained {result['trained']}; "
+                 f"{result['selected_epoch']}) selected; "
                  f"test {main}: {scores} ({result['seconds']:.0f} s fine-tuning, {time.time() - started:.0f} s in all)")
     return [results[ref] for ref in order]
 
