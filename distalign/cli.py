@@ -335,7 +335,7 @@ def _add_bench_command(sub) -> None:
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
-    perf.add_argument("--rows", default="step,evaluation,startup,data,gpu",
+    perf.add_argument("--rows", default="step,evaluation,startup,data,gpu,finetune",
                       help="comma-separated areas to measure (step includes scaling; data times the steps too); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
