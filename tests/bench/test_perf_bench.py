@@ -90,3 +90,26 @@ def test_an_unknown_row_is_refused_before_anything_runs(tmp_path):
     with pytest.raises(InputError, match="--rows: unknown speed"):
         run_perf_bench(tmp_path, log_to_mlflow=False, areas=("gpu", "speed"))
     assert not (tmp_path / "results.md").exists()
+
+
+def test_the_fine_tuning_row_s_trainer_does_the_steps_distalign_does(tmp_path):
+    """Same start, batches, order, optimizer and schedule: without dropout both sides end with the same weights."""
+    from distalign.bench.finetune_speed import (
+        distalign_seconds,
+        pair_features,
+        task_model,
+        tiny_classifier_dir,
+        trainer_seconds,
+    )
+
+    model_dir = str(tiny_classifier_dir(tmp_path / "model", vocab_size=60, hidden_size=16, layers=1, max_length=32,
+                                        dropout=0.0))
+    features = pair_features(4 * 8, 60, 32)
+    batches = [features[i * 8:(i + 1) * 8] for i in range(4)]
+    ours, theirs = task_model(model_dir), task_model(model_dir)
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters()))
+    assert (distalign_seconds(ours, batches, 1, 1, 3) > 0).all() and (trainer_seconds(theirs, batches, 1, 1, 3) > 0).all()
+    moved = [not torch.equal(a, b) for a, b in zip(ours.parameters(), task_model(model_dir).parameters())]
+    assert any(moved)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name
