@@ -217,3 +217,21 @@ def test_a_language_without_a_row_is_refused_before_ray(setup, tmp_path):
     spec = TransferSpec(model=str(model_dir), tasks=("udpos",), data_dir=str(data_dir), languages=("de",))
     with pytest.raises(InputError, match=r"udpos: .* has input language embeddings for \['en', 'fr'\], none for \['de'\]"):
         prepare(spec, resolve_model(None, str(model_dir)), progress=lambda line: None)
+
+
+def test_distalign_eval_says_it_adds_the_table_and_which_languages_have_no_row(setup, tmp_path, capsys):
+    import shutil
+    from types import SimpleNamespace
+
+    from distalign.eval.runner import report_input_languages
+    from distalign.eval.tasks import WORDS, TextSet
+
+    model_dir = shutil.copytree(setup[1], tmp_path / "model")
+    tiny_table(model_dir)
+    sets = {"src": TextSet(WORDS, "de", ["a"]), "tgt": TextSet(WORDS, "fr", ["b"])}
+    task = SimpleNamespace(text_sets=lambda: sets)
+    report_input_languages(str(model_dir), [task])
+    out = capsys.readouterr().out
+    assert "input language table (en, de)" in out and "WARNING no language embedding for fr" in out
+    report_input_languages(setup[1], [task])  # a model without a table: nothing to say
+    assert capsys.readouterr().out == ""
