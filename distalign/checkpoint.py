@@ -4,7 +4,8 @@ One directory per checkpoint, merged by Ray Train from all ranks:
 
     trainer_state.json   step, MLflow run id, the vanilla model's validation MRRs (rank 0)
     model/               Hugging Face model + tokenizer, loadable by ``from_pretrained`` (rank 0);
-                         with adapters, the base model plus adapters.safetensors/json beside it
+                         with adapters, the base model plus adapters.safetensors/json beside it; with
+                         DICT-MLM, its input language table as language_embeddings.safetensors/json
     objectives.pt        parameters and state owned by objectives, not exported with the model (rank 0):
                          DICT-MLM's language embeddings and head, sense vectors
     optimizer.pt         DDP optimizer and LR schedule (rank 0)
@@ -27,6 +28,7 @@ from pathlib import Path
 import torch
 
 from distalign.models.adapters import save_pretrained_with_adapters
+from distalign.models.language_embeddings import save_input_languages
 
 STATE_FILE = "trainer_state.json"
 OBJECTIVES_FILE = "objectives.pt"
@@ -54,11 +56,16 @@ def read_state(directory: Path) -> TrainerState:
 
 
 def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState,
-                      model_weights: dict | None = None) -> None:
+                      model_weights: dict | None = None, input_table: tuple[str, list[str]] | None = None) -> None:
     """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself); ``model_weights``
-    replaces ``masked_lm``'s own state dict (ZeRO-3: gathered to rank 0, the module holds only partitions)."""
+    replaces ``masked_lm``'s own state dict (ZeRO-3: gathered to rank 0, the module holds only partitions).
+    ``input_table``: (its key in ``objective_state``, the run's languages), a language table exported beside
+    the model."""
     save_pretrained_with_adapters(masked_lm, directory / MODEL_DIR, model_weights)
     tokenizer.save_pretrained(directory / MODEL_DIR)
+    if input_table is not None:
+        key, languages = input_table
+        save_input_languages(directory / MODEL_DIR, objective_state[key], languages, key.split(".", 1)[0])
     if objective_state:
         torch.save(objective_state, directory / OBJECTIVES_FILE)
     write_state(directory, state)

@@ -392,15 +392,17 @@ def _add_bench_command(sub) -> None:
     streaming.set_defaults(func=_bench_streaming)
 
     perf = bench.add_parser(
-        "perf", help="step overhead, start-up, data path, evaluation and scaling against their anchors",
+        "perf", help="step overhead, start-up, data path, evaluation, scaling and fine-tuning against their anchors",
         description="Each row pairs distalign with an anchor timed in the same run (a bare PyTorch loop, the "
-                    "BabelBERT authors' BLI method, the step's consumption rate): printed, results.md, MLflow.")
+                    "BabelBERT authors' BLI method, the step's consumption rate, the Hugging Face Trainer): printed, "
+                    "results.md, MLflow.")
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
-    perf.add_argument("--rows", default="step,evaluation,startup,run,data,gpu",
+    perf.add_argument("--rows", default="step,evaluation,startup,run,data,gpu,finetune",
                       help="comma-separated areas to measure (step includes scaling; data times the steps too; run: a "
-                           "real quickstart run against a plain PyTorch script); "
+                           "real quickstart run against a plain PyTorch script; finetune: distalign transfer's step "
+                           "against the Hugging Face Trainer); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
 

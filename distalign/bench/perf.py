@@ -31,6 +31,8 @@ Rows (ratios, not absolute times, are what carry from machine to machine):
    Trainer on the same batches; without a GPU the row says "not measured".
 7. **Scaling**: distalign's step time against the number of processes (1, 2) and the batch size,
    with a plot.
+7. **Fine-tuning** (``distalign.bench.finetune_speed``): ``distalign transfer``'s fine-tuning step against the
+   Hugging Face ``Trainer`` on the same tiny model (XNLI's head), features and batches of 32, in one process.
 
 The table is printed, written to ``<output-dir>/results.md`` and logged to MLflow (experiment
 ``distalign-bench``) with the plot.
@@ -333,7 +335,7 @@ def gpu_throughput(steps: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- the bench
 
-AREAS = ("step", "evaluation", "startup", "run", "data", "gpu")  # ``--rows``; step includes the scaling rows
+AREAS = ("step", "evaluation", "startup", "run", "data", "gpu", "finetune")  # ``--rows``; step includes the scaling rows
 
 
 def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True,
@@ -377,6 +379,8 @@ def _measure(home: Path, steps: int, areas: tuple[str, ...]) -> PerfReport:
         _data_rows(report, home, steps)
     if "gpu" in areas:
         _gpu_rows(report, steps)
+    if "finetune" in areas:
+        _finetune_row(report, steps)
     if report.scaling:
         _scaling_rows(report)
     return report
@@ -468,6 +472,29 @@ def _gpu_rows(report: PerfReport, steps: int) -> None:
                                "" if is_anchor else f"{anchor['tokens_per_s']:,.0f} (Hugging Face Trainer)",
                                "" if is_anchor else f"{t['tokens_per_s'] / anchor['tokens_per_s']:.2f}x",
                                "" if is_anchor else ">= 45 % MFU", mfu))
+
+
+def _finetune_worker(rank: int, steps: int, scratch: str) -> None:
+    from distalign.bench.finetune_speed import finetune_step_times
+
+    torch.set_num_threads(1)
+    (Path(scratch) / "result.json").write_text(json.dumps(finetune_step_times(steps)))
+
+
+def _finetune_row(report: PerfReport, steps: int) -> None:
+    from distalign.bench.finetune_speed import BATCH
+
+    times = _timed("fine-tuning step vs the Hugging Face Trainer",
+                   lambda: in_fresh_processes(_finetune_worker, (steps,)))
+    ratio, cpu_ratio = times["distalign"] / times["hf_trainer"], times["distalign_cpu"] / times["hf_trainer_cpu"]
+    report.metrics |= {f"finetune/{side}_s_per_step": s for side, s in times.items()} | {
+        "finetune/ratio": ratio, "finetune/cpu_ratio": cpu_ratio}
+    # the ratio of CPU times: on a shared machine the wall times swing with the other processes' load
+    report.rows.append(Row("fine-tuning", f"CPU s/step, transfer fine-tuning (XNLI head), tiny model, batch {BATCH}, "
+                           "1 process, 1 thread", f"{times['distalign_cpu'] * 1000:.1f} ms",
+                           f"{times['hf_trainer_cpu'] * 1000:.1f} ms (Hugging Face Trainer)", f"{cpu_ratio:.3f}x",
+                           "<= 1.05x", f"fastest of 5 rounds; wall {times['distalign'] * 1000:.1f} / "
+                           f"{times['hf_trainer'] * 1000:.1f} ms = {ratio:.3f}x"))
 
 
 def _scaling_rows(report: PerfReport) -> None:

@@ -28,12 +28,16 @@ class Resources:
 
 
 def load_encoder(model_path: str):
-    """The ``Encoder`` of a model directory (on the GPU when there is one, in eval mode) and its tokenizer."""
+    """The ``Encoder`` of a model directory (on the GPU when there is one, in eval mode) and its tokenizer; the
+    adapters and input language table saved beside the model are attached."""
     from distalign.models.encoder import Encoder
     from distalign.models.adapters import load_masked_lm_with_adapters
+    from distalign.models.language_embeddings import attach_input_languages
     from distalign.models.loading import load_tokenizer
 
-    model = Encoder(load_masked_lm_with_adapters(model_path))
+    masked_lm = load_masked_lm_with_adapters(model_path)
+    attach_input_languages(masked_lm, model_path)
+    model = Encoder(masked_lm)
     if torch.cuda.is_available():
         model = model.cuda()
     return model.eval(), load_tokenizer(model_path)

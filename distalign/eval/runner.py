@@ -198,6 +198,21 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
     return run_id
 
 
+def report_input_languages(model_path: str, tasks: list[EvalTask]) -> None:
+    """Say that a model's input language table (DICT-MLM's) is used, and which languages it has no row for."""
+    from distalign.models.language_embeddings import read_input_languages
+
+    table = read_input_languages(model_path) if Path(model_path).is_dir() else None
+    if table is None:
+        return
+    langs = sorted({text_set.lang for task in tasks for text_set in task.text_sets().values()})
+    missing = [lang for lang in langs if lang not in table.languages]
+    print(f"[distalign eval] the model's input language table ({', '.join(table.languages)}): each text set's "
+          "language's row is added to the word embeddings (DICT-MLM §3.1)")
+    if missing:
+        print(f"[distalign eval] WARNING no language embedding for {', '.join(missing)}: encoded without one")
+
+
 def run_eval_cli(args) -> int:
     from transformers import AutoConfig
 
@@ -211,6 +226,7 @@ def run_eval_cli(args) -> int:
     for read in {read.path: read for read in suite.reports}.values():  # bli and word_alignment read the same files
         if read.malformed:
             print(f"[distalign eval] WARNING {read.summary()}")
+    report_input_languages(model.path, tasks)
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
     for task in tasks:
         task.check_model(num_layers)

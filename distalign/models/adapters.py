@@ -26,7 +26,8 @@ Export (no merge: an adapter is a non-linear function): ``save_pretrained_with_a
 frozen base model as a plain Hugging Face directory plus ``adapters.safetensors`` and
 ``adapters.json`` (how to rebuild them, placement included; files without one are Houlsby's, as
 written before the placement was configurable); ``load_masked_lm_with_adapters`` loads such a
-directory with its adapters re-attached, and any plain HF directory without them.
+directory with its adapters re-attached, and any plain HF directory without them; ``attach_saved_adapters``
+re-attaches them to a model with another head (transfer fine-tuning's task models).
 """
 
 from __future__ import annotations
@@ -163,16 +164,26 @@ def save_pretrained_with_adapters(model: nn.Module, directory: str | Path, state
         (directory / ADAPTER_CONFIG).write_text(json.dumps(model.adapter_config))
 
 
+def attach_saved_adapters(model: nn.Module, directory: str | Path) -> bool:
+    """Re-attach and load the adapters saved in ``directory`` (by ``save_pretrained_with_adapters``), if it has
+    any, to ``model``: the masked LM they were trained in, or the same encoder under another head (a task
+    model: the adapters' names, ``<base>.encoder.layer.<i>.output.adapter.*``, are the same). As
+    ``add_bottleneck_adapters``, this freezes every other parameter. Returns whether there were adapters."""
+    config_file = Path(directory) / ADAPTER_CONFIG
+    if not config_file.is_file():
+        return False
+    try:
+        settings = json.loads(config_file.read_text())
+        add_bottleneck_adapters(model, settings["reduction_factor"], settings["non_linearity"],
+                                settings.get("placement", "houlsby"))
+    except (json.JSONDecodeError, KeyError, TypeError) as error:
+        raise ValueError(f"{config_file}: not an adapter config ({error})") from error
+    load_adapters(model, load_file(str(config_file.with_name(ADAPTER_WEIGHTS))))
+    return True
+
+
 def load_masked_lm_with_adapters(name_or_path: str) -> nn.Module:
     """``load_masked_lm``, then the adapters saved beside it (if any) re-attached and loaded."""
     model = load_masked_lm(name_or_path)
-    config_file = Path(name_or_path) / ADAPTER_CONFIG
-    if config_file.is_file():
-        try:
-            settings = json.loads(config_file.read_text())
-            add_bottleneck_adapters(model, settings["reduction_factor"], settings["non_linearity"],
-                                    settings.get("placement", "houlsby"))
-        except (json.JSONDecodeError, KeyError, TypeError) as error:
-            raise ValueError(f"{config_file}: not an adapter config ({error})") from error
-        load_adapters(model, load_file(str(config_file.with_name(ADAPTER_WEIGHTS))))
+    attach_saved_adapters(model, name_or_path)
     return model

@@ -11,8 +11,17 @@ The paper couples the two language tables (§2.3: "coupling the two help[s] impr
 slightly and is thus the setup we use"): ``E_lang_out = E_lang_in`` by default; separate tables
 are an option.
 
-Both exist only during pre-training: they live in the DICT-MLM objective module, not in the
-Hugging Face model, so the exported model keeps its original embeddings and MLM head.
+Both live in the DICT-MLM objective module during pre-training, not in the Hugging Face model, so the
+exported model keeps its original embeddings and MLM head. The head is for pre-training only; the input
+table is not (§3.1: "for all dict-mlm fine-tuning runs we add language embeddings with the token
+embeddings as input to the transformer stack"). A checkpoint therefore exports it beside the model
+(``save_input_languages``: ``language_embeddings.safetensors``, the [languages, d] table, and
+``language_embeddings.json``, the language of each row); ``attach_input_languages`` adds it to any model
+loaded from that directory (masked LM or task head) as a forward hook on the word embeddings, and
+``input_language`` says which row to add: the fine-tuning language while fine-tuning, the test
+language at test time. The table stays as pre-trained (frozen): in zero-shot transfer only the source
+language's row would get a gradient, moving it away from the rows of the test languages it was
+pre-trained beside (the paper does not say; this is distalign's choice).
 
 Start = the plain model (continued pre-training starts from a pretrained checkpoint that must not
 be disturbed by randomly initialised additions):
@@ -33,9 +42,18 @@ be disturbed by randomly initialised additions):
 
 from __future__ import annotations
 
+import contextlib
+import json
+from pathlib import Path
+from typing import Iterator, Sequence
+
 import torch
 import torch.nn.functional as F
+from safetensors.torch import load_file, save_file
 from torch import nn
+
+LANGUAGE_WEIGHTS = "language_embeddings.safetensors"
+LANGUAGE_CONFIG = "language_embeddings.json"
 
 
 class LanguageEmbeddings(nn.Module):
@@ -123,3 +141,85 @@ class LanguageConditionedLMHead(nn.Module):
             raise ValueError("a head without its own language table needs language_table")
         x = torch.cat([states, table(target_lang_ids).to(states.dtype)], dim=-1)
         return decoder(self.layer_norm(F.gelu(self.dense(x))))
+
+
+# ---------------------------------------------------------------------------------------------- export
+
+
+def save_input_languages(directory: str | Path, weight: torch.Tensor, languages: Sequence[str], objective: str) -> None:
+    """The input language table beside a saved model: row ``i`` is ``languages[i]``'s embedding."""
+    if weight.dim() != 2 or weight.shape[0] != len(languages):
+        raise ValueError(f"language table of shape {list(weight.shape)} for {len(languages)} languages")
+    directory = Path(directory)
+    save_file({"weight": weight.detach().cpu().contiguous()}, str(directory / LANGUAGE_WEIGHTS))
+    (directory / LANGUAGE_CONFIG).write_text(json.dumps({"languages": list(languages), "objective": objective}))
+
+
+class InputLanguages(nn.Module):
+    """A pre-trained input language table and the language whose row is added to the word embeddings now."""
+
+    def __init__(self, weight: torch.Tensor, languages: Sequence[str]):
+        super().__init__()
+        self.languages = tuple(languages)
+        self.embedding = nn.Embedding.from_pretrained(weight, freeze=True)
+        self.current: int | None = None  # None: add nothing (a language without a row)
+
+    def add_current(self, module: nn.Module, inputs, output: torch.Tensor) -> torch.Tensor:
+        """Forward hook of the word embeddings: E_word[id_t] + E_lang[current] at every position."""
+        if self.current is None:
+            return output
+        return output + self.embedding.weight[self.current].to(output.dtype)
+
+
+def read_input_languages(directory: str | Path) -> InputLanguages | None:
+    """The table saved by ``save_input_languages`` in ``directory``, or None when there is none."""
+    config_file = Path(directory) / LANGUAGE_CONFIG
+    if not config_file.is_file():
+        return None
+    try:
+        languages = json.loads(config_file.read_text())["languages"]
+        weight = load_file(str(config_file.with_name(LANGUAGE_WEIGHTS)))["weight"]
+    except (json.JSONDecodeError, KeyError, TypeError, FileNotFoundError) as error:
+        raise ValueError(f"{config_file}: not a language table with its {LANGUAGE_WEIGHTS} ({error!r})") from error
+    if weight.shape[0] != len(languages):
+        raise ValueError(f"{config_file}: {len(languages)} languages for {weight.shape[0]} rows of {LANGUAGE_WEIGHTS}")
+    return InputLanguages(weight, languages)
+
+
+def attach_input_languages(model: nn.Module, directory: str | Path) -> InputLanguages | None:
+    """Add the table saved in ``directory`` (if any) to ``model``'s input: it lives as
+    ``base_model.embeddings.input_languages`` (hashed with the encoder's parameters) and adds its current
+    language's row to the word embeddings' output, as DICT-MLM's ``LanguageEmbeddings`` does in pre-training."""
+    table = read_input_languages(directory)
+    if table is None:
+        return None
+    embeddings = model.base_model.embeddings
+    if table.embedding.weight.shape[1] != embeddings.word_embeddings.embedding_dim:
+        raise ValueError(f"{Path(directory) / LANGUAGE_WEIGHTS}: width {table.embedding.weight.shape[1]}, the model's "
+                         f"word embeddings {embeddings.word_embeddings.embedding_dim}")
+    embeddings.input_languages = table.to(embeddings.word_embeddings.weight.device)
+    embeddings.word_embeddings.register_forward_hook(table.add_current)
+    return table
+
+
+def input_languages(model: nn.Module) -> InputLanguages | None:
+    """The table ``attach_input_languages`` added to ``model`` (a model, or an ``Encoder`` around one), if any."""
+    embeddings = getattr(getattr(getattr(model, "masked_lm", model), "base_model", None), "embeddings", None)
+    return getattr(embeddings, "input_languages", None)
+
+
+@contextlib.contextmanager
+def input_language(model: nn.Module, lang: str, strict: bool = True) -> Iterator[None]:
+    """Inside the block, ``model``'s inputs get ``lang``'s row of its language table (no-op without a table).
+    A language without a row: an error, or with ``strict=False`` no language embedding."""
+    table = input_languages(model)
+    if table is None:
+        yield
+        return
+    if lang not in table.languages and strict:
+        raise ValueError(f"language {lang!r} has no language embedding (the table has {list(table.languages)})")
+    previous, table.current = table.current, table.languages.index(lang) if lang in table.languages else None
+    try:
+        yield
+    finally:
+        table.current = previous

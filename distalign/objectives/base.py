@@ -17,6 +17,8 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
   state moved forward once per optimizer step on every rank. Parameters, buffers and
   ``get_extra_state`` are checkpointed with the run (``objectives.pt``).
 - ``reference``: the paper; the module docstring gives the formula.
+- ``exported_input_table``: the state-dict key of a language table the model keeps adding to its input
+  after pre-training (DICT-MLM §3.1), exported beside the model in each checkpoint; None for the others.
 
 ``distalign.objectives.registry`` maps each section name to its plugin.
 """
@@ -72,6 +74,7 @@ class Objective(nn.Module):
     uses_lm_head: ClassVar[bool] = False
     uses_word_pairs: ClassVar[bool] = False
     reference: ClassVar[str] = ""
+    exported_input_table: ClassVar[str | None] = None
 
     @classmethod
     def validate(cls, cfg, experiment, key: str) -> None:

@@ -441,8 +441,9 @@ class DictMLMConfig:
 
 
 class DictMLMObjective(Objective):
-    """DICT-MLM loss of a masked batch; owns the language embeddings and the conditioned head,
-    which are trained and checkpointed with the objective but not exported with the HF model."""
+    """DICT-MLM loss of a masked batch; owns the language embeddings and the conditioned head, which are
+    trained and checkpointed with the objective; the input language table is also exported beside the HF
+    model (``exported_input_table``), the head is not."""
 
     Config = DictMLMConfig
     stream = "corpus"
@@ -454,6 +455,7 @@ class DictMLMObjective(Objective):
         TensorSpec("word_ids", "int64", "B,T", "word index of each token of the (code-switched) input, -1 specials"))
     uses_word_pairs = True
     reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
+    exported_input_table = "language_embeddings.embedding.weight"  # §3.1: added at fine-tuning and test time
 
     def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
                  layer_norm_eps: float = 1e-5, coupled: bool = True, conditioned_head: bool = True):

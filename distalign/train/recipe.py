@@ -174,7 +174,10 @@ class TrainingRecipe:
                 objective_state.update({k.removeprefix("objectives."): v for k, v in weights.items()
                                         if k.startswith("objectives.")})
                 weights = {k.removeprefix("masked_lm."): v for k, v in weights.items() if k.startswith("masked_lm.")}
-            write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights)
+            tables = [f"{name}.{objective.exported_input_table}" for name, objective in module.objectives.items()
+                      if objective.exported_input_table]  # DICT-MLM's input language table
+            write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights,
+                              (tables[0], list(self.plan.languages)) if tables else None)
         write_manifest(directory, self.rank, self.world_size)  # last: it vouches for the files above
 
     # -- the loop ----------------------------------------------------------------------------

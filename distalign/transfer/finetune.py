@@ -7,6 +7,18 @@ it scores the selection dev sets; the weights with the best mean main metric ove
 (XTREME's ``--save_only_best_checkpoint``), and every language's test set is scored with them. Scoring runs inside
 the workers: each rank predicts a strided share of the examples and the shares are gathered
 (``all_gather_object``), so the test sets are scored by the same processes that hold the weights.
+
+A distalign checkpoint's additions to the plain model come along (``load_model``):
+
+- its adapters (BabelBERT's) are re-attached under the task head. ``adapter_training="adapters"`` (the
+  default) trains the adapters and the new head with the encoder frozen, the regime BabelBERT specialises in
+  ("only adapter parameters are tuned, while the PLM's pretrained parameters are kept fixed"; the paper
+  fine-tunes no downstream task itself); ``"all"`` trains every parameter, adapters included.
+- its input language table (DICT-MLM's, ``distalign.models.language_embeddings``) is added to the word
+  embeddings: the source language's row while fine-tuning, each test language's row on its dev and test
+  sets (§3.1). The table itself stays frozen.
+
+What was trained is in the result (``trained``), printed and logged by the runner.
 """
 
 from __future__ import annotations
@@ -16,12 +28,15 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Literal
 
 import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from distalign.models.adapters import attach_saved_adapters
+from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
 from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
@@ -53,6 +68,8 @@ class FineTuneJob:
     model_path: str  # a Hugging Face model directory (readable on every node) or hub name
     settings: FineTuneSettings
     eval_batch_size: int = 64
+    source: str = "en"  # the fine-tuning language (its row of an input language table)
+    adapter_training: Literal["adapters", "all"] = "adapters"  # with adapters: adapters + head, or every parameter
 
 
 def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -84,11 +101,42 @@ def model_inputs(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {key: value for key, value in batch.items() if key != "labels"}
 
 
-def load_model(model_path: str, task: type[TransferTask]) -> torch.nn.Module:
+def load_model(model_path: str, task: type[TransferTask], adapter_training: str = "adapters") -> torch.nn.Module:
+    """The encoder under the task's new head, with the adapters and the input language table saved beside it (if
+    any); trainable: everything, or with adapters and ``adapter_training="adapters"`` the adapters and the head.
+    The language table is frozen."""
     import transformers
 
     auto = getattr(transformers, task.model_class)
-    return auto.from_pretrained(model_path, num_labels=len(task.labels))
+    model = auto.from_pretrained(model_path, num_labels=len(task.labels))
+    if attach_saved_adapters(model, model_path):  # it froze every other parameter
+        encoder = model.base_model_prefix + "."
+        for name, param in model.named_parameters():
+            param.requires_grad_(adapter_training == "all" or not name.startswith(encoder) or ".adapter." in name)
+    attach_input_languages(model, model_path)
+    return model
+
+
+def trained_parameters(model: torch.nn.Module) -> str:
+    """What fine-tuning trains, in words, from the parameters' ``requires_grad``: e.g. "adapters + task head
+    (1,234 of 56,789 parameters); frozen: encoder"."""
+    params = dict(model.named_parameters())
+    trainable = {name for name, p in params.items() if p.requires_grad}
+    table = input_languages(model)
+    adapters = {name for name in params if ".adapter." in name}
+    encoder = {name for name in params if name.startswith(model.base_model_prefix + ".") and ".adapter." not in name
+               and ".input_languages." not in name}
+    groups = {"encoder": encoder, "adapters": adapters,
+              "task head": {name for name in params if not name.startswith(model.base_model_prefix + ".")}}
+    trained = [label for label, names in groups.items() if names and names <= trainable]
+    frozen = [label for label, names in groups.items() if names and not names & trainable]
+    text = " + ".join(trained) + f" ({sum(params[name].numel() for name in trainable):,} of " \
+        f"{sum(p.numel() for p in params.values()):,} parameters)"
+    if frozen:
+        text += f"; frozen: {', '.join(frozen)}"
+    if table is not None:
+        text += f"; input language embeddings added and frozen ({', '.join(table.languages)})"
+    return text
 
 
 def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
@@ -110,28 +158,56 @@ def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[di
     return task.score([pair for _, pair in sorted(predicted, key=lambda item: item[0])])
 
 
-def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: int,
-              device: torch.device) -> dict:
-    """Fine-tune on ``data.train``, keep the weights best on ``data.dev``, score ``data.test``; every rank returns
-    the same result (each candidate's dev scores, the one selected, the test scores per language).
-
-    Candidates: the weights every ``settings.select_every`` optimizer steps and the final ones (XTREME), or the end
-    of each epoch with ``select_every`` 0. Ties keep the earlier candidate.
-    """
+def optimizer_and_schedule(model: torch.nn.Module, s: FineTuneSettings, total_steps: int):
+    """XTREME's AdamW (ε 1e-8) over the trainable parameters and its linear schedule."""
     from transformers import get_linear_schedule_with_warmup
 
-    task, s = TRANSFER_TASKS[job.task], job.settings
-    torch.manual_seed(job.seed)  # the new head's initialisation and dropout
-    model = load_model(job.model_path, task).to(device)
-    wrapped = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
     groups = parameter_groups(model, s.weight_decay)
     for group in groups:
         group.pop("adapt", None)  # LAMB's option
     optimizer = torch.optim.AdamW(groups, lr=s.lr, eps=1e-8)  # XTREME's adam_epsilon
+    return optimizer, get_linear_schedule_with_warmup(optimizer, s.warmup_steps, total_steps)
+
+
+def train_step(task: type[TransferTask], wrapped: torch.nn.Module, model: torch.nn.Module, optimizer, schedule,
+               batch: dict[str, torch.Tensor]) -> torch.Tensor:
+    """One optimizer step on ``batch`` (this rank's share): task loss, gradients clipped at 1.0, AdamW, schedule.
+    ``wrapped`` is ``model`` or its DDP wrapper. Returns the loss, detached."""
+    loss = task_loss(task.logits(wrapped(**model_inputs(batch))), batch["labels"])
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
+    optimizer.step()
+    schedule.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.detach()
+
+
+def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: int,
+              device: torch.device) -> dict:
+    """Fine-tune on ``data.train``, keep the weights best on ``data.dev``, score ``data.test``; every rank returns
+    the same result (each candidate's dev scores, the one selected, the test scores per language, what was
+    trained).
+
+    Candidates: the weights every ``settings.select_every`` optimizer steps and the final ones (XTREME), or the end
+    of each epoch with ``select_every`` 0. Ties keep the earlier candidate.
+    """
+    task, s = TRANSFER_TASKS[job.task], job.settings
+    torch.manual_seed(job.seed)  # the new head's initialisation and dropout
+    model = load_model(job.model_path, task, job.adapter_training).to(device)
+    wrapped = torch.nn.parallel.DistributedDataParallel(
+        model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
     steps_per_epoch = len(data.train) // s.batch_size
     total = steps_per_epoch * s.epochs
-    schedule = get_linear_schedule_with_warmup(optimizer, s.warmup_steps, total)
+    optimizer, schedule = optimizer_and_schedule(model, s, total)
+
+    def scores(sets: dict[str, list[dict]]) -> dict[str, dict[str, float]]:
+        """Each language's set scored with its own row of an input language table (if the model has one)."""
+        out = {}
+        for lang, features in sets.items():
+            with input_language(model, lang):
+                out[lang] = evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
+        return out
+
     history, best, losses = [], {"selection": float("-inf")}, []
     best_state = None
     started, step = time.time(), 0
@@ -141,19 +217,12 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
         for index in range(steps_per_epoch):
             mine = order[index * s.batch_size:(index + 1) * s.batch_size][rank::world]
             batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
-            logits = task.logits(wrapped(**model_inputs(batch)))
-            loss = task_loss(logits, batch["labels"])
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), MAX_GRAD_NORM)
-            optimizer.step()
-            schedule.step()
-            optimizer.zero_grad(set_to_none=True)
-            losses.append(loss.item())
+            with input_language(model, job.source):
+                losses.append(train_step(task, wrapped, model, optimizer, schedule, batch).item())
             step += 1
             at_candidate = step % s.select_every == 0 if s.select_every else index == steps_per_epoch - 1
             if at_candidate or step == total:
-                dev = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
-                       for lang, features in data.dev.items()}
+                dev = scores(data.dev)
                 candidate = {"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)), "dev": dev,
                              "selection": float(np.mean([metrics[task.main_metric] for metrics in dev.values()]))}
                 history.append(candidate)
@@ -163,11 +232,10 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
                     best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
                 model.train()
     model.load_state_dict(best_state)
-    test = {lang: evaluate(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
-            for lang, features in data.test.items()}
+    test = scores(data.test)
     return {"task": job.task, "seed": job.seed, "selected_step": best["step"], "selected_epoch": best["epoch"],
             "history": history, "test": test, "steps": total, "workers": world, "seconds": time.time() - started,
-            "settings": asdict(s)}
+            "settings": asdict(s), "trained": trained_parameters(model)}
 
 
 def train_loop_per_worker(config: dict) -> None:

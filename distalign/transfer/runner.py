@@ -26,10 +26,9 @@ from distalign.config import ConfigError, distalign_home, load_dataclass, resolv
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_model
 from distalign.eval.tasks.base import comma_list
-from distalign.models.adapters import ADAPTER_CONFIG
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
-from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact
+from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
 from distalign.transfer.plot import plot_task, summary_metrics
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
@@ -64,6 +63,9 @@ class TransferSpec:
     languages: tuple[str, ...] = ()  # target languages; empty = every <data_dir>/<task>/<lang> folder but source
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per task, over `languages`
     select_on: Literal["source", "target"] = "source"  # the dev sets that pick the epoch (XTREME: source)
+    # a model with adapters (BabelBERT's): "adapters" trains the adapters and the task head, encoder frozen
+    # (the paper's adapter regime); "all" trains every parameter
+    adapter_training: Literal["adapters", "all"] = "adapters"
     seeds: int = 3  # fine-tuning runs per task: seeds seed, seed + 1, ...
     seed: int = 0
     finetune: FineTuneOverrides = field(default_factory=FineTuneOverrides)
@@ -137,10 +139,10 @@ def read_summary(path: str, key: str) -> pd.DataFrame:
 
 def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
     """Every task's splits read, checked, cut to the spec's limits and tokenised; errors before any Ray work."""
+    from distalign.models.language_embeddings import read_input_languages
     from distalign.models.loading import load_tokenizer
 
-    if (Path(model.path) / ADAPTER_CONFIG).is_file():
-        raise InputError(f"{model.path}: a model with adapters; transfer fine-tuning does not re-attach them yet")
+    table = read_input_languages(model.path)
     tokenizer = load_tokenizer(model.path)
     prepared = []
     for name in spec.tasks:
@@ -150,6 +152,10 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
         if settings.batch_size % spec.num_workers:
             raise ConfigError(f"{name}: batch size {settings.batch_size} must divide over {spec.num_workers} workers")
         selection = (spec.source,) if spec.select_on == "source" else targets
+        missing = [lang for lang in (spec.source, *targets) if table is not None and lang not in table.languages]
+        if missing:  # DICT-MLM §3.1 adds each language's own embedding at fine-tuning and test time
+            raise InputError(f"{name}: {model.path} has input language embeddings for {list(table.languages)}, "
+                             f"none for {missing}")
         wanted = [(spec.source, "train")] + [(lang, "validation") for lang in selection] + \
                  [(lang, "test") for lang in (spec.source, *targets)]
         read, reports = {}, []
@@ -169,6 +175,11 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
         if lost:
             progress(f"{PREFIX} {name}: {lost} words lost their label to truncation at {settings.max_length} tokens")
         encoded = {key: compact(features) for key, features in encoded.items()}
+        try:  # on the driver once: the saved adapters and language table must fit the task model before Ray starts
+            trained = trained_parameters(load_model(model.path, task, spec.adapter_training))
+        except ValueError as error:
+            raise InputError(f"{name}: {model.path}: {error}") from error
+        progress(f"{PREFIX} {name}: fine-tuning trains {trained}")
         data = TaskData(encoded[spec.source, "train"], {lang: encoded[lang, "validation"] for lang in selection},
                         {lang: encoded[lang, "test"] for lang in (spec.source, *targets)})
         prepared.append(PreparedTask(task, targets, settings, data, reports))
@@ -212,7 +223,8 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
     for p in prepared:
         data_ref = ray.put(p.data)  # once per task, shared by its seeds
         for seed in range(spec.seed, spec.seed + spec.seeds):
-            job = FineTuneJob(p.task.name, seed, model.path, p.settings)
+            job = FineTuneJob(p.task.name, seed, model.path, p.settings, source=spec.source,
+                              adapter_training=spec.adapter_training)
             ref = launch.remote(job, [data_ref], pad_id, spec, storage)  # in a list: Ray passes the ref, not the data
             pending[ref] = f"{p.task.name} seed {seed}"
             order.append(ref)
@@ -259,7 +271,8 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         exp_id = experiment_id(client, spec.tracking.experiment)
         parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
         params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source,
-                  "select_on": spec.select_on, "seeds": spec.seeds, "num_workers": spec.num_workers}
+                  "select_on": spec.select_on, "seeds": spec.seeds, "num_workers": spec.num_workers,
+                  "adapter_training": spec.adapter_training}
         for p in prepared:
             params |= {f"{p.task.name}.targets": ",".join(p.targets),
                        **{f"{p.task.name}.{k}": v for k, v in asdict(p.settings).items()}}
@@ -270,7 +283,7 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
                                   tags={PARENT_TAG: parent, "distalign.selected_step": str(result["selected_step"])})
         child_id = child.info.run_id
         log_params(client, child_id, {"task": name, "seed": result["seed"], "model": model.path,
-                                      "select_on": spec.select_on, **result["settings"]})
+                                      "select_on": spec.select_on, "trained": result["trained"], **result["settings"]})
         values = []
         for candidate in result["history"]:  # at the candidate's optimizer step
             at = candidate["step"]

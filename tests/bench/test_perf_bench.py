@@ -115,3 +115,27 @@ def test_the_plain_script_masks_tokenises_and_trains_on_the_quickstart_files(tmp
     corpus_files = [path for source in prepared.corpus.sources for path in source.paths]
     times = train(prepared.model_path, str(tmp_path / "constraints.parquet"), corpus_files, steps=3)
     assert len(times) == 3 and min(times) > 0
+
+
+def test_the_fine_tuning_row_s_trainer_does_the_steps_distalign_does(tmp_path):
+    """Same start, batches, order, optimizer and schedule: without dropout both sides end with the same weights."""
+    from distalign.bench.finetune_speed import (
+        distalign_seconds,
+        pair_features,
+        task_model,
+        tiny_classifier_dir,
+        trainer_seconds,
+    )
+
+    model_dir = str(tiny_classifier_dir(tmp_path / "model", vocab_size=60, hidden_size=16, layers=1, max_length=32,
+                                        dropout=0.0))
+    features = pair_features(4 * 8, 60, 32)
+    batches = [features[i * 8:(i + 1) * 8] for i in range(4)]
+    ours, theirs = task_model(model_dir), task_model(model_dir)
+    assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters()))
+    assert (distalign_seconds(ours, batches, 1, 1, 3) > 0).all()
+    assert (trainer_seconds(theirs, batches, 1, 1, 3) > 0).all()
+    moved = [not torch.equal(a, b) for a, b in zip(ours.parameters(), task_model(model_dir).parameters())]
+    assert any(moved)
+    for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
+        assert torch.allclose(a, b, atol=1e-6), name

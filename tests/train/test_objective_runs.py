@@ -16,6 +16,7 @@ from safetensors.torch import load_file
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
+from distalign.models.language_embeddings import read_input_languages
 from distalign.models.loading import load_masked_lm
 from distalign.checkpoint import OBJECTIVES_FILE, OPTIMIZER_FILE
 from distalign.tracking import START_MODEL_TAG
@@ -57,6 +58,9 @@ def test_dict_tlm_run_trains_and_checkpoints_its_language_parameters(ray_local, 
     # zero-initialised language embeddings were trained and saved beside the model, not in it
     assert state["dict_mlm.language_embeddings.embedding.weight"].abs().sum() > 0
     assert "dict_mlm" not in str(load_masked_lm(str(Path(outcome.checkpoint) / "model")).state_dict().keys())
+    table = read_input_languages(Path(outcome.checkpoint) / "model")  # the input table, exported (DICT-MLM §3.1)
+    assert table.languages == ("xa", "xb", "xc")
+    assert torch.equal(table.embedding.weight, state["dict_mlm.language_embeddings.embedding.weight"])
     optimizer = torch.load(Path(outcome.checkpoint) / OPTIMIZER_FILE, weights_only=True)["optimizer"]
     groups = optimizer["param_groups"]  # LAMB's settings; biases and LayerNorm weights without decay or trust ratio
     assert set(groups[0]) - {"params", "initial_lr"} == {"lr", "betas", "eps", "weight_decay", "adapt"}

@@ -34,7 +34,7 @@ def test_missing_language_fails_before_ray(workspace, monkeypatch, capsys):
     assert code == 2 and "xnli: no validation data for language sw" in capsys.readouterr().err
 
 
-def test_models_with_adapters_are_refused_before_ray(workspace, tmp_path, monkeypatch, capsys):
+def test_a_broken_adapter_config_is_refused_before_ray(workspace, tmp_path, monkeypatch, capsys):
     import shutil
 
     import distalign.ray_session
@@ -43,8 +43,9 @@ def test_models_with_adapters_are_refused_before_ray(workspace, tmp_path, monkey
     adapted = shutil.copytree(model, tmp_path / "adapted")
     (adapted / "adapters.json").write_text("{}")
     monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray was started"))
-    assert main(["transfer", str(adapted), "--tasks", "xnli", "--data-dir", str(root / "data"), "--no-mlflow"]) == 2
-    assert "does not re-attach them yet" in capsys.readouterr().err
+    assert main(["transfer", str(adapted), "--tasks", "xnli", "--data-dir", str(root / "data"), "--batch-size", "8",
+                 "--no-mlflow"]) == 2
+    assert "adapters.json: not an adapter config" in capsys.readouterr().err
 
 
 def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):

@@ -23,6 +23,7 @@ from distalign.eval.tasks.bli import BLIRanking, BLITask
 from distalign.eval.tasks.tatoeba import TatoebaTask
 from distalign.eval.tasks.word_alignment import WordAlignmentTask
 from distalign.eval.tasks.xlsim import XLSimTask
+from distalign.models.language_embeddings import input_language
 
 __all__ = ["BLIRanking", "BLITask", "EncodingSettings", "EvalTask", "SENTENCES", "TatoebaTask", "TextSet", "WORDS",
            "WordAlignmentTask", "XLSimTask", "encode_text_set", "evaluate_locally", "score_layer"]
@@ -38,12 +39,15 @@ class EncodingSettings:
 
 def encode_text_set(model, tokenizer, text_set: TextSet, settings: EncodingSettings = EncodingSettings(),
                     cache: EncodingCache | None = None) -> torch.Tensor:
-    """``[L+1, n, d]`` float32 vectors of a text set at every layer (through ``cache`` when given)."""
-    if text_set.kind == WORDS:
-        return word_vectors(model, tokenizer, text_set.texts, text_set.lang, cache,
-                            settings.max_word_tokens, settings.word_batch_size)
-    return sentence_vectors(model, tokenizer, text_set.texts, text_set.lang, cache,
-                            settings.max_sentence_length, settings.sentence_batch_size)
+    """``[L+1, n, d]`` float32 vectors of a text set at every layer (through ``cache`` when given). A model with
+    an input language table (DICT-MLM's) adds the set's language's row at the input, as at fine-tuning and test
+    time (DICT-MLM §3.1); a language without a row gets none (``distalign eval`` warns of it first)."""
+    with input_language(model, text_set.lang, strict=False):
+        if text_set.kind == WORDS:
+            return word_vectors(model, tokenizer, text_set.texts, text_set.lang, cache,
+                                settings.max_word_tokens, settings.word_batch_size)
+        return sentence_vectors(model, tokenizer, text_set.texts, text_set.lang, cache,
+                                settings.max_sentence_length, settings.sentence_batch_size)
 
 
 def score_layer(task: EvalTask, stacks: dict, layer: int) -> list[dict]:
