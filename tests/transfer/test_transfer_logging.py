@@ -16,6 +16,7 @@ def test_values_land_in_the_given_run_at_its_step(tmp_path):
     client = MlflowClient(uri)
     training = client.create_run(client.create_experiment("training")).info.run_id
     results = [{"task": "udpos", "seed": seed, "selected_step": 2, "settings": {"lr": 1e-3},
+                "trained": "all parameters",
                 "history": [{"step": 2, "selection": 0.5, "train_loss": 1.0, "dev": {"xa": {"acc": 0.5}}}],
                 "test": {"xa": {"acc": 0.9}, "xb": {"acc": 0.4 + 0.1 * seed}}} for seed in (0, 1)]
     per_seed = pd.DataFrame([row for r in results for row in seed_rows(r, "xa", "acc")])
