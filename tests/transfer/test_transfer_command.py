@@ -53,6 +53,7 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
     TorchTrainer runs side by side, 2 DDP workers each, then the protocol's table, files and MLflow runs."""
     root, model = workspace
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    free_before = ray_local.available_resources().get("CPU", 0)
     started = time.time()
     code = main(["transfer", model, "--tasks", "udpos", "--data-dir", str(root / "data"), "--seeds", "2",
                  "--epochs", "2", "--select-every", "0", "--batch-size", "8", "--lr", "1e-3", "--workers", "2",
@@ -90,6 +91,11 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
     assert len(children) == 2
     assert {c.data.tags["distalign.selected_step"] for c in children} <= {"2", "4"}
     assert "transfer_summary.json" in {a.path for a in client.list_artifacts(parent.info.run_id)}
+    # the runs gave back what they held: no Train controller lives on with its placement group's CPUs
+    deadline = time.time() + 30
+    while ray_local.available_resources().get("CPU", 0) < free_before and time.time() < deadline:
+        time.sleep(1)
+    assert ray_local.available_resources().get("CPU", 0) == pytest.approx(free_before)
 
 
 def test_spec_from_flags_and_overrides():
