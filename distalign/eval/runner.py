@@ -257,7 +257,8 @@ def add_eval_arguments(parser) -> None:
     source.add_argument("--checkpoint", help="distalign checkpoint directory (logs into its training run)")
     source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
     parser.add_argument("--eval-dir", help=f"benchmark folder (default {d.suite.eval_dir})")
-    parser.add_argument("--tasks", help=f"comma list of {','.join(EVAL_TASKS)} (default {','.join(d.suite.tasks)})")
+    parser.add_argument("--tasks", help=f"comma list of {','.join(EVAL_TASKS)} (default {','.join(d.suite.tasks)}); "
+                                        "transfer task names (as in distalign transfer) run its protocol first")
     for flag in task_flags():
         default = getattr(d.suite, flag.key.removeprefix("suite."))
         shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
