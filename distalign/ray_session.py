@@ -4,12 +4,21 @@ import os
 
 import ray
 
+# Idle worker processes a node keeps for the next task. Ray keeps as many as the node has free CPUs and kills the
+# rest a second after they go idle: while trials hold every CPU, the task processes that imported torch and
+# transformers and loaded the tokenizer (Ray Data's tokenising tasks) are killed, and every trial starts its own.
+# Kept up to this many, they serve the next trial's tasks warm. A cluster started with ``ray start`` takes it
+# from RAY_num_workers_soft_limit (``cluster/``).
+WARM_WORKER_SETTINGS = {"num_workers_soft_limit": 8}
+
 
 def ensure_ray() -> None:
     if not ray.is_initialized():
         # RAY_ADDRESS (set by `ray job submit`, or `auto` for a `ray start` cluster) points at a cluster;
         # otherwise always a fresh local one, never a stale cluster address left on disk.
-        ray.init(address=os.environ.get("RAY_ADDRESS") or "local", log_to_driver=True)
+        address = os.environ.get("RAY_ADDRESS") or "local"
+        ray.init(address=address, log_to_driver=True,
+                 **({"_system_config": WARM_WORKER_SETTINGS} if address == "local" else {}))
 
 
 def shutdown_ray() -> None:

@@ -12,8 +12,9 @@ Rows (ratios, not absolute times, are what carry from machine to machine):
    (distalign's DDP engine against a bare ``DistributedDataParallel`` loop). Both sides run
    interleaved in rounds on the same pre-built batches, one thread per process.
 2. **Start-up**: ``distalign train`` on the quickstart as a subprocess: wall time from the command to
-   the first optimizer step and its phases (``distalign.train.startup``); per Tune trial: a two-trial
-   study's mean trial start-up.
+   the first optimizer step and its phases (``distalign.train.startup``); per Tune trial: the quickstart
+   study's four trials (1 worker each), the first wave on a cold cluster and the trials after it apart
+   (``trial_overhead``).
 3. **Real run**: ``distalign train`` on the quickstart with 1 worker (300 steps) as a subprocess, its
    ``perf/step_ms`` over steps 100-300 (``distalign.train.step_timing``) against the plain PyTorch
    script a user would write instead (``distalign.bench.plain_script``: a ``DataLoader`` worker with
@@ -193,8 +194,12 @@ def startup_figures(home: Path) -> dict[str, float]:
     return {k: v for k, v in run.data.metrics.items() if k.startswith("startup/")} | {"wall_s": wall}
 
 
+TRIAL_GRID = {"train.lr": [1.0e-3, 3.0e-4], "data.max_constraints": [400, 1200]}  # the quickstart study's four
+
+
 def trial_startup(home: Path) -> dict[str, float]:
-    """A two-trial study (one worker each, 4 steps) as a subprocess: the study's trial overhead metrics."""
+    """The quickstart study's four trials (one worker each, 4 steps, as many at once as the CPUs hold) as a
+    subprocess: each trial's start-up phases, its first step's time and its end (``trial_overhead``)."""
     import yaml
 
     name = f"bench-trials-{time.strftime('%Y%m%d-%H%M%S')}"  # a new study: the same name would resume
@@ -202,9 +207,39 @@ def trial_startup(home: Path) -> dict[str, float]:
     study.write_text(yaml.safe_dump({
         "study": name, "base": str(QUICKSTART),
         "overrides": ["train.num_workers=1", "train.max_steps=4", "train.checkpoint_every=4", "eval.every=0"],
-        "grid": {"train.lr": [1.0e-3, 3.0e-4]}}))
+        "grid": TRIAL_GRID}))
     parent = distalign_command(home, ["tune", str(study)], name)
-    return {k.removeprefix("study/"): v for k, v in parent.data.metrics.items() if k.startswith("study/")}
+    client = _client(home)
+    trials = []
+    for run in client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"):
+        (first_step,) = client.get_metric_history(run.info.run_id, "startup/total_s")  # logged at the first step
+        trials.append({"start": run.info.start_time / 1000, "first_step": first_step.timestamp / 1000,
+                       "end": run.info.end_time / 1000} | {k: v for k, v in run.data.metrics.items()
+                                                           if k.startswith("startup/")})
+    return trial_overhead(trials)
+
+
+def trial_overhead(trials: list[dict[str, float]]) -> dict[str, float]:
+    """Where the trials of a study spend their time before their first step, cold and warm.
+
+    ``trials``: per trial its MLflow run's ``start``, ``first_step`` and ``end`` (epoch seconds) and its
+    ``startup/*`` metrics. The first wave are the trials whose run started before any trial ended (a cold
+    cluster); every later trial takes the place of one that ended, the k-th to reach its first step that of
+    the k-th to end, and its ``gap_s`` is from that end to its first step: its start-up, Tune's and Ray Train's
+    teardown of the trial before it and the trial actor's start all included. Returns the means of the
+    ``startup/*`` metrics for ``first/`` and ``later/`` trials, ``later/gap_s`` and the counts.
+    """
+    first_end = min(t["end"] for t in trials)
+    first = [t for t in trials if t["start"] < first_end]
+    later = sorted((t for t in trials if t["start"] >= first_end), key=lambda t: t["first_step"])
+    ends = sorted(t["end"] for t in trials)
+    out = {"first/trials": float(len(first)), "later/trials": float(len(later))}
+    for label, group in (("first", first), ("later", later)):
+        keys = {k for t in group for k in t if k.startswith("startup/")}
+        out |= {f"{label}/{k}": float(np.mean([t[k] for t in group if k in t])) for k in sorted(keys)}
+    if later:
+        out["later/gap_s"] = float(np.mean([t["first_step"] - end for t, end in zip(later, ends)]))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- a real run
@@ -422,11 +457,18 @@ def _startup_rows(report: PerfReport, home: Path) -> None:
                            f"{startup['startup/total_s']:.1f} s", f"{startup['wall_s']:.1f} s whole command "
                            "(3 steps)", "", "<= 30 s", phases))
     trials = _timed("start-up per Tune trial", lambda: trial_startup(home))
-    report.metrics |= {f"trial/{k}": v for k, v in trials.items()}
-    report.rows.append(Row("start-up", "per Tune trial (2 trials at once, 1 worker each)",
-                           f"{trials.get('trial_startup_s_mean', float('nan')):.1f} s",
-                           f"{trials.get('trial_wall_s_mean', float('nan')):.1f} s per trial", "",
-                           "", f"{100 * trials.get('trial_startup_share', float('nan')):.0f} % of a trial's time"))
+    report.metrics |= {f"trial/{k.replace('startup/', '')}": v for k, v in trials.items()}
+    for label, measure in (("first", "first trials (a cold cluster)"), ("later", "per trial after the first")):
+        if not trials.get(f"{label}/trials"):
+            continue
+        note = ", ".join(f"{k.removeprefix(f'{label}/startup/').removesuffix('_s')} {v:.1f}"
+                         for k, v in trials.items() if k.startswith(f"{label}/startup/") and k != f"{label}/startup/total_s")
+        gap = trials.get(f"{label}/gap_s")
+        report.rows.append(Row("start-up", f"Tune trial to its first step, {measure}; quickstart study, "
+                               f"{trials[f'{label}/trials']:.0f} of 4 trials, 1 worker each",
+                               f"{trials[f'{label}/startup/total_s']:.1f} s",
+                               f"{gap:.1f} s from the end of the trial before" if gap is not None else "", "",
+                               "<= 5 s" if label == "later" else "", note))
 
 
 def _real_run_row(report: PerfReport, home: Path, steps: int = 300, steady_from: int = 100) -> None:

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import QUICKSTART, SMALL
-from distalign.bench.perf import BareObjectives, authors_ranks, batch_overrides, step_timings
+from distalign.bench.perf import BareObjectives, authors_ranks, batch_overrides, step_timings, trial_overhead
 from distalign.config import load_config
 from distalign.eval.bli import gold_ranks
 from distalign.preparation.inputs import prepare_data
@@ -139,3 +139,19 @@ def test_the_fine_tuning_row_s_trainer_does_the_steps_distalign_does(tmp_path):
     assert any(moved)
     for (name, a), b in zip(ours.named_parameters(), theirs.parameters()):
         assert torch.allclose(a, b, atol=1e-6), name
+
+
+def test_trial_overhead_parts_cold_and_warm_trials_by_hand():
+    """Two trials at once: A and B start cold; C starts after A ended and takes its place, D takes B's; each later
+    trial's gap runs from the end of the trial whose place it took to its own first step."""
+    def trial(start, first_step, end, total, **phases):
+        return {"start": start, "first_step": first_step, "end": end, "startup/total_s": total,
+                **{f"startup/{k}_s": v for k, v in phases.items()}}
+
+    trials = [trial(21, 24, 30, 3, workers=2), trial(0, 10, 20, 10, workers=6, vanilla_eval=1),
+              trial(23, 27, 33, 4, workers=3), trial(1, 12, 22, 11, workers=7)]
+    assert trial_overhead(trials) == {
+        "first/trials": 2, "later/trials": 2,
+        "first/startup/total_s": 10.5, "first/startup/workers_s": 6.5, "first/startup/vanilla_eval_s": 1.0,
+        "later/startup/total_s": 3.5, "later/startup/workers_s": 2.5,
+        "later/gap_s": ((24 - 20) + (27 - 22)) / 2}
