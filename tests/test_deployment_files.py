@@ -137,3 +137,14 @@ def test_the_infra_services_run_the_pinned_mlflow_with_auth_postgres_and_minio()
 def pod_containers(manifest: dict) -> list[dict]:
     template = manifest.get("spec", {}).get("template")
     return template["spec"]["containers"] if template else []
+
+
+def test_cluster_nodes_keep_as_many_warm_workers_as_a_local_cluster(launcher, kuberay):
+    """Every way of starting Ray keeps the idle worker processes the trials' tasks reuse (``ensure_ray``)."""
+    from distalign.ray_session import WARM_WORKER_SETTINGS
+
+    setting = f"RAY_num_workers_soft_limit={WARM_WORKER_SETTINGS['num_workers_soft_limit']}"
+    assert any(setting in c and "ray start" in c for c in launcher["worker_start_ray_commands"])
+    (group,) = kuberay["RayCluster"]["spec"]["workerGroupSpecs"]
+    (worker,) = group["template"]["spec"]["containers"]
+    assert setting in {f"{e['name']}={e['value']}" for e in worker["env"] if "value" in e}
