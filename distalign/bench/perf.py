@@ -461,8 +461,9 @@ def _startup_rows(report: PerfReport, home: Path) -> None:
     for label, measure in (("first", "first trials (a cold cluster)"), ("later", "per trial after the first")):
         if not trials.get(f"{label}/trials"):
             continue
-        note = ", ".join(f"{k.removeprefix(f'{label}/startup/').removesuffix('_s')} {v:.1f}"
-                         for k, v in trials.items() if k.startswith(f"{label}/startup/") and k != f"{label}/startup/total_s")
+        phases = {k.removeprefix(f"{label}/startup/").removesuffix("_s"): v for k, v in trials.items()
+                  if k.startswith(f"{label}/startup/") and k != f"{label}/startup/total_s"}
+        note = ", ".join(f"{name} {v:.1f}" for name, v in sorted(phases.items(), key=lambda p: -p[1]))  # largest first
         gap = trials.get(f"{label}/gap_s")
         report.rows.append(Row("start-up", f"Tune trial to its first step, {measure}; quickstart study, "
                                f"{trials[f'{label}/trials']:.0f} of 4 trials, 1 worker each",
