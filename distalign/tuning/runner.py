@@ -1,10 +1,7 @@
 """Running a study: Ray Tune over the trials of a study file, each trial a full TorchTrainer run (Train V2
 pattern: the trial function runs ``run_training`` with a ``TuneReportCallback``), one MLflow parent run
 for the study with a nested run per trial. A study started again with the same name (and storage)
-resumes: Tune restores it and runs only the trials that had not finished.
-
-Tune runs a trial in the actor of a finished one (``reuse_actors``): the next trial starts without a new
-process importing torch, Ray Train and MLflow."""
+resumes: Tune restores it and runs only the trials that had not finished."""
 
 from __future__ import annotations
 
@@ -79,7 +76,7 @@ def _search_tuner(study, base: ExperimentConfig, parent_id: str, run_config, max
         param_space={"trial": SearchBase(study.study, base.to_dict(), parent_id), "point": point},
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=search.num_samples * search.seeds,
-                                    max_concurrent_trials=max_concurrent, reuse_actors=True),
+                                    max_concurrent_trials=max_concurrent),
         run_config=run_config,
     )
 
@@ -92,8 +89,7 @@ def _grid_tuner(trainable, trials: dict[str, ExperimentConfig], parent_id: str, 
                        {k.removeprefix(TAG): tag_value(v) for k, v in config.tracking.tags.items()}, config.to_dict())
              for name, config in trials.items()]
     return tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
-                      tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True),
-                      run_config=run_config)
+                      tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent), run_config=run_config)
 
 
 def close_stopped_trials(client, parent_id: str, metric: str, rows: list[dict[str, Any]]) -> None:
