@@ -376,7 +376,8 @@ def gpu_throughput(steps: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- the bench
 
-AREAS = ("step", "evaluation", "startup", "run", "data", "gpu", "finetune")  # ``--rows``; step includes the scaling rows
+# ``--rows``; step includes the scaling rows; run and run2: the real run with 1 and 2 workers (each ~5 minutes here)
+AREAS = ("step", "evaluation", "startup", "run", "run2", "data", "gpu", "finetune")
 
 
 def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True,
@@ -414,8 +415,9 @@ def _measure(home: Path, steps: int, areas: tuple[str, ...]) -> PerfReport:
         _evaluation_row(report)
     if "startup" in areas:
         _startup_rows(report, home)
-    if "run" in areas:
-        _real_run_row(report, home)
+    for workers, area in ((1, "run"), (2, "run2")):
+        if area in areas:
+            _real_run_row(report, home, workers)
     if "data" in areas:
         _data_rows(report, home, steps)
     if "gpu" in areas:
@@ -470,30 +472,29 @@ def _startup_rows(report: PerfReport, home: Path) -> None:
                            "", f"{100 * trials.get('trial_startup_share', float('nan')):.0f} % of a trial's time"))
 
 
-def _real_run_row(report: PerfReport, home: Path, steps: int = 300, steady_from: int = 100) -> None:
-    """1 and 2 workers against the plain script in 1 and 2 processes; the plain script runs before and after each
-    run (the machine's load moves between them: the mean of the two is the anchor, both are in the note)."""
-    for workers in (1, 2):
-        plain = [_timed(f"the plain script, {workers} process(es)",
-                        lambda: plain_script_figures(home, steps, steady_from, workers))]
-        run = _timed(f"a real run, {workers} worker(s)", lambda: real_run_figures(home, steps, steady_from, workers))
-        plain.append(plain_script_figures(home, steps, steady_from, workers))
-        anchor = {key: float(np.mean([p[key] for p in plain])) for key in ("step_ms", "cpu_ms", "load")}
-        ratio, cpu_ratio = run["wall_ms"] / anchor["step_ms"], run["cpu_ms"] / anchor["cpu_ms"]
-        report.metrics |= {f"run/{workers}w/{k}": v for k, v in run.items()} | {
-            f"run/{workers}w/plain_{k}": v for k, v in anchor.items()} | {
-            f"run/{workers}w/ratio": ratio, f"run/{workers}w/cpu_ratio": cpu_ratio}
-        where = ", ".join(f"{p.replace('_', ' ')} {run[f'{p}_ms']:.1f} ms" for p in PERF_PHASES if f"{p}_ms" in run)
-        before_after = " / ".join(f"{p['step_ms']:.1f}" for p in plain)
-        report.rows.append(Row(
-            "real run", f"ms/step, `distalign train` quickstart, {workers} worker{'s' if workers > 1 else ''}, "
-            f"steps {steady_from}-{steps}", f"{run['wall_ms']:.1f} ms (CPU {run['cpu_ms']:.1f} ms)",
-            f"{anchor['step_ms']:.1f} ms (CPU {anchor['cpu_ms']:.1f} ms; plain script, DataLoader"
-            + (f", {workers} DDP processes" if workers > 1 else "") + ")",
-            f"{ratio:.2f}x (CPU {cpu_ratio:.2f}x)", "<= 1.10x",
-            f"{where}; padding {100 * run['padding_share']:.0f} %; perf/step_ms {run['step_ms']:.1f}; plain script "
-            f"{before_after} ms before / after; load {run['load']:.1f} "
-            f"(plain {anchor['load']:.1f})"))
+def _real_run_row(report: PerfReport, home: Path, workers: int, steps: int = 300, steady_from: int = 100) -> None:
+    """``workers`` workers against the plain script in as many processes, run before and after the run (the
+    machine's load moves between them: the mean of the two is the anchor, both are in the note)."""
+    plain = [_timed(f"the plain script, {workers} process(es)",
+                    lambda: plain_script_figures(home, steps, steady_from, workers))]
+    run = _timed(f"a real run, {workers} worker(s)", lambda: real_run_figures(home, steps, steady_from, workers))
+    plain.append(plain_script_figures(home, steps, steady_from, workers))
+    anchor = {key: float(np.mean([p[key] for p in plain])) for key in ("step_ms", "cpu_ms", "load")}
+    ratio, cpu_ratio = run["wall_ms"] / anchor["step_ms"], run["cpu_ms"] / anchor["cpu_ms"]
+    report.metrics |= {f"run/{workers}w/{k}": v for k, v in run.items()} | {
+        f"run/{workers}w/plain_{k}": v for k, v in anchor.items()} | {
+        f"run/{workers}w/ratio": ratio, f"run/{workers}w/cpu_ratio": cpu_ratio}
+    where = ", ".join(f"{p.replace('_', ' ')} {run[f'{p}_ms']:.1f} ms" for p in PERF_PHASES if f"{p}_ms" in run)
+    before_after = " / ".join(f"{p['step_ms']:.1f}" for p in plain)
+    report.rows.append(Row(
+        "real run", f"ms/step, `distalign train` quickstart, {workers} worker{'s' if workers > 1 else ''}, "
+        f"steps {steady_from}-{steps}", f"{run['wall_ms']:.1f} ms (CPU {run['cpu_ms']:.1f} ms)",
+        f"{anchor['step_ms']:.1f} ms (CPU {anchor['cpu_ms']:.1f} ms; plain script, DataLoader"
+        + (f", {workers} DDP processes" if workers > 1 else "") + ")",
+        f"{ratio:.2f}x (CPU {cpu_ratio:.2f}x)", "<= 1.10x",
+        f"{where}; padding {100 * run['padding_share']:.0f} %; perf/step_ms {run['step_ms']:.1f}; plain script "
+        f"{before_after} ms before / after; load {run['load']:.1f} "
+        f"(plain {anchor['load']:.1f})"))
 
 
 def _data_rows(report: PerfReport, home: Path, steps: int) -> None:
