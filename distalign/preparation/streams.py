@@ -16,8 +16,8 @@ identically on resume.
   sequences (``item_sequences``, ``RayWorkerData.corpus_items``). Plain tasks, not a Ray Data
   dataset: an item is one task's one result, and Ray Data's streaming executor, which would run
   in the training worker's process, spins while the training step holds its output back (its
-  scheduling loop does not wait when a task's output is ready but not taken): ~0.6 of a CPU
-  core beside every worker.
+  scheduling loop does not wait when a task's output is ready but not taken). On the quickstart
+  the worker process's CPU time per step fell from 52.0 to 33.8 ms without it (README, Performance).
 
 A worker asks each stream for its batches (``Stream.worker_batches``) with a ``WorkerData``:
 ``RayWorkerData`` in a Ray Train worker, ``LocalWorkerData`` in this process without Ray
