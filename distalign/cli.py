@@ -399,9 +399,10 @@ def _add_bench_command(sub) -> None:
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
-    perf.add_argument("--rows", default="step,evaluation,startup,run,data,gpu,finetune",
-                      help="comma-separated areas to measure (step includes scaling; data times the steps too; run: a "
-                           "real quickstart run against a plain PyTorch script; finetune: distalign transfer's step "
+    perf.add_argument("--rows", default="step,evaluation,startup,run,run2,data,gpu,finetune",
+                      help="comma-separated areas to measure (step includes scaling; data times the steps too; run, "
+                           "run2: a real quickstart run with 1, 2 workers against a plain PyTorch script in as many "
+                           "processes; finetune: distalign transfer's step "
                            "against the Hugging Face Trainer); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)

@@ -15,12 +15,13 @@ Rows (ratios, not absolute times, are what carry from machine to machine):
    the first optimizer step and its phases (``distalign.train.startup``); per Tune trial: the quickstart
    study's four trials (1 worker each), the first wave on a cold cluster and the trials after it apart
    (``trial_overhead``).
-3. **Real run**: ``distalign train`` on the quickstart with 1 worker (300 steps) as a subprocess, its
-   ``perf/step_ms`` over steps 100-300 (``distalign.train.step_timing``) against the plain PyTorch
-   script a user would write instead (``distalign.bench.plain_script``: a ``DataLoader`` worker with
-   ``DataCollatorForLanguageModeling``, MLM + InfoNCE, AdamW) on the same model and data; the run's
-   phases (data wait, forward+backward, optimizer, all-reduce) and padding share say where the
-   difference goes.
+3. **Real run**: ``distalign train`` on the quickstart with 1 and 2 workers (300 steps) as a subprocess,
+   wall and CPU time per step over steps 100-300 (between its console lines; CPU: every process of
+   the run) against the plain PyTorch script a user would write instead (``distalign.bench.plain_script``:
+   a ``DataLoader`` worker with ``DataCollatorForLanguageModeling``, MLM + InfoNCE, AdamW; 1 process, or
+   2 DDP processes) on the same model and data, run before and after; the run's phases
+   (``distalign.train.step_timing``: data wait, forward+backward, optimizer, all-reduce) and padding
+   share say where the difference goes.
 4. **Data path**: batches per second Ray Data delivers to a consumer that does nothing (the constraint
    stream; the corpus stream of a 2-worker run), against the batches per second the step consumes.
 5. **Evaluation**: BLI ranking of 2,000 queries against a 100,000-word vocabulary at every layer of
@@ -171,17 +172,27 @@ def _client(home: Path):
     return MlflowClient(f"sqlite:///{home / 'mlflow.db'}")
 
 
-def distalign_command(home: Path, args: list[str], run_name: str):
-    """``distalign <args>`` as a subprocess on local Ray with ``home`` as DISTALIGN_HOME; returns the MLflow
-    run named ``run_name`` that it logged."""
+def _command_env(home: Path) -> dict[str, str]:
+    """A ``distalign`` subprocess's environment: ``home`` as DISTALIGN_HOME, on a local Ray of its own."""
     env = {**os.environ, "DISTALIGN_HOME": str(home)}
     env.pop("RAY_ADDRESS", None)
-    subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=env, check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return env
+
+
+def logged_run(home: Path, run_name: str):
+    """The MLflow run named ``run_name`` in ``home``'s store."""
     client = _client(home)
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
                                 f"attributes.run_name = '{run_name}'")
     return run
+
+
+def distalign_command(home: Path, args: list[str], run_name: str):
+    """``distalign <args>`` as a subprocess on local Ray with ``home`` as DISTALIGN_HOME; returns the MLflow
+    run named ``run_name`` that it logged."""
+    subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=_command_env(home), check=True,
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return logged_run(home, run_name)
 
 
 def startup_figures(home: Path) -> dict[str, float]:
@@ -247,27 +258,53 @@ def trial_overhead(trials: list[dict[str, float]]) -> dict[str, float]:
 PERF_PHASES = ("data_wait", "forward_backward", "optimizer", "allreduce")  # perf/<phase>_ms
 
 
-def real_run_figures(home: Path, steps: int, steady_from: int) -> dict[str, float]:
-    """``distalign train`` on the quickstart with 1 worker as a subprocess: its ``perf/`` metrics averaged over the
-    log windows after step ``steady_from``, and ``wall_ms``: wall time per step between its logs at
-    ``steady_from`` and ``steps`` (logging included)."""
-    name = f"bench-run-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
-    run = distalign_command(home, ["train", str(QUICKSTART), f"run.name={name}", "train.num_workers=1",
-                                   f"train.max_steps={steps}", f"train.checkpoint_every={steps}", "eval.every=0"], name)
-    client = _client(home)
+def watched_command(home: Path, args: list[str], marks: tuple[int, int]) -> dict[int, tuple[float, float, float]]:
+    """``distalign <args>`` as a subprocess on local Ray (as ``distalign_command``), its console read as it runs: at
+    the line of each step in ``marks``, (wall time, CPU seconds of its process tree, 1-minute load average). The
+    tree holds every process of the run: the driver, Ray's own, the Train workers and the Ray Data tasks."""
+    import re
+
+    from distalign.bench.plain_script import tree_cpu_s
+
+    seen = {}
+    with subprocess.Popen([sys.executable, "-m", "distalign.cli", *args], env=_command_env(home), text=True,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+        for line in process.stdout:
+            step = re.search(r"\bstep (\d+)/", line)
+            if step and int(step.group(1)) in marks:
+                seen[int(step.group(1))] = (time.time(), tree_cpu_s(process.pid), os.getloadavg()[0])
+    if process.returncode or set(seen) != set(marks):
+        raise RuntimeError(f"distalign {' '.join(args)}: exit status {process.returncode}, console showed steps "
+                           f"{sorted(seen)} of {list(marks)}")
+    return seen
+
+
+def real_run_figures(home: Path, steps: int, steady_from: int, workers: int = 1) -> dict[str, float]:
+    """``distalign train`` on the quickstart with ``workers`` workers as a subprocess: its ``perf/`` metrics averaged
+    over the log windows after step ``steady_from`` (rank-averaged), and, between its console lines of steps
+    ``steady_from`` and ``steps``, per step: ``wall_ms`` and ``cpu_ms`` (CPU time of every process of the run);
+    ``load``: the load average over the two."""
+    name = f"bench-run-{workers}w-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
+    marks = watched_command(home, ["train", str(QUICKSTART), f"run.name={name}", f"train.num_workers={workers}",
+                                   f"train.max_steps={steps}", f"train.checkpoint_every={steps}", "eval.every=0"],
+                            (steady_from, steps))
+    client, run = _client(home), logged_run(home, name)
     figures = {}
     for key in ("perf/step_ms", "perf/padding_share", "perf/tokens_per_s", *(f"perf/{p}_ms" for p in PERF_PHASES)):
         values = [m.value for m in client.get_metric_history(run.info.run_id, key) if m.step > steady_from]
         if values:
             figures[key.removeprefix("perf/")] = float(np.mean(values))
-    logged = {m.step: m.timestamp for m in client.get_metric_history(run.info.run_id, "train/loss")}
-    figures["wall_ms"] = (logged[steps] - logged[steady_from]) / (steps - steady_from)
+    (start, cpu_start, load_start), (end, cpu_end, load_end) = marks[steady_from], marks[steps]
+    figures["wall_ms"] = 1e3 * (end - start) / (steps - steady_from)
+    figures["cpu_ms"] = 1e3 * (cpu_end - cpu_start) / (steps - steady_from)
+    figures["load"] = (load_start + load_end) / 2
     return figures
 
 
-def plain_script_ms(home: Path, steps: int, steady_from: int) -> float:
-    """``distalign.bench.plain_script`` on the quickstart's model, pairs and corpus files as a subprocess: its
-    mean wall time per step after ``steady_from``."""
+def plain_script_figures(home: Path, steps: int, steady_from: int, processes: int = 1) -> dict[str, float]:
+    """``distalign.bench.plain_script`` on the quickstart's model, pairs and corpus files as a subprocess in
+    ``processes`` DDP processes: after step ``steady_from``, its mean wall time per step (``step_ms``), its CPU
+    time per step (``cpu_ms``: every rank and DataLoader worker) and the load average while it ran."""
     import pyarrow.parquet as pq
 
     config, prepared = _prepared(home, [])
@@ -275,13 +312,17 @@ def plain_script_ms(home: Path, steps: int, steady_from: int) -> float:
     pq.write_table(prepared.constraints, constraints)
     corpus = [path for source in prepared.corpus.sources for path in source.paths]
     t = config.train
+    load = os.getloadavg()[0]
     out = subprocess.run([sys.executable, "-m", "distalign.bench.plain_script", prepared.model_path, str(constraints),
                           *corpus, "--steps", str(steps), "--sentences-per-step", str(t.corpus_batch_size),
                           "--pairs-per-step", str(t.constraint_batch_size), "--lr", str(t.lr),
                           "--max-length", str(config.model.tiny.max_length),
-                          "--word-tokens", str(config.model.max_word_tokens)],
+                          "--word-tokens", str(config.model.max_word_tokens), "--steady-from", str(steady_from),
+                          "--processes", str(processes)],
                          check=True, capture_output=True, text=True)
-    return 1e3 * float(np.mean(json.loads(out.stdout.splitlines()[-1])[steady_from:]))
+    result = json.loads(out.stdout.splitlines()[-1])
+    return {"step_ms": 1e3 * float(np.mean(result["step_s"][steady_from:])),
+            "cpu_ms": 1e3 * result["cpu_s"] / (steps - steady_from), "load": (load + os.getloadavg()[0]) / 2}
 
 
 # ---------------------------------------------------------------------------------------------- data path
@@ -370,7 +411,8 @@ def gpu_throughput(steps: int) -> list[dict]:
 
 # ---------------------------------------------------------------------------------------------- the bench
 
-AREAS = ("step", "evaluation", "startup", "run", "data", "gpu", "finetune")  # ``--rows``; step includes the scaling rows
+# ``--rows``; step includes the scaling rows; run and run2: the real run with 1 and 2 workers (each ~5 minutes here)
+AREAS = ("step", "evaluation", "startup", "run", "run2", "data", "gpu", "finetune")
 
 
 def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True,
@@ -408,8 +450,9 @@ def _measure(home: Path, steps: int, areas: tuple[str, ...]) -> PerfReport:
         _evaluation_row(report)
     if "startup" in areas:
         _startup_rows(report, home)
-    if "run" in areas:
-        _real_run_row(report, home)
+    for workers, area in ((1, "run"), (2, "run2")):
+        if area in areas:
+            _real_run_row(report, home, workers)
     if "data" in areas:
         _data_rows(report, home, steps)
     if "gpu" in areas:
@@ -472,16 +515,29 @@ def _startup_rows(report: PerfReport, home: Path) -> None:
                                "<= 5 s" if label == "later" else "", note))
 
 
-def _real_run_row(report: PerfReport, home: Path, steps: int = 300, steady_from: int = 100) -> None:
-    run = _timed("a real run against the plain script", lambda: real_run_figures(home, steps, steady_from))
-    plain = plain_script_ms(home, steps, steady_from)
-    ratio = run["step_ms"] / plain
-    report.metrics |= {f"run/{k}": v for k, v in run.items()} | {"run/plain_ms": plain, "run/ratio": ratio}
+def _real_run_row(report: PerfReport, home: Path, workers: int, steps: int = 300, steady_from: int = 100) -> None:
+    """``workers`` workers against the plain script in as many processes, run before and after the run (the
+    machine's load moves between them: the mean of the two is the anchor, both are in the note)."""
+    plain = [_timed(f"the plain script, {workers} process(es)",
+                    lambda: plain_script_figures(home, steps, steady_from, workers))]
+    run = _timed(f"a real run, {workers} worker(s)", lambda: real_run_figures(home, steps, steady_from, workers))
+    plain.append(plain_script_figures(home, steps, steady_from, workers))
+    anchor = {key: float(np.mean([p[key] for p in plain])) for key in ("step_ms", "cpu_ms", "load")}
+    ratio, cpu_ratio = run["wall_ms"] / anchor["step_ms"], run["cpu_ms"] / anchor["cpu_ms"]
+    report.metrics |= {f"run/{workers}w/{k}": v for k, v in run.items()} | {
+        f"run/{workers}w/plain_{k}": v for k, v in anchor.items()} | {
+        f"run/{workers}w/ratio": ratio, f"run/{workers}w/cpu_ratio": cpu_ratio}
     where = ", ".join(f"{p.replace('_', ' ')} {run[f'{p}_ms']:.1f} ms" for p in PERF_PHASES if f"{p}_ms" in run)
-    report.rows.append(Row("real run", f"ms/step, `distalign train` quickstart, 1 worker, steps {steady_from}-{steps}",
-                           f"{run['step_ms']:.1f} ms ({run['wall_ms']:.1f} ms between logs)",
-                           f"{plain:.1f} ms (plain script, DataLoader)", f"{ratio:.2f}x", "<= 1.10x",
-                           f"{where}; padding {100 * run['padding_share']:.0f} %"))
+    before_after = " / ".join(f"{p['step_ms']:.1f}" for p in plain)
+    report.rows.append(Row(
+        "real run", f"ms/step, `distalign train` quickstart, {workers} worker{'s' if workers > 1 else ''}, "
+        f"steps {steady_from}-{steps}", f"{run['wall_ms']:.1f} ms (CPU {run['cpu_ms']:.1f} ms)",
+        f"{anchor['step_ms']:.1f} ms (CPU {anchor['cpu_ms']:.1f} ms; plain script, DataLoader"
+        + (f", {workers} DDP processes" if workers > 1 else "") + ")",
+        f"{ratio:.2f}x (CPU {cpu_ratio:.2f}x)", "<= 1.10x",
+        f"{where}; padding {100 * run['padding_share']:.0f} %; perf/step_ms {run['step_ms']:.1f}; plain script "
+        f"{before_after} ms before / after; load {run['load']:.1f} "
+        f"(plain {anchor['load']:.1f})"))
 
 
 def _data_rows(report: PerfReport, home: Path, steps: int) -> None:

@@ -5,13 +5,19 @@ transforms a stream on the data side (masking) declares the tensors it adds in
 ``Objective.prepares``, and the names it reads in ``Objective.consumes``.
 ``tests/data/test_batch_contract.py`` checks every objective's reads against the streams' lists and
 the lists against what the pipeline really makes.
+
+A stream's ``B,T`` tensors are padded to its fixed width ``T`` (``model.max_word_tokens``,
+``data.max_seq_length``): the data side cuts rows into batches without knowing the batch. The
+training loop trims each batch to its longest row (``trim_padding``) before the model sees it.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Collection, Iterable
 
 import numpy as np
+import torch
 
 
 @dataclass(frozen=True)
@@ -27,3 +33,33 @@ class TensorSpec:
         if array.dtype != np.dtype(self.dtype) or array.ndim != rank:
             raise TypeError(f"stream '{stream}', tensor '{self.name}': expected {self.dtype}[{self.shape}], got "
                             f"{array.dtype} with {array.ndim} dimensions")
+
+
+def padded_names(specs: Iterable[TensorSpec]) -> frozenset[str]:
+    """The names of the ``B,T`` tensors among ``specs``: those padded to the stream's width."""
+    return frozenset(spec.name for spec in specs if spec.shape == "B,T")
+
+
+def trim_padding(batch: dict[str, torch.Tensor], padded: Collection[str], multiple: int = 1) -> dict[str, torch.Tensor]:
+    """``batch`` with its ``padded`` tensors cut to the columns up to the last one that any row's
+    ``attention_mask*`` among them uses, rounded up to a ``multiple`` (never past the padded width).
+
+    The columns cut hold padding in every row: attention masks them out, pooling and the losses
+    skip them, so the losses are the untrimmed batch's (to rounding) at a fraction of the positions.
+    One width per batch, all its sequences' (a constraint pair's two sides are encoded in one pass).
+    Host tensors: a few microseconds, no device synchronisation. Views, not copies.
+    """
+    masks = [batch[name] for name in padded if name.startswith("attention_mask")]
+    if not masks:
+        return batch
+    longest = max(_columns_used(mask) for mask in masks)
+    keep = max(1, -(-longest // multiple) * multiple)
+    if keep >= max(batch[name].shape[1] for name in padded):
+        return batch
+    return {name: tensor[:, :keep] if name in padded else tensor for name, tensor in batch.items()}
+
+
+def _columns_used(mask: torch.Tensor) -> int:
+    """Columns up to the last one that some row of the [B, T] ``mask`` attends to."""
+    columns = mask.any(0).nonzero()
+    return int(columns[-1]) + 1 if len(columns) else 0

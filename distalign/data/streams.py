@@ -129,11 +129,9 @@ class CorpusBatches:
                 pending.append({**block, "item": block["item"] + first})
                 count += len(block["item"])
                 while count >= self.batch_size:
-                    rows = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
-                    batch = {k: v[: self.batch_size] for k, v in rows.items()}
-                    pending, count = [{k: v[self.batch_size:] for k, v in rows.items()}], count - self.batch_size
+                    batch, count = take_rows(pending, self.batch_size), count - self.batch_size
                     self._advance(batch.pop("item"))
-                    yield {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
+                    yield {k: torch.from_numpy(v) for k, v in batch.items()}
             if not read and first >= self.carried:
                 raise ValueError(self._starved(epoch))
 
@@ -152,6 +150,24 @@ class CorpusBatches:
         rest = [dataclasses.replace(self.plan[self.at], skip=self.trained)] + self.plan[self.at + 1:] if self.plan \
             else []
         return Position(rest, self.next_epoch, self.workers).to_json()
+
+
+def take_rows(pending: list[dict[str, np.ndarray]], size: int) -> dict[str, np.ndarray]:
+    """The first ``size`` rows of the blocks (numpy columns) in ``pending``, which hold at least that many, taken
+    out of it: copied into new (writable, contiguous) arrays, the rest of a block left as a view. Only the rows
+    taken are copied: a batch at a time out of an item of thousands of sequences."""
+    parts, needed = [], size
+    while needed:
+        head = pending[0]
+        rows = len(next(iter(head.values())))
+        if rows <= needed:
+            parts.append(pending.pop(0))
+            needed -= rows
+        else:
+            parts.append({k: v[:needed] for k, v in head.items()})
+            pending[0] = {k: v[needed:] for k, v in head.items()}
+            needed = 0
+    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
 
 
 def passes(batches_of: Callable[[int], Iterable[Batch]], too_few: Callable[[int], str]) -> Iterator[Batch]:

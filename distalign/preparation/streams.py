@@ -1,4 +1,4 @@
-"""Ray Data streams for training: the stream plugins of ``distalign.data.streams`` run on Ray.
+"""Streams for training: the stream plugins of ``distalign.data.streams`` run on Ray (Data).
 
 Every stream's rows are tokenised in ``map_batches`` and then, if an active objective transforms
 that stream (masking), prepared on CPU by the objective's preparer with per-row random streams
@@ -12,8 +12,12 @@ identically on resume.
   ... (``worker_rows``, ``build_datasets``).
 - The corpus stream: never on the driver. The driver cuts the corpus into units (byte ranges, row
   groups; ``distalign.data.corpus_plan``); each epoch every worker reads the units dealt to it, a
-  few at a time as one item, in Ray Data tasks that read, tokenise, prepare and shuffle an item's
-  sequences (``item_sequences``, ``RayWorkerData.corpus_items``).
+  few at a time as one item, in Ray tasks that read, tokenise, prepare and shuffle an item's
+  sequences (``item_sequences``, ``RayWorkerData.corpus_items``). Plain tasks, not a Ray Data
+  dataset: an item is one task's one result, and Ray Data's streaming executor, which would run
+  in the training worker's process, spins while the training step holds its output back (its
+  scheduling loop does not wait when a task's output is ready but not taken). On the quickstart
+  the worker process's CPU time per step fell from 52.0 to 33.8 ms without it (README, Performance).
 
 A worker asks each stream for its batches (``Stream.worker_batches``) with a ``WorkerData``:
 ``RayWorkerData`` in a Ray Train worker, ``LocalWorkerData`` in this process without Ray
@@ -22,8 +26,8 @@ A worker asks each stream for its batches (``Stream.worker_batches``) with a ``W
 
 from __future__ import annotations
 
+import collections
 import contextlib
-import json
 import logging
 import math
 from dataclasses import dataclass, field
@@ -41,7 +45,7 @@ from distalign.config import ExperimentConfig
 from distalign.data.corpus_plan import Item, Unit
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches
+from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
@@ -62,8 +66,8 @@ def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str,
 
 @dataclass(frozen=True)
 class StreamBatchJob:
-    """What each Ray Data task of a stream is sent (``map_batches``' ``fn_kwargs={"job": ...}``): how to
-    tokenise and prepare that stream's rows."""
+    """What each task tokenising a stream's rows is sent (a table stream's Ray Data ``map_batches``, as
+    ``fn_kwargs={"job": ...}``; the corpus's item tasks): how to tokenise and prepare them."""
 
     stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
     tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
@@ -102,11 +106,10 @@ def table_stream_names() -> tuple[str, ...]:
     return tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
 
 
-# Tasks a worker's corpus stream runs at once. One deadlocked (a read generator held the slot while the
-# tokenising task that consumes its blocks waited); each further slot can start one more task process, which
-# imports torch and transformers (~3 s of CPU) before the first batch: four cost ~6 s of start-up on 2 cores.
+# Item tasks a worker's corpus stream keeps submitted at once: the next item is read while the worker trains on one.
+# Each further task can start one more task process, which imports torch and transformers (~3 s of CPU) before
+# the first batch: four cost ~6 s of start-up on 2 cores.
 CORPUS_TASK_SLOTS = 2
-CORPUS_BLOCK_BYTES = 4 * 2**20
 
 
 def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[str, ...]) -> dict[str, StreamBatchJob]:
@@ -150,7 +153,7 @@ class CorpusFeed:
     """What a worker needs to stream its share of the corpus (``RayWorkerData.corpus_items``)."""
 
     corpus: CorpusStream
-    job: StreamBatchJob  # of each Ray Data task tokenising (and preparing) the corpus rows
+    job: StreamBatchJob  # of each Ray task tokenising (and preparing) the corpus rows
     seed: int
     units: list[Unit]  # the corpus cut once, on the driver: every worker deals the same units
     mix_units: int  # units per item (``data.corpus_mix_units``)
@@ -159,8 +162,7 @@ class CorpusFeed:
 
     @property
     def cpus(self) -> float:
-        """Per Ray Data task: the reserved CPUs hold CORPUS_TASK_SLOTS tasks at once (a generator task
-        that holds its CPUs until its blocks are consumed must leave room for the consumers)."""
+        """Per item task: the reserved CPUs hold the CORPUS_TASK_SLOTS tasks submitted at once."""
         return self.reserved_cpus / CORPUS_TASK_SLOTS
 
 
@@ -193,18 +195,18 @@ def item_sequences(item: Item, index: int, corpus: CorpusStream, job: StreamBatc
     return {**{k: v[order] for k, v in out.items()}, "item": np.full(len(order), index, dtype=np.int64)}
 
 
-def _item_block(batch: dict[str, np.ndarray], corpus: CorpusStream, job: StreamBatchJob) -> dict[str, np.ndarray]:
-    """Ray Data ``map_batches`` function over one item (``batch_size=1``)."""
-    return item_sequences(Item.from_json(json.loads(batch["spec"][0])), int(batch["item"][0]), corpus, job)
+@ray.remote
+def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> dict[str, np.ndarray]:
+    """Ray task over one item (``shared``: the feed's corpus and job, put in the object store once)."""
+    return item_sequences(item, index, *shared)
 
 
 @contextlib.contextmanager
 def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float = 600) -> Iterator[None]:
     """Reserve ``data.corpus_cpus_per_worker`` CPUs per worker for the corpus streams while the run lasts.
 
-    Ray Data's share of a cluster's leftover CPUs is split in whole CPUs between the executions
-    running at once, so on a small cluster the workers' corpus executions can get none and wait
-    forever; reserved before the run's other datasets start, the CPUs are theirs.
+    Reserved before the run's datasets start, the CPUs are the workers' item tasks': Ray Data's table
+    stream executions take a cluster's leftover CPUs, and on a small cluster would leave them none.
     """
     if feed is None:
         yield
@@ -228,11 +230,12 @@ def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float 
 @dataclass
 class RayWorkerData:
     """A Ray Train worker's ``WorkerData`` (``distalign.data.streams``): its datasets of the table streams
-    (``build_datasets``), and its share of the corpus streamed by Ray Data tasks in its reserved CPUs."""
+    (``build_datasets``), and its share of the corpus read by Ray tasks in its reserved CPUs."""
 
     rank: int
     workers: int
     corpus: CorpusFeed | None = None
+    _shared: Any = None  # the object reference of (corpus, job), once put
 
     def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
         shard = ray.train.get_dataset_shard(shard_name(stream.name, self.rank))
@@ -242,21 +245,23 @@ class RayWorkerData:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
     def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
-        """A lazy Ray Dataset of the items, a task each, in order."""
+        """The items' sequences in order, a Ray task each in this worker's reserved CPUs, ``CORPUS_TASK_SLOTS``
+        submitted at once."""
         feed = self.corpus
-        context = ray.data.DataContext.get_current()
-        context.execution_options.preserve_order = True  # same batches on a resume
-        context.enable_progress_bars = False
-        context.target_max_block_size = CORPUS_BLOCK_BYTES  # the first batch waits for one small block, not a file
-        if feed.reserved:  # this worker's tasks run in its own reserved CPUs (the executor's budget is exactly those)
-            context.scheduling_strategy = context.scheduling_strategy_large_args = \
-                ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(feed.reserved[self.rank])
-        logging.getLogger("ray.data").setLevel(logging.WARNING)  # no plan and summary per epoch on every worker
-        specs = [{"item": index, "spec": json.dumps(item.to_json())} for index, item in enumerate(items)]
-        dataset = ray.data.from_items(specs, override_num_blocks=len(specs)).map_batches(
-            _item_block, batch_size=1, batch_format="numpy", num_cpus=feed.cpus,
-            fn_kwargs={"corpus": feed.corpus, "job": feed.job})
-        return dataset.iter_batches(batch_size=None, batch_format="numpy")
+        if self._shared is None:
+            self._shared = ray.put((feed.corpus, feed.job))  # DICT-MLM's preparer holds its synonym table
+        options: dict[str, Any] = {"num_cpus": feed.cpus}
+        if feed.reserved:  # this worker's tasks run in its own reserved CPUs
+            options["scheduling_strategy"] = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(
+                feed.reserved[self.rank])
+        read = _item_task.options(**options)
+        submitted: collections.deque = collections.deque()
+        for index, item in enumerate(items):
+            submitted.append(read.remote(item, index, self._shared))
+            if len(submitted) == CORPUS_TASK_SLOTS:
+                yield ray.get(submitted.popleft())
+        while submitted:
+            yield ray.get(submitted.popleft())
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
@@ -291,9 +296,8 @@ def row_chunks(chunks: Iterable[dict[str, np.ndarray]], size: int) -> Iterator[d
         pending.append(chunk)
         count += len(chunk["row"])
         while count >= size:
-            rows = _concat(pending)
-            yield {k: v[:size] for k, v in rows.items()}
-            pending, count = [{k: v[size:] for k, v in rows.items()}], count - size
+            yield take_rows(pending, size)
+            count -= size
     if count:
         yield _concat(pending)
 

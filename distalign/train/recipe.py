@@ -1,8 +1,9 @@
 """The training recipe one worker runs: set up or resume, step, evaluate, save.
 
 It needs an initialised process group (Ray Train's, or a gloo group of one in tests) and the
-batches of every stream it reads, already prepared on the data side: a step only moves finished
-tensors to the device. Ray itself stays in ``distalign.train.loop``.
+batches of every stream it reads, already prepared on the data side: the loop cuts each batch to its
+longest row (the streams pad to a fixed width) and a step only moves finished tensors to the device.
+Ray itself stays in ``distalign.train.loop``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from distalign.checkpoint import (
     write_rng_state,
     write_stream_states,
 )
+from distalign.data.batches import padded_names, trim_padding
 from distalign.data.streams import StreamBatches
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
@@ -43,6 +45,9 @@ from distalign.train.plan import TrainingPlan
 from distalign.train.step_timing import StepTimer, non_embedding_parameters, totals
 
 log = logging.getLogger("distalign")
+# Widths a GPU step's batches are trimmed to a multiple of: tensor cores take matrix dimensions in multiples of
+# 8 (fp16/bf16), and fewer distinct shapes keep the caching allocator's blocks reusable. On CPU: the longest row.
+CUDA_WIDTH_MULTIPLE = 8
 Batches = dict[str, dict[str, torch.Tensor]]
 Report = Callable[[dict[str, float], "Path | None"], None]  # metrics, and a checkpoint directory or None
 
@@ -95,6 +100,11 @@ class TrainingRecipe:
             add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement,
                                     adapters.init)
         active = config.objectives.active()
+        # each stream's tensors padded to its width, the ones its preparer adds included
+        self.padded = {name: padded_names(stream.tensors + tuple(spec for plugin, _ in active.values()
+                                                                 if plugin.stream == name for spec in plugin.prepares))
+                       for name, stream in self.plan.streams.items()}
+        self.width_multiple = CUDA_WIDTH_MULTIPLE if self.device.type == "cuda" else 1
         context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.word_pairs, t.seed)
         objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}
         model = TrainingModule(masked_lm, objectives, config.objectives.weights(), config.model.word_layer)
@@ -217,7 +227,7 @@ class TrainingRecipe:
         started, first_step = time.time(), self.state.step
         while self.state.step < max_steps:
             self.timer.begin()
-            micro_batches = [{name: next(stream) for name, stream in streams.items()} for _ in range(accum)]
+            micro_batches = [self.next_batches(streams) for _ in range(accum)]
             self.timer.mark("data_wait")
             self.timer.count(micro_batches)
             fresh_start = self.state.step == 0
@@ -254,6 +264,11 @@ class TrainingRecipe:
                 report({"step": step, **self.last_eval}, None)
         if self.is_chief:
             log.info("finished at step %d", self.state.step)
+
+    def next_batches(self, streams: dict[str, StreamBatches]) -> Batches:
+        """A batch of every stream, each trimmed to its longest row (``distalign.data.batches.trim_padding``)."""
+        return {name: trim_padding(next(stream), self.padded[name], self.width_multiple)
+                for name, stream in streams.items()}
 
     def _log_startup(self) -> None:
         """Where the time to the first optimizer step went (``distalign.train.startup``); not on a resume."""

@@ -1,7 +1,7 @@
 """Where a worker's training steps spend their time, logged as ``perf/...`` at ``train.log_every``.
 
 Each step is cut into phases by marks: ``data_wait`` (blocked on the streams' iterators, Ray Data's
-or a local one), ``forward_backward`` (the batches' copy to the device, forward and backward of
+or a local one, and trimming each batch to its longest row), ``forward_backward`` (the batches' copy to the device, forward and backward of
 every micro-batch) and ``optimizer`` (clipping, the optimizer and schedule step; DeepSpeed's step
 with its ZeRO collectives). ``step_ms`` is the wall time per step, the phases' sum plus what lies
 between them (the objectives' per-step state hooks).
@@ -18,7 +18,7 @@ latest sampled step. DeepSpeed times its collectives only with its synchronising
 the collectives stay inside ``forward_backward`` (gradient reduction) and ``optimizer`` (ZeRO's
 gathers) and no collective metric is logged.
 
-Throughput counts the positions of every ``attention_mask*`` tensor in the step's batches
+Throughput counts the positions of every ``attention_mask*`` tensor in the step's batches as trimmed
 (``tokens``, padding included: the model computes them), the real tokens among them, and the rows
 of those tensors (``sequences``: a constraint pair is two). Model FLOPs utilisation (GPU only):
 6 x the model's non-embedding parameters x tokens per second, against the device's dense bf16

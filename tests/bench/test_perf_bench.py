@@ -3,6 +3,10 @@ and its process-group timing runs; the whole benchmark is run by hand (README)."
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 import torch
@@ -97,13 +101,13 @@ def test_the_plain_script_masks_tokenises_and_trains_on_the_quickstart_files(tmp
     import pyarrow.parquet as pq
     from transformers import AutoTokenizer
 
-    from distalign.bench.plain_script import Collate, StepRows, train
+    from distalign.bench.plain_script import Collate, StepRows
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     config = load_config(QUICKSTART, SMALL + ["run.name=plain"])
     prepared = prepare_data(config)
     pairs = prepared.constraints.select(["word1", "word2", "synset_index"]).to_pydict()
-    rows = StepRows(["xa1 xa2 xa3", "xb1 xb2", "xc1"], pairs, (2, 4), steps=1, seed=0)
+    rows = StepRows(["xa1 xa2 xa3", "xb1 xb2", "xc1"], pairs, (2, 4), steps=1, seed=(0, 0))
     batches = Collate(AutoTokenizer.from_pretrained(prepared.model_path), 64, 16, mask_prob=0.5)(rows[0])
     corpus, constraints = batches["corpus"], batches["constraints"]
     assert corpus["masked_ids"].shape == corpus["labels"].shape == corpus["attention_mask"].shape
@@ -113,8 +117,12 @@ def test_the_plain_script_masks_tokenises_and_trains_on_the_quickstart_files(tmp
         assert (constraints[f"word_mask{side}"].sum(1) == constraints[f"attention_mask{side}"].sum(1) - 2).all()
     pq.write_table(prepared.constraints, tmp_path / "constraints.parquet")
     corpus_files = [path for source in prepared.corpus.sources for path in source.paths]
-    times = train(prepared.model_path, str(tmp_path / "constraints.parquet"), corpus_files, steps=3)
-    assert len(times) == 3 and min(times) > 0
+    # as the 2-worker row runs it: two DDP processes, rank 0 printing its step times and both ranks' CPU time
+    out = subprocess.run([sys.executable, "-m", "distalign.bench.plain_script", prepared.model_path,
+                          str(tmp_path / "constraints.parquet"), *corpus_files, "--steps", "3", "--steady-from", "1",
+                          "--processes", "2"], check=True, capture_output=True, text=True)
+    run = json.loads(out.stdout.splitlines()[-1])
+    assert len(run["step_s"]) == 3 and min(run["step_s"]) > 0 and run["cpu_s"] > 0
 
 
 def test_the_fine_tuning_row_s_trainer_does_the_steps_distalign_does(tmp_path):

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, resume_items, within
-from distalign.data.streams import STREAMS
+from distalign.data.streams import STREAMS, take_rows
 
 MB = 2**20
 
@@ -126,3 +126,11 @@ def test_a_resume_leaves_out_units_of_files_that_changed_since_the_checkpoint():
     assert kept == Position([Item(0, (c,)), Item(0, (c,), skip=2)], 1, 2)
     assert gone == ["b.txt"]
     assert within(saved, UNITS) == (saved, [])
+
+
+def test_take_rows_takes_across_blocks_and_leaves_the_rest():
+    pending = [{"row": np.arange(3), "x": np.arange(6).reshape(3, 2)}, {"row": np.arange(3, 8), "x": np.zeros((5, 2))}]
+    first = take_rows(pending, 4)
+    assert first["row"].tolist() == [0, 1, 2, 3] and first["x"].shape == (4, 2) and first["row"].flags.writeable
+    assert len(pending) == 1 and pending[0]["row"].tolist() == [4, 5, 6, 7]
+    assert take_rows(pending, 4)["row"].tolist() == [4, 5, 6, 7] and pending == []

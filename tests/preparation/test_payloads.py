@@ -1,5 +1,6 @@
 """What crosses a process boundary is a dataclass, never a plain dict: the job each Ray Data task of a
-stream gets (``fn_kwargs``), the plan each Ray Train worker gets (``train_loop_config``). Intercepted at
+table stream gets (``fn_kwargs``) and each corpus item task, the plan each Ray Train worker gets
+(``train_loop_config``). Intercepted at
 the real call sites; each payload must also survive the pickling that carries it. (Tune trials:
 ``tests/test_trials.py``.)"""
 
@@ -13,6 +14,7 @@ from distalign.config import load_config
 from distalign.data.corpus_stream import CorpusStream
 from distalign.data.streams import STREAMS
 from distalign.preparation.inputs import prepare_data
+from distalign.preparation import streams
 from distalign.preparation.streams import RayWorkerData, StreamBatchJob, build_datasets, corpus_feed
 from distalign.train import trainer
 from distalign.train.plan import TrainingPlan
@@ -38,8 +40,20 @@ class CapturedDataset:
     def iter_torch_batches(self, **kwargs):
         yield {}
 
-    def iter_batches(self, **kwargs):
-        yield {"item": np.zeros(8, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}
+
+class CapturedItemTask:
+    """Stands in for the corpus's item task (and its result): keeps what each call would send."""
+
+    def __init__(self, sent):
+        self.sent = sent
+
+    def options(self, **kwargs):
+        return self
+
+    def remote(self, item, index, shared):
+        corpus, job = shared
+        self.sent.append({"job": job, "corpus": corpus})
+        return {"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}
 
 
 def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
@@ -47,11 +61,14 @@ def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, mo
     prepared = prepare_data(config)
     sent, plans = [], []
     monkeypatch.setattr("ray.data.from_arrow", lambda rows: CapturedDataset(sent))
-    monkeypatch.setattr("ray.data.from_items", lambda *a, **k: CapturedDataset(sent))
+    monkeypatch.setattr(streams, "_item_task", CapturedItemTask(sent))
+    monkeypatch.setattr(streams.ray, "put", lambda value: ray.cloudpickle.loads(ray.cloudpickle.dumps(value)))
+    monkeypatch.setattr(streams.ray, "get", lambda ref: ref)
     build_datasets(prepared, config, config.train.max_steps)
     next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
-    assert len(sent) == config.train.num_workers + 1  # a constraints dataset per worker, one corpus epoch
-    assert_typed(sent[-1].pop("corpus"), CorpusStream)  # the corpus tasks also get the corpus
+    assert len(sent) > config.train.num_workers  # a constraints dataset per worker, then the corpus's item tasks
+    for payload in sent[config.train.num_workers:]:
+        assert_typed(payload.pop("corpus"), CorpusStream)  # the corpus tasks also get the corpus
     for fn_kwargs in sent:
         assert set(fn_kwargs) == {"job"}  # one typed argument, not the job's fields as loose keys
         assert_typed(fn_kwargs["job"], StreamBatchJob)

@@ -55,6 +55,22 @@ def run_recipe(config, prepared, checkpoints, resume_dir=None):
     return recipe, trained_on, reports, losses
 
 
+def assert_trained_on_longest_rows(trained_on, prepared, config) -> None:
+    """The streams pad to ``data.max_seq_length`` and ``model.max_word_tokens``; the loop hands the step each
+    batch cut to its longest row (issue 27: 75 % of the positions were padding)."""
+    padded = local_streams(prepared, config)  # the same batches, as the streams give them
+    widths = {"corpus": config.data.max_seq_length, "constraints": config.model.max_word_tokens}
+    for step in sorted(trained_on):
+        for micro, batches in enumerate(trained_on[step]):
+            for stream, stream_batches in padded.items():
+                full = next(stream_batches)
+                longest = max(int(mask.sum(1).max()) for name, mask in full.items() if name.startswith("attention_mask"))
+                assert longest < widths[stream]
+                for name, tensor in full.items():
+                    expected = tensor[:, :longest] if tensor.dim() == 2 else tensor
+                    assert torch.equal(batches[stream][name], expected), (step, micro, stream, name)
+
+
 @pytest.mark.parametrize("accum", [1, 2])
 def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, monkeypatch, gloo_group, accum):
     """With gradient accumulation a step trains on ``accum`` micro-batches per stream, and a resume skips
@@ -67,6 +83,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     recipe, first, reports, first_losses = run_recipe(config, prepared, tmp_path / "first")
 
     assert recipe.state.step == 4 and sorted(first) == [1, 2, 3, 4]
+    assert_trained_on_longest_rows(first, prepared, config)
     assert [r["step"] for r in reports] == [3, 4]  # checkpoint_every=3, and the last step
     assert "eval/selection/rel_mrr_gain" in reports[-1]
     # the perf/ metrics (distalign.train.step_timing) at train.log_every=2, beside the losses
@@ -114,3 +131,34 @@ def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     assert recipe.engine.module.masked_lm.config._attn_implementation == "sdpa"  # PyTorch's fused attention
     losses = recipe.step([{name: next(stream) for name, stream in local_streams(prepared, config).items()}])
     assert torch.isfinite(torch.tensor(losses["train/loss"]))
+
+
+@pytest.mark.parametrize("objectives", [
+    ["objectives.align.weight=1"],  # the quickstart's MLM (whole words) and type-level lexical, with ALIGN-MLM's term
+    ["objectives.mlm.weight=0", "objectives.lexical.sense_level=true", "objectives.lexical.gloss_weight=0.5",
+     "objectives.lexical.max_sense_tokens=48"],  # gloss inputs: word and gloss pooled apart
+    ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.dict_mlm.weight=1",
+     "objectives.dict_mlm.tlm=true"],  # the code-switched concatenation, twice as wide as its sentence
+    ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.sense_aware.weight=1"],
+    ["objectives.lexical.weight=0", "objectives.tlm.weight=1", "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]"],
+], ids=["mlm-lexical-align", "sense-level-gloss", "dict-tlm", "sense-aware", "tlm"])
+def test_trimming_leaves_the_losses_unchanged(tmp_path, monkeypatch, gloo_group, objectives):
+    """Every objective's loss on a real batch, padded to the stream's width and trimmed: the same to rounding."""
+    from distalign.data.batches import trim_padding
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    pairs = tmp_path / "pairs.tsv"  # translation pairs of 1 to 8 made-up words a side, for TLM
+    pairs.write_text("".join(" ".join(f"ka{i}" for i in range(n % 8 + 1)) + "\t" +
+                             " ".join(f"bo{i}" for i in range(n % 5 + 1)) + "\n" for n in range(64)))
+    config = load_config(QUICKSTART, SMALL + ["run.name=trim", *(o.replace("PAIRS", str(pairs)) for o in objectives)])
+    prepared = prepare_data(config)
+    recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
+    recipe.setup()
+    module = recipe.engine.module.eval()  # no dropout: both passes compute the same function
+    full = {name: next(stream) for name, stream in local_streams(prepared, config).items()}
+    trimmed = {name: trim_padding(batch, recipe.padded[name]) for name, batch in full.items()}
+    assert any(trimmed[stream][name].shape != tensor.shape for stream in full for name, tensor in full[stream].items())
+    with torch.no_grad():
+        expected, got = module(full), module(trimmed)
+    assert set(got) == set(module.objectives) | {"loss"}
+    for name, value in expected.items():
+        assert abs(float(got[name]) - float(value)) <= 1e-6 * max(1.0, abs(float(value))), name
