@@ -82,14 +82,15 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
     src, tgt, candidates, _ = vocabulary_counterparts(vocab, bench.translit, recipe.tokenizer.all_special_tokens)
     masked_lm = recipe.engine.module.masked_lm
     streams = local_streams(prepared, config)
-    rows, losses, started = [], [], time.time()
+    rows, losses, started, cpu = [], [], time.time(), time.process_time()
 
     def record(step: int) -> None:
         with torch.no_grad():
             score = vocabulary_alignment(masked_lm.get_input_embeddings().weight, src, tgt, candidates)
         loss = sum(losses) / len(losses) if losses else float("nan")
         rows.append({"setting": name, "step": step, "alignment": score, "mlm_loss": loss, "tokens": len(src),
-                     "vocab": len(vocab), "sentences": bench.params["sentences"], "seconds": time.time() - started})
+                     "vocab": len(vocab), "sentences": bench.params["sentences"], "seconds": time.time() - started,
+                     "cpu_seconds": time.process_time() - cpu})
         losses.clear()
         log.info("%s step %d: alignment %.2f (%d tokens), MLM loss %.3f, %.0f s", name, step, score, len(src), loss,
                  rows[-1]["seconds"])
@@ -107,7 +108,7 @@ def trimmed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """The batch without the padding columns every row has (sequences come padded to the model's length): the same
     loss, as padding is masked out of attention and never labelled, for a fraction of the compute."""
     length = int(batch["attention_mask"].sum(1).max())
-    return {k: v[:, :length] if v.dim() == 2 else v for k, v in batch.items()}
+    return {k: v[:, :length].contiguous() if v.dim() == 2 else v for k, v in batch.items()}
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -143,6 +144,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--every", type=int, default=250, help="alignment every this many steps")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output-dir", default="mlm_emergence", help="curves.csv (appended) and curves.png")
+    parser.add_argument("--plot", nargs="+", metavar="CSV", help="only plot these curves.csv files (runs made side "
+                                                                  "by side) into --output-dir/curves.png")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)  # a tiny model: a second thread costs more CPU than it saves (2 shared cores)
@@ -152,6 +155,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown settings {sorted(unknown)}; choose from {', '.join(SETTINGS)}")
     out = Path(args.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
+    if args.plot:
+        plot([row for path in args.plot for row in read_rows(Path(path))], out / "curves.png")
+        return 0
     table = out / "curves.csv"
     for name in names:
         rows = run_curve(name, out, args.steps, args.every, args.seed)
