@@ -60,7 +60,8 @@ def bench_spec(setting: Setting, out_dir: Path, steps: int, seed: int) -> BenchS
 
 
 def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -> list[dict]:
-    """The setting's MLM cell trained for ``steps``, its alignment every ``every`` steps (and at step 0)."""
+    """The setting's MLM cell trained for ``steps``, its alignment every ``every`` steps (and at step 0), each row
+    appended to ``out_dir/curves.csv`` as it comes (a run stopped early keeps its curve so far)."""
     import torch.distributed as dist
 
     from distalign.eval.alignment import vocabulary_alignment
@@ -92,6 +93,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
                      "vocab": len(vocab), "sentences": bench.params["sentences"], "seconds": time.time() - started,
                      "cpu_seconds": time.process_time() - cpu})
         losses.clear()
+        append_row(out_dir / "curves.csv", rows[-1])
         log.info("%s step %d: alignment %.2f (%d tokens), MLM loss %.3f, %.0f s", name, step, score, len(src), loss,
                  rows[-1]["seconds"])
 
@@ -102,6 +104,15 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
         if step % every == 0 or step == steps:
             record(step)
     return rows
+
+
+def append_row(table: Path, row: dict) -> None:
+    new = not table.exists()
+    with table.open("a", encoding="utf-8", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(row))
+        if new:
+            writer.writeheader()
+        writer.writerow(row)
 
 
 def trimmed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -117,11 +128,17 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    curves: list[list[dict]] = []
+    for row in rows:  # a run starts at step 0
+        if row["step"] == 0 or not curves:
+            curves.append([])
+        curves[-1].append(row)
     fig, ax = plt.subplots(figsize=(8, 5))
-    for name in dict.fromkeys(r["setting"] for r in rows):
-        curve = [r for r in rows if r["setting"] == name]
+    for curve in curves:
+        name = curve[0]["setting"]
+        label = f"{name}: {SETTINGS[name].about}" if name in SETTINGS else name
         ax.plot([r["step"] for r in curve], [float(r["alignment"]) for r in curve], marker="o", markersize=3,
-                label=f"{name}: {SETTINGS[name].about}" if name in SETTINGS else name)
+                label=f"{label}, {int(curve[-1]['step'])} steps")
     ax.set_xlabel("training step (global batch of 64 sentences)")
     ax.set_ylabel("alignment, % (ALIGN-MLM's score; paper, MLM on Trans: 90.0)")
     ax.set_title("MLM alone on translit: alignment over training")
@@ -158,16 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot([row for path in args.plot for row in read_rows(Path(path))], out / "curves.png")
         return 0
-    table = out / "curves.csv"
     for name in names:
-        rows = run_curve(name, out, args.steps, args.every, args.seed)
-        new = not table.exists()
-        with table.open("a", encoding="utf-8", newline="") as f:
-            writer = csv.DictWriter(f, fieldnames=list(rows[0]))
-            if new:
-                writer.writeheader()
-            writer.writerows(rows)
-    plot(read_rows(table), out / "curves.png")
+        run_curve(name, out, args.steps, args.every, args.seed)
+    plot(read_rows(out / "curves.csv"), out / "curves.png")
     return 0
 
 
