@@ -186,7 +186,7 @@ def _bench_synthetic(args) -> int:
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
                         args.seed, args.output_dir, args.overrides, args.syntax_target, args.seeds, args.train_seed,
                         args.parallel_share, tuple(filter(None, args.transfer_tasks.split(","))), args.transfer_data,
-                        args.transfer_lang, args.world, args.world_concepts))
+                        args.transfer_lang, args.world, args.world_concepts, shared_words=args.shared_words))
     return 0
 
 
@@ -358,6 +358,9 @@ def _add_bench_command(sub) -> None:
     synthetic.add_argument("--dictionary-share", type=float, default=0.25,
                            help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")
     synthetic.add_argument("--eval-words", type=int, default=300, help="dictionary words held out for evaluation")
+    synthetic.add_argument("--shared-words", type=float, default=0.0,
+                           help="share of the base corpus's word types the derived language keeps untransliterated "
+                                "(shared vocabulary; never dictionary words)")
     synthetic.add_argument("--min-count", type=int, default=3, help="rarer words get no dictionary entry")
     synthetic.add_argument("--seed", type=int, default=0)
     synthetic.add_argument("--seeds", type=int, default=1, help="pre-training (and fine-tuning) runs per cell, "

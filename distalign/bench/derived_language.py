@@ -37,6 +37,9 @@ def normalise(sentence: str) -> str:
 @dataclass(frozen=True)
 class Transliteration:
     table: dict[str, str]
+    # words the derived language keeps in the base spelling: shared vocabulary, as Deshpande et al. (2022) and
+    # ALIGN-MLM's App. D vary it (``BenchSpec.shared_words``)
+    kept: frozenset[str] = frozenset()
 
     @classmethod
     def for_text(cls, sentences: list[str]) -> "Transliteration":
@@ -48,7 +51,7 @@ class Transliteration:
         return cls(table)
 
     def word(self, word: str) -> str:
-        return "".join(self.table[c] for c in word)
+        return word if word in self.kept else "".join(self.table[c] for c in word)
 
     def sentence(self, sentence: str) -> str:
         return " ".join(self.word(w) for w in sentence.split())

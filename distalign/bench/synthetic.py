@@ -24,7 +24,7 @@ import logging
 import random
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import pandas as pd
@@ -84,6 +84,9 @@ class BenchSpec:
     world_concepts: int = 2000
     finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (README, "the synthetic world's tasks")
     finetune_epochs: int = 5
+    # the share of the base corpus's word types the derived language keeps untransliterated (shared vocabulary, as
+    # Deshpande et al. 2022 and ALIGN-MLM's App. D vary it): drawn from the words outside the dictionary
+    shared_words: float = 0.0
 
 
 def cell_seeds(spec: BenchSpec) -> list[int]:
@@ -145,6 +148,17 @@ def split_dictionary(sentences: list[str], spec: BenchSpec) -> tuple[list[str], 
         raise InputError(f"the dictionary has {len(entries)} words, not more than the {spec.eval_words} held out: "
                          f"use a larger corpus, a larger --dictionary-share or fewer --eval-words")
     return entries[spec.eval_words:], entries[:spec.eval_words]
+
+
+def shared_words(sentences: list[str], spec: BenchSpec, dictionary: list[str]) -> frozenset[str]:
+    """``spec.shared_words`` of the corpus's word types (every type, as the dictionary is sized), drawn with the
+    seed from those outside the dictionary: the words the derived language spells as the base does."""
+    types = sorted({w for s in sentences for w in s.split()} - set(dictionary))
+    size = round(spec.shared_words * len({w for s in sentences for w in s.split()}))
+    if size > len(types):
+        raise InputError(f"--shared-words {spec.shared_words}: {size} words, but only {len(types)} word types are "
+                         "outside the dictionary (lower --shared-words or --dictionary-share)")
+    return frozenset(random.Random(spec.seed + 1).sample(types, size))
 
 
 def write_language_pair(root: Path, transformation: str, sentences: list[str], translit: Transliteration,
@@ -294,8 +308,6 @@ class PreparedBench:
 
 def with_world(spec: BenchSpec, out_dir: Path) -> BenchSpec:
     """``spec`` with its base corpus and transfer tasks from a one-language synthetic world (``spec.world``)."""
-    from dataclasses import replace
-
     from distalign.data.synthetic import SyntheticConfig, generate_world
 
     world = generate_world(SyntheticConfig(languages=["xa"], num_concepts=spec.world_concepts,
@@ -316,8 +328,9 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
         raise InputError(f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
                          "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
                          "UDPipe or spaCy write it)")
-    if spec.seeds < 1 or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1):
-        raise InputError("--seeds must be >= 1 and --parallel-share in [0, 1]")
+    if spec.seeds < 1 or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1) \
+            or not 0 <= spec.shared_words < 1:
+        raise InputError("--seeds must be >= 1, --parallel-share in [0, 1] and --shared-words in [0, 1)")
     out_dir = Path(spec.output_dir or distalign_home() / "bench_synthetic").resolve()
     if spec.world:
         spec = with_world(spec, out_dir)
@@ -329,10 +342,11 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
     sentences, reordered = base_corpus(spec)
     translit = Transliteration.for_text(sentences + example_texts(examples))
     train_words, eval_words = split_dictionary(sentences, spec)
+    translit = replace(translit, kept=shared_words(sentences, spec, train_words + eval_words))
     params = {"corpus": spec.corpus or "tatoeba English", "sentences": len(sentences),
               "dictionary_share": spec.dictionary_share, "eval_words": spec.eval_words,
               "overrides": " ".join(spec.overrides), "seeds": spec.seeds, "parallel_share": spec.parallel_share,
-              "transfer_tasks": ",".join(spec.transfer_tasks)}
+              "transfer_tasks": ",".join(spec.transfer_tasks), "shared_words": spec.shared_words}
     log.info("bench: %d base sentences; dictionary %d training words, %d held out; transformations %s, "
              "objectives %s, %d seed(s); transfer tasks %s", len(sentences), len(train_words), len(eval_words),
              list(spec.transformations), list(spec.objectives), spec.seeds, list(spec.transfer_tasks) or "none")

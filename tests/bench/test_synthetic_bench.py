@@ -2,6 +2,7 @@
 
 import random
 import unicodedata
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,6 +13,7 @@ from distalign.bench.synthetic import (
     BenchSpec,
     base_corpus,
     base_sentences,
+    prepare_bench,
     run_bench,
     split_dictionary,
     training_config,
@@ -228,3 +230,46 @@ def test_a_run_whose_dictionary_is_too_small_is_refused_before_ray(tmp_path, mon
     # comes first but would be trained before the lexical run failed
     with pytest.raises(InputError, match=r"run translit / lexical: only 6 constraint pairs left .* --dictionary-share"):
         run_bench(spec)
+
+
+def test_shared_words_reach_the_model_untransliterated(tmp_path, monkeypatch):
+    """--shared-words S: S of the base corpus's word types (none of them dictionary words) keep their spelling in
+    the derived corpus, and the MLM batches of the derived language carry them so."""
+    from distalign.models.loading import load_tokenizer
+    from distalign.preparation.inputs import prepare_data
+    from distalign.preparation.streams import local_streams
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
+    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit",), objectives=("mlm",), eval_words=4,
+                     min_count=1, shared_words=0.25, output_dir=str(tmp_path / "out"))
+    bench = prepare_bench(spec)
+    paths, kept = bench.data["translit"], bench.translit.kept
+    assert len(kept) == 16  # a quarter of the 64 word types
+    dictionary = {line.split("\t")[0] for key in ("train_dict", "eval_dict")
+                  for line in paths[key].read_text().splitlines()}
+    assert dictionary and not kept & dictionary
+
+    base_alphabet = set(bench.translit.table)
+    def untransliterated(words) -> set[str]:
+        return {w for w in words if set(w) <= base_alphabet}
+
+    derived_lines = paths["derived"].read_text().splitlines()
+    assert untransliterated(w for line in derived_lines for w in line.split()) == kept
+    config = training_config(bench.spec, "translit", "mlm", paths, bench.out_dir)
+    prepared = prepare_data(config)
+    tokenizer = load_tokenizer(prepared.model_path)
+    batches = local_streams(prepared, config)["corpus"]
+    derived = [tokenizer.decode(ids, skip_special_tokens=True) for _ in range(3) for batch in [next(batches)]
+               for ids, lang in zip(batch["input_ids"], batch["lang_id"]) if lang == 1]
+    assert derived and set(derived) <= set(derived_lines)  # what the model reads is the derived corpus
+    seen = [w for text in derived for w in text.split()]
+    assert untransliterated(seen) <= kept and untransliterated(seen)  # the shared words, in the base spelling
+    # the share of shared words among the words read is the base sentences' share of kept words
+    base_lines = paths["base"].read_text().splitlines()
+    twins = [base_lines[derived_lines.index(text)].split() for text in derived]
+    assert len(untransliterated_occurrences := [w for w in seen if set(w) <= base_alphabet]) / len(seen) == \
+        pytest.approx(sum(w in kept for words in twins for w in words) / sum(map(len, twins)))
+    assert untransliterated_occurrences
+
+    with pytest.raises(InputError, match="only 48 word types are outside the dictionary"):
+        prepare_bench(replace(spec, shared_words=0.9))
