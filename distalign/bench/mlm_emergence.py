@@ -99,8 +99,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
 
     record(0)
     for step in range(1, steps + 1):
-        step_batches = {name: trimmed(next(batches)) for name, batches in streams.items()}
-        losses.append(float(recipe.step([step_batches])["train/loss"]))
+        losses.append(float(recipe.step([recipe.next_batches(streams)])["train/loss"]))  # trimmed as a run's
         if step % every == 0 or step == steps:
             record(step)
     return rows
@@ -113,13 +112,6 @@ def append_row(table: Path, row: dict) -> None:
         if new:
             writer.writeheader()
         writer.writerow(row)
-
-
-def trimmed(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """The batch without the padding columns every row has (sequences come padded to the model's length): the same
-    loss, as padding is masked out of attention and never labelled, for a fraction of the compute."""
-    length = int(batch["attention_mask"].sum(1).max())
-    return {k: v[:, :length].contiguous() if v.dim() == 2 else v for k, v in batch.items()}
 
 
 def plot(rows: list[dict], path: Path) -> None:
