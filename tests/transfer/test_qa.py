@@ -231,6 +231,50 @@ def test_the_best_span_over_an_examples_windows(setup, short_windows):
     assert QATask.best_span(starts, ends, offsets) is None
 
 
+def test_the_answer_text_is_xtremes_word_level_text_not_the_subword_offsets(setup):
+    """By hand, on an uncased WordPiece tokenizer (mBERT's layout): the predicted span's text is that of the whole
+    words it touches, cut back to the subwords' own text where that text is found in them (run_squad.py's
+    ``get_final_text``), in the original case and accents."""
+    from distalign.transfer.tasks.qa import answer_text, final_text, lowercases
+
+    context = "Anna was born in São Paulo's east in the 1990s, near U.S.-based firms."
+    tokenizer = wordpiece_tokenizer([context] * 20, vocab_size=70)
+    assert lowercases(tokenizer) and not lowercases(setup[2])  # the tiny model's: cased SentencePiece, as XLM-R
+    [feature] = XQuADTask.encode([QAExample("q", "born where", context, ("São Paulo",),
+                                            (context.index("São Paulo"),), "en")], tokenizer, 64)
+    tokens = tokenizer.convert_ids_to_tokens(feature["input_ids"])
+
+    def token_at(char: int) -> int:
+        return next(i for i, (a, b) in enumerate(feature["offsets"]) if a <= char < b)
+
+    def predicted(first: int, last: int) -> tuple[str, str]:
+        """(text by the offsets, text reported) of the span from the token over character ``first`` to the one over
+        character ``last``."""
+        start, end = token_at(first), token_at(last)
+        logits = torch.full((1, 2, len(feature["input_ids"])), -5.0)
+        logits[0, 0, start] = logits[0, 1, end] = 5.0
+        [(_, (_, text))] = XQuADTask.predictions(logits, None, [feature])
+        return context[feature["offsets"][start, 0]:feature["offsets"][end, 1]], text
+
+    # "1990s" is "1990" "##s": a span from "##s" is written "##s", which is no part of the words: the whole word
+    s = context.index("1990s") + 4
+    assert tokens[token_at(s)] == "##s"
+    assert predicted(s, s) == ("s", "1990s,")  # the word with its comma, as XTREME reports it
+    # the uncased subwords "sa ##o pa ##ul ##o" are "sao paulo": found in "sao paulo ' s", given back as written
+    paulo = context.index("São Paulo")
+    assert predicted(paulo, paulo + 8) == ("São Paulo", "São Paulo")
+    assert predicted(paulo + 6, paulo + 8) == ("ulo", "Paulo's")  # "##ul ##o": the whole (whitespace) word
+    us = context.index("U.S.")
+    assert predicted(us, us + 3) == ("U.S.", "U.S.")  # "u . s ." is in "u . s . - based"
+    # a cased SentencePiece model (XLM-R) writes "U.S." with no spaces: not found in "U . S . - based"
+    assert final_text("U.S.", "U.S.-based", lowercase=False) == "U.S.-based"
+    assert final_text("paulo", "São Paulo", lowercase=False) == "São Paulo"  # cased: "paulo" is not "Paulo"
+    assert final_text("Paulo", "São Paulo", lowercase=False) == "Paulo"
+    # words joined by one space whatever stood between them; a span that starts on a space starts at the next word
+    assert answer_text("in New\n\n York today", 3, 13, "new york", lowercase=True) == "New York"
+    assert answer_text("in New York", 2, 6, "new", lowercase=True) == "New"
+
+
 def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_windows):
     """The driver's preparation (no Ray): SQuAD's train and dev sets, XQuAD's test sets; no XQuAD dev set to
     select on."""
