@@ -13,7 +13,7 @@ from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tun
 from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.qa import MAX_ANSWER_TOKENS, MLQATask, QAExample, QATask, TyDiQATask, XQuADTask
-from qa_data import answer_of, rows, save_qa, squad_json
+from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
 from tiny_tokenizers import wordpiece_tokenizer
 from transfer_data import LEXICON, tiny_model
 
@@ -76,6 +76,52 @@ def test_hub_schema_folders_and_the_split_each_test_set_is(tmp_path):
         read(XQuADTask, "de", "validation")  # XQuAD has no dev set to select on
     with pytest.raises(InputError, match="tydiqa: sw has no validation set"):
         read(TyDiQATask, "sw", "validation")
+
+
+def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
+    """XTREME's SRC=tydiqa: the English train and dev sets are TyDiQA-GoldP's own (the Hub config's ``train`` and
+    ``validation`` splits, their ``english-`` rows), not SQuAD's; the test sets are unchanged; a Hub load asks for
+    them; no other task has the choice."""
+    import datasets
+
+    save_qa(tmp_path, "squad", "en", (5, 3))
+    save_qa(tmp_path, "tydiqa", "en", (4, 2), seed=1, other_lang="sw")  # every language in one Hub config
+    save_qa(tmp_path, "tydiqa", "sw", (3, 4), other_lang="en")
+    read = lambda lang, split, train_set: read_split(TyDiQATask, str(tmp_path), lang, split,  # noqa: E731
+                                                     train_set=train_set)
+    train, report = read("en", "train", "tydiqa")
+    assert [e.question for e in train] == rows("tydiqa", "en", 4, 10)["question"]
+    assert [e.id.split("-")[0] for e in train] == ["english"] * 4 and report.path.endswith("tydiqa/en[train]")
+    dev, report = read("en", "validation", "tydiqa")  # its English dev set, which is also the English test set
+    assert [e.id for e in dev] == [e.id for e in read("en", "test", "tydiqa")[0]] == rows("tydiqa", "en", 2, 11)["id"]
+    assert report.path.endswith("tydiqa/en[validation]")
+    for default in ("", "squad"):  # XTREME's default: SQuAD v1.1
+        train, report = read("en", "train", default)
+        assert len(train) == 5 and report.path.endswith("squad/en[train]")
+    test, report = read("sw", "test", "tydiqa")
+    assert len(test) == 4 and report.path.endswith("tydiqa/sw[validation]")
+    with pytest.raises(InputError, match="tydiqa: sw has no validation set"):
+        read("sw", "validation", "tydiqa")
+    with pytest.raises(InputError, match=r"xquad: no training set 'tydiqa' \(it trains on squad\)"):
+        read_split(XQuADTask, str(tmp_path), "en", "train", train_set="tydiqa")
+
+    from distalign.eval.runner import resolve_model
+    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
+
+    model = setup[1]  # the runner's preparation (no Ray) trains on what the spec names
+    spec = TransferSpec(model=model, tasks=("tydiqa",), data_dir=str(tmp_path), languages=("sw",),
+                        tydiqa_train="tydiqa", finetune=FineTuneOverrides(batch_size=2, max_length=MAX_LENGTH))
+    [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
+    assert [r.path.rsplit("/", 2)[-2:] for r in prepared.reports] == \
+        [["tydiqa", "en[train]"], ["tydiqa", "en[validation]"], ["tydiqa", "en[validation]"], ["tydiqa", "sw[validation]"]]
+    assert {f["gold"][0] for f in prepared.data.train} == {tuple(a["text"]) for a in rows("tydiqa", "en", 4, 10)["answers"]}
+
+    asked = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: asked.append((name, config, split))
+                        or datasets.Dataset.from_dict(rows("tydiqa", "en", 2, 0), features=FEATURES["tydiqa"]))
+    for split in ("train", "validation"):
+        read_split(TyDiQATask, "", "en", split, hub=True, train_set="tydiqa")
+    assert asked == [("tydiqa", "secondary_task", "train"), ("tydiqa", "secondary_task", "validation")]
 
 
 def test_squad_json_with_bad_questions(tmp_path):

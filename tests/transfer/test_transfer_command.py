@@ -104,9 +104,10 @@ def test_spec_from_flags_and_overrides():
 
     args = build_parser().parse_args(["transfer", "xlm-roberta-base", "finetune.epochs=1", "--tasks", "xnli,udpos",
                                       "--hub", "--hub-config", "udpos:de=de_hdt", "--langs", "de", "--seeds", "2",
+                                      "--tydiqa-train", "tydiqa",
                                       "--tracking-uri", "sqlite:///x.db"])
     spec = spec_from_args(args)
     assert spec.model == "xlm-roberta-base" and spec.tasks == ("xnli", "udpos") and spec.hub
     assert spec.hub_configs == {"udpos:de": "de_hdt"} and spec.languages == ("de",) and spec.seeds == 2
-    assert spec.finetune.epochs == 1 and spec.finetune.lr is None
+    assert spec.finetune.epochs == 1 and spec.finetune.lr is None and spec.tydiqa_train == "tydiqa"
     assert spec.tracking.uri == "sqlite:///x.db" and spec.tracking.experiment == "distalign-transfer"

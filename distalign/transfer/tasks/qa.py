@@ -10,7 +10,8 @@ code): the whitespace-separated words of the context the span's first and last s
 spaces, then cut back to the predicted subwords' own text where that text can be found in the words (``final_text``).
 
 Data (``data_source``): the source language's ``train`` and ``validation`` are SQuAD v1.1's (Hub ``squad``,
-or ``<data_dir>/squad/en/``); the test sets come from each task's data set.
+or ``<data_dir>/squad/en/``), or for TyDiQA-GoldP with ``train_set="tydiqa"`` its own English ones (XTREME's
+``SRC=tydiqa``); the test sets come from each task's data set.
 """
 
 from __future__ import annotations
@@ -121,15 +122,21 @@ class QATask(TransferTask):
     id_prefixes: ClassVar[dict[str, str]] = {}  # a data set of all languages: lang -> the prefix of its ids
     per_language_scoring: ClassVar[bool] = False  # MLQA's evaluation (language-aware normalisation) or SQuAD's
     config_pattern: ClassVar[str] = "{lang}"  # the Hub config of a language
+    own_train_sets: ClassVar[tuple[str, ...]] = ()  # a train_set naming the task's own English training data
 
     @classmethod
     def hub_config(cls, lang: str, configs: dict[str, str]) -> str:
         return configs.get(f"{cls.name}:{lang}", cls.config_pattern.format(lang=lang))
 
     @classmethod
-    def data_source(cls, lang: str, split: str, configs: dict[str, str]) -> DataSource:
-        if lang == "en" and split in ("train", "validation"):  # XTREME: SQuAD v1.1's train and dev sets
-            return DataSource("squad", "squad", "plain_text", split)
+    def data_source(cls, lang: str, split: str, configs: dict[str, str], train_set: str = "") -> DataSource:
+        if train_set not in ("", "squad", *cls.own_train_sets):
+            raise InputError(f"{cls.name}: no training set {train_set!r} (it trains on "
+                             f"{' or '.join(('squad', *cls.own_train_sets))})")
+        if lang == "en" and split in ("train", "validation"):
+            if train_set in cls.own_train_sets:  # its own English train, and its English dev (= test) set
+                return DataSource(cls.name, cls.hub_name, cls.hub_config(lang, configs), split)
+            return DataSource("squad", "squad", "plain_text", split)  # XTREME: SQuAD v1.1's train and dev sets
         hub_split = cls.test_split if split == "test" else split
         if split != "test" and hub_split == cls.test_split:
             raise InputError(f"{cls.name}: {lang} has no {split} set (the Hub's {hub_split!r} split is its test set); "
@@ -333,6 +340,9 @@ class TyDiQATask(QATask):
     hub_name: ClassVar[str] = "tydiqa"
     config_pattern: ClassVar[str] = "secondary_task"
     test_split: ClassVar[str] = "validation"
+    # XTREME's SRC=tydiqa (scripts/train_qa.sh): trained on TyDiQA-GoldP's English train set (the Hub's ``train``
+    # split, its ``english-`` rows), its English dev set (= the English test set) as the source's dev set
+    own_train_sets: ClassVar[tuple[str, ...]] = ("tydiqa",)
     id_prefixes: ClassVar[dict[str, str]] = {
         "ar": "arabic-", "bn": "bengali-", "en": "english-", "fi": "finnish-", "id": "indonesian-", "ja": "japanese-",
         "ko": "korean-", "ru": "russian-", "sw": "swahili-", "te": "telugu-", "th": "thai-"}
