@@ -112,9 +112,10 @@ def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
     spec = TransferSpec(model=model, tasks=("tydiqa",), data_dir=str(tmp_path), languages=("sw",),
                         tydiqa_train="tydiqa", finetune=FineTuneOverrides(batch_size=2, max_length=MAX_LENGTH))
     [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
-    assert [r.path.rsplit("/", 2)[-2:] for r in prepared.reports] == \
-        [["tydiqa", "en[train]"], ["tydiqa", "en[validation]"], ["tydiqa", "en[validation]"], ["tydiqa", "sw[validation]"]]
-    assert {f["gold"][0] for f in prepared.data.train} == {tuple(a["text"]) for a in rows("tydiqa", "en", 4, 10)["answers"]}
+    assert [r.path.rsplit("/", 2)[-2:] for r in prepared.reports] == [
+        ["tydiqa", "en[train]"], ["tydiqa", "en[validation]"], ["tydiqa", "en[validation]"], ["tydiqa", "sw[validation]"]]
+    trained = {tuple(a["text"]) for a in rows("tydiqa", "en", 4, 10)["answers"]}
+    assert {f["gold"][0] for f in prepared.data.train} == trained
 
     asked = []
     monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: asked.append((name, config, split))
