@@ -276,7 +276,7 @@ class TransferEvalConfig:
     # (data.synthetic.transfer_examples > 0; source: its first language)
     data_dir: str = ""
     checkpoint: Literal["best", "last"] = "best"  # best: the one eval.select_by selects (the last when none does)
-    at_steps: list[int] = field(default_factory=list)  # also the checkpoints of these steps (kept ones; remote: downloaded)
+    at_steps: list[int] = field(default_factory=list)  # also these steps' kept checkpoints (local or remote)
     starting_model: bool = False  # also the model training started from, logged at step 0: the plots' reference bars
     # any other key of a transfer spec (distalign.transfer.runner.TransferSpec): source, languages, seeds,
     # finetune: {lr, epochs, ...}, num_workers, use_gpu, ...

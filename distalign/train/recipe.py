@@ -155,7 +155,8 @@ class TrainingRecipe:
     def _input_table(self) -> str | None:
         """The key (in the objectives' state dict) of the input language table the model keeps after training
         (DICT-MLM's), or None."""
-        tables = [f"{name}.{objective.exported_input_table}" for name, objective in self.engine.module.objectives.items()
+        objectives = self.engine.module.objectives.items()
+        tables = [f"{name}.{objective.exported_input_table}" for name, objective in objectives
                   if objective.exported_input_table]
         return tables[0] if tables else None
 

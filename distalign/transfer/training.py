@@ -6,9 +6,9 @@
 ``check`` builds the transfer spec from the config (the task names, the spec's keys and values, the data folders)
 before training takes any Ray resources. ``transfer_after_training`` runs ``distalign transfer``'s protocol
 (``runner.run_transfer``) on the starting model (step 0), the checkpoints of ``at_steps`` and the selected (or
-last) checkpoint, in that order (from local or remote storage; a remote one is downloaded first), each logged into the training run at its step: ``transfer/<task>/<lang>/<metric>``,
-the fine-tuning runs as child runs of it, and per task a bar plot of every model so far
-(``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
+last) checkpoint, in that order (a checkpoint in remote storage is downloaded first), each logged into the training
+run at its step: ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar
+plot of every model so far (``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
 (``distalign.tuning.runner``), so a study may select by them.
 
 Why after training and not inside it: fine-tuning is a Ray Train run of its own per (task, seed); it starts once
