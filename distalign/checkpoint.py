@@ -52,7 +52,12 @@ def write_state(directory: Path, state: TrainerState) -> None:
 
 
 def read_state(directory: Path) -> TrainerState:
-    return TrainerState(**json.loads((directory / STATE_FILE).read_text()))
+    return parse_state((directory / STATE_FILE).read_text())
+
+
+def parse_state(text: str) -> TrainerState:
+    """A trainer state from its JSON (``STATE_FILE``'s content)."""
+    return TrainerState(**json.loads(text))
 
 
 def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState,

@@ -126,10 +126,10 @@ def _eval(args) -> int:
     spec = spec_from_args(args, args.checkpoint or args.model, transfer)
     validate(spec)
     args.tasks = ",".join(name for name in tasks if name not in TRANSFER_TASKS)
-    if args.tasks:
-        evaluation.spec_from_args(args)  # its errors before the transfer's Ray work
+    # its spec checked and benchmark files read now: an error there must not wait for the transfer's fine-tuning
+    prepared = evaluation.prepare_eval(args) if args.tasks else None
     run_transfer(spec, into=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
-    return evaluation.run_eval_cli(args) if args.tasks else 0
+    return evaluation.run_prepared(prepared) if prepared else 0
 
 
 def _transfer(args) -> int:

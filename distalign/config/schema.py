@@ -276,7 +276,7 @@ class TransferEvalConfig:
     # (data.synthetic.transfer_examples > 0; source: its first language)
     data_dir: str = ""
     checkpoint: Literal["best", "last"] = "best"  # best: the one eval.select_by selects (the last when none does)
-    at_steps: list[int] = field(default_factory=list)  # also the checkpoints of these steps (local storage; kept ones)
+    at_steps: list[int] = field(default_factory=list)  # also these steps' kept checkpoints (local or remote)
     starting_model: bool = False  # also the model training started from, logged at step 0: the plots' reference bars
     # any other key of a transfer spec (distalign.transfer.runner.TransferSpec): source, languages, seeds,
     # finetune: {lr, epochs, ...}, num_workers, use_gpu, ...
@@ -405,8 +405,6 @@ def validate(config: ExperimentConfig) -> None:
     world_tasks = d.source == "synthetic" and d.synthetic.transfer_examples > 0
     require(not transfer.tasks or bool(transfer.data_dir) or world_tasks, "eval.transfer.data_dir",
             "is needed (or a synthetic world with data.synthetic.transfer_examples > 0)")
-    require(not transfer.at_steps or not config.storage_is_remote, "eval.transfer.at_steps",
-            "reads the run's checkpoints from local storage; with remote storage only the final one is transferred")
     require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
             f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
     if d.source == "files":

@@ -213,11 +213,24 @@ def report_input_languages(model_path: str, tasks: list[EvalTask]) -> None:
         print(f"[distalign eval] WARNING no language embedding for {', '.join(missing)}: encoded without one")
 
 
-def run_eval_cli(args) -> int:
-    from transformers import AutoConfig
+@dataclass
+class PreparedEval:
+    """An evaluation checked and read, ready for Ray: its spec, model, tasks and the model's layer count."""
 
-    from distalign.eval.distributed import Resources, evaluate_distributed
-    from distalign.ray_session import ensure_ray
+    spec: EvalSpec
+    model: ModelUnderTest
+    tasks: list[EvalTask]
+    num_layers: int
+
+
+def run_eval_cli(args) -> int:
+    return run_prepared(prepare_eval(args))
+
+
+def prepare_eval(args) -> PreparedEval:
+    """The spec of ``args``, the model resolved and every benchmark file read and checked: all that can fail on the
+    user's input, before any Ray work (``distalign eval`` with transfer tasks calls this before the transfer runs)."""
+    from transformers import AutoConfig
 
     spec = spec_from_args(args)
     suite = spec.suite
@@ -230,6 +243,15 @@ def run_eval_cli(args) -> int:
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
     for task in tasks:
         task.check_model(num_layers)
+    return PreparedEval(spec, model, tasks, num_layers)
+
+
+def run_prepared(prepared: PreparedEval) -> int:
+    """Encode and score on Ray, write the tables and plots, log to MLflow."""
+    from distalign.eval.distributed import Resources, evaluate_distributed
+    from distalign.ray_session import ensure_ray
+
+    spec, model, tasks, num_layers = prepared.spec, prepared.model, prepared.tasks, prepared.num_layers
     out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
                    f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
     cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")

@@ -193,13 +193,33 @@ def attach_input_languages(model: nn.Module, directory: str | Path) -> InputLang
     table = read_input_languages(directory)
     if table is None:
         return None
+    device = model.base_model.embeddings.word_embeddings.weight.device
+    _install(model, table.to(device), Path(directory) / LANGUAGE_WEIGHTS)
+    return table
+
+
+def _install(model: nn.Module, table: InputLanguages, where: object):
+    """``table`` as ``model``'s input language table (see ``attach_input_languages``); the hook's handle."""
     embeddings = model.base_model.embeddings
     if table.embedding.weight.shape[1] != embeddings.word_embeddings.embedding_dim:
-        raise ValueError(f"{Path(directory) / LANGUAGE_WEIGHTS}: width {table.embedding.weight.shape[1]}, the model's "
+        raise ValueError(f"{where}: width {table.embedding.weight.shape[1]}, the model's "
                          f"word embeddings {embeddings.word_embeddings.embedding_dim}")
-    embeddings.input_languages = table.to(embeddings.word_embeddings.weight.device)
-    embeddings.word_embeddings.register_forward_hook(table.add_current)
-    return table
+    embeddings.input_languages = table
+    return embeddings.word_embeddings.register_forward_hook(table.add_current)
+
+
+@contextlib.contextmanager
+def training_input_languages(model: nn.Module, weight: torch.Tensor, languages: Sequence[str]) -> Iterator[None]:
+    """Inside the block, ``model`` (a masked LM) has the table being trained (``weight``, read in place, not copied)
+    as its input language table, as ``attach_input_languages`` gives an exported checkpoint's: the in-loop
+    evaluation, which selects the checkpoint, encodes as ``distalign eval`` and fine-tuning will. Afterwards the model
+    is as before (the table is no submodule of it while it trains or is saved)."""
+    handle = _install(model, InputLanguages(weight.detach(), languages), "the objective's language table")
+    try:
+        yield
+    finally:
+        handle.remove()
+        del model.base_model.embeddings.input_languages
 
 
 def input_languages(model: nn.Module) -> InputLanguages | None:

@@ -8,6 +8,7 @@ Ray itself stays in ``distalign.train.loop``.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from pathlib import Path
@@ -36,6 +37,7 @@ from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
+from distalign.models.language_embeddings import training_input_languages
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import ObjectiveContext
 from distalign.storage import node_local
@@ -145,7 +147,7 @@ class TrainingRecipe:
     def evaluate(self) -> dict[str, float]:
         """In-loop BLI on the held-out pairs, the MLM validation loss and the model-selection score (all ranks
         enter)."""
-        with self.engine.full_weights():
+        with self.engine.full_weights(), self._input_languages():
             metrics = evaluate_bli(self.engine.module, self.tokenizer, self.plan.bli_test_sets,
                                    self.config.model.max_word_tokens, self.config.model.word_layer)
             if metrics:
@@ -159,6 +161,23 @@ class TrainingRecipe:
             log.info("step %d eval %s", self.state.step, " ".join(f"{k}={v:.4f}" for k, v in metrics.items()))
         self.last_eval = metrics
         return metrics
+
+    def _input_table(self) -> str | None:
+        """The key (in the objectives' state dict) of the input language table the model keeps after training
+        (DICT-MLM's), or None."""
+        objectives = self.engine.module.objectives.items()
+        tables = [f"{name}.{objective.exported_input_table}" for name, objective in objectives
+                  if objective.exported_input_table]
+        return tables[0] if tables else None
+
+    def _input_languages(self) -> ContextManager[None]:
+        """The exported input language table added while evaluating, each word set's language its row, as
+        ``distalign eval`` adds it to the checkpoint (a no-op without one)."""
+        key = self._input_table()
+        if key is None:
+            return contextlib.nullcontext()
+        module = self.engine.module
+        return training_input_languages(module.masked_lm, module.objectives.get_parameter(key), self.plan.languages)
 
     def _mlm_validation_loss(self) -> dict[str, float]:
         """Each rank scores every world_size-th held-out row; the summed losses and token counts are added up."""
@@ -184,10 +203,9 @@ class TrainingRecipe:
                 objective_state.update({k.removeprefix("objectives."): v for k, v in weights.items()
                                         if k.startswith("objectives.")})
                 weights = {k.removeprefix("masked_lm."): v for k, v in weights.items() if k.startswith("masked_lm.")}
-            tables = [f"{name}.{objective.exported_input_table}" for name, objective in module.objectives.items()
-                      if objective.exported_input_table]  # DICT-MLM's input language table
+            table = self._input_table()
             write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights,
-                              (tables[0], list(self.plan.languages)) if tables else None)
+                              (table, list(self.plan.languages)) if table else None)
         write_manifest(directory, self.rank, self.world_size)  # last: it vouches for the files above
 
     # -- the loop ----------------------------------------------------------------------------

@@ -25,9 +25,10 @@ FILE_NAMES = {"train": ("train",), "validation": ("validation", "dev"), "test": 
 
 
 def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, hub: bool = False,
-               hub_configs: dict[str, str] | None = None) -> tuple[list, ReadReport]:
-    """The examples of one split of one language, and what reading them kept and skipped."""
-    source = task.data_source(lang, split, hub_configs or {})
+               hub_configs: dict[str, str] | None = None, train_set: str = "") -> tuple[list, ReadReport]:
+    """The examples of one split of one language, and what reading them kept and skipped (``train_set``: see
+    ``TransferTask.data_source``)."""
+    source = task.data_source(lang, split, hub_configs or {}, train_set)
     folder = Path(data_dir) / source.folder / lang if data_dir else None
     looked = []
     if folder is not None:

@@ -59,6 +59,9 @@ class TransferSpec:
     data_dir: str = ""  # <data_dir>/<task>/<lang>/: a save_to_disk folder or plain files (distalign.transfer.data)
     hub: bool = False  # load what data_dir lacks from the Hugging Face Hub (datasets.load_dataset)
     hub_configs: dict[str, str] = field(default_factory=dict)  # "udpos:de": "de_hdt" (a Hub config per task:lang)
+    # TyDiQA-GoldP's training data (XTREME's SRC): "squad" (SQuAD v1.1, XTREME's default) or "tydiqa" (its own
+    # English train set; its English dev set selects)
+    tydiqa_train: Literal["squad", "tydiqa"] = "squad"
     source: str = "en"  # the fine-tuning language
     languages: tuple[str, ...] = ()  # target languages; empty = every <data_dir>/<task>/<lang> folder but source
     targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per task, over `languages`
@@ -160,7 +163,8 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
                  [(lang, "test") for lang in (spec.source, *targets)]
         read, reports = {}, []
         for lang, split in wanted:  # every split read before any is tokenised: a missing one fails fast
-            examples, report = read_split(task, spec.data_dir, lang, split, spec.hub, spec.hub_configs)
+            examples, report = read_split(task, spec.data_dir, lang, split, spec.hub, spec.hub_configs,
+                                          spec.tydiqa_train if name == "tydiqa" else "")
             limit = spec.max_train_examples if split == "train" else spec.max_eval_examples
             read[lang, split] = examples[:limit] if limit else examples
             reports.append(report)
@@ -361,7 +365,7 @@ def spec_from_args(args, model: str | None = None, tasks: list[str] | None = Non
     values = {
         "model": model if for_eval else args.model,
         "tasks": tasks if for_eval else None if args.tasks is None else comma_list(args.tasks),
-        "data_dir": args.data_dir, "hub": args.hub, "source": args.source,
+        "data_dir": args.data_dir, "hub": args.hub, "source": args.source, "tydiqa_train": args.tydiqa_train,
         "languages": None if args.langs is None else comma_list(args.langs), "select_on": args.select_on,
         "seeds": args.seeds, "finetune.lr": args.lr, "finetune.batch_size": args.batch_size,
         "finetune.epochs": args.epochs, "finetune.max_length": args.max_length,
@@ -434,6 +438,9 @@ def add_shared_arguments(parser) -> None:
     parser.add_argument("--hub-config", action="append", metavar="TASK:LANG=CONFIG",
                         help="a Hub config for one task and language (udpos:de=de_hdt); repeatable")
     parser.add_argument("--source", help=f"fine-tuning language (default {d.source})")
+    parser.add_argument("--tydiqa-train", choices=["squad", "tydiqa"],
+                        help="tydiqa's training set: SQuAD v1.1 (default, XTREME's) or TyDiQA-GoldP's own English "
+                             "train set (XTREME's SRC=tydiqa; its English dev set selects)")
     parser.add_argument("--langs", help="target languages (default: every <data-dir>/<task>/<lang> but the source)")
     parser.add_argument("--select-on", choices=["source", "target"],
                         help="dev sets that select the epoch (default source: XTREME's zero-shot protocol)")

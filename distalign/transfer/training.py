@@ -6,9 +6,9 @@
 ``check`` builds the transfer spec from the config (the task names, the spec's keys and values, the data folders)
 before training takes any Ray resources. ``transfer_after_training`` runs ``distalign transfer``'s protocol
 (``runner.run_transfer``) on the starting model (step 0), the checkpoints of ``at_steps`` and the selected (or
-last) checkpoint, in that order, each logged into the training run at its step: ``transfer/<task>/<lang>/<metric>``,
-the fine-tuning runs as child runs of it, and per task a bar plot of every model so far
-(``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
+last) checkpoint, in that order (a checkpoint in remote storage is downloaded first), each logged into the training
+run at its step: ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar
+plot of every model so far (``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
 (``distalign.tuning.runner``), so a study may select by them.
 
 Why after training and not inside it: fine-tuning is a Ray Train run of its own per (task, seed); it starts once
@@ -21,7 +21,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from distalign.checkpoint import STATE_FILE, read_state
+from distalign.checkpoint import STATE_FILE, parse_state, read_state
 from distalign.config import ConfigError, ExperimentConfig, apply_override, flatten, from_dict
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
@@ -89,19 +89,42 @@ def models_to_transfer(config: ExperimentConfig, run, outcome) -> list[tuple[str
     if section.starting_model:
         models.append((START_LABEL, node_local(run.data.tags[START_MODEL_TAG], config.storage.endpoint_url), 0))
     if section.at_steps:
-        kept = {read_state(path.parent).step: path.parent
-                for path in (Path(config.storage.path) / config.run.name).glob(f"checkpoint_*/{STATE_FILE}")}
+        kept = kept_checkpoints(config)
         for step in section.at_steps:
             if step not in kept:
                 raise ConfigError(f"eval.transfer.at_steps: no checkpoint of step {step} is kept (kept: "
                                   f"{sorted(kept)}; checkpoints every train.checkpoint_every steps, "
                                   f"storage.keep_checkpoints of them)")
-            models.append((f"step {step}", str(kept[step]), step))
+            models.append((f"step {step}", local_checkpoint(kept[step], config.storage.endpoint_url), step))
     final = outcome.best_checkpoint if section.checkpoint == "best" and outcome.best_checkpoint else outcome.checkpoint
     final = local_checkpoint(final, config.storage.endpoint_url)
     step = read_state(Path(final)).step
     models = [m for m in models if m[2] != step]  # an at_steps checkpoint that is also the final one: once
     return models + [(f"step {step} ({section.checkpoint})", final, step)]
+
+
+def kept_checkpoints(config: ExperimentConfig) -> dict[int, str]:
+    """Step -> path (local storage) or URI (remote storage) of each checkpoint the run keeps, read from each one's
+    trainer state where it is stored."""
+    import pyarrow.fs
+
+    from distalign.storage import ray_storage_path, storage_filesystem
+
+    base = f"{config.storage.path.rstrip('/')}/{config.run.name}"
+    fs = storage_filesystem(config.storage.endpoint_url)
+    if fs is not None:
+        root = ray_storage_path(base, config.storage.endpoint_url)
+    else:  # a local path, or a URI whose scheme names the filesystem (s3://, gs://)
+        fs, root = pyarrow.fs.FileSystem.from_uri(base if "://" in base else str(Path(base).resolve()))
+    scheme = base.split("://", 1)[0] + "://" if "://" in base else ""
+    kept = {}
+    for info in fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)):
+        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith("checkpoint_"):
+            state = fs.get_file_info(f"{info.path}/{STATE_FILE}")
+            if state.type == pyarrow.fs.FileType.File:  # a checkpoint still being written has none yet
+                with fs.open_input_stream(state.path) as stream:
+                    kept[parse_state(stream.read().decode()).step] = scheme + info.path
+    return kept
 
 
 def local_checkpoint(uri: str, endpoint_url: str) -> str:
@@ -110,9 +133,10 @@ def local_checkpoint(uri: str, endpoint_url: str) -> str:
         return uri
     import ray.train
 
-    from distalign.storage import storage_filesystem
+    from distalign.storage import ray_storage_path, storage_filesystem
 
-    return ray.train.Checkpoint(uri.split("://", 1)[1], storage_filesystem(endpoint_url)).to_directory()
+    # without an endpoint, Ray reads the filesystem from the URI's scheme
+    return ray.train.Checkpoint(ray_storage_path(uri, endpoint_url), storage_filesystem(endpoint_url)).to_directory()
 
 
 def transfer_after_training(config: ExperimentConfig, outcome, progress=print) -> dict[str, float]:

@@ -34,6 +34,8 @@ def test_eval_flags_reach_the_transfer_spec(workspace):
     (["--tasks", "udpos", "--langs", "de,sw"], "udpos: no test data for language sw"),
     (["--tasks", "udpos,nope"], "suite.tasks[0]: 'nope' is not one of"),  # the evaluation's own check
     (["--tasks", "udpos", "--seeds", "0"], "seeds, num_workers: must be >= 1"),
+    # the evaluation's files are read before the transfer's fine-tuning, not after it (seen on Ray: 12 minutes)
+    (["--tasks", "bli,udpos", "--eval-dir", "/nonexistent"], "suite.eval_dir (--eval-dir): directory not found"),
 ])
 def test_bad_input_fails_before_ray(workspace, monkeypatch, capsys, argv, error):
     root, model = workspace

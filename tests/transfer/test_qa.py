@@ -13,7 +13,7 @@ from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tun
 from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.qa import MAX_ANSWER_TOKENS, MLQATask, QAExample, QATask, TyDiQATask, XQuADTask
-from qa_data import answer_of, rows, save_qa, squad_json
+from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
 from tiny_tokenizers import wordpiece_tokenizer
 from transfer_data import LEXICON, tiny_model
 
@@ -76,6 +76,53 @@ def test_hub_schema_folders_and_the_split_each_test_set_is(tmp_path):
         read(XQuADTask, "de", "validation")  # XQuAD has no dev set to select on
     with pytest.raises(InputError, match="tydiqa: sw has no validation set"):
         read(TyDiQATask, "sw", "validation")
+
+
+def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
+    """XTREME's SRC=tydiqa: the English train and dev sets are TyDiQA-GoldP's own (the Hub config's ``train`` and
+    ``validation`` splits, their ``english-`` rows), not SQuAD's; the test sets are unchanged; a Hub load asks for
+    them; no other task has the choice."""
+    import datasets
+
+    save_qa(tmp_path, "squad", "en", (5, 3))
+    save_qa(tmp_path, "tydiqa", "en", (4, 2), seed=1, other_lang="sw")  # every language in one Hub config
+    save_qa(tmp_path, "tydiqa", "sw", (3, 4), other_lang="en")
+    read = lambda lang, split, train_set: read_split(TyDiQATask, str(tmp_path), lang, split,  # noqa: E731
+                                                     train_set=train_set)
+    train, report = read("en", "train", "tydiqa")
+    assert [e.question for e in train] == rows("tydiqa", "en", 4, 10)["question"]
+    assert [e.id.split("-")[0] for e in train] == ["english"] * 4 and report.path.endswith("tydiqa/en[train]")
+    dev, report = read("en", "validation", "tydiqa")  # its English dev set, which is also the English test set
+    assert [e.id for e in dev] == [e.id for e in read("en", "test", "tydiqa")[0]] == rows("tydiqa", "en", 2, 11)["id"]
+    assert report.path.endswith("tydiqa/en[validation]")
+    for default in ("", "squad"):  # XTREME's default: SQuAD v1.1
+        train, report = read("en", "train", default)
+        assert len(train) == 5 and report.path.endswith("squad/en[train]")
+    test, report = read("sw", "test", "tydiqa")
+    assert len(test) == 4 and report.path.endswith("tydiqa/sw[validation]")
+    with pytest.raises(InputError, match="tydiqa: sw has no validation set"):
+        read("sw", "validation", "tydiqa")
+    with pytest.raises(InputError, match=r"xquad: no training set 'tydiqa' \(it trains on squad\)"):
+        read_split(XQuADTask, str(tmp_path), "en", "train", train_set="tydiqa")
+
+    from distalign.eval.runner import resolve_model
+    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
+
+    model = setup[1]  # the runner's preparation (no Ray) trains on what the spec names
+    spec = TransferSpec(model=model, tasks=("tydiqa",), data_dir=str(tmp_path), languages=("sw",),
+                        tydiqa_train="tydiqa", finetune=FineTuneOverrides(batch_size=2, max_length=MAX_LENGTH))
+    [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
+    assert [r.path.rsplit("/", 2)[-2:] for r in prepared.reports] == [
+        ["tydiqa", "en[train]"], ["tydiqa", "en[validation]"], ["tydiqa", "en[validation]"], ["tydiqa", "sw[validation]"]]
+    trained = {tuple(a["text"]) for a in rows("tydiqa", "en", 4, 10)["answers"]}
+    assert {f["gold"][0] for f in prepared.data.train} == trained
+
+    asked = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: asked.append((name, config, split))
+                        or datasets.Dataset.from_dict(rows("tydiqa", "en", 2, 0), features=FEATURES["tydiqa"]))
+    for split in ("train", "validation"):
+        read_split(TyDiQATask, "", "en", split, hub=True, train_set="tydiqa")
+    assert asked == [("tydiqa", "secondary_task", "train"), ("tydiqa", "secondary_task", "validation")]
 
 
 def test_squad_json_with_bad_questions(tmp_path):
@@ -229,6 +276,50 @@ def test_the_best_span_over_an_examples_windows(setup, short_windows):
     assert QATask.best_span(starts, ends, offsets) == (6.0, 0, MAX_ANSWER_TOKENS - 1)
     offsets[:] = -1  # no context token: no span
     assert QATask.best_span(starts, ends, offsets) is None
+
+
+def test_the_answer_text_is_xtremes_word_level_text_not_the_subword_offsets(setup):
+    """By hand, on an uncased WordPiece tokenizer (mBERT's layout): the predicted span's text is that of the whole
+    words it touches, cut back to the subwords' own text where that text is found in them (run_squad.py's
+    ``get_final_text``), in the original case and accents."""
+    from distalign.transfer.tasks.qa import answer_text, final_text, lowercases
+
+    context = "Anna was born in São Paulo's east in the 1990s, near U.S.-based firms."
+    tokenizer = wordpiece_tokenizer([context] * 20, vocab_size=70)
+    assert lowercases(tokenizer) and not lowercases(setup[2])  # the tiny model's: cased SentencePiece, as XLM-R
+    [feature] = XQuADTask.encode([QAExample("q", "born where", context, ("São Paulo",),
+                                            (context.index("São Paulo"),), "en")], tokenizer, 64)
+    tokens = tokenizer.convert_ids_to_tokens(feature["input_ids"])
+
+    def token_at(char: int) -> int:
+        return next(i for i, (a, b) in enumerate(feature["offsets"]) if a <= char < b)
+
+    def predicted(first: int, last: int) -> tuple[str, str]:
+        """(text by the offsets, text reported) of the span from the token over character ``first`` to the one over
+        character ``last``."""
+        start, end = token_at(first), token_at(last)
+        logits = torch.full((1, 2, len(feature["input_ids"])), -5.0)
+        logits[0, 0, start] = logits[0, 1, end] = 5.0
+        [(_, (_, text))] = XQuADTask.predictions(logits, None, [feature])
+        return context[feature["offsets"][start, 0]:feature["offsets"][end, 1]], text
+
+    # "1990s" is "1990" "##s": a span from "##s" is written "##s", which is no part of the words: the whole word
+    s = context.index("1990s") + 4
+    assert tokens[token_at(s)] == "##s"
+    assert predicted(s, s) == ("s", "1990s,")  # the word with its comma, as XTREME reports it
+    # the uncased subwords "sa ##o pa ##ul ##o" are "sao paulo": found in "sao paulo ' s", given back as written
+    paulo = context.index("São Paulo")
+    assert predicted(paulo, paulo + 8) == ("São Paulo", "São Paulo")
+    assert predicted(paulo + 6, paulo + 8) == ("ulo", "Paulo's")  # "##ul ##o": the whole (whitespace) word
+    us = context.index("U.S.")
+    assert predicted(us, us + 3) == ("U.S.", "U.S.")  # "u . s ." is in "u . s . - based"
+    # a cased SentencePiece model (XLM-R) writes "U.S." with no spaces: not found in "U . S . - based"
+    assert final_text("U.S.", "U.S.-based", lowercase=False) == "U.S.-based"
+    assert final_text("paulo", "São Paulo", lowercase=False) == "São Paulo"  # cased: "paulo" is not "Paulo"
+    assert final_text("Paulo", "São Paulo", lowercase=False) == "Paulo"
+    # words joined by one space whatever stood between them; a span that starts on a space starts at the next word
+    assert answer_text("in New\n\n York today", 3, 13, "new york", lowercase=True) == "New York"
+    assert answer_text("in New York", 2, 6, "new", lowercase=True) == "New"
 
 
 def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_windows):

@@ -1,6 +1,7 @@
 """``eval.transfer`` and a study selecting by a transfer metric: every bad setting is an error naming its key, found
 when the config or study is loaded, before any Ray resources are taken (no Ray here)."""
 
+import json
 from pathlib import Path
 
 import pytest
@@ -119,6 +120,34 @@ def test_models_are_the_start_the_chosen_steps_and_the_selected_checkpoint(tmp_p
                                               f"storage.path={tmp_path}", "run.name=r"])
     with pytest.raises(ConfigError, match=r"eval\.transfer\.at_steps: no checkpoint of step 3 is kept \(kept: \[2, 4"):
         models_to_transfer(config, run, SimpleNamespace(best_checkpoint=best, checkpoint=last))
+
+
+def test_at_steps_with_remote_storage_downloads_the_kept_checkpoints(s3_endpoint, tmp_path):
+    """With S3 storage (moto's server) the kept checkpoints are listed in the bucket, read by their trainer state,
+    and each one transferred is a downloaded copy (formerly refused at load: "reads the run's checkpoints from local
+    storage"); a checkpoint still without its state is not kept."""
+    from dataclasses import asdict
+    from types import SimpleNamespace
+
+    from distalign.checkpoint import STATE_FILE, TrainerState, read_state
+    from distalign.tracking import START_MODEL_TAG
+    from distalign.transfer.training import kept_checkpoints, models_to_transfer
+
+    url, s3 = s3_endpoint
+    for step in (2, 4, 6):
+        prefix = f"runs/at-steps/checkpoint_00000{step}"
+        s3.put_object(Bucket="ckpt", Key=f"{prefix}/{STATE_FILE}", Body=json.dumps(asdict(TrainerState(step=step))))
+        s3.put_object(Bucket="ckpt", Key=f"{prefix}/model/config.json", Body=f'{{"step": {step}}}')
+    s3.put_object(Bucket="ckpt", Key="runs/at-steps/checkpoint_000008/model/config.json", Body="{}")  # no state yet
+    config = load_config(QUICKSTART, UDPOS + ["eval.transfer.at_steps=[2]", "storage.path=s3://ckpt/runs",
+                                              f"storage.endpoint_url={url}", "run.name=at-steps"])
+    assert kept_checkpoints(config) == {step: f"s3://ckpt/runs/at-steps/checkpoint_00000{step}" for step in (2, 4, 6)}
+    run = SimpleNamespace(data=SimpleNamespace(tags={START_MODEL_TAG: "/cache/tiny-model"}))
+    models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint="", checkpoint=kept_checkpoints(config)[6]))
+    assert [(label, step) for label, _, step in models] == [("step 2", 2), ("step 6 (best)", 6)]
+    for _, path, step in models:  # local copies, each of its own checkpoint
+        assert "://" not in path and read_state(Path(path)).step == step
+        assert json.loads((Path(path) / "model" / "config.json").read_text()) == {"step": step}
 
 
 def test_train_command_checks_the_section_before_training(monkeypatch, capsys):

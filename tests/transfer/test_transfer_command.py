@@ -98,15 +98,59 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
     assert ray_local.available_resources().get("CPU", 0) == pytest.approx(free_before)
 
 
+def test_eval_command_with_bli_and_a_transfer_task_logs_into_the_checkpoint_run(workspace, ray_local, tmp_path,
+                                                                                capsys):
+    """``distalign eval --checkpoint ... --tasks bli,udpos`` on Ray: the transfer's table (per language, Δ, mean ±
+    std over 2 seeds), then BLI, all logged into the checkpoint's training run at its step."""
+    import shutil
+
+    from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
+    from transfer_data import LEXICON
+
+    root, model = workspace
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = client_for(uri)
+    run_id = client.create_run(client.create_experiment("training"), run_name="trained").info.run_id
+    checkpoint = tmp_path / "checkpoint_000007"
+    shutil.copytree(model, checkpoint / MODEL_DIR)
+    write_state(checkpoint, TrainerState(step=7, mlflow_run_id=run_id))
+    dictionary = tmp_path / "en-de.tsv"
+    dictionary.write_text("".join(f"{a}\t{b}\n" for en, de in zip(LEXICON["en"], LEXICON["de"])
+                                  for a, b in zip(en, de)))
+    (tmp_path / "eval").mkdir()
+    started = time.time()
+    code = main(["eval", "--checkpoint", str(checkpoint), "--tasks", "bli,udpos", "--eval-dir", str(tmp_path / "eval"),
+                 "--bli-pairs", "", "--dictionary", f"en-de:{dictionary}", "--layer", "-1", "--cpus-per-task", "0.5",
+                 "--data-dir", str(root / "data"), "--langs", "de", "--seeds", "2", "--epochs", "1", "--batch-size",
+                 "8", "--lr", "1e-3", "--cpus-per-worker", "0.5", "--output-dir", str(tmp_path / "out"),
+                 "--tracking-uri", uri])
+    out = capsys.readouterr().out
+    with capsys.disabled():
+        print(out[-1500:] + f"\neval: bli + udpos x 2 seeds: {time.time() - started:.1f} s")
+    assert code == 0
+    assert "udpos (acc x 100, mean ± std over 2 seeds; Δ = en - language)" in out
+    assert all(line in out for line in ("      en  acc", "      de  acc", "     avg  acc")) and "Δ" in out
+    metrics = client.get_run(run_id).data.metrics
+    assert {"transfer/udpos/de/acc", "transfer/udpos/de/delta", "transfer/udpos/avg/acc_std"} <= set(metrics)
+    bli = [key for key in metrics if "bli" in key and "en-de" in key]
+    assert bli, sorted(metrics)
+    for key in ("transfer/udpos/de/acc", bli[0]):  # both at the checkpoint's step
+        assert [m.step for m in client.get_metric_history(run_id, key)] == [7]
+    children = client.search_runs([client.get_experiment_by_name("training").experiment_id],
+                                  f"tags.`mlflow.parentRunId` = '{run_id}'")
+    assert len(children) == 2  # one fine-tuning run per seed
+
+
 def test_spec_from_flags_and_overrides():
     from distalign.cli import build_parser
     from distalign.transfer.runner import spec_from_args
 
     args = build_parser().parse_args(["transfer", "xlm-roberta-base", "finetune.epochs=1", "--tasks", "xnli,udpos",
                                       "--hub", "--hub-config", "udpos:de=de_hdt", "--langs", "de", "--seeds", "2",
+                                      "--tydiqa-train", "tydiqa",
                                       "--tracking-uri", "sqlite:///x.db"])
     spec = spec_from_args(args)
     assert spec.model == "xlm-roberta-base" and spec.tasks == ("xnli", "udpos") and spec.hub
     assert spec.hub_configs == {"udpos:de": "de_hdt"} and spec.languages == ("de",) and spec.seeds == 2
-    assert spec.finetune.epochs == 1 and spec.finetune.lr is None
+    assert spec.finetune.epochs == 1 and spec.finetune.lr is None and spec.tydiqa_train == "tydiqa"
     assert spec.tracking.uri == "sqlite:///x.db" and spec.tracking.experiment == "distalign-transfer"

@@ -13,6 +13,7 @@ from distalign.models.adapters import ADAPTER_WEIGHTS, add_bottleneck_adapters, 
 from distalign.models.language_embeddings import (
     LANGUAGE_CONFIG,
     input_language,
+    input_languages,
     position_ids,
     read_input_languages,
     save_input_languages,
@@ -156,7 +157,8 @@ def test_fine_tuning_adds_the_source_row_and_each_test_language_its_own(setup, t
 def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path, monkeypatch, gloo_group):
     """Train DICT-MLM two steps in-process (then set its table to random rows) and save a checkpoint through the
     recipe: the table beside the model is the objective's,
-    row by row in the run's language order; ``distalign eval``'s encoder adds the text set's language's row."""
+    row by row in the run's language order; ``distalign eval``'s encoder adds the text set's language's row; the in-loop
+    BLI (the recipe's evaluation) adds each word set's row the same way and scores what ``distalign eval`` scores."""
     from distalign.config import load_config
     from distalign.eval.distributed import load_encoder
     from distalign.eval.tasks import SENTENCES, TextSet, encode_text_set
@@ -202,6 +204,20 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     assert torch.allclose(vectors[-1], pooled(states), atol=1e-5)
     assert torch.allclose(unknown[-1], pooled(bare), atol=1e-5)
     assert not torch.allclose(vectors[-1], unknown[-1], atol=1e-2)
+
+    # the in-loop BLI, which selects the checkpoint, is what ``distalign eval``'s encoder gives the saved one
+    from distalign.eval.selection import evaluate_bli
+    from distalign.models.encoder import Encoder
+
+    test_sets, layer = recipe.plan.bli_test_sets, config.model.word_layer
+    assert {(t.lang1, t.lang2) for t in test_sets} and all(t.lang1 != t.lang2 for t in test_sets)
+    in_loop = recipe.evaluate()
+    in_loop = {k: v for k, v in in_loop.items() if k.startswith("eval/bli/")}
+    offline = evaluate_bli(encoder, tokenizer, test_sets, config.model.max_word_tokens, layer)
+    assert in_loop == pytest.approx(offline, abs=1e-6)
+    without = evaluate_bli(Encoder(plain).eval(), tokenizer, test_sets, config.model.max_word_tokens, layer)
+    assert without != pytest.approx(offline, abs=1e-6)  # the rows matter: the comparison can fail
+    assert input_languages(recipe.engine.module) is None  # the table was attached for the evaluation only
 
 
 def test_a_language_without_a_row_is_refused_before_ray(setup, tmp_path):

@@ -78,8 +78,10 @@ class TransferTask:
         return configs.get(f"{cls.name}:{lang}", lang)
 
     @classmethod
-    def data_source(cls, lang: str, split: str, configs: dict[str, str]) -> DataSource:
-        """Where ``split`` of ``lang`` comes from: by default the task's own folder and Hub data set, same split."""
+    def data_source(cls, lang: str, split: str, configs: dict[str, str], train_set: str = "") -> DataSource:
+        """Where ``split`` of ``lang`` comes from: by default the task's own folder and Hub data set, same split.
+        ``train_set``: the data set the source language trains and is selected on ("": the task's default; only
+        TyDiQA-GoldP has a choice)."""
         return DataSource(cls.name, cls.hub_name, "", split)
 
     @classmethod

@@ -5,22 +5,27 @@ A long context is cut into several features (windows of ``max_length`` tokens, q
 ``doc_stride`` context tokens after the previous); a feature whose window does not hold the whole answer is
 trained to point at the CLS token. At test time every feature proposes its best span (of the ``N_BEST`` best
 starts x ends: inside the context, end >= start, at most ``MAX_ANSWER_TOKENS`` tokens; score = start + end
-logit), the example's answer is the best over its features, and its text is cut from the context by the
-tokens' character offsets (where XTREME's run_squad.py maps the tokens back to whitespace-split words).
+logit), the example's answer is the best over its features. Its text is XTREME's (run_squad.py, the SQuAD reference
+code): the whitespace-separated words of the context the span's first and last subword lie in, joined by single
+spaces, then cut back to the predicted subwords' own text where that text can be found in the words (``final_text``).
 
 Data (``data_source``): the source language's ``train`` and ``validation`` are SQuAD v1.1's (Hub ``squad``,
-or ``<data_dir>/squad/en/``); the test sets come from each task's data set.
+or ``<data_dir>/squad/en/``), or for TyDiQA-GoldP with ``train_set="tydiqa"`` its own English ones (XTREME's
+``SRC=tydiqa``); the test sets come from each task's data set.
 """
 
 from __future__ import annotations
 
+import bisect
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
 import numpy as np
 import torch
+from tokenizers import decoders, normalizers, pre_tokenizers
 
 from distalign.data.readers import InputError, ReadReport
 from distalign.transfer.metrics import qa_scores
@@ -37,6 +42,61 @@ XTREME_QA = FineTuneSettings(3e-5, 32, 3, 384, "XTREME scripts/train_qa.sh (comm
 MAX_QUERY_TOKENS = 64  # run_squad.py --max_query_length: longer questions are cut
 N_BEST = 20  # --n_best_size: the best starts and ends looked at per feature
 MAX_ANSWER_TOKENS = 30  # --max_answer_length, in subword tokens
+
+
+WORD = re.compile(r"[^ \t\r\n\u202f]+")  # run_squad.py's whitespace: space, tab, CR, LF and U+202F
+
+
+def final_text(predicted: str, words: str, lowercase: bool) -> str:
+    """The part of ``words`` (the original text) that the tokenizer's text of the predicted subwords, ``predicted``,
+    stands for, or all of ``words`` where it cannot be placed. As run_squad.py's ``get_final_text``: ``words`` is
+    split as BERT's basic tokenizer splits it (punctuation apart; lower-cased and accents stripped with
+    ``lowercase``), ``predicted`` is looked for in that (its first occurrence), and the place found is carried back
+    to ``words`` character by character, spaces left out on both sides (if they then differ in length, all of
+    ``words``). This drops the tokenizer's normalisation (case, accents) from the answer."""
+    normalised = normalizers.BertNormalizer(lowercase=lowercase).normalize_str(words)
+    split = " ".join(piece for piece, _ in pre_tokenizers.BertPreTokenizer().pre_tokenize_str(normalised))
+    found = split.find(predicted)
+    if not predicted or found < 0:
+        return words
+    kept_split = [i for i, char in enumerate(split) if char != " "]
+    kept_words = [i for i, char in enumerate(words) if char != " "]
+    if len(kept_split) != len(kept_words):
+        return words
+    first = bisect.bisect_left(kept_split, found)  # ``predicted`` has no edge spaces: these are its ends
+    last = bisect.bisect_left(kept_split, found + len(predicted) - 1)
+    return words[kept_words[first]:kept_words[last] + 1]
+
+
+def answer_text(context: str, start: int, end: int, predicted: str, lowercase: bool) -> str:
+    """The answer to report for the span ``context[start:end]`` (its subwords' character offsets) whose subwords the
+    tokenizer writes as ``predicted``: the whole words it touches, cut by ``final_text``."""
+    words = [m.span() for m in WORD.finditer(context)]
+    starts = [w[0] for w in words]
+    first = max(bisect.bisect_right(starts, start) - 1, 0)
+    if words and start >= words[first][1]:  # the span starts on a space: the next word
+        first += 1
+    last = bisect.bisect_right(starts, max(end - 1, start)) - 1
+    if not words or first >= len(words) or last < first:
+        return context[start:end].strip()
+    return final_text(" ".join(predicted.split()), " ".join(context[a:b] for a, b in words[first:last + 1]), lowercase)
+
+
+def subword_text(tokenizer, ids: list[int]) -> str:
+    """The text of the subwords ``ids`` as the tokenizer writes them (run_squad.py's ``convert_tokens_to_string``):
+    BERT's "u . s ." for u . s ., a leading "##" kept; XLM-R's "U.S.". A WordPiece decoder's tidying of the spaces
+    before punctuation ("u. s.") is left out: the slow tokenizers XTREME ran with did not do it."""
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    decoder = tokenizer.backend_tokenizer.decoder
+    if isinstance(decoder, decoders.WordPiece):
+        return decoders.WordPiece(prefix=decoder.prefix, cleanup=False).decode(tokens)
+    return tokenizer.convert_tokens_to_string(tokens)
+
+
+def lowercases(tokenizer) -> bool:
+    """Whether the tokenizer lower-cases its input (uncased mBERT; run_squad.py's ``--do_lower_case``)."""
+    normalizer = tokenizer.backend_tokenizer.normalizer
+    return normalizer is not None and normalizer.normalize_str("A") == "a"
 
 
 @dataclass(frozen=True)
@@ -62,15 +122,21 @@ class QATask(TransferTask):
     id_prefixes: ClassVar[dict[str, str]] = {}  # a data set of all languages: lang -> the prefix of its ids
     per_language_scoring: ClassVar[bool] = False  # MLQA's evaluation (language-aware normalisation) or SQuAD's
     config_pattern: ClassVar[str] = "{lang}"  # the Hub config of a language
+    own_train_sets: ClassVar[tuple[str, ...]] = ()  # a train_set naming the task's own English training data
 
     @classmethod
     def hub_config(cls, lang: str, configs: dict[str, str]) -> str:
         return configs.get(f"{cls.name}:{lang}", cls.config_pattern.format(lang=lang))
 
     @classmethod
-    def data_source(cls, lang: str, split: str, configs: dict[str, str]) -> DataSource:
-        if lang == "en" and split in ("train", "validation"):  # XTREME: SQuAD v1.1's train and dev sets
-            return DataSource("squad", "squad", "plain_text", split)
+    def data_source(cls, lang: str, split: str, configs: dict[str, str], train_set: str = "") -> DataSource:
+        if train_set not in ("", "squad", *cls.own_train_sets):
+            raise InputError(f"{cls.name}: no training set {train_set!r} (it trains on "
+                             f"{' or '.join(('squad', *cls.own_train_sets))})")
+        if lang == "en" and split in ("train", "validation"):
+            if train_set in cls.own_train_sets:  # its own English train, and its English dev (= test) set
+                return DataSource(cls.name, cls.hub_name, cls.hub_config(lang, configs), split)
+            return DataSource("squad", "squad", "plain_text", split)  # XTREME: SQuAD v1.1's train and dev sets
         hub_split = cls.test_split if split == "test" else split
         if split != "test" and hub_split == cls.test_split:
             raise InputError(f"{cls.name}: {lang} has no {split} set (the Hub's {hub_split!r} split is its test set); "
@@ -146,7 +212,8 @@ class QATask(TransferTask):
     def encode(cls, examples: list[QAExample], tokenizer, max_length: int) -> list[dict]:
         """One feature per window of each example, in order: ``labels`` = [start, end] token of the first gold
         answer, or [CLS, CLS] where the window does not hold it; ``offsets`` [T, 2]: each context token's
-        characters (-1 elsewhere); ``example`` (its index in ``examples``), ``gold`` and ``context`` for scoring."""
+        characters (-1 elsewhere); ``example`` (its index in ``examples``), ``gold``, ``context`` and ``tokenizer`` (one
+        object shared by all features, pickled once with them) for the answer's text."""
         query_tokens = min(MAX_QUERY_TOKENS, max_length // 2)  # a tiny max_length keeps half for the context
         specials = tokenizer.num_special_tokens_to_add(pair=True)
         questions = tokenizer([e.question for e in examples], add_special_tokens=False, return_offsets_mapping=True)
@@ -188,7 +255,7 @@ class QATask(TransferTask):
         inputs = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids")
                   if key in encoded}
         return {**inputs, "labels": labels, "offsets": offsets, "example": index, "gold": (e.answers, e.lang),
-                "context": e.context}
+                "context": e.context, "tokenizer": tokenizer}
 
     @classmethod
     def logits(cls, outputs) -> torch.Tensor:
@@ -219,10 +286,17 @@ class QATask(TransferTask):
             n = len(f["input_ids"])
             span = cls.best_span(row[0, :n], row[1, :n], f["offsets"])
             answers, lang = f["gold"]
-            predicted = (float("-inf"), "") if span is None else \
-                (span[0], f["context"][f["offsets"][span[1], 0]:f["offsets"][span[2], 1]].strip())
+            predicted = (float("-inf"), "") if span is None else (span[0], cls.span_text(f, span[1], span[2]))
             out.append(((f["example"], answers, lang), predicted))
         return out
+
+    @classmethod
+    def span_text(cls, feature: dict, start: int, end: int) -> str:
+        """The answer text of the tokens ``start..end`` of a feature (``answer_text``)."""
+        tokenizer, ids = feature["tokenizer"], [int(i) for i in feature["input_ids"][start:end + 1]]
+        predicted = subword_text(tokenizer, ids)
+        return answer_text(feature["context"], int(feature["offsets"][start, 0]), int(feature["offsets"][end, 1]),
+                           predicted, lowercases(tokenizer))
 
     @classmethod
     def score(cls, pairs) -> dict[str, float]:
@@ -266,6 +340,9 @@ class TyDiQATask(QATask):
     hub_name: ClassVar[str] = "tydiqa"
     config_pattern: ClassVar[str] = "secondary_task"
     test_split: ClassVar[str] = "validation"
+    # XTREME's SRC=tydiqa (scripts/train_qa.sh): trained on TyDiQA-GoldP's English train set (the Hub's ``train``
+    # split, its ``english-`` rows), its English dev set (= the English test set) as the source's dev set
+    own_train_sets: ClassVar[tuple[str, ...]] = ("tydiqa",)
     id_prefixes: ClassVar[dict[str, str]] = {
         "ar": "arabic-", "bn": "bengali-", "en": "english-", "fi": "finnish-", "id": "indonesian-", "ja": "japanese-",
         "ko": "korean-", "ru": "russian-", "sw": "swahili-", "te": "telugu-", "th": "thai-"}
