@@ -132,7 +132,9 @@ class CorpusBatches:
                     rows = {k: np.concatenate([p[k] for p in pending]) for k in pending[0]}
                     batch = {k: v[: self.batch_size] for k, v in rows.items()}
                     pending, count = [{k: v[self.batch_size:] for k, v in rows.items()}], count - self.batch_size
-                    self._advance(batch.pop("item"))
+                    items = batch.pop("item")
+                    batch["epoch"] = np.array([self.plan[i].epoch for i in items.tolist()], dtype=np.int64)
+                    self._advance(items)
                     yield {k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in batch.items()}
             if not read and first >= self.carried:
                 raise ValueError(self._starved(epoch))
@@ -296,7 +298,8 @@ class CorpusSentencesStream(Stream):
     tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
                TensorSpec("word_ids", "int64", "B,T",
                           "each token's word index in its sentence, -1 on specials/padding"),
-               TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"), ROW)
+               TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"), ROW,
+               TensorSpec("epoch", "int64", "B", "the corpus epoch the row was read in (a row is read once an epoch)"))
     Settings = SentenceTokens
     read_on_driver = False
     epoch_rank = 1
