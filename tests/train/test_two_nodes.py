@@ -124,5 +124,7 @@ def test_two_nodes_train_from_staged_inputs_on_s3_resume_after_the_driver_died_a
     assert run.info.run_name == "two-nodes" and run.info.status == "FINISHED"
     logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
     assert set(logged) == set(range(2, 25, 2)) and logged.count(2) == 1  # no resume started again from step 0
-    rows, workers = trained_corpus_rows(trace)
-    assert workers == {2, 1} and len(rows) == len(set(rows))  # no corpus row trained twice in an epoch
+    traced = trained_corpus_rows(trace)
+    assert {workers for workers, _, _ in traced} == {2, 1}
+    rows = [(epoch, row) for _, epoch, row in traced]
+    assert len(rows) == len(set(rows))  # no corpus row trained twice in an epoch
