@@ -51,20 +51,24 @@ Report = Callable[[dict[str, float], "Path | None"], None]  # metrics, and a che
 
 class RowTrace:
     """``train.trace_rows``: the rows of every step's batches (``row``, and ``epoch`` where the stream has it), one
-    JSON line a step, in a file of this worker process's own: a restarted worker group starts new files, and a
-    line is on disk once its step is done (a worker killed after it leaves it)."""
+    JSON line a step, in a file of this worker's own. Each worker group (a start, a restart after a failure) is
+    named by rank 0's start time: the steps a later group trains again replace an earlier one's. A line is on
+    disk once its step is done (a worker killed after it leaves it)."""
 
     def __init__(self, directory: str, rank: int, world_size: int):
+        group = [f"{time.time():.6f}-{uuid.uuid4().hex[:8]}"]  # sorts by time
+        if dist.is_available() and dist.is_initialized():
+            dist.broadcast_object_list(group, src=0)
         Path(directory).mkdir(parents=True, exist_ok=True)
-        self.file = open(Path(directory) / f"rows.{rank}.{uuid.uuid4().hex}.jsonl", "a")
-        self.rank, self.world_size = rank, world_size
+        self.file = open(Path(directory) / f"rows.{group[0]}.{rank}.jsonl", "a")
+        self.group, self.rank, self.world_size = group[0], rank, world_size
 
     def write(self, step: int, micro_batches: list[Batches]) -> None:
         streams = {name: {key: [v for batches in micro_batches for v in batches[name][key].tolist()]
                           for key in ("row", "epoch") if key in batch}
                    for name, batch in micro_batches[0].items()}
-        self.file.write(json.dumps({"step": step, "rank": self.rank, "workers": self.world_size,
-                                    "streams": streams}) + "\n")
+        self.file.write(json.dumps({"group": self.group, "step": step, "rank": self.rank,
+                                    "workers": self.world_size, "streams": streams}) + "\n")
         self.file.flush()
 
 

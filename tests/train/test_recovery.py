@@ -80,13 +80,14 @@ def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(
 
 def trained_corpus_rows(trace_dir) -> list[tuple[int, int, int]]:
     """(workers, epoch, row) of every corpus sequence a run's optimizer steps kept (``train.trace_rows``): the
-    size of the worker group that trained it, its corpus epoch and row. A worker group that restarts from a checkpoint at step s trains the
-    steps after s again: the lines an earlier group wrote for those steps are dropped (each worker process
-    writes its own file, whose first step is one after the checkpoint it started from)."""
-    files = [[json.loads(line) for line in path.read_text().splitlines()] for path in sorted(trace_dir.iterdir())]
-    starts = sorted({lines[0]["step"] for lines in files if lines})
-    return [(line["workers"], epoch, row) for lines in files for line in lines
-            if not any(lines[0]["step"] < start <= line["step"] for start in starts)
+    size of the worker group that trained it, its corpus epoch and row. A worker group that starts from a
+    checkpoint at step s trains the steps after s again: the lines an earlier group wrote for them are dropped."""
+    lines = [json.loads(line) for path in trace_dir.iterdir() for line in path.read_text().splitlines()]
+    first_step: dict[str, int] = {}
+    for line in lines:
+        first_step[line["group"]] = min(first_step.get(line["group"], line["step"]), line["step"])
+    return [(line["workers"], epoch, row) for line in lines
+            if not any(later > line["group"] and start <= line["step"] for later, start in first_step.items())
             for epoch, row in zip(line["streams"]["corpus"]["epoch"], line["streams"]["corpus"]["row"])]
 
 

@@ -72,7 +72,8 @@ def test_two_nodes_train_from_staged_inputs_on_s3_resume_after_the_driver_died_a
         trace = tmp_path / "rows"
         # one worker per 1-CPU node (0.6 CPU), beside the corpus reservations of both (0.2 each): the head holds
         # one worker once the other node is gone
-        command = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "train.max_steps=24",
+        command = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "train.max_steps=16",
+                   "eval.every=0",
                    "run.name=two-nodes", "storage.path=s3://ckpt/multi", f"storage.endpoint_url={url}",
                    f"data.output_dir={staging}", "train.placement_strategy=STRICT_SPREAD", "train.min_workers=1",
                    "train.cpus_per_worker=0.6", "data.corpus_cpus_per_worker=0.2", "objectives.lexical.weight=0",
@@ -102,16 +103,16 @@ def test_two_nodes_train_from_staged_inputs_on_s3_resume_after_the_driver_died_a
         again_log = tmp_path / "again.log"
         again = subprocess.Popen(command, env={**env, "RAY_ADDRESS": address}, stdout=open(again_log, "w"),
                                  stderr=subprocess.STDOUT)
-        resumed_at = int(wait_for_line(again_log, r"resuming at step (\d+)/24 on 2 workers", again).group(1))
+        resumed_at = int(wait_for_line(again_log, r"resuming at step (\d+)/16 on 2 workers", again).group(1))
         assert resumed_at in (3, 6, 9), again_log.read_text()[-5000:]
-        wait_for_line(again_log, rf"step ({resumed_at + 3}|{resumed_at + 4})/24 loss", again)  # logged every 2
+        wait_for_line(again_log, rf"step ({resumed_at + 3}|{resumed_at + 4})/16 loss", again)  # logged every 2
         stop_by_pid(node)
         node = None
         again.wait(timeout=400)
         log = again_log.read_text()
         assert again.returncode == 0, log[-5000:]
-        assert re.search(r"resuming at step \d+/24 on 1 workers", log), log[-5000:]
-        assert "finished at step 24" in log
+        assert re.search(r"resuming at step \d+/16 on 1 workers", log), log[-5000:]
+        assert "finished at step 16" in log
     finally:
         for process in (node, head):
             if process is not None:
@@ -123,7 +124,7 @@ def test_two_nodes_train_from_staged_inputs_on_s3_resume_after_the_driver_died_a
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
     assert run.info.run_name == "two-nodes" and run.info.status == "FINISHED"
     logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
-    assert set(logged) == set(range(2, 25, 2)) and logged.count(2) == 1  # no resume started again from step 0
+    assert set(logged) == set(range(2, 17, 2)) and logged.count(2) == 1  # no resume started again from step 0
     traced = trained_corpus_rows(trace)
     assert {workers for workers, _, _ in traced} == {2, 1}
     rows = [(epoch, row) for _, epoch, row in traced]
