@@ -102,17 +102,17 @@ def test_a_run_stopped_on_4_workers_resumes_on_2_and_trains_each_corpus_row_of_t
         ray_local, distalign_home, tmp_path):
     trace = tmp_path / "rows"
     # 4 + 4 corpus reservations of 0.2 CPU fit the suite's 2-CPU cluster; an item a unit, so 4 workers all get some.
-    # Ray Train takes one report a worker per 2-second poll: checkpoints every 4 steps keep the kill mid-epoch (the
+    # Ray Train takes one report a worker per 2-second poll: checkpoints every 2 steps keep the kill mid-epoch (the
     # slowest worker's epoch is ~19 steps)
     base = SMALL + ["objectives.lexical.weight=0", "data.synthetic.sentences_per_language=150",
                     "data.corpus_mix_units=1", "data.corpus_cpus_per_worker=0.2", "train.cpus_per_worker=0.2",
-                    "train.max_steps=40", "train.checkpoint_every=4", "train.log_every=1", "eval.every=0",
+                    "train.max_steps=40", "train.checkpoint_every=2", "train.log_every=1", "eval.every=0",
                     "train.max_failures=0", f"train.trace_rows={trace}", "run.name=elastic"]
     config = load_config(QUICKSTART, base + ["train.num_workers=4"])
     client = MlflowClient(config.tracking.uri)
     killed: list[int] = []
     killer = threading.Thread(target=kill_a_worker_once_past,
-                              args=(client, config.tracking.experiment, "elastic", 4, killed), daemon=True)
+                              args=(client, config.tracking.experiment, "elastic", 2, killed), daemon=True)
     killer.start()
     with pytest.raises(Exception):  # no failure allowed: the run stops
         run_training(config)
