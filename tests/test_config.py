@@ -449,3 +449,19 @@ def test_tracking_uri_resolution_order(monkeypatch, isolated_home):
     monkeypatch.setenv("MLFLOW_TRACKING_URI", "sqlite:////env/mlflow.db")
     assert resolve_tracking_uri() == "sqlite:////env/mlflow.db"
     assert resolve_tracking_uri("http://mlflow.example:5000") == "http://mlflow.example:5000"
+
+
+@pytest.mark.parametrize("value", ["-1", "3"])
+def test_min_workers_outside_0_to_num_workers_names_the_key(value):
+    with pytest.raises(ConfigError, match=r"train\.min_workers: must be between 1 and train\.num_workers=2"):
+        load_config(QUICKSTART, [f"train.min_workers={value}"])
+
+
+@pytest.mark.parametrize("min_workers,expected", [(0, 2), (2, 2), (1, (1, 2))])
+def test_min_workers_below_num_workers_gives_ray_train_a_worker_range(monkeypatch, min_workers, expected):
+    from distalign.train import trainer
+
+    scaling = []
+    monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, scaling_config, **kwargs: scaling.append(scaling_config))
+    trainer.build_trainer(load_config(QUICKSTART, [f"train.min_workers={min_workers}"]), {}, None, {}, None)
+    assert scaling[0].num_workers == expected

@@ -204,6 +204,9 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
 @dataclass
 class TrainConfig:
     num_workers: int = 2
+    # > 0: the run may go on with fewer workers, down to this many, when the cluster shrinks (a lost node): Ray
+    # Train restarts the workers that fit from the last checkpoint, and the corpus epoch is dealt among them
+    min_workers: int = 0
     cpus_per_worker: float = 0.5  # fractional on small machines so Ray Data keeps CPUs
     # Ray placement of the workers: PACK (fill nodes), SPREAD, STRICT_PACK, STRICT_SPREAD (one per node)
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
@@ -235,6 +238,9 @@ class TrainConfig:
     max_failures: int = 3
     log_every: int = 10
     seed: int = 0
+    # a directory: every rank appends the rows of each step's batches (with the step, and the epoch of corpus rows)
+    # to a JSON lines file of its own there; for tests and debugging the data position
+    trace_rows: str = ""
     gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, more compute
     # DeepSpeed settings merged over distalign's own (offload, overlap_comm, bucket sizes, ...): a JSON or
     # YAML file, then this mapping on top
@@ -243,6 +249,9 @@ class TrainConfig:
 
     def check(self) -> None:
         require(self.num_workers >= 1, "train.num_workers", "must be >= 1")
+        require(0 <= self.min_workers <= self.num_workers, "train.min_workers",
+                f"must be between 1 and train.num_workers={self.num_workers}, or 0 for exactly train.num_workers "
+                f"workers (got {self.min_workers})")
         require(self.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
         require(0 <= self.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
         require(self.engine == "deepspeed" or self.zero_stage == 0, "train.zero_stage",

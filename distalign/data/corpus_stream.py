@@ -383,7 +383,11 @@ def ledger_for(name: str) -> RemoteLedger | SkipLedger:
 
 
 def start_ledger(name: str):
-    """The run's ledger actor (the driver owns it and reads ``reports`` at the end)."""
+    """The run's ledger actor (the driver owns it and reads ``reports`` at the end), on the driver's node: a run
+    that loses another node keeps it."""
     import ray
+    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    return ray.remote(num_cpus=0)(SkipLedger).options(name=name, get_if_exists=True).remote()
+    here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
+    return ray.remote(num_cpus=0)(SkipLedger).options(name=name, get_if_exists=True,
+                                                      scheduling_strategy=here).remote()

@@ -130,7 +130,9 @@ class CorpusBatches:
                 count += len(block["item"])
                 while count >= self.batch_size:
                     batch, count = take_rows(pending, self.batch_size), count - self.batch_size
-                    self._advance(batch.pop("item"))
+                    items = batch.pop("item")
+                    batch["epoch"] = np.array([self.plan[i].epoch for i in items.tolist()], dtype=np.int64)
+                    self._advance(items)
                     yield {k: torch.from_numpy(v) for k, v in batch.items()}
             if not read and first >= self.carried:
                 raise ValueError(self._starved(epoch))
@@ -312,7 +314,8 @@ class CorpusSentencesStream(Stream):
     tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
                TensorSpec("word_ids", "int64", "B,T",
                           "each token's word index in its sentence, -1 on specials/padding"),
-               TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"), ROW)
+               TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"), ROW,
+               TensorSpec("epoch", "int64", "B", "the corpus epoch the row was read in (a row is read once an epoch)"))
     Settings = SentenceTokens
     read_on_driver = False
     epoch_rank = 1

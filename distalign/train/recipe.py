@@ -9,8 +9,10 @@ Ray itself stays in ``distalign.train.loop``.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, ContextManager
 
@@ -52,6 +54,29 @@ log = logging.getLogger("distalign")
 CUDA_WIDTH_MULTIPLE = 8
 Batches = dict[str, dict[str, torch.Tensor]]
 Report = Callable[[dict[str, float], "Path | None"], None]  # metrics, and a checkpoint directory or None
+
+
+class RowTrace:
+    """``train.trace_rows``: the rows of every step's batches (``row``, and ``epoch`` where the stream has it), one
+    JSON line a step, in a file of this worker's own. Each worker group (a start, a restart after a failure) is
+    named by rank 0's start time: the steps a later group trains again replace an earlier one's. A line is on
+    disk once its step is done (a worker killed after it leaves it)."""
+
+    def __init__(self, directory: str, rank: int, world_size: int):
+        group = [f"{time.time():.6f}-{uuid.uuid4().hex[:8]}"]  # sorts by time
+        if dist.is_available() and dist.is_initialized():
+            dist.broadcast_object_list(group, src=0)
+        Path(directory).mkdir(parents=True, exist_ok=True)
+        self.file = open(Path(directory) / f"rows.{group[0]}.{rank}.jsonl", "a")
+        self.group, self.rank, self.world_size = group[0], rank, world_size
+
+    def write(self, step: int, micro_batches: list[Batches]) -> None:
+        streams = {name: {key: [v for batches in micro_batches for v in batches[name][key].tolist()]
+                          for key in ("row", "epoch") if key in batch}
+                   for name, batch in micro_batches[0].items()}
+        self.file.write(json.dumps({"group": self.group, "step": step, "rank": self.rank,
+                                    "workers": self.world_size, "streams": streams}) + "\n")
+        self.file.flush()
 
 
 def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
@@ -241,6 +266,7 @@ class TrainingRecipe:
             for stream in streams.values():
                 for _ in range(self.state.step * accum):
                     next(stream)
+        trace = RowTrace(t.trace_rows, self.rank, self.world_size) if t.trace_rows else None
         running: dict[str, torch.Tensor] = {}
         started, first_step = time.time(), self.state.step
         while self.state.step < max_steps:
@@ -255,6 +281,8 @@ class TrainingRecipe:
                 running[key] = running.get(key, 0.0) + value
             self.timer.end()
             step = self.state.step
+            if trace is not None:
+                trace.write(step, micro_batches)
             if fresh_start:
                 self._log_startup()
             if step % t.log_every == 0 or step == max_steps:
@@ -280,6 +308,8 @@ class TrainingRecipe:
                     report({"step": step, **self.last_eval}, Path(directory))
             elif eval_now:  # every evaluation reaches the runner: Tune's early stopping (ASHA) judges each one
                 report({"step": step, **self.last_eval}, None)
+        if trace is not None:
+            trace.file.close()
         if self.is_chief:
             log.info("finished at step %d", self.state.step)
 

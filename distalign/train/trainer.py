@@ -93,7 +93,9 @@ def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, 
         train_loop_per_worker,
         train_loop_config=plan,
         scaling_config=ray.train.ScalingConfig(
-            num_workers=t.num_workers, use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker},
+            # a (min, max) range lets Ray Train restart on the workers that fit when the cluster shrinks
+            num_workers=(t.min_workers, t.num_workers) if 0 < t.min_workers < t.num_workers else t.num_workers,
+            use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker},
             placement_strategy=t.placement_strategy),
         run_config=ray.train.RunConfig(
             name=config.run.name,

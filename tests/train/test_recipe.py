@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 
 import pytest
 import torch
@@ -77,7 +78,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     step x accum of them."""
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1",
-                                              f"train.grad_accum_steps={accum}"])
+                                              f"train.grad_accum_steps={accum}", f"train.trace_rows={tmp_path / 'rows'}"])
     prepared = prepare_data(config)
     (tmp_path / "first").mkdir()
     recipe, first, reports, first_losses = run_recipe(config, prepared, tmp_path / "first")
@@ -105,6 +106,15 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     assert (first[1][0]["corpus"]["labels"] != -100).any()
     if accum > 1:  # the micro-batches of a step are different batches
         assert not torch.equal(first[1][0]["corpus"]["row"], first[1][1]["corpus"]["row"])
+
+    # train.trace_rows: every step's rows per stream, and the corpus rows' epoch
+    (trace,) = (tmp_path / "rows").iterdir()
+    traced = {line["step"]: line["streams"] for line in map(json.loads, trace.read_text().splitlines())}
+    assert sorted(traced) == [1, 2, 3, 4]
+    for step, batches in first.items():
+        for stream in ("corpus", "constraints"):
+            assert traced[step][stream]["row"] == [row for b in batches for row in b[stream]["row"].tolist()]
+        assert traced[step]["corpus"]["epoch"] == [0] * accum * 8 and "epoch" not in traced[step]["constraints"]
 
     # a resumed recipe continues at step 3 and trains step 4 on exactly the batch of the first run
     (tmp_path / "resumed").mkdir()

@@ -4,6 +4,7 @@ logged loss matches the uninterrupted run's."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import threading
@@ -15,6 +16,9 @@ from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
+from distalign.data.corpus_plan import fresh_items
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import LocalWorkerData, corpus_feed
 from distalign.tracking import RUN_NAME_TAG
 from distalign.train.trainer import run_training
 
@@ -72,3 +76,54 @@ def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(
     for step, values in got.items():
         for value in values:
             assert abs(value - expected[step][0]) < 1e-4, (step, value, expected[step][0])
+
+
+def trained_corpus_rows(trace_dir) -> list[tuple[int, int, int]]:
+    """(workers, epoch, row) of every corpus sequence a run's optimizer steps kept (``train.trace_rows``): the
+    size of the worker group that trained it, its corpus epoch and row. A worker group that starts from a
+    checkpoint at step s trains the steps after s again: the lines an earlier group wrote for them are dropped."""
+    lines = [json.loads(line) for path in trace_dir.iterdir() for line in path.read_text().splitlines()]
+    first_step: dict[str, int] = {}
+    for line in lines:
+        first_step[line["group"]] = min(first_step.get(line["group"], line["step"]), line["step"])
+    return [(line["workers"], epoch, row) for line in lines
+            if not any(later > line["group"] and start <= line["step"] for later, start in first_step.items())
+            for epoch, row in zip(line["streams"]["corpus"]["epoch"], line["streams"]["corpus"]["row"])]
+
+
+def epoch_rows(config) -> list[int]:
+    """The rows of one corpus epoch, read by one worker without Ray."""
+    feed = corpus_feed(prepare_data(config), config)
+    items = fresh_items(feed.units, feed.seed, 0, 1, 0, feed.mix_units)
+    return [row for block in LocalWorkerData({}, feed).corpus_items(items) for row in block["row"].tolist()]
+
+
+def test_a_run_stopped_on_4_workers_resumes_on_2_and_trains_each_corpus_row_of_the_epoch_once(
+        ray_local, distalign_home, tmp_path):
+    trace = tmp_path / "rows"
+    # 4 + 4 corpus reservations of 0.2 CPU fit the suite's 2-CPU cluster; an item a unit, so 4 workers all get some.
+    # Ray Train takes one report a worker per 2-second poll: checkpoints every 2 steps keep the kill mid-epoch (the
+    # slowest worker's epoch is ~19 steps)
+    base = SMALL + ["objectives.lexical.weight=0", "data.synthetic.sentences_per_language=150",
+                    "data.corpus_mix_units=1", "data.corpus_cpus_per_worker=0.2", "train.cpus_per_worker=0.2",
+                    "train.max_steps=40", "train.checkpoint_every=2", "train.log_every=1", "eval.every=0",
+                    "train.max_failures=0", f"train.trace_rows={trace}", "run.name=elastic"]
+    config = load_config(QUICKSTART, base + ["train.num_workers=4"])
+    client = MlflowClient(config.tracking.uri)
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_a_worker_once_past,
+                              args=(client, config.tracking.experiment, "elastic", 2, killed), daemon=True)
+    killer.start()
+    with pytest.raises(Exception):  # no failure allowed: the run stops
+        run_training(config)
+    killer.join(timeout=5)
+    assert killed, "no worker was killed"
+
+    # the same command again, on 2 workers
+    outcome = run_training(load_config(QUICKSTART, base + ["train.num_workers=2"]))
+    assert outcome.metrics["step"] == 40
+    rows = trained_corpus_rows(trace)
+    assert {(workers, epoch) for workers, epoch, _ in rows} >= {(4, 0), (2, 0)}  # stopped mid-epoch
+    first_epoch = [row for _, epoch, row in rows if epoch == 0]
+    assert len(first_epoch) == len(set(first_epoch))  # no row trained twice
+    assert sorted(first_epoch) == sorted(epoch_rows(config))  # and none skipped

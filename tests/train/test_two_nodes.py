@@ -1,7 +1,9 @@
 """Two Ray nodes on loopback (two `ray start` processes), storage on a real S3 endpoint (moto): the two
 training workers run on different nodes, read the staged inputs from S3 (the driver's staging directory is
 gone once staging ends), train and checkpoint; the driver is killed, and the same command resumes the run (its
-MLflow run and step count) from the checkpoint on S3."""
+MLflow run and step count) from the checkpoint on S3. Then the second node is stopped mid-epoch: the run goes
+on by itself on the worker the head can hold (``train.min_workers=1``), the corpus epoch dealt again, and
+finishes with no corpus row trained twice."""
 
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL, free_port
 from test_job_submit import BIN, forget_cluster_address, stop_by_pid
+from test_recovery import trained_corpus_rows
 
 pytestmark = pytest.mark.slow
 
@@ -42,7 +45,16 @@ def wait_for_nodes(env: dict, address: str, count: int, timeout: float = 120) ->
     raise TimeoutError(f"{count} nodes did not join {address} in {timeout}s")
 
 
-def test_two_nodes_train_from_staged_inputs_on_s3_and_the_same_command_resumes_after_the_driver_died(
+def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float = 300) -> re.Match:
+    deadline = time.time() + timeout
+    while process.poll() is None and time.time() < deadline:
+        if found := re.search(pattern, log.read_text()):
+            return found
+        time.sleep(0.3)
+    raise AssertionError(f"no {pattern!r} in the log:\n{log.read_text()[-5000:]}")
+
+
+def test_two_nodes_train_from_staged_inputs_on_s3_resume_after_the_driver_died_and_go_on_after_a_node_is_lost(
         s3_endpoint, tmp_path):
     url, s3 = s3_endpoint
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
@@ -57,9 +69,15 @@ def test_two_nodes_train_from_staged_inputs_on_s3_and_the_same_command_resumes_a
         node = start_node([f"--address={address}"], env, tmp_path / "node.log")
         wait_for_nodes(env, address, 2)
         staging = tmp_path / "staging"
-        command = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "train.max_steps=9",
+        trace = tmp_path / "rows"
+        # one worker per 1-CPU node (0.6 CPU), beside the corpus reservations of both (0.2 each): the head holds
+        # one worker once the other node is gone
+        command = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "train.max_steps=16",
+                   "eval.every=0",
                    "run.name=two-nodes", "storage.path=s3://ckpt/multi", f"storage.endpoint_url={url}",
-                   f"data.output_dir={staging}", "train.placement_strategy=STRICT_SPREAD"]
+                   f"data.output_dir={staging}", "train.placement_strategy=STRICT_SPREAD", "train.min_workers=1",
+                   "train.cpus_per_worker=0.6", "data.corpus_cpus_per_worker=0.2", "objectives.lexical.weight=0",
+                   f"train.trace_rows={trace}"]
         # The driver dies (SIGKILL) once Ray Train has registered a checkpoint on S3; its job goes with it.
         first_log = tmp_path / "first.log"
         first = subprocess.Popen(command, env={**env, "RAY_ADDRESS": address}, stdout=open(first_log, "w"),
@@ -81,13 +99,20 @@ def test_two_nodes_train_from_staged_inputs_on_s3_and_the_same_command_resumes_a
         assert "multi/two-nodes/inputs/model/_STAGED" in keys
         assert any(k.startswith("multi/two-nodes/inputs/corpus/") for k in keys)
 
-        again = subprocess.run(command, env={**env, "RAY_ADDRESS": address}, capture_output=True, text=True,
-                               timeout=600)
-        log = again.stdout + again.stderr
+        # the same command again; a few steps after its resume the second node is stopped (its raylet and workers)
+        again_log = tmp_path / "again.log"
+        again = subprocess.Popen(command, env={**env, "RAY_ADDRESS": address}, stdout=open(again_log, "w"),
+                                 stderr=subprocess.STDOUT)
+        resumed_at = int(wait_for_line(again_log, r"resuming at step (\d+)/16 on 2 workers", again).group(1))
+        assert resumed_at in (3, 6, 9), again_log.read_text()[-5000:]
+        wait_for_line(again_log, rf"step ({resumed_at + 3}|{resumed_at + 4})/16 loss", again)  # logged every 2
+        stop_by_pid(node)
+        node = None
+        again.wait(timeout=400)
+        log = again_log.read_text()
         assert again.returncode == 0, log[-5000:]
-        resumed_at = re.search(r"resuming at step (\d+)/9", log)
-        assert resumed_at and int(resumed_at.group(1)) in (3, 6), log[-5000:]
-        assert "finished at step 9" in log
+        assert re.search(r"resuming at step \d+/16 on 1 workers", log), log[-5000:]
+        assert "finished at step 16" in log
     finally:
         for process in (node, head):
             if process is not None:
@@ -99,4 +124,8 @@ def test_two_nodes_train_from_staged_inputs_on_s3_and_the_same_command_resumes_a
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
     assert run.info.run_name == "two-nodes" and run.info.status == "FINISHED"
     logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
-    assert set(logged) == {2, 4, 6, 8, 9} and logged.count(2) == 1  # the resume did not start again from step 0
+    assert set(logged) == set(range(2, 17, 2)) and logged.count(2) == 1  # no resume started again from step 0
+    traced = trained_corpus_rows(trace)
+    assert {workers for workers, _, _ in traced} == {2, 1}
+    rows = [(epoch, row) for _, epoch, row in traced]
+    assert len(rows) == len(set(rows))  # no corpus row trained twice in an epoch
