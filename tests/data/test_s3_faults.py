@@ -84,3 +84,17 @@ def test_a_read_failing_after_the_storage_tries_is_begun_again_counted_and_logge
 def test_faults_fail_bursts_of_requests(n, fails):
     assert Faults(period=9, burst=4).fails(n) is fails
     assert not Faults().fails(n)
+
+
+def test_the_proxy_counts_the_bytes_of_ranged_and_whole_gets(s3_endpoint):
+    url, s3 = s3_endpoint
+    s3.put_object(Bucket="ckpt", Key="faults/count/x.bin", Body=bytes(range(256)) * 40)  # 10240 bytes
+    with S3Proxy(url) as proxy:
+        fs = storage.storage_filesystem(proxy.url)
+        with fs.open_input_file("ckpt/faults/count/x.bin") as f:
+            f.seek(1000)
+            assert f.read(500) == (bytes(range(256)) * 40)[1000:1500]
+        assert proxy.tally.get_bytes == {"ckpt/faults/count/x.bin": 500}
+        with fs.open_input_stream("ckpt/faults/count/x.bin") as f:
+            f.read()
+        assert proxy.tally.bytes_under("ckpt/faults/count/") == 500 + 10240 and proxy.tally.failed == 0
