@@ -161,8 +161,7 @@ def _mine(args) -> int:
 
 
 def _bench_streaming(args) -> int:
-    from distalign.bench.streaming import (format_io_table, merge_io_results, plot_io, run_io_bench, run_streaming_bench,
-                                           write_corpora)
+    from distalign.bench.streaming import format_io_table, plot_io, run_io_bench, run_streaming_bench, write_corpora
     from distalign.config import distalign_home
 
     def floats(text: str) -> list[float]:
@@ -171,9 +170,8 @@ def _bench_streaming(args) -> int:
     out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
     parts = set(args.parts.split(","))
     if "io" in parts:
-        reads = merge_io_results(out / "results-io.json", run_io_bench(
-            write_corpora(Path(args.config).resolve(), floats(args.io_sizes_mb), out),
-            [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out))
+        reads = run_io_bench(write_corpora(Path(args.config).resolve(), floats(args.io_sizes_mb), out),
+                             [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out)
         table = format_io_table(reads)
         print(table)
         (out / "results-io.md").write_text(table + "\n")

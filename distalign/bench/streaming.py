@@ -244,7 +244,8 @@ def read_epoch(stream, storage: str, size_mb: float, workers: int, unit_bytes: i
 
 def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, unit_bytes: int, out_dir: Path
                  ) -> list[ReadResult]:
-    """Every corpus read on S3 (moto behind a counting proxy) and locally, by each number of workers."""
+    """Every corpus read on S3 (moto behind a counting proxy) and locally, by each number of workers; each result
+    merged into ``out_dir/results-io.json`` as it comes (an invocation cut short keeps what it measured)."""
     import boto3
     import ray
 
@@ -280,9 +281,10 @@ def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, uni
                               f"max/mean {result.rows_spread:.3f}, {min(result.rows_per_s):.0f}-"
                               f"{max(result.rows_per_s):.0f} rows/s per worker", flush=True)
                         results.append(result)
+                        merge_io_results(out_dir / "results-io.json", [result])
         finally:
             ray.shutdown()
-    return results
+    return merge_io_results(out_dir / "results-io.json", [])
 
 
 def merge_io_results(path: Path, results: list[ReadResult]) -> list[ReadResult]:
