@@ -403,7 +403,7 @@ def _add_bench_command(sub) -> None:
                                                                "and S3 on moto), train (driver memory, first step)")
     streaming.add_argument("--io-sizes-mb", default="16,64", help="io: comma-separated corpus sizes in MB")
     streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")
-    streaming.add_argument("--nodes", type=int, default=4, help="io: ray start nodes on loopback")
+    streaming.add_argument("--nodes", type=int, default=2, help="io: ray start nodes on loopback")
     streaming.add_argument("--unit-bytes", type=int, default=2**20, help="io: data.corpus_unit_bytes")
     streaming.add_argument("--plot", default="", help="io: write the figures to this PNG")
     streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")

@@ -86,9 +86,9 @@ def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
     try:
         start(["--head", f"--port={gcs_port}", "--include-dashboard=false"], "head")
         wait_for_nodes(address, 1)
-        for i in range(1, count):
+        for i in range(1, count):  # one at a time: raylets starting together overloaded a 2-core machine's GCS
             start([f"--address={address}"], f"node{i}")
-        wait_for_nodes(address, count)
+            wait_for_nodes(address, i + 1)
         yield address
     finally:
         for node in reversed(nodes):
