@@ -18,9 +18,9 @@ from distalign.data.corpus_stream import CorpusStream, SkipLedger, list_corpus_f
 from distalign.data.sources import CorpusSource
 from distalign import storage
 
-# Four failures in a row every nine requests: a request that meets the burst fails four times (pyarrow's
+# Four failures in a row every fifteen requests: a request that meets the burst fails four times (pyarrow's
 # default three tries gave up: a skipped corpus file, a failed checkpoint upload).
-BURST = Faults(period=9, burst=4)
+BURST = Faults(period=15, burst=4)
 
 
 def put_corpus(s3) -> None:
@@ -41,11 +41,18 @@ def corpus_rows(url: str, ledger: SkipLedger, read_url: str = "") -> list[tuple[
                   for text, row in zip(rows["text"], rows["row"].tolist()))
 
 
-def test_a_corpus_read_and_a_checkpoint_round_trip_ride_out_bursts_of_s3_errors(s3_endpoint, tmp_path):
+@pytest.fixture(scope="module")
+def clean(s3_endpoint) -> list[tuple[str, int]]:
+    """The corpus on moto, and its rows read without faults."""
     url, s3 = s3_endpoint
     put_corpus(s3)
-    clean = corpus_rows(url, SkipLedger())
-    assert len(clean) == 2400
+    rows = corpus_rows(url, SkipLedger())
+    assert len(rows) == 2400
+    return rows
+
+
+def test_a_corpus_read_and_a_checkpoint_round_trip_ride_out_bursts_of_s3_errors(s3_endpoint, clean, tmp_path):
+    url, _ = s3_endpoint
     checkpoint = tmp_path / "checkpoint"
     (checkpoint / "model").mkdir(parents=True)
     for name, size in (("model/weights.bin", 300_000), ("optimizer.pt", 200_000), ("streams.0.json", 100)):
@@ -62,16 +69,14 @@ def test_a_corpus_read_and_a_checkpoint_round_trip_ride_out_bursts_of_s3_errors(
         assert (tmp_path / "back" / name).read_bytes() == (checkpoint / name).read_bytes()
 
 
-def test_a_read_failing_after_the_storage_tries_is_begun_again_counted_and_logged(s3_endpoint, monkeypatch,
+def test_a_read_failing_after_the_storage_tries_is_begun_again_counted_and_logged(s3_endpoint, clean, monkeypatch,
                                                                                   caplog):
     """No retries at the storage, every seventh request failed (HTTP 500 or stalled past the client's
     timeout): the corpus reader's own retries read every row, and each one is counted and logged."""
-    url, s3 = s3_endpoint
-    put_corpus(s3)
-    clean = corpus_rows(url, SkipLedger())
+    url, _ = s3_endpoint
     monkeypatch.setattr(storage, "S3_RETRIES", 0)
     monkeypatch.setattr(corpus_stream, "RETRY_WAIT_S", 0.01)
-    for faults in (Faults(period=7), Faults(period=40, stall_s=3.5)):
+    for faults in (Faults(period=7), Faults(period=100, stall_s=3.5)):
         with S3Proxy(url, faults) as proxy, caplog.at_level(logging.WARNING, logger="distalign"):
             ledger = SkipLedger()
             assert corpus_rows(url, ledger, read_url=proxy.url) == clean
