@@ -2,7 +2,7 @@
 and the time to the first step do not grow with the corpus.
 
     distalign bench streaming                 # both parts, defaults below
-    distalign bench streaming --parts io --io-sizes-mb 16,64 --workers 1,2,4,8 --nodes 4
+    distalign bench streaming --parts io --io-sizes-mb 16,64 --workers 1,2,4,8 --nodes 2
     distalign bench streaming --parts train --sizes-mb 20,200 --steps 30
 
 For each size, one corpus of many ``.txt`` shards is written (sentences of the synthetic world's first
