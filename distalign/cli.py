@@ -161,12 +161,25 @@ def _mine(args) -> int:
 
 
 def _bench_streaming(args) -> int:
-    from distalign.bench.streaming import run_streaming_bench
+    from distalign.bench.streaming import format_io_table, plot_io, run_io_bench, run_streaming_bench, write_corpora
     from distalign.config import distalign_home
 
+    def floats(text: str) -> list[float]:
+        return [float(s) for s in text.split(",")]
+
     out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
-    results = run_streaming_bench(Path(args.config).resolve(), [float(s) for s in args.sizes_mb.split(",")],
-                                  args.steps, out, args.overrides)
+    parts = set(args.parts.split(","))
+    if "io" in parts:
+        reads = run_io_bench(write_corpora(Path(args.config).resolve(), floats(args.io_sizes_mb), out),
+                             [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out)
+        table = format_io_table(reads)
+        print(table)
+        (out / "results-io.md").write_text(table + "\n")
+        if args.plot:
+            plot_io(reads, Path(args.plot))
+    if "train" not in parts:
+        return 0
+    results = run_streaming_bench(Path(args.config).resolve(), floats(args.sizes_mb), args.steps, out, args.overrides)
     return max(r.returncode for r in results)
 
 
@@ -383,11 +396,21 @@ def _add_bench_command(sub) -> None:
     synthetic.set_defaults(func=_bench_synthetic)
 
     streaming = bench.add_parser(
-        "streaming", help="driver memory and time to the first step vs corpus size (streamed corpora)",
-        description="Write corpora of the given sizes (many .txt shards), train MLM on each as a subprocess, report "
-                    "the driver's peak RSS and the time to the first step (printed and results.md).")
+        "streaming", help="bytes read and workers' shares for 1-8 workers; driver memory and time to the first step "
+                          "vs corpus size (streamed corpora)",
+        description="Write corpora of the given sizes (many .txt shards). io: read an epoch with W workers on loopback "
+                    "Ray nodes, from S3 (moto) and local files, counting the bytes storage served (results-io.md). "
+                    "train: train MLM on each as a subprocess, report the driver's peak RSS and the time to the first "
+                    "step (results.md).")
+    streaming.add_argument("--parts", default="io,train", help="io (bytes read, workers' shares, on loopback nodes "
+                                                               "and S3 on moto), train (driver memory, first step)")
+    streaming.add_argument("--io-sizes-mb", default="16,64", help="io: comma-separated corpus sizes in MB")
+    streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")
+    streaming.add_argument("--nodes", type=int, default=2, help="io: ray start nodes on loopback")
+    streaming.add_argument("--unit-bytes", type=int, default=2**20, help="io: data.corpus_unit_bytes")
+    streaming.add_argument("--plot", default="", help="io: write the figures to this PNG")
     streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")
-    streaming.add_argument("--sizes-mb", default="20,2048", help="comma-separated corpus sizes in MB")
+    streaming.add_argument("--sizes-mb", default="20,2048", help="train: comma-separated corpus sizes in MB")
     streaming.add_argument("--steps", type=int, default=100)
     streaming.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_streaming "
                                                            "(corpora already written there are reused)")

@@ -11,19 +11,27 @@ from pathlib import Path
 import pyarrow.fs
 
 STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence means the copy is complete
+# Retries of a failed S3 request (an HTTP 5xx, throttling, a timeout, a dropped connection) after the AWS SDK's
+# default backoff, 25 ms doubling: about 25 s of outage ridden out. (pyarrow's default, 3 tries in all, failed
+# a checkpoint upload or skipped a corpus file on a burst of three 500s.)
+S3_RETRIES = 10
+
+
+def s3_filesystem(endpoint_url: str = "") -> pyarrow.fs.S3FileSystem:
+    """S3 with ``S3_RETRIES`` retries of a failed request: at ``endpoint_url`` (MinIO, moto) with the environment's
+    credentials, or AWS with its own resolution of them ("")."""
+    explicit = {}
+    if endpoint_url:  # credentials are read here, on the driver, and travel with the filesystem to the workers
+        explicit = dict(endpoint_override=endpoint_url, region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+                        access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
+                        secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+    return pyarrow.fs.S3FileSystem(retry_strategy=pyarrow.fs.AwsDefaultS3RetryStrategy(max_attempts=S3_RETRIES),
+                                   **explicit)
 
 
 def storage_filesystem(endpoint_url: str) -> pyarrow.fs.FileSystem | None:
     """An explicit S3 filesystem when an endpoint is configured (MinIO, moto); else Ray's default."""
-    if not endpoint_url:
-        return None
-    # Credentials are read here, on the driver, and travel with the filesystem to the workers.
-    return pyarrow.fs.S3FileSystem(
-        endpoint_override=endpoint_url,
-        region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-        access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
-        secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
-    )
+    return s3_filesystem(endpoint_url) if endpoint_url else None
 
 
 def ray_storage_path(path: str, endpoint_url: str) -> str:

@@ -1,16 +1,28 @@
-"""Streaming benchmark: the driver's memory and the time to the first step do not grow with the corpus.
+"""Streaming benchmark: each corpus byte is read once, the workers' shares are even, and the driver's memory
+and the time to the first step do not grow with the corpus.
 
-    distalign bench streaming                 # 20 MB vs 2 GB corpora, 100 MLM steps each
-    distalign bench streaming --sizes-mb 20,200 --steps 30
+    distalign bench streaming                 # both parts, defaults below
+    distalign bench streaming --parts io --io-sizes-mb 16,64 --workers 1,2,4,8 --nodes 2
+    distalign bench streaming --parts train --sizes-mb 20,200 --steps 30
 
-For each size, one corpus of many ``.txt`` shards is written (sentences of the synthetic world's
-first language, repeated to the size), then ``distalign train`` runs as a subprocess (MLM only, 2
-workers, local Ray) while this process samples the driver's resident memory every 0.2 s and
-watches its output for the first training step. The table goes to stdout and ``results.md``.
+For each size, one corpus of many ``.txt`` shards is written (sentences of the synthetic world's first
+language, repeated to the size). Then:
+
+- ``io``: on ``--nodes`` ``ray start`` nodes on loopback, for each number of workers W, one Ray task per
+  worker (spread over the nodes) reads its share of one epoch as training deals it (``fresh_items``,
+  ``read_unit``), from the corpus on S3 (moto's server, behind a proxy that counts the GET bytes it
+  serves, ranged reads included) and from local files (through a filesystem that counts the bytes its
+  files hand out, in each worker). Bytes read ÷ corpus bytes, rows per worker (max ÷ mean), each worker's
+  rows/s and the time to its first rows.
+- ``train``: ``distalign train`` runs as a subprocess (MLM only, 2 workers, local Ray) while this process
+  samples the driver's resident memory every 0.2 s and watches its output for the first training step.
+
+The tables go to stdout and ``results.md``; with ``--plot``, the I/O figures to a PNG.
 """
 
 from __future__ import annotations
 
+import io
 import os
 import subprocess
 import sys
@@ -98,20 +110,30 @@ def run_one(config: Path, corpus: Path, size_mb: float, files: int, steps: int, 
     return StreamingResult(size_mb, files, first_step, time.time() - started, peak, process.returncode)
 
 
-def run_streaming_bench(config: Path, sizes_mb: list[float], steps: int, out_dir: Path,
-                        extra: list[str] | None = None) -> list[StreamingResult]:
+def write_corpora(config: Path, sizes_mb: list[float], out_dir: Path) -> dict[float, Path]:
+    """A corpus directory per size under ``out_dir`` (one already there is reused)."""
     from distalign.config import load_config
     from distalign.data.synthetic import generate_world
 
     out_dir.mkdir(parents=True, exist_ok=True)
     world = generate_world(load_config(config).data.synthetic, out_dir / "world", seed=0)
     sentences = Path(next(iter(world.corpora.values()))).read_text().splitlines()
-    results = []
+    corpora = {}
     for size in sizes_mb:
         corpus = out_dir / f"corpus-{int(size)}mb"
         files = write_corpus(corpus, size, sentences) if not corpus.is_dir() else len(list(corpus.glob("*.txt")))
-        print(f"corpus {corpus}: {size:.0f} MB in {files} files; training {steps} steps", flush=True)
-        results.append(run_one(config, corpus, size, files, steps, out_dir / "home", extra or []))
+        print(f"corpus {corpus}: {size:.0f} MB in {files} files", flush=True)
+        corpora[size] = corpus
+    return corpora
+
+
+def run_streaming_bench(config: Path, sizes_mb: list[float], steps: int, out_dir: Path,
+                        extra: list[str] | None = None) -> list[StreamingResult]:
+    results = []
+    for size, corpus in write_corpora(config, sizes_mb, out_dir).items():
+        print(f"training {steps} steps on {corpus}", flush=True)
+        results.append(run_one(config, corpus, size, len(list(corpus.glob("*.txt"))), steps, out_dir / "home",
+                               extra or []))
     table = format_table(results)
     print(table)
     (out_dir / "results.md").write_text(table + "\n")
@@ -126,3 +148,191 @@ def format_table(results: list[StreamingResult]) -> str:
         rows.append(f"| {size} | {r.files} | {r.first_step_s:.1f} s | {r.total_s:.1f} s | "
                     f"{r.driver_peak_rss_mb:.0f} MB | {r.returncode} |")
     return "\n".join(rows)
+
+
+# --------------------------------------------------------------------------------------------
+# I/O: bytes read from storage and each worker's share, W = 1, 2, 4, 8 on loopback nodes
+
+
+@dataclass
+class ReadResult:
+    storage: str  # s3 | local
+    corpus_mb: float
+    units: int
+    workers: int
+    corpus_bytes: int
+    bytes_read: int  # as storage counted them: GET bodies served (S3), bytes the files handed out (local)
+    rows: list[int]  # per worker
+    seconds: list[float]  # per worker: reading its share
+    first_rows_s: list[float]  # per worker: to the rows of its first unit
+    nodes: int  # nodes the workers ran on
+
+    @property
+    def amplification(self) -> float:
+        return self.bytes_read / self.corpus_bytes
+
+    @property
+    def rows_spread(self) -> float:
+        """The most rows a worker read over the mean (1: even)."""
+        return max(self.rows) / (sum(self.rows) / len(self.rows))
+
+    @property
+    def rows_per_s(self) -> list[float]:
+        return [r / s for r, s in zip(self.rows, self.seconds)]
+
+
+class CountingFile(io.FileIO):
+    """A local file that adds what it hands out to ``COUNTED`` (this process's bytes read)."""
+
+    def read(self, size: int = -1) -> bytes:
+        data = super().read(size)
+        COUNTED[0] += len(data)
+        return data
+
+
+COUNTED = [0]
+
+
+def counting_local_filesystem():
+    """A pyarrow filesystem of local files whose input files count their bytes (``CountingFile``)."""
+    import fsspec
+    import pyarrow as pa
+    import pyarrow.fs
+
+    class Handler(pyarrow.fs.FSSpecHandler):
+        def open_input_file(self, path):
+            return pa.PythonFile(CountingFile(path), mode="r")
+
+    return pyarrow.fs.PyFileSystem(Handler(fsspec.filesystem("file")))
+
+
+def read_share(stream, units: list, workers: int, rank: int, seed: int, mix_units: int) -> dict:
+    """One worker's share of epoch 0, read as training deals and reads it; its rows, time and bytes counted."""
+    import ray
+
+    from distalign.data.corpus_plan import fresh_items
+    from distalign.data.corpus_stream import SkipLedger, read_unit
+
+    ledger, counted, rows, first = SkipLedger(), COUNTED[0], 0, 0.0
+    started = time.perf_counter()
+    for item in fresh_items(units, seed, 0, workers, rank, mix_units):
+        for unit in item.units:
+            rows += len(read_unit(stream, unit, 0, seed, ledger)["row"])
+            first = first or time.perf_counter() - started
+    if ledger.files:
+        raise RuntimeError(f"worker {rank} skipped files: {ledger.files}")
+    return {"rows": rows, "seconds": time.perf_counter() - started, "first_s": first,
+            "counted": COUNTED[0] - counted,
+            "node": ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""}
+
+
+def read_epoch(stream, storage: str, size_mb: float, workers: int, unit_bytes: int, bytes_read) -> ReadResult:
+    """Epoch 0 read by ``workers`` Ray tasks spread over the nodes; ``bytes_read(shares)``: what storage served."""
+    import dataclasses
+
+    import ray
+
+    stream = dataclasses.replace(stream, unit_bytes=unit_bytes)
+    units = stream.units()
+    task = ray.remote(read_share).options(num_cpus=1, scheduling_strategy="SPREAD")
+    shares = ray.get([task.remote(stream, units, workers, rank, 0, 4) for rank in range(workers)])
+    corpus_bytes = sum(sum(s.sizes) for s in stream.sources)
+    return ReadResult(storage, size_mb, len(units), workers, corpus_bytes, bytes_read(shares),
+                      [s["rows"] for s in shares], [s["seconds"] for s in shares], [s["first_s"] for s in shares],
+                      len({s["node"] for s in shares}))
+
+
+def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, unit_bytes: int, out_dir: Path
+                 ) -> list[ReadResult]:
+    """Every corpus read on S3 (moto behind a counting proxy) and locally, by each number of workers; each result
+    merged into ``out_dir/results-io.json`` as it comes (an invocation cut short keeps what it measured)."""
+    import boto3
+    import ray
+
+    from distalign.bench.loopback import moto_server, ray_nodes
+    from distalign.bench.s3_proxy import S3Proxy
+    from distalign.data.corpus_stream import CorpusStream, list_corpus_files
+    from distalign.data.sources import CorpusSource
+    from distalign.storage import storage_filesystem
+
+    results = []
+    cpus = max(1, -(-max(workers) // nodes))  # per node: the most workers fit, one CPU each
+    with moto_server() as url, S3Proxy(url) as proxy, ray_nodes(nodes, cpus, out_dir / "ray-logs") as address:
+        s3 = boto3.client("s3", endpoint_url=url)
+        s3.create_bucket(Bucket="corpus")
+        ray.init(address=address, logging_level="WARNING")
+        try:
+            for size, directory in corpora.items():
+                prefix = f"{int(size)}mb"
+                for path in sorted(directory.glob("*.txt")):
+                    s3.upload_file(str(path), "corpus", f"{prefix}/{path.name}")
+                listings = {
+                    "s3": CorpusStream([list_corpus_files(CorpusSource(f"s3://corpus/{prefix}/", "xa"), "corpus",
+                                                          storage_filesystem(url))], storage_filesystem(proxy.url)),
+                    "local": CorpusStream([list_corpus_files(CorpusSource(str(directory), "xa"), "corpus")],
+                                          counting_local_filesystem())}
+                for w in workers:
+                    for storage, stream in listings.items():
+                        proxy.reset()
+                        count = ((lambda shares: proxy.tally.bytes_under(f"corpus/{prefix}/")) if storage == "s3"
+                                 else (lambda shares: sum(s["counted"] for s in shares)))
+                        result = read_epoch(stream, storage, size, w, unit_bytes, count)
+                        print(f"  {storage} {size:.0f} MB, {w} workers: read {result.amplification:.3f}x, rows "
+                              f"max/mean {result.rows_spread:.3f}, {min(result.rows_per_s):.0f}-"
+                              f"{max(result.rows_per_s):.0f} rows/s per worker", flush=True)
+                        results.append(result)
+                        merge_io_results(out_dir / "results-io.json", [result])
+        finally:
+            ray.shutdown()
+    return merge_io_results(out_dir / "results-io.json", [])
+
+
+def merge_io_results(path: Path, results: list[ReadResult]) -> list[ReadResult]:
+    """``results`` over those saved at ``path`` by earlier invocations (one corpus size each, under the Ray lock's
+    10 minutes), a later one replacing an earlier of the same storage, size and workers; saved back, sorted."""
+    import json
+    from dataclasses import asdict
+
+    saved = [ReadResult(**r) for r in json.loads(path.read_text())] if path.is_file() else []
+    key = lambda r: (r.storage, r.corpus_mb, r.workers)  # noqa: E731
+    merged = sorted({key(r): r for r in saved + results}.values(), key=key)
+    path.write_text(json.dumps([asdict(r) for r in merged], indent=1))
+    return merged
+
+
+def format_io_table(results: list[ReadResult]) -> str:
+    rows = ["| storage | corpus | units | workers | nodes | bytes read ÷ corpus | rows per worker, max ÷ mean | "
+            "rows/s per worker (min–max) | first rows (slowest worker) |",
+            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        rows.append(f"| {r.storage} | {r.corpus_mb:.0f} MB | {r.units} | {r.workers} | {r.nodes} | "
+                    f"{r.amplification:.3f} | {r.rows_spread:.3f} | {min(r.rows_per_s):,.0f}–{max(r.rows_per_s):,.0f} | "
+                    f"{max(r.first_rows_s):.2f} s |")
+    return "\n".join(rows)
+
+
+def plot_io(results: list[ReadResult], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (left, mid, right) = plt.subplots(1, 3, figsize=(13, 3.8))
+    workers = sorted({r.workers for r in results})
+    left.plot(workers, workers, "k:", label="every worker reads all (before)")
+    for storage, size in sorted({(r.storage, r.corpus_mb) for r in results}):
+        mine = sorted((r for r in results if (r.storage, r.corpus_mb) == (storage, size)), key=lambda r: r.workers)
+        label = f"{storage}, {size:.0f} MB"
+        w = [r.workers for r in mine]
+        left.plot(w, [r.amplification for r in mine], "o-", label=label)
+        mid.plot(w, [r.rows_spread for r in mine], "o-", label=label)
+        right.plot(w, [sum(r.rows_per_s) / len(r.rows_per_s) for r in mine], "o-", label=label)
+    left.set(xlabel="workers", ylabel="bytes read ÷ corpus bytes", title="read amplification", xticks=workers)
+    mid.axhline(1.05, color="k", ls=":", label="goal 1.05")
+    mid.set(xlabel="workers", ylabel="max ÷ mean", title="rows per worker", xticks=workers)
+    right.set(xlabel="workers", ylabel="rows/s", title="mean rows/s per worker", xticks=workers)
+    for ax in (left, mid, right):
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)

@@ -25,6 +25,8 @@ import dataclasses
 import glob
 import hashlib
 import json
+import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
@@ -39,8 +41,11 @@ from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
 from distalign.data.sources import CorpusSource
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
+READ_ATTEMPTS = 3  # tries of a remote unit read that failed after the storage's own retries
+RETRY_WAIT_S = 2.0  # before the first of those retries (doubling)
 READ_TAIL = 128  # bytes first read past a unit's end to finish its last line (doubled while no newline comes)
 EXCERPT = 80
+log = logging.getLogger("distalign")
 
 
 @dataclass
@@ -196,6 +201,7 @@ class SkipLedger:
         self.rows: dict[str, set[int]] = {}
         self.examples: dict[str, list[str]] = {}
         self.files: dict[str, str] = {}
+        self.retries = 0  # remote unit reads begun again after a failure (``read_unit``)
 
     def record_rows(self, path: str, skipped: list[tuple[int, str]]) -> None:
         """``skipped``: (row key, reason) of each malformed row read from ``path``."""
@@ -208,6 +214,12 @@ class SkipLedger:
 
     def record_file(self, path: str, reason: str) -> None:
         self.files.setdefault(path, reason)
+
+    def record_retry(self) -> None:
+        self.retries += 1
+
+    def retried(self) -> int:
+        return self.retries
 
     def reports(self) -> list[ReadReport]:
         out = [ReadReport(path, malformed=len(keys), examples=[f"{path}: {e}" for e in self.examples[path]])
@@ -285,7 +297,9 @@ def file_changed(fs: pyarrow.fs.FileSystem, inner: str, listed: int) -> str:
 
 def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -> dict[str, np.ndarray]:
     """The rows of one unit that ``epoch`` keeps (see ``parse_rows``). A file that vanished, became unreadable
-    or changed size is skipped and recorded in ``ledger``: its units are never cut anew."""
+    or changed size is skipped and recorded in ``ledger``: its units are never cut anew. On remote storage a
+    read that fails after the storage's own retries (``distalign.storage.S3_RETRIES``) is begun again, up to
+    ``READ_ATTEMPTS`` times, each retry logged and counted in ``ledger``: an outage is not a skipped file."""
     source = stream.sources[unit.source]
     if source.kind == "hf":
         data = load_hf_dataset(source)
@@ -297,25 +311,38 @@ def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -
                           epoch, ledger.record_rows, seed)
     fs, inner = filesystem_for(unit.path, stream.filesystem)
     listed = source.sizes[source.paths.index(unit.path)]
-    why = file_changed(fs, inner, listed)
-    try:
-        if not why and source.kind == "parquet":
-            with fs.open_input_file(inner) as f:
-                parquet = pq.ParquetFile(f)
-                first = sum(parquet.metadata.row_group(g).num_rows for g in range(unit.start))
-                raw = parquet.read_row_groups(range(unit.start, unit.end), columns=[source.text_field]
-                                              ).column(0).to_pylist()
-            positions = list(range(first, first + len(raw)))
-        elif not why:
-            with fs.open_input_file(inner) as f:
-                positions, raw = unit_lines(f, unit.start, unit.end, listed)
-    except (OSError, pa.ArrowException) as err:
-        why = f"unreadable ({err})"
+    attempts = 1 if isinstance(fs, pyarrow.fs.LocalFileSystem) else READ_ATTEMPTS  # a local error is no outage
+    for attempt in range(1, attempts + 1):
+        try:
+            why = file_changed(fs, inner, listed)
+            if not why:
+                positions, raw = unit_raw(fs, inner, unit, source, listed)
+            break
+        except (OSError, pa.ArrowException) as err:
+            why = f"unreadable ({err})"
+            if attempt < attempts:
+                wait = RETRY_WAIT_S * 2 ** (attempt - 1)
+                log.warning("reading %s [%d, %d) failed (%s); retry %d of %d in %.0f s", unit.path, unit.start,
+                            unit.end, err, attempt, attempts - 1, wait)
+                ledger.record_retry()
+                time.sleep(wait)
     if why:
         ledger.record_file(unit.path, why)
         return parse_rows([], np.zeros(0, dtype=np.int64), source, unit.path, epoch, ledger.record_rows, seed)
     return parse_rows(raw, row_keys(source.lang, stream.place(unit), positions), source, unit.path, epoch,
                       ledger.record_rows, seed)
+
+
+def unit_raw(fs: pyarrow.fs.FileSystem, inner: str, unit: Unit, source: CorpusFiles, listed: int
+             ) -> tuple[list[int], list]:
+    """A file unit's raw values (lines, or texts of its row groups) and their positions (byte offsets, row indices)."""
+    with fs.open_input_file(inner) as f:
+        if source.kind != "parquet":
+            return unit_lines(f, unit.start, unit.end, listed)
+        parquet = pq.ParquetFile(f)
+        first = sum(parquet.metadata.row_group(g).num_rows for g in range(unit.start))
+        raw = parquet.read_row_groups(range(unit.start, unit.end), columns=[source.text_field]).column(0).to_pylist()
+    return list(range(first, first + len(raw))), raw
 
 
 # --------------------------------------------------------------------------------------------
@@ -375,6 +402,9 @@ class RemoteLedger:
 
     def record_file(self, path: str, reason: str) -> None:
         self._actor().record_file.remote(path, reason)
+
+    def record_retry(self) -> None:
+        self._actor().record_retry.remote()
 
 
 def ledger_for(name: str) -> RemoteLedger | SkipLedger:

@@ -20,7 +20,6 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.fs
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import (
@@ -47,7 +46,7 @@ from distalign.models.loading import build_tiny_model
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
 from distalign.preparation.static_targets import static_targets
-from distalign.storage import node_local, storage_filesystem
+from distalign.storage import node_local, s3_filesystem, storage_filesystem
 
 log = logging.getLogger("distalign")
 TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokenizer is trained on
@@ -291,7 +290,7 @@ def corpus_filesystem(corpora: list[CorpusSource], endpoint_url: str):
     (MinIO, moto), else S3 with AWS's defaults."""
     if not any("://" in c.path for c in corpora):
         return None
-    return storage_filesystem(endpoint_url) or pyarrow.fs.S3FileSystem()
+    return storage_filesystem(endpoint_url) or s3_filesystem()
 
 
 def with_synset_index(table: pa.Table) -> pa.Table:

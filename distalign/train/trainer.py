@@ -71,16 +71,21 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
 @contextlib.contextmanager
 def reporting_skips(ledger, run_id: str, tracking_uri: str):
     """On the way out (finished or failed): log the corpus rows and files skipped on the cluster, as
-    warnings and as the run's ``data/skipped_corpus_rows``; then stop the ledger actor."""
+    warnings and as the run's ``data/skipped_corpus_rows``, and the corpus reads retried
+    (``data/corpus_read_retries``); then stop the ledger actor."""
     try:
         yield
     finally:
         try:
-            reports = ray.get(ledger.reports.remote(), timeout=30)
+            reports, retried = ray.get([ledger.reports.remote(), ledger.retried.remote()], timeout=30)
             for report in reports:
                 log.warning("skipped while streaming the corpus: %d from %s%s", report.malformed, report.path,
                             "".join(f"\n  {e}" for e in report.examples))
-            client_for(tracking_uri).log_metric(run_id, "data/skipped_corpus_rows", sum(r.malformed for r in reports))
+            if retried:
+                log.warning("corpus reads retried after storage errors: %d", retried)
+            client = client_for(tracking_uri)
+            client.log_metric(run_id, "data/skipped_corpus_rows", sum(r.malformed for r in reports))
+            client.log_metric(run_id, "data/corpus_read_retries", retried)
         finally:
             ray.kill(ledger)
 

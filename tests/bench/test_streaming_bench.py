@@ -1,10 +1,15 @@
-"""The streaming benchmark's corpus writer and table (the benchmark itself is run by hand: README)."""
+"""The streaming benchmark's corpus writer, tables and I/O accounting (the benchmark itself is run by hand:
+README)."""
 
 from __future__ import annotations
 
 import os
 
-from distalign.bench.streaming import SHARD_MB, StreamingResult, format_table, rss_mb, write_corpus
+from distalign.bench.streaming import (SHARD_MB, COUNTED, CountingFile, ReadResult, StreamingResult,
+                                       counting_local_filesystem, format_io_table, format_table, merge_io_results,
+                                       read_share, rss_mb, write_corpus)
+from distalign.data.corpus_stream import CorpusStream, list_corpus_files
+from distalign.data.sources import CorpusSource
 
 
 def test_corpus_is_written_in_shards_of_the_asked_size(tmp_path):
@@ -20,3 +25,35 @@ def test_table_and_memory_probe():
     table = format_table([StreamingResult(20, 1, 30.0, 60.0, 700, 0), StreamingResult(2048, 64, 31.0, 70.0, 720, 0)])
     assert "| 2.0 GB | 64 | 31.0 s | 70.0 s | 720 MB | 0 |" in table and "| 20 MB |" in table
     assert rss_mb(os.getpid()) > 10
+
+
+def test_a_counting_file_counts_what_it_hands_out(tmp_path):
+    (tmp_path / "f").write_bytes(b"x" * 1000)
+    before = COUNTED[0]
+    with CountingFile(tmp_path / "f") as f:
+        f.seek(100)
+        assert len(f.read(300)) == 300 and len(f.read()) == 600
+    assert COUNTED[0] - before == 900
+
+
+def test_workers_shares_read_every_row_once_and_each_byte_about_once(tmp_path):
+    """3 workers over 1000 lines of 10 bytes cut into 4096-byte units: every line once, and the bytes the files
+    handed out are the file's, plus the byte before each unit and its last line's tail."""
+    (tmp_path / "c.txt").write_text("".join(f"line {i:04d}\n" for i in range(1000)))
+    stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path / "c.txt"), "xa"), "c")],
+                          counting_local_filesystem(), unit_bytes=4096)
+    units = stream.units()
+    assert len(units) == 3  # 10000 bytes in 4096-byte units
+    shares = [read_share(stream, units, 3, rank, 0, 4) for rank in range(3)]
+    assert sorted(s["rows"] for s in shares) == [333, 333, 334]
+    assert 10000 < sum(s["counted"] for s in shares) <= 10000 + 2 + 2 * 128
+
+
+def test_io_table_and_merging_invocations(tmp_path):
+    one = ReadResult("s3", 16, 256, 2, 1000, 1010, [90, 110], [1.0, 2.0], [0.1, 0.3], 2)
+    assert one.amplification == 1.01 and one.rows_spread == 1.1 and one.rows_per_s == [90, 55]
+    assert "| s3 | 16 MB | 256 | 2 | 2 | 1.010 | 1.100 | 55–90 | 0.30 s |" in format_io_table([one])
+    path = tmp_path / "r.json"
+    merge_io_results(path, [one, ReadResult("s3", 16, 256, 1, 1000, 1001, [200], [1.0], [0.1], 1)])
+    merged = merge_io_results(path, [ReadResult("s3", 16, 256, 2, 1000, 1002, [100, 100], [1.0, 1.0], [0.1, 0.1], 2)])
+    assert [(r.workers, r.bytes_read) for r in merged] == [(1, 1001), (2, 1002)]

@@ -6,7 +6,6 @@ the MLflow password sit in the cluster's environment and must show up nowhere th
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -20,6 +19,7 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
+from distalign.bench.loopback import stop_group as stop_by_pid  # SIGTERM a node's process group, then SIGKILL
 from conftest import REPO, SMALL, free_port
 from mlflow_server import TrackingServer
 
@@ -40,20 +40,6 @@ def wait_for_dashboard(url: str, head: subprocess.Popen, timeout: float = 120) -
         except OSError:
             time.sleep(1)
     raise TimeoutError(f"dashboard at {url} did not come up in {timeout}s")
-
-
-def stop_by_pid(head: subprocess.Popen) -> None:
-    """SIGTERM the head's process group (gcs, raylet, dashboard), SIGKILL whatever is left."""
-    for sig, grace in ((signal.SIGTERM, 20), (signal.SIGKILL, 10)):
-        try:
-            os.killpg(head.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            head.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
 
 
 def forget_cluster_address(gcs_port: int) -> None:
