@@ -75,7 +75,8 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
     config.train.corpus_batch_size *= config.train.num_workers  # the global batch of the bench's workers
     config.train.num_workers = 1
     prepared = prepare_data(config)
-    if not dist.is_initialized():  # DDP's group of one, in memory
+    own_group = not dist.is_initialized()
+    if own_group:  # DDP's group of one, in memory
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
     recipe.setup()
@@ -97,11 +98,15 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
         log.info("%s step %d: alignment %.2f (%d tokens), MLM loss %.3f, %.0f s", name, step, score, len(src), loss,
                  rows[-1]["seconds"])
 
-    record(0)
-    for step in range(1, steps + 1):
-        losses.append(float(recipe.step([recipe.next_batches(streams)])["train/loss"]))  # trimmed as a run's
-        if step % every == 0 or step == steps:
-            record(step)
+    try:
+        record(0)
+        for step in range(1, steps + 1):
+            losses.append(float(recipe.step([recipe.next_batches(streams)])["train/loss"]))  # trimmed as a run's
+            if step % every == 0 or step == steps:
+                record(step)
+    finally:
+        if own_group:  # the next curve (or the caller's test) starts its own
+            dist.destroy_process_group()
     return rows
 
 
