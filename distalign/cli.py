@@ -16,6 +16,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import get_args
@@ -169,6 +170,10 @@ def _bench_streaming(args) -> int:
 
     out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
     parts = set(args.parts.split(","))
+    if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
+        # Ray reads the auth mode when it is imported (this module already did): too late to set it here
+        raise SystemExit("distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
+                         "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ...")
     if "io" in parts:
         reads = run_io_bench(write_corpora(Path(args.config).resolve(), floats(args.io_sizes_mb), out),
                              [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out)

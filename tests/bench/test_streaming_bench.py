@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from distalign.bench.streaming import (SHARD_MB, COUNTED, CountingFile, ReadResult, StreamingResult,
                                        counting_local_filesystem, format_io_table, format_table, merge_io_results,
                                        read_share, rss_mb, write_corpus)
@@ -57,3 +59,12 @@ def test_io_table_and_merging_invocations(tmp_path):
     merge_io_results(path, [one, ReadResult("s3", 16, 256, 1, 1000, 1001, [200], [1.0], [0.1], 1)])
     merged = merge_io_results(path, [ReadResult("s3", 16, 256, 2, 1000, 1002, [100, 100], [1.0, 1.0], [0.1, 0.1], 2)])
     assert [(r.workers, r.bytes_read) for r in merged] == [(1, 1001), (2, 1002)]
+
+
+def test_the_io_part_without_token_auth_stops_before_starting_anything(tmp_path, monkeypatch):
+    from distalign.cli import main
+
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    with pytest.raises(SystemExit, match="RAY_AUTH_MODE=token distalign bench streaming"):
+        main(["bench", "streaming", "--parts", "io", "--output-dir", str(tmp_path / "out")])
+    assert not (tmp_path / "out").exists()  # no corpus written, no node started
