@@ -75,19 +75,12 @@ def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
     address = f"127.0.0.1:{gcs_port}"
     nodes: list[subprocess.Popen] = []
 
-    def start(args: list[str], name: str) -> None:
-        ports = [f"--{p}-port={free_port()}" for p in ("node-manager", "object-manager", "dashboard-agent-listen",
-                                                       "dashboard-agent-grpc", "metrics-export", "runtime-env-agent")]
-        nodes.append(subprocess.Popen(
-            [str(BIN / "ray"), "start", "--block", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
-             "--disable-usage-stats", *ports, *args], env=env, stdout=open(log_dir / f"{name}.log", "w"),
-            stderr=subprocess.STDOUT, start_new_session=True))
-
     try:
-        start(["--head", f"--port={gcs_port}", "--include-dashboard=false"], "head")
+        nodes.append(start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], cpus, env,
+                                log_dir / "head.log"))
         wait_for_nodes(address, 1)
         for i in range(1, count):  # one at a time: raylets starting together overloaded a 2-core machine's GCS
-            start([f"--address={address}"], f"node{i}")
+            nodes.append(start_node([f"--address={address}"], cpus, env, log_dir / f"node{i}.log"))
             wait_for_nodes(address, i + 1)
         yield address
     finally:
@@ -98,12 +91,25 @@ def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
             record.unlink()
 
 
-def wait_for_nodes(address: str, count: int, timeout: float = 180) -> None:
+def start_node(args: list[str], cpus: int, env: dict, log: Path) -> subprocess.Popen:
+    """``ray start`` on 127.0.0.1 with ``cpus`` CPUs, every port free (several nodes on one machine), its own
+    process group (``stop_group``)."""
+    ports = [f"--{p}-port={free_port()}" for p in ("node-manager", "object-manager", "dashboard-agent-listen",
+                                                   "dashboard-agent-grpc", "metrics-export", "runtime-env-agent")]
+    return subprocess.Popen([str(BIN / "ray"), "start", "--block", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
+                             "--disable-usage-stats", *ports, *args], env=env, stdout=open(log, "w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def wait_for_nodes(address: str, count: int, timeout: float = 180, env: dict | None = None) -> None:
+    """Until ``count`` nodes are alive in the cluster at ``address`` (probed from a fresh process with ``env``;
+    default: this one's, without ``RAY_ADDRESS``)."""
+    if env is None:
+        env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     probe = f"import ray; ray.init(address='{address}'); print(len([n for n in ray.nodes() if n['Alive']]))"
     deadline = time.time() + timeout
     while time.time() < deadline:
-        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,
-                             env={k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"})
+        out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, env=env)
         if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
             return
         time.sleep(2)

@@ -19,30 +19,11 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL, free_port
+from distalign.bench.loopback import start_node, wait_for_nodes
 from test_job_submit import BIN, forget_cluster_address, stop_by_pid
 from test_recovery import trained_corpus_rows
 
 pytestmark = pytest.mark.slow
-
-
-def start_node(args: list[str], env: dict, log: Path) -> subprocess.Popen:
-    ports = [f"--node-manager-port={free_port()}", f"--object-manager-port={free_port()}",
-             f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-             f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"]
-    return subprocess.Popen([str(BIN / "ray"), "start", "--block", "--num-cpus=1", "--node-ip-address=127.0.0.1",
-                             "--disable-usage-stats", *ports, *args], env=env, stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
-
-
-def wait_for_nodes(env: dict, address: str, count: int, timeout: float = 120) -> None:
-    probe = f"import ray; ray.init(address='{address}'); print(len([n for n in ray.nodes() if n['Alive']]))"
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        out = subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
-        if out.returncode == 0 and out.stdout.strip().splitlines()[-1:] == [str(count)]:
-            return
-        time.sleep(2)
-    raise TimeoutError(f"{count} nodes did not join {address} in {timeout}s")
 
 
 def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float = 300) -> re.Match:
@@ -62,12 +43,12 @@ def test_two_nodes_train_from_staged_inputs_on_s3_resume_after_the_driver_died_a
                DISTALIGN_CACHE=str(tmp_path / "node-cache"))
     gcs_port = free_port()
     address = f"127.0.0.1:{gcs_port}"
-    head = start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], env, tmp_path / "head.log")
+    head = start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], 1, env, tmp_path / "head.log")
     node = None
     try:
-        wait_for_nodes(env, address, 1)
-        node = start_node([f"--address={address}"], env, tmp_path / "node.log")
-        wait_for_nodes(env, address, 2)
+        wait_for_nodes(address, 1, timeout=120, env=env)
+        node = start_node([f"--address={address}"], 1, env, tmp_path / "node.log")
+        wait_for_nodes(address, 2, timeout=120, env=env)
         staging = tmp_path / "staging"
         trace = tmp_path / "rows"
         # one worker per 1-CPU node (0.6 CPU), beside the corpus reservations of both (0.2 each): the head holds
