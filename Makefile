@@ -23,10 +23,11 @@ test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q --durations=15
 
-# the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py)
+# the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py) and start no training
+# processes or servers (marker `heavy`)
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -m "not ray"
+	$(BIN)/python -m pytest -q -m "not ray and not heavy"
 
 tune: $(STAMP)
 	$(BIN)/distalign tune jobs/studies/quickstart.yaml

@@ -111,7 +111,7 @@ def s3_endpoint():
 
 def pytest_collection_modifyitems(items):
     """Mark ``ray`` every test that needs a Ray cluster: it uses ``ray_local``, or it is ``slow``
-    (a real Ray cluster or Ray job), so ``make test-fast`` (``-m "not ray"``) runs the others."""
+    (a real Ray cluster or Ray job), so ``make test-fast`` (``-m "not ray and not heavy"``) leaves it out."""
     for item in items:
         if "ray_local" in item.fixturenames or item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.ray)

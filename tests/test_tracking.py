@@ -193,6 +193,7 @@ def watch_distalign_log(caplog, monkeypatch):
     monkeypatch.setattr(logger, "level", logging.INFO)
 
 
+@pytest.mark.heavy
 def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_path, monkeypatch, caplog):
     """A real tracking server (infra/mlflow/serve.sh, basic auth) stops and starts again: logging never waits
     on it, and every value logged meanwhile arrives once it is back."""

@@ -45,11 +45,13 @@ def test_the_authors_ranking_gives_the_ranks_of_gold_ranks():
     assert gold_ranks(torch.from_numpy(queries), torch.from_numpy(vocabulary), torch.tensor(gold)).tolist() == [2, 2, 1]
 
 
+@pytest.mark.heavy
 def test_step_timings_in_two_gloo_processes(tmp_path):
     (result,) = step_timings(tmp_path, 2, [{"pairs": 8, "overrides": SMALL + batch_overrides(8, 2), "steps": 1}])
     assert result["pairs"] == 8 and result["distalign"] > 0 and result["bare"] > 0
 
 
+@pytest.mark.heavy
 def test_the_gpu_row_s_engines_run_on_a_small_model():
     """Runs on the CPU here (gloo, no MFU: no peak known): the code path a GPU machine runs with NCCL."""
     import subprocess
@@ -96,6 +98,7 @@ def test_an_unknown_row_is_refused_before_anything_runs(tmp_path):
     assert not (tmp_path / "results.md").exists()
 
 
+@pytest.mark.heavy
 def test_the_plain_script_masks_tokenises_and_trains_on_the_quickstart_files(tmp_path, monkeypatch):
     """The real-run row's anchor (no Ray): its batches are what ``BareObjectives`` reads, and it trains."""
     import pyarrow.parquet as pq
