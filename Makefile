@@ -18,16 +18,20 @@ $(STAMP): pyproject.toml
 quickstart: $(STAMP)
 	$(BIN)/distalign train jobs/configs/quickstart.yaml
 
-# lint-imports: imports only run downward (the layers in pyproject.toml)
+# lint-imports: imports only run downward (the layers in pyproject.toml).
+# The tests without Ray run in two processes, a test file each (--dist loadfile keeps a file's order); the
+# Ray tests share one local cluster, so they run in one.
+PYTEST_SPLIT := -n 2 --dist loadfile
 test: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q --durations=15
+	$(BIN)/python -m pytest -q $(PYTEST_SPLIT) -m "not ray" --durations=10
+	$(BIN)/python -m pytest -q -m ray --durations=15
 
 # the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py) and start no training
 # processes or servers (marker `heavy`)
 test-fast: $(STAMP)
 	$(BIN)/lint-imports --no-cache
-	$(BIN)/python -m pytest -q -m "not ray and not heavy"
+	$(BIN)/python -m pytest -q $(PYTEST_SPLIT) -m "not ray and not heavy"
 
 tune: $(STAMP)
 	$(BIN)/distalign tune jobs/studies/quickstart.yaml
