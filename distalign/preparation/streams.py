@@ -198,12 +198,10 @@ def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJo
         chunks = [list(row_chunks([rows], TOKENIZE_BATCH)) for rows in units]
         rounds = (_concat([build_stream_batch(chunk, job) for chunk in round_chunks if chunk is not None])
                   for round_chunks in itertools.zip_longest(*chunks))
-        blocks = ({k: v[rng.permutation(len(out["row"]))] for k, v in out.items()} for out in rounds)
+        blocks = (shuffled(out, rng) for out in rounds)
     else:  # a sentence is a sequence: the ones trained are dropped before they are tokenised
-        rows = _concat(units)
-        order, skip = rng.permutation(len(rows["row"]))[skip:], 0
-        blocks = (build_stream_batch(chunk, job)
-                  for chunk in row_chunks([{k: v[order] for k, v in rows.items()}], TOKENIZE_BATCH))
+        rows = {k: v[skip:] for k, v in shuffled(_concat(units), rng).items()}
+        blocks, skip = (build_stream_batch(chunk, job) for chunk in row_chunks([rows], TOKENIZE_BATCH)), 0
     for block in blocks:
         dropped = min(skip, len(block["row"]))
         skip -= dropped
@@ -301,6 +299,12 @@ def worker_rows(table: pa.Table, rank: int, workers: int) -> pa.Table:
     interleaving), trimmed to the same count for every worker."""
     per_worker = len(table) // workers
     return table.take(np.arange(rank, per_worker * workers, workers))
+
+
+def shuffled(columns: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The rows of ``columns`` in a permutation drawn from ``rng``."""
+    order = rng.permutation(len(columns["row"]))
+    return {k: v[order] for k, v in columns.items()}
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
