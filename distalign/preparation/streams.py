@@ -12,12 +12,13 @@ identically on resume.
   ... (``worker_rows``, ``build_datasets``).
 - The corpus stream: never on the driver. The driver cuts the corpus into units (byte ranges, row
   groups; ``distalign.data.corpus_plan``); each epoch every worker reads the units dealt to it, a
-  few at a time as one item, in Ray tasks that read, tokenise, prepare and shuffle an item's
-  sequences (``item_sequences``, ``RayWorkerData.corpus_items``). Plain tasks, not a Ray Data
-  dataset: an item is one task's one result, and Ray Data's streaming executor, which would run
-  in the training worker's process, spins while the training step holds its output back (its
-  scheduling loop does not wait when a task's output is ready but not taken). On the quickstart
-  the worker process's CPU time per step fell from 52.0 to 33.8 ms without it (README, Performance).
+  few at a time as one item, in Ray tasks that read an item's rows, shuffle them and yield its sequences
+  tokenised and prepared a chunk at a time (``item_blocks``, ``RayWorkerData.corpus_items``): the first
+  batch waits for a chunk, not the whole item. Ray generator tasks, not a Ray Data dataset: Ray Data's
+  streaming executor, which would run in the training worker's process, spins while the training step
+  holds its output back (its scheduling loop does not wait when a task's output is ready but not
+  taken). On the quickstart the worker process's CPU time per step fell from 52.0 to 33.8 ms without
+  it (README, Performance).
 
 A worker asks each stream for its batches (``Stream.worker_batches``) with a ``WorkerData``:
 ``RayWorkerData`` in a Ray Train worker, ``LocalWorkerData`` in this process without Ray
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import itertools
 import logging
 import math
 from dataclasses import dataclass, field
@@ -176,29 +178,43 @@ def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
     return CorpusFeed(corpus, job, config.train.seed, corpus.units(), d.corpus_mix_units, d.corpus_cpus_per_worker)
 
 
-def item_sequences(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> dict[str, np.ndarray]:
-    """The sequences of one item: each unit's rows that the item's epoch keeps, tokenised (packed within the unit)
-    and prepared in chunks of ``TOKENIZE_BATCH`` rows, shuffled together by the item's own seed (not the
-    worker's: the same on any worker), the first ``item.skip`` dropped; column ``item`` = ``index``."""
+def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[dict[str, np.ndarray]]:
+    """The sequences of one item in their order, in blocks as they are prepared (the first block comes after a
+    chunk of the item is tokenised, not the whole item), the first ``item.skip`` dropped; column ``item`` =
+    ``index``. The order is drawn from the item's own seed (not the worker's: the same on any worker).
+
+    The units' rows that the item's epoch keeps are read first (cheap next to tokenising them). One sentence a
+    sequence: the rows are shuffled together, then tokenised and prepared in chunks of ``TOKENIZE_BATCH``.
+    Packed (``data.pack_sequences``): sentences are packed within chunks of ``TOKENIZE_BATCH`` consecutive rows of
+    one unit, so the sequences are only known once a chunk is packed; the item goes in rounds, round r packing
+    every unit's r-th chunk and shuffling their sequences together, so that every round mixes all the units.
+    """
     ledger = ledger_for(corpus.ledger)
-    parts = [build_stream_batch(chunk, job) for unit in item.units
-             for chunk in row_chunks([read_unit(corpus, unit, item.epoch, job.seed, ledger)], TOKENIZE_BATCH)]
-    if not parts:  # the columns of an empty item, as a one-sentence item has them
-        source = corpus.sources[item.units[0].source]
-        probe = {"text": np.array(["x"], dtype=object), "lang": np.array([source.lang], dtype=object),
-                 "row": np.zeros(1, dtype=np.int64), "epoch": np.array([item.epoch])}
-        parts = [{k: v[:0] for k, v in build_stream_batch(probe, job).items()}]
-    out = _concat(parts)
+    units = [read_unit(corpus, unit, item.epoch, job.seed, ledger) for unit in item.units]
     first = item.units[0]
-    item_seed = int(row_keys("", corpus.place(first), [first.start])[0])
-    order = np.random.default_rng([job.seed, item.epoch, item_seed]).permutation(len(out["row"]))[item.skip:]
-    return {**{k: v[order] for k, v in out.items()}, "item": np.full(len(order), index, dtype=np.int64)}
+    rng = np.random.default_rng([job.seed, item.epoch, int(row_keys("", corpus.place(first), [first.start])[0])])
+    skip = item.skip
+    if job.settings.pack:
+        chunks = [list(row_chunks([rows], TOKENIZE_BATCH)) for rows in units]
+        rounds = (_concat([build_stream_batch(chunk, job) for chunk in round_chunks if chunk is not None])
+                  for round_chunks in itertools.zip_longest(*chunks))
+        blocks = (shuffled(out, rng) for out in rounds)
+    else:  # a sentence is a sequence: the ones trained are dropped before they are tokenised
+        rows = {k: v[skip:] for k, v in shuffled(_concat(units), rng).items()}
+        blocks, skip = (build_stream_batch(chunk, job) for chunk in row_chunks([rows], TOKENIZE_BATCH)), 0
+    for block in blocks:
+        dropped = min(skip, len(block["row"]))
+        skip -= dropped
+        if dropped < len(block["row"]):
+            yield {**{k: v[dropped:] for k, v in block.items()},
+                   "item": np.full(len(block["row"]) - dropped, index, dtype=np.int64)}
 
 
 @ray.remote
-def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> dict[str, np.ndarray]:
-    """Ray task over one item (``shared``: the feed's corpus and job, put in the object store once)."""
-    return item_sequences(item, index, *shared)
+def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> Iterator[dict[str, np.ndarray]]:
+    """Ray streaming generator task over one item, a block at a time (``shared``: the feed's corpus and job, put
+    in the object store once)."""
+    yield from item_blocks(item, index, *shared)
 
 
 @contextlib.contextmanager
@@ -245,8 +261,8 @@ class RayWorkerData:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
     def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
-        """The items' sequences in order, a Ray task each in this worker's reserved CPUs, ``CORPUS_TASK_SLOTS``
-        submitted at once."""
+        """The items' sequences in order, a Ray streaming generator task each in this worker's reserved CPUs,
+        ``CORPUS_TASK_SLOTS`` submitted at once: an item's blocks are taken as its task yields them."""
         feed = self.corpus
         if self._shared is None:
             self._shared = ray.put((feed.corpus, feed.job))  # DICT-MLM's preparer holds its synonym table
@@ -259,9 +275,9 @@ class RayWorkerData:
         for index, item in enumerate(items):
             submitted.append(read.remote(item, index, self._shared))
             if len(submitted) == CORPUS_TASK_SLOTS:
-                yield ray.get(submitted.popleft())
+                yield from map(ray.get, submitted.popleft())
         while submitted:
-            yield ray.get(submitted.popleft())
+            yield from map(ray.get, submitted.popleft())
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
@@ -283,6 +299,12 @@ def worker_rows(table: pa.Table, rank: int, workers: int) -> pa.Table:
     interleaving), trimmed to the same count for every worker."""
     per_worker = len(table) // workers
     return table.take(np.arange(rank, per_worker * workers, workers))
+
+
+def shuffled(columns: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
+    """The rows of ``columns`` in a permutation drawn from ``rng``."""
+    order = rng.permutation(len(columns["row"]))
+    return {k: v[order] for k, v in columns.items()}
 
 
 def _concat(parts: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
@@ -336,7 +358,8 @@ class LocalWorkerData:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
     def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
-        return (item_sequences(item, index, self.corpus.corpus, self.corpus.job) for index, item in enumerate(items))
+        return (block for index, item in enumerate(items)
+                for block in item_blocks(item, index, self.corpus.corpus, self.corpus.job))
 
 
 def local_streams(prepared: PreparedData, config: ExperimentConfig, saved: dict[str, list[dict]] | None = None,

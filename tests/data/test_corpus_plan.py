@@ -43,7 +43,8 @@ def test_each_unit_goes_to_one_worker_and_bytes_differ_by_at_most_one_unit(worke
 
 class FakeData:
     """A ``WorkerData`` whose units' sequences are the numbers ``1000 * unit + i`` (i < unit size), shuffled per
-    item as the real reader shuffles them (by the item alone), with their epoch."""
+    item as the real reader shuffles them (by the item alone), with their epoch, in blocks of 3 (the real reader
+    yields an item a chunk at a time)."""
 
     def __init__(self, units, rank, workers, mix_units=2):
         self.units, self.rank, self.workers, self.mix_units = units, rank, workers, mix_units
@@ -56,7 +57,9 @@ class FakeData:
             rows = np.array([1000 * self.units.index(u) + i for u in item.units for i in range(u.size)],
                             dtype=np.int64)
             rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip:]
-            yield {"row": rows, "epoch": np.full(len(rows), item.epoch), "item": np.full(len(rows), index)}
+            for start in range(0, len(rows), 3):
+                block = rows[start:start + 3]
+                yield {"row": block, "epoch": np.full(len(block), item.epoch), "item": np.full(len(block), index)}
 
 
 # a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch

@@ -42,7 +42,7 @@ class CapturedDataset:
 
 
 class CapturedItemTask:
-    """Stands in for the corpus's item task (and its result): keeps what each call would send."""
+    """Stands in for the corpus's item task (and the blocks it yields): keeps what each call would send."""
 
     def __init__(self, sent):
         self.sent = sent
@@ -53,7 +53,7 @@ class CapturedItemTask:
     def remote(self, item, index, shared):
         corpus, job = shared
         self.sent.append({"job": job, "corpus": corpus})
-        return {"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}
+        return [{"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}]
 
 
 def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):

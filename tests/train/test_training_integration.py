@@ -21,7 +21,7 @@ from distalign.data.corpus_plan import Position
 from distalign.data.corpus_stream import read_rows
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import corpus_feed, item_sequences, local_streams
+from distalign.preparation.streams import corpus_feed, item_blocks, local_streams
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
 
@@ -149,7 +149,7 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     assert final == resumed.state()
     feed = corpus_feed(prepared, resumed_config)
     left = [int(row) for item in Position.from_json(final).items if item.epoch == 0
-            for row in item_sequences(item, 0, feed.corpus, feed.job)["row"]]
+            for block in item_blocks(item, 0, feed.corpus, feed.job) for row in block["row"]]
     epoch = [int(row) for rows in read_rows(prepared.corpus) for row in rows["row"]]
     assert len(trained) == 2 * 3 * 8 + 7 * 8 and sorted(trained + left) == sorted(epoch)
 
