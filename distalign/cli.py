@@ -394,10 +394,11 @@ def _add_bench_command(sub) -> None:
                                                                "data, as distalign transfer reads it")
     synthetic.add_argument("--transfer-lang", default="", help="the base language's name in --transfer-data")
     synthetic.add_argument("--world", type=int, default=0, metavar="N",
-                           help="base corpus and tasks from a synthetic world (N task examples per split)")
+                           help="base corpus and tasks from a synthetic world (N task examples per split; parsed by "
+                                "its grammar for translit_syn, which takes --transfer-tasks udpos)")
     synthetic.add_argument("--world-concepts", type=int, default=2000, help="--world: its concepts (vocabulary)")
     synthetic.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_synthetic "
-                                                           "(an existing one resumes its finished runs)")
+                                                           "(an existing one reuses the cells finished with the same inputs)")
     synthetic.set_defaults(func=_bench_synthetic)
 
     streaming = bench.add_parser(

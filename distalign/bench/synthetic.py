@@ -15,10 +15,17 @@ task, and across cells Spearman's ρ of alignment vs transfer and ALIGN-MLM's ex
 
 Everything lands in one MLflow parent run (a child run per training run) with the markdown
 table as an artifact; the table is also printed.
+
+A finished cell's scores are kept in ``<output_dir>/cells/``, under a key of everything they depend on (its
+training config, the contents of its language pair's and transfer data's files, the held-out words and the
+fine-tuning settings): a later bench into the same output directory reuses them instead of running the cell
+again, so a long bench can run in pieces (one transformation or objective at a time) and a last invocation with
+them all only aggregates. Anything changed in a cell's inputs runs it again.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import random
@@ -310,10 +317,13 @@ def with_world(spec: BenchSpec, out_dir: Path) -> BenchSpec:
     """``spec`` with its base corpus and transfer tasks from a one-language synthetic world (``spec.world``)."""
     from distalign.data.synthetic import SyntheticConfig, generate_world
 
+    parsed = bool(NEEDS_PARSE & set(spec.transformations))  # the grammar's trees (same sentences) for translit_syn
     world = generate_world(SyntheticConfig(languages=["xa"], num_concepts=spec.world_concepts,
-                                           sentences_per_language=spec.max_sentences, transfer_examples=spec.world),
+                                           sentences_per_language=spec.max_sentences, transfer_examples=spec.world,
+                                           parsed_corpora=parsed),
                            out_dir / "world", spec.seed)
-    return replace(spec, corpus=str(world.corpora["xa"]), transfer_data=str(world.transfer_tasks), transfer_lang="xa",
+    corpus = world.parsed_corpora["xa"] if parsed else world.corpora["xa"]
+    return replace(spec, corpus=str(corpus), transfer_data=str(world.transfer_tasks), transfer_lang="xa",
                    transfer_tasks=spec.transfer_tasks or ("udpos", "pawsx"))
 
 
@@ -324,10 +334,10 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
     if unknown:
         raise InputError(f"unknown objective set or transformation: {sorted(unknown)} (objectives: "
                          f"{', '.join(OBJECTIVE_SETS)}; transformations: {', '.join(TRANSFORMATIONS)})")
-    if NEEDS_PARSE & set(spec.transformations) and not spec.corpus.endswith(".conllu"):
+    if NEEDS_PARSE & set(spec.transformations) and not (spec.world or spec.corpus.endswith(".conllu")):
         raise InputError(f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
                          "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
-                         "UDPipe or spaCy write it)")
+                         "UDPipe or spaCy write it), or --world N (the synthetic grammar's trees)")
     if spec.seeds < 1 or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1) \
             or not 0 <= spec.shared_words < 1:
         raise InputError("--seeds must be >= 1, --parallel-share in [0, 1] and --shared-words in [0, 1)")
@@ -399,6 +409,39 @@ def run_cell(bench: PreparedBench, transformation: str, objective: str, seed: in
     return {"transformation": transformation, "objective": objective, "seed": seed, **scores}
 
 
+def cell_key(bench: PreparedBench, transformation: str, objective: str, seed: int) -> str:
+    """A digest of everything a cell's scores depend on (the MLflow parent run aside)."""
+    config = training_config(bench.spec, transformation, objective, bench.data[transformation], bench.out_dir,
+                             seed=seed).to_dict()
+    config.pop("tracking")
+    folders = [bench.tasks[transformation]] if bench.tasks else []
+    files = sorted([*bench.data[transformation].values(), *(f for d in folders for f in d.rglob("*") if f.is_file())])
+    spec = bench.spec
+    inputs = {"config": config, "eval_words": bench.eval_words, "tasks": list(spec.transfer_tasks),
+              "finetune": [spec.finetune_lr, spec.finetune_epochs],
+              "files": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def run_cells(bench: PreparedBench, parent_id: str) -> list[dict]:
+    """Every cell's scores: run (``run_cell``) and kept in ``<output_dir>/cells/``, or reused from there when an
+    earlier bench ran it with the same key (``cell_key``)."""
+    results = []
+    for transformation, objective, seed in bench.cells():
+        path = bench.out_dir / "cells" / f"{transformation}-{objective}-seed{seed}.json"
+        key = cell_key(bench, transformation, objective, seed)
+        kept = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        if kept.get("key") == key:
+            log.info("bench: %s / %s, seed %d: finished earlier (%s), reused", transformation, objective, seed, path)
+            results.append(kept["scores"])
+            continue
+        scores = run_cell(bench, transformation, objective, seed, parent_id)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "scores": scores}, default=float), encoding="utf-8")
+        results.append(scores)
+    return results
+
+
 def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
     """The tables (printed, files, MLflow artifacts of the parent run); with transfer, ρ, the checks and the scatter."""
     from distalign.bench import transfer_study
@@ -443,7 +486,7 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
     with tracked_run(bench.probe.tracking.uri, bench.probe.tracking.experiment, "bench-synthetic", str(bench.out_dir),
                      bench.params, {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()}
                      ) as parent_id:
-        results = [run_cell(bench, t, o, seed, parent_id) for t, o, seed in bench.cells()]
+        results = run_cells(bench, parent_id)
         text = report(bench, results, parent_id)
     print("\n" + text, flush=True)
     return pd.DataFrame(results)

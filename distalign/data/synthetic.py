@@ -7,7 +7,8 @@ language's own word order (SVO, SOV, VSO, adjective before or after the noun). C
 independent samples per language, not translations of each other.
 
 ``generate_world`` writes the files the real readers consume:
-``corpus.<lang>.txt``, ``constraints.parquet`` (training concepts only) and
+``corpus.<lang>.txt`` (with ``parsed_corpora`` also ``corpus.<lang>.conllu``: the same sentences with the trees the
+grammar built them by), ``constraints.parquet (training concepts only) and
 ``eval.<l1>-<l2>.tsv`` (G-BLI format, held-out concepts only); with ``transfer_examples`` also labelled
 data for ``distalign transfer`` under ``transfer/`` (``write_transfer_tasks``).
 """
@@ -33,6 +34,8 @@ TRANSFER_DIR = "transfer"  # <world>/transfer/<task>/<lang>/
 TRANSFER_TASK_NAMES = ("udpos", "pawsx")  # what write_transfer_tasks writes there
 TRANSFER_STREAM = 24  # the transfer tasks' RNG: default_rng([seed, TRANSFER_STREAM])
 UPOS_OF_CLASS = {"N": "NOUN", "V": "VERB", "A": "ADJ"}  # the grammar has no function words
+# a word of a sentence: its form, class (N, V, A), head (1-based position, 0 for the root) and UD relation
+Token = tuple[str, str, int, str]
 
 
 @dataclass
@@ -47,12 +50,15 @@ class SyntheticConfig:
     validation_sentences: int = 0  # per language, drawn after the corpus: held-out sentences for the MLM loss
     # per language and split (train, dev, test) of each transfer task (udpos, pawsx); 0 = none written
     transfer_examples: int = 0
+    # also write each corpus as CoNLL-U with its dependency trees (the bench's translit_syn re-orders by them)
+    parsed_corpora: bool = False
 
 
 @dataclass
 class SyntheticWorld:
     languages: list[str]
     corpora: dict[str, Path]
+    parsed_corpora: dict[str, Path]  # files exist when generated with parsed_corpora
     validation_corpora: dict[str, Path]  # files exist when generated with validation_sentences > 0
     constraints: Path
     eval_dictionaries: list[DictionarySource]
@@ -65,6 +71,7 @@ def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
     eval_dicts = [DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"), lang1=l1, lang2=l2)
                   for l1, l2 in itertools.combinations(languages, 2)]
     return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
+                          {lang: out / f"corpus.{lang}.conllu" for lang in languages},
                           {lang: out / f"validation.{lang}.txt" for lang in languages}, out / "constraints.parquet",
                           eval_dicts, out / TRANSFER_DIR)
 
@@ -98,11 +105,18 @@ class _Grammar:
     word_class: np.ndarray  # per concept: N, V or A
     topic: np.ndarray  # per concept
 
-    def sentence(self, rng, lang: _Language, t: int | None = None) -> list[tuple[str, str]]:
+    def sentence(self, rng, lang: _Language, t: int | None = None) -> list[Token]:
         return _tagged_sentence(rng, lang, self.lexicon[lang.name], self.word_class, self.topic, t)
 
     def text(self, rng, lang: _Language, t: int | None = None) -> str:
-        return " ".join(w for w, _ in self.sentence(rng, lang, t))
+        return " ".join(w for w, *_ in self.sentence(rng, lang, t))
+
+
+def conllu_block(tokens: list[Token], comments: list[str]) -> str:
+    """One CoNLL-U sentence: the comment lines, then a row per token (form, UPOS, head, relation)."""
+    rows = [f"{i}\t{w}\t_\t{UPOS_OF_CLASS[k]}\t_\t_\t{head}\t{rel}\t_\t_"
+            for i, (w, k, head, rel) in enumerate(tokens, 1)]
+    return "".join(f"# {c}\n" for c in comments) + "\n".join(rows) + "\n"
 
 
 def _unique_protos(rng: np.random.Generator, count: int) -> list[str]:
@@ -153,9 +167,12 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
     world = world_in(out, [lang.name for lang in languages])
     grammar = _Grammar(lexicon, word_class, topic)
     for lang in languages:
-        sentences = [grammar.text(rng, lang)
-                     for _ in range(cfg.sentences_per_language)]
-        world.corpora[lang.name].write_text("\n".join(sentences) + "\n")
+        sentences = [grammar.sentence(rng, lang) for _ in range(cfg.sentences_per_language)]
+        world.corpora[lang.name].write_text("\n".join(" ".join(w for w, *_ in s) for s in sentences) + "\n")
+        if cfg.parsed_corpora:
+            world.parsed_corpora[lang.name].write_text(
+                "\n".join(conllu_block(s, [f"text = {' '.join(w for w, *_ in s)}"]) for s in sentences) + "\n",
+                encoding="utf-8")
     for lang in languages:  # after every corpus: the corpora do not change with validation_sentences
         if cfg.validation_sentences:
             sentences = [grammar.text(rng, lang)
@@ -176,7 +193,8 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
 def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, count: int, out: Path) -> None:
     """``count`` examples per language and split of two tasks, in the files ``distalign transfer`` reads:
 
-    - ``udpos/<lang>/{train,dev,test}.conllu``: each word's class from the grammar as its UPOS tag;
+    - ``udpos/<lang>/{train,dev,test}.conllu``: each word's class from the grammar as its UPOS tag, and its
+      head and relation from the grammar's tree;
     - ``pawsx/<lang>/{train,dev,test}.tsv`` (sentence1, sentence2, label): label 1 when both sentences are
       drawn from the same topic, else 0 (each concept has one topic, so the words tell topics apart; the
       quickstart's tiny model still barely learns it, see the README); exactly half of each split is 1 (an odd
@@ -189,9 +207,8 @@ def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, cou
             blocks = []
             for i in range(count):
                 tagged = grammar.sentence(rng, lang)
-                rows = [f"{j}\t{w}\t_\t{UPOS_OF_CLASS[k]}\t_\t_\t_\t_\t_\t_" for j, (w, k) in enumerate(tagged, 1)]
-                blocks.append(f"# sent_id = {lang.name}-{split}-{i}\n# text = {' '.join(w for w, _ in tagged)}\n"
-                              + "\n".join(rows) + "\n")
+                blocks.append(conllu_block(tagged, [f"sent_id = {lang.name}-{split}-{i}",
+                                                    f"text = {' '.join(w for w, *_ in tagged)}"]))
             (pos / f"{split}.conllu").write_text("\n".join(blocks) + "\n", encoding="utf-8")
 
             pair = out / "pawsx" / lang.name
@@ -212,8 +229,9 @@ def _pick(rng, candidates: np.ndarray) -> int:
     return int(candidates[rng.choice(len(candidates), p=weights / weights.sum())])
 
 
-def _tagged_sentence(rng, lang: _Language, words, word_class, topic, t: int | None = None) -> list[tuple[str, str]]:
-    """(word, word class) pairs of one sentence about topic ``t`` (drawn when None)."""
+def _tagged_sentence(rng, lang: _Language, words, word_class, topic, t: int | None = None) -> list[Token]:
+    """The tokens of one sentence about topic ``t`` (drawn when None): the verb is the root, the subject's and the
+    object's nouns depend on it (nsubj, obj), an adjective on its noun (amod)."""
     if t is None:
         t = rng.integers(NUM_TOPICS)
     in_topic = topic == t
@@ -231,7 +249,11 @@ def _tagged_sentence(rng, lang: _Language, words, word_class, topic, t: int | No
         return [word("N")]
 
     parts = {"S": noun_phrase(), "V": [word("V")], "O": noun_phrase()}
-    return [w for role in lang.order for w in parts[role]]
+    placed = [(w, k, role) for role in lang.order for w, k in parts[role]]
+    head_of = {(role, k): i for i, (_, k, role) in enumerate(placed, 1) if k in "NV"}  # one noun per phrase
+    relation = {"S": "nsubj", "O": "obj"}
+    return [(w, k, 0, "root") if k == "V" else (w, k, head_of["V", "V"], relation[role]) if k == "N"
+            else (w, k, head_of[role, "N"], "amod") for w, k, role in placed]
 
 
 def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:

@@ -183,3 +183,30 @@ def test_bench_studies_load_one_bench_per_grid_point_and_name_bad_keys(tmp_path,
     cells = study_cells(rows, ["parallel_share", "train_seed"], ["x"])
     assert list(cells["objective"]) == ["xlm parallel_share=0.1", "xlm parallel_share=1.0"]
     assert list(cells["alignment"]) == [2.0, 5.0] and list(cells["seeds"]) == [2, 1]
+
+
+def test_world_gives_translit_syn_its_trees_for_the_corpus_and_the_pos_task(tmp_path, monkeypatch):
+    """--world with translit_syn: the base corpus is the world's sentences with the grammar's trees (the same
+    sentences as the plain corpus), and the derived POS task is re-ordered by them into French order."""
+    import re
+
+    from distalign.bench.synthetic import BenchSpec, prepare_bench
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
+    spec = BenchSpec(world=20, world_concepts=80, max_sentences=400, eval_words=10, min_count=1,
+                     transformations=("translit", "translit_syn"), objectives=("mlm",), transfer_tasks=("udpos",),
+                     output_dir=str(tmp_path / "out"))
+    bench = prepare_bench(spec)
+    assert bench.spec.corpus.endswith("corpus.xa.conllu")
+    plain = prepare_bench(BenchSpec(**{**vars(spec), "transformations": ("translit",),
+                                       "output_dir": str(tmp_path / "plain")}))
+    assert plain.spec.corpus.endswith("corpus.xa.txt")
+    for key in ("base", "derived", "train_dict"):
+        assert bench.data["translit"][key].read_bytes() == plain.data["translit"][key].read_bytes()
+    base, syn = (bench.data[t]["derived"].read_text().splitlines() for t in ("translit", "translit_syn"))
+    assert [sorted(s.split()) for s in base] == [sorted(s.split()) for s in syn] and base != syn
+    upos = TRANSFER_TASKS["udpos"].labels
+    for split in ("train", "validation", "test"):
+        sentences, _ = read_split(TRANSFER_TASKS["udpos"], str(bench.tasks["translit_syn"]), "xx", split)
+        for s in sentences:  # French (URIEL): subject, verb, object; adjectives after their noun
+            assert re.fullmatch(r"NOUN( ADJ)? VERB NOUN( ADJ)?", " ".join(upos[t] for t in s.tags))

@@ -273,3 +273,34 @@ def test_shared_words_reach_the_model_untransliterated(tmp_path, monkeypatch):
 
     with pytest.raises(InputError, match="only 48 word types are outside the dictionary"):
         prepare_bench(replace(spec, shared_words=0.9))
+
+
+def test_finished_cells_are_reused_by_a_later_bench_until_their_inputs_change(tmp_path, monkeypatch):
+    """A bench in pieces: each cell's scores are kept in the output directory; a later bench with all the cells
+    runs none of those finished with the same inputs, and runs again those whose config or data changed."""
+    import distalign.bench.synthetic as synthetic
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
+    ran = []
+
+    def fake_cell(bench, transformation, objective, seed, parent_id):
+        ran.append((transformation, objective, seed))
+        return {"transformation": transformation, "objective": objective, "seed": seed, "alignment": len(ran) / 3}
+
+    monkeypatch.setattr(synthetic, "run_cell", fake_cell)
+    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit", "translit_inv"), objectives=("mlm",),
+                     eval_words=10, min_count=1, seeds=2, output_dir=str(tmp_path / "out"))
+    piece = synthetic.run_cells(prepare_bench(replace(spec, transformations=("translit_inv",))), "")
+    assert ran == [("translit_inv", "mlm", 0), ("translit_inv", "mlm", 1)]
+    full = prepare_bench(spec)
+    results = synthetic.run_cells(full, "")
+    assert ran[2:] == [("translit", "mlm", 0), ("translit", "mlm", 1)]  # only the cells not run before
+    assert results[2:] == piece  # the kept scores, as the piece returned them
+    ran.clear()
+    assert synthetic.run_cells(prepare_bench(spec), "") == results and not ran  # everything finished: aggregate only
+    full.data["translit"]["derived"].write_text("changed\n")
+    synthetic.run_cells(full, "")
+    assert ran == [("translit", "mlm", 0), ("translit", "mlm", 1)]  # its data changed
+    ran.clear()
+    synthetic.run_cells(prepare_bench(replace(spec, overrides=["train.max_steps=7"])), "")
+    assert len(ran) == 4  # a training setting changed

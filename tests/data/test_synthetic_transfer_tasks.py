@@ -77,3 +77,48 @@ def test_corpora_do_not_change_with_transfer_examples(world_dir, tmp_path):
     for lang, path in plain.corpora.items():
         assert path.read_bytes() == (world_dir / path.name).read_bytes()
     assert plain.constraints.read_bytes() == (world_dir / "constraints.parquet").read_bytes()
+
+
+# The hand grammar's four sentence shapes per language, each with its tree as (head, relation) per word
+SVO_ADJ_FIRST = {("kano", "tiro", "kano"): [(2, "nsubj"), (0, "root"), (2, "obj")],
+                 ("belo", "kano", "tiro", "kano"): [(2, "amod"), (3, "nsubj"), (0, "root"), (3, "obj")],
+                 ("kano", "tiro", "belo", "kano"): [(2, "nsubj"), (0, "root"), (4, "amod"), (2, "obj")],
+                 ("belo", "kano", "tiro", "belo", "kano"): [(2, "amod"), (3, "nsubj"), (0, "root"), (5, "amod"),
+                                                            (3, "obj")]}
+OVS_ADJ_AFTER = {("kano", "tiro", "kano"): [(2, "obj"), (0, "root"), (2, "nsubj")],
+                 ("kano", "belo", "tiro", "kano"): [(3, "obj"), (1, "amod"), (0, "root"), (3, "nsubj")],
+                 ("kano", "tiro", "kano", "belo"): [(2, "obj"), (0, "root"), (2, "nsubj"), (3, "amod")],
+                 ("kano", "belo", "tiro", "kano", "belo"): [(3, "obj"), (1, "amod"), (0, "root"), (3, "nsubj"),
+                                                            (4, "amod")]}
+
+
+@pytest.mark.parametrize("order, adjective_first, trees", [("SVO", True, SVO_ADJ_FIRST),
+                                                           ("OVS", False, OVS_ADJ_AFTER)])
+def test_pos_sentences_carry_the_grammar_trees(tmp_path, order, adjective_first, trees):
+    from distalign.bench.syntax_transform import read_conllu
+
+    lang = _Language("xa", np.random.default_rng(0))
+    lang.order, lang.adjective_first = order, adjective_first
+    grammar = _Grammar({"xa": [["kano"], ["tiro"], ["belo"]]}, np.array(["N", "V", "A"]), np.zeros(3, dtype=int))
+    write_transfer_tasks(np.random.default_rng(1), [lang], grammar, 30, tmp_path)
+    sentences = read_conllu(tmp_path / "udpos" / "xa" / "train.conllu")
+    seen = {tuple(w.form for w in s): [(w.head, w.deprel) for w in s] for s in sentences}
+    assert seen == trees  # every shape drawn in 30 sentences, each with its hand-written tree
+
+
+def test_parsed_corpora_are_the_corpora_with_their_trees(world_dir, tmp_path):
+    from distalign.bench.syntax_transform import read_conllu
+
+    parsed = generate_world(dataclasses.replace(CFG, parsed_corpora=True), tmp_path, seed=0)
+    for lang, path in parsed.corpora.items():
+        assert path.read_bytes() == (world_dir / path.name).read_bytes()  # the same draws
+        trees = read_conllu(parsed.parsed_corpora[lang])  # checked as dependency trees by the reader
+        assert [" ".join(w.form for w in t) for t in trees] == path.read_text().splitlines()
+        for tree in trees:
+            verb = [w.index for w in tree if w.upos == "VERB"]
+            assert [(w.head, w.deprel) for w in tree if w.upos == "VERB"] == [(0, "root")]
+            assert sorted(w.deprel for w in tree if w.upos == "NOUN") == ["nsubj", "obj"]
+            assert all(w.head == verb[0] for w in tree if w.upos == "NOUN")
+            assert all(w.deprel == "amod" and tree[w.head - 1].upos == "NOUN" and abs(w.head - w.index) == 1
+                       for w in tree if w.upos == "ADJ")
+    assert not (world_dir / "corpus.xa.conllu").exists()  # only when asked for
