@@ -8,7 +8,7 @@ independent samples per language, not translations of each other.
 
 ``generate_world`` writes the files the real readers consume:
 ``corpus.<lang>.txt`` (with ``parsed_corpora`` also ``corpus.<lang>.conllu``: the same sentences with the trees the
-grammar built them by), ``constraints.parquet (training concepts only) and
+grammar built them by), ``constraints.parquet`` (training concepts only) and
 ``eval.<l1>-<l2>.tsv`` (G-BLI format, held-out concepts only); with ``transfer_examples`` also labelled
 data for ``distalign transfer`` under ``transfer/`` (``write_transfer_tasks``).
 """
