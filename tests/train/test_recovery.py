@@ -119,8 +119,9 @@ def test_a_run_stopped_on_4_workers_resumes_on_2_and_trains_each_corpus_row_of_t
     killer.join(timeout=5)
     assert killed, "no worker was killed"
 
-    # the same command again, on 2 workers
-    outcome = run_training(load_config(QUICKSTART, base + ["train.num_workers=2"]))
+    # the same command again, on 2 workers (checkpoints and logs at the end only: the kill is behind it)
+    outcome = run_training(load_config(QUICKSTART, base + ["train.num_workers=2", "train.checkpoint_every=40",
+                                                           "train.log_every=40"]))
     assert outcome.metrics["step"] == 40
     rows = trained_corpus_rows(trace)
     assert {(workers, epoch) for workers, epoch, _ in rows} >= {(4, 0), (2, 0)}  # stopped mid-epoch
