@@ -42,6 +42,7 @@ from distalign.bench.syntax_transform import read_conllu, syntax_transform
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
+from distalign.preparation.cache import content_key
 
 BASE_LANG, DERIVED_LANG = "en", "xx"
 # objectives.<name>.weight per objective set (the others are 0); ALIGN's alpha = 10 as in the paper
@@ -420,7 +421,7 @@ def cell_key(bench: PreparedBench, transformation: str, objective: str, seed: in
     inputs = {"config": config, "eval_words": bench.eval_words, "tasks": list(spec.transfer_tasks),
               "finetune": [spec.finetune_lr, spec.finetune_epochs],
               "files": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
-    return hashlib.sha256(json.dumps(inputs, sort_keys=True, default=str).encode()).hexdigest()
+    return content_key(inputs)
 
 
 def run_cells(bench: PreparedBench, parent_id: str) -> list[dict]:
