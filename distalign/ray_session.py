@@ -1,8 +1,12 @@
-"""Connecting the driver to Ray: the cluster in RAY_ADDRESS, else a fresh local one."""
+"""Connecting the driver to Ray (the cluster in RAY_ADDRESS, else a fresh local one), and holding resources
+for a run's own use."""
 
+import contextlib
 import os
+from collections.abc import Iterator
 
 import ray
+import ray.util
 
 # Idle worker processes a node keeps for the next task. Ray keeps as many as the node has free CPUs and kills the
 # rest a second after they go idle: while trials hold every CPU, the task processes that imported torch and
@@ -26,3 +30,20 @@ def shutdown_ray() -> None:
     out: a command calls this while its console is still routed (``distalign.logs.quiet_console``)."""
     if ray.is_initialized():
         ray.shutdown()
+
+
+@contextlib.contextmanager
+def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600) -> Iterator[list]:
+    """Hold ``bundles`` of resources (a placement group each) while the block runs; ``what`` names them in the
+    error raised when the cluster has not freed them within ``timeout_s``."""
+    groups = [ray.util.placement_group([bundle]) for bundle in bundles]
+    try:
+        try:
+            ray.get([group.ready() for group in groups], timeout=timeout_s)
+        except ray.exceptions.GetTimeoutError:
+            raise RuntimeError(f"could not reserve {what} in {timeout_s:.0f} s: the cluster has too few free "
+                               f"resources") from None
+        yield groups
+    finally:
+        for group in groups:
+            ray.util.remove_placement_group(group)

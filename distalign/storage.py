@@ -39,6 +39,18 @@ def ray_storage_path(path: str, endpoint_url: str) -> str:
     return path.split("://", 1)[1] if endpoint_url and "://" in path else path
 
 
+def run_location(storage_path: str, endpoint_url: str, run_name: str) -> tuple[pyarrow.fs.FileSystem, str, str]:
+    """Where a run's checkpoints live (``<storage.path>/<run.name>``, Ray Train's layout): the filesystem, the
+    directory inside it, and the scheme that makes a path in it a URI ("" when local, else ``s3://`` and the like)."""
+    base = f"{storage_path.rstrip('/')}/{run_name}"
+    fs = storage_filesystem(endpoint_url)
+    if fs is not None:
+        return fs, ray_storage_path(base, endpoint_url), "s3://"
+    # a local path, or a URI whose scheme names the filesystem (s3://, gs://)
+    fs, root = pyarrow.fs.FileSystem.from_uri(base if "://" in base else str(Path(base).resolve()))
+    return fs, root, base.split("://", 1)[0] + "://" if "://" in base else ""
+
+
 def checkpoint_uri(checkpoint) -> str:
     """A ``ray.train.Checkpoint``'s location as a local path or an ``s3://`` URI."""
     scheme = "" if isinstance(checkpoint.filesystem, pyarrow.fs.LocalFileSystem) else "s3://"

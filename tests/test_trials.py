@@ -27,7 +27,7 @@ def started(monkeypatch):
 
     configs = []
 
-    def run_training(config, callbacks=None):
+    def run_training(config, callbacks=None, trial_report=None):
         configs.append(config)
         test = {"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20} \
             if config.eval.test_languages else {}

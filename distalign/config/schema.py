@@ -236,6 +236,9 @@ class TrainConfig:
     # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
     # the last checkpoint at the same data position and random state
     max_failures: int = 3
+    # a one-worker Tune trial trains in the trial's own process (distalign.train.in_process), no worker group
+    # started per trial; its failures are the trial's (the study's max_failures), not max_failures above
+    trial_in_process: bool = True
     log_every: int = 10
     seed: int = 0
     # a directory: every rank appends the rows of each step's batches (with the step, and the epoch of corpus rows)
@@ -246,6 +249,11 @@ class TrainConfig:
     # YAML file, then this mapping on top
     deepspeed_config_file: str = ""
     deepspeed_config: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def in_trial_process(self) -> bool:
+        """Whether a Tune trial of this config trains in the trial's process (``trial_in_process``, one worker)."""
+        return self.trial_in_process and self.num_workers == 1
 
     def check(self) -> None:
         require(self.num_workers >= 1, "train.num_workers", "must be >= 1")

@@ -52,6 +52,7 @@ from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.inputs import PreparedData
 from distalign.preparation.schedule import run_schedule
+from distalign.ray_session import reserved
 from distalign.storage import node_local
 
 TOKENIZE_BATCH = 256
@@ -227,20 +228,13 @@ def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float 
     if feed is None:
         yield
         return
-    feed.reserved = [ray.util.placement_group([{"CPU": feed.reserved_cpus}]) for _ in range(workers)]
-    try:
-        ray.get([group.ready() for group in feed.reserved], timeout=timeout_s)
-    except ray.exceptions.GetTimeoutError:
-        for group in feed.reserved:
-            ray.util.remove_placement_group(group)
-        raise RuntimeError(f"could not reserve data.corpus_cpus_per_worker={feed.reserved_cpus} CPUs for each of "
-                           f"{workers} workers in {timeout_s:.0f} s: the cluster has too few free CPUs") from None
-    try:
-        yield
-    finally:
-        for group in feed.reserved:
-            ray.util.remove_placement_group(group)
-        feed.reserved = []
+    what = f"data.corpus_cpus_per_worker={feed.reserved_cpus} CPUs for each of {workers} workers"
+    with reserved([{"CPU": feed.reserved_cpus}] * workers, what, timeout_s) as groups:
+        feed.reserved = groups
+        try:
+            yield
+        finally:
+            feed.reserved = []
 
 
 @dataclass
@@ -251,10 +245,12 @@ class RayWorkerData:
     rank: int
     workers: int
     corpus: CorpusFeed | None = None
+    # a dataset's iterator by name: Ray Train's shard in its workers, the dataset's own in a run in this process
+    dataset_shard: Callable[[str], ray.data.DataIterator] = ray.train.get_dataset_shard
     _shared: Any = None  # the object reference of (corpus, job), once put
 
     def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
-        shard = ray.train.get_dataset_shard(shard_name(stream.name, self.rank))
+        shard = self.dataset_shard(shard_name(stream.name, self.rank))
         return shard.iter_torch_batches(batch_size=batch_size, drop_last=True)
 
     def corpus_units(self) -> tuple[list[Unit], int, int]:

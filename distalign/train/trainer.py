@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import contextlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import ray
@@ -39,6 +40,7 @@ from distalign.tracking import (
     open_store_in_background,
     tracked_run,
 )
+from distalign.train.in_process import fit_in_process
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.plan import TrainingPlan
 from distalign.train.startup import StartupClock
@@ -116,13 +118,37 @@ def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, 
     )
 
 
-def run_training(config: ExperimentConfig, callbacks: list | None = None,
-                 clock: StartupClock | None = None) -> TrainingOutcome:
+@dataclass
+class Fitted:
+    """What training left: the last checkpoint, the best by the selection score, the last report's metrics."""
+
+    checkpoint: ray.train.Checkpoint | None
+    best: ray.train.Checkpoint | None
+    metrics: dict
+
+
+def fit(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, score: dict, callbacks: list | None,
+        trial_report: Callable[[dict], None] | None) -> Fitted:
+    """Train ``plan``: in this process for a one-worker Tune trial (``train.in_trial_process``), else on a Ray
+    Train worker group."""
+    selection, order = score.get("checkpoint_score_attribute", ""), score.get("checkpoint_score_order", "max")
+    if trial_report is not None and config.train.in_trial_process:
+        worker = fit_in_process(plan, datasets, selection, order, trial_report)
+        return Fitted(worker.store.latest, worker.store.best, worker.metrics)
+    result = build_trainer(config, datasets, plan, score, callbacks).fit()
+    best = result.get_best_checkpoint(selection, order) if selection and result.best_checkpoints else None
+    return Fitted(result.checkpoint, best, dict(result.metrics or {}))
+
+
+def run_training(config: ExperimentConfig, callbacks: list | None = None, clock: StartupClock | None = None,
+                 trial_report: Callable[[dict], None] | None = None) -> TrainingOutcome:
     """Train one run as ``config`` says, end to end; returns its MLflow run id and checkpoints.
 
     Inputs are prepared (and every bad input reported) on the driver first; then a Ray cluster is
     joined or started, the MLflow run opened (or reopened on resume), and a ``TorchTrainer`` runs
     ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
+    In a Tune trial (``trial_report``: its ``ray.tune.report``; ``callbacks``: Ray Train's, for a worker group) a
+    one-worker run trains in this process instead (``distalign.train.in_process``).
     """
     configure()
     clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
@@ -161,22 +187,20 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None,
         datasets = build_datasets(prepared, config, plan.schedule.max_steps)
         with reserve_corpus_cpus(plan.corpus, t.num_workers):  # before the trainer takes the plan
             clock.mark("trainer")
-            result = build_trainer(config, datasets, plan, score, callbacks).fit()
-        checkpoint = checkpoint_uri(result.checkpoint) if result.checkpoint is not None else ""
-        best = result.get_best_checkpoint(selection, order) \
-            if has_validation and result.best_checkpoints else None
-        best_checkpoint = checkpoint_uri(best) if best is not None else ""
+            fitted = fit(config, datasets, plan, score, callbacks, trial_report)
+        checkpoint = checkpoint_uri(fitted.checkpoint) if fitted.checkpoint is not None else ""
+        best_checkpoint = checkpoint_uri(fitted.best) if fitted.best is not None else ""
         if checkpoint:
             client.set_tag(run_id, CHECKPOINT_TAG, checkpoint)
         if best_checkpoint:
             client.set_tag(run_id, BEST_CHECKPOINT_TAG, best_checkpoint)
-        selected = best if best is not None else result.checkpoint
+        selected = fitted.best if fitted.best is not None else fitted.checkpoint
         test_metrics = {}
         if prepared.test_pairs and selected is not None:
             test_metrics = score_test_pairs(config, bli_test_sets(config, prepared.test_pairs), selected)
             step = int(test_metrics[TEST_STEP])
             for key, value in test_metrics.items():
                 client.log_metric(run_id, key, value, step=step)
-            log.info("test pairs at step %d (the %s checkpoint): %s", step, "best" if best is not None else "last",
+            log.info("test pairs at step %d (the %s checkpoint): %s", step, "best" if fitted.best is not None else "last",
                      " ".join(f"{k}={v:.4f}" for k, v in test_metrics.items() if k != TEST_STEP))
-    return TrainingOutcome(run_id, checkpoint, dict(result.metrics or {}), best_checkpoint, test_metrics)
+    return TrainingOutcome(run_id, checkpoint, fitted.metrics, best_checkpoint, test_metrics)

@@ -108,15 +108,9 @@ def kept_checkpoints(config: ExperimentConfig) -> dict[int, str]:
     trainer state where it is stored."""
     import pyarrow.fs
 
-    from distalign.storage import ray_storage_path, storage_filesystem
+    from distalign.storage import run_location
 
-    base = f"{config.storage.path.rstrip('/')}/{config.run.name}"
-    fs = storage_filesystem(config.storage.endpoint_url)
-    if fs is not None:
-        root = ray_storage_path(base, config.storage.endpoint_url)
-    else:  # a local path, or a URI whose scheme names the filesystem (s3://, gs://)
-        fs, root = pyarrow.fs.FileSystem.from_uri(base if "://" in base else str(Path(base).resolve()))
-    scheme = base.split("://", 1)[0] + "://" if "://" in base else ""
+    fs, root, scheme = run_location(config.storage.path, config.storage.endpoint_url, config.run.name)
     kept = {}
     for info in fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)):
         if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith("checkpoint_"):

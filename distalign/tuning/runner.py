@@ -1,6 +1,7 @@
-"""Running a study: Ray Tune over the trials of a study file, each trial a full TorchTrainer run (Train V2
-pattern: the trial function runs ``run_training`` with a ``TuneReportCallback``), one MLflow parent run
-for the study with a nested run per trial. A study started again with the same name (and storage)
+"""Running a study: Ray Tune over the trials of a study file, each trial a full training run (Train V2
+pattern: the trial function runs ``run_training`` with a ``TuneReportCallback``; a one-worker trial trains in
+the trial's process, which Tune reuses for the next trial), one MLflow parent run for the study with a nested
+run per trial. A study started again with the same name (and storage)
 resumes: Tune restores it and runs only the trials that had not finished."""
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any
 
 from distalign.config import ConfigError, ExperimentConfig
 from distalign.tuning.report import child_runs, log_study_summary, tag_value
-from distalign.tuning.study import concurrent_trials, load_study, trial_resources
+from distalign.tuning.study import concurrent_trials, load_study, trial_function_resources, trial_resources
 from distalign.tuning.progress import TrialProgress
-from distalign.tuning.trials import TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config
+from distalign.tuning.trials import (TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config,
+                                     trial_train)
 
 log = logging.getLogger("distalign")
 STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it
@@ -30,7 +32,8 @@ def _run_trial(config: ExperimentConfig) -> None:
     from distalign.train.trainer import run_training
     from distalign.transfer.training import transfer_after_training
 
-    outcome = run_training(config, callbacks=[TuneReportCallback()])
+    # a one-worker trial trains in this process and reports itself; a worker group reports through the callback
+    outcome = run_training(config, callbacks=[TuneReportCallback()], trial_report=tune.report)
     final = outcome.test_metrics | transfer_after_training(config, outcome)
     if final:
         tune.report(final | {"step": outcome.metrics.get("step")})
@@ -53,6 +56,16 @@ def _search_trial(params: dict[str, Any]) -> None:
     _run_trial(trial_config(base.config, identity, base.point_overrides(point)))
 
 
+def _trainable(study, function):
+    """The trial function with what each trial holds itself (``trial_function_resources``), from its config."""
+    from ray import tune
+
+    def resources(tune_config: dict[str, Any]) -> tune.PlacementGroupFactory:
+        return tune.PlacementGroupFactory([trial_function_resources(study, trial_train(tune_config))])
+
+    return tune.with_resources(function, resources)
+
+
 def _search_tuner(study, base: ExperimentConfig, parent_id: str, run_config, max_concurrent: int):
     """Optuna over the study's space (each configuration ``seeds`` times), ASHA or first-in-first-out."""
     from ray import tune
@@ -72,11 +85,11 @@ def _search_tuner(study, base: ExperimentConfig, parent_id: str, run_config, max
                               reduction_factor=search.reduction_factor, max_t=base.train.max_steps + 1) \
         if search.scheduler == "asha" else FIFOScheduler()
     return tune.Tuner(
-        tune.with_resources(_search_trial, {"cpu": study.trial_cpus}),
+        _trainable(study, _search_trial),
         param_space={"trial": SearchBase(study.study, base.to_dict(), parent_id), "point": point},
         tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
                                     num_samples=search.num_samples * search.seeds,
-                                    max_concurrent_trials=max_concurrent),
+                                    max_concurrent_trials=max_concurrent, reuse_actors=True),
         run_config=run_config,
     )
 
@@ -89,7 +102,8 @@ def _grid_tuner(trainable, trials: dict[str, ExperimentConfig], parent_id: str, 
                        {k.removeprefix(TAG): tag_value(v) for k, v in config.tracking.tags.items()}, config.to_dict())
              for name, config in trials.items()]
     return tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
-                      tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent), run_config=run_config)
+                      tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent, reuse_actors=True),
+                      run_config=run_config)
 
 
 def close_stopped_trials(client, parent_id: str, metric: str, rows: list[dict[str, Any]]) -> None:
@@ -157,7 +171,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
                      {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
                      dataclasses.asdict(study)) as parent_id:
         searching = bool(study.search.space)
-        trainable = tune.with_resources(_search_trial if searching else _trial, {"cpu": study.trial_cpus})
+        trainable = _trainable(study, _search_trial if searching else _trial)
         # verbose=0: Tune's own tables (every trial's whole config) give way to one line per trial event
         run_config = tune.RunConfig(name=study.study, storage_path=storage_path, storage_filesystem=filesystem,
                                     failure_config=tune.FailureConfig(max_failures=study.max_failures),

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass
+from distalign.config import ConfigError, ExperimentConfig, TrainConfig, load_config, load_dataclass
 from distalign.data.streams import worker_data_cpus
 from distalign.tuning.trials import TAG
 
@@ -84,7 +84,9 @@ class StudyConfig:
     mode: Literal["min", "max"] = "max"
     # trials at once: 0 = as many as the cluster's CPUs and GPUs hold (``trial_resources``); N = at most N
     max_concurrent_trials: int = 0
-    trial_cpus: float = 0.1  # the trial function only waits on its TorchTrainer
+    # the trial function's own CPUs: it waits on its TorchTrainer, or trains its one worker in its process
+    # (train.trial_in_process) in CPUs it reserves besides
+    trial_cpus: float = 0.1
     # times Tune starts a failed trial again (its run resumes from its checkpoints); lost workers inside a
     # trial are train.max_failures' business
     max_failures: int = 1
@@ -138,6 +140,13 @@ def trial_resources(study: StudyConfig, config: ExperimentConfig) -> dict[str, f
     t = config.train
     per_worker = t.cpus_per_worker + worker_data_cpus(config.objectives.streams(), config.data)
     return {"CPU": study.trial_cpus + t.num_workers * per_worker} | ({"GPU": float(t.num_workers)} if t.use_gpu else {})
+
+
+def trial_function_resources(study: StudyConfig, train: TrainConfig) -> dict[str, float]:
+    """What the trial function itself holds (Tune's ``with_resources``): ``trial_cpus``, and the worker's GPU when
+    the run trains in the trial's process (its CPUs it reserves once its datasets are built:
+    ``distalign.train.in_process``)."""
+    return {"CPU": study.trial_cpus} | ({"GPU": 1.0} if train.in_trial_process and train.use_gpu else {})
 
 
 def concurrent_trials(study: StudyConfig, configs: list[ExperimentConfig], cluster: dict[str, float]) -> int:

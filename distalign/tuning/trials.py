@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from distalign.config import ExperimentConfig, apply_override, from_dict, validate
+from distalign.config import ExperimentConfig, TrainConfig, apply_override, from_dict, validate
 
 TAG = "distalign.study."  # prefix of the tags that say what a trial stands for
 
@@ -73,7 +73,6 @@ class SearchBase:
         return [f"{key}={json.dumps(value)}" for key, value in point.items()]
 
 
-
 def describe_trial(tune_config: dict[str, Any], trial_id: str) -> tuple[str, dict[str, Any], int]:
     """A Tune trial's name, what it stands for (grid point and language sample, or the suggested point and
     seed) and its ``train.max_steps``, from the config Tune resolved for it."""
@@ -82,3 +81,12 @@ def describe_trial(tune_config: dict[str, Any], trial_id: str) -> tuple[str, dic
         stands_for = {**tune_config["point"], "train.seed": trial.seed(tune_config.get("__trial_index__", 0))}
         return f"{trial.study}-{trial_id}", stands_for, trial.config["train"]["max_steps"]
     return trial.identity.name, trial.stands_for, trial.config["train"]["max_steps"]
+
+
+def trial_train(tune_config: dict[str, Any]) -> TrainConfig:
+    """The ``train`` section of the config a Tune trial runs (a search's point applied over its base)."""
+    trial = tune_config["trial"]
+    section = dict(trial.config["train"])
+    if isinstance(trial, SearchBase):
+        section |= {k.split(".", 1)[1]: v for k, v in tune_config["point"].items() if k.startswith("train.")}
+    return from_dict(TrainConfig, section)
