@@ -268,12 +268,16 @@ class RayWorkerData:
                 feed.reserved[self.rank])
         read = _item_task.options(**options)
         submitted: collections.deque = collections.deque()
-        for index, item in enumerate(items):
-            submitted.append(read.remote(item, index, self._shared))
-            if len(submitted) == CORPUS_TASK_SLOTS:
+        try:
+            for index, item in enumerate(items):
+                submitted.append(read.remote(item, index, self._shared))
+                if len(submitted) == CORPUS_TASK_SLOTS:
+                    yield from map(ray.get, submitted.popleft())
+            while submitted:
                 yield from map(ray.get, submitted.popleft())
-        while submitted:
-            yield from map(ray.get, submitted.popleft())
+        finally:  # the run ended before them: a process that lives on (a reused trial's) must not keep them running
+            for generator in submitted:
+                ray.cancel(generator)
 
 
 def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:

@@ -33,17 +33,18 @@ def losses_by_step(client: MlflowClient, run_id: str) -> dict[int, list[float]]:
 
 
 def kill_a_worker_once_past(client: MlflowClient, experiment: str, run_name: str, step: int, killed: list[int],
-                            deadline_s: float = 300) -> None:
+                            deadline_s: float = 300, process: str = "RayTrainWorker", settle_s: float = 2.5) -> None:
     """Wait for the run to log ``step`` and for Ray Train to register the checkpoints before it (its
-    controller polls the workers every 2 s), then SIGKILL one training worker process."""
+    controller polls the workers every 2 s: ``settle_s``), then SIGKILL one training worker process (``process``:
+    a word of its command line)."""
     deadline = time.time() + deadline_s
     while time.time() < deadline:
         exp = client.get_experiment_by_name(experiment)
         runs = client.search_runs([exp.experiment_id], f"tags.`{RUN_NAME_TAG}` = '{run_name}'") if exp else []
         if runs and max(losses_by_step(client, runs[0].info.run_id), default=0) >= step:
-            time.sleep(2.5)
+            time.sleep(settle_s)
             workers = [p for p in psutil.process_iter(["cmdline"])
-                       if any("RayTrainWorker" in part for part in (p.info["cmdline"] or []))]
+                       if any(process in part for part in (p.info["cmdline"] or []))]
             if workers:
                 os.kill(workers[-1].pid, signal.SIGKILL)
                 killed.append(workers[-1].pid)

@@ -5,6 +5,7 @@ back through the MLflow client; started again, the study resumes and runs nothin
 from __future__ import annotations
 
 import json
+import threading
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,10 @@ from distalign.eval.distributed import load_encoder
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli
 from distalign.logs import quiet_console
 from distalign.preparation.inputs import prepare_data
-from distalign.tracking import BEST_CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
+from distalign.config import load_config
+from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
+from distalign.train.checkpoint_store import REPORTED_FILE
+from distalign.train.trainer import run_training
 from distalign.train.test_scores import bli_test_sets
 from distalign.tuning import load_study, run_study
 from distalign.tuning.runner import STOPPED_EARLY_TAG
@@ -151,3 +155,49 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
             assert stopped is not None and int(stopped) in steps[1:]
         else:
             assert (child.info.status, stopped, steps[-1]) == ("FINISHED", None, 6)
+
+
+def test_a_one_worker_trial_trains_in_its_process_resumes_after_a_kill_and_matches_a_worker_group(
+        ray_local, distalign_home, tmp_path):
+    """A one-worker trial trains in the trial's process (``train.trial_in_process``), with its own checkpoint
+    store: killed mid-run, Tune starts it again and it resumes from the store, and every logged loss is the one a
+    Ray Train worker group of one logs for the same config. A worker group then resumes from the store too."""
+    from test_recovery import kill_a_worker_once_past, losses_by_step
+
+    base = SMALL + ["train.max_steps=20", "train.checkpoint_every=4", "train.log_every=1", "eval.every=0",
+                    "train.num_workers=1"]
+    reference_config = load_config(QUICKSTART, base + ["run.name=worker-group-of-one"])
+    reference = run_training(reference_config)  # no trial_report: a Ray Train worker group
+    client = MlflowClient(reference_config.tracking.uri)
+    study = tmp_path / "killed.yaml"
+    study.write_text(yaml.safe_dump({"study": "in-process", "base": str(QUICKSTART), "overrides": base,
+                                     "grid": {"train.seed": [0]}, "max_failures": 1}))
+    killed: list[int] = []
+    killer = threading.Thread(target=kill_a_worker_once_past, args=(
+        client, reference_config.tracking.experiment, "in-process-000", 6, killed, 300, "ImplicitFunc", 0), daemon=True)
+    killer.start()
+    rows = run_study(study)
+    killer.join(timeout=5)
+
+    assert killed, "no trial process was killed"
+    assert [(r["trial"], r["error"]) for r in rows] == [("in-process-000", "")]
+    (trial,) = [r for r in client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
+                if r.info.run_name == "in-process-000"]
+    expected, got = losses_by_step(client, reference.run_id), losses_by_step(client, trial.info.run_id)
+    assert sorted(got) == sorted(expected) == list(range(1, 21))
+    repeated = [step for step, values in got.items() if len(values) > 1]
+    assert repeated and min(repeated) > 4 and len(got[1]) == 1  # resumed from the step-4 checkpoint, not from 0
+    for step, values in got.items():
+        assert all(v == pytest.approx(expected[step][0], abs=1e-4) for v in values), (step, values, expected[step])
+    stored = sorted((distalign_home / "runs" / "in-process-000").glob("checkpoint_*"))
+    assert len(stored) == 2 and all((p / REPORTED_FILE).is_file() for p in stored)  # keep_checkpoints: 2
+    assert trial.data.tags[CHECKPOINT_TAG] == str(stored[-1]) and read_state(stored[-1]).step == 20
+
+    # the same run on a Ray Train worker group, 2 steps further: it resumes from what the trial stored
+    _, trials = load_study(study)
+    further = trials["in-process-000"]
+    further.train.max_steps = 22
+    outcome = run_training(further)
+    assert outcome.run_id == trial.info.run_id
+    assert sorted(losses_by_step(client, outcome.run_id)) == list(range(1, 23))
+    assert [len(v) for s, v in losses_by_step(client, outcome.run_id).items() if s > 20] == [1, 1]
