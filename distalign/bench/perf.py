@@ -190,8 +190,10 @@ def logged_run(home: Path, run_name: str):
 def distalign_command(home: Path, args: list[str], run_name: str):
     """``distalign <args>`` as a subprocess on local Ray with ``home`` as DISTALIGN_HOME; returns the MLflow
     run named ``run_name`` that it logged."""
-    subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=_command_env(home), check=True,
-                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    done = subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=_command_env(home),
+                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    if done.returncode:  # the command's own words, not only its exit status
+        raise RuntimeError(f"distalign {' '.join(args)} exited with {done.returncode}:\n{done.stderr[-4000:]}")
     return logged_run(home, run_name)
 
 
