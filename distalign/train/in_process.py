@@ -13,7 +13,6 @@ by the run's Ray Data datasets and corpus tasks as a Ray Train worker is. Its ch
 
 from __future__ import annotations
 
-import contextlib
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -30,19 +29,15 @@ from distalign.train.loop import run_worker
 from distalign.train.plan import TrainingPlan
 
 
-@contextlib.contextmanager
-def process_group_of_one(device: torch.device) -> Iterator[None]:
-    """The default process group with this process alone (the engines need one), unless one is open already."""
+def open_process_group_of_one(device: torch.device) -> None:
+    """Open the default process group with this process alone (the engines need one), unless one is open. It
+    stays open for the process's next run: a reused trial process's DeepSpeed keeps the group in its module
+    state, and a group destroyed under it fails the next trial."""
     if dist.is_initialized():
-        yield
         return
     for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):  # DeepSpeed reads them
         os.environ.setdefault(key, value)
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1)
-    try:
-        yield
-    finally:
-        dist.destroy_process_group()  # a reused trial process opens its next trial's group
 
 
 @dataclass
@@ -84,7 +79,7 @@ def fit_in_process(plan: TrainingPlan, datasets: dict[str, ray.data.Dataset], sc
     # the worker's CPUs, held from here on as a worker group's are (the trial holds its GPU from the start: Ray
     # makes a GPU visible to the process holding it); not earlier: building the datasets ran a 1-CPU task
     cpus = config.train.cpus_per_worker
-    with reserved([{"CPU": cpus}], f"train.cpus_per_worker={cpus} CPUs for the trial's worker"), \
-            process_group_of_one(device):
+    open_process_group_of_one(device)
+    with reserved([{"CPU": cpus}], f"train.cpus_per_worker={cpus} CPUs for the trial's worker"):
         run_worker(plan, worker)
     return worker
