@@ -31,6 +31,8 @@ from distalign.train.trainer import run_training
 pytestmark = pytest.mark.slow
 CONFIGS = REPO / "jobs" / "configs"
 ZERO2 = ["train.engine=deepspeed", "train.zero_stage=2"]
+# a run's first start: its one checkpoint at step 4, where the second start resumes (to SMALL's max_steps 6)
+FIRST_FOUR_STEPS = ["train.max_steps=4", "train.checkpoint_every=4"]
 
 
 def start_model(client: MlflowClient, run_id: str) -> torch.nn.Module:
@@ -97,7 +99,7 @@ def test_tiny_config_under_zero2_checkpoints_resumes_and_exports(name, ray_local
     case = RESUMED_CONFIGS[name]
     path = CONFIGS / name
     overrides = SMALL + case.shrink + ZERO2 + [f"run.name={path.stem}-zero2"]
-    first = run_training(load_config(path, overrides + ["train.max_steps=4"]))
+    first = run_training(load_config(path, overrides + FIRST_FOUR_STEPS))
     assert_both_ranks_sharded(first.checkpoint)
     # read now: the resumed run may delete this checkpoint (Ray keeps the best by selection score + the latest)
     first_sense = sense_state(first.checkpoint) if case.objective == "sense_aware" else None
@@ -123,7 +125,7 @@ def test_align_mlm_under_zero3_exports_the_whole_model_gathered_to_rank_0_and_re
     path = CONFIGS / "align_mlm_tiny.yaml"
     overrides = SMALL + ["objectives.lexical.weight=1", "train.engine=deepspeed", "train.zero_stage=3",
                          "run.name=align-mlm-zero3"]
-    first = run_training(load_config(path, overrides + ["train.max_steps=4"]))
+    first = run_training(load_config(path, overrides + FIRST_FOUR_STEPS))
     assert_both_ranks_sharded(first.checkpoint)
     config = load_config(path, overrides)
     client = MlflowClient(config.tracking.uri)
