@@ -1,4 +1,5 @@
 import logging
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -7,7 +8,8 @@ import torch
 
 from distalign.config import ExperimentConfig, load_dataclass
 from distalign.data.sources import StaticVectorsSource
-from distalign.objectives.static_align import _LeadingSingular, dcca_forced_correlations, dcca_loss, mse_loss
+from distalign.objectives.static_align import (StaticAlignObjective, _LeadingSingular, dcca_forced_correlations,
+                                               dcca_loss, mse_loss)
 from distalign.preparation.static_targets import read_static_targets
 from distalign.static.word2vec_format import write_word2vec
 
@@ -233,3 +235,21 @@ def test_static_targets_warn_when_dcca_batch_is_degenerate(tmp_path, caplog, bat
     if warns:
         assert f"train.static_batch_size={batch} " in messages[0]
         assert f"{dcca_forced_correlations(batch, k)} of Deep CCA's {k} correlations" in messages[0]
+
+
+# ---------------------------------------------------------------- the objective
+
+@pytest.mark.parametrize("loss", ["mse", "dcca"])
+def test_the_objective_computes_the_configured_loss_on_the_encoded_words(loss):
+    # (a real run of the shipped static config trains with mse: tests/train/test_tiny_configs.py)
+    config = load_dataclass(ExperimentConfig, None, [f"objectives.static.loss={loss}", "objectives.static.dcca_k=3"])
+    objective = StaticAlignObjective.build(config.objectives.static, None)
+    rng = np.random.default_rng(0)
+    h, v = (torch.from_numpy(rng.normal(size=(12, 4)).astype(np.float32)) for _ in range(2))
+    seen = []
+    model = SimpleNamespace(encode_words=lambda *tensors: seen.append(tensors) or h)
+    batch = {"input_ids": torch.ones(12, 3, dtype=torch.long), "attention_mask": torch.ones(12, 3, dtype=torch.long),
+             "word_mask": torch.ones(12, 3), "vector": v}
+    expected = mse_loss(h, v) if loss == "mse" else dcca_loss(h, v, 3)
+    assert objective(model, batch).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert seen and seen[0][0] is batch["input_ids"] and seen[0][2] is batch["word_mask"]

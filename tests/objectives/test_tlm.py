@@ -1,8 +1,11 @@
 """TLM (XLM's translation language modelling): the pair layout, positions and languages against a hand
 computation, masking on both sides, the loss against a plain masked-LM call, the parallel readers' bad rows,
-config errors, and the share of TLM sequences in a step of MLM + TLM on real prepared batches."""
+config errors, the share of TLM sequences in a step of MLM + TLM on real prepared batches, and MLM + TLM on two
+workers over a corpus file with a bad row (reported by the run)."""
 
 from __future__ import annotations
+
+import json
 
 import numpy as np
 import pyarrow as pa
@@ -220,18 +223,28 @@ def test_parallel_share_keeps_a_share_of_the_corpus_and_only_those_pairs_reach_t
         tlm_config(pairs, "objectives.tlm.parallel_share=0")
 
 
-def test_mlm_plus_tlm_trains_on_two_workers(ray_local, distalign_home, tmp_path):
+def test_mlm_plus_tlm_trains_on_two_workers_over_a_corpus_with_bad_rows_and_reports_them(ray_local, distalign_home,
+                                                                                          tmp_path):
+    """MLM on a corpus file with a cut-off row beside TLM on pairs: the run trains both and finishes; the bad row is
+    skipped and reported as the run's data/skipped_corpus_rows."""
     from mlflow.tracking import MlflowClient
 
     from distalign.train.trainer import run_training
 
+    lines = [json.dumps({"text": f"xa{i % 7} xa{i % 5} xa{i % 3}"}) for i in range(200)]
+    lines[17] = '{"text": "cut sh'
+    (tmp_path / "xa.jsonl").write_text("\n".join(lines) + "\n")
     config = tlm_config(write_pairs(tmp_path / "pairs.tsv", 64), "run.name=tlm-ray", "train.max_steps=4",
-                        "train.parallel_batch_size=4")
+                        "train.parallel_batch_size=4", "data.source=files",
+                        f"data.corpora=[{{path: {tmp_path / 'xa.jsonl'}, lang: xa}}]", "eval.every=0")
     assert config.objectives.streams() == {"corpus", "parallel"} and config.train.num_workers == 2
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
-    assert client.get_run(outcome.run_id).info.status == "FINISHED"
+    run = client.get_run(outcome.run_id)
+    assert run.info.status == "FINISHED"
     for name in ("train/tlm_loss", "train/mlm_loss"):
         losses = client.get_metric_history(outcome.run_id, name)
         assert [m.step for m in losses] == [2, 4]
         assert all(np.isfinite(m.value) and m.value > 0 for m in losses)
+    assert run.data.metrics["data/skipped_corpus_rows"] == 1
+    assert outcome.metrics["step"] == config.train.max_steps

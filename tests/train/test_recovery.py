@@ -1,6 +1,6 @@
 """Automatic recovery: a training worker killed by PID mid-run is replaced by Ray Train (``train.max_failures``);
-the run finishes by itself from its last checkpoint, at the same data position and random state, so every
-logged loss matches the uninterrupted run's."""
+the run finishes by itself from its last checkpoint, at the same data position, random state and optimizer state
+(LAMB's, saved by DDP in optimizer.pt), so every logged loss matches the uninterrupted run's."""
 
 from __future__ import annotations
 
@@ -9,12 +9,15 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import psutil
 import pytest
+import torch
 from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL
+from distalign.checkpoint import OPTIMIZER_FILE
 from distalign.config import load_config
 from distalign.data.corpus_plan import fresh_items
 from distalign.preparation.inputs import prepare_data
@@ -53,9 +56,11 @@ def kill_a_worker_once_past(client: MlflowClient, experiment: str, run_name: str
 
 
 def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(ray_local, distalign_home):
+    # with LAMB, the optimizer of DICT-MLM's published setting (dict_mlm.yaml): its state is restored too
     base = SMALL + ["train.max_steps=40", "train.checkpoint_every=5", "train.log_every=1", "eval.every=0",
-                    "train.max_failures=2"]
-    clean_config = load_config(QUICKSTART, base + ["run.name=uninterrupted"])
+                    "train.max_failures=2", "train.optimizer=lamb"]
+    # the reference checkpoints at its end only (~1.8 s a checkpoint here, 2026-11-26): saving one changes no loss
+    clean_config = load_config(QUICKSTART, base + ["run.name=uninterrupted", "train.checkpoint_every=40"])
     clean = run_training(clean_config)
     client = MlflowClient(clean_config.tracking.uri)
 
@@ -77,6 +82,11 @@ def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(
     for step, values in got.items():
         for value in values:
             assert abs(value - expected[step][0]) < 1e-4, (step, value, expected[step][0])
+    optimizer = torch.load(Path(outcome.checkpoint) / OPTIMIZER_FILE, weights_only=True)["optimizer"]
+    groups = optimizer["param_groups"]  # LAMB's settings; biases and LayerNorm weights without decay or trust ratio
+    assert set(groups[0]) - {"params", "initial_lr"} == {"lr", "betas", "eps", "weight_decay", "adapt"}
+    assert [(g["weight_decay"], g["adapt"]) for g in groups] == [(clean_config.train.weight_decay, True), (0.0, False)]
+    assert optimizer["state"] and all(s["step"] == 40 for s in optimizer["state"].values())  # LAMB's, not AdamW's
 
 
 def trained_corpus_rows(trace_dir) -> list[tuple[int, int, int]]:
