@@ -249,7 +249,8 @@ def _add_train_command(sub) -> None:
 def _add_tune_command(sub) -> None:
     """`distalign tune STUDY [key=value ...]`"""
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
-                          description="Grid study over config keys; each trial is a full TorchTrainer run.")
+                          description="A study over config keys (grid or search); each trial is a full training "
+                                      "run (a one-worker trial trains in the trial's own process).")
     tune.add_argument("study", help="study YAML (e.g. jobs/studies/quickstart.yaml)")
     tune.add_argument("overrides", nargs="*",
                       help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
