@@ -5,8 +5,8 @@ The layout is Ray Train's, ``<storage.path>/<run.name>/checkpoint_<date>_<time>/
 other way of running wrote: the store lists the run's checkpoint directories, and a Ray Train worker falls back to
 the same listing when Ray Train has no checkpoint of the run (``distalign.train.loop``). The retention is Ray
 Train's too: the latest checkpoint always, and ``storage.keep_checkpoints`` more, the best by the selection score
-(the newest without one). Each checkpoint carries the metrics reported with it (``REPORTED_FILE``), so a restarted
-trial knows which of its kept checkpoints is best.
+(the newest without one). Each checkpoint carries the metrics reported with it (``REPORTED_FILE``, written after
+its files), so a restarted trial knows which of its kept checkpoints is best.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class CheckpointStore:
     stored: list[Stored] = field(default_factory=list)  # oldest first
 
     def __post_init__(self):
-        self.fs, self.root, self.scheme = run_location(self.storage_path, self.endpoint_url, self.run_name)
+        self.fs, self.root, _ = run_location(self.storage_path, self.endpoint_url, self.run_name)
         self.stored = [Stored(name, self._read_metrics(name)) for name in self._listed()]
 
     def _listed(self) -> list[str]:
@@ -63,9 +63,6 @@ class CheckpointStore:
 
     def checkpoint(self, stored: Stored) -> ray.train.Checkpoint:
         return ray.train.Checkpoint(f"{self.root}/{stored.name}", self.fs)
-
-    def uri(self, stored: Stored) -> str:
-        return f"{self.scheme}{self.root}/{stored.name}"
 
     def newest_first(self) -> list[ray.train.Checkpoint]:
         return [self.checkpoint(s) for s in reversed(self.stored)]
@@ -97,12 +94,14 @@ class CheckpointStore:
     def save(self, directory: Path, metrics: dict[str, float]) -> ray.train.Checkpoint:
         """Upload a saved checkpoint directory with the metrics reported with it, then drop the checkpoints
         retention no longer keeps."""
-        (directory / REPORTED_FILE).write_text(json.dumps(metrics))
         name = f"{PREFIX}{datetime.now():%Y-%m-%d_%H-%M-%S.%f}"
         if self.stored and name <= self.stored[-1].name:  # a clock set back: names must keep their order
             name = f"{self.stored[-1].name}0"
         self.fs.create_dir(f"{self.root}/{name}")
         pyarrow.fs.copy_files(str(directory), f"{self.root}/{name}", pyarrow.fs.LocalFileSystem(), self.fs)
+        # last: an upload cut short has no metrics, so it ranks below every complete checkpoint
+        with self.fs.open_output_stream(f"{self.root}/{name}/{REPORTED_FILE}") as out:
+            out.write(json.dumps(metrics).encode())
         self.stored.append(Stored(name, metrics))
         self._prune()
         return self.checkpoint(self.stored[-1])

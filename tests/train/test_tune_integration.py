@@ -189,8 +189,12 @@ def test_a_one_worker_trial_trains_in_its_process_resumes_after_a_kill_and_match
     assert repeated and min(repeated) > 4 and len(got[1]) == 1  # resumed from the step-4 checkpoint, not from 0
     for step, values in got.items():
         assert all(v == pytest.approx(expected[step][0], abs=1e-4) for v in values), (step, values, expected[step])
+    # retention (keep_checkpoints 2, by the selection score): with eval.every=0, the checkpoints of steps 4-16
+    # carry the step-0 evaluation (gain 0) and step 20 its own; ties go to the newer, the latest is always kept
     stored = sorted((distalign_home / "runs" / "in-process-000").glob("checkpoint_*"))
-    assert len(stored) == 2 and all((p / REPORTED_FILE).is_file() for p in stored)  # keep_checkpoints: 2
+    reported = {read_state(p).step: json.loads((p / REPORTED_FILE).read_text()) for p in stored}
+    final_gain = reported[20][SELECTION_METRIC]
+    assert sorted(reported) == ([16, 20] if final_gain >= 0 else [12, 16, 20]), (final_gain, sorted(reported))
     assert trial.data.tags[CHECKPOINT_TAG] == str(stored[-1]) and read_state(stored[-1]).step == 20
 
     # the same run on a Ray Train worker group, 2 steps further: it resumes from what the trial stored
