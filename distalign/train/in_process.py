@@ -76,10 +76,10 @@ def fit_in_process(plan: TrainingPlan, datasets: dict[str, ray.data.Dataset], sc
     store = CheckpointStore(config.storage.path, config.storage.endpoint_url, config.run.name,
                             config.storage.keep_checkpoints, score, order)
     worker = InProcessWorker(datasets, store, device, forward)
+    open_process_group_of_one(device)
     # the worker's CPUs, held from here on as a worker group's are (the trial holds its GPU from the start: Ray
     # makes a GPU visible to the process holding it); not earlier: building the datasets ran a 1-CPU task
     cpus = config.train.cpus_per_worker
-    open_process_group_of_one(device)
     with reserved([{"CPU": cpus}], f"train.cpus_per_worker={cpus} CPUs for the trial's worker"):
         run_worker(plan, worker)
     return worker
