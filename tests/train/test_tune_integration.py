@@ -192,12 +192,13 @@ def test_a_one_worker_trial_trains_in_its_process_resumes_after_a_kill_and_match
     assert all(step > 4 for step, values in got.items() if len(values) > 1)
     for step, values in got.items():
         assert all(v == pytest.approx(expected[step][0], abs=1e-4) for v in values), (step, values, expected[step])
-    # retention (keep_checkpoints 2, by the selection score): with eval.every=0, the checkpoints of steps 4-16
-    # carry the step-0 evaluation (gain 0) and step 20 its own; ties go to the newer, the latest is always kept
+    # retention (keep_checkpoints 2, by the selection score; the rules by hand in test_checkpoint_store.py): the
+    # latest is kept beside the 2 best, so a third checkpoint stays only when the latest scores below both others
     stored = sorted((distalign_home / "runs" / "in-process-000").glob("checkpoint_*"))
-    reported = {read_state(p).step: json.loads((p / REPORTED_FILE).read_text()) for p in stored}
-    final_gain = reported[20][SELECTION_METRIC]
-    assert sorted(reported) == ([16, 20] if final_gain >= 0 else [12, 16, 20]), (final_gain, sorted(reported))
+    score = {read_state(p).step: json.loads((p / REPORTED_FILE).read_text())[SELECTION_METRIC] for p in stored}
+    kept = sorted(score)
+    assert kept[-1] == 20 and len(kept) in (2, 3), score
+    assert len(kept) == 2 or score[20] < min(score[s] for s in kept[:-1]), score
     assert trial.data.tags[CHECKPOINT_TAG] == str(stored[-1]) and read_state(stored[-1]).step == 20
 
     # the same run on a Ray Train worker group, 2 steps further: it resumes from what the trial stored
