@@ -12,7 +12,6 @@ its files), so a restarted trial knows which of its kept checkpoints is best.
 from __future__ import annotations
 
 import json
-import logging
 import math
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -23,7 +22,6 @@ import ray.train
 
 from distalign.storage import run_location
 
-log = logging.getLogger("distalign")
 REPORTED_FILE = "reported_metrics.json"
 PREFIX = "checkpoint_"
 

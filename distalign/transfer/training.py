@@ -109,11 +109,12 @@ def kept_checkpoints(config: ExperimentConfig) -> dict[int, str]:
     import pyarrow.fs
 
     from distalign.storage import run_location
+    from distalign.train.checkpoint_store import PREFIX as CHECKPOINT_PREFIX
 
     fs, root, scheme = run_location(config.storage.path, config.storage.endpoint_url, config.run.name)
     kept = {}
     for info in fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)):
-        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith("checkpoint_"):
+        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX):
             state = fs.get_file_info(f"{info.path}/{STATE_FILE}")
             if state.type == pyarrow.fs.FileType.File:  # a checkpoint still being written has none yet
                 with fs.open_input_stream(state.path) as stream:
