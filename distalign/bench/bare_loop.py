@@ -8,9 +8,10 @@ import it from below, not from each other.
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
+
+from distalign import collectives
 
 
 class BareObjectives(nn.Module):
@@ -30,22 +31,18 @@ class BareObjectives(nn.Module):
                                                                      pairs["attention_mask2"]])).last_hidden_state
         mask = torch.cat([pairs["word_mask1"], pairs["word_mask2"]]).unsqueeze(-1).to(states.dtype)
         words, synsets = (states * mask).sum(1) / mask.sum(1).clamp(min=1), pairs["synset"]
-        if dist.is_initialized() and dist.get_world_size() > 1:
-            import torch.distributed.nn.functional as dist_fn
-
+        if collectives.distributed():
             n = len(synsets)
-            sides = torch.cat(dist_fn.all_gather(torch.cat([words[:n], words[n:]], 1)))  # [N_all, 2d]
+            sides = torch.cat(collectives.all_gather_with_grad(torch.cat([words[:n], words[n:]], 1)))  # [N_all, 2d]
             words = torch.cat([sides[:, : words.shape[1]], sides[:, words.shape[1]:]])
-            parts = [torch.empty_like(synsets) for _ in range(dist.get_world_size())]
-            dist.all_gather(parts, synsets)
-            synsets = torch.cat(parts)
+            synsets = torch.cat(collectives.all_gather_tensors(synsets))
         return mlm + self.info_nce(F.normalize(words, dim=-1), synsets.repeat(2))
 
     def info_nce(self, words: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         """For each pair of items of one synset: -log of its score's softmax against the item's negatives."""
         scores = words @ words.T / self.temperature
         same = labels[:, None] == labels[None, :]
-        positive = same & ~torch.eye(len(labels), dtype=torch.bool)
+        positive = same & ~torch.eye(len(labels), dtype=torch.bool, device=labels.device)
         negatives = torch.logsumexp(scores.masked_fill(same, float("-inf")), 1, keepdim=True)
         return (torch.logaddexp(scores, negatives) - scores)[positive].mean()
 

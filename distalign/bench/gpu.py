@@ -45,7 +45,8 @@ class Throughput:
     mfu: float | None  # None where the device's peak is unknown
 
 
-def random_batches(shape: Shape, vocab: int, device: torch.device, seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
+def random_batches(shape: Shape, vocab: int, device: torch.device,  # host-side: drawn on CPU, moved at the end
+                   seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
     """One step's batches in the batch contract's shapes: ``shape.mask_prob`` of corpus tokens masked, words
     of 1-6 subwords."""
     g = torch.Generator().manual_seed(seed)

@@ -79,7 +79,7 @@ class Collate:
         words = self.tokenizer(pairs["word1"] + pairs["word2"], truncation=True, max_length=self.word_tokens,
                                padding=True, return_special_tokens_mask=True, return_tensors="pt")
         words["word_mask"] = words["attention_mask"] * (1 - words["special_tokens_mask"])
-        constraints = {"synset": torch.tensor(pairs["synset_index"])}
+        constraints = {"synset": torch.tensor(pairs["synset_index"])}  # host-side: a DataLoader collate
         for side, half in (("1", slice(None, len(pairs["word1"]))), ("2", slice(len(pairs["word1"]), None))):
             constraints |= {f"{key}{side}": words[key][half] for key in ("input_ids", "attention_mask", "word_mask")}
         return {"corpus": corpus, "constraints": constraints}

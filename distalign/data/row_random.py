@@ -8,6 +8,8 @@ resumed run regenerates exactly the batches it would have seen.
 
 from __future__ import annotations
 
+# host-side module: the draws are made on the data side, on CPU, before a batch reaches any device
+
 from typing import Sequence
 
 import numpy as np

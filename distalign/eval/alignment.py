@@ -40,6 +40,7 @@ def vocabulary_alignment(embeddings: torch.Tensor, src_ids, tgt_ids, candidate_i
     language's whole vocabulary (``candidate_ids``), else 0; the score is the mean over the natural
     language's tokens ``src_ids`` with counterparts ``tgt_ids``. Ties count for the counterpart.
     """
+    # host-side: the ids are checked on the host; indexing moves them to the embeddings' device (own: below)
     src_ids, tgt_ids, candidate_ids = (torch.as_tensor(x, dtype=torch.long) for x in (src_ids, tgt_ids, candidate_ids))
     if src_ids.shape != tgt_ids.shape or not len(src_ids):
         raise ValueError(f"src_ids and tgt_ids must be equal non-empty lists, got {len(src_ids)} and {len(tgt_ids)}")
@@ -49,7 +50,7 @@ def vocabulary_alignment(embeddings: torch.Tensor, src_ids, tgt_ids, candidate_i
         raise ValueError(f"counterparts {missing[:5]} are not among the candidate ids (the derived vocabulary)")
     _check_chunk_size(chunk_size)
     rows, candidates = _normalized_pair(embeddings[src_ids], embeddings[candidate_ids])
-    own = torch.tensor([position[int(t)] for t in tgt_ids])
+    own = torch.tensor([position[int(t)] for t in tgt_ids], device=rows.device)
     hits = []
     for start in range(0, len(rows), chunk_size):
         sims = rows[start : start + chunk_size] @ candidates.T

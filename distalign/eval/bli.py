@@ -32,7 +32,7 @@ SIMILARITIES = ("cosine", "csls")
 
 def l2_normalize(x: torch.Tensor) -> torch.Tensor:
     """Rows scaled to unit L2 norm (non-float input becomes float; zero rows stay zero)."""
-    x = torch.as_tensor(x)
+    x = torch.as_tensor(x)  # host-side: a tensor keeps its device, an array lands on CPU
     if not x.is_floating_point():
         x = x.to(torch.get_default_dtype())
     return F.normalize(x, p=2, dim=-1)
@@ -40,7 +40,7 @@ def l2_normalize(x: torch.Tensor) -> torch.Tensor:
 
 def _normalized_pair(a, b, *, same_shape: bool = False) -> tuple[torch.Tensor, torch.Tensor]:
     """Validate two non-empty 2-D matrices, cast to a common float dtype, L2-normalise rows."""
-    a, b = torch.as_tensor(a), torch.as_tensor(b)
+    a, b = torch.as_tensor(a), torch.as_tensor(b)  # host-side: a tensor keeps its device, an array lands on CPU
     if a.dim() != 2 or b.dim() != 2:
         raise ValueError(f"expected 2-D [rows, dim] tensors, got shapes {tuple(a.shape)} and {tuple(b.shape)}")
     if same_shape and a.shape != b.shape:
@@ -110,7 +110,7 @@ def similarity_matrix(
     return torch.cat([scores for _, scores in _score_chunks(s, t, r_s, k, chunk_size)])
 
 
-def _gold_index(gold: Sequence[Iterable[int] | int], n: int, m: int):
+def _gold_index(gold: Sequence[Iterable[int] | int], n: int, m: int):  # host-side: the caller moves rows, cols
     """Flatten gold sets into (row, col) pairs plus per-query offsets into them."""
     if hasattr(gold, "tolist"):  # a tensor or array: [n] target indices, or [n, k] sets
         gold = gold.tolist()
@@ -201,6 +201,6 @@ def ranking_metrics(ranks: torch.Tensor, k_values: Iterable[int] = (1, 5, 10)) -
     k_values = [int(k) for k in k_values]
     if any(k < 1 for k in k_values):
         raise ValueError(f"precision cut-offs must be >= 1, got {k_values}")
-    ranks = torch.as_tensor(ranks)
+    ranks = torch.as_tensor(ranks)  # host-side: a tensor keeps its device
     return {"mrr": ranks.double().reciprocal().mean().item(),
             **{k: (ranks <= k).double().mean().item() for k in k_values}}

@@ -21,7 +21,7 @@ def mlm_loss_sums(masked_lm, batch: dict[str, np.ndarray], rows: np.ndarray, num
                   batch_size: int, device: torch.device) -> torch.Tensor:
     """[num_languages, 2] float64: per language id, the summed cross-entropy of the labelled tokens of
     ``batch[rows]`` and their count (sums: ranks scoring disjoint rows add them up)."""
-    sums = torch.zeros(num_languages, 2, dtype=torch.float64)
+    sums = torch.zeros(num_languages, 2, dtype=torch.float64)  # host-side: summed from .cpu() values below
     was_training = masked_lm.training
     masked_lm.eval()  # no dropout: the loss of the model, not of one noisy draw
     try:

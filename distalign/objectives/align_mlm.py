@@ -78,7 +78,7 @@ def align_loss(embedding_weight: torch.Tensor, src_ids: torch.Tensor, tgt_ids: t
     """ALIGN-MLM loss ``-mean_i cos(E[src_i], E[tgt_i])`` (see module docstring)."""
     if embedding_weight.dim() != 2:
         raise ValueError(f"embedding_weight must be [V, d], got shape {tuple(embedding_weight.shape)}")
-    n_src, n_tgt = torch.as_tensor(src_ids).shape[:1], torch.as_tensor(tgt_ids).shape[:1]
+    n_src, n_tgt = torch.as_tensor(src_ids).shape[:1], torch.as_tensor(tgt_ids).shape[:1]  # host-side: shapes
     if n_src != n_tgt:
         raise ValueError(f"src_ids and tgt_ids must have the same number of words N, got {n_src} vs {n_tgt}")
     if n_src == (0,) or len(n_src) == 0:
@@ -106,7 +106,7 @@ def dictionary_token_ids(word_pairs, tokenizer) -> tuple[torch.Tensor, torch.Ten
                                                                  ("word1", "lang1", "word2", "lang2")))
              if l1 != l2 and tokens[w1] and tokens[w2]]
 
-    def padded(side: int) -> torch.Tensor:
+    def padded(side: int) -> torch.Tensor:  # host-side: registered as buffers, they move with the module
         width = max((len(p[side]) for p in pairs), default=1)
         ids = torch.full((len(pairs), width), PAD_ID, dtype=torch.long)
         for row, pair in enumerate(pairs):
@@ -149,7 +149,8 @@ class AlignObjective(Objective):
                              "besides the word-start mark on each side)")
         self.register_buffer("src_ids", src_ids, persistent=False)
         self.register_buffer("tgt_ids", tgt_ids, persistent=False)
-        self.register_buffer("steps", torch.zeros((), dtype=torch.long))  # checkpointed: the same draws on resume
+        # checkpointed: the same draws on resume; host-side: a buffer moves with the module
+        self.register_buffer("steps", torch.zeros((), dtype=torch.long))
         self.pairs_per_step, self.seed = pairs_per_step, seed
 
     @classmethod

@@ -103,7 +103,7 @@ class SynonymTable:
     dropped: dict[str, int]  # dictionary rows not used, by reason
 
 
-def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str]) -> SynonymTable:
+def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str]) -> SynonymTable:  # host-side
     """Tokenise every dictionary word as ``encode_sentences`` tokenises a corpus word; index the pairs.
 
     ``dictionary`` has columns word1, lang1, word2, lang2 (e.g. ``readers.read_dictionary`` output,
@@ -161,7 +161,7 @@ def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str
 
 
 def dictionary_entry_ids(input_ids: torch.Tensor, word_ids: torch.Tensor, lang_ids: torch.Tensor,
-                         table: SynonymTable) -> torch.Tensor:
+                         table: SynonymTable) -> torch.Tensor:  # host-side: the data workers' batch preparer
     """[B, T]: the synonym-table entry of each token's word (sentence language ``lang_ids`` [B]), -1 if none."""
     input_ids, word_ids, lang_ids = (torch.as_tensor(x) for x in (input_ids, word_ids, lang_ids))
     if lang_ids.shape != input_ids.shape[:1]:
@@ -254,7 +254,7 @@ def _fit_row(row: dict[str, list[int]], width: int) -> dict[str, list[int]]:
 
 
 def splice_synonyms(tokens: dict[str, torch.Tensor], synonym: torch.Tensor, table: SynonymTable,
-                    fill: dict[str, int]) -> dict[str, torch.Tensor]:
+                    fill: dict[str, int]) -> dict[str, torch.Tensor]:  # host-side: the data workers' batch preparer
     """``splice_row`` on every row of a [B, T] batch (attended tokens only), each row cut to T by ``_fit_row``
     and padded with ``fill`` (per column; ``lang_ids`` pads with the row's first language)."""
     batch, width = synonym.shape
@@ -314,7 +314,7 @@ def dict_mlm_mask(tokens: dict[str, torch.Tensor], table: SynonymTable, mask_tok
 
 def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
                        lang_ids: torch.Tensor, table: SynonymTable, *, cls_id: int, sep_id: int, pad_id: int,
-                       max_length: int, switch_prob: float, random: RowRandom) -> dict[str, torch.Tensor]:
+                       max_length: int, switch_prob: float, random: RowRandom) -> dict[str, torch.Tensor]:  # host-side
     """dict-TLM input ``[CLS] orig [SEP] switched [SEP] pad…`` of width ``max_length``.
 
     Returns input_ids, attention_mask, word_ids (switched words numbered after the original ones),

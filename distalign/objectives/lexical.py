@@ -55,7 +55,7 @@ from distalign.data.streams import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
-from distalign.objectives.collectives import all_gather_rows
+from distalign.collectives import all_gather_rows
 
 
 @dataclass

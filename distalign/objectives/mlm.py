@@ -81,7 +81,7 @@ def whole_word_mask(
 def token_units(word_ids: torch.Tensor) -> torch.Tensor:
     """Each token as its own masking unit: its position where ``word_ids`` marks a word's token, -1 elsewhere;
     ``whole_word_mask`` over these units masks single subword tokens."""
-    positions = torch.arange(word_ids.shape[1]).expand_as(word_ids)
+    positions = torch.arange(word_ids.shape[1], device=word_ids.device).expand_as(word_ids)
     return torch.where(word_ids >= 0, positions, -1)
 
 

@@ -43,7 +43,7 @@ from torch import nn
 
 from distalign.errors import require
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
-from distalign.objectives.collectives import all_gather_rows
+from distalign.collectives import all_gather_rows
 from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking
 from distalign.objectives.sense_state import SenseState
 
@@ -51,7 +51,7 @@ NO_TRANSLATION = -1
 
 
 def build_translation_table(src_ids: Sequence[int], tgt_ids: Sequence[int], vocab_size: int,
-                            max_translations: int = 8, symmetric: bool = True) -> torch.Tensor:
+                            max_translations: int = 8, symmetric: bool = True) -> torch.Tensor:  # host-side
     """[V, max_translations] table of translation token ids per token, padded with -1.
 
     Pairs are taken in order (duplicates and self-pairs dropped, at most ``max_translations`` kept

@@ -32,7 +32,7 @@ Decisions made here (the paper leaves them open):
   of a token chosen in less than a share β of its selections (the most chosen sense always stays).
 
 Distributed training: the state is kept identical on every rank by applying the same update on
-every rank from the (token, sense, state) rows gathered from all ranks (``collectives.all_gather_rows``), in
+every rank from the (token, sense, state) rows gathered from all ranks (``distalign.collectives.all_gather_rows``), in
 rank order. Identical queues give identical projections, so nothing else needs broadcasting.
 """
 
@@ -117,7 +117,7 @@ class SenseState:
 
     def __init__(self, vocab_size: int, num_senses: int, hidden_size: int, proj_dim: int = 14,
                  queue_size: int = 4096, refit_every: int = 1000, warmup_steps: int = 0,
-                 init_scale: float = 1e-3, seed: int = 0):
+                 init_scale: float = 1e-3, seed: int = 0):  # host-side: the objective moves it (``to``)
         for name, value, low in [("vocab_size", vocab_size, 1), ("num_senses", num_senses, 1),
                                  ("hidden_size", hidden_size, 1), ("proj_dim", proj_dim, 1),
                                  ("refit_every", refit_every, 1), ("warmup_steps", warmup_steps, 0)]:
@@ -220,7 +220,7 @@ class SenseState:
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         state = {name: getattr(self, name).clone() for name in self._TENSORS}
-        state.update({name: torch.tensor(int(getattr(self, name))) for name in self._SCALARS})
+        state.update({name: torch.tensor(int(getattr(self, name))) for name in self._SCALARS})  # host-side
         return state
 
     def load_state_dict(self, state: dict[str, torch.Tensor]) -> None:

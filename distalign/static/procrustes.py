@@ -64,7 +64,7 @@ def mutual_nearest_neighbours(mapped_src: np.ndarray, tgt: np.ndarray, similarit
     # float32 halves the [n_src, n_tgt] score matrix; neighbour ranks need no more precision.
     scores = similarity_matrix(torch.from_numpy(mapped_src).float(), torch.from_numpy(tgt).float(), similarity, k)
     best_tgt, best_src = scores.argmax(1), scores.argmax(0)
-    sources = torch.nonzero(best_src[best_tgt] == torch.arange(len(best_tgt))).flatten()
+    sources = torch.nonzero(best_src[best_tgt] == torch.arange(len(best_tgt), device=best_tgt.device)).flatten()
     return {(int(i), int(best_tgt[i])) for i in sources}
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from distalign import collectives
 from distalign.checkpoint import (
     MODEL_DIR,
     TrainerState,
@@ -64,7 +65,7 @@ class RowTrace:
 
     def __init__(self, directory: str, rank: int, world_size: int):
         group = [f"{time.time():.6f}-{uuid.uuid4().hex[:8]}"]  # sorts by time
-        if dist.is_available() and dist.is_initialized():
+        if collectives.initialized():
             dist.broadcast_object_list(group, src=0)
         Path(directory).mkdir(parents=True, exist_ok=True)
         self.file = open(Path(directory) / f"rows.{group[0]}.{rank}.jsonl", "a")
@@ -80,12 +81,11 @@ class RowTrace:
 
 
 def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
-    if not dist.is_available() or not dist.is_initialized():
+    if not collectives.initialized():
         return values
     keys = sorted(values)
-    t = torch.tensor([values[k] for k in keys], dtype=torch.float64)
-    dist.all_reduce(t)
-    return {k: v / dist.get_world_size() for k, v in zip(keys, t.tolist())}
+    sums = collectives.all_reduce_sum(torch.tensor([values[k] for k in keys], dtype=torch.float64))  # host-side
+    return {k: v / dist.get_world_size() for k, v in zip(keys, sums.tolist())}
 
 
 class TrainingRecipe:
@@ -210,10 +210,7 @@ class TrainingRecipe:
         rows = np.arange(self.rank, len(batch["row"]), self.world_size)
         sums = mlm_loss_sums(self.engine.module.masked_lm, batch, rows, len(self.plan.languages),
                              self.config.train.corpus_batch_size, self.device)
-        if dist.is_available() and dist.is_initialized():
-            sums = sums.to(self.device)
-            dist.all_reduce(sums)
-        return mlm_loss_metrics(sums.cpu(), self.plan.languages)
+        return mlm_loss_metrics(collectives.all_reduce_sum(sums), self.plan.languages)
 
     def save(self, directory: Path) -> None:
         """This rank's part of a checkpoint (the engine's shards on every rank, the rest on rank 0)."""

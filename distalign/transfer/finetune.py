@@ -78,7 +78,7 @@ def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), labels.reshape(-1), ignore_index=IGNORE)
 
 
-def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:
+def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:  # host-side: the caller moves it
     """Right-padded ``input_ids``/``attention_mask`` (and ``token_type_ids`` if the tokenizer gave them);
     ``labels`` [B] (pairs), [B, T] padded with ``IGNORE`` (tokens) or [B, 2] (QA's start and end)."""
 

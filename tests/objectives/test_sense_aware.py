@@ -5,7 +5,7 @@ import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
 from distalign.train.module import TrainingModule
-from distalign.objectives.collectives import all_gather_rows
+from distalign.collectives import all_gather_rows
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.sense_aware import (
     SenseAwareObjective,

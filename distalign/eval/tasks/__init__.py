@@ -56,7 +56,8 @@ def score_layer(task: EvalTask, stacks: dict, layer: int) -> list[dict]:
     if any(v is None for v in vectors.values()):
         return []
     # a copy: torch wants writable memory, and a Ray object-store array is read-only
-    vectors = {role: torch.as_tensor(np.array(v)) if isinstance(v, np.ndarray) else v for role, v in vectors.items()}
+    vectors = {role: torch.as_tensor(np.array(v)) if isinstance(v, np.ndarray) else v  # host-side: arrays
+               for role, v in vectors.items()}
     return [{"task": task.task, "pair": task.pair, "layer": layer, "metric": metric, "value": float(value)}
             for metric, value in task.score(vectors).items()]
 
