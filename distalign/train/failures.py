@@ -88,6 +88,7 @@ def step_failure(error: BaseException, steps_done: int) -> StepFailure | None:
 
 
 def recorded_failure(error: BaseException) -> StepFailure | None:
+    """The ``StepFailure`` a worker left on ``error``; None on an error no worker's training raised."""
     return getattr(error, RECORD_ATTRIBUTE, None)
 
 
