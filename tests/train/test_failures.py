@@ -11,6 +11,7 @@ import traceback
 import pytest
 import ray.exceptions
 import ray.train
+import torch
 import torch.distributed as dist
 from ray.train.v2._internal.exceptions import UserExceptionWithTraceback, WorkerHealthCheckFailedError
 from ray.train.v2._internal.execution.failure_handling import FailureDecision
@@ -71,6 +72,17 @@ def test_an_error_of_the_training_code_is_recorded_with_its_step_and_distalign_f
     assert all(".py:" in frame and "test_failures" not in frame for frame in record.frames)  # distalign's only
     assert "bad_console_option" in record.traceback and "worker_lines" in record.traceback  # the whole traceback
     assert recorded_failure(worker_error(5)._base_exc).identity == record.identity  # the same error, the same record
+
+
+def test_the_first_gpu_runs_error_is_recorded_though_it_comes_from_the_process_group():
+    # a CPU tensor all-reduced on a group with a CUDA backend only, as NCCL's was there: no collective's failure
+    dist.init_process_group("cuda:gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        error = worker_error(4, fail=lambda: dist.all_reduce(torch.ones(2)))._base_exc
+    finally:
+        dist.destroy_process_group()
+    assert str(error) == "No backend type associated with device type cpu"
+    assert recorded_failure(error).error_type == "RuntimeError"
 
 
 @pytest.mark.parametrize("fail", [nccl_timeout, gloo_peer_gone])
