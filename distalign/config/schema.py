@@ -234,7 +234,8 @@ class TrainConfig:
     parallel_batch_size: int = 16
     checkpoint_every: int = 50
     # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
-    # the last checkpoint at the same data position and random state
+    # the last checkpoint at the same data position and random state. An error of the training code that comes
+    # back at the same step after a restart ends the run then (distalign.train.failures)
     max_failures: int = 3
     # a one-worker Tune trial trains in the trial's own process (distalign.train.in_process), no worker group
     # started per trial; its failures are the trial's (the study's max_failures), not max_failures above

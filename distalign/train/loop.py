@@ -28,6 +28,7 @@ from distalign.preparation.streams import RayWorkerData
 from distalign.storage import checkpoint_uri
 from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.checkpoint_store import CheckpointStore
+from distalign.train.failures import recording_failures
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe
 
@@ -118,14 +119,17 @@ def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
     # one rank per node samples the node's system metrics
     node = f"node{session.node_rank}" if session.local_rank == 0 else ""
     recipe = TrainingRecipe(plan, rank, workers, session.device, system_metrics_node=node)
-    with tempfile.TemporaryDirectory() as tmp:
-        recipe.setup(resume_directory(session.checkpoints(), Path(tmp), rank == 0))
-    plan.clock.mark("model")
-    data, train = RayWorkerData(rank, workers, plan.corpus, session.dataset_shard), plan.config.train
-    saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
-    streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
-               for name, stream in plan.streams.items()}
-    recipe.run(streams, session.report, tempfile.TemporaryDirectory)
+    # an error of the training code is marked with the steps done: Ray Train's controller stops restarting a
+    # worker group that fails again the same way (distalign.train.failures)
+    with recording_failures(lambda: recipe.state.step):
+        with tempfile.TemporaryDirectory() as tmp:
+            recipe.setup(resume_directory(session.checkpoints(), Path(tmp), rank == 0))
+        plan.clock.mark("model")
+        data, train = RayWorkerData(rank, workers, plan.corpus, session.dataset_shard), plan.config.train
+        saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
+        streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
+                   for name, stream in plan.streams.items()}
+        recipe.run(streams, session.report, tempfile.TemporaryDirectory)
 
 
 def train_loop_per_worker(plan: TrainingPlan) -> None:

@@ -40,6 +40,7 @@ from distalign.tracking import (
     open_store_in_background,
     tracked_run,
 )
+from distalign.train.failures import FailFast, raising_worker_exceptions
 from distalign.train.in_process import fit_in_process
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.plan import TrainingPlan
@@ -110,7 +111,8 @@ def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, 
             storage_filesystem=storage_filesystem(config.storage.endpoint_url),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints, **score),
             failure_config=ray.train.FailureConfig(max_failures=t.max_failures),
-            callbacks=callbacks or [],
+            # a deterministic error of the training code is retried once, not max_failures times
+            callbacks=[FailFast(), *(callbacks or [])],
         ),
         datasets=datasets,
         # each worker has datasets of its own rows (build_datasets): Ray must not split them again
@@ -135,7 +137,8 @@ def fit(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, score: dic
     if trial_report is not None and config.train.in_trial_process:
         worker = fit_in_process(plan, datasets, selection, order, trial_report)
         return Fitted(worker.store.latest, worker.store.best, worker.metrics)
-    result = build_trainer(config, datasets, plan, score, callbacks).fit()
+    with raising_worker_exceptions():  # a worker's own error, not Ray Train's wrapper of it
+        result = build_trainer(config, datasets, plan, score, callbacks).fit()
     best = result.get_best_checkpoint(selection, order) if selection and result.best_checkpoints else None
     return Fitted(result.checkpoint, best, dict(result.metrics or {}))
 
