@@ -7,8 +7,9 @@ import pytest
 import torch
 from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.models.language_embeddings import known_lm_head
+from distalign.objectives.mlm import MLMObjective
 from distalign.train.model_flops import ModelFlops
+from distalign.train.module import TrainingModule
 from distalign.train.step_timing import StepTimer
 
 TINY = dict(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
@@ -56,20 +57,18 @@ def test_one_full_sequence_is_palms_6n_plus_12_lhqt_per_token():
 
 @pytest.mark.parametrize("kind", ["bert", "xlmr"])
 def test_the_count_is_the_matrix_products_torch_runs(kind):
-    """With nothing padded, ``step_flops`` equals torch's FLOP counter over the forward and backward of a masked
-    LM whose head runs at the labelled positions (eager attention: its two products are plain matmuls)."""
+    """With nothing padded, ``step_flops`` equals torch's FLOP counter over the forward and backward of the MLM
+    objective (its head at the labelled positions; eager attention: its two products are plain matmuls)."""
     from torch.utils.flop_counter import FlopCounterMode
 
     model = tiny_masked_lm(kind, "eager")
-    ids, attention = torch.randint(5, 50, (3, 6)), torch.ones(3, 6, dtype=torch.long)
     labels = torch.full((3, 6), -100)
     labels[0, 2], labels[2, 5] = 11, 12
+    batch = {"masked_ids": torch.randint(5, 50, (3, 6)), "attention_mask": torch.ones(3, 6, dtype=torch.long),
+             "labels": labels}
     with FlopCounterMode(display=False) as counter:
-        states = model.base_model(input_ids=ids, attention_mask=attention).last_hidden_state
-        logits = known_lm_head(model)(states[labels != -100])
-        logits.logsumexp(-1).sum().backward()
-    batch = {"corpus": {"attention_mask": attention, "labels": labels}}
-    assert ModelFlops.of(model).step_flops([batch]) == counter.get_total_flops()
+        MLMObjective()(TrainingModule(model, {}, {}), batch).backward()
+    assert ModelFlops.of(model).step_flops([{"corpus": batch}]) == counter.get_total_flops()
 
 
 def test_the_bench_and_the_run_count_one_batch_alike():
