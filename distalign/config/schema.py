@@ -245,6 +245,9 @@ class TrainConfig:
     # to a JSON lines file of its own there; for tests and debugging the data position
     trace_rows: str = ""
     gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, more compute
+    # torch.compile each transformer layer (regional compilation, dynamic shapes): faster steps on a GPU after a
+    # first step that compiles (minutes for a large model); off by default
+    torch_compile: bool = False
     # DeepSpeed settings merged over distalign's own (offload, overlap_comm, bucket sizes, ...): a JSON or
     # YAML file, then this mapping on top
     deepspeed_config_file: str = ""

@@ -247,8 +247,10 @@ class TrainingRecipe:
         """
         if self.is_chief:
             t = self.config.train
-            log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
-                     self.state.step, self.plan.schedule.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
+            log.info("%s step %d/%d on %d workers (%s, zero=%d, %s, %s attention%s)",
+                     "resuming at" if self.resumed else "starting", self.state.step, self.plan.schedule.max_steps,
+                     self.world_size, t.engine, t.zero_stage, t.precision,
+                     self.engine.module.masked_lm.config._attn_implementation, ", compiled" if t.torch_compile else "")
         self.streams = streams
         try:
             self._train(streams, report, checkpoint_dir)
