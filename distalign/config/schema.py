@@ -270,6 +270,9 @@ class TrainConfig:
         require(self.optimizer != "lamb" or self.zero_stage == 0, "train.optimizer",
                 f"LAMB's trust ratio needs whole tensors, which ZeRO stage {self.zero_stage} splits into flat "
                 "partitions: use train.zero_stage=0 or train.engine=ddp")
+        require(not (self.torch_compile and self.zero_stage == 3), "train.torch_compile",
+                "ZeRO-3 gathers each layer's parameters in module hooks, which compiled layers would trace: "
+                "use train.zero_stage <= 2, or train.torch_compile=false")
         require(self.engine == "deepspeed" or not (self.deepspeed_config or self.deepspeed_config_file),
                 "train.deepspeed_config", "needs train.engine=deepspeed")
         require(not self.deepspeed_config_file or Path(self.deepspeed_config_file).is_file(),

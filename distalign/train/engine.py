@@ -144,7 +144,17 @@ def merged(base: dict, override: dict) -> dict:
 
 
 def deepspeed_settings(cfg: TrainConfig) -> dict:
-    """distalign's DeepSpeed config, then ``train.deepspeed_config_file``, then ``train.deepspeed_config``."""
+    """distalign's DeepSpeed config, then ``train.deepspeed_config_file``, then ``train.deepspeed_config``.
+
+    ZeRO-1/2 keep DeepSpeed's defaults (``deepspeed/runtime/zero/config.py``, 0.19.8): contiguous gradients, buckets
+    of 5e8 elements for the gradients' reduction and the weights' gather, and ``overlap_comm`` off (on only for
+    ZeRO-3). For XLM-R base (278M parameters) one bucket holds every gradient, so the reduction runs once, after
+    the backward pass; on one GPU there is nothing to overlap it with. Beyond that (no-op) communication, a bf16
+    ZeRO-2 step copies each gradient into the bucket, flattens it to an fp32 partition, steps AdamW on one flat
+    tensor and copies the result back to the bf16 weights: a few passes over the parameters' memory, against DDP's
+    bf16 autocast re-casting its fp32 weights every forward. On several GPUs ``overlap_comm: true`` with a smaller
+    ``reduce_bucket_size`` (e.g. 5e7) lets the reduction run behind the backward pass (``train.deepspeed_config``).
+    """
     settings = {
         # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
         "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,

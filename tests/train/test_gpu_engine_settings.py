@@ -9,7 +9,8 @@ import pytest
 import torch
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.config import TrainConfig
+from conftest import QUICKSTART
+from distalign.config import ConfigError, TrainConfig, load_config
 from distalign.objectives.mlm import IGNORE_INDEX, MLMObjective
 from distalign.train.engine import build_engine, fused_on
 from distalign.train.module import TrainingModule
@@ -54,3 +55,9 @@ def test_compiled_layers_train_to_the_eager_losses(gloo_group):
     assert losses[True] == pytest.approx(losses[False], rel=1e-4)
     assert losses[False][0] != losses[False][2]  # the steps trained on different batches
     assert names[True] == names[False]  # checkpoints keep their keys
+
+
+def test_compiled_layers_are_refused_under_zero3():
+    with pytest.raises(ConfigError, match=r"train\.torch_compile: ZeRO-3 gathers"):
+        load_config(QUICKSTART, ["train.engine=deepspeed", "train.zero_stage=3", "train.torch_compile=true"])
+    assert load_config(QUICKSTART, ["train.engine=deepspeed", "train.zero_stage=2", "train.torch_compile=true"])
