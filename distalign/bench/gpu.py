@@ -2,8 +2,11 @@
 Trainer, on the same model, batches and objectives (``distalign bench perf``'s GPU row).
 
 The model is XLM-R-base sized and randomly initialised from its config (no download); the batches are
-random token ids in the shape of the batch contract: a corpus batch for MLM and a constraint batch for
-the lexical InfoNCE. Each engine trains ``warmup`` steps, then ``steps`` timed ones (synchronised).
+random token ids in the shape of the batch contract: a corpus batch for MLM (by default 64 sequences of 512
+tokens per GPU, a batch that fills the device; the first run's 32 x 128 left it idle between kernels) and a
+constraint batch for the lexical InfoNCE. Each engine trains ``warmup`` steps, then ``steps`` timed ones
+(synchronised). Every side computes the MLM logits at the masked positions only
+(``distalign.objectives.mlm.labelled_logits``), so the rows compare the engines, not the heads.
 Model FLOPs utilisation: the step's model FLOPs as the training run's ``perf/mfu`` counts them
 (``distalign.train.model_flops``), divided by the device's dense bf16 peak.
 """
@@ -29,8 +32,8 @@ XLMR_BASE = {"vocab_size": 250002, "hidden_size": 768, "num_hidden_layers": 12, 
 
 @dataclass
 class Shape:
-    sequences: int = 32  # corpus sequences per step
-    sequence_length: int = 128
+    sequences: int = 64  # corpus sequences per step (per GPU)
+    sequence_length: int = 512
     pairs: int = 64  # constraint pairs per step
     word_tokens: int = 8
     mask_prob: float = 0.15  # share of corpus tokens the MLM predicts
