@@ -79,7 +79,9 @@ class DataConfig:
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
-    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded
+    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded. Off by default on every device
+    # (what a sequence is stays a choice of the experiment, not of the hardware), but on a GPU set it: one
+    # sentence a sequence leaves most positions padding (perf/padding_share), which packing fills
     pack_sequences: bool = False
     # The corpus is cut into units of at most this many bytes (a parquet row group is one unit), dealt to the workers
     # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
