@@ -12,11 +12,13 @@ import torch.nn.functional as F
 from torch import nn
 
 from distalign import collectives
+from distalign.objectives.mlm import mlm_loss
 
 
 class BareObjectives(nn.Module):
     """The quickstart's objectives as a user would write them around a Hugging Face masked LM: MLM on the
-    corpus batch; on the constraint batch, BabelBERT's multi-positive InfoNCE over the mean-pooled
+    corpus batch (its logits at the masked positions only, as distalign computes them: the benches compare the
+    loops, not the heads); on the constraint batch, BabelBERT's multi-positive InfoNCE over the mean-pooled
     last-layer word states of both sides, the negatives gathered from every process."""
 
     def __init__(self, masked_lm: nn.Module, temperature: float):
@@ -24,8 +26,8 @@ class BareObjectives(nn.Module):
         self.masked_lm, self.temperature = masked_lm, temperature
 
     def forward(self, corpus: dict[str, torch.Tensor], pairs: dict[str, torch.Tensor]) -> torch.Tensor:
-        mlm = self.masked_lm(input_ids=corpus["masked_ids"], attention_mask=corpus["attention_mask"],
-                             labels=corpus["labels"]).loss
+        mlm = mlm_loss(self.masked_lm, corpus["labels"], input_ids=corpus["masked_ids"],
+                       attention_mask=corpus["attention_mask"])
         states = self.masked_lm.base_model(input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),
                                            attention_mask=torch.cat([pairs["attention_mask1"],
                                                                      pairs["attention_mask2"]])).last_hidden_state

@@ -2,12 +2,13 @@
 Trainer, on the same model, batches and objectives (``distalign bench perf``'s GPU row).
 
 The model is XLM-R-base sized and randomly initialised from its config (no download); the batches are
-random token ids in the shape of the batch contract: a corpus batch for MLM and a constraint batch for
-the lexical InfoNCE. Each engine trains ``warmup`` steps, then ``steps`` timed ones (synchronised).
-Model FLOPs utilisation counts the matrix multiplications a step must do: 6 x the non-embedding
-parameters per token, attention's 12 x layers x hidden x sequence length per token, and the tied MLM
-head's 6 x hidden x vocabulary per masked token (the loss needs no logits elsewhere; a loop that computes
-them everywhere does work the count leaves out); divided by the device's dense bf16 peak.
+random token ids in the shape of the batch contract: a corpus batch for MLM (by default 64 sequences of 512
+tokens per GPU, a batch that fills the device; the first run's 32 x 128 left it idle between kernels) and a
+constraint batch for the lexical InfoNCE. Each engine trains ``warmup`` steps, then ``steps`` timed ones
+(synchronised). Every side computes the MLM logits at the masked positions only
+(``distalign.objectives.mlm.labelled_logits``), so the rows compare the engines, not the heads.
+Model FLOPs utilisation: the step's model FLOPs as the training run's ``perf/mfu`` counts them
+(``distalign.train.model_flops``), divided by the device's dense bf16 peak.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import torch
 import torch.distributed as dist
 
 from distalign.bench.bare_loop import BareObjectives
+from distalign.train.model_flops import ModelFlops
 from distalign.train.step_timing import peak_flops
 
 XLMR_BASE = {"vocab_size": 250002, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
@@ -30,8 +32,8 @@ XLMR_BASE = {"vocab_size": 250002, "hidden_size": 768, "num_hidden_layers": 12, 
 
 @dataclass
 class Shape:
-    sequences: int = 32  # corpus sequences per step
-    sequence_length: int = 128
+    sequences: int = 64  # corpus sequences per step (per GPU)
+    sequence_length: int = 512
     pairs: int = 64  # constraint pairs per step
     word_tokens: int = 8
     mask_prob: float = 0.15  # share of corpus tokens the MLM predicts
@@ -66,15 +68,14 @@ def random_batches(shape: Shape, vocab: int, device: torch.device,  # host-side:
             "constraints": {k: v.to(device) for k, v in pairs.items()}}
 
 
-def step_flops(config, shape: Shape) -> float:
-    """Matrix-multiply FLOPs of one training step (forward and backward) on ``shape``'s batches."""
-    hidden, layers = config.hidden_size, config.num_hidden_layers
-    per_layer = 4 * hidden * hidden + 2 * hidden * config.intermediate_size  # attention projections and FFN
-    corpus_tokens = shape.sequences * shape.sequence_length
-    word_tokens = 2 * shape.pairs * shape.word_tokens
-    return (6 * layers * per_layer * (corpus_tokens + word_tokens)
-            + 12 * layers * hidden * (corpus_tokens * shape.sequence_length + word_tokens * shape.word_tokens)
-            + 6 * hidden * config.vocab_size * shape.mask_prob * corpus_tokens)
+def step_model_flops(model_config: dict, batches: dict[str, dict[str, torch.Tensor]]) -> float:
+    """The model FLOPs of one step on ``batches``, as the training run counts them (the model built without
+    weights, on the meta device)."""
+    from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
+
+    with torch.device("meta"):
+        model = XLMRobertaForMaskedLM(XLMRobertaConfig(**model_config))
+    return ModelFlops.of(model).step_flops([batches])
 
 
 def _local_address() -> str:
@@ -160,8 +161,6 @@ def hf_trainer_step_s(model_config: dict, batches, steps: int, warmup: int, prec
 def throughput(model_config: dict | None = None, shape: Shape | None = None, steps: int = 20, warmup: int = 5,
                precision: str = "bf16") -> list[Throughput]:
     """DDP, ZeRO-2 and the Hugging Face Trainer on this process's device, in a process group of one."""
-    from transformers import XLMRobertaConfig
-
     model_config, shape = model_config or XLMR_BASE, shape or Shape()
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     started_group = not dist.is_initialized()
@@ -180,5 +179,5 @@ def throughput(model_config: dict | None = None, shape: Shape | None = None, ste
         if started_group:
             dist.destroy_process_group()
     tokens = shape.sequences * shape.sequence_length + 2 * shape.pairs * shape.word_tokens
-    flops, peak = step_flops(XLMRobertaConfig(**model_config), shape), peak_flops(device)
+    flops, peak = step_model_flops(model_config, batches), peak_flops(device)
     return [Throughput(engine, s, tokens / s, flops / s / peak if peak else None) for engine, s in seconds.items()]

@@ -28,9 +28,10 @@ Rows (ratios, not absolute times, are what carry from machine to machine):
    the quickstart model (given random vectors): ``distalign.eval.bli.gold_ranks`` against the
    BabelBERT authors' method as they describe it (per query, rank the whole vocabulary in a
    dataframe and look the translation up), on a sample of the queries: same ranks, time per query.
-6. **GPU** (``distalign.bench.gpu``): tokens/s and model FLOPs utilisation of an XLM-R-base-sized model
-   with MLM + lexical InfoNCE in bf16, distalign's DDP and ZeRO-2 engines against the Hugging Face
-   Trainer on the same batches; without a GPU the row says "not measured".
+6. **GPU** (``distalign.bench.gpu``): tokens/s and model FLOPs utilisation (``distalign.train.model_flops``) of
+   an XLM-R-base-sized model with MLM + lexical InfoNCE in bf16 on 64 sequences of 512 tokens, distalign's DDP
+   and ZeRO-2 engines against the Hugging Face Trainer on the same batches; without a GPU the row says "not
+   measured".
 7. **Scaling**: distalign's step time against the number of processes (1, 2) and the batch size,
    with a plot.
 7. **Fine-tuning** (``distalign.bench.finetune_speed``): ``distalign transfer``'s fine-tuning step against the
@@ -560,7 +561,11 @@ def _gpu_rows(report: PerfReport, steps: int) -> None:
         report.rows.append(Row("GPU", "tokens/s and MFU, XLM-R-base size, bf16, DDP and ZeRO-2 vs HF Trainer",
                                "-", "-", "", ">= 45 % MFU", "not measured: no GPU on this machine"))
         return
+    from distalign.bench.gpu import Shape
+
     gpu = _timed("GPU throughput", lambda: gpu_throughput(steps))
+    shape = Shape()
+    batch = f"{shape.sequences} x {shape.sequence_length} tokens"
     anchor = next(t for t in gpu if t["engine"] == "hf-trainer")
     for t in gpu:
         report.metrics |= {f"gpu/{t['engine']}/tokens_per_s": t["tokens_per_s"]} | (
@@ -568,7 +573,7 @@ def _gpu_rows(report: PerfReport, steps: int) -> None:
     for t in gpu:
         mfu = f"{100 * t['mfu']:.1f} % MFU" if t["mfu"] is not None else "MFU: peak of this GPU unknown"
         is_anchor = t["engine"] == "hf-trainer"
-        report.rows.append(Row("GPU", f"tokens/s, XLM-R-base size, bf16, MLM + lexical, {t['engine']} "
+        report.rows.append(Row("GPU", f"tokens/s, XLM-R-base size, bf16, MLM + lexical, {batch}, {t['engine']} "
                                f"({torch.cuda.get_device_name()})", f"{t['tokens_per_s']:,.0f}",
                                "" if is_anchor else f"{anchor['tokens_per_s']:,.0f} (Hugging Face Trainer)",
                                "" if is_anchor else f"{t['tokens_per_s'] / anchor['tokens_per_s']:.2f}x",

@@ -79,7 +79,9 @@ class DataConfig:
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
-    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded
+    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded. Off by default on every device
+    # (what a sequence is stays a choice of the experiment, not of the hardware), but on a GPU set it: one
+    # sentence a sequence leaves most positions padding (perf/padding_share), which packing fills
     pack_sequences: bool = False
     # The corpus is cut into units of at most this many bytes (a parquet row group is one unit), dealt to the workers
     # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
@@ -246,6 +248,9 @@ class TrainConfig:
     # to a JSON lines file of its own there; for tests and debugging the data position
     trace_rows: str = ""
     gradient_checkpointing: bool = False  # recompute activations in the backward pass: less memory, more compute
+    # torch.compile each transformer layer (regional compilation, dynamic shapes): faster steps on a GPU after a
+    # first step that compiles (minutes for a large model); off by default
+    torch_compile: bool = False
     # DeepSpeed settings merged over distalign's own (offload, overlap_comm, bucket sizes, ...): a JSON or
     # YAML file, then this mapping on top
     deepspeed_config_file: str = ""
@@ -268,6 +273,9 @@ class TrainConfig:
         require(self.optimizer != "lamb" or self.zero_stage == 0, "train.optimizer",
                 f"LAMB's trust ratio needs whole tensors, which ZeRO stage {self.zero_stage} splits into flat "
                 "partitions: use train.zero_stage=0 or train.engine=ddp")
+        require(not (self.torch_compile and self.zero_stage == 3), "train.torch_compile",
+                "ZeRO-3 gathers each layer's parameters in module hooks, which compiled layers would trace: "
+                "use train.zero_stage <= 2, or train.torch_compile=false")
         require(self.engine == "deepspeed" or not (self.deepspeed_config or self.deepspeed_config_file),
                 "train.deepspeed_config", "needs train.engine=deepspeed")
         require(not self.deepspeed_config_file or Path(self.deepspeed_config_file).is_file(),

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distalign.objectives.mlm import IGNORE_INDEX
+from distalign.objectives.mlm import IGNORE_INDEX, labelled_logits
 
 MLM_LOSS_METRIC = "eval/mlm/loss"
 
@@ -27,15 +27,16 @@ def mlm_loss_sums(masked_lm, batch: dict[str, np.ndarray], rows: np.ndarray, num
     try:
         for start in range(0, len(rows), batch_size):
             index = rows[start:start + batch_size]
-            labels = torch.from_numpy(batch["labels"][index]).to(device)
-            logits = masked_lm(input_ids=torch.from_numpy(batch["masked_ids"][index]).to(device),
-                               attention_mask=torch.from_numpy(batch["attention_mask"][index]).to(device)).logits
-            token_loss = torch.nn.functional.cross_entropy(logits.float().transpose(1, 2), labels,
-                                                           ignore_index=IGNORE_INDEX, reduction="none")
-            labelled = (labels != IGNORE_INDEX).double()
-            lang = torch.from_numpy(batch["lang_id"][index])
-            sums[:, 0].index_add_(0, lang, (token_loss.double() * labelled).sum(1).cpu())
-            sums[:, 1].index_add_(0, lang, labelled.sum(1).cpu())
+            labels = torch.from_numpy(batch["labels"][index])
+            labelled = labels != IGNORE_INDEX
+            logits = labelled_logits(masked_lm, labels.to(device),  # at the labelled positions only
+                                     input_ids=torch.from_numpy(batch["masked_ids"][index]).to(device),
+                                     attention_mask=torch.from_numpy(batch["attention_mask"][index]).to(device))
+            token_loss = torch.nn.functional.cross_entropy(logits.float(), labels[labelled].to(device),
+                                                           reduction="none").double().cpu()
+            lang = torch.from_numpy(batch["lang_id"][index])[labelled.nonzero()[:, 0]]  # each labelled token's
+            sums[:, 0].index_add_(0, lang, token_loss)
+            sums[:, 1].index_add_(0, lang, torch.ones_like(token_loss))
     finally:
         masked_lm.train(was_training)
     return sums

@@ -85,14 +85,21 @@ def position_ids(masked_lm: nn.Module, input_ids: torch.Tensor) -> torch.Tensor 
     return embeddings.create_position_ids_from_input_ids(input_ids, embeddings.padding_idx)
 
 
-def pretrained_lm_head(masked_lm: nn.Module) -> nn.Module:
+def known_lm_head(masked_lm: nn.Module) -> nn.Module | None:
     """The whole MLM head (transform and decoder: hidden states -> vocabulary logits) of an XLM-R/RoBERTa or
-    BERT masked LM."""
-    if hasattr(masked_lm, "lm_head"):
-        return masked_lm.lm_head
-    if hasattr(masked_lm, "cls"):
-        return masked_lm.cls
-    raise ValueError(f"masked_lm: no known MLM head in {type(masked_lm).__name__} (expected lm_head or cls)")
+    BERT masked LM (``lm_head``, ``cls``); None for another architecture."""
+    for name in ("lm_head", "cls"):
+        if isinstance(getattr(masked_lm, name, None), nn.Module):
+            return getattr(masked_lm, name)
+    return None
+
+
+def pretrained_lm_head(masked_lm: nn.Module) -> nn.Module:
+    """``known_lm_head``, for code that cannot do without it."""
+    head = known_lm_head(masked_lm)
+    if head is None:
+        raise ValueError(f"masked_lm: no known MLM head in {type(masked_lm).__name__} (expected lm_head or cls)")
+    return head
 
 
 def pretrained_lm_transform(masked_lm: nn.Module) -> tuple[nn.Linear, nn.LayerNorm]:

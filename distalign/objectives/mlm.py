@@ -26,6 +26,7 @@ import torch
 from distalign.data.batches import TensorSpec
 from distalign.data.row_random import RowRandom
 from distalign.errors import require
+from distalign.models.language_embeddings import known_lm_head
 from distalign.objectives.base import DataContext, Objective
 
 IGNORE_INDEX = -100
@@ -117,6 +118,28 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(logits[labelled].float(), labels[labelled])
 
 
+def labelled_logits(masked_lm: torch.nn.Module, labels: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+    """[M, V]: the masked LM's logits at the M labelled positions of ``labels`` (row-major order), given the
+    encoder's ``inputs`` (``input_ids`` or ``inputs_embeds``, ``attention_mask``, ...).
+
+    The encoder runs on every position, its MLM head (transform and vocabulary projection: for XLM-R, with 250k
+    words, the largest matrix product of the model) only where the loss reads a logit, 15 % of the tokens. The
+    head module is called, not its weight indexed, so DeepSpeed ZeRO-3's hooks gather it and adapters in the
+    encoder stay in the path. A model whose head ``known_lm_head`` does not know computes every logit.
+    """
+    labelled = labels != IGNORE_INDEX
+    head = known_lm_head(masked_lm)
+    if head is None:
+        return masked_lm(**inputs).logits[labelled]
+    return head(masked_lm.base_model(**inputs).last_hidden_state[labelled])
+
+
+def mlm_loss(masked_lm: torch.nn.Module, labels: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+    """``masked_lm_loss`` from the logits at the labelled positions only (``labelled_logits``): the same loss
+    and gradients as from every position's logits."""
+    return masked_lm_loss(labelled_logits(masked_lm, labels, **inputs), labels[labels != IGNORE_INDEX])
+
+
 @dataclass
 class MLMConfig:
     weight: float = 1.0  # 0 disables the objective
@@ -143,5 +166,5 @@ class MLMObjective(Objective):
         return MLMMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob, cfg.granularity)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        logits = model.masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"]).logits
-        return masked_lm_loss(logits, batch["labels"])
+        return mlm_loss(model.masked_lm, batch["labels"], input_ids=batch["masked_ids"],
+                        attention_mask=batch["attention_mask"])

@@ -42,7 +42,7 @@ from torch import nn
 from distalign.errors import require
 from distalign.models.language_embeddings import LanguageEmbeddings, position_ids
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
-from distalign.objectives.mlm import MASKED_TENSORS, Granularity, MLMMasking, masked_lm_loss
+from distalign.objectives.mlm import MASKED_TENSORS, Granularity, MLMMasking, mlm_loss
 
 
 @dataclass
@@ -108,5 +108,4 @@ class TLMObjective(Objective):
             inputs["position_ids"] = model_position_ids(masked_lm, batch["positions"], attention)
         elif self.language_embeddings is not None:  # given embeddings, XLM-R would not see the padding
             inputs["position_ids"] = position_ids(masked_lm, ids)
-        logits = masked_lm(**inputs, attention_mask=attention).logits
-        return masked_lm_loss(logits, batch["labels"])
+        return mlm_loss(masked_lm, batch["labels"], **inputs, attention_mask=attention)

@@ -38,6 +38,26 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
             {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0, "adapt": False}]
 
 
+def fused_on(groups: list[dict]) -> bool | None:
+    """AdamW's ``fused`` for these parameter groups: True where every parameter is on a CUDA device (one kernel
+    for the whole update instead of a few per tensor; PyTorch's AdamW documentation: fused is the fastest
+    implementation on CUDA), None (PyTorch's default, the multi-tensor ``foreach`` path) elsewhere. Under
+    DeepSpeed the optimizer later steps ZeRO's flat fp32 partitions, on the same device."""
+    params = [p for group in groups for p in group["params"]]
+    return True if params and all(p.device.type == "cuda" for p in params) else None
+
+
+def compile_layers(model: torch.nn.Module) -> None:
+    """``torch.compile`` each transformer layer of the masked LM in place (PyTorch's regional compilation: the
+    repeated block is compiled once and reused; the objectives' data-dependent code, such as selecting the
+    labelled positions, stays eager). Parameter names and checkpoints are unchanged. Batch widths vary from
+    step to step (trimmed to the longest row), so the layers are compiled for dynamic shapes."""
+    encoder = model.masked_lm.base_model
+    layers = getattr(getattr(encoder, "encoder", None), "layer", None)
+    for layer in layers if layers is not None else [encoder]:
+        layer.compile(dynamic=True)
+
+
 def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig, max_steps: int):
     from transformers import get_constant_schedule_with_warmup, get_linear_schedule_with_warmup  # the model loaded it
 
@@ -47,7 +67,7 @@ def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig, max_steps:
     else:
         for group in groups:
             group.pop("adapt", None)  # LAMB's option; AdamW has no trust ratio
-        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay)
+        optimizer = torch.optim.AdamW(groups, lr=cfg.lr, weight_decay=cfg.weight_decay, fused=fused_on(groups))
     if cfg.lr_schedule == "constant":  # BabelBERT's authors: a constant learning rate
         schedule = get_constant_schedule_with_warmup(optimizer, cfg.warmup_steps)
     else:
@@ -124,7 +144,17 @@ def merged(base: dict, override: dict) -> dict:
 
 
 def deepspeed_settings(cfg: TrainConfig) -> dict:
-    """distalign's DeepSpeed config, then ``train.deepspeed_config_file``, then ``train.deepspeed_config``."""
+    """distalign's DeepSpeed config, then ``train.deepspeed_config_file``, then ``train.deepspeed_config``.
+
+    ZeRO-1/2 keep DeepSpeed's defaults (``deepspeed/runtime/zero/config.py``, 0.19.8): contiguous gradients, buckets
+    of 5e8 elements for the gradients' reduction and the weights' gather, and ``overlap_comm`` off (on only for
+    ZeRO-3). For XLM-R base (278M parameters) one bucket holds every gradient, so the reduction runs once, after
+    the backward pass; on one GPU there is nothing to overlap it with. Beyond that (no-op) communication, a bf16
+    ZeRO-2 step copies each gradient into the bucket, flattens it to an fp32 partition, steps AdamW on one flat
+    tensor and copies the result back to the bf16 weights: a few passes over the parameters' memory, against DDP's
+    bf16 autocast re-casting its fp32 weights every forward. On several GPUs ``overlap_comm: true`` with a smaller
+    ``reduce_bucket_size`` (e.g. 5e7) lets the reduction run behind the backward pass (``train.deepspeed_config``).
+    """
     settings = {
         # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
         "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,
@@ -220,6 +250,8 @@ class DeepSpeedEngine:
 def build_engine(model: torch.nn.Module, cfg: TrainConfig, max_steps: int, uses_lm_head: bool, device: torch.device):
     """DDP or DeepSpeed over the initialised process group; the model ends up on ``device``; the LR schedule
     spans ``max_steps`` (the run's schedule, not ``cfg.max_steps``: ``train.epochs`` may set it)."""
+    if cfg.torch_compile:
+        compile_layers(model)
     if cfg.engine == "deepspeed":
         return DeepSpeedEngine(model.to(device), cfg, max_steps)
     # Without an objective that trains the LM head it gets no gradient, which DDP must be told about.

@@ -47,7 +47,8 @@ from distalign.storage import node_local
 from distalign.train.engine import build_engine
 from distalign.train.module import TrainingModule
 from distalign.train.plan import TrainingPlan
-from distalign.train.step_timing import StepTimer, non_embedding_parameters, totals
+from distalign.train.model_flops import ModelFlops
+from distalign.train.step_timing import StepTimer, totals
 
 log = logging.getLogger("distalign")
 # Widths a GPU step's batches are trimmed to a multiple of: tensor cores take matrix dimensions in multiples of
@@ -140,9 +141,9 @@ class TrainingRecipe:
                 if self.is_chief:
                     log.warning("%s", note)
         uses_lm_head = any(plugin.uses_lm_head for plugin, _ in active.values())
-        flops_per_token = 6.0 * non_embedding_parameters(model)  # before ZeRO-3 partitions the parameters
+        model_flops = ModelFlops.of(masked_lm)
         self.engine = build_engine(model, t, self.plan.schedule.max_steps, uses_lm_head, self.device)
-        self.timer = StepTimer(self.device, flops_per_token, getattr(self.engine, "wrapped", None))
+        self.timer = StepTimer(self.device, model_flops, getattr(self.engine, "wrapped", None))
         if resume_dir is not None:
             self.engine.load(resume_dir)
             restore_rng_state(resume_dir, self.rank)  # last: building the model above drew from it
@@ -243,8 +244,10 @@ class TrainingRecipe:
         """
         if self.is_chief:
             t = self.config.train
-            log.info("%s step %d/%d on %d workers (%s, zero=%d, %s)", "resuming at" if self.resumed else "starting",
-                     self.state.step, self.plan.schedule.max_steps, self.world_size, t.engine, t.zero_stage, t.precision)
+            log.info("%s step %d/%d on %d workers (%s, zero=%d, %s, %s attention%s)",
+                     "resuming at" if self.resumed else "starting", self.state.step, self.plan.schedule.max_steps,
+                     self.world_size, t.engine, t.zero_stage, t.precision,
+                     self.engine.module.masked_lm.config._attn_implementation, ", compiled" if t.torch_compile else "")
         self.streams = streams
         try:
             self._train(streams, report, checkpoint_dir)

@@ -20,9 +20,10 @@ gathers) and no collective metric is logged.
 
 Throughput counts the positions of every ``attention_mask*`` tensor in the step's batches as trimmed
 (``tokens``, padding included: the model computes them), the real tokens among them, and the rows
-of those tensors (``sequences``: a constraint pair is two). Model FLOPs utilisation (GPU only):
-6 x the model's non-embedding parameters x tokens per second, against the device's dense bf16
-peak (``PEAK_BF16_TFLOPS``, also for fp32 runs); a stream an objective encodes twice counts once.
+of those tensors (``sequences``: a constraint pair is two). Model FLOPs utilisation (GPU only): the steps'
+model FLOPs (``distalign.train.model_flops``: every matrix product, attention's and the MLM head's at the
+labelled positions included, on the real tokens of each step's batches) per second, against the device's dense
+bf16 peak (``PEAK_BF16_TFLOPS``, also for fp32 runs).
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
+
+from distalign.train.model_flops import ModelFlops
 
 Mark = Callable[[str], None]
 
@@ -54,12 +57,6 @@ def peak_flops(device: torch.device) -> float | None:
         return None
     name = torch.cuda.get_device_name(device)
     return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS.items() if key in name), None)
-
-
-def non_embedding_parameters(model: torch.nn.Module) -> int:
-    """Parameters outside embedding tables: an embedding lookup does no matrix multiplication."""
-    embedded = {id(p) for m in model.modules() if isinstance(m, torch.nn.Embedding) for p in m.parameters()}
-    return sum(p.numel() for p in model.parameters() if id(p) not in embedded)
 
 
 def batch_tokens(micro_batches: list[dict[str, dict[str, torch.Tensor]]]) -> tuple[int, int, int]:
@@ -86,10 +83,11 @@ class Window:
     sequences: int = 0
     tokens: int = 0
     padding: int = 0
+    flops: float = 0.0  # model FLOPs (``ModelFlops.step_flops``)
 
 
-def window_metrics(window: Window, flops_per_token: float, peak: float | None) -> dict[str, float]:
-    """One worker's ``perf/`` metrics of a window; ``flops_per_token``: 6 x non-embedding parameters."""
+def window_metrics(window: Window, peak: float | None) -> dict[str, float]:
+    """One worker's ``perf/`` metrics of a window; MFU where the device's ``peak`` FLOP/s is known."""
     if window.steps == 0:
         return {}
     seconds = max(window.step_s, 1e-9)
@@ -99,7 +97,7 @@ def window_metrics(window: Window, flops_per_token: float, peak: float | None) -
     metrics["perf/sequences_per_s_per_worker"] = window.sequences / seconds
     metrics["perf/padding_share"] = window.padding / max(window.tokens, 1)
     if peak:
-        metrics["perf/mfu"] = flops_per_token * window.tokens / seconds / peak
+        metrics["perf/mfu"] = window.flops / seconds / peak
     return metrics
 
 
@@ -125,8 +123,8 @@ class StepTimer:
     of each phase (the engine marks its own), ``end`` it; marks outside a begun step are ignored (a
     recipe's ``step`` called on its own, as the benchmarks do)."""
 
-    def __init__(self, device: torch.device, flops_per_token: float, ddp_module: torch.nn.Module | None = None):
-        self.device, self.flops_per_token, self.ddp_module = device, flops_per_token, ddp_module
+    def __init__(self, device: torch.device, model_flops: ModelFlops, ddp_module: torch.nn.Module | None = None):
+        self.device, self.model_flops, self.ddp_module = device, model_flops, ddp_module
         self.cuda = device.type == "cuda"
         self.peak = peak_flops(device)
         self.window = Window()
@@ -164,6 +162,7 @@ class StepTimer:
         self.window.sequences += sequences
         self.window.tokens += tokens
         self.window.padding += padding
+        self.window.flops += self.model_flops.step_flops(micro_batches)
 
     def end(self) -> None:
         self.mark("other")
@@ -180,7 +179,7 @@ class StepTimer:
         if self._window_start is not None:
             self.window.step_s = time.perf_counter() - self._window_start - self._between_steps
         self.window.phase_s.pop("other", None)  # the rest of step_ms; not a phase of its own
-        metrics = window_metrics(self.window, self.flops_per_token, self.peak) | ddp_allreduce(self.ddp_module)
+        metrics = window_metrics(self.window, self.peak) | ddp_allreduce(self.ddp_module)
         if self.cuda and self.window.steps:
             metrics["perf/peak_memory_gib"] = torch.cuda.max_memory_allocated(self.device) / 2**30
         self.window, self._events = Window(), []

@@ -73,17 +73,6 @@ def test_the_gpu_row_s_engines_run_on_a_small_model():
     assert all((0 < float(r[3]) < 1) if peak_known else r[3] == "None" for r in rows), rows
 
 
-def test_step_flops_by_hand():
-    from transformers import XLMRobertaConfig
-
-    from distalign.bench.gpu import Shape, step_flops
-
-    config = XLMRobertaConfig(vocab_size=100, hidden_size=4, num_hidden_layers=1, intermediate_size=8)
-    # per layer 4*16 + 2*32 = 128 weights; tokens 1*2 + 2*1*3 = 8; the head predicts half of the 2 corpus tokens
-    expected = 6 * 128 * 8 + 12 * 4 * (2 * 2 + 6 * 3) + 6 * 4 * 100 * 1
-    assert step_flops(config, Shape(sequences=1, sequence_length=2, pairs=1, word_tokens=3, mask_prob=0.5)) == expected
-
-
 def test_rows_gpu_alone_writes_its_row_and_no_plot(tmp_path):
     """``--rows gpu`` on a GPU node needs no Ray: only the GPU row is measured (here: "not measured")."""
     from distalign.bench.perf import run_perf_bench

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 
 import pytest
 import torch
@@ -73,9 +74,11 @@ def assert_trained_on_longest_rows(trained_on, prepared, config) -> None:
 
 
 @pytest.mark.parametrize("accum", [1, 2])
-def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, monkeypatch, gloo_group, accum):
+def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, monkeypatch, gloo_group, accum, caplog):
     """With gradient accumulation a step trains on ``accum`` micro-batches per stream, and a resume skips
     step x accum of them."""
+    caplog.set_level(logging.INFO, logger="distalign")
+    monkeypatch.setattr(logging.getLogger("distalign"), "handlers", [caplog.handler])  # it may not propagate
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1",
                                               f"train.grad_accum_steps={accum}", f"train.trace_rows={tmp_path / 'rows'}"])
@@ -84,6 +87,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     recipe, first, reports, first_losses = run_recipe(config, prepared, tmp_path / "first")
 
     assert recipe.state.step == 4 and sorted(first) == [1, 2, 3, 4]
+    assert "starting step 0/4 on 1 workers (ddp, zero=0, fp32, sdpa attention)" in caplog.text  # the start-up line
     assert_trained_on_longest_rows(first, prepared, config)
     assert [r["step"] for r in reports] == [3, 4]  # checkpoint_every=3, and the last step
     assert "eval/selection/rel_mrr_gain" in reports[-1]

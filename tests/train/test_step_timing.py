@@ -10,12 +10,12 @@ import time
 import pytest
 import torch
 
+from distalign.train.model_flops import ModelFlops
 from distalign.train.step_timing import (
     StepTimer,
     Window,
     batch_tokens,
     ddp_allreduce,
-    non_embedding_parameters,
     peak_flops,
     totals,
     window_metrics,
@@ -38,8 +38,8 @@ def test_batch_tokens_counts_every_attention_mask():
 
 def test_window_metrics_against_a_hand_computation():
     window = Window(steps=4, step_s=2.0, phase_s={"data_wait": 0.4, "forward_backward": 1.2, "optimizer": 0.2},
-                    sequences=100, tokens=8000, padding=2000)
-    metrics = window_metrics(window, flops_per_token=6 * 1000, peak=1e9)
+                    sequences=100, tokens=8000, padding=2000, flops=4.8e7)
+    metrics = window_metrics(window, peak=1e9)
     assert metrics["perf/step_ms"] == pytest.approx(500.0)
     assert metrics["perf/data_wait_ms"] == pytest.approx(100.0)
     assert metrics["perf/forward_backward_ms"] == pytest.approx(300.0)
@@ -47,17 +47,15 @@ def test_window_metrics_against_a_hand_computation():
     assert metrics["perf/tokens_per_s_per_worker"] == pytest.approx(4000.0)
     assert metrics["perf/sequences_per_s_per_worker"] == pytest.approx(50.0)
     assert metrics["perf/padding_share"] == pytest.approx(0.25)
-    # 6 x 1000 parameters x 4000 tokens/s = 2.4e7 FLOP/s against a peak of 1e9
+    # 4.8e7 model FLOPs in 2 s = 2.4e7 FLOP/s against a peak of 1e9
     assert metrics["perf/mfu"] == pytest.approx(0.024)
-    assert "perf/mfu" not in window_metrics(window, 6000, None)  # no peak (CPU): no MFU
-    assert window_metrics(Window(), 6000, 1e9) == {}
+    assert "perf/mfu" not in window_metrics(window, None)  # no peak (CPU): no MFU
+    assert window_metrics(Window(), 1e9) == {}
     assert totals(metrics, 3) == {"perf/tokens_per_s": pytest.approx(12000.0),
                                   "perf/sequences_per_s": pytest.approx(150.0)}
 
 
-def test_non_embedding_parameters_and_peak():
-    model = torch.nn.Sequential(torch.nn.Embedding(10, 4), torch.nn.Linear(4, 3))
-    assert non_embedding_parameters(model) == 4 * 3 + 3
+def test_no_peak_on_cpu():
     assert peak_flops(torch.device("cpu")) is None
 
 
@@ -79,7 +77,7 @@ def test_timer_splits_steps_into_phases(device):
     model = torch.nn.Sequential(torch.nn.Embedding(100, 64), torch.nn.Linear(64, 64), torch.nn.Linear(64, 100))
     model = model.to(device)
     optimizer = torch.optim.AdamW(model.parameters())
-    timer = StepTimer(device, 6.0 * non_embedding_parameters(model))
+    timer = StepTimer(device, ModelFlops(encoder_weights=2 * 64 * 64, layers=0, attention_width=0, head_weights=0))
     timer.mark("forward_backward")  # outside a step: ignored
     steps, wait_s = 5, 0.01
     batch = {"corpus": {"input_ids": torch.randint(0, 100, (8, 16)), "attention_mask": mask(16, [12] * 8)}}
