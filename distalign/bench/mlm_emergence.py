@@ -217,34 +217,30 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_side_by_side(names: list[str], out: Path, jobs: int, argv: list[str]) -> int:
-    """Each setting in a process of its own (this command with ``--settings NAME --parallel 1``, its output folder
-    ``out/NAME``), ``jobs`` at a time; then one plot of every curve. The worst exit code."""
-    def child_argv(name: str) -> list[str]:
-        replaced = {"--settings": name, "--parallel": "1", "--output-dir": str(out / name)}
-        rest, skip = [], False
-        for arg in argv:  # drop the options set here (as "--opt value" or "--opt=value")
-            if skip:
-                skip = False
-                continue
-            key = arg.split("=", 1)[0]
-            if key in replaced:
-                skip = "=" not in arg
-                continue
-            rest.append(arg)
-        return [sys.executable, "-m", "distalign.bench.mlm_emergence", *rest,
-                *(item for pair in replaced.items() for item in pair)]
-
+    """Each setting in a process of its own (``setting_argv``), ``jobs`` at a time; then one plot of every curve.
+    The worst exit code."""
     codes, running, waiting = [], [], list(names)
     while waiting or running:
         while waiting and len(running) < jobs:
-            running.append(subprocess.Popen(child_argv(waiting.pop(0))))
-        finished = running.pop(0)
-        codes.append(finished.wait())
+            running.append(subprocess.Popen(setting_argv(argv, waiting.pop(0), out)))
+        codes.append(running.pop(0).wait())
     tables = [out / name / "curves.csv" for name in names if (out / name / "curves.csv").exists()]
     if tables:
         plot([row for table in tables for row in read_rows(table)], out / "curves.png")
     return max(codes)
 
 
-if __name__ == "__main__":
-    raise SystemExit(main())
+def setting_argv(argv: list[str], name: str, out: Path) -> list[str]:
+    """This command for one setting: ``argv`` with ``--settings NAME --parallel 1 --output-dir out/NAME``."""
+    replaced = {"--settings": name, "--parallel": "1", "--output-dir": str(out / name)}
+    rest, skip = [], False
+    for arg in argv:  # the options set here dropped, given as "--opt value" or "--opt=value"
+        if skip:
+            skip = False
+            continue
+        if arg.split("=", 1)[0] in replaced:
+            skip = "=" not in arg
+            continue
+        rest.append(arg)
+    return [sys.executable, "-m", "distalign.bench.mlm_emergence", *rest,
+            *(item for pair in replaced.items() for item in pair)]
