@@ -244,3 +244,7 @@ def setting_argv(argv: list[str], name: str, out: Path) -> list[str]:
         rest.append(arg)
     return [sys.executable, "-m", "distalign.bench.mlm_emergence", *rest,
             *(item for pair in replaced.items() for item in pair)]
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -15,7 +15,7 @@ from pathlib import Path
 from distalign.gpu_check.environment import SITE_ENV
 from distalign.gpu_check.figures import read_figures
 from distalign.gpu_check.report import write_report
-from distalign.gpu_check.run import PASSED, Places, Runner, StepResult
+from distalign.gpu_check.run import FAILED, PASSED, Places, Runner, StepResult
 from distalign.gpu_check.site_install import install_site
 from distalign.gpu_check.steps import CPU, GPU, Step, check_steps
 
@@ -68,6 +68,12 @@ def step_environment(site: str, work: Path, cpu: bool) -> dict[str, str]:
     if cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""  # a rehearsal on a GPU machine stays on the CPU
     return env
+
+
+def fail_without_figures(result: StepResult) -> None:
+    """A step that exited 0 but left nothing of what it measures (its figures unreadable) did not pass."""
+    if result.status == PASSED and "error" in result.figures:
+        result.status, result.note = FAILED, "exited 0 but left no figures"
 
 
 def pack_logs(work: Path, out: Path) -> None:
@@ -127,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     for result in results:
         if result.name in figures:
             result.figures = figures[result.name].result()
+        fail_without_figures(result)
     header["seconds"] = round(time.monotonic() - started, 1)
     pack_logs(work, out)
     for plot in (work / "outputs" / "mlm_emergence" / "emergence").glob("curves.png"):

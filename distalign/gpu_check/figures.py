@@ -47,7 +47,10 @@ def bench_rows(out: Path, home: Path, python: str) -> dict:
 def emergence_curves(out: Path, home: Path, python: str) -> dict:
     """Per setting: its last row (step, alignment, MLM loss) and the milliseconds a step took."""
     settings = {}
-    for table in sorted((out / "emergence").rglob("curves.csv")):
+    tables = sorted((out / "emergence").rglob("curves.csv"))
+    if not tables:
+        raise FileNotFoundError(f"no curves.csv under {out / 'emergence'}")
+    for table in tables:
         with table.open(encoding="utf-8") as f:
             rows = list(csv.DictReader(f))
         for row in rows:

@@ -46,7 +46,10 @@ STRIPPED = (
                                    # Ray then takes ~100 s to start and Train's placement-group cleaner fails
     "mlflow/server/js", "wordfreq/data", "lang2vec/data/learned.npy", "lang2vec/data/geocoord.npz",
     "bin",  # console scripts written for this machine's interpreter path
+    "virtualenv/seed/wheels/embed",  # pip/setuptools wheels for new virtualenvs (Ray's pip runtime envs)
 )
+# botocore's service models (28 MB): only S3's and STS's are kept (distalign's storage; the check uses neither)
+BOTOCORE_SERVICES = ("s3", "sts")
 STRIPPED_BINARIES = ("ray/core/src/ray/gcs/gcs_server", "ray/core/src/ray/raylet/raylet", "ray/_raylet.so")
 DASHBOARD_PAGE = ("ray/dashboard/client/build/index.html",
                   "<!doctype html><title>Ray</title><p>The dashboard's pages were left out of this install.")
@@ -168,6 +171,10 @@ def strip_site(site: Path) -> None:
             shutil.rmtree(path)
         elif path.exists():
             path.unlink()
+    models = site / "botocore" / "data"
+    for service in models.iterdir() if models.is_dir() else ():
+        if service.is_dir() and service.name not in BOTOCORE_SERVICES:
+            shutil.rmtree(service)
     page, text = DASHBOARD_PAGE
     (site / page).parent.mkdir(parents=True, exist_ok=True)
     (site / page).write_text(text)

@@ -6,7 +6,8 @@ import pytest
 
 from distalign.cli import build_parser
 from distalign.config import load_config
-from distalign.gpu_check.check import selected
+from distalign.gpu_check.check import fail_without_figures, selected
+from distalign.gpu_check.run import StepResult
 from distalign.gpu_check.run import Places, step_argv
 from distalign.gpu_check.steps import CPU, GPU, TINY_ENGINES, check_steps, engine_label
 from distalign.gpu_check.figures import READERS
@@ -77,3 +78,11 @@ def test_only_brings_the_steps_a_step_needs():
     assert selected(steps, "") == steps
     with pytest.raises(SystemExit, match="unknown steps"):
         selected(steps, "nope")
+
+
+def test_a_step_that_exits_0_without_its_figures_fails():
+    silent = StepResult("mlm_emergence", "", "PASS", figures={"error": "FileNotFoundError: no curves.csv"})
+    fine = StepResult("bench_perf_gpu", "", "PASS", figures={"rows": []})
+    for result in (silent, fine):
+        fail_without_figures(result)
+    assert (silent.status, silent.note) == ("FAIL", "exited 0 but left no figures") and fine.status == "PASS"

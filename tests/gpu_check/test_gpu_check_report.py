@@ -40,6 +40,7 @@ def test_emergence_curves_from_one_table_or_a_table_per_setting(tmp_path):
     assert settings["default"] == {"step": 1500, "alignment": 3.3, "mlm_loss": 5.2, "ms_per_step": 27.7,
                                    "curve": [(0, 1.0), (1500, 3.3)]}
     assert settings["wide"]["step"] == 0 and settings["wide"]["ms_per_step"] is None
+    assert "no curves.csv" in read_figures("emergence", tmp_path / "none", tmp_path, "python3")["error"]
 
 
 def test_bench_keeps_the_gpu_rows(tmp_path):
