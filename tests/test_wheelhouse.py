@@ -5,6 +5,7 @@ CUDA build from PyPI, several GB) and takes minutes: marker ``wheelhouse``, run 
 
 The stand-in image is a venv of Python 3.12 with ``IMAGE_STAND_IN`` (the image's versions where the registry has
 them; its torch is PyPI's 2.11.0, the CUDA build, which runs on CPU here); ``$DISTALIGN_IMAGE_PYTHON`` names another.
+``$DISTALIGN_TATOEBA``: the bench corpus's source where ../shared/data is not beside the checkout.
 """
 
 import json
@@ -27,6 +28,8 @@ IMAGE_STAND_IN = ("torch==2.11.0", "transformers==5.17.0", "accelerate==1.15.0",
                   "pyyaml", "requests", "aiohttp", "grpcio", "protobuf", "jinja2", "filelock", "fsspec",
                   "huggingface-hub", "packaging", "pillow", "regex", "tqdm", "nvidia-ml-py", "click", "cloudpickle",
                   "msgpack", "prometheus-client", "werkzeug", "typing-extensions", "six", "python-dateutil")
+# the bench corpus's source: ../shared beside the checkout (a worktree elsewhere names it)
+TATOEBA = os.environ.get("DISTALIGN_TATOEBA", str(SHARED_DATA / "eval" / "tatoeba"))
 OFFLINE = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "", "http_proxy": "http://127.0.0.1:9",
            "https_proxy": "http://127.0.0.1:9", "HTTP_PROXY": "http://127.0.0.1:9",
            "HTTPS_PROXY": "http://127.0.0.1:9", "HF_HUB_OFFLINE": "1", "NO_PROXY": "127.0.0.1,localhost"}
@@ -51,7 +54,7 @@ def test_the_wheelhouse_installs_offline_and_a_deepspeed_run_trains_there(tmp_pa
     carry = tmp_path / "carry"
     subprocess.run([sys.executable, "-m", "distalign.gpu_check.wheelhouse", "--python-version", "3.12",
                     "--wheels", str(WHEELS), "--carry", str(carry),
-                    "--tatoeba", str(SHARED_DATA / "eval" / "tatoeba")], cwd=REPO, check=True)
+                    "--tatoeba", TATOEBA], cwd=REPO, check=True)
     built = time.monotonic()
     assert megabytes(carry) <= CARRY_LIMIT_MIB and (carry / "bench_corpus.txt").stat().st_size > 1_000_000
 
