@@ -3,7 +3,7 @@ archive installed with the network blocked into a Python 3.12 that holds only th
 real training run (Ray, DeepSpeed ZeRO-2, MLflow) there. Downloads (the first time, the stand-in image too: torch's
 CUDA build from PyPI, several GB) and takes minutes: marker ``wheelhouse``, run by ``make test-wheelhouse`` only.
 
-The stand-in image is a venv of Python 3.12 with ``IMAGE_STAND_IN`` (the image's versions where the registry has
+The stand-in image is a venv of Python 3.12 (``.wheelhouse/image-py312``) with ``IMAGE_STAND_IN`` (the image's versions where the registry has
 them; its torch is PyPI's 2.11.0, the CUDA build, which runs on CPU here); ``$DISTALIGN_IMAGE_PYTHON`` names another.
 ``$DISTALIGN_TATOEBA``: the bench corpus's source where ../shared/data is not beside the checkout.
 """
@@ -27,7 +27,8 @@ IMAGE_STAND_IN = ("torch==2.11.0", "transformers==5.17.0", "accelerate==1.15.0",
                   "safetensors", "numpy", "pandas", "scipy", "scikit-learn", "psutil", "pytest", "matplotlib",
                   "pyyaml", "requests", "aiohttp", "grpcio", "protobuf", "jinja2", "filelock", "fsspec",
                   "huggingface-hub", "packaging", "pillow", "regex", "tqdm", "nvidia-ml-py", "click", "cloudpickle",
-                  "msgpack", "prometheus-client", "werkzeug", "typing-extensions", "six", "python-dateutil")
+                  "msgpack", "prometheus-client", "werkzeug", "typing-extensions", "six", "python-dateutil<3",
+                  "einops", "ninja", "py-cpuinfo", "xxhash", "zipp", "wrapt")  # the image's, needed by the carried
 # the bench corpus's source: ../shared beside the checkout (a worktree elsewhere names it)
 TATOEBA = os.environ.get("DISTALIGN_TATOEBA", str(SHARED_DATA / "eval" / "tatoeba"))
 OFFLINE = {"PIP_NO_INDEX": "1", "PIP_FIND_LINKS": "", "http_proxy": "http://127.0.0.1:9",
@@ -41,10 +42,9 @@ def image_python() -> str:
         return os.environ["DISTALIGN_IMAGE_PYTHON"]
     venv = WHEELS / "image-py312"
     python = venv / "bin" / "python"
-    if not (venv / ".complete").exists():
-        subprocess.run([find_python("3.12"), "-m", "venv", "--clear", str(venv)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *IMAGE_STAND_IN], check=True)
-        (venv / ".complete").touch()
+    if not python.exists():
+        subprocess.run([find_python("3.12"), "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "-q", *IMAGE_STAND_IN], check=True)  # quick once there
     return str(python)
 
 
