@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test test-fast tune mlflow-ui clean
+.PHONY: quickstart test test-fast tune mlflow-ui clean gpu-check gpu-check-cpu wheelhouse test-wheelhouse
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -38,6 +38,25 @@ tune: $(STAMP)
 
 mlflow-ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$${DISTALIGN_HOME:-$(CURDIR)}/mlflow.db --host 127.0.0.1 --port 5000
+
+# The GPU check (distalign/gpu_check): on a machine with a GPU, from the repository root, after `make wheelhouse`
+# here (the image's python3 runs it; .gpu-carry travels with the tree). One report in $$OUT (else gpu-check-report/).
+gpu-check:
+	python3 -m distalign.gpu_check --site .gpu-carry/site.tar.xz $(GPU_CHECK_ARGS)
+
+# the same steps rehearsed on CPU, smaller, in this venv (~20-40 min on 2 cores)
+gpu-check-cpu: $(STAMP)
+	$(BIN)/python -m distalign.gpu_check --cpu $(GPU_CHECK_ARGS)
+
+# What a bare CUDA image lacks, for CPython $(PYTHON_VERSION) manylinux x86_64: wheels in .wheelhouse/, the stripped
+# site archive and the bench corpus in .gpu-carry/ (what travels: <= 60 MiB). Needs python$(PYTHON_VERSION) (PATH or pyenv).
+PYTHON_VERSION ?= 3.12
+wheelhouse: $(STAMP)
+	$(BIN)/python -m distalign.gpu_check.wheelhouse --python-version $(PYTHON_VERSION)
+
+# the wheelhouse built and installed offline into a clean Python 3.12 (downloads; minutes): not part of `make test`
+test-wheelhouse: $(STAMP)
+	$(BIN)/python -m pytest -q -m wheelhouse tests/test_wheelhouse.py
 
 clean:
 	rm -rf runs mlflow.db

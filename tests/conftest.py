@@ -109,9 +109,26 @@ def s3_endpoint():
             os.environ[key] = value
 
 
-def pytest_collection_modifyitems(items):
+def pytest_collection_modifyitems(config, items):
     """Mark ``ray`` every test that needs a Ray cluster: it uses ``ray_local``, or it is ``slow``
-    (a real Ray cluster or Ray job), so ``make test-fast`` (``-m "not ray and not heavy"``) leaves it out."""
+    (a real Ray cluster or Ray job), so ``make test-fast`` (``-m "not ray and not heavy"``) leaves it out.
+    Skip the tests marked ``gpu`` where torch sees no CUDA device (``make gpu-check`` runs them on one), and those
+    marked ``wheelhouse`` unless ``-m`` names them (``make test-wheelhouse``: downloads, minutes)."""
     for item in items:
         if "ray_local" in item.fixturenames or item.get_closest_marker("slow"):
             item.add_marker(pytest.mark.ray)
+    skips = {}
+    if any(item.get_closest_marker("gpu") for item in items) and not cuda_available():
+        skips["gpu"] = pytest.mark.skip(reason="marked gpu: no CUDA device here")
+    if "wheelhouse" not in (config.getoption("markexpr") or ""):
+        skips["wheelhouse"] = pytest.mark.skip(reason="marked wheelhouse: run with -m wheelhouse")
+    for item in items:
+        for marker, skip in skips.items():
+            if item.get_closest_marker(marker):
+                item.add_marker(skip)
+
+
+def cuda_available() -> bool:
+    import torch
+
+    return torch.cuda.is_available()

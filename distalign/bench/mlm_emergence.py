@@ -8,6 +8,14 @@ two DDP workers share, and the alignment score is taken from the input embedding
 run gives a curve. Rows go to ``curves.csv`` as they come; ``curves.png`` plots them.
 
     python -m distalign.bench.mlm_emergence --settings default,wide --steps 3000 --every 250
+    python -m distalign.bench.mlm_emergence --device cuda --settings small_corpus,default,wide --parallel 3 \
+        --steps 30000 --every 1500 --max-seconds 3600
+
+``--device`` (default ``auto``: CUDA where there is a GPU) is where the recipe trains: the model is tiny, but on a GPU
+node a step is still several times faster than on one of its CPU threads, and a user there expects the GPU taken;
+on a machine without one nothing changes. ``--parallel N`` trains N settings at a time, one process each (their rows
+in ``<output-dir>/<setting>/curves.csv``, one plot of all); ``--max-seconds`` ends each curve at the first alignment
+row after that time (the curve so far is kept, as at the last step).
 """
 
 from __future__ import annotations
@@ -15,6 +23,8 @@ from __future__ import annotations
 import argparse
 import csv
 import logging
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -53,15 +63,27 @@ SETTINGS = {
 }
 
 
-def bench_spec(setting: Setting, out_dir: Path, steps: int, seed: int) -> BenchSpec:
+def bench_spec(setting: Setting, out_dir: Path, steps: int, seed: int, corpus: str = "") -> BenchSpec:
     spec = BenchSpec(transformations=("translit",), objectives=("mlm",), seed=seed, output_dir=str(out_dir),
+                     corpus=corpus,
                      overrides=[f"train.max_steps={steps}", f"train.checkpoint_every={steps}", *setting.overrides])
     return replace(spec, **setting.spec)
 
 
-def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -> list[dict]:
-    """The setting's MLM cell trained for ``steps``, its alignment every ``every`` steps (and at step 0), each row
-    appended to ``out_dir/curves.csv`` as it comes (a run stopped early keeps its curve so far)."""
+def resolve_device(name: str) -> torch.device:
+    """``cpu``, ``cuda`` (an error without a GPU) or ``auto`` (CUDA where available)."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device here (torch.cuda.is_available() is False)")
+    return torch.device(name)
+
+
+def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, device: torch.device | None = None,
+              max_seconds: float = 0, corpus: str = "") -> list[dict]:
+    """The setting's MLM cell trained for ``steps`` on ``device`` (default CPU), its alignment every ``every`` steps
+    (and at step 0), each row appended to ``out_dir/curves.csv`` as it comes (a run stopped early keeps its curve so
+    far); with ``max_seconds``, the curve ends at the first alignment row after that long."""
     import torch.distributed as dist
 
     from distalign.eval.alignment import vocabulary_alignment
@@ -70,7 +92,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 
-    bench = prepare_bench(bench_spec(SETTINGS[name], out_dir / name, steps, seed))
+    bench = prepare_bench(bench_spec(SETTINGS[name], out_dir / name, steps, seed, corpus))
     config = training_config(bench.spec, "translit", "mlm", bench.data["translit"], bench.out_dir)
     config.train.corpus_batch_size *= config.train.num_workers  # the global batch of the bench's workers
     config.train.num_workers = 1
@@ -78,7 +100,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
     own_group = not dist.is_initialized()
     if own_group:  # DDP's group of one, in memory
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
-    recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
+    recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""), device=device)
     recipe.setup()
     vocab = recipe.tokenizer.get_vocab()
     src, tgt, candidates, _ = vocabulary_counterparts(vocab, bench.translit, recipe.tokenizer.all_special_tokens)
@@ -102,8 +124,12 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
         record(0)
         for step in range(1, steps + 1):
             losses.append(float(recipe.step([recipe.next_batches(streams)])["train/loss"]))  # trimmed as a run's
-            if step % every == 0 or step == steps:
+            out_of_time = max_seconds and time.time() - started > max_seconds
+            if step % every == 0 or step == steps or out_of_time:
                 record(step)
+            if out_of_time:
+                log.info("%s: stopped at step %d after %.0f s (--max-seconds)", name, step, time.time() - started)
+                break
     finally:
         if own_group:  # the next curve (or the caller's test) starts its own
             dist.destroy_process_group()
@@ -160,6 +186,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--output-dir", default="mlm_emergence", help="curves.csv (appended) and curves.png")
     parser.add_argument("--plot", nargs="+", metavar="CSV", help="only plot these curves.csv files (runs made side "
                                                                   "by side) into --output-dir/curves.png")
+    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
+                        help="where the recipe trains (default auto: CUDA where there is a GPU)")
+    parser.add_argument("--parallel", type=int, default=1, help="settings trained at a time, a process each")
+    parser.add_argument("--max-seconds", type=float, default=0, help="end each curve at the first alignment row "
+                                                                     "after this long (0: never)")
+    parser.add_argument("--corpus", default="", help="base corpus, one sentence a line (default: the English side "
+                                                     "of ../shared/data/eval/tatoeba)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
     torch.set_num_threads(1)  # a tiny model: a second thread costs more CPU than it saves (2 shared cores)
@@ -172,10 +205,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot([row for path in args.plot for row in read_rows(Path(path))], out / "curves.png")
         return 0
+    if args.parallel > 1 and len(names) > 1:
+        return run_side_by_side(names, out, args.parallel, argv if argv is not None else sys.argv[1:])
+    device = resolve_device(args.device)
+    if device.type == "cuda":  # TF32 matrix products, as a GPU run's recipe would use them
+        torch.set_float32_matmul_precision("high")
     for name in names:
-        run_curve(name, out, args.steps, args.every, args.seed)
+        run_curve(name, out, args.steps, args.every, args.seed, device, args.max_seconds, args.corpus)
     plot(read_rows(out / "curves.csv"), out / "curves.png")
     return 0
+
+
+def run_side_by_side(names: list[str], out: Path, jobs: int, argv: list[str]) -> int:
+    """Each setting in a process of its own (``setting_argv``), ``jobs`` at a time; then one plot of every curve.
+    The worst exit code."""
+    codes, running, waiting = [], [], list(names)
+    while waiting or running:
+        while waiting and len(running) < jobs:
+            running.append(subprocess.Popen(setting_argv(argv, waiting.pop(0), out)))
+        codes.append(running.pop(0).wait())
+    tables = [out / name / "curves.csv" for name in names if (out / name / "curves.csv").exists()]
+    if tables:
+        plot([row for table in tables for row in read_rows(table)], out / "curves.png")
+    return max(codes)
+
+
+def setting_argv(argv: list[str], name: str, out: Path) -> list[str]:
+    """This command for one setting: ``argv`` with ``--settings NAME --parallel 1 --output-dir out/NAME``."""
+    replaced = {"--settings": name, "--parallel": "1", "--output-dir": str(out / name)}
+    rest, skip = [], False
+    for arg in argv:  # the options set here dropped, given as "--opt value" or "--opt=value"
+        if skip:
+            skip = False
+            continue
+        if arg.split("=", 1)[0] in replaced:
+            skip = "=" not in arg
+            continue
+        rest.append(arg)
+    return [sys.executable, "-m", "distalign.bench.mlm_emergence", *rest,
+            *(item for pair in replaced.items() for item in pair)]
 
 
 if __name__ == "__main__":

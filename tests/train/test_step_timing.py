@@ -1,6 +1,6 @@
 """The ``perf/`` metrics: their arithmetic against hand computations, and the timer on CPU and (where present) CUDA.
 
-The CUDA case is skipped without a GPU: ``pytest tests/train/test_step_timing.py -k cuda`` on a GPU node.
+The CUDA case is marked ``gpu`` (skipped without a GPU): ``make gpu-check`` runs it on a GPU node.
 """
 
 from __future__ import annotations
@@ -69,8 +69,7 @@ def test_ddp_allreduce_reads_ddps_own_timers(gloo_group):
     assert ddp_allreduce(torch.nn.Linear(2, 2)) == {}  # not DDP (DeepSpeed): nothing to read
 
 
-@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.skipif(
-    not torch.cuda.is_available(), reason="no CUDA device: never run here"))])
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
 def test_timer_splits_steps_into_phases(device):
     """A plain loop timed as the recipe times it; the data wait is a sleep of known length."""
     device = torch.device(device)
