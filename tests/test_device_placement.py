@@ -200,11 +200,7 @@ def test_the_bare_loop_s_info_nce_masks_on_the_labels_device():
         assert "nonzero" in str(data_dependent)
 
 
-cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
-
-
-@pytest.mark.gpu
-@cuda
+@pytest.mark.gpu  # skipped without CUDA (tests/conftest.py)
 def test_collectives_on_a_real_nccl_group_of_one():
     from distalign.train.recipe import mean_across_ranks
 
@@ -220,8 +216,7 @@ def test_collectives_on_a_real_nccl_group_of_one():
         dist.destroy_process_group()
 
 
-@pytest.mark.gpu
-@cuda
+@pytest.mark.gpu  # skipped without CUDA (tests/conftest.py)
 def test_the_alignment_score_and_the_bare_info_nce_agree_on_cuda_and_cpu():
     from distalign.bench.bare_loop import BareObjectives
     from distalign.eval.alignment import vocabulary_alignment
