@@ -30,6 +30,7 @@ from distalign.eval.suite import SuiteSpec, build_tasks
 from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.registry import EVAL_TASKS
+from distalign.models.loading import check_model_directory
 
 ARTIFACT_DIR = "eval"
 
@@ -83,6 +84,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
     if (path / MODEL_DIR / "config.json").is_file():
         return resolve_model(str(path), None)
     if path.exists():
+        check_model_directory(model, "--model")
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from distalign.errors import ConfigError
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
@@ -81,6 +83,19 @@ def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelCo
                            "group): build the tiny model before the process group starts")
     tmp.rename(out)  # a half-written model directory never looks complete
     return out
+
+
+def check_model_directory(name_or_path: str, key: str) -> None:
+    """A model named by a local path must be a Hugging Face model directory: a file (a checkpoint's JSON, a weights
+    file) or a folder without ``config.json`` is a ``ConfigError`` naming ``key`` and the path (transformers would
+    take the path for a hub name and fail with a validation message naming neither). Hub names pass."""
+    path = Path(name_or_path).expanduser()
+    holds = ("a model directory holds config.json, the weights (model.safetensors or pytorch_model.bin) and the "
+             "tokenizer files, as save_pretrained writes them (a distalign checkpoint's is its model/ folder)")
+    if path.is_file():
+        raise ConfigError(f"{key}: {name_or_path} is a file, not a model directory; {holds}")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ConfigError(f"{key}: {name_or_path} has no config.json; {holds}")
 
 
 @functools.lru_cache(maxsize=4)
