@@ -98,6 +98,22 @@ def check_model_directory(name_or_path: str, key: str) -> None:
         raise ConfigError(f"{key}: {name_or_path} has no config.json; {holds}")
 
 
+# Model types whose position ids start after the padding id (RoBERTa's ``create_position_ids_from_input_ids``), so
+# pad_token_id + 1 rows of the position table are never a token's
+POSITIONS_AFTER_PADDING = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text"}
+
+
+def max_model_positions(name_or_path: str) -> int:
+    """Tokens per sequence (special tokens included) the model takes: its position table's rows (less RoBERTa's
+    and XLM-R's offset), and no more than its tokenizer's ``model_max_length``. A longer sequence fails inside the
+    model's embeddings with an index error naming no setting."""
+    config = _transformers().AutoConfig.from_pretrained(name_or_path)
+    positions = getattr(config, "max_position_embeddings", None) or float("inf")
+    if config.model_type in POSITIONS_AFTER_PADDING:
+        positions -= config.pad_token_id + 1
+    return int(min(positions, load_tokenizer(name_or_path).model_max_length))
+
+
 @functools.lru_cache(maxsize=4)
 def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
     tokenizer = _transformers().AutoTokenizer.from_pretrained(name_or_path)

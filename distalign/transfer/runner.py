@@ -143,14 +143,19 @@ def read_summary(path: str, key: str) -> pd.DataFrame:
 def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
     """Every task's splits read, checked, cut to the spec's limits and tokenised; errors before any Ray work."""
     from distalign.models.language_embeddings import read_input_languages
-    from distalign.models.loading import load_tokenizer
+    from distalign.models.loading import load_tokenizer, max_model_positions
 
     table = read_input_languages(model.path)
     tokenizer = load_tokenizer(model.path)
+    positions = max_model_positions(model.path)
     prepared = []
     for name in spec.tasks:
         task = TRANSFER_TASKS[name]
         settings = task_settings(task, spec.finetune)
+        if settings.max_length > positions:  # a longer example fails inside a Ray worker's embeddings
+            progress(f"{PREFIX} {name}: max length {settings.max_length} capped at {positions}, the most tokens "
+                     f"{model.label} takes")
+            settings = replace(settings, max_length=positions)
         targets = target_languages(spec, name)
         if settings.batch_size % spec.num_workers:
             raise ConfigError(f"{name}: batch size {settings.batch_size} must divide over {spec.num_workers} workers")

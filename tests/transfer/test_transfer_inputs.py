@@ -1,0 +1,36 @@
+"""Bad transfer inputs found on the driver, before Ray: lengths past the model's positions, unreadable folders,
+splits with no usable row."""
+
+import pytest
+from transformers import BertConfig
+
+from distalign.eval.runner import resolve_model
+from distalign.models.loading import max_model_positions
+from distalign.transfer.runner import TransferSpec, prepare
+from transfer_data import save_task, tiny_model
+
+
+@pytest.fixture(scope="module")
+def model(tmp_path_factory):
+    return str(tiny_model(tmp_path_factory.mktemp("transfer_inputs") / "model"))
+
+
+def test_positions_leave_out_xlmr_offset_and_bert_has_none(model, tmp_path):
+    assert max_model_positions(model) == 64  # 66 rows, positions start after the padding id 1
+    import shutil
+
+    bert = shutil.copytree(model, tmp_path / "bert")
+    BertConfig(vocab_size=80, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+               max_position_embeddings=40).save_pretrained(bert)
+    assert max_model_positions(str(bert)) == 40
+
+
+def test_a_task_length_past_the_models_positions_is_capped_with_a_line(model, tmp_path):
+    for lang in ("en", "de"):
+        save_task(tmp_path / "data", "udpos", lang, sizes=(8, 4, 4))
+    lines = []
+    spec = TransferSpec(model=model, tasks=("udpos",), data_dir=str(tmp_path / "data"), languages=("de",))
+    spec.finetune.batch_size = 8
+    [prepared] = prepare(spec, resolve_model(None, model), lines.append)
+    assert prepared.settings.max_length == 64  # udpos's own 128
+    assert any("udpos: max length 128 capped at 64, the most tokens model takes" in line for line in lines)
