@@ -4,9 +4,12 @@ splits with no usable row."""
 import pytest
 from transformers import BertConfig
 
+from distalign.data.readers import InputError
 from distalign.eval.runner import resolve_model
 from distalign.models.loading import max_model_positions
+from distalign.transfer.data import read_split
 from distalign.transfer.runner import TransferSpec, prepare
+from distalign.transfer.tasks.pair import XNLITask
 from transfer_data import save_task, tiny_model
 
 
@@ -34,3 +37,10 @@ def test_a_task_length_past_the_models_positions_is_capped_with_a_line(model, tm
     [prepared] = prepare(spec, resolve_model(None, model), lines.append)
     assert prepared.settings.max_length == 64  # udpos's own 128
     assert any("udpos: max length 128 capped at 64, the most tokens model takes" in line for line in lines)
+
+
+def test_a_folder_datasets_cannot_load_names_the_folder(tmp_path):
+    folder = save_task(tmp_path, "xnli", "en", sizes=(4, 0, 2))  # datasets saves a 0-row split, cannot reload it
+    with pytest.raises(InputError, match=rf"xnli: {folder}: datasets cannot load this save_to_disk folder "
+                                         r"\(IndexError: .*\); a split with no rows"):
+        read_split(XNLITask, str(tmp_path), "en", "train")
