@@ -174,7 +174,7 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
             read[lang, split] = examples[:limit] if limit else examples
             reports.append(report)
             if not examples:
-                raise InputError(f"{name}: {report.path}: no usable examples ({report.malformed} malformed)")
+                raise InputError(f"{name}: no usable examples: {report.summary()}")  # the first rows' reasons
         if len(read[spec.source, "train"]) < settings.batch_size:
             raise InputError(f"{name}: {len(read[spec.source, 'train'])} training examples, fewer than one batch "
                              f"of {settings.batch_size}")

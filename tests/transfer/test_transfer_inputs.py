@@ -10,7 +10,7 @@ from distalign.models.loading import max_model_positions
 from distalign.transfer.data import read_split
 from distalign.transfer.runner import TransferSpec, prepare
 from distalign.transfer.tasks.pair import XNLITask
-from transfer_data import save_task, tiny_model
+from transfer_data import FEATURES, rows, save_task, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -44,3 +44,21 @@ def test_a_folder_datasets_cannot_load_names_the_folder(tmp_path):
     with pytest.raises(InputError, match=rf"xnli: {folder}: datasets cannot load this save_to_disk folder "
                                          r"\(IndexError: .*\); a split with no rows"):
         read_split(XNLITask, str(tmp_path), "en", "train")
+
+
+def test_a_split_with_no_usable_row_gives_the_count_and_the_first_rows_reasons(model, tmp_path):
+    from datasets import Dataset, DatasetDict
+
+    save_task(tmp_path / "data", "wikiann", "de", sizes=(8, 4, 4))
+    data = rows("wikiann", "en", 8, 0)
+    data["ner_tags"] = [tags[:-1] for tags in data["ner_tags"]]  # every row one tag short
+    folder = tmp_path / "data" / "wikiann" / "en"
+    DatasetDict({split: Dataset.from_dict(data, features=FEATURES["wikiann"]) for split in
+                 ("train", "validation", "test")}).save_to_disk(str(folder))
+    spec = TransferSpec(model=model, tasks=("wikiann",), data_dir=str(tmp_path / "data"), languages=("de",))
+    with pytest.raises(InputError) as err:
+        prepare(spec, resolve_model(None, model), lambda line: None)
+    message = str(err.value)
+    assert message.startswith(f"wikiann: no usable examples: {folder}[train]: 0 rows read, 8 malformed rows skipped")
+    n = len(data["tokens"][0])
+    assert f"\n  {folder}[train]:0: {n} words but {n - 1} tags" in message  # the reasons, row by row
