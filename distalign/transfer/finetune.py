@@ -169,6 +169,18 @@ def optimizer_and_schedule(model: torch.nn.Module, s: FineTuneSettings, total_st
     return optimizer, get_linear_schedule_with_warmup(optimizer, s.warmup_steps, total_steps)
 
 
+def epoch_batches(examples: int, batch_size: int, world: int) -> list[tuple[int, int]]:
+    """(start, stop) in an epoch's order of each optimizer step's global batch: the full batches, then the rest as
+    one smaller batch (XTREME's scripts and the HF Trainer keep it), cut to a multiple of the worker count so every
+    rank takes an equal share and all ranks take the same number of steps (DDP's all-reduce would wait forever for
+    a rank that had no step). Each rank's loss is the mean over its share, so equal shares make DDP's average the
+    batch's mean; at most ``world - 1`` examples an epoch are left out, none on one worker."""
+    full, rest = divmod(examples, batch_size)
+    rest -= rest % world
+    bounds = [(index * batch_size, (index + 1) * batch_size) for index in range(full)]
+    return bounds + ([(full * batch_size, full * batch_size + rest)] if rest else [])
+
+
 def train_step(task: type[TransferTask], wrapped: torch.nn.Module, model: torch.nn.Module, optimizer, schedule,
                batch: dict[str, torch.Tensor]) -> torch.Tensor:
     """One optimizer step on ``batch`` (this rank's share): task loss, gradients clipped at 1.0, AdamW, schedule.
@@ -196,7 +208,8 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     model = load_model(job.model_path, task, job.adapter_training).to(device)
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
-    steps_per_epoch = len(data.train) // s.batch_size
+    batches = epoch_batches(len(data.train), s.batch_size, world)
+    steps_per_epoch = len(batches)
     total = steps_per_epoch * s.epochs
     optimizer, schedule = optimizer_and_schedule(model, s, total)
 
@@ -214,8 +227,8 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     for epoch in range(1, s.epochs + 1):
         model.train()
         order = np.random.default_rng([job.seed, epoch]).permutation(len(data.train))  # same on every rank
-        for index in range(steps_per_epoch):
-            mine = order[index * s.batch_size:(index + 1) * s.batch_size][rank::world]
+        for index, (start, stop) in enumerate(batches):
+            mine = order[start:stop][rank::world]
             batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
             with input_language(model, job.source):
                 losses.append(train_step(task, wrapped, model, optimizer, schedule, batch).item())

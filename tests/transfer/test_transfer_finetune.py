@@ -118,3 +118,23 @@ def test_sharded_scoring_equals_scoring_on_one_rank(setup, monkeypatch):
     monkeypatch.setattr(finetune.dist, "all_gather_object", lambda out, share: out.__setitem__(
         slice(None), [shares[1], shares[0]]))  # the order ranks arrive in does not matter
     assert finetune.evaluate(model, UDPOSTask, *args, 0, 2, 4, torch.device("cpu")) == whole
+
+
+def test_an_epochs_last_partial_batch_is_kept_in_equal_shares_per_rank():
+    assert finetune.epoch_batches(20, 8, 1) == [(0, 8), (8, 16), (16, 20)]  # XTREME and the HF Trainer keep it
+    assert finetune.epoch_batches(21, 8, 2) == [(0, 8), (8, 16), (16, 20)]  # 5 left: 2 per rank, 1 left out
+    assert finetune.epoch_batches(17, 8, 2) == [(0, 8), (8, 16)]  # 1 left for 2 ranks: every rank skips it
+    assert finetune.epoch_batches(16, 8, 4) == [(0, 8), (8, 16)]
+
+
+def test_fine_tuning_steps_on_the_last_partial_batch(setup, gloo_group, monkeypatch):
+    data_dir, model, tokenizer = setup
+    seen, real_loss = [], finetune.task_loss
+    monkeypatch.setattr(finetune, "task_loss", lambda logits, labels: seen.append(len(labels)) or real_loss(logits, labels))
+    monkeypatch.setattr(finetune, "evaluate", lambda *args: {"acc": 0.5})
+    data = task_data(XNLITask, data_dir, tokenizer)
+    data.train = data.train[:13]
+    result = fine_tune(FineTuneJob("xnli", 0, model, replace(SETTINGS, epochs=2)), data, tokenizer.pad_token_id, 0,
+                       1, torch.device("cpu"))
+    assert seen == [8, 5, 8, 5] and result["steps"] == 4
+    assert [h["step"] for h in result["history"]] == [2, 4]  # each epoch's end is its partial batch
