@@ -141,7 +141,14 @@ def trained_parameters(model: torch.nn.Module) -> str:
 
 def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
              world: int, batch_size: int, device: torch.device) -> dict[str, float]:
-    """The task's metrics on ``features``: this rank predicts examples rank, rank + world, ...; all ranks enter."""
+    """The task's metrics on ``features`` (``predict``)."""
+    return task.score(predict(model, task, features, pad_id, rank, world, batch_size, device))
+
+
+def predict(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
+            world: int, batch_size: int, device: torch.device) -> list[tuple]:
+    """The task's (gold, predicted) pair of each of ``features``, in their order: this rank predicts examples rank,
+    rank + world, ...; all ranks enter."""
     mine = list(range(rank, len(features), world))
     predicted = []
     model.eval()
@@ -155,7 +162,7 @@ def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[di
         shares = [None] * world
         dist.all_gather_object(shares, predicted)
         predicted = [item for share in shares for item in share]
-    return task.score([pair for _, pair in sorted(predicted, key=lambda item: item[0])])
+    return [pair for _, pair in sorted(predicted, key=lambda item: item[0])]
 
 
 def optimizer_and_schedule(model: torch.nn.Module, s: FineTuneSettings, total_steps: int):
@@ -245,10 +252,14 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
                     best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
                 model.train()
     model.load_state_dict(best_state)
-    test = scores(data.test)
+    test, predictions = {}, {}
+    for lang, features in data.test.items():
+        with input_language(model, lang):
+            pairs = predict(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
+        test[lang], predictions[lang] = task.score(pairs), task.prediction_rows(pairs)
     return {"task": job.task, "seed": job.seed, "selected_step": best["step"], "selected_epoch": best["epoch"],
             "history": history, "test": test, "steps": total, "workers": world, "seconds": time.time() - started,
-            "settings": asdict(s), "trained": trained_parameters(model)}
+            "settings": asdict(s), "trained": trained_parameters(model), "predictions": predictions}
 
 
 def train_loop_per_worker(config: dict) -> None:

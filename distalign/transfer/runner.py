@@ -7,8 +7,9 @@ What to run is a ``TransferSpec`` (the flags, a ``--spec`` YAML file, dotted ``k
 task's data is read, checked and tokenised on the driver before Ray starts; then each (task, seed) is one Ray
 Train run (DDP: gloo on CPU, NCCL with ``use_gpu``), launched from a zero-CPU Ray task so that all of them
 are submitted at once and run side by side as far as the cluster's resources allow. Results: the printed
-table, ``<output_dir>/summary.csv``, ``per_seed.csv`` and ``runs.json``, and MLflow (a parent run, a child run
-per fine-tuning).
+table, ``<output_dir>/summary.csv``, ``per_seed.csv``, ``runs.json`` and the test predictions
+(``predictions/<task>/seed<n>/<lang>.jsonl``), and MLflow (a parent run, a child run per fine-tuning holding its
+predictions).
 """
 
 from __future__ import annotations
@@ -251,6 +252,19 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
     return [results[ref] for ref in order]
 
 
+def write_predictions(result: dict, out_dir: Path) -> None:
+    """The test predictions of one fine-tuning run (taken out of ``result``) as
+    ``<out_dir>/predictions/<task>/seed<seed>/<lang>.jsonl``, a line per example (``id``, ``gold``, ``predicted``:
+    ``TransferTask.prediction_rows``), as XTREME writes its test predictions; ``result["predictions_dir"]`` names the
+    folder (logged to the run's MLflow child run)."""
+    folder = out_dir / "predictions" / result["task"] / f"seed{result['seed']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang, rows in result.pop("predictions").items():
+        (folder / f"{lang}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                                              encoding="utf-8")
+    result["predictions_dir"] = str(folder)
+
+
 def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> None:
     """(name, value, step) triples in batches of MLflow's limit (1,000 a request)."""
     from mlflow.entities import Metric
@@ -303,6 +317,7 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
         values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
         _log_metrics(client, child_id, values)
+        client.log_artifacts(child_id, result["predictions_dir"], "predictions")
         client.set_terminated(child_id)
     _log_metrics(client, parent, [(name, value, step) for name, value in summary_metrics(summary).items()])
     table = f"{artifact_dir}/transfer_summary.json" if artifact_dir else "transfer_summary.json"
@@ -342,6 +357,8 @@ def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.Da
              f"{'' if spec.select_on == 'source' else 's'}; results in {out_dir}")
     ensure_ray()
     results = run_all(spec, model, prepared, spec.storage_path or str(out_dir / "ray"), progress)
+    for result in results:
+        write_predictions(result, out_dir)
     main = {p.task.name: p.task.main_metric for p in prepared}
     per_seed = pd.DataFrame([row for r in results for row in protocol.seed_rows(r, spec.source, main[r["task"]])])
     summary = protocol.summarise(per_seed)

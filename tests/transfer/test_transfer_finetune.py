@@ -71,11 +71,16 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
         if any(features is f for f in data.dev.values()):
             weights_at[len(weights_at) + 1] = fingerprint
             return {"acc": next(scripted)}
-        weights_at.setdefault("test", fingerprint)
         return real_evaluate(model_, task, features, *args)
 
+    def predict(model_, task, features, *args):  # the test sets: predicted (and kept) with the selected weights
+        weights_at.setdefault("test", sum(p.detach().double().sum().item() for p in model_.parameters()))
+        return real_predict(model_, task, features, *args)
+
     data = task_data(XNLITask, data_dir, tokenizer, dev_langs=("de",))
+    real_predict = finetune.predict
     monkeypatch.setattr(finetune, "evaluate", evaluate)
+    monkeypatch.setattr(finetune, "predict", predict)
     result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1,
                        torch.device("cpu"))
     assert [h["selection"] for h in result["history"]] == [0.3, 0.9, 0.5]
@@ -83,6 +88,10 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
     assert result["selected_epoch"] == 2 and result["selected_step"] == 4  # 16 examples, batches of 8
     assert weights_at["test"] == weights_at[2] != weights_at[3]
     assert set(result["test"]) == {"en", "de"} and 0 <= result["test"]["de"]["acc"] <= 1
+    # the test predictions kept, a row per example with label names, the score's own
+    rows = result["predictions"]["de"]
+    assert [row["id"] for row in rows] == list(range(6)) and {row["gold"] for row in rows} <= set(XNLITask.labels)
+    assert result["test"]["de"]["acc"] == pytest.approx(sum(r["gold"] == r["predicted"] for r in rows) / 6)
 
 
 def test_candidates_every_n_steps_and_the_final_weights(setup, gloo_group, monkeypatch):
