@@ -27,6 +27,7 @@ from distalign.config import ConfigError, distalign_home, load_dataclass, resolv
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_model
 from distalign.eval.tasks.base import comma_list
+from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
@@ -141,7 +142,7 @@ def read_summary(path: str, key: str) -> pd.DataFrame:
     return summary
 
 
-def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
+def prepare(spec: TransferSpec, model: ModelUnderTest, progress=say) -> list[PreparedTask]:
     """Every task's splits read, checked, cut to the spec's limits and tokenised; errors before any Ray work."""
     from distalign.models.language_embeddings import read_input_languages
     from distalign.models.loading import load_tokenizer, max_model_positions
@@ -221,7 +222,7 @@ def run_fine_tuning(job: FineTuneJob, data_ref: list, pad_id: int, spec: Transfe
 
 
 def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], storage: str,
-            progress=print) -> list[dict]:
+            progress=say) -> list[dict]:
     """Every (task, seed) run submitted at once; results in submission order."""
     import ray
 
@@ -326,12 +327,12 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         client.log_artifact(parent, str(path), artifact_dir)
     if not into:
         client.set_terminated(parent)
-    print(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
-          f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
+    say(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
+        f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
     return parent
 
 
-def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.DataFrame] | None = None,
+def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.DataFrame] | None = None,
                  into: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
     """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
 
@@ -426,7 +427,7 @@ def checkpoint_run(spec: TransferSpec, model: ModelUnderTest) -> tuple[str, int]
     try:
         client_for(uri).get_run(model.mlflow_run_id)
     except Exception:  # the checkpoint was trained against another MLflow store
-        print(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
+        say(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
         return None
     return model.mlflow_run_id, model.step
 
