@@ -64,21 +64,21 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
     the dev sets it is given (target languages here, as --select-on target hands them)."""
     data_dir, model, tokenizer = setup
     scripted = iter([0.3, 0.9, 0.5])
-    weights_at, real_evaluate = {}, finetune.evaluate
+    weights_at, real_predict = {}, finetune.predict
 
-    def evaluate(model_, task, features, *args):
-        fingerprint = sum(p.detach().double().sum().item() for p in model_.parameters())
-        if any(features is f for f in data.dev.values()):
-            weights_at[len(weights_at) + 1] = fingerprint
-            return {"acc": next(scripted)}
-        return real_evaluate(model_, task, features, *args)
+    def fingerprint(model_):
+        return sum(p.detach().double().sum().item() for p in model_.parameters())
+
+    def evaluate(model_, task, features, *args):  # the dev sets
+        assert any(features is f for f in data.dev.values())
+        weights_at[len(weights_at) + 1] = fingerprint(model_)
+        return {"acc": next(scripted)}
 
     def predict(model_, task, features, *args):  # the test sets: predicted (and kept) with the selected weights
-        weights_at.setdefault("test", sum(p.detach().double().sum().item() for p in model_.parameters()))
+        weights_at.setdefault("test", fingerprint(model_))
         return real_predict(model_, task, features, *args)
 
     data = task_data(XNLITask, data_dir, tokenizer, dev_langs=("de",))
-    real_predict = finetune.predict
     monkeypatch.setattr(finetune, "evaluate", evaluate)
     monkeypatch.setattr(finetune, "predict", predict)
     result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1,
