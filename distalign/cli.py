@@ -24,8 +24,8 @@ from typing import get_args
 from distalign.config import ConfigError, load_config
 from distalign.data.readers import InputError
 from distalign.eval.runner import add_eval_arguments
-from distalign.logs import configure, console, quiet_console
-from distalign.ray_session import shutdown_ray
+from distalign.logs import configure, quiet_console, say
+from distalign.ray_session import leaving_ray, shutdown_ray
 from distalign.objectives.static_align import StaticMapping
 from distalign.static.bli import add_static_bli_arguments
 from distalign.transfer.runner import add_shared_arguments, add_transfer_arguments
@@ -43,7 +43,7 @@ def _train(args) -> int:
     with quiet_console(command_log("train")):
         try:
             outcome = run_training(config, clock=clock)
-            transfer.transfer_after_training(config, outcome, progress=lambda line: print(line, file=console()))
+            transfer.transfer_after_training(config, outcome, progress=say)
         finally:
             shutdown_ray()
     print_summary(config, outcome)
@@ -112,7 +112,7 @@ def _tune(args) -> int:
     return 0
 
 
-def _eval(args) -> int:
+def _eval_command(args) -> int:
     """The transfer tasks of ``--tasks`` (``distalign transfer``'s runner, fed by eval's model and MLflow flags and
     the transfer flags), then the evaluation tasks; both specs are checked, and the transfer data read, before Ray."""
     from distalign.eval import runner as evaluation
@@ -133,10 +133,17 @@ def _eval(args) -> int:
     return evaluation.run_prepared(prepared) if prepared else 0
 
 
+def _eval(args) -> int:
+    """``_eval_command`` with Ray's and the libraries' output in a log file, as ``train`` and ``tune`` keep it."""
+    with quiet_console(command_log("eval")), leaving_ray():
+        return _eval_command(args)
+
+
 def _transfer(args) -> int:
     from distalign.transfer.runner import run_transfer_cli
 
-    return run_transfer_cli(args)
+    with quiet_console(command_log("transfer")), leaving_ray():
+        return run_transfer_cli(args)
 
 
 def _mine(args) -> int:

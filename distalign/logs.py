@@ -3,10 +3,10 @@
 ``configure()`` gives that logger one stream handler ("[distalign] message") the first time it is
 called in a process; it does not propagate to the root logger, so a line is printed once.
 
-``quiet_console(log_file)`` keeps the terminal to distalign's own lines while a ``train`` or ``tune``
-command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker output
+``quiet_console(log_file)`` keeps the terminal to distalign's own lines while a ``train``, ``tune``, ``eval`` or
+``transfer`` command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker output
 Ray forwards, other libraries' log records, warnings) goes to a log file instead. distalign writes to the
-terminal through its logger or ``console()``. ``progress(...)`` is the progress bar of long non-training work.
+terminal through its logger, ``console()`` or ``say``. ``progress(...)`` is the progress bar of long non-training work.
 """
 
 from __future__ import annotations
@@ -34,6 +34,11 @@ _terminal: TextIO | None = None  # the terminal while quiet_console routes sys.s
 def console() -> TextIO:
     """Where distalign's own output goes: the terminal, even while ``quiet_console`` routes the standard streams."""
     return _terminal or sys.stdout
+
+
+def say(line: str) -> None:
+    """Print one of distalign's own lines (a command's progress, its result tables) to ``console()``."""
+    print(line, file=console())
 
 
 def configure(level: int = logging.INFO) -> logging.Logger:

@@ -33,6 +33,18 @@ def shutdown_ray() -> None:
 
 
 @contextlib.contextmanager
+def leaving_ray() -> Iterator[None]:
+    """``shutdown_ray`` when the block ends, if Ray was not up when it began: a command leaves the cluster it
+    joined, and a session its caller holds (a test's, a notebook's) stays up."""
+    was_up = ray.is_initialized()
+    try:
+        yield
+    finally:
+        if not was_up:
+            shutdown_ray()
+
+
+@contextlib.contextmanager
 def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600) -> Iterator[list]:
     """Hold ``bundles`` of resources (a placement group each) while the block runs; ``what`` names them in the
     error raised when the cluster has not freed them within ``timeout_s``."""

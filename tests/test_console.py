@@ -115,3 +115,26 @@ def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
     with caplog.at_level(logging.INFO, logger="distalign"):
         progress_view.on_trial_error(0, [], search)
     assert caplog.messages == ["trial s-b2 failed (its traceback is in the log)"]
+
+
+@pytest.mark.parametrize("command", ["eval", "transfer"])
+def test_eval_and_transfer_keep_rays_lines_off_the_terminal_as_train_does(command, tmp_path, monkeypatch, capsys):
+    import distalign.cli as cli
+    import distalign.transfer.runner
+    from distalign.logs import say
+
+    def run(args):
+        print("\x1b[36m(raylet)\x1b[0m worker started")
+        print("2026-11-27 06:20:14,720\tINFO worker.py:2029 -- Started a local Ray instance.")
+        say("[distalign eval] results in out/")
+        return 0
+
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    monkeypatch.setattr(cli, "_eval_command", run)
+    monkeypatch.setattr(distalign.transfer.runner, "run_transfer_cli", run)
+    assert cli.main([command, "model"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    [log] = (tmp_path / "logs").iterdir()
+    assert out == [f"[distalign] Ray's and the libraries' output: {log}", "[distalign eval] results in out/"]
+    assert log.name.startswith(f"{command}-") and log.read_text().splitlines() == [
+        "(raylet) worker started", "2026-11-27 06:20:14,720\tINFO worker.py:2029 -- Started a local Ray instance."]

@@ -27,3 +27,15 @@ def test_a_running_cluster_is_joined_as_it_was_started(init_calls, monkeypatch):
     ray_session.ensure_ray()
     (call,) = init_calls
     assert call["address"] == "auto" and "_system_config" not in call
+
+
+def test_a_command_leaves_only_the_ray_session_it_started(monkeypatch):
+    up, shutdowns = [False], []
+    monkeypatch.setattr(ray_session.ray, "is_initialized", lambda: up[0])
+    monkeypatch.setattr(ray_session, "shutdown_ray", lambda: shutdowns.append(up[0]))
+    with ray_session.leaving_ray():
+        up[0] = True  # the command started Ray
+    assert shutdowns == [True]
+    with ray_session.leaving_ray():  # Ray was up before (a test's session): it stays
+        pass
+    assert shutdowns == [True]

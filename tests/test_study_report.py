@@ -116,3 +116,20 @@ def test_a_transfer_metric_gives_the_per_language_table_and_plot(client, tmp_pat
     assert value["t1", "xb", "delta"][0] == pytest.approx(0.2)
     trials = pd.read_csv(artifact(client, parent, "trials.csv", tmp_path)).set_index("trial")
     assert trials.loc["t1", "gain"] == pytest.approx(0.7 - 0.4)  # over its own starting model (step 0)
+
+
+def test_a_missing_lang2vec_leaves_the_distances_out_of_the_report(client, tmp_path, monkeypatch, caplog):
+    import distalign.typology
+
+    def no_lang2vec():
+        raise ModuleNotFoundError("No module named 'pkg_resources'")
+
+    monkeypatch.setattr(distalign.typology, "_lang2vec", no_lang2vec)
+    study = StudyConfig(study="pairs", grid={"train.seed": [0]})
+    parent = study_runs(client, ["t0"], lambda n: [("eval/bli/avg/mrr", 40, 0.5), ("eval/bli/de-en/mrr", 40, 0.5)])
+    with caplog.at_level("WARNING", logger="distalign"):
+        log_study_summary(client, parent, study, [{"trial": "t0", "train.seed": 0, "eval/bli/avg/mrr": 0.5,
+                                                   "error": ""}])
+    assert "pairs.png" in {a.path for a in client.list_artifacts(parent)}
+    assert "no URIEL distances in pairs.png (lang2vec cannot be imported: No module named 'pkg_resources')" \
+        in caplog.text

@@ -14,7 +14,7 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
-from distalign.models.loading import TinyModelConfig
+from distalign.models.loading import TinyModelConfig, check_model_directory
 
 
 
@@ -48,8 +48,9 @@ class ModelConfig:
         self.adapters.check()
         require(self.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
         if self.name_or_path != "tiny" and not _looks_like_hub_name(self.name_or_path):
-            require(Path(self.name_or_path).is_dir(), "model.name_or_path",
+            require(Path(self.name_or_path).expanduser().exists(), "model.name_or_path",
                     f"no such model directory: {self.name_or_path}")
+            check_model_directory(self.name_or_path, "model.name_or_path")
 
 
 @dataclass

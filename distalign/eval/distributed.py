@@ -18,6 +18,7 @@ import ray
 import torch
 
 from distalign.eval.tasks import EncodingSettings, EvalTask, TextSet, encode_text_set, score_layer
+from distalign.logs import say
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def _score(task: EvalTask, layer: int, roles: list[str], *encoded: np.ndarray) -
 
 def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int, layers: list[int] | None = None,
                          settings: EncodingSettings = EncodingSettings(), cache_dir: str | None = None,
-                         resources: Resources = Resources(), progress: Callable[[str], None] = print) -> list[dict]:
+                         resources: Resources = Resources(), progress: Callable[[str], None] = say) -> list[dict]:
     """Result rows of every task at every layer (or the given ones), computed by Ray tasks.
 
     ``model_path`` must be readable from every node (a shared directory or a hub name).

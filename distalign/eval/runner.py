@@ -30,6 +30,8 @@ from distalign.eval.suite import SuiteSpec, build_tasks
 from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.registry import EVAL_TASKS
+from distalign.logs import say
+from distalign.models.loading import check_model_directory
 
 ARTIFACT_DIR = "eval"
 
@@ -83,6 +85,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
     if (path / MODEL_DIR / "config.json").is_file():
         return resolve_model(str(path), None)
     if path.exists():
+        check_model_directory(model, "--model")
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
@@ -173,7 +176,7 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
             client.get_run(run_id)
             known = True
         except Exception:  # the checkpoint was trained against another MLflow store
-            print(f"[distalign eval] run {run_id} of the checkpoint is not in {uri}: logging to a new run")
+            say(f"[distalign eval] run {run_id} of the checkpoint is not in {uri}: logging to a new run")
     metrics = report.mlflow_metrics(df, spec.layer)
     if known:
         artifact_path = f"{ARTIFACT_DIR}/step_{model.step}"
@@ -193,8 +196,8 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
         client.log_artifact(run_id, str(path), artifact_path)
     if not known:
         client.set_terminated(run_id)
-    print(f"[distalign eval] {len(metrics)} metrics and {len(files)} files logged to MLflow run {run_id} "
-          f"({uri}), artifacts under {artifact_path}/")
+    say(f"[distalign eval] {len(metrics)} metrics and {len(files)} files logged to MLflow run {run_id} "
+        f"({uri}), artifacts under {artifact_path}/")
     return run_id
 
 
@@ -207,10 +210,10 @@ def report_input_languages(model_path: str, tasks: list[EvalTask]) -> None:
         return
     langs = sorted({text_set.lang for task in tasks for text_set in task.text_sets().values()})
     missing = [lang for lang in langs if lang not in table.languages]
-    print(f"[distalign eval] the model's input language table ({', '.join(table.languages)}): each text set's "
-          "language's row is added to the word embeddings (DICT-MLM §3.1)")
+    say(f"[distalign eval] the model's input language table ({', '.join(table.languages)}): each text set's "
+        "language's row is added to the word embeddings (DICT-MLM §3.1)")
     if missing:
-        print(f"[distalign eval] WARNING no language embedding for {', '.join(missing)}: encoded without one")
+        say(f"[distalign eval] WARNING no language embedding for {', '.join(missing)}: encoded without one")
 
 
 @dataclass
@@ -238,7 +241,7 @@ def prepare_eval(args) -> PreparedEval:
     tasks = build_tasks(suite)  # every file read and checked before Ray starts
     for read in {read.path: read for read in suite.reports}.values():  # bli and word_alignment read the same files
         if read.malformed:
-            print(f"[distalign eval] WARNING {read.summary()}")
+            say(f"[distalign eval] WARNING {read.summary()}")
     report_input_languages(model.path, tasks)
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
     for task in tasks:
@@ -255,7 +258,7 @@ def run_prepared(prepared: PreparedEval) -> int:
     out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
                    f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
     cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")
-    print(f"[distalign eval] {model.path}: {len(tasks)} tasks, {num_layers} layers; results in {out_dir}")
+    say(f"[distalign eval] {model.path}: {len(tasks)} tasks, {num_layers} layers; results in {out_dir}")
 
     ensure_ray()
     rows = evaluate_distributed(model.path, tasks, num_layers, None if spec.layer is None else [spec.layer],
@@ -264,7 +267,7 @@ def run_prepared(prepared: PreparedEval) -> int:
     df = pd.DataFrame(rows).sort_values(["task", "pair", "layer", "metric"]).reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = write_reports(df, tasks, out_dir)
-    print("\n[distalign eval] best layer per task and pair:\n" + summarise(df) + "\n")
+    say("\n[distalign eval] best layer per task and pair:\n" + summarise(df) + "\n")
     if spec.tracking.enabled:
         log_to_mlflow(df, files, model, spec)
     return 0

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
+from distalign.errors import ConfigError
+
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
@@ -81,6 +83,35 @@ def build_tiny_model(out_dir: str | Path, texts: Iterable[str], cfg: TinyModelCo
                            "group): build the tiny model before the process group starts")
     tmp.rename(out)  # a half-written model directory never looks complete
     return out
+
+
+def check_model_directory(name_or_path: str, key: str) -> None:
+    """A model named by a local path must be a Hugging Face model directory: a file (a checkpoint's JSON, a weights
+    file) or a folder without ``config.json`` is a ``ConfigError`` naming ``key`` and the path (transformers would
+    take the path for a hub name and fail with a validation message naming neither). Hub names pass."""
+    path = Path(name_or_path).expanduser()
+    holds = ("a model directory holds config.json, the weights (model.safetensors or pytorch_model.bin) and the "
+             "tokenizer files, as save_pretrained writes them (a distalign checkpoint's is its model/ folder)")
+    if path.is_file():
+        raise ConfigError(f"{key}: {name_or_path} is a file, not a model directory; {holds}")
+    if path.is_dir() and not (path / "config.json").is_file():
+        raise ConfigError(f"{key}: {name_or_path} has no config.json; {holds}")
+
+
+# Model types whose position ids start after the padding id (RoBERTa's ``create_position_ids_from_input_ids``), so
+# pad_token_id + 1 rows of the position table are never a token's
+POSITIONS_AFTER_PADDING = {"roberta", "xlm-roberta", "xlm-roberta-xl", "camembert", "data2vec-text"}
+
+
+def max_model_positions(name_or_path: str) -> int:
+    """Tokens per sequence (special tokens included) the model takes: its position table's rows (less RoBERTa's
+    and XLM-R's offset), and no more than its tokenizer's ``model_max_length``. A longer sequence fails inside the
+    model's embeddings with an index error naming no setting."""
+    config = _transformers().AutoConfig.from_pretrained(name_or_path)
+    positions = getattr(config, "max_position_embeddings", None) or float("inf")
+    if config.model_type in POSITIONS_AFTER_PADDING:
+        positions -= config.pad_token_id + 1
+    return int(min(positions, load_tokenizer(name_or_path).model_max_length))
 
 
 @functools.lru_cache(maxsize=4)

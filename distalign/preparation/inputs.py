@@ -42,7 +42,7 @@ from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import require
-from distalign.models.loading import build_tiny_model
+from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
 from distalign.preparation.static_targets import static_targets
@@ -215,6 +215,11 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         parallel_texts = [] if parallel is None else \
             parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
         model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + parallel_texts))
+    positions = max_model_positions(model_path)  # a longer sequence fails in the model's embeddings, in every retry
+    require(d.max_seq_length <= positions, "data.max_seq_length",
+            f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
+            f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
+            f"model_max_length)")
     for report in reports:
         if report.malformed:
             log.warning("%s", report.summary())

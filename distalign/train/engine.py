@@ -82,6 +82,7 @@ class DDPEngine:
         self.wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
                                                find_unused_parameters=find_unused_parameters)
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg, max_steps)
+        self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, before clipping
         self.bf16 = cfg.precision == "bf16"
 
     def step(self, micro_batches: list, mark: Mark = no_mark) -> dict[str, torch.Tensor]:
@@ -98,7 +99,8 @@ class DDPEngine:
             (losses["loss"] / len(micro_batches)).backward()
             accumulate(total, losses, len(micro_batches))
         mark("forward_backward")
-        torch.nn.utils.clip_grad_norm_(self.module.parameters(), MAX_GRAD_NORM)
+        # the norm before clipping, left on the device (logged as train/grad_norm, read when the window is logged)
+        self.grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), MAX_GRAD_NORM).detach()
         self.optimizer.step()
         self.schedule.step()
         self.optimizer.zero_grad(set_to_none=True)
@@ -220,6 +222,13 @@ class DeepSpeedEngine:
     @property
     def lr(self) -> float:
         return float(self.engine.get_lr()[0])
+
+    @property
+    def grad_norm(self) -> torch.Tensor | float | None:
+        """The last step's global gradient norm before clipping: its ZeRO optimizers keep it; None at ZeRO 0, where
+        DeepSpeed clips a torch optimizer's gradients without keeping the norm."""
+        norm = self.engine.get_global_grad_norm()
+        return norm.detach() if isinstance(norm, torch.Tensor) else norm
 
     def save(self, directory: Path, rank: int) -> None:
         # Every rank writes its own ZeRO shards; rank 0 also writes the module states.

@@ -168,7 +168,8 @@ class TrainingRecipe:
         for objective in self.engine.module.objectives.values():
             objective.after_step()  # may be a collective over all ranks: every rank calls it every step
         self.state.step += 1
-        return {("train/loss" if name == "loss" else f"train/{name}_loss"): value for name, value in losses.items()}
+        metrics = {("train/loss" if name == "loss" else f"train/{name}_loss"): value for name, value in losses.items()}
+        return metrics if self.engine.grad_norm is None else metrics | {"train/grad_norm": self.engine.grad_norm}
 
     def evaluate(self) -> dict[str, float]:
         """In-loop BLI on the held-out pairs, the MLM validation loss and the model-selection score (all ranks

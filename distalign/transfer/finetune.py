@@ -141,7 +141,14 @@ def trained_parameters(model: torch.nn.Module) -> str:
 
 def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
              world: int, batch_size: int, device: torch.device) -> dict[str, float]:
-    """The task's metrics on ``features``: this rank predicts examples rank, rank + world, ...; all ranks enter."""
+    """The task's metrics on ``features`` (``predict``)."""
+    return task.score(predict(model, task, features, pad_id, rank, world, batch_size, device))
+
+
+def predict(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
+            world: int, batch_size: int, device: torch.device) -> list[tuple]:
+    """The task's (gold, predicted) pair of each of ``features``, in their order: this rank predicts examples rank,
+    rank + world, ...; all ranks enter."""
     mine = list(range(rank, len(features), world))
     predicted = []
     model.eval()
@@ -155,7 +162,7 @@ def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[di
         shares = [None] * world
         dist.all_gather_object(shares, predicted)
         predicted = [item for share in shares for item in share]
-    return task.score([pair for _, pair in sorted(predicted, key=lambda item: item[0])])
+    return [pair for _, pair in sorted(predicted, key=lambda item: item[0])]
 
 
 def optimizer_and_schedule(model: torch.nn.Module, s: FineTuneSettings, total_steps: int):
@@ -167,6 +174,18 @@ def optimizer_and_schedule(model: torch.nn.Module, s: FineTuneSettings, total_st
         group.pop("adapt", None)  # LAMB's option
     optimizer = torch.optim.AdamW(groups, lr=s.lr, eps=1e-8)  # XTREME's adam_epsilon
     return optimizer, get_linear_schedule_with_warmup(optimizer, s.warmup_steps, total_steps)
+
+
+def epoch_batches(examples: int, batch_size: int, world: int) -> list[tuple[int, int]]:
+    """(start, stop) in an epoch's order of each optimizer step's global batch: the full batches, then the rest as
+    one smaller batch (XTREME's scripts and the HF Trainer keep it), cut to a multiple of the worker count so every
+    rank takes an equal share and all ranks take the same number of steps (DDP's all-reduce would wait forever for
+    a rank that had no step). Each rank's loss is the mean over its share, so equal shares make DDP's average the
+    batch's mean; at most ``world - 1`` examples an epoch are left out, none on one worker."""
+    full, rest = divmod(examples, batch_size)
+    rest -= rest % world
+    bounds = [(index * batch_size, (index + 1) * batch_size) for index in range(full)]
+    return bounds + ([(full * batch_size, full * batch_size + rest)] if rest else [])
 
 
 def train_step(task: type[TransferTask], wrapped: torch.nn.Module, model: torch.nn.Module, optimizer, schedule,
@@ -196,7 +215,8 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     model = load_model(job.model_path, task, job.adapter_training).to(device)
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
-    steps_per_epoch = len(data.train) // s.batch_size
+    batches = epoch_batches(len(data.train), s.batch_size, world)
+    steps_per_epoch = len(batches)
     total = steps_per_epoch * s.epochs
     optimizer, schedule = optimizer_and_schedule(model, s, total)
 
@@ -214,8 +234,8 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     for epoch in range(1, s.epochs + 1):
         model.train()
         order = np.random.default_rng([job.seed, epoch]).permutation(len(data.train))  # same on every rank
-        for index in range(steps_per_epoch):
-            mine = order[index * s.batch_size:(index + 1) * s.batch_size][rank::world]
+        for index, (start, stop) in enumerate(batches):
+            mine = order[start:stop][rank::world]
             batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
             with input_language(model, job.source):
                 losses.append(train_step(task, wrapped, model, optimizer, schedule, batch).item())
@@ -232,10 +252,14 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
                     best_state = {k: v.detach().to("cpu", copy=True) for k, v in model.state_dict().items()}
                 model.train()
     model.load_state_dict(best_state)
-    test = scores(data.test)
+    test, predictions = {}, {}
+    for lang, features in data.test.items():
+        with input_language(model, lang):
+            pairs = predict(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
+        test[lang], predictions[lang] = task.score(pairs), task.prediction_rows(pairs)
     return {"task": job.task, "seed": job.seed, "selected_step": best["step"], "selected_epoch": best["epoch"],
             "history": history, "test": test, "steps": total, "workers": world, "seconds": time.time() - started,
-            "settings": asdict(s), "trained": trained_parameters(model)}
+            "settings": asdict(s), "trained": trained_parameters(model), "predictions": predictions}
 
 
 def train_loop_per_worker(config: dict) -> None:

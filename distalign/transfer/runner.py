@@ -7,8 +7,9 @@ What to run is a ``TransferSpec`` (the flags, a ``--spec`` YAML file, dotted ``k
 task's data is read, checked and tokenised on the driver before Ray starts; then each (task, seed) is one Ray
 Train run (DDP: gloo on CPU, NCCL with ``use_gpu``), launched from a zero-CPU Ray task so that all of them
 are submitted at once and run side by side as far as the cluster's resources allow. Results: the printed
-table, ``<output_dir>/summary.csv``, ``per_seed.csv`` and ``runs.json``, and MLflow (a parent run, a child run
-per fine-tuning).
+table, ``<output_dir>/summary.csv``, ``per_seed.csv``, ``runs.json`` and the test predictions
+(``predictions/<task>/seed<n>/<lang>.jsonl``), and MLflow (a parent run, a child run per fine-tuning holding its
+predictions).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from distalign.config import ConfigError, distalign_home, load_dataclass, resolv
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_model
 from distalign.eval.tasks.base import comma_list
+from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
@@ -140,17 +142,22 @@ def read_summary(path: str, key: str) -> pd.DataFrame:
     return summary
 
 
-def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[PreparedTask]:
+def prepare(spec: TransferSpec, model: ModelUnderTest, progress=say) -> list[PreparedTask]:
     """Every task's splits read, checked, cut to the spec's limits and tokenised; errors before any Ray work."""
     from distalign.models.language_embeddings import read_input_languages
-    from distalign.models.loading import load_tokenizer
+    from distalign.models.loading import load_tokenizer, max_model_positions
 
     table = read_input_languages(model.path)
     tokenizer = load_tokenizer(model.path)
+    positions = max_model_positions(model.path)
     prepared = []
     for name in spec.tasks:
         task = TRANSFER_TASKS[name]
         settings = task_settings(task, spec.finetune)
+        if settings.max_length > positions:  # a longer example fails inside a Ray worker's embeddings
+            progress(f"{PREFIX} {name}: max length {settings.max_length} capped at {positions}, the most tokens "
+                     f"{model.label} takes")
+            settings = replace(settings, max_length=positions)
         targets = target_languages(spec, name)
         if settings.batch_size % spec.num_workers:
             raise ConfigError(f"{name}: batch size {settings.batch_size} must divide over {spec.num_workers} workers")
@@ -169,7 +176,7 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=print) -> list[P
             read[lang, split] = examples[:limit] if limit else examples
             reports.append(report)
             if not examples:
-                raise InputError(f"{name}: {report.path}: no usable examples ({report.malformed} malformed)")
+                raise InputError(f"{name}: no usable examples: {report.summary()}")  # the first rows' reasons
         if len(read[spec.source, "train"]) < settings.batch_size:
             raise InputError(f"{name}: {len(read[spec.source, 'train'])} training examples, fewer than one batch "
                              f"of {settings.batch_size}")
@@ -215,7 +222,7 @@ def run_fine_tuning(job: FineTuneJob, data_ref: list, pad_id: int, spec: Transfe
 
 
 def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], storage: str,
-            progress=print) -> list[dict]:
+            progress=say) -> list[dict]:
     """Every (task, seed) run submitted at once; results in submission order."""
     import ray
 
@@ -244,6 +251,19 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
                  f"{result['selected_epoch']}) selected; "
                  f"test {main}: {scores} ({result['seconds']:.0f} s fine-tuning, {time.time() - started:.0f} s in all)")
     return [results[ref] for ref in order]
+
+
+def write_predictions(result: dict, out_dir: Path) -> None:
+    """The test predictions of one fine-tuning run (taken out of ``result``) as
+    ``<out_dir>/predictions/<task>/seed<seed>/<lang>.jsonl``, a line per example (``id``, ``gold``, ``predicted``:
+    ``TransferTask.prediction_rows``), as XTREME writes its test predictions; ``result["predictions_dir"]`` names the
+    folder (logged to the run's MLflow child run)."""
+    folder = out_dir / "predictions" / result["task"] / f"seed{result['seed']}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for lang, rows in result.pop("predictions").items():
+        (folder / f"{lang}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
+                                              encoding="utf-8")
+    result["predictions_dir"] = str(folder)
 
 
 def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> None:
@@ -298,6 +318,7 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         rows = per_seed[(per_seed["task"] == name) & (per_seed["seed"] == result["seed"])]
         values += [(f"transfer/{name}/{row.lang}/{row.metric}", row.value, 0) for row in rows.itertuples()]
         _log_metrics(client, child_id, values)
+        client.log_artifacts(child_id, result["predictions_dir"], "predictions")
         client.set_terminated(child_id)
     _log_metrics(client, parent, [(name, value, step) for name, value in summary_metrics(summary).items()])
     table = f"{artifact_dir}/transfer_summary.json" if artifact_dir else "transfer_summary.json"
@@ -306,12 +327,12 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         client.log_artifact(parent, str(path), artifact_dir)
     if not into:
         client.set_terminated(parent)
-    print(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
-          f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
+    say(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
+        f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
     return parent
 
 
-def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.DataFrame] | None = None,
+def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.DataFrame] | None = None,
                  into: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
     """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
 
@@ -337,6 +358,8 @@ def run_transfer(spec: TransferSpec, progress=print, references: dict[str, pd.Da
              f"{'' if spec.select_on == 'source' else 's'}; results in {out_dir}")
     ensure_ray()
     results = run_all(spec, model, prepared, spec.storage_path or str(out_dir / "ray"), progress)
+    for result in results:
+        write_predictions(result, out_dir)
     main = {p.task.name: p.task.main_metric for p in prepared}
     per_seed = pd.DataFrame([row for r in results for row in protocol.seed_rows(r, spec.source, main[r["task"]])])
     summary = protocol.summarise(per_seed)
@@ -404,7 +427,7 @@ def checkpoint_run(spec: TransferSpec, model: ModelUnderTest) -> tuple[str, int]
     try:
         client_for(uri).get_run(model.mlflow_run_id)
     except Exception:  # the checkpoint was trained against another MLflow store
-        print(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
+        say(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
         return None
     return model.mlflow_run_id, model.step
 

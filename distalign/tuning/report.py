@@ -252,6 +252,9 @@ def _pair_heatmap(run, trial: str, path: Path, prefix: str) -> None:
         distance = 1 - cosine_similarities(vectors, vectors)
     except ConfigError:  # a language URIEL does not know (a synthetic one): no distances
         distance = None
+    except ImportError as err:  # lang2vec (or its pkg_resources) missing: the finished study still gets its report
+        log.warning("study report: no URIEL distances in %s (lang2vec cannot be imported: %s)", path.name, err)
+        distance = None
     index = {lang: i for i, lang in enumerate(languages)}
     grid = np.full((len(languages), len(languages)), np.nan)
     for (a, b), value in scores.items():

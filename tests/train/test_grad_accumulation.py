@@ -53,3 +53,17 @@ def test_accumulated_micro_batches_step_like_one_large_batch(gloo_group):
 def test_deepspeed_accumulates_as_many_micro_batches():
     config = load_config(QUICKSTART, ["train.engine=deepspeed", "train.grad_accum_steps=4"]).train
     assert deepspeed_settings(config).get("gradient_accumulation_steps") == 4
+
+
+def test_the_step_keeps_the_gradient_norm_before_clipping_on_the_device(gloo_group):
+    config = load_config(QUICKSTART, ["train.warmup_steps=0"]).train
+    x, y = 100 * torch.randn(8, 4), torch.randn(8)  # large inputs: a norm far past the clipping threshold
+    reference = RowMeanModel()
+    ((reference.linear(x).squeeze(-1) - y) ** 2).mean().backward()
+    expected = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in reference.parameters()]))
+    engine = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False,
+                       device=torch.device("cpu"))
+    engine.step([{"corpus": {"x": x, "y": y}}])
+    assert isinstance(engine.grad_norm, torch.Tensor) and not engine.grad_norm.requires_grad
+    torch.testing.assert_close(engine.grad_norm, expected)
+    assert expected > 10  # the unclipped norm, not the threshold 1.0

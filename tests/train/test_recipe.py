@@ -101,6 +101,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
         assert metrics["perf/sequences_per_s"] > 0 and 0 < metrics["perf/padding_share"] < 1
         assert metrics["perf/allreduce_ms"] >= metrics["perf/allreduce_exposed_ms"] >= 0  # DDP's own timers
         assert "perf/mfu" not in metrics  # CPU: no peak to measure against
+        assert metrics["train/grad_norm"] > 0  # the window's mean of each step's norm before clipping
     saved = tmp_path / "first" / "step3"
     assert read_state(saved).step == 3 and (saved / MODEL_DIR / "config.json").is_file()
     assert (saved / STATE_FILE).is_file() and (saved / OPTIMIZER_FILE).is_file()

@@ -75,6 +75,8 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
         assert run["selected_step"] == best["step"]  # the source dev set's best
         assert list(run["history"][0]["dev"]) == ["en"]
         assert set(run["test"]) == {"en", "de", "fr"}
+        predictions = (tmp_path / "out" / "predictions" / "udpos" / f"seed{run['seed']}" / "de.jsonl").read_text()
+        assert run["predictions_dir"].endswith(f"seed{run['seed']}") and len(predictions.splitlines()) == 6
     # the summary is the mean over the seeds' rows
     de = per_seed[(per_seed.lang == "de") & (per_seed.metric == "acc")]["value"]
     row = summary[(summary.lang == "de") & (summary.metric == "acc")].iloc[0]

@@ -64,18 +64,23 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
     the dev sets it is given (target languages here, as --select-on target hands them)."""
     data_dir, model, tokenizer = setup
     scripted = iter([0.3, 0.9, 0.5])
-    weights_at, real_evaluate = {}, finetune.evaluate
+    weights_at, real_predict = {}, finetune.predict
 
-    def evaluate(model_, task, features, *args):
-        fingerprint = sum(p.detach().double().sum().item() for p in model_.parameters())
-        if any(features is f for f in data.dev.values()):
-            weights_at[len(weights_at) + 1] = fingerprint
-            return {"acc": next(scripted)}
-        weights_at.setdefault("test", fingerprint)
-        return real_evaluate(model_, task, features, *args)
+    def fingerprint(model_):
+        return sum(p.detach().double().sum().item() for p in model_.parameters())
+
+    def evaluate(model_, task, features, *args):  # the dev sets
+        assert any(features is f for f in data.dev.values())
+        weights_at[len(weights_at) + 1] = fingerprint(model_)
+        return {"acc": next(scripted)}
+
+    def predict(model_, task, features, *args):  # the test sets: predicted (and kept) with the selected weights
+        weights_at.setdefault("test", fingerprint(model_))
+        return real_predict(model_, task, features, *args)
 
     data = task_data(XNLITask, data_dir, tokenizer, dev_langs=("de",))
     monkeypatch.setattr(finetune, "evaluate", evaluate)
+    monkeypatch.setattr(finetune, "predict", predict)
     result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1,
                        torch.device("cpu"))
     assert [h["selection"] for h in result["history"]] == [0.3, 0.9, 0.5]
@@ -83,6 +88,10 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
     assert result["selected_epoch"] == 2 and result["selected_step"] == 4  # 16 examples, batches of 8
     assert weights_at["test"] == weights_at[2] != weights_at[3]
     assert set(result["test"]) == {"en", "de"} and 0 <= result["test"]["de"]["acc"] <= 1
+    # the test predictions kept, a row per example with label names, the score's own
+    rows = result["predictions"]["de"]
+    assert [row["id"] for row in rows] == list(range(6)) and {row["gold"] for row in rows} <= set(XNLITask.labels)
+    assert result["test"]["de"]["acc"] == pytest.approx(sum(r["gold"] == r["predicted"] for r in rows) / 6)
 
 
 def test_candidates_every_n_steps_and_the_final_weights(setup, gloo_group, monkeypatch):
@@ -118,3 +127,23 @@ def test_sharded_scoring_equals_scoring_on_one_rank(setup, monkeypatch):
     monkeypatch.setattr(finetune.dist, "all_gather_object", lambda out, share: out.__setitem__(
         slice(None), [shares[1], shares[0]]))  # the order ranks arrive in does not matter
     assert finetune.evaluate(model, UDPOSTask, *args, 0, 2, 4, torch.device("cpu")) == whole
+
+
+def test_an_epochs_last_partial_batch_is_kept_in_equal_shares_per_rank():
+    assert finetune.epoch_batches(20, 8, 1) == [(0, 8), (8, 16), (16, 20)]  # XTREME and the HF Trainer keep it
+    assert finetune.epoch_batches(21, 8, 2) == [(0, 8), (8, 16), (16, 20)]  # 5 left: 2 per rank, 1 left out
+    assert finetune.epoch_batches(17, 8, 2) == [(0, 8), (8, 16)]  # 1 left for 2 ranks: every rank skips it
+    assert finetune.epoch_batches(16, 8, 4) == [(0, 8), (8, 16)]
+
+
+def test_fine_tuning_steps_on_the_last_partial_batch(setup, gloo_group, monkeypatch):
+    data_dir, model, tokenizer = setup
+    seen, real_loss = [], finetune.task_loss
+    monkeypatch.setattr(finetune, "task_loss", lambda logits, labels: seen.append(len(labels)) or real_loss(logits, labels))
+    monkeypatch.setattr(finetune, "evaluate", lambda *args: {"acc": 0.5})
+    data = task_data(XNLITask, data_dir, tokenizer)
+    data.train = data.train[:13]
+    result = fine_tune(FineTuneJob("xnli", 0, model, replace(SETTINGS, epochs=2)), data, tokenizer.pad_token_id, 0,
+                       1, torch.device("cpu"))
+    assert seen == [8, 5, 8, 5] and result["steps"] == 4
+    assert [h["step"] for h in result["history"]] == [2, 4]  # each epoch's end is its partial batch

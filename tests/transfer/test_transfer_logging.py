@@ -8,7 +8,7 @@ from mlflow.tracking import MlflowClient
 from distalign.eval.runner import ModelUnderTest
 from distalign.tracking import PARENT_TAG
 from distalign.transfer.protocol import seed_rows, summarise
-from distalign.transfer.runner import TransferSpec, log_to_mlflow
+from distalign.transfer.runner import TransferSpec, log_to_mlflow, write_predictions
 
 
 def test_values_land_in_the_given_run_at_its_step(tmp_path):
@@ -18,7 +18,13 @@ def test_values_land_in_the_given_run_at_its_step(tmp_path):
     results = [{"task": "udpos", "seed": seed, "selected_step": 2, "settings": {"lr": 1e-3},
                 "trained": "all parameters",
                 "history": [{"step": 2, "selection": 0.5, "train_loss": 1.0, "dev": {"xa": {"acc": 0.5}}}],
-                "test": {"xa": {"acc": 0.9}, "xb": {"acc": 0.4 + 0.1 * seed}}} for seed in (0, 1)]
+                "test": {"xa": {"acc": 0.9}, "xb": {"acc": 0.4 + 0.1 * seed}},
+                "predictions": {lang: [{"id": 0, "gold": ["NOUN", "VERB"], "predicted": ["NOUN", "NOUN"]}]
+                                for lang in ("xa", "xb")}} for seed in (0, 1)]
+    for result in results:
+        write_predictions(result, tmp_path / "out")
+    assert (tmp_path / "out" / "predictions" / "udpos" / "seed1" / "xb.jsonl").read_text() == \
+        '{"id": 0, "gold": ["NOUN", "VERB"], "predicted": ["NOUN", "NOUN"]}\n'
     per_seed = pd.DataFrame([row for r in results for row in seed_rows(r, "xa", "acc")])
     summary = summarise(per_seed)
     (tmp_path / "plot.png").write_bytes(b"png")
@@ -34,3 +40,6 @@ def test_values_land_in_the_given_run_at_its_step(tmp_path):
         "transfer/step_40/plot.png", "transfer/step_40/transfer_summary.json"}
     children = client.search_runs([client.get_run(training).info.experiment_id], f"tags.`{PARENT_TAG}` = '{training}'")
     assert sorted(c.data.params["seed"] for c in children) == ["0", "1"]
+    for child in children:  # each fine-tuning run's test predictions
+        assert {a.path for a in client.list_artifacts(child.info.run_id, "predictions")} == {
+            "predictions/xa.jsonl", "predictions/xb.jsonl"}

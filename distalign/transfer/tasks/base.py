@@ -133,6 +133,15 @@ class TransferTask:
         """Metrics from the (gold, predicted) pairs of one evaluation set; ``main_metric`` among them."""
         raise NotImplementedError
 
+    @classmethod
+    def prediction_rows(cls, pairs: list[tuple[Any, Any]]) -> list[dict]:
+        """The (gold, predicted) pairs of one evaluation set as the rows of its predictions file: ``id`` (the
+        example's index in the set), ``gold`` and ``predicted`` as label names (a label, or a sentence's tags)."""
+        def named(value):
+            return cls.labels[value] if isinstance(value, int) else [cls.labels[v] for v in value]
+
+        return [{"id": i, "gold": named(gold), "predicted": named(predicted)} for i, (gold, predicted) in enumerate(pairs)]
+
 
 def class_label_names(dataset, column: str, where: str) -> list[str] | None:
     """The label names a data set's features give ``column`` (a ClassLabel, or a sequence of them); None when

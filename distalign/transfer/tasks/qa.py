@@ -299,18 +299,30 @@ class QATask(TransferTask):
                            predicted, lowercases(tokenizer))
 
     @classmethod
-    def score(cls, pairs) -> dict[str, float]:
-        """Each example's answer: the best-scoring span over its features; then EM and F1 over the examples."""
+    def answers(cls, pairs) -> dict[int, tuple]:
+        """Example -> (score, answer text, gold answers, language): the best-scoring span over its features."""
         best: dict[int, tuple] = {}
         for (example, answers, lang), (score, text) in pairs:
             if example not in best or score > best[example][0]:
                 best[example] = (score, text, answers, lang)
-        chosen = [best[example] for example in sorted(best)]
+        return dict(sorted(best.items()))
+
+    @classmethod
+    def score(cls, pairs) -> dict[str, float]:
+        """Each example's answer (``answers``); then EM and F1 over the examples."""
+        chosen = list(cls.answers(pairs).values())
         langs = {lang for *_, lang in chosen}
         lang = langs.pop() if cls.per_language_scoring and len(langs) == 1 else None
         if cls.per_language_scoring and lang is None:
             raise ValueError(f"{cls.name}: one language per evaluation set, got {sorted(langs)}")
         return qa_scores([answers for _, _, answers, _ in chosen], [text for _, text, _, _ in chosen], lang)
+
+
+    @classmethod
+    def prediction_rows(cls, pairs) -> list[dict]:
+        """One row per example: its gold answers and the answer chosen over its features."""
+        return [{"id": example, "gold": answers, "predicted": text}
+                for example, (_, text, answers, _) in cls.answers(pairs).items()]
 
 
 class XQuADTask(QATask):
