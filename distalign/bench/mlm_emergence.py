@@ -1,21 +1,31 @@
 """When does MLM alone align a language with its transliteration? Learning curves of ALIGN-MLM's alignment score.
 
 Each setting is the bench's MLM cell on ``translit`` (``distalign.bench.synthetic``: the same corpus, dictionary,
-tokenizer, tiny model and MLM batches) with one factor changed: steps, model size, corpus size, vocabulary, or a
-share of words the two languages share (``BenchSpec.shared_words``). The cell is trained in this process, without
+tokenizer, tiny model and MLM batches) with one factor changed: steps, model size, corpus size, vocabulary, a
+share of words the two languages share (``BenchSpec.shared_words``), or the transformation (``translit_inv``, the
+paper's Trans + Inv, where MLM alone should stay near chance). ``--override KEY=VALUE`` changes the training
+config of every setting (``train.lr_schedule=constant`` keeps the rate at its peak after warm-up; the bench's
+schedule decays it linearly to 0 at ``--steps``). The cell is trained in this process, without
 Ray (the training recipe in a gloo group of one, fed by ``local_streams``), one worker taking the batch the bench's
 two DDP workers share, and the alignment score is taken from the input embeddings every ``--every`` steps, so one
-run gives a curve. Rows go to ``curves.csv`` as they come; ``curves.png`` plots them.
+run gives a curve. Rows go to ``curves.csv`` as they come (``epochs``: sentences seen over the two languages'
+corpus); ``curves.png`` plots them. ``--parallel N`` trains N settings at a time, one process (and one thread)
+each, appending to the same ``curves.csv``.
 
     python -m distalign.bench.mlm_emergence --settings default,wide --steps 3000 --every 250
+    python -m distalign.bench.mlm_emergence --settings small_corpus,translit_inv --steps 12000 --every 500 \
+        --override train.lr_schedule=constant --parallel 2
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import fcntl
 import logging
+import multiprocessing
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -30,11 +40,12 @@ BENCH_WORKERS = 2  # the bench's DDP workers (jobs/configs/bench_synthetic.yaml)
 
 @dataclass(frozen=True)
 class Setting:
-    """One factor away from the bench's MLM cell: its BenchSpec fields and training-config overrides."""
+    """One factor away from the bench's MLM cell: its BenchSpec fields, training-config overrides, transformation."""
 
     about: str
     spec: dict = field(default_factory=dict)
     overrides: tuple[str, ...] = ()
+    transformation: str = "translit"
 
 
 SETTINGS = {
@@ -50,18 +61,24 @@ SETTINGS = {
     "packed": Setting("sentences packed to 64 tokens a sequence", overrides=("data.pack_sequences=true",)),
     "shared10": Setting("10 % of the word types untransliterated", {"shared_words": 0.1}),
     "shared30": Setting("30 % of the word types untransliterated", {"shared_words": 0.3}),
+    "world": Setting("the synthetic world's corpus (5K sentences, 2,000 concepts) and tasks: the bench's --world",
+                     {"world": 100, "max_sentences": 5_000}),
+    "translit_inv": Setting("Trans + Inv: the derived sentences inverted (paper: 0.3)", transformation="translit_inv"),
 }
 
 
-def bench_spec(setting: Setting, out_dir: Path, steps: int, seed: int) -> BenchSpec:
-    spec = BenchSpec(transformations=("translit",), objectives=("mlm",), seed=seed, output_dir=str(out_dir),
-                     overrides=[f"train.max_steps={steps}", f"train.checkpoint_every={steps}", *setting.overrides])
+def bench_spec(setting: Setting, out_dir: Path, steps: int, seed: int, overrides: tuple[str, ...] = ()) -> BenchSpec:
+    spec = BenchSpec(transformations=(setting.transformation,), objectives=("mlm",), seed=seed,
+                     output_dir=str(out_dir), overrides=[f"train.max_steps={steps}", f"train.checkpoint_every={steps}",
+                                                         *setting.overrides, *overrides])
     return replace(spec, **setting.spec)
 
 
-def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -> list[dict]:
-    """The setting's MLM cell trained for ``steps``, its alignment every ``every`` steps (and at step 0), each row
-    appended to ``out_dir/curves.csv`` as it comes (a run stopped early keeps its curve so far)."""
+def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0,
+              overrides: tuple[str, ...] = ()) -> list[dict]:
+    """The setting's MLM cell trained for ``steps`` (``overrides``: training-config changes on top of the
+    setting's), its alignment every ``every`` steps (and at step 0), each row appended to ``out_dir/curves.csv``
+    as it comes (a run stopped early keeps its curve so far)."""
     import torch.distributed as dist
 
     from distalign.eval.alignment import vocabulary_alignment
@@ -70,10 +87,13 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 
-    bench = prepare_bench(bench_spec(SETTINGS[name], out_dir / name, steps, seed))
-    config = training_config(bench.spec, "translit", "mlm", bench.data["translit"], bench.out_dir)
+    setting = SETTINGS[name]
+    bench = prepare_bench(bench_spec(setting, out_dir / name, steps, seed, overrides))
+    transformation = setting.transformation
+    config = training_config(bench.spec, transformation, "mlm", bench.data[transformation], bench.out_dir)
     config.train.corpus_batch_size *= config.train.num_workers  # the global batch of the bench's workers
     config.train.num_workers = 1
+    corpus_sentences = 2 * bench.params["sentences"]  # the base corpus and its derived twin
     prepared = prepare_data(config)
     own_group = not dist.is_initialized()
     if own_group:  # DDP's group of one, in memory
@@ -91,7 +111,9 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
             score = vocabulary_alignment(masked_lm.get_input_embeddings().weight, src, tgt, candidates)
         loss = sum(losses) / len(losses) if losses else float("nan")
         rows.append({"setting": name, "step": step, "alignment": score, "mlm_loss": loss, "tokens": len(src),
-                     "vocab": len(vocab), "sentences": bench.params["sentences"], "seconds": time.time() - started,
+                     "vocab": len(vocab), "sentences": bench.params["sentences"],
+                     "epochs": step * config.train.corpus_batch_size / corpus_sentences,
+                     "lr": recipe.engine.schedule.get_last_lr()[0], "seconds": time.time() - started,
                      "cpu_seconds": time.process_time() - cpu})
         losses.clear()
         append_row(out_dir / "curves.csv", rows[-1])
@@ -111,12 +133,29 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0) -
 
 
 def append_row(table: Path, row: dict) -> None:
-    new = not table.exists()
+    """``row`` appended to ``table`` (a header first when it is empty), under a lock: settings run side by side
+    (``--parallel``) append to the same file."""
     with table.open("a", encoding="utf-8", newline="") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         writer = csv.DictWriter(f, fieldnames=list(row))
-        if new:
+        if f.tell() == 0:
             writer.writeheader()
         writer.writerow(row)
+        f.flush()
+        fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def split_curves(rows: list[dict]) -> list[list[dict]]:
+    """The runs in ``rows``, in the order they started: a run starts at step 0, and runs side by side
+    (``--parallel``) interleave their rows, told apart by setting."""
+    curves: list[list[dict]] = []
+    latest: dict[str, list[dict]] = {}
+    for row in rows:
+        if row["step"] == 0 or row["setting"] not in latest:
+            latest[row["setting"]] = []
+            curves.append(latest[row["setting"]])
+        latest[row["setting"]].append(row)
+    return curves
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -125,13 +164,8 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    curves: list[list[dict]] = []
-    for row in rows:  # a run starts at step 0
-        if row["step"] == 0 or not curves:
-            curves.append([])
-        curves[-1].append(row)
     fig, ax = plt.subplots(figsize=(8, 5))
-    for curve in curves:
+    for curve in split_curves(rows):
         name = curve[0]["setting"]
         label = f"{name}: {SETTINGS[name].about}" if name in SETTINGS else name
         ax.plot([r["step"] for r in curve], [float(r["alignment"]) for r in curve], marker="o", markersize=3,
@@ -151,18 +185,33 @@ def read_rows(path: Path) -> list[dict]:
         return [{k: (v if k == "setting" else float(v)) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
+def curve_in_process(name: str, setting: Setting, *curve) -> list[dict]:
+    """``run_curve`` in a pool's process, which learns the setting from the caller (one added at run time, as a
+    test's, is not in a fresh interpreter's SETTINGS)."""
+    SETTINGS[name] = setting
+    return run_curve(name, *curve)
+
+
+def one_thread() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
+    torch.set_num_threads(1)  # a tiny model: a second thread costs more CPU than it saves (2 shared cores)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--settings", default="default", help=f"comma list of {', '.join(SETTINGS)}")
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--every", type=int, default=250, help="alignment every this many steps")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="training-config override for every setting, e.g. train.lr_schedule=constant "
+                             "(repeatable)")
+    parser.add_argument("--parallel", type=int, default=1, help="settings trained at a time, one process each")
     parser.add_argument("--output-dir", default="mlm_emergence", help="curves.csv (appended) and curves.png")
     parser.add_argument("--plot", nargs="+", metavar="CSV", help="only plot these curves.csv files (runs made side "
                                                                   "by side) into --output-dir/curves.png")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    torch.set_num_threads(1)  # a tiny model: a second thread costs more CPU than it saves (2 shared cores)
+    one_thread()
     names = args.settings.split(",")
     unknown = set(names) - set(SETTINGS)
     if unknown:
@@ -172,8 +221,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.plot:
         plot([row for path in args.plot for row in read_rows(Path(path))], out / "curves.png")
         return 0
-    for name in names:
-        run_curve(name, out, args.steps, args.every, args.seed)
+    bad = [o for o in args.override if "=" not in o]
+    if bad or args.parallel < 1:
+        parser.error(f"--override takes KEY=VALUE (got {bad}); --parallel at least 1")
+    curve = (out, args.steps, args.every, args.seed, tuple(args.override))
+    if args.parallel == 1:
+        for name in names:
+            run_curve(name, *curve)
+    else:  # fresh interpreters: each its own gloo group of one and one torch thread
+        with ProcessPoolExecutor(args.parallel, multiprocessing.get_context("spawn"), initializer=one_thread) as pool:
+            for done in [pool.submit(curve_in_process, name, SETTINGS[name], *curve) for name in names]:
+                done.result()
     plot(read_rows(out / "curves.csv"), out / "curves.png")
     return 0
 

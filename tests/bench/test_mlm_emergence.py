@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from distalign.bench import mlm_emergence
 from distalign.bench.mlm_emergence import Setting
 from test_synthetic_bench import corpus
@@ -18,3 +20,33 @@ def test_a_curve_has_the_alignment_at_step_zero_and_every_n_steps(tmp_path, monk
     assert [int(r["step"]) for r in rows] == [0, 3, 4]
     assert all(0 <= float(r["alignment"]) <= 100 and int(r["tokens"]) > 0 for r in rows)
     assert float(rows[-1]["mlm_loss"]) > 0 and (tmp_path / "out" / "curves.png").stat().st_size > 0
+
+
+def test_side_by_side_runs_interleave_their_rows_and_stay_apart_as_curves():
+    rows = [{"setting": s, "step": step} for step, s in ((0, "a"), (0, "b"), (5, "b"), (5, "a"), (10, "a"),
+                                                         (0, "a"), (5, "a"))]
+    curves = mlm_emergence.split_curves(rows)
+    assert [[(r["setting"], r["step"]) for r in c] for c in curves] == [
+        [("a", 0), ("a", 5), ("a", 10)], [("b", 0), ("b", 5)], [("a", 0), ("a", 5)]]
+
+
+@pytest.mark.heavy
+def test_parallel_settings_each_train_in_a_process_with_the_overrides_and_their_transformation(tmp_path,
+                                                                                               monkeypatch):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
+    toy = {"corpus": str(corpus(tmp_path)), "eval_words": 4, "min_count": 1}
+    monkeypatch.setitem(mlm_emergence.SETTINGS, "toy", Setting("a toy corpus", toy, ("model.tiny.vocab_size=200",)))
+    monkeypatch.setitem(mlm_emergence.SETTINGS, "toy_inv", Setting("inverted", toy, ("model.tiny.vocab_size=200",),
+                                                                   transformation="translit_inv"))
+    out = tmp_path / "out"
+    assert mlm_emergence.main(["--settings", "toy,toy_inv", "--steps", "3", "--every", "3", "--parallel", "2",
+                               "--override", "train.lr_schedule=constant", "--override", "train.warmup_steps=1",
+                               "--output-dir", str(out)]) == 0
+    with (out / "curves.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["setting"], int(r["step"])) for r in rows) == [("toy", 0), ("toy", 3), ("toy_inv", 0),
+                                                                    ("toy_inv", 3)]
+    # constant after warm-up: the peak at the last step (the bench's linear schedule would be at 0 there)
+    assert all(float(r["lr"]) == 1e-3 for r in rows if r["step"] == "3")
+    assert (out / "toy_inv" / "data" / "translit_inv" / "corpus.xx.txt").is_file()
+    assert not (out / "toy" / "data" / "translit_inv").exists()
