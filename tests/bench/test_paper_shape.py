@@ -83,3 +83,23 @@ def test_table8_checks_say_which_part_of_the_pattern_holds_on_the_seeds_means():
 def test_table8_has_a_row_per_seed():
     text = markdown_table(runs(59.0, 0.2))
     assert "| translit | mlm | 0 | 59.0 | 90.0 |" in text and "| translit | mlm | 1 | 61.0 | 90.0 |" in text
+
+
+def test_the_report_logs_table8_per_seed_and_per_cell_with_its_checks_to_the_parent_run(tmp_path):
+    from types import SimpleNamespace
+
+    from mlflow.tracking import MlflowClient
+
+    from distalign.tracking import tracked_run
+
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    bench = SimpleNamespace(out_dir=tmp_path, tasks={}, probe=SimpleNamespace(tracking=SimpleNamespace(uri=uri)))
+    with tracked_run(uri, "bench", "bench-synthetic", str(tmp_path), {}, {}) as parent:
+        text = synthetic.report(bench, runs(59.0, 0.2).to_dict("records"), parent)
+    assert "| translit | mlm | 1 | 61.0 | 90.0 |" in text and "Table 8 pattern: holds (4 of 4 checks)" in text
+    client = MlflowClient(tracking_uri=uri)
+    assert {a.path for a in client.list_artifacts(parent)} >= {"results.md", "results.csv"}
+    metrics = client.get_run(parent).data.metrics
+    assert metrics["bench/table8_pattern_holds"] == 1.0
+    assert metrics["bench/translit/mlm/alignment"] == 60.0
+    assert metrics["bench/translit/mlm/alignment_std"] == pytest.approx(2 ** 0.5)
