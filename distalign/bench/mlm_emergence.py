@@ -9,8 +9,8 @@ schedule decays it linearly to 0 at ``--steps``). The cell is trained in this pr
 Ray (the training recipe in a gloo group of one, fed by ``local_streams``), one worker taking the batch the bench's
 two DDP workers share, and the alignment score is taken from the input embeddings every ``--every`` steps, so one
 run gives a curve. Rows go to ``curves.csv`` as they come (``epochs``: sentences seen over the two languages'
-corpus); ``curves.png`` plots them. ``--parallel N`` trains N settings at a time, one process (and one thread)
-each, appending to the same ``curves.csv``.
+corpus); ``curves.png`` plots them and ``crossings.md`` says when each curve first reached 10, 25, 50 and 80 %.
+``--parallel N`` trains N settings at a time, one process (and one thread) each, appending to one ``curves.csv``.
 
     python -m distalign.bench.mlm_emergence --settings default,wide --steps 3000 --every 250
     python -m distalign.bench.mlm_emergence --settings small_corpus,translit_inv --steps 12000 --every 500 \
@@ -159,25 +159,48 @@ def split_curves(rows: list[dict]) -> list[list[dict]]:
 
 
 def plot(rows: list[dict], path: Path) -> None:
+    """Alignment over steps and, where the rows have it, over epochs of the two languages' corpus."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(8, 5))
-    for curve in split_curves(rows):
-        name = curve[0]["setting"]
-        label = f"{name}: {SETTINGS[name].about}" if name in SETTINGS else name
-        ax.plot([r["step"] for r in curve], [float(r["alignment"]) for r in curve], marker="o", markersize=3,
-                label=f"{label}, {int(curve[-1]['step'])} steps")
-    ax.set_xlabel("training step (global batch of 64 sentences)")
-    ax.set_ylabel("alignment, % (ALIGN-MLM's score; paper, MLM on Trans: 90.0)")
-    ax.set_title("MLM alone on translit: alignment over training")
-    ax.grid(alpha=0.3)
-    ax.legend(fontsize=7)
+    curves = split_curves(rows)
+    axes_x = [("step", "training step (global batch of 64 sentences)")]
+    if all("epochs" in row for row in rows):  # curves.csv of runs before the column had none
+        axes_x.append(("epochs", "epochs of the two languages' corpus"))
+    fig, axes = plt.subplots(1, len(axes_x), figsize=(7 * len(axes_x), 5), squeeze=False)
+    for ax, (x, xlabel) in zip(axes[0], axes_x):
+        for curve in curves:
+            name = curve[0]["setting"]
+            label = f"{name}: {SETTINGS[name].about}" if name in SETTINGS else name
+            ax.plot([float(r[x]) for r in curve], [float(r["alignment"]) for r in curve], marker="o", markersize=2,
+                    label=f"{label}, {int(curve[-1]['step'])} steps")
+        ax.set(xlabel=xlabel, ylabel="alignment, % (ALIGN-MLM's score; paper, MLM on Trans: 90.0)")
+        ax.grid(alpha=0.3)
+    axes[0][0].set_title("MLM alone: alignment over training")
+    axes[0][-1].legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    fig.savefig(path, dpi=90)
     plt.close(fig)
+
+
+def crossings(rows: list[dict], thresholds: tuple[float, ...] = (10, 25, 50, 80)) -> str:
+    """A markdown table: per curve, the first step (and epoch) its alignment reached each threshold, and where
+    it ended."""
+    head = " | ".join(f"≥ {t:g} %" for t in thresholds)
+    lines = [f"| setting | {head} | last step | alignment there | MLM loss there |",
+             "|---|" + "---|" * (len(thresholds) + 3)]
+    for curve in split_curves(rows):
+        cells = []
+        for threshold in thresholds:
+            first = next((r for r in curve if float(r["alignment"]) >= threshold), None)
+            epochs = f" ({float(first['epochs']):.0f} epochs)" if first and "epochs" in first else ""
+            cells.append("–" if first is None else f"{int(first['step']):,}{epochs}")
+        last = curve[-1]
+        lines.append(f"| {last['setting']} | {' | '.join(cells)} | {int(last['step']):,} "
+                     f"| {float(last['alignment']):.1f} | {float(last['mlm_loss']):.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 def read_rows(path: Path) -> list[dict]:
@@ -207,9 +230,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="training-config override for every setting, e.g. train.lr_schedule=constant "
                              "(repeatable)")
     parser.add_argument("--parallel", type=int, default=1, help="settings trained at a time, one process each")
-    parser.add_argument("--output-dir", default="mlm_emergence", help="curves.csv (appended) and curves.png")
+    parser.add_argument("--output-dir", default="mlm_emergence", help="curves.csv (appended), curves.png, crossings.md")
     parser.add_argument("--plot", nargs="+", metavar="CSV", help="only plot these curves.csv files (runs made side "
-                                                                  "by side) into --output-dir/curves.png")
+                                                                  "by side) into --output-dir/curves.png, crossings.md")
     args = parser.parse_args(argv)
     one_thread()
     names = args.settings.split(",")
@@ -219,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.output_dir).resolve()
     out.mkdir(parents=True, exist_ok=True)
     if args.plot:
-        plot([row for path in args.plot for row in read_rows(Path(path))], out / "curves.png")
+        report([row for path in args.plot for row in read_rows(Path(path))], out)
         return 0
     bad = [o for o in args.override if "=" not in o]
     if bad or args.parallel < 1:
@@ -232,8 +255,16 @@ def main(argv: list[str] | None = None) -> int:
         with ProcessPoolExecutor(args.parallel, multiprocessing.get_context("spawn"), initializer=one_thread) as pool:
             for done in [pool.submit(curve_in_process, name, SETTINGS[name], *curve) for name in names]:
                 done.result()
-    plot(read_rows(out / "curves.csv"), out / "curves.png")
+    report(read_rows(out / "curves.csv"), out)
     return 0
+
+
+def report(rows: list[dict], out: Path) -> None:
+    """curves.png and crossings.md (printed too) in ``out``."""
+    plot(rows, out / "curves.png")
+    table = crossings(rows)
+    (out / "crossings.md").write_text(table, encoding="utf-8")
+    print(table, flush=True)
 
 
 if __name__ == "__main__":

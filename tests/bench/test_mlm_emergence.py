@@ -20,6 +20,7 @@ def test_a_curve_has_the_alignment_at_step_zero_and_every_n_steps(tmp_path, monk
     assert [int(r["step"]) for r in rows] == [0, 3, 4]
     assert all(0 <= float(r["alignment"]) <= 100 and int(r["tokens"]) > 0 for r in rows)
     assert float(rows[-1]["mlm_loss"]) > 0 and (tmp_path / "out" / "curves.png").stat().st_size > 0
+    assert "| tiny |" in (tmp_path / "out" / "crossings.md").read_text()
 
 
 def test_side_by_side_runs_interleave_their_rows_and_stay_apart_as_curves():
@@ -50,3 +51,11 @@ def test_parallel_settings_each_train_in_a_process_with_the_overrides_and_their_
     assert all(float(r["lr"]) == 1e-3 for r in rows if r["step"] == "3")
     assert (out / "toy_inv" / "data" / "translit_inv" / "corpus.xx.txt").is_file()
     assert not (out / "toy" / "data" / "translit_inv").exists()
+
+
+def test_crossings_give_the_first_step_and_epoch_each_curve_reached_a_threshold():
+    rows = [{"setting": s, "step": step, "alignment": a, "epochs": step / 100, "mlm_loss": 3.0}
+            for s, step, a in (("a", 0, 0.1), ("b", 0, 0.1), ("a", 500, 30.0), ("b", 500, 5.0), ("a", 1000, 55.0))]
+    assert mlm_emergence.crossings(rows, (25, 50, 80)).splitlines()[2:] == [
+        "| a | 500 (5 epochs) | 1,000 (10 epochs) | – | 1,000 | 55.0 | 3.00 |",
+        "| b | – | – | – | 500 | 5.0 | 3.00 |"]
