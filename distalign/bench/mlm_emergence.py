@@ -113,7 +113,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0,
         rows.append({"setting": name, "step": step, "alignment": score, "mlm_loss": loss, "tokens": len(src),
                      "vocab": len(vocab), "sentences": bench.params["sentences"],
                      "epochs": step * config.train.corpus_batch_size / corpus_sentences,
-                     "lr": recipe.engine.schedule.get_last_lr()[0], "seconds": time.time() - started,
+                     "lr": recipe.engine.lr, "seconds": time.time() - started,
                      "cpu_seconds": time.process_time() - cpu})
         losses.clear()
         append_row(out_dir / "curves.csv", rows[-1])
