@@ -64,6 +64,8 @@ SETTINGS = {
     "world": Setting("the synthetic world's corpus (5K sentences, 2,000 concepts) and tasks: the bench's --world",
                      {"world": 100, "max_sentences": 5_000}),
     "translit_inv": Setting("Trans + Inv: the derived sentences inverted (paper: 0.3)", transformation="translit_inv"),
+    "small_corpus_inv": Setting("Trans + Inv on 5K sentences (the paper-shape preset's)", {"max_sentences": 5_000},
+                                transformation="translit_inv"),
 }
 
 
