@@ -209,10 +209,21 @@ def _bench_synthetic(args) -> int:
 
     run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
-                        args.seed, args.output_dir, args.overrides, args.syntax_target, args.seeds, args.train_seed,
-                        args.parallel_share, tuple(filter(None, args.transfer_tasks.split(","))), args.transfer_data,
-                        args.transfer_lang, args.world, args.world_concepts, shared_words=args.shared_words))
+                        args.seed, args.output_dir, [*args.preset_overrides, *args.overrides], args.syntax_target,
+                        args.seeds, args.train_seed, args.parallel_share,
+                        tuple(filter(None, args.transfer_tasks.split(","))), args.transfer_data, args.transfer_lang,
+                        args.world, args.world_concepts, args.finetune_lr, args.finetune_epochs, args.shared_words))
     return 0
+
+
+def _bench_preset_defaults(name: str) -> dict:
+    """A bench preset's fields as ``distalign bench synthetic``'s defaults (its training overrides go before the
+    command's own, which win)."""
+    from distalign.bench.synthetic import load_preset
+
+    values = {key: ",".join(value) if isinstance(value, tuple) else value for key, value in vars(load_preset(name)).items()}
+    values["preset_overrides"] = values.pop("overrides")
+    return values
 
 
 def _static_extract(args) -> int:
@@ -360,8 +371,8 @@ def _add_static_command(sub) -> None:
     bli.set_defaults(func=_static_bli)
 
 
-def _add_bench_command(sub) -> None:
-    """`distalign bench synthetic|streaming|perf ...`"""
+def _add_bench_command(sub, preset: str = "") -> None:
+    """`distalign bench synthetic|streaming|perf ...`; ``preset``: the synthetic bench's defaults from a preset."""
     bench = sub.add_parser("bench", help="controlled benchmarks").add_subparsers(dest="bench", required=True)
     synthetic = bench.add_parser(
         "synthetic", help="align a language with a transformed copy of itself (ALIGN-MLM's controlled setting)",
@@ -407,7 +418,14 @@ def _add_bench_command(sub) -> None:
     synthetic.add_argument("--world-concepts", type=int, default=2000, help="--world: its concepts (vocabulary)")
     synthetic.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_synthetic "
                                                            "(an existing one reuses the cells finished with the same inputs)")
-    synthetic.set_defaults(func=_bench_synthetic)
+    synthetic.add_argument("--finetune-lr", type=float, default=1e-3, help="transfer: fine-tuning learning rate")
+    synthetic.add_argument("--finetune-epochs", type=int, default=5, help="transfer: fine-tuning epochs")
+    synthetic.add_argument("--preset", default="", help="the defaults of every flag above and training overrides "
+                           "from jobs/bench_presets/<PRESET>.yaml (paper-shape: ALIGN-MLM's Table 8 pattern) or a YAML "
+                           "file; flags and overrides given win")
+    synthetic.set_defaults(func=_bench_synthetic, preset_overrides=[])
+    if preset:
+        synthetic.set_defaults(**_bench_preset_defaults(preset))
 
     streaming = bench.add_parser(
         "streaming", help="bytes read and workers' shares for 1-8 workers; driver memory and time to the first step "
@@ -447,7 +465,7 @@ def _add_bench_command(sub) -> None:
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(bench_preset: str = "") -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
@@ -457,14 +475,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_transfer_command(sub)
     _add_mine_constraints_command(sub)
     _add_static_command(sub)
-    _add_bench_command(sub)
+    _add_bench_command(sub, bench_preset)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
     configure()  # progress lines and warnings of every command: the "distalign" logger
     try:
+        if getattr(args, "preset", ""):  # parsed again with the preset's values as defaults: flags given win
+            args = build_parser(args.preset).parse_args(argv)
         return args.func(args)
     except (ConfigError, InputError) as err:
         print(f"distalign: error: {err}", file=sys.stderr)

@@ -39,6 +39,7 @@ import torch
 
 from distalign.bench.derived_language import NEEDS_PARSE, TRANSFORMATIONS, Transliteration, derive, normalise
 from distalign.bench.syntax_transform import read_conllu, syntax_transform
+from distalign.bench.transfer_study import cell_means, checks_markdown
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
@@ -56,6 +57,8 @@ OBJECTIVE_SETS = {
 # XLM's TLM pairs: the derived corpus translates the base one line by line, so every base sentence has its twin
 # (their share of a step: train.parallel_batch_size in the bench config)
 BENCH_CONFIG = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "bench_synthetic.yaml"
+# `--preset NAME`: jobs/bench_presets/NAME.yaml, a bench's fields (BenchSpec) that become the command's defaults
+PRESETS_DIR = BENCH_CONFIG.parents[1] / "bench_presets"
 
 log = logging.getLogger("distalign")
 
@@ -95,6 +98,20 @@ class BenchSpec:
     # the share of the base corpus's word types the derived language keeps untransliterated (shared vocabulary, as
     # Deshpande et al. 2022 and ALIGN-MLM's App. D vary it): drawn from the words outside the dictionary
     shared_words: float = 0.0
+
+
+def preset_names() -> list[str]:
+    return sorted(path.stem for path in PRESETS_DIR.glob("*.yaml"))
+
+
+def load_preset(name: str) -> BenchSpec:
+    """The bench a preset names: ``jobs/bench_presets/<name>.yaml`` or a YAML file, its keys BenchSpec's fields."""
+    from distalign.config import load_dataclass
+
+    path = Path(name) if name.endswith((".yaml", ".yml")) else PRESETS_DIR / f"{name}.yaml"
+    if not path.is_file():
+        raise InputError(f"--preset {name}: no such preset ({', '.join(preset_names())}) or file")
+    return load_dataclass(BenchSpec, path)
 
 
 def cell_seeds(spec: BenchSpec) -> list[int]:
@@ -219,6 +236,31 @@ PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3, ("trans
                 ("translit", "dict_mlm"): 95.7, ("translit_inv", "dict_mlm"): 64.2, ("translit_syn", "dict_mlm"): 93.7}
 
 
+# the issue's reading of Table 8's pattern at bench scale: MLM aligns plain transliteration (paper 90.0) and stays
+# near chance under inversion (paper 0.3); chance is ~0.05 % (1 in the derived vocabulary)
+MLM_ALIGNS, MLM_NEAR_CHANCE = 50.0, 5.0
+
+
+def alignment_checks(cells: pd.DataFrame) -> list[tuple[str, bool]]:
+    """Table 8's findings as (claim, holds) on the cells' mean alignment: MLM on translit ≥ MLM_ALIGNS, MLM on
+    translit_inv ≤ MLM_NEAR_CHANCE, ALIGN ≥ MLM on every transformation. Claims whose cells were not run are left
+    out."""
+    mean = {(r.transformation, r.objective): r.alignment for r in cells.itertuples()}
+    checks = []
+    if ("translit", "mlm") in mean:
+        value = mean["translit", "mlm"]
+        checks.append((f"MLM on translit aligns: {value:.1f} ≥ {MLM_ALIGNS:.0f} (paper 90.0)", value >= MLM_ALIGNS))
+    if ("translit_inv", "mlm") in mean:
+        value = mean["translit_inv", "mlm"]
+        checks.append((f"MLM on translit_inv stays near chance: {value:.1f} ≤ {MLM_NEAR_CHANCE:.0f} (paper 0.3)",
+                       value <= MLM_NEAR_CHANCE))
+    for t in dict.fromkeys(cells["transformation"]):
+        if (t, "align") in mean and (t, "mlm") in mean:
+            a, m = mean[t, "align"], mean[t, "mlm"]
+            checks.append((f"{t}: ALIGN {a:.1f} ≥ MLM {m:.1f}", a >= m))
+    return checks
+
+
 def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration, specials: Iterable[str] = ()
                             ) -> tuple[list[int], list[int], list[int], int]:
     """Token ids of the base language's vocabulary with their transliterated counterparts, the derived
@@ -265,17 +307,34 @@ def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str]
             "bli_best_layer": int(mrr.idxmax())}
 
 
+def paper_table8(r) -> str:
+    value = PAPER_TABLE8.get((r.transformation, r.objective))
+    return "–" if value is None else f"{value:.1f}"
+
+
 def markdown_table(results: pd.DataFrame) -> str:
-    header = ("| transformation | objective | alignment (ALIGN-MLM's) | paper, Table 8 | word alignment, embeddings "
-              "| word alignment, best layer | BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n")
-    def paper(r) -> str:
-        value = PAPER_TABLE8.get((r.transformation, r.objective))
-        return "–" if value is None else f"{value:.1f}"
+    """One row per training run (cell and seed)."""
+    header = ("| transformation | objective | seed | alignment (ALIGN-MLM's) | paper, Table 8 | word alignment, "
+              "embeddings | word alignment, best layer | BLI MRR, best layer |\n|---|---|---|---|---|---|---|---|\n")
     return header + "".join(
-        f"| {r.transformation} | {r.objective} | {r.alignment:.1f} | {paper(r)} | {r.word_alignment_emb:.1f} "
-        f"| {r.word_alignment_best:.1f} (layer {r.word_alignment_best_layer}) | {r.bli_mrr_best:.3f} "
-        f"(layer {r.bli_best_layer}) |\n"
+        f"| {r.transformation} | {r.objective} | {r.seed} | {r.alignment:.1f} | {paper_table8(r)} "
+        f"| {r.word_alignment_emb:.1f} | {r.word_alignment_best:.1f} (layer {r.word_alignment_best_layer}) "
+        f"| {r.bli_mrr_best:.3f} (layer {r.bli_best_layer}) |\n"
         for r in results.itertuples())
+
+
+ALIGNMENT_COLUMNS = ["alignment", "word_alignment_best", "bli_mrr_best"]
+
+
+def alignment_means_markdown(cells: pd.DataFrame) -> str:
+    """Table 8 per cell (``cell_means`` of ALIGNMENT_COLUMNS: mean ± std over its seeds) and its checks."""
+    header = ("| transformation | objective | seeds | alignment | paper, Table 8 | word alignment, best layer "
+              "| BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n")
+    return header + "".join(
+        f"| {r.transformation} | {r.objective} | {r.seeds} | {r.alignment:.1f} ± {r.alignment_std:.1f} "
+        f"| {paper_table8(r)} | {r.word_alignment_best:.1f} ± {r.word_alignment_best_std:.1f} "
+        f"| {r.bli_mrr_best:.3f} ± {r.bli_mrr_best_std:.3f} |\n" for r in cells.itertuples()
+    ) + "\n" + checks_markdown("ALIGN-MLM's Table 8 pattern", alignment_checks(cells)) + "\n"
 
 
 def check_runs(spec: BenchSpec, runs: list[tuple[str, str]], data: dict[str, dict[str, Path]], out_dir: Path):
@@ -444,17 +503,21 @@ def run_cells(bench: PreparedBench, parent_id: str) -> list[dict]:
 
 
 def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
-    """The tables (printed, files, MLflow artifacts of the parent run); with transfer, ρ, the checks and the scatter."""
+    """The tables (printed, files, MLflow artifacts of the parent run): Table 8 per run, then per cell (mean ± std
+    over the seeds) with its checks; with transfer, Table 3, ρ, the checks and the Figure 3 scatter."""
     from distalign.bench import transfer_study
     from distalign.tracking import MetricLogger, client_for
 
     out_dir, uri = bench.out_dir, bench.probe.tracking.uri
     table = pd.DataFrame(results)
-    text = markdown_table(table)
+    cells = cell_means(table, ALIGNMENT_COLUMNS)
+    table8 = alignment_checks(cells)
+    text = markdown_table(table) + "\n" + alignment_means_markdown(cells)
     files = ["results.md", "results.csv"]
     table.to_csv(out_dir / "results.csv", index=False)
-    metrics = {f"bench/{r['transformation']}/{r['objective']}/{k}": float(r[k])
-               for r in results for k in ("alignment", "word_alignment_best", "bli_mrr_best") if r["seed"] == results[0]["seed"]}
+    metrics = {f"bench/{r.transformation}/{r.objective}/{k}{suffix}": float(getattr(r, k + suffix))
+               for r in cells.itertuples() for k in ALIGNMENT_COLUMNS for suffix in ("", "_std")}
+    metrics["bench/table8_pattern_holds"] = float(all(holds for _, holds in table8))
     if bench.tasks:
         tasks = list(bench.spec.transfer_tasks)
         columns = ["alignment"] + [f"{kind}_{task}" for task in tasks for kind in ("source", "target", "delta")]

@@ -29,7 +29,7 @@ TINY_ENGINES = {
     "sense_aware_tiny": ("train.engine=ddp", "train.precision=bf16"),
     "static_align_tiny": ("train.engine=ddp", "train.precision=fp32"),
 }
-EMERGENCE_SETTINGS = ("small_corpus", "default", "wide")
+EMERGENCE_SETTINGS = ("small_corpus", "default", "translit_inv")
 ENGINES_TEST = "tests/bench/test_perf_bench.py::test_the_gpu_row_s_engines_run_on_a_small_model"
 
 
@@ -114,6 +114,7 @@ def check_steps(sizes: Sizes) -> list[Step]:
              ("{python}", "-m", "distalign.bench.mlm_emergence", "--device", device,
               "--settings", ",".join(EMERGENCE_SETTINGS), "--parallel", str(len(EMERGENCE_SETTINGS)),
               "--steps", str(sizes.emergence_steps), "--every", str(sizes.emergence_every),
+              "--override", "train.lr_schedule=constant",  # the rate kept up: the curves' finding (issue 37)
               "--max-seconds", "{stop_s}", "--corpus", "{carry}/bench_corpus.txt", "--output-dir", "{out}/emergence"),
              cap(320), figures="emergence"),
     ]

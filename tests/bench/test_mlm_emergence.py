@@ -2,6 +2,8 @@
 
 import csv
 
+import pytest
+
 from distalign.bench import mlm_emergence
 from distalign.bench.mlm_emergence import Setting
 from test_synthetic_bench import corpus
@@ -18,10 +20,10 @@ def test_a_curve_has_the_alignment_at_step_zero_and_every_n_steps(tmp_path, monk
     assert [int(r["step"]) for r in rows] == [0, 3, 4]
     assert all(0 <= float(r["alignment"]) <= 100 and int(r["tokens"]) > 0 for r in rows)
     assert float(rows[-1]["mlm_loss"]) > 0 and (tmp_path / "out" / "curves.png").stat().st_size > 0
+    assert "| tiny |" in (tmp_path / "out" / "crossings.md").read_text()
 
 
 def test_max_seconds_ends_the_curve_with_a_row_and_cuda_is_refused_without_a_gpu(tmp_path, monkeypatch):
-    import pytest
     import torch
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
@@ -37,9 +39,39 @@ def test_max_seconds_ends_the_curve_with_a_row_and_cuda_is_refused_without_a_gpu
     assert mlm_emergence.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
 
 
-def test_side_by_side_runs_this_command_once_per_setting_in_its_own_folder(tmp_path):
-    argv = ["--settings", "default,wide", "--parallel=2", "--steps", "30", "--output-dir", "x", "--device", "cuda"]
-    child = mlm_emergence.setting_argv(argv, "wide", tmp_path)
-    assert child[1:3] == ["-m", "distalign.bench.mlm_emergence"]
-    assert child[3:] == ["--steps", "30", "--device", "cuda", "--settings", "wide", "--parallel", "1",
-                         "--output-dir", str(tmp_path / "wide")]
+def test_side_by_side_runs_interleave_their_rows_and_stay_apart_as_curves():
+    rows = [{"setting": s, "step": step} for step, s in ((0, "a"), (0, "b"), (5, "b"), (5, "a"), (10, "a"),
+                                                         (0, "a"), (5, "a"))]
+    curves = mlm_emergence.split_curves(rows)
+    assert [[(r["setting"], r["step"]) for r in c] for c in curves] == [
+        [("a", 0), ("a", 5), ("a", 10)], [("b", 0), ("b", 5)], [("a", 0), ("a", 5)]]
+
+
+@pytest.mark.heavy
+def test_parallel_settings_each_train_in_a_process_with_the_overrides_and_their_transformation(tmp_path,
+                                                                                               monkeypatch):
+    monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
+    toy = {"corpus": str(corpus(tmp_path)), "eval_words": 4, "min_count": 1}
+    monkeypatch.setitem(mlm_emergence.SETTINGS, "toy", Setting("a toy corpus", toy, ("model.tiny.vocab_size=200",)))
+    monkeypatch.setitem(mlm_emergence.SETTINGS, "toy_inv", Setting("inverted", toy, ("model.tiny.vocab_size=200",),
+                                                                   transformation="translit_inv"))
+    out = tmp_path / "out"
+    assert mlm_emergence.main(["--settings", "toy,toy_inv", "--steps", "3", "--every", "3", "--parallel", "2",
+                               "--override", "train.lr_schedule=constant", "--override", "train.warmup_steps=1",
+                               "--output-dir", str(out)]) == 0
+    with (out / "curves.csv").open() as f:
+        rows = list(csv.DictReader(f))
+    assert sorted((r["setting"], int(r["step"])) for r in rows) == [("toy", 0), ("toy", 3), ("toy_inv", 0),
+                                                                    ("toy_inv", 3)]
+    # constant after warm-up: the peak at the last step (the bench's linear schedule would be at 0 there)
+    assert all(float(r["lr"]) == 1e-3 for r in rows if r["step"] == "3")
+    assert (out / "toy_inv" / "data" / "translit_inv" / "corpus.xx.txt").is_file()
+    assert not (out / "toy" / "data" / "translit_inv").exists()
+
+
+def test_crossings_give_the_first_step_and_epoch_each_curve_reached_a_threshold():
+    rows = [{"setting": s, "step": step, "alignment": a, "epochs": step / 100, "mlm_loss": 3.0}
+            for s, step, a in (("a", 0, 0.1), ("b", 0, 0.1), ("a", 500, 30.0), ("b", 500, 5.0), ("a", 1000, 55.0))]
+    assert mlm_emergence.crossings(rows, (25, 50, 80)).splitlines()[2:] == [
+        "| a | 500 (5 epochs) | 1,000 (10 epochs) | – | 1,000 | 55.0 | 3.00 |",
+        "| b | – | – | – | 500 | 5.0 | 3.00 |"]
