@@ -34,7 +34,7 @@ test-fast: $(STAMP)
 	$(BIN)/python -m pytest -q $(PYTEST_SPLIT) -m "not ray and not heavy"
 
 tune: $(STAMP)
-	$(BIN)/distalign tune jobs/studies/quickstart.yaml
+	$(BIN)/distalign tune tuning/quickstart.yaml
 
 mlflow-ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$${DISTALIGN_HOME:-$(CURDIR)}/mlflow.db --host 127.0.0.1 --port 5000

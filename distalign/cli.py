@@ -1,7 +1,7 @@
 """``distalign`` command line: train, tune, eval.
 
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
-    distalign tune jobs/studies/quickstart.yaml
+    distalign tune tuning/quickstart.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,udpos --data-dir data/transfer --seeds 3
     distalign eval --spec my_eval.yaml suite.max_queries=100
@@ -101,8 +101,8 @@ def synthetic_transfer_command(config, checkpoint: str) -> str:
 
 
 def _tune(args) -> int:
-    from distalign.tuning import run_study
-    from distalign.tuning.bench_study import is_bench_study, run_bench_study
+    from distalign.studies import run_study
+    from distalign.studies.bench_study import is_bench_study, run_bench_study
 
     with quiet_console(command_log("tune"), worker_lines="warnings"):  # the trials' progress lines stand for them
         try:
@@ -269,7 +269,7 @@ def _add_tune_command(sub) -> None:
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
                           description="A study over config keys (grid or search); each trial is a full training "
                                       "run (a one-worker trial trains in the trial's own process).")
-    tune.add_argument("study", help="study YAML (e.g. jobs/studies/quickstart.yaml)")
+    tune.add_argument("study", help="study YAML (e.g. tuning/quickstart.yaml)")
     tune.add_argument("overrides", nargs="*",
                       help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
                            "max_concurrent_trials=2), else of every trial (train.max_steps=60)")

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass, resolve_tracking_uri
-from distalign.tuning import load_study
+from distalign.studies import load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
 QUICKSTART = CONFIG_DIR / "quickstart.yaml"
@@ -183,7 +183,7 @@ def test_published_settings_are_the_papers():
 
 
 def test_quickstart_study_builds_the_grid():
-    study, trials = load_study(CONFIG_DIR.parent / "studies" / "quickstart.yaml")
+    study, trials = load_study(CONFIG_DIR.parents[1] / "tuning" / "quickstart.yaml")
     assert study.study == "quickstart-tune"
     assert len(trials) == 4
     names = list(trials)

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from distalign.logs import TOKEN_AUTH_LINE, ConsoleRouter, console, duration, progress, quiet_console
-from distalign.tuning.progress import TrialProgress, eta
-from distalign.tuning.trials import GridTrial, SearchBase, TrialIdentity
+from distalign.studies.progress import TrialProgress, eta
+from distalign.studies.trials import GridTrial, SearchBase, TrialIdentity
 
 RAY_OUTPUT = [  # as Ray writes them to the driver's standard streams
     "\x1b[36m(_trial pid=23884)\x1b[0m [distalign] data: 200 constraint pairs",
@@ -94,7 +94,7 @@ def test_eta_and_duration():
 
 def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
     clock = iter([0.0, 40.0, 70.0])
-    monkeypatch.setattr("distalign.tuning.progress.time.monotonic", lambda: next(clock))
+    monkeypatch.setattr("distalign.studies.progress.time.monotonic", lambda: next(clock))
     grid = GridTrial(TrialIdentity("quickstart-tune-001", 0), {"train.lr": 0.001, "data.max_constraints": 400},
                      {"train": {"max_steps": 60}})
     trial = SimpleNamespace(trial_id="a1_00001", config={"trial": grid})

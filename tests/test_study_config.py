@@ -7,10 +7,10 @@ import pytest
 import yaml
 
 from distalign.config import ConfigError, ExperimentConfig
-from distalign.tuning import StudyConfig, load_study
+from distalign.studies import StudyConfig, load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
-STUDIES = Path(__file__).resolve().parents[1] / "jobs" / "studies"
+STUDIES = Path(__file__).resolve().parents[1] / "tuning"
 SHIPPED = STUDIES / "quickstart.yaml"
 
 
@@ -32,7 +32,7 @@ def test_shipped_study_file_loads_as_a_dataclass():
     study, trials = load_study(SHIPPED)
     raw = yaml.safe_load(SHIPPED.read_text())
     assert isinstance(study, StudyConfig)
-    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "../configs/quickstart.yaml",
+    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "../jobs/configs/quickstart.yaml",
                                                                     raw["metric"], "max")
     assert study.grid == {"train.lr": [1.0e-3, 3.0e-4], "data.max_constraints": [400, 1200]}
     assert study.overrides == raw["overrides"] and study.trial_cpus == 0.1
@@ -107,7 +107,7 @@ def test_a_search_study_checks_its_space_before_it_runs(tmp_path):
 def test_concurrent_trials_are_as_many_as_the_cluster_holds(caplog):
     import logging
 
-    from distalign.tuning.study import concurrent_trials, trial_resources
+    from distalign.studies.study import concurrent_trials, trial_resources
 
     study, trials = load_study(STUDIES / "search_tiny.yaml")  # lexical only, 1 worker of 0.5 CPU
     config = next(iter(trials.values()))

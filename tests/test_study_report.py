@@ -8,8 +8,8 @@ import pytest
 from mlflow.tracking import MlflowClient
 
 from distalign.tracking import PARENT_TAG
-from distalign.tuning.report import log_study_summary
-from distalign.tuning.study import LanguageSampleStudy, StudyConfig
+from distalign.studies.report import log_study_summary
+from distalign.studies.study import LanguageSampleStudy, StudyConfig
 
 
 @pytest.fixture

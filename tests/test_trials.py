@@ -8,9 +8,9 @@ import types
 import pytest
 
 from distalign.config import ConfigError
-from distalign.tuning import runner
-from distalign.tuning.study import load_study
-from distalign.tuning.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
+from distalign.studies import runner
+from distalign.studies.study import load_study
+from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
 from test_study_config import SHIPPED
 
 

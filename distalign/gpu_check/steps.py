@@ -84,8 +84,8 @@ def check_steps(sizes: Sizes) -> list[Step]:
                    cap(320), figures="mlflow")
               for name, overrides in TINY_ENGINES.items()]
     steps += [
-        Step("tune_quickstart", "distalign tune jobs/studies/quickstart.yaml: 2 one-worker trials in turn",
-             (*DISTALIGN, "tune", "jobs/studies/quickstart.yaml", f"train.use_gpu={gpu}", "train.num_workers=1",
+        Step("tune_quickstart", "distalign tune tuning/quickstart.yaml: 2 one-worker trials in turn",
+             (*DISTALIGN, "tune", "tuning/quickstart.yaml", f"train.use_gpu={gpu}", "train.num_workers=1",
               "grid.data.max_constraints=[400]", f"train.max_steps={sizes.tune_steps}",
               f"train.checkpoint_every={sizes.tune_steps // 2}", f"eval.every={sizes.tune_steps // 2}"),
              cap(320), figures="mlflow"),

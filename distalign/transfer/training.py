@@ -9,7 +9,7 @@ before training takes any Ray resources. ``transfer_after_training`` runs ``dist
 last) checkpoint, in that order (a checkpoint in remote storage is downloaded first), each logged into the training
 run at its step: ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar
 plot of every model so far (``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
-(``distalign.tuning.runner``), so a study may select by them.
+(``distalign.studies.runner``), so a study may select by them.
 
 Why after training and not inside it: fine-tuning is a Ray Train run of its own per (task, seed); it starts once
 the training workers have given their resources back.

@@ -162,10 +162,10 @@ def test_the_world_sentences_are_covered_by_the_transliteration(world):
 
 def test_bench_studies_load_one_bench_per_grid_point_and_name_bad_keys(tmp_path, monkeypatch):
     from distalign.config import ConfigError
-    from distalign.tuning.bench_study import is_bench_study, load_bench_study, study_cells
+    from distalign.studies.bench_study import is_bench_study, load_bench_study, study_cells
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    studies = Path(__file__).resolve().parents[2] / "jobs" / "studies"
+    studies = Path(__file__).resolve().parents[2] / "tuning"
     study, specs, points = load_bench_study(studies / "align_mlm_table1.yaml")
     assert is_bench_study(studies / "align_mlm_table1.yaml") and not is_bench_study(studies / "quickstart.yaml")
     assert len(specs) == 12 and sorted({s.parallel_share for s in specs.values()}) == [0, 0.1, 0.5, 1.0]

@@ -23,8 +23,8 @@ from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, 
 from distalign.train.checkpoint_store import REPORTED_FILE
 from distalign.train.trainer import run_training
 from distalign.train.test_scores import bli_test_sets
-from distalign.tuning import load_study, run_study
-from distalign.tuning.runner import STOPPED_EARLY_TAG
+from distalign.studies import load_study, run_study
+from distalign.studies.runner import STOPPED_EARLY_TAG
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"

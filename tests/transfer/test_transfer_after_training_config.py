@@ -9,7 +9,7 @@ import yaml
 
 from distalign.config import ConfigError, load_config
 from distalign.transfer.training import check, transfer_spec
-from distalign.tuning import load_study
+from distalign.studies import load_study
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = str(REPO / "jobs" / "configs" / "quickstart.yaml")
@@ -89,7 +89,7 @@ def test_a_study_may_select_by_a_transfer_metric(tmp_path, monkeypatch):
 
 def test_shipped_transfer_study_loads(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    study, trials = load_study(REPO / "jobs" / "studies" / "transfer_tiny.yaml")
+    study, trials = load_study(REPO / "tuning" / "transfer_tiny.yaml")
     assert (study.metric, study.mode, len(trials)) == ("transfer/udpos/avg/delta", "min", 2)
     spec = transfer_spec(next(iter(trials.values())), "/world")
     assert (spec.tasks, spec.source, spec.seeds, spec.finetune.epochs) == (("udpos",), "xa", 2, 5)

@@ -16,7 +16,7 @@ from mlflow.tracking import MlflowClient
 
 from conftest import QUICKSTART, SMALL
 from distalign.tracking import PARENT_TAG
-from distalign.tuning import run_study
+from distalign.studies import run_study
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"

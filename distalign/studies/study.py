@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, TrainConfig, load_config, load_dataclass
 from distalign.data.streams import worker_data_cpus
-from distalign.tuning.trials import TAG
+from distalign.studies.trials import TAG
 
 log = logging.getLogger("distalign")
 

@@ -12,10 +12,10 @@ from pathlib import Path
 from typing import Any
 
 from distalign.config import ConfigError, ExperimentConfig
-from distalign.tuning.report import child_runs, log_study_summary, tag_value
-from distalign.tuning.study import concurrent_trials, load_study, trial_function_resources, trial_resources
-from distalign.tuning.progress import TrialProgress
-from distalign.tuning.trials import (TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config,
+from distalign.studies.report import child_runs, log_study_summary, tag_value
+from distalign.studies.study import concurrent_trials, load_study, trial_function_resources, trial_resources
+from distalign.studies.progress import TrialProgress
+from distalign.studies.trials import (TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config,
                                      trial_train)
 
 log = logging.getLogger("distalign")
@@ -138,7 +138,7 @@ def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
 
 
 def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> list[dict[str, Any]]:
-    """Run a Tune study (``distalign.tuning.study``) on a local Ray cluster or the one in RAY_ADDRESS.
+    """Run a Tune study (``distalign.studies.study``) on a local Ray cluster or the one in RAY_ADDRESS.
 
     Every trial's config is loaded and validated first (``load_study``), its inputs read and checked
     (``prepare_trials``), then an MLflow parent run is

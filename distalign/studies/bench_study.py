@@ -12,7 +12,7 @@ A bench study file (a ``bench:`` section instead of ``base:``; its keys are the 
       parallel_share: [0, 0.1, 0.5, 1.0]
       train_seed: [0, 1, 2]        # seeds: the table gives mean ± std over them
 
-    distalign tune jobs/studies/align_mlm_table1.yaml
+    distalign tune tuning/align_mlm_table1.yaml
 
 Every trial's bench is prepared and checked on the driver (its data written under
 ``<output_dir>/<trial>``, a directory the cluster's nodes share), then Tune runs the trials side by side as the
@@ -36,7 +36,7 @@ import pandas as pd
 
 from distalign.bench.synthetic import BenchSpec, PreparedBench, prepare_bench, run_cell
 from distalign.config import ConfigError, distalign_home, load_dataclass, read_mapping
-from distalign.tuning.study import concurrent_trials, trial_resources
+from distalign.studies.study import concurrent_trials, trial_resources
 
 log = logging.getLogger("distalign")
 SEED_KEYS = ("train_seed", "seed")  # grid keys the table averages over
@@ -48,7 +48,7 @@ class BenchStudyConfig:
     study: str = "bench-study"
     bench: BenchSpec = field(default_factory=BenchSpec)
     grid: dict[str, list[Any]] = field(default_factory=dict)
-    max_concurrent_trials: int = 0  # 0 = as many as the cluster's CPUs hold (tuning.study.concurrent_trials)
+    max_concurrent_trials: int = 0  # 0 = as many as the cluster's CPUs hold (studies.study.concurrent_trials)
     trial_cpus: float = 0.1  # the trial function waits on its TorchTrainer runs
     max_failures: int = 0
 

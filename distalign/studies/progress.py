@@ -10,7 +10,7 @@ from typing import Any
 from ray.tune import Callback
 
 from distalign.logs import duration
-from distalign.tuning.trials import describe_trial
+from distalign.studies.trials import describe_trial
 
 log = logging.getLogger("distalign")
 
