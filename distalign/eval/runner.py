@@ -26,7 +26,8 @@ from distalign.checkpoint import MODEL_DIR, STATE_FILE, read_state
 from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
 from distalign.data.readers import InputError
 from distalign.eval import report
-from distalign.eval.suite import SuiteSpec, build_tasks
+from distalign.eval.suite import build_tasks
+from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.registry import EVAL_TASKS

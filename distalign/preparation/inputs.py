@@ -11,10 +11,8 @@ when one reads the parallel stream, its translation pairs (``data.parallel``).
 from __future__ import annotations
 
 import dataclasses
-import functools
 import hashlib
 import logging
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -44,61 +42,13 @@ from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import require
 from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
+from distalign.preparation.prepared import BLIPairs, PreparedData
 from distalign.preparation.staging import staged_model
 from distalign.preparation.static_targets import static_targets
 from distalign.storage import node_local, s3_filesystem, storage_filesystem
 
 log = logging.getLogger("distalign")
 TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokenizer is trained on
-
-
-@dataclass
-class BLIPairs:
-    """Held-out dictionary pairs of one language pair (never seen in training constraints)."""
-
-    lang1: str
-    lang2: str
-    src: list[str]
-    tgt: list[str]
-    vocab: list[str] | None = None  # the targets to rank (eval.vocab_dir); None: the pairs' own targets
-
-
-@dataclass
-class PreparedData:
-    model_path: str
-    constraints: pa.Table
-    corpus: CorpusStream
-    eval_pairs: list[BLIPairs]  # validation pairs: in-loop BLI and model selection
-    reports: list[ReadReport] = field(default_factory=list)
-    excluded_constraints: int = 0
-    static: pa.Table | None = None  # word, lang, vector: targets of the static objective
-    validation: pa.Table | None = None  # text, lang, row, epoch: held-out sentences for the MLM validation loss
-    test_pairs: list[BLIPairs] = field(default_factory=list)  # eval.test_languages' pairs, scored after training
-    parallel: pa.Table | None = None  # text1, lang1, text2, lang2, row: translation pairs (objectives.tlm)
-
-    @property
-    def languages(self) -> list[str]:
-        """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here."""
-        langs = {source.lang for source in self.corpus.sources}
-        for table in (self.constraints, self.parallel):
-            if table is not None:
-                langs |= set(table["lang1"].to_pylist()) | set(table["lang2"].to_pylist())
-        return sorted(langs)
-
-    @property
-    def word_pairs(self) -> pa.Table:
-        """The training word pairs as (word1, lang1, word2, lang2): DICT-MLM's synonyms, sense-aware translations."""
-        return self.constraints.select(["word1", "lang1", "word2", "lang2"])
-
-    @functools.cached_property
-    def corpus_rows(self) -> int:
-        """Sentences in the corpora: a full read in this process (only epoch-based schedules of corpus runs ask)."""
-        log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
-        return sum(len(rows["row"]) for rows in read_rows(self.corpus))
-
-    @property
-    def malformed_rows(self) -> int:
-        return sum(r.malformed for r in self.reports)
 
 
 def target_vocabulary(config: ExperimentConfig, lang: str, reports: list[ReadReport]) -> list[str] | None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from distalign.config import ExperimentConfig
 from distalign.data.streams import STREAMS, epoch_stream
-from distalign.preparation.inputs import PreparedData
+from distalign.preparation.prepared import PreparedData
 
 
 @dataclass(frozen=True)

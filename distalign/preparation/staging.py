@@ -18,16 +18,13 @@ import dataclasses
 import logging
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import pyarrow.fs
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import CorpusStream
+from distalign.preparation.prepared import PreparedData
 from distalign.storage import STAGED_MARKER, storage_filesystem
-
-if TYPE_CHECKING:  # inputs.py asks this module for a staged model
-    from distalign.preparation.inputs import PreparedData
 
 log = logging.getLogger("distalign")
 

@@ -50,7 +50,7 @@ from distalign.data.row_random import RowRandom
 from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
-from distalign.preparation.inputs import PreparedData
+from distalign.preparation.prepared import PreparedData
 from distalign.preparation.schedule import run_schedule
 from distalign.ray_session import reserved
 from distalign.storage import node_local

@@ -8,7 +8,7 @@ import numpy as np
 
 from distalign.config import ExperimentConfig
 from distalign.data.streams import CorpusSentencesStream
-from distalign.preparation.inputs import PreparedData
+from distalign.preparation.prepared import PreparedData
 from distalign.preparation.streams import build_stream_batch, stream_jobs
 
 

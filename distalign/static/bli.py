@@ -22,7 +22,7 @@ import torch
 
 from distalign.data.readers import InputError
 from distalign.eval.bli import SIMILARITIES
-from distalign.eval.suite import SuiteSpec
+from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import BLITask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
 from distalign.static.word2vec_format import read_word2vec

@@ -16,7 +16,7 @@ import ray.train
 from distalign.config import ExperimentConfig
 from distalign.eval.selection import build_test_set, evaluate_bli
 from distalign.eval.tasks import BLITask
-from distalign.preparation.inputs import BLIPairs
+from distalign.preparation.prepared import BLIPairs
 
 EVAL_PREFIX, TEST_PREFIX = "eval/bli/", "test/bli/"
 TEST_METRIC = f"{TEST_PREFIX}avg/mrr"

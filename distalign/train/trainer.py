@@ -24,7 +24,8 @@ from distalign.data.corpus_stream import start_ledger
 from distalign.data.streams import STREAMS
 from distalign.eval.selection import selection_score
 from distalign.logs import configure
-from distalign.preparation.inputs import PreparedData, prepare_data
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.prepared import PreparedData
 from distalign.preparation.schedule import run_schedule
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus

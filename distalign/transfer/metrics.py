@@ -18,7 +18,7 @@ import unicodedata
 from collections import Counter
 from typing import Sequence
 
-from distalign.transfer.tasks.base import IGNORE
+IGNORE = -100  # the label of positions the loss and the metrics leave out (PyTorch's cross-entropy default)
 
 
 def accuracy(gold: Sequence, predicted: Sequence) -> float:

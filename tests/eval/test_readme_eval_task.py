@@ -16,7 +16,8 @@ import torch
 import distalign.eval.tasks as tasks
 from distalign.cli import main
 from distalign.eval.runner import write_reports
-from distalign.eval.suite import SuiteSpec, build_tasks
+from distalign.eval.suite import build_tasks
+from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import evaluate_locally
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.models.loading import build_tiny_model

@@ -10,7 +10,8 @@ from conftest import QUICKSTART, SHARED_DATA
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
-from distalign.eval.suite import SuiteSpec, build_tasks
+from distalign.eval.suite import build_tasks
+from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import evaluate_locally
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer

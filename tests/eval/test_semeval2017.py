@@ -6,7 +6,8 @@ import torch
 
 from distalign.data.readers import InputError
 from distalign.eval.benchmarks import read_semeval2017, semeval2017_paths
-from distalign.eval.suite import SuiteSpec, build_tasks
+from distalign.eval.suite import build_tasks
+from distalign.eval.suite_spec import SuiteSpec
 from test_eval_spec import spec_of
 
 # de-en as released: word pairs (multi-word expressions allowed) and, line by line, their gold scores (0-4)

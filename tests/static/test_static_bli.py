@@ -7,7 +7,7 @@ import pytest
 
 from distalign.cli import main
 from distalign.data.readers import InputError
-from distalign.eval.suite import SuiteSpec
+from distalign.eval.suite_spec import SuiteSpec
 from distalign.static.bli import static_bli
 
 DE = {"hund": [1, 0], "katze": [0, 1], "haus": [1, 1]}

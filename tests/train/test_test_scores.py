@@ -12,7 +12,7 @@ from distalign.config import TinyModelConfig, load_config
 from distalign.eval.distributed import load_encoder
 from distalign.eval.selection import evaluate_bli
 from distalign.models.loading import build_tiny_model
-from distalign.preparation.inputs import BLIPairs
+from distalign.preparation.prepared import BLIPairs
 from distalign.train.test_scores import TEST_STEP, _score, bli_test_sets
 
 EN = ["dog", "cat", "house", "tree", "river", "stone"]

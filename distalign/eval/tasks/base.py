@@ -33,7 +33,7 @@ from distalign.data.readers import InputError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from distalign.eval.suite import SuiteSpec
+    from distalign.eval.suite_spec import SuiteSpec
 
 WORDS, SENTENCES = "words", "sentences"
 

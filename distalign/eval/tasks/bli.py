@@ -14,7 +14,7 @@ from distalign.eval.bli import gold_ranks, ranking_metrics
 from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
 
 if TYPE_CHECKING:
-    from distalign.eval.suite import SuiteSpec
+    from distalign.eval.suite_spec import SuiteSpec
 
 
 def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:

@@ -14,7 +14,7 @@ from distalign.eval.retrieval import tatoeba_accuracy_both_directions
 from distalign.eval.tasks.base import SENTENCES, EvalTask, Flag, TextSet, comma_list
 
 if TYPE_CHECKING:
-    from distalign.eval.suite import SuiteSpec
+    from distalign.eval.suite_spec import SuiteSpec
 
 
 @dataclass

@@ -12,7 +12,7 @@ from distalign.eval.tasks.base import WordPairTask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
 
 if TYPE_CHECKING:
-    from distalign.eval.suite import SuiteSpec
+    from distalign.eval.suite_spec import SuiteSpec
 
 
 def one_to_one(pairs: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -12,7 +12,7 @@ from distalign.eval.tasks.base import Flag, WordPairTask, comma_list, split_pair
 from distalign.eval.xlsim import word_similarity_spearman
 
 if TYPE_CHECKING:
-    from distalign.eval.suite import SuiteSpec
+    from distalign.eval.suite_spec import SuiteSpec
 
 
 @dataclass

@@ -16,11 +16,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distalign.data.readers import InputError, ReadReport
+from distalign.transfer.metrics import IGNORE  # the tasks' label convention lives with the metrics that read it
 
 if TYPE_CHECKING:
     import torch
-
-IGNORE = -100  # the label of positions the loss and the metrics leave out (PyTorch's cross-entropy default)
 
 
 @dataclass(frozen=True)

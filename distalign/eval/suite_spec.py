@@ -1,0 +1,41 @@
+"""The ``suite`` section of an evaluation spec: which benchmarks to run and their inputs (``SuiteSpec``).
+
+A module below the task plugins (``distalign.eval.tasks``), which read their settings from it, and below
+``distalign.eval.suite``, which builds the plugins' tasks from it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from distalign.data.readers import ReadReport
+
+
+@dataclass
+class SuiteSpec:
+    """The benchmarks of an evaluation; the ``suite`` section of an evaluation spec (``distalign eval --spec``).
+
+    ``tasks`` names plugins of ``distalign.eval.tasks.registry.EVAL_TASKS``; the other keys are
+    their inputs and settings, each read by the plugins that name it.
+    """
+
+    eval_dir: str = "../shared/data/eval"  # benchmark folder (layout: distalign.eval.benchmarks)
+    tasks: tuple[str, ...] = ("bli", "xlsim", "tatoeba")  # names in EVAL_TASKS
+    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and word_alignment
+    xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
+    tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
+    # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]
+    dictionaries: tuple[tuple[str, str, str], ...] = ()
+    similarities: tuple[Literal["cosine", "csls"], ...] = ("cosine",)  # add "csls" for CSLS (k = 10) rankings
+    vocab_size: int = 100_000  # BLI vocabulary size (targets; the source space for CSLS and per-pair OOV)
+    # BLI queries: one per source word ("grouped"), or one per test pair with the word's other
+    # translations competing and pairs outside the source vocabulary dropped ("per_pair", BabelBERT's)
+    bli_ranking: Literal["grouped", "per_pair"] = "grouped"
+    max_queries: int = 0  # per BLI pair, 0 = all
+    max_sentences: int = 0  # per Tatoeba language, 0 = all
+    # Tatoeba sentence vectors at layer l: the mean of layers l-n+1..l; 4 with layer -1 = DICT-MLM's mean of the
+    # last four layers; 1 = layer l alone
+    tatoeba_mean_of_layers: int = 1
+    semeval_pairs: tuple[str, ...] = ()  # SemEval-2017 Task 2 cross-lingual, ISO 639-1; read by xlsim
+    reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read

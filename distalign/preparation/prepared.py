@@ -1,0 +1,65 @@
+"""What preparation hands to the run: the prepared inputs (``PreparedData``) and held-out dictionary pairs
+(``BLIPairs``). A module of their own so that the steps that make them (``inputs``) and the ones that
+transform or read them (``staging``, ``streams``, ``schedule``, ``validation``) all import them downward."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from distalign.data.corpus_stream import CorpusStream, read_rows
+from distalign.data.readers import ReadReport
+
+log = logging.getLogger("distalign")
+
+
+@dataclass
+class BLIPairs:
+    """Held-out dictionary pairs of one language pair (never seen in training constraints)."""
+
+    lang1: str
+    lang2: str
+    src: list[str]
+    tgt: list[str]
+    vocab: list[str] | None = None  # the targets to rank (eval.vocab_dir); None: the pairs' own targets
+
+
+@dataclass
+class PreparedData:
+    model_path: str
+    constraints: pa.Table
+    corpus: CorpusStream
+    eval_pairs: list[BLIPairs]  # validation pairs: in-loop BLI and model selection
+    reports: list[ReadReport] = field(default_factory=list)
+    excluded_constraints: int = 0
+    static: pa.Table | None = None  # word, lang, vector: targets of the static objective
+    validation: pa.Table | None = None  # text, lang, row, epoch: held-out sentences for the MLM validation loss
+    test_pairs: list[BLIPairs] = field(default_factory=list)  # eval.test_languages' pairs, scored after training
+    parallel: pa.Table | None = None  # text1, lang1, text2, lang2, row: translation pairs (objectives.tlm)
+
+    @property
+    def languages(self) -> list[str]:
+        """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here."""
+        langs = {source.lang for source in self.corpus.sources}
+        for table in (self.constraints, self.parallel):
+            if table is not None:
+                langs |= set(table["lang1"].to_pylist()) | set(table["lang2"].to_pylist())
+        return sorted(langs)
+
+    @property
+    def word_pairs(self) -> pa.Table:
+        """The training word pairs as (word1, lang1, word2, lang2): DICT-MLM's synonyms, sense-aware translations."""
+        return self.constraints.select(["word1", "lang1", "word2", "lang2"])
+
+    @functools.cached_property
+    def corpus_rows(self) -> int:
+        """Sentences in the corpora: a full read in this process (only epoch-based schedules of corpus runs ask)."""
+        log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
+        return sum(len(rows["row"]) for rows in read_rows(self.corpus))
+
+    @property
+    def malformed_rows(self) -> int:
+        return sum(r.malformed for r in self.reports)
