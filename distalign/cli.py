@@ -21,18 +21,15 @@ import sys
 from pathlib import Path
 from typing import get_args
 
-from distalign.config import ConfigError, load_config
-from distalign.data.readers import InputError
-from distalign.eval.runner import add_eval_arguments
+# Only light modules here: a command's own modules (torch, Ray, MLflow, ...) are imported when it runs or its
+# arguments are set up (build_parser), so that `distalign --help` and the commands that need no cluster start fast
+from distalign.errors import ConfigError, InputError
 from distalign.logs import configure, quiet_console, say
 from distalign.ray_session import leaving_ray, shutdown_ray
-from distalign.objectives.static_align import StaticMapping
-from distalign.static.bli import add_static_bli_arguments
-from distalign.transfer.runner import add_shared_arguments, add_transfer_arguments
-from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 
 def _train(args) -> int:
+    from distalign.config import load_config
     from distalign.train.startup import since_process_start
     from distalign.train.trainer import run_training
     from distalign.transfer import training as transfer
@@ -117,6 +114,7 @@ def _eval_command(args) -> int:
     the transfer flags), then the evaluation tasks; both specs are checked, and the transfer data read, before Ray."""
     from distalign.eval import runner as evaluation
     from distalign.transfer.runner import checkpoint_run, run_transfer, spec_from_args, validate
+    from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
     tasks = evaluation.comma_list(args.tasks) if args.tasks else []
     transfer = [name for name in tasks if name in TRANSFER_TASKS]
@@ -178,7 +176,7 @@ def _bench_streaming(args) -> int:
     out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
     parts = set(args.parts.split(","))
     if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
-        # Ray reads the auth mode when it is imported (this module already did): too late to set it here
+        # Ray reads the auth mode when it is imported (the bench's modules, above, did): too late to set it here
         raise SystemExit("distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
                          "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ...")
     if "io" in parts:
@@ -253,22 +251,26 @@ def _static_bli(args) -> int:
     return run_static_bli_cli(args)
 
 
-def _add_train_command(sub) -> None:
+def _add_train_command(sub, arguments: bool) -> None:
     """`distalign train CONFIG [key=value ...]`"""
     train = sub.add_parser("train", help="run one training job (local Ray, or the cluster in RAY_ADDRESS)",
                            description="Train with the objectives of an experiment config. Overrides are "
                                        "dotted key=value pairs (train.lr=1e-4). A run started again with the "
                                        "same run.name resumes from its last checkpoint.")
+    if not arguments:
+        return
     train.add_argument("config", help="experiment YAML (e.g. jobs/configs/quickstart.yaml)")
     train.add_argument("overrides", nargs="*", help="key.sub=value overrides")
     train.set_defaults(func=_train)
 
 
-def _add_tune_command(sub) -> None:
+def _add_tune_command(sub, arguments: bool) -> None:
     """`distalign tune STUDY [key=value ...]`"""
     tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
                           description="A study over config keys (grid or search); each trial is a full training "
                                       "run (a one-worker trial trains in the trial's own process).")
+    if not arguments:
+        return
     tune.add_argument("study", help="study YAML (e.g. tuning/quickstart.yaml)")
     tune.add_argument("overrides", nargs="*",
                       help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
@@ -276,7 +278,7 @@ def _add_tune_command(sub) -> None:
     tune.set_defaults(func=_tune)
 
 
-def _add_eval_command(sub) -> None:
+def _add_eval_command(sub, arguments: bool) -> None:
     """`distalign eval ...` (its arguments live with the runner)"""
     ev = sub.add_parser("eval", help="evaluate a checkpoint or model on BLI, XLSIM, Tatoeba, alignment (Ray)",
                         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -284,6 +286,12 @@ def _add_eval_command(sub) -> None:
                                     "write tables and plots, log them to MLflow. What to run: a --spec YAML "
                                     "(the fields of distalign.eval.runner.EvalSpec), then the flags given, "
                                     "then dotted key=value overrides (suite.max_queries=100).")
+    if not arguments:
+        return
+    from distalign.eval.runner import add_eval_arguments
+    from distalign.transfer.runner import add_shared_arguments
+    from distalign.transfer.tasks.registry import TRANSFER_TASKS
+
     add_eval_arguments(ev)
     add_shared_arguments(ev.add_argument_group(
         "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
@@ -292,7 +300,7 @@ def _add_eval_command(sub) -> None:
     ev.set_defaults(func=_eval)
 
 
-def _add_transfer_command(sub) -> None:
+def _add_transfer_command(sub, arguments: bool) -> None:
     """`distalign transfer ...` (its arguments live with the runner)"""
     transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer: fine-tune on the source language, "
                                                "test on the others (XNLI, PAWS-X, WikiANN, UD-POS; Ray Train)",
@@ -300,16 +308,22 @@ def _add_transfer_command(sub) -> None:
                                           "run per task and seed), keep the weights best on the dev set, and print "
                                           "per-language test scores, their average and the gap to the source "
                                           "as mean ± std over seeds.")
+    if not arguments:
+        return
+    from distalign.transfer.runner import add_transfer_arguments
+
     add_transfer_arguments(transfer)
     transfer.set_defaults(func=_transfer)
 
 
-def _add_mine_constraints_command(sub) -> None:
+def _add_mine_constraints_command(sub, arguments: bool) -> None:
     """`distalign mine-constraints SOURCE ...`"""
     mine = sub.add_parser("mine-constraints", help="lexical constraints from multilingual synsets (OMW, BabelNet)",
                           description="BabelBERT-style mining: all monolingual and cross-lingual synonym pairs per "
                                       "synset, words in the top-k of their language's frequency list (wordfreq), "
                                       "multi-word expressions and evaluation words removed, glosses attached.")
+    if not arguments:
+        return
     mine.add_argument("source", help="folder of OMW wn-data-<lang>.tab files (e.g. ../shared/data/lexicons/omw), "
                                      "or a BabelNet export .tsv (synsetID lang1 lang2 word1 word2 sent1 sent2)")
     mine.add_argument("--languages", required=True, help="ISO 639-1 codes, comma-separated (e.g. fr,it,hr)")
@@ -333,10 +347,15 @@ def _add_mine_constraints_command(sub) -> None:
     mine.set_defaults(func=_mine)
 
 
-def _add_static_command(sub) -> None:
+def _add_static_command(sub, arguments: bool) -> None:
     """`distalign static extract|align|bli ...`"""
-    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI"
-                            ).add_subparsers(dest="static", required=True)
+    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI")
+    if not arguments:
+        return
+    from distalign.objectives.static_align import StaticMapping
+    from distalign.static.bli import add_static_bli_arguments
+
+    static = static.add_subparsers(dest="static", required=True)
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
                                 description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
                                             "sentence's other token states at --layer, 10 negatives ∝ count^0.5.")
@@ -371,9 +390,12 @@ def _add_static_command(sub) -> None:
     bli.set_defaults(func=_static_bli)
 
 
-def _add_bench_command(sub, preset: str = "") -> None:
+def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
     """`distalign bench synthetic|streaming|perf ...`; ``preset``: the synthetic bench's defaults from a preset."""
-    bench = sub.add_parser("bench", help="controlled benchmarks").add_subparsers(dest="bench", required=True)
+    bench = sub.add_parser("bench", help="controlled benchmarks")
+    if not arguments:
+        return
+    bench = bench.add_subparsers(dest="bench", required=True)
     synthetic = bench.add_parser(
         "synthetic", help="align a language with a transformed copy of itself (ALIGN-MLM's controlled setting)",
         description="Derive a second language from a base corpus (transliteration, + inversion, + permutation, "
@@ -465,27 +487,31 @@ def _add_bench_command(sub, preset: str = "") -> None:
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
 
-def build_parser(bench_preset: str = "") -> argparse.ArgumentParser:
+
+def build_parser(bench_preset: str = "", command: str | None = None) -> argparse.ArgumentParser:
+    """Every command listed with its help; the arguments of ``command`` alone when it is given (the console
+    script's way: setting up eval's, transfer's or static's arguments imports their modules), else of them all."""
     parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_train_command(sub)
-    _add_tune_command(sub)
-    _add_eval_command(sub)
-    _add_transfer_command(sub)
-    _add_mine_constraints_command(sub)
-    _add_static_command(sub)
-    _add_bench_command(sub, bench_preset)
+    _add_train_command(sub, command in (None, "train"))
+    _add_tune_command(sub, command in (None, "tune"))
+    _add_eval_command(sub, command in (None, "eval"))
+    _add_transfer_command(sub, command in (None, "transfer"))
+    _add_mine_constraints_command(sub, command in (None, "mine-constraints"))
+    _add_static_command(sub, command in (None, "static"))
+    _add_bench_command(sub, command in (None, "bench"), bench_preset)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser().parse_args(argv)
+    command = next((arg for arg in argv if not arg.startswith("-")), "")  # the parser has no options of its own
+    args = build_parser(command=command).parse_args(argv)
     configure()  # progress lines and warnings of every command: the "distalign" logger
     try:
         if getattr(args, "preset", ""):  # parsed again with the preset's values as defaults: flags given win
-            args = build_parser(args.preset).parse_args(argv)
+            args = build_parser(args.preset, command).parse_args(argv)
         return args.func(args)
     except (ConfigError, InputError) as err:
         print(f"distalign: error: {err}", file=sys.stderr)

@@ -7,6 +7,10 @@ class ConfigError(ValueError):
     """A configuration problem; the message names the offending key or file."""
 
 
+class InputError(ValueError):
+    """An input file that cannot be used at all (missing, wrong columns); names the file."""
+
+
 def require(condition: bool, key: str, message: str) -> None:
     """Raise ``ConfigError("<key>: <message>")`` unless ``condition`` holds."""
     if not condition:

@@ -1,12 +1,10 @@
 """Connecting the driver to Ray (the cluster in RAY_ADDRESS, else a fresh local one), and holding resources
-for a run's own use."""
+for a run's own use. Ray is imported where it is used: the commands that need no cluster do not pay for it."""
 
 import contextlib
 import os
+import sys
 from collections.abc import Iterator
-
-import ray
-import ray.util
 
 # Idle worker processes a node keeps for the next task. Ray keeps as many as the node has free CPUs and kills the
 # rest a second after they go idle: while trials hold every CPU, the task processes that imported torch and
@@ -16,7 +14,14 @@ import ray.util
 WARM_WORKER_SETTINGS = {"num_workers_soft_limit": 8}
 
 
+def ray_is_up() -> bool:
+    """Whether this process is connected to Ray (never, if nothing imported it)."""
+    return "ray" in sys.modules and sys.modules["ray"].is_initialized()
+
+
 def ensure_ray() -> None:
+    import ray
+
     if not ray.is_initialized():
         # RAY_ADDRESS (set by `ray job submit`, or `auto` for a `ray start` cluster) points at a cluster;
         # otherwise always a fresh local one, never a stale cluster address left on disk.
@@ -28,7 +33,9 @@ def ensure_ray() -> None:
 def shutdown_ray() -> None:
     """Leave the cluster (stopping a local one). Ray prints the worker lines it held back as repeats on the way
     out: a command calls this while its console is still routed (``distalign.logs.quiet_console``)."""
-    if ray.is_initialized():
+    if ray_is_up():
+        import ray
+
         ray.shutdown()
 
 
@@ -36,7 +43,7 @@ def shutdown_ray() -> None:
 def leaving_ray() -> Iterator[None]:
     """``shutdown_ray`` when the block ends, if Ray was not up when it began: a command leaves the cluster it
     joined, and a session its caller holds (a test's, a notebook's) stays up."""
-    was_up = ray.is_initialized()
+    was_up = ray_is_up()
     try:
         yield
     finally:
@@ -48,6 +55,9 @@ def leaving_ray() -> Iterator[None]:
 def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600) -> Iterator[list]:
     """Hold ``bundles`` of resources (a placement group each) while the block runs; ``what`` names them in the
     error raised when the cluster has not freed them within ``timeout_s``."""
+    import ray
+    import ray.util
+
     groups = [ray.util.placement_group([bundle]) for bundle in bundles]
     try:
         try:

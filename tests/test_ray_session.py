@@ -31,7 +31,7 @@ def test_a_running_cluster_is_joined_as_it_was_started(init_calls, monkeypatch):
 
 def test_a_command_leaves_only_the_ray_session_it_started(monkeypatch):
     up, shutdowns = [False], []
-    monkeypatch.setattr(ray_session.ray, "is_initialized", lambda: up[0])
+    monkeypatch.setattr(ray, "is_initialized", lambda: up[0])
     monkeypatch.setattr(ray_session, "shutdown_ray", lambda: shutdowns.append(up[0]))
     with ray_session.leaving_ray():
         up[0] = True  # the command started Ray

@@ -11,7 +11,6 @@ from typing import Any, Literal
 
 from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
-from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
 from distalign.models.loading import TinyModelConfig, check_model_directory
@@ -411,6 +410,9 @@ def validate(config: ExperimentConfig) -> None:
     """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
     spans sections: the data sources for the active objectives' streams and each active objective's
     own checks; errors name the dotted key."""
+    # the streams (torch, the tokenizers) are imported by a run's checks, not by reading a config
+    from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
+
     t, d, m, o = config.train, config.data, config.model, config.objectives
     config.run.check()
     t.check()

@@ -19,13 +19,10 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
+from distalign.errors import InputError  # defined at the bottom layer (the CLI catches it without pyarrow)
 
 MAX_EXAMPLES = 5
 BABELNET_COLUMNS = ("synsetID", "lang1", "lang2", "word1", "word2", "sent1", "sent2")
-
-
-class InputError(ValueError):
-    """An input file that cannot be used at all (missing, wrong columns); names the file."""
 
 
 @dataclass

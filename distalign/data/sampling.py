@@ -15,7 +15,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from distalign.data.mining import normalize
 
 
 def language_pair_keys(table: pa.Table) -> np.ndarray:
@@ -124,6 +123,8 @@ def exclude_words(table: pa.Table, banned: set[tuple[str, str]]) -> tuple[pa.Tab
     are written in: G-BLI's German "Haus" bans a mined "haus"."""
     if not banned:
         return table, 0
+    from distalign.data.mining import normalize  # wordfreq: imported by the runs that exclude words only
+
     forms = functools.cache(normalize)
     banned_forms = {(lang, forms(word, lang)) for lang, word in banned}
 
