@@ -176,7 +176,8 @@ def _bench_streaming(args) -> int:
     out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
     parts = set(args.parts.split(","))
     if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
-        # Ray reads the auth mode when it is imported (the bench's modules, above, did): too late to set it here
+        # Ray reads the auth mode once, when first imported: from the command's environment it holds for this
+        # process and the nodes it starts alike
         raise SystemExit("distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
                          "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ...")
     if "io" in parts:

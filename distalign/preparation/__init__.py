@@ -1,3 +1,3 @@
 """Driver-side run preparation, before any Ray resources are taken: inputs read, validated and
-sampled (``inputs``), the offline tiny model and derived static targets built, and the Ray Data
-streams the workers read (``streams``)."""
+sampled (``inputs``) into what the run gets (``prepared``), the offline tiny model and derived static targets
+built, inputs staged for other nodes (``staging``), and the Ray Data streams the workers read (``streams``)."""
