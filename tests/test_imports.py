@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -58,11 +57,10 @@ def _loaded(command: str, modules: tuple[str, ...], home: Path) -> set[str]:
 
 @pytest.fixture(scope="module")
 def loaded(tmp_path_factory) -> dict[str, set[str]]:
-    """command -> the heavy libraries it loaded; the interpreters run side by side (each mostly waits on disk)."""
+    """command -> the heavy libraries it loaded. One interpreter after the other: side by side they were slower
+    here (2 cores; torch's import is CPU-bound)."""
     home = tmp_path_factory.mktemp("home")
-    with ThreadPoolExecutor(4) as pool:
-        found = pool.map(lambda item: _loaded(item[0], item[1][0], home), COMMANDS.items())
-        return dict(zip(COMMANDS, found))
+    return {command: _loaded(command, modules, home) for command, (modules, _) in COMMANDS.items()}
 
 
 @pytest.mark.parametrize("command", COMMANDS)
