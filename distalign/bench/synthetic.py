@@ -39,7 +39,7 @@ import torch
 
 from distalign.bench.derived_language import NEEDS_PARSE, TRANSFORMATIONS, Transliteration, derive, normalise
 from distalign.bench.syntax_transform import read_conllu, syntax_transform
-from distalign.bench.transfer_study import cell_means, checks_markdown
+from distalign.bench.transfer_study import cell_means, checks_markdown, spread
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
@@ -331,9 +331,9 @@ def alignment_means_markdown(cells: pd.DataFrame) -> str:
     header = ("| transformation | objective | seeds | alignment | paper, Table 8 | word alignment, best layer "
               "| BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n")
     return header + "".join(
-        f"| {r.transformation} | {r.objective} | {r.seeds} | {r.alignment:.1f} ± {r.alignment_std:.1f} "
-        f"| {paper_table8(r)} | {r.word_alignment_best:.1f} ± {r.word_alignment_best_std:.1f} "
-        f"| {r.bli_mrr_best:.3f} ± {r.bli_mrr_best_std:.3f} |\n" for r in cells.itertuples()
+        f"| {r.transformation} | {r.objective} | {r.seeds} | {spread(r.alignment, r.alignment_std, r.seeds)} "
+        f"| {paper_table8(r)} | {spread(r.word_alignment_best, r.word_alignment_best_std, r.seeds)} "
+        f"| {spread(r.bli_mrr_best, r.bli_mrr_best_std, r.seeds, 3)} |\n" for r in cells.itertuples()
     ) + "\n" + checks_markdown("ALIGN-MLM's Table 8 pattern", alignment_checks(cells)) + "\n"
 
 
