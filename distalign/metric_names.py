@@ -40,8 +40,10 @@ TRAINING = RunKind(
     "`train/` and `perf/` are logged every `train.log_every` steps, `eval/` at every in-loop evaluation "
     "(`eval.every`, and step 0 for the starting model).",
     (
-        M("train/loss", "the step's total loss: the weighted sum of the active objectives' losses, mean over workers"),
-        M("train/<objective>_loss", "one active objective's loss (`objectives.<objective>`), before its weight"),
+        M("train/loss", "the total loss, the weighted sum of the active objectives' losses: mean over the steps since "
+                        "the last log and over the workers"),
+        M("train/<objective>_loss", "one active objective's loss (`objectives.<objective>`) before its weight, "
+                                    "averaged as train/loss"),
         M("train/grad_norm", "the gradients' global norm before clipping"),
         M("train/lr", "the learning rate of the step (after warm-up and schedule)"),
         M("perf/step_ms", "wall time of an optimizer step, mean over the window"),

@@ -40,7 +40,7 @@ def test_every_config_key_has_a_meaning(pages):
     """A key without a comment at its field would be a row with nothing to say: write one (the comment above the
     field, or at the end of its line)."""
     rows = [line.split(" | ") for line in pages["config.md"].splitlines() if line.startswith("| ") and "`" in line]
-    meanings = {cells[0]: cells[3].strip(" |") for cells in rows if len(cells) == 4}
+    meanings = {re.search("`([^`]+)`", cells[0]).group(1): cells[3].strip(" |") for cells in rows if len(cells) == 4}
     bare = [key for key, meaning in meanings.items() if not meaning or meaning.startswith("Checked:")]
     assert not bare, f"config keys without a description (add a comment at the field): {bare}"
 
@@ -76,7 +76,7 @@ def _comment_example():
 
 def test_field_comments_are_the_block_above_and_the_line_own():
     assert field_comments(_comment_example()) == {
-        "both": "above, line one line two and its own", "own": "only its own",
+        "both": "above, line one line two; and its own", "own": "only its own",
         "spaced": "a blank line above: still the block right above"}
 
 

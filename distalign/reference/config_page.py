@@ -143,7 +143,8 @@ def _entry_sections(sections: list[Section]) -> list[str]:
         rows = [(f"`{f.name}`", _type(hints[f.name]), md.code(_default(f)), md.text(comments.get(f.name, "")))
                 for f in dataclasses.fields(entry) if f.init]
         out.append(f'### {ENTRY_TITLES[entry.__name__].capitalize()} {{#{entry.__name__}}}')
-        out.append(md.text(class_docstring(entry)) + f" Items of {', '.join(keys)}, each a mapping of:")
+        out.append(" ".join(filter(None, [md.text(class_docstring(entry)),
+                                          f"Items of {', '.join(keys)}, each a mapping of:"])))
         out.append(md.table(("Key", "Type", "Default", "Meaning"), rows))
     return out
 

@@ -11,8 +11,8 @@ _SPECIAL = re.compile(r"([\\*_\[\]|])")
 
 def text(value: str) -> str:
     """Prose for a Markdown table cell: emphasis, link and table characters and HTML tags escaped, code spans
-    (``...``) kept; one line."""
-    value = " ".join(value.split())
+    (`...`, or a docstring's ``...``) kept; one line."""
+    value = " ".join(value.split()).replace("``", "`")  # a docstring's reStructuredText literal
     parts = _CODE_SPAN.split(value)
     for i in range(0, len(parts), 2):  # the text between code spans
         parts[i] = _SPECIAL.sub(r"\\\1", parts[i]).replace("<", "&lt;").replace(">", "&gt;")

@@ -48,7 +48,7 @@ def field_comments(cls: type) -> dict[str, str]:
             row -= 1
         own = [_comment_text(comments[r]) for r in range(node.lineno, node.end_lineno + 1)
                if r in comments and not lines[r - 1].lstrip().startswith("#")]
-        text = " ".join(above + own).strip()
+        text = "; ".join(part for part in (" ".join(above), " ".join(own)) if part)
         if text:
             out[node.target.id] = text
     return out
@@ -104,10 +104,13 @@ def _checks_of_module(module: ModuleType, key: str) -> tuple[tuple[str, str], ..
 
 
 def checks(modules: list[tuple[ModuleType, str]]) -> dict[str, list[str]]:
-    """Dotted key -> the messages of the checks on it, in the order of ``(module, section key)`` and the source."""
+    """Dotted key -> the messages of the checks on it, in the order of ``(module, section key)`` and the source;
+    a message that starts with a value only known at run time is left out (it reads as a fragment)."""
     out: dict[str, list[str]] = {}
     for module, key in modules:
         for where, message in _checks_of_module(module, key):
+            if message.startswith("…"):
+                continue
             if message not in out.setdefault(where, []):
                 out[where].append(message)
     return out
