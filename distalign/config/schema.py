@@ -23,7 +23,7 @@ class AdaptersConfig:
     # Bottleneck adapters in every layer (BabelBERT's adapter variant); only adapters are trained.
     enabled: bool = False
     reduction_factor: int = 16  # adapter width = hidden size / reduction_factor
-    non_linearity: str = "relu"
+    non_linearity: str = "relu"  # the adapter's activation: a name of transformers' ACT2FN (relu, gelu, ...)
     # pfeiffer: after the FFN sublayer's Add & Norm (BabelBERT's PfeifferConfig); houlsby: before it
     placement: Literal["pfeiffer", "houlsby"] = "pfeiffer"
     # bert: N(0, 0.02) weights in both projections (adapter-transformers' default, BabelBERT's); identity: a
@@ -62,7 +62,7 @@ class DataConfig:
     constraints: list[str] = field(default_factory=list)
     dictionaries: list[DictionarySource] = field(default_factory=list)  # training dictionaries
     eval_dictionaries: list[DictionarySource] = field(default_factory=list)  # held-out BLI pairs
-    corpora: list[CorpusSource] = field(default_factory=list)
+    corpora: list[CorpusSource] = field(default_factory=list)  # training sentences (MLM and the objectives on them)
     # held-out sentences (same format as corpora) scored by the MLM head at each in-loop evaluation:
     # eval/mlm/loss, and the model-selection score with eval.select_by: mlm_loss
     validation_corpora: list[CorpusSource] = field(default_factory=list)
@@ -78,7 +78,7 @@ class DataConfig:
     # and XLM-R smooth with 0.7 and 0.3) by keeping a seeded share of the larger languages' sentences; 1 = as is
     corpus_sampling_alpha: float = 1.0
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
-    max_seq_length: int = 64
+    max_seq_length: int = 64  # tokens per corpus sequence, special tokens included (longer ones are cut)
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
     # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded. Off by default on every device
     # (what a sequence is stays a choice of the experiment, not of the hardware), but on a GPU set it: one
@@ -206,24 +206,24 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
 
 @dataclass
 class TrainConfig:
-    num_workers: int = 2
+    num_workers: int = 2  # Ray Train workers (data-parallel ranks; one GPU each with use_gpu)
     # > 0: the run may go on with fewer workers, down to this many, when the cluster shrinks (a lost node): Ray
     # Train restarts the workers that fit from the last checkpoint, and the corpus epoch is dealt among them
     min_workers: int = 0
     cpus_per_worker: float = 0.5  # fractional on small machines so Ray Data keeps CPUs
     # Ray placement of the workers: PACK (fill nodes), SPREAD, STRICT_PACK, STRICT_SPREAD (one per node)
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
-    use_gpu: bool = False
-    engine: Literal["ddp", "deepspeed"] = "ddp"
+    use_gpu: bool = False  # one GPU per worker (NCCL); false trains on CPUs (gloo)
+    engine: Literal["ddp", "deepspeed"] = "ddp"  # PyTorch DDP, or DeepSpeed (ZeRO: zero_stage)
     zero_stage: int = 0  # DeepSpeed ZeRO stage 0-3
-    precision: Literal["fp32", "bf16"] = "fp32"
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: mixed precision (autocast with DDP, DeepSpeed's bf16)
     # adamw, or lamb (You et al. 2020; DICT-MLM §3.1): a per-tensor trust ratio, for batches of thousands
     optimizer: Literal["adamw", "lamb"] = "adamw"
-    lr: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 10
+    lr: float = 5e-4  # peak learning rate, reached after warmup_steps
+    weight_decay: float = 0.01  # the optimizer's weight decay
+    warmup_steps: int = 10  # steps of linear warm-up from 0 to lr
     lr_schedule: Literal["linear", "constant"] = "linear"  # after warm-up: linear decay to 0, or constant
-    max_steps: int = 200
+    max_steps: int = 200  # optimizer steps of the run (unless epochs > 0)
     # > 0: train this many epochs of the main stream instead (the run's schedule takes its steps from the data)
     epochs: float = 0.0
     # Micro-batches per optimizer step: effective batch = workers x batch size x grad_accum_steps. Contrastive
@@ -235,7 +235,7 @@ class TrainConfig:
     # sentence pairs per worker per step (objectives.tlm): the share of TLM sequences in a step of MLM + TLM is
     # parallel_batch_size / (parallel_batch_size + corpus_batch_size)
     parallel_batch_size: int = 16
-    checkpoint_every: int = 50
+    checkpoint_every: int = 50  # steps between checkpoints (the last step is always one)
     # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
     # the last checkpoint at the same data position and random state. An error of the training code that comes
     # back at the same step after a restart ends the run then (distalign.train.failures)
@@ -243,8 +243,8 @@ class TrainConfig:
     # a one-worker Tune trial trains in the trial's own process (distalign.train.in_process), no worker group
     # started per trial; its failures are the trial's (the study's max_failures), not max_failures above
     trial_in_process: bool = True
-    log_every: int = 10
-    seed: int = 0
+    log_every: int = 10  # steps between the train/ and perf/ metrics logged
+    seed: int = 0  # model initialisation, data order and masking (a trial's seed: its train.seed)
     # a directory: every rank appends the rows of each step's batches (with the step, and the epoch of corpus rows)
     # to a JSON lines file of its own there; for tests and debugging the data position
     trace_rows: str = ""
@@ -255,7 +255,7 @@ class TrainConfig:
     # DeepSpeed settings merged over distalign's own (offload, overlap_comm, bucket sizes, ...): a JSON or
     # YAML file, then this mapping on top
     deepspeed_config_file: str = ""
-    deepspeed_config: dict[str, Any] = field(default_factory=dict)
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)  # DeepSpeed keys on top of deepspeed_config_file
 
     @property
     def in_trial_process(self) -> bool:
@@ -333,7 +333,7 @@ class EvalConfig:
     # <lang>_vocab.txt files (one word a line, most frequent first): in-loop BLI ranks each pair's targets among
     # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
     vocab_dir: str = ""
-    vocab_size: int = 100_000
+    vocab_size: int = 100_000  # words of each <lang>_vocab.txt the in-loop BLI ranks among (eval.vocab_dir)
     # the score that ranks checkpoints (Ray keeps the best; the run's best-checkpoint tag): "bli", BabelBERT's
     # relative MRR gain on the held-out pairs; "mlm_loss", the MLM loss on data.validation_corpora (lowest
     # wins), as the static-contextual authors select
@@ -356,7 +356,7 @@ class EvalConfig:
 class TrackingConfig:
     # MLflow tracking URI; empty = $MLFLOW_TRACKING_URI, else sqlite:///<DISTALIGN_HOME or cwd>/mlflow.db
     uri: str = ""
-    experiment: str = "distalign"
+    experiment: str = "distalign"  # MLflow experiment of the run (created if missing)
     parent_run_id: str = ""  # set by Tune: the study's parent run
     tags: dict[str, str] = field(default_factory=dict)  # set on the run (a study: what the trial stands for)
     # every node's CPU, memory, disk, network and GPU use, logged as system/node<k>/... (0: off)
@@ -370,7 +370,7 @@ class StorageConfig:
     path: str = ""
     # S3-compatible endpoint (MinIO, moto); empty: $DISTALIGN_STORAGE_ENDPOINT, else AWS's
     endpoint_url: str = ""
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = 2  # checkpoints kept besides the latest: the best by the selection score
 
 
 @dataclass

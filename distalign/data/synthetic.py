@@ -42,9 +42,9 @@ Token = tuple[str, str, int, str]
 class SyntheticConfig:
     """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
 
-    languages: list[str] = field(default_factory=lambda: ["xa", "xb", "xc"])
-    num_concepts: int = 300
-    sentences_per_language: int = 1500
+    languages: list[str] = field(default_factory=lambda: ["xa", "xb", "xc"])  # names of the made-up languages
+    num_concepts: int = 300  # shared meanings: each language has a word for each
+    sentences_per_language: int = 1500  # corpus size of each language
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
     heldout_fraction: float = 0.2  # concepts held out of the constraints for BLI evaluation
     validation_sentences: int = 0  # per language, drawn after the corpus: held-out sentences for the MLM loss

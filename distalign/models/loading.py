@@ -37,10 +37,10 @@ class TinyModelConfig:
     """A random-init XLM-R-style encoder built offline (tokenizer trained on the run's text)."""
 
     vocab_size: int = 2000  # target size of the trained Unigram tokenizer
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    intermediate_size: int = 128
+    hidden_size: int = 64  # width of the hidden states
+    num_layers: int = 2  # transformer layers
+    num_heads: int = 2  # attention heads per layer
+    intermediate_size: int = 128  # width of the feed-forward sublayer
     max_length: int = 64  # max positions / tokens per sequence
 
 

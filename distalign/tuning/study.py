@@ -53,7 +53,7 @@ class LanguageSampleStudy:
     # checkpoint selected on validation pairs (eval.languages' pairs without a test language)
     test_languages: list[str] = field(default_factory=list)
     candidates: list[str] = field(default_factory=list)  # empty: the base config's constraint languages
-    seed: int = 0
+    seed: int = 0  # of the random samples
 
 
 @dataclass
@@ -66,9 +66,9 @@ class SearchStudy:
     space: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     num_samples: int = 8  # configurations Optuna suggests
     seeds: int = 1  # runs per configuration, with train.seed, train.seed + 1, ...
-    scheduler: Literal["fifo", "asha"] = "fifo"
+    scheduler: Literal["fifo", "asha"] = "fifo"  # fifo: every trial runs to the end; asha: early stopping
     grace_period: int = 1  # evaluations a trial gets before ASHA may stop it
-    reduction_factor: int = 2
+    reduction_factor: int = 2  # ASHA keeps 1 / reduction_factor of the trials at each rung
     seed: int = 0  # Optuna's sampler
 
 
@@ -81,7 +81,7 @@ class StudyConfig:
     language_samples: LanguageSampleStudy = field(default_factory=LanguageSampleStudy)
     search: SearchStudy = field(default_factory=SearchStudy)  # instead of grid and language samples
     metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
-    mode: Literal["min", "max"] = "max"
+    mode: Literal["min", "max"] = "max"  # whether the lowest or the highest metric is best
     # trials at once: 0 = as many as the cluster's CPUs and GPUs hold (``trial_resources``); N = at most N
     max_concurrent_trials: int = 0
     # the trial function's own CPUs: it waits on its TorchTrainer, or trains its one worker in its process
