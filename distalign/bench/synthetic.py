@@ -93,7 +93,7 @@ class BenchSpec:
     # synthetic world of world_concepts concepts, generated with `seed` into <output_dir>/world
     world: int = 0
     world_concepts: int = 2000
-    finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (README, "the synthetic world's tasks")
+    finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (docs/guides/transfer.md, "the synthetic world's tasks")
     finetune_epochs: int = 5
     # the share of the base corpus's word types the derived language keeps untransliterated (shared vocabulary, as
     # Deshpande et al. 2022 and ALIGN-MLM's App. D vary it): drawn from the words outside the dictionary

@@ -197,7 +197,7 @@ def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, cou
       head and relation from the grammar's tree;
     - ``pawsx/<lang>/{train,dev,test}.tsv`` (sentence1, sentence2, label): label 1 when both sentences are
       drawn from the same topic, else 0 (each concept has one topic, so the words tell topics apart; the
-      quickstart's tiny model still barely learns it, see the README); exactly half of each split is 1 (an odd
+      quickstart's tiny model still barely learns it, see docs/benchmarks.md); exactly half of each split is 1 (an odd
       count: one more 0).
     """
     for lang in languages:
