@@ -1,8 +1,13 @@
-"""Config sections that name input files: where each training or evaluation stream is read from."""
+"""Config sections that name input files: where each training or evaluation stream is read from.
+
+Their languages are ``LanguageCode`` fields: the config loader reads them through ``distalign.languages``.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+from distalign.languages import LanguageCode
 
 
 @dataclass
@@ -10,8 +15,8 @@ class DictionarySource:
     """A bilingual dictionary (G-BLI / MUSE: ``src<TAB>tgt`` per line) between two languages."""
 
     path: str = ""
-    lang1: str = ""
-    lang2: str = ""
+    lang1: LanguageCode = ""
+    lang2: LanguageCode = ""
 
 
 @dataclass
@@ -21,7 +26,7 @@ class CorpusSource:
     # A file, directory or glob of .txt (a sentence a line), .jsonl ({"text": ...}) or .parquet files;
     # local or s3://
     path: str = ""
-    lang: str = ""
+    lang: LanguageCode = ""
     text_field: str = "text"  # the JSON key or parquet / dataset column holding the sentence
     # Instead of path: a Hugging Face dataset, a `save_to_disk` directory or a name for
     # `datasets.load_dataset` (streamed); with its configuration and split
@@ -33,7 +38,7 @@ class CorpusSource:
 @dataclass
 class StaticVectorsSource:
     path: str = ""  # word2vec text format (e.g. from `distalign static extract` / `static align`)
-    lang: str = ""
+    lang: LanguageCode = ""
 
 
 @dataclass
@@ -44,5 +49,5 @@ class ParallelSource:
     path: str = ""
     path1: str = ""
     path2: str = ""
-    lang1: str = ""
-    lang2: str = ""
+    lang1: LanguageCode = ""
+    lang2: LanguageCode = ""

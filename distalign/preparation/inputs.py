@@ -43,6 +43,7 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import require
 from distalign.eval.selection import in_loop_settings
+from distalign.languages import language_code
 from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
@@ -119,8 +120,10 @@ def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str
 def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: list[ReadReport]) -> BLIPairs:
     table, report = read_dictionary(src.path, src.lang1, src.lang2)
     reports.append(report)
-    return BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
-                    in_loop_settings(config).target_vocabulary(src.lang2, reports))
+    lang1, lang2 = (language_code(lang, f"{src.path} ({side})") for side, lang in (("lang1", src.lang1),
+                                                                                   ("lang2", src.lang2)))
+    return BLIPairs(lang1, lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
+                    in_loop_settings(config).target_vocabulary(lang2, reports))
 
 
 def prepare_data(config: ExperimentConfig) -> PreparedData:

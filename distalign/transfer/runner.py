@@ -27,6 +27,7 @@ from distalign.config import ConfigError, distalign_home, load_dataclass, resolv
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_model
 from distalign.eval.tasks.base import comma_list
+from distalign.languages import LanguageCode, language_code
 from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
@@ -64,9 +65,10 @@ class TransferSpec:
     # TyDiQA-GoldP's training data (XTREME's SRC): "squad" (SQuAD v1.1, XTREME's default) or "tydiqa" (its own
     # English train set; its English dev set selects)
     tydiqa_train: Literal["squad", "tydiqa"] = "squad"
-    source: str = "en"  # the fine-tuning language
-    languages: tuple[str, ...] = ()  # target languages; empty = every <data_dir>/<task>/<lang> folder but source
-    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per task, over `languages`
+    source: LanguageCode = "en"  # the fine-tuning language
+    # target languages; empty = every <data_dir>/<task>/<lang> folder but source
+    languages: tuple[LanguageCode, ...] = ()
+    targets: dict[str, tuple[LanguageCode, ...]] = field(default_factory=dict)  # per task, over `languages`
     select_on: Literal["source", "target"] = "source"  # the dev sets that pick the epoch (XTREME: source)
     # a model with adapters (BabelBERT's): "adapters" trains the adapters and the task head, encoder frozen
     # (the paper's adapter regime); "all" trains every parameter
@@ -105,7 +107,8 @@ def task_settings(task: type[TransferTask], overrides: FineTuneOverrides) -> Fin
 def target_languages(spec: TransferSpec, name: str) -> tuple[str, ...]:
     langs = spec.targets.get(name) or spec.languages
     if not langs and spec.data_dir and (Path(spec.data_dir) / name).is_dir():
-        langs = tuple(sorted(p.name for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
+        langs = tuple(sorted(language_code(p.name, f"{p} (a language folder)")
+                             for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
     langs = tuple(lang for lang in langs if lang != spec.source)
     if not langs:
         raise InputError(f"{name}: no target languages: give --langs (or targets.{name}), or put "

@@ -2,7 +2,7 @@
 
 import pytest
 
-from distalign.eval.selection import build_test_set
+from distalign.eval.tasks.bli import BLISettings, build_test_set
 
 
 def test_groups_translations_by_source_word():
@@ -36,8 +36,8 @@ def make_dictionary(n=50):
 
 def test_max_pairs_keeps_that_many_source_words_reproducibly():
     src, tgt = make_dictionary()
-    a = build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=3)
-    b = build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=3)
+    a = build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=3))
+    b = build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=3))
     assert a == b
     assert len(a.queries) == len(set(a.queries)) == 10
     assert set(a.queries) <= set(src)
@@ -49,7 +49,7 @@ def test_max_pairs_keeps_that_many_source_words_reproducibly():
     for query, gold in zip(a.queries, a.gold):
         assert {a.vocab[i] for i in gold} == wanted[query]
         assert len(gold) == 1 + int(query[1:]) % 3
-    others = {tuple(build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=s).queries) for s in range(4, 9)}
+    others = {tuple(build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=s)).queries) for s in range(4, 9)}
     assert len(others | {tuple(a.queries)}) > 1
 
 
@@ -57,9 +57,9 @@ def test_max_pairs_zero_or_large_keeps_all():
     src, tgt = make_dictionary(12)
     full = build_test_set("xa", "xb", src, tgt)
     assert len(full.queries) == 12
-    assert build_test_set("xa", "xb", src, tgt, max_pairs=12) == full
-    assert build_test_set("xa", "xb", src, tgt, max_pairs=100) == full
-    assert build_test_set("xa", "xb", src, tgt, max_pairs=0) == full
+    assert build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=12)) == full
+    assert build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=100)) == full
+    assert build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=0)) == full
 
 
 def test_model_selection_score_is_mean_relative_mrr_gain():
@@ -77,7 +77,7 @@ def test_model_selection_score_is_mean_relative_mrr_gain():
 def test_a_frequency_list_is_the_candidate_set_when_given():
     """BabelBERT validates against the top-100K words: the gold competes with frequent words outside the
     dictionary, and a gold word missing from the list is out of vocabulary (skipped and counted)."""
-    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"], ranking="per_pair",
+    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"], BLISettings(ranking="per_pair"),
                         vocab=["der", "haus", "und", "hund", "katze"])
     assert ts.vocab == sorted(["der", "haus", "und", "hund", "katze"])  # lower-cased like the shared lists
     assert [ts.vocab[g] for (g,) in ts.gold] == ["hund", "haus"] and ts.queries == ["dog", "house"]
