@@ -10,7 +10,8 @@ a region dropped (``en-GB`` -> ``en``); a language's English name or its own (``
 too. ``langcodes`` (with ``language_data`` for the names) holds the tables.
 
 The synthetic world's languages (``x`` and one letter: ``xa``, ``xb``; no ISO 639-1 code has that form but Xhosa's
-``xh``) are their own codes, as are ISO 639-3's private-use codes (``qaa``-``qtz``). Anything else unknown is a ``ConfigError`` naming the key or file it came from.
+``xh``) are their own codes, as are ISO 639-3's private-use codes (``qaa``-``qtz``). Anything else unknown is a
+``ConfigError`` naming the key or file it came from.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import langcodes
 from distalign.errors import ConfigError
 
 SYNTHETIC_LANGUAGE = re.compile(r"x[a-z]")
+# CLDR's aliases (which langcodes applies) replace Tagalog by Filipino and Serbo-Croatian by Serbian in Latin script;
+# ISO 639, BabelNet and URIEL keep them apart (BabelBERT's language samples hold Tagalog): canonical, ISO 639-3
+KEPT_APART = {"tl": ("tl", "tgl"), "tgl": ("tl", "tgl"), "sh": ("sh", "hbs"), "hbs": ("sh", "hbs")}
 # The type of a config field holding a language code: the config loader reads its value through language_code,
 # naming the field's dotted key in the error.
 LanguageCode = NewType("LanguageCode", str)
@@ -37,6 +41,8 @@ def _synthetic(code: str) -> bool:
 def _canonical(code: str) -> str | None:
     if _synthetic(code):
         return code
+    if code.lower() in KEPT_APART:
+        return KEPT_APART[code.lower()][0]
     try:
         language = langcodes.Language.get(code)
     except (langcodes.LanguageTagError, ValueError):
@@ -73,4 +79,6 @@ def iso639_3(code: str, where: str) -> str:
     canonical = language_code(code, where)
     if _synthetic(canonical):
         return canonical
+    if canonical in KEPT_APART:
+        return KEPT_APART[canonical][1]
     return langcodes.Language.get(canonical).to_alpha3()

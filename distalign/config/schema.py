@@ -327,7 +327,8 @@ class EvalConfig:
     # in-loop BLI queries: one per source word ("grouped"), or one per pair with the word's other
     # translations competing ("per_pair", as BabelBERT evaluates)
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
-    languages: list[LanguageCode] = field(default_factory=list)  # in-loop BLI only on these languages' pairs (empty = all)
+    # in-loop BLI only on pairs of these languages (empty = all)
+    languages: list[LanguageCode] = field(default_factory=list)
     # test languages: their pairs never enter the in-loop BLI (nor do pairs with one of them); they are scored
     # once, after training, from the selected checkpoint, as test/bli/<pair>/mrr (BabelBERT §5.1)
     test_languages: list[LanguageCode] = field(default_factory=list)

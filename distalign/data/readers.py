@@ -153,9 +153,9 @@ def with_language_codes(table: pa.Table, path: str | Path) -> pa.Table:
 
 
 def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
-    """Sentences of one language as a table (``text``, ``lang``)."""
+    """Sentences of one language as a table (``text``, ``lang``, as given: a corpus's language comes canonical from
+    its config key, and a reader that needs none passes "")."""
     path = Path(path)
-    lang = language_code(lang, f"{path} (lang)")
     report = ReadReport(str(path))
     texts: list[str] = []
     if path.suffix == ".parquet":

@@ -49,7 +49,8 @@ def test_max_pairs_keeps_that_many_source_words_reproducibly():
     for query, gold in zip(a.queries, a.gold):
         assert {a.vocab[i] for i in gold} == wanted[query]
         assert len(gold) == 1 + int(query[1:]) % 3
-    others = {tuple(build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=s)).queries) for s in range(4, 9)}
+    others = {tuple(build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=s)).queries)
+              for s in range(4, 9)}
     assert len(others | {tuple(a.queries)}) > 1
 
 
@@ -109,3 +110,17 @@ def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path,
     config = load_config(QUICKSTART, SMALL + ["run.name=vocab2", f"eval.vocab_dir={vocab_dir}", "eval.languages=[xa,xc]"])
     with pytest.raises(ValueError, match=r"eval.vocab_dir: no xc_vocab.txt"):
         prepare_data(config)
+
+
+def test_a_dictionary_s_test_set_keeps_its_casing_and_its_languages_canonical(tmp_path):
+    """``distalign eval --dictionary``: built as in-loop (no vocabulary file: the targets as written, not lower-cased,
+    even beside an eval dir whose frequency list would take over), languages in canonical codes."""
+    from distalign.eval.suite import SuiteSpec, build_tasks
+
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "de_vocab.txt").write_text("der\nhaus\n")
+    path = tmp_path / "test.tsv"
+    path.write_text("house\tHaus\ntree\tBaum\n")
+    (task,) = build_tasks(SuiteSpec(str(tmp_path), ("bli",), (), dictionaries=(("eng", "deu", str(path)),)))
+    assert (task.pair, task.vocab, task.queries) == ("en-de", ["Baum", "Haus"], ["house", "tree"])
+    assert task == build_test_set("en", "de", ["house", "tree"], ["Haus", "Baum"], BLISettings(layer=None))

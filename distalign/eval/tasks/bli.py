@@ -14,6 +14,7 @@ from distalign.data.readers import InputError, ReadReport
 from distalign.eval import benchmarks
 from distalign.eval.bli import gold_ranks, ranking_metrics
 from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
+from distalign.languages import language_code
 
 if TYPE_CHECKING:
     from distalign.eval.suite import SuiteSpec
@@ -31,9 +32,11 @@ def gbli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]
 
 
 def dictionary_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """(lang1, lang2, test pairs) of the extra ``dictionaries``, read as training reads its evaluation dictionaries."""
+    """(lang1, lang2, test pairs) of the extra ``dictionaries``, read as training reads its evaluation dictionaries
+    (languages in canonical codes: ``eng-deu`` is ``en-de``, as in-loop)."""
     sources = []
-    for lang1, lang2, path in suite.dictionaries:
+    for i, (lang1, lang2, path) in enumerate(suite.dictionaries):
+        lang1, lang2 = (language_code(lang, f"suite.dictionaries[{i}] (--dictionary)") for lang in (lang1, lang2))
         pairs, report = benchmarks.read_bli_dictionary(path, lang1, lang2)
         suite.reports.append(report)
         sources.append((lang1, lang2, pairs))
@@ -222,8 +225,8 @@ class BLITask(EvalTask):
                                      ranking=suite.bli_ranking, similarity=sim) for sim in suite.similarities]
         settings = suite.dictionary_settings
         for lang1, lang2, pairs in dictionary_sources(suite):
-            vocab = settings.target_vocabulary(lang2, suite.reports, "suite.dictionary_vocab_dir "
-                                                                     "(a checkpoint's default: its run's eval.vocab_dir)")
+            key = "suite.dictionary_vocab_dir (a checkpoint's default: its run's eval.vocab_dir)"
+            vocab = settings.target_vocabulary(lang2, suite.reports, key)
             tasks += [build_test_set(lang1, lang2, [a for a, _ in pairs], [b for _, b in pairs], settings, vocab,
                                      similarity=sim) for sim in suite.similarities]
         return tasks
