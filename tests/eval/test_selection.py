@@ -124,3 +124,14 @@ def test_a_dictionary_s_test_set_keeps_its_casing_and_its_languages_canonical(tm
     (task,) = build_tasks(SuiteSpec(str(tmp_path), ("bli",), (), dictionaries=(("eng", "deu", str(path)),)))
     assert (task.pair, task.vocab, task.queries) == ("en-de", ["Baum", "Haus"], ["house", "tree"])
     assert task == build_test_set("en", "de", ["house", "tree"], ["Haus", "Baum"], BLISettings(layer=None))
+
+
+def test_a_test_set_scores_only_its_layer_and_refuses_one_the_model_lacks():
+    from distalign.data.readers import InputError
+
+    task = build_test_set("en", "de", ["house"], ["Haus"], BLISettings(layer=-2))
+    stack = [f"layer {i}" for i in range(3)]
+    assert [task.at_layer(stack, layer) for layer in range(3)] == [None, "layer 1", None]
+    task.check_model(3)
+    with pytest.raises(InputError, match="layer -2 .* 1 hidden states"):
+        task.check_model(1)

@@ -231,6 +231,11 @@ class BLITask(EvalTask):
                                      similarity=sim) for sim in suite.similarities]
         return tasks
 
+    def check_model(self, num_layers: int) -> None:
+        if self.layer is not None and not -num_layers <= self.layer < num_layers:
+            raise InputError(f"BLI {self.pair}: layer {self.layer} (the run's model.word_layer, or --layer) is not "
+                             f"one of the model's {num_layers} hidden states")
+
     def at_layer(self, stack, layer: int):
         return stack[layer] if self.layer is None or self.layer % len(stack) == layer % len(stack) else None
 
