@@ -68,11 +68,6 @@ def language_code(code: str, where: str) -> str:
     return canonical
 
 
-def language_codes(codes, where: str) -> list[str]:
-    """``language_code`` of each code, ``where[i]`` naming the i-th."""
-    return [language_code(code, f"{where}[{i}]") for i, code in enumerate(codes)]
-
-
 def iso639_3(code: str, where: str) -> str:
     """The ISO 639-3 code of a language (``de`` -> ``deu``), as typology tables and ISO 639-3 file names want it;
     a synthetic language keeps its own code."""
