@@ -288,7 +288,8 @@ def _add_eval_command(sub) -> None:
     add_shared_arguments(ev.add_argument_group(
         "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
         "as `distalign transfer` does (these flags, as there), logged as a child run of the checkpoint's training "
-        "run at its step when the MLflow store knows it, else a new run in --experiment (default distalign-transfer)"))
+        "run at its step when the MLflow store knows it, else a new run in --experiment "
+        "(default distalign-transfer)"))
     ev.set_defaults(func=_eval)
 
 

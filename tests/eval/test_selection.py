@@ -78,8 +78,8 @@ def test_model_selection_score_is_mean_relative_mrr_gain():
 def test_a_frequency_list_is_the_candidate_set_when_given():
     """BabelBERT validates against the top-100K words: the gold competes with frequent words outside the
     dictionary, and a gold word missing from the list is out of vocabulary (skipped and counted)."""
-    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"], BLISettings(ranking="per_pair"),
-                        vocab=["der", "haus", "und", "hund", "katze"])
+    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"],
+                        BLISettings(ranking="per_pair"), vocab=["der", "haus", "und", "hund", "katze"])
     assert ts.vocab == sorted(["der", "haus", "und", "hund", "katze"])  # lower-cased like the shared lists
     assert [ts.vocab[g] for (g,) in ts.gold] == ["hund", "haus"] and ts.queries == ["dog", "house"]
     assert ts.oov == 1
@@ -113,8 +113,8 @@ def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path,
 
 
 def test_a_dictionary_s_test_set_keeps_its_casing_and_its_languages_canonical(tmp_path):
-    """``distalign eval --dictionary``: built as in-loop (no vocabulary file: the targets as written, not lower-cased,
-    even beside an eval dir whose frequency list would take over), languages in canonical codes."""
+    """``distalign eval --dictionary``: built as in-loop (no vocabulary file: the targets as written, not
+    lower-cased, even beside an eval dir whose frequency list would take over), languages in canonical codes."""
     from distalign.eval.suite import SuiteSpec, build_tasks
 
     (tmp_path / "vocab").mkdir()
