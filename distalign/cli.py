@@ -129,7 +129,7 @@ def _eval_command(args) -> int:
     args.tasks = ",".join(name for name in tasks if name not in TRANSFER_TASKS)
     # its spec checked and benchmark files read now: an error there must not wait for the transfer's fine-tuning
     prepared = evaluation.prepare_eval(args) if args.tasks else None
-    run_transfer(spec, into=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
+    run_transfer(spec, evaluates=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
     return evaluation.run_prepared(prepared) if prepared else 0
 
 
@@ -287,8 +287,9 @@ def _add_eval_command(sub) -> None:
     add_eval_arguments(ev)
     add_shared_arguments(ev.add_argument_group(
         "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
-        "as `distalign transfer` does (these flags, as there), logged into the checkpoint's training run at its "
-        "step when the MLflow store knows it, else a new run in --experiment (default distalign-transfer)"))
+        "as `distalign transfer` does (these flags, as there), logged as a child run of the checkpoint's training "
+        "run at its step when the MLflow store knows it, else a new run in --experiment "
+        "(default distalign-transfer)"))
     ev.set_defaults(func=_eval)
 
 

@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from distalign.errors import ConfigError
+from distalign.languages import iso639_3
 
 FEATURE_SET = "syntax_knn"
 
@@ -52,8 +53,8 @@ def _known_codes(feature_set: str) -> frozenset[str]:
 
 
 def uriel_code(lang: str, feature_set: str = FEATURE_SET) -> str:
-    """The ISO 639-3 code lang2vec knows a language by; two-letter codes are mapped with its own table."""
-    code = _lang2vec().LETTER_CODES.get(lang, lang)
+    """The ISO 639-3 code lang2vec knows a language by (``de``, ``deu``, ``ger`` and ``German`` are all ``deu``)."""
+    code = iso639_3(lang, f"language '{lang}'")
     if code not in _known_codes(feature_set):
         raise ConfigError(f"language '{lang}': URIEL (lang2vec) has no {feature_set} vector for it")
     return code

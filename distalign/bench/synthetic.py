@@ -43,6 +43,7 @@ from distalign.bench.transfer_study import cell_means, checks_markdown, spread
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
+from distalign.languages import LanguageCode
 from distalign.preparation.cache import content_key
 
 BASE_LANG, DERIVED_LANG = "en", "xx"
@@ -88,7 +89,7 @@ class BenchSpec:
     # layout), carried into the derived language per transformation; no tasks = alignment only
     transfer_tasks: tuple[str, ...] = ()
     transfer_data: str = ""
-    transfer_lang: str = ""
+    transfer_lang: LanguageCode = ""
     # > 0: the base corpus (max_sentences) and udpos + pawsx (this many examples per split) from a one-language
     # synthetic world of world_concepts concepts, generated with `seed` into <output_dir>/world
     world: int = 0

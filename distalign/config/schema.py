@@ -14,6 +14,7 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
+from distalign.languages import LanguageCode
 from distalign.models.loading import TinyModelConfig, check_model_directory
 
 
@@ -71,7 +72,7 @@ class DataConfig:
     parallel: list[ParallelSource] = field(default_factory=list)
     max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
     # a language sample (BabelBERT §5.1): only constraints between these languages (empty = all) ...
-    constraint_languages: list[str] = field(default_factory=list)
+    constraint_languages: list[LanguageCode] = field(default_factory=list)
     constraints_per_pair: int = 0  # ... and exactly this many per language pair (0 = as they come)
     sampling_alpha: float = 0.5  # batches draw language pair k with q ∝ p^alpha (BabelBERT)
     # Corpus sentences of language l make up q_l ∝ p_l^alpha of an epoch (p_l: share of the corpus bytes; mBERT
@@ -326,10 +327,11 @@ class EvalConfig:
     # in-loop BLI queries: one per source word ("grouped"), or one per pair with the word's other
     # translations competing ("per_pair", as BabelBERT evaluates)
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
-    languages: list[str] = field(default_factory=list)  # in-loop BLI only on pairs of these languages (empty = all)
+    # in-loop BLI only on pairs of these languages (empty = all)
+    languages: list[LanguageCode] = field(default_factory=list)
     # test languages: their pairs never enter the in-loop BLI (nor do pairs with one of them); they are scored
     # once, after training, from the selected checkpoint, as test/bli/<pair>/mrr (BabelBERT §5.1)
-    test_languages: list[str] = field(default_factory=list)
+    test_languages: list[LanguageCode] = field(default_factory=list)
     # <lang>_vocab.txt files (one word a line, most frequent first): in-loop BLI ranks each pair's targets among
     # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
     vocab_dir: str = ""

@@ -6,6 +6,9 @@
 - constraint parquet files in ``CONSTRAINT_SCHEMA``
 - text corpora: ``.txt`` (one sentence a line), ``.jsonl`` (``{"text": ...}``), ``.parquet`` (column ``text``)
 - parallel sentences: a TSV ``src<TAB>tgt`` a line, or two line-aligned files (Tatoeba's / Moses' layout)
+
+Every language code, a file's column or a reader's argument, is read through ``distalign.languages.language_code``
+(``DE``, ``deu`` and ``ger`` are all ``de``).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
+from distalign.languages import language_code
 
 MAX_EXAMPLES = 5
 BABELNET_COLUMNS = ("synsetID", "lang1", "lang2", "word1", "word2", "sent1", "sent2")
@@ -60,6 +64,7 @@ def _lines(path: Path):
 def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
     """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset."""
     path = Path(path)
+    lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
     for line_no, line in _lines(path):
@@ -128,14 +133,28 @@ def read_constraints(path: str | Path) -> tuple[pa.Table, ReadReport]:
     """Constraint file by extension: ``.parquet`` in the schema, ``.tsv`` a BabelNet export."""
     suffix = Path(path).suffix
     if suffix == ".parquet":
-        return read_constraint_parquet(path)
-    if suffix in (".tsv", ".txt"):
-        return read_babelnet_export(path)
-    raise InputError(f"{path}: constraint files must be .parquet or a BabelNet export .tsv")
+        table, report = read_constraint_parquet(path)
+    elif suffix in (".tsv", ".txt"):
+        table, report = read_babelnet_export(path)
+    else:
+        raise InputError(f"{path}: constraint files must be .parquet or a BabelNet export .tsv")
+    return with_language_codes(table, path), report
+
+
+def with_language_codes(table: pa.Table, path: str | Path) -> pa.Table:
+    """``table`` with its ``lang1`` and ``lang2`` columns in canonical codes (each distinct code read once)."""
+    for column in ("lang1", "lang2"):
+        codes = table[column].combine_chunks().dictionary_encode()
+        canonical = [language_code(code, f"{path}: column {column}") for code in codes.dictionary.to_pylist()]
+        field = table.schema.field(column)
+        array = pc.take(pa.array(canonical, field.type), codes.indices)
+        table = table.set_column(table.schema.get_field_index(column), field, array)
+    return table
 
 
 def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
-    """Sentences of one language as a table (``text``, ``lang``)."""
+    """Sentences of one language as a table (``text``, ``lang``, as given: a corpus's language comes canonical from
+    its config key, and a reader that needs none passes "")."""
     path = Path(path)
     report = ReadReport(str(path))
     texts: list[str] = []
@@ -172,7 +191,8 @@ def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
 PARALLEL_COLUMNS = ("text1", "lang1", "text2", "lang2")
 
 
-def _parallel_table(pairs: list[tuple[str, str]], lang1: str, lang2: str) -> pa.Table:
+def _parallel_table(pairs: list[tuple[str, str]], lang1: str, lang2: str, path: Path) -> pa.Table:
+    lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
     return pa.table({"text1": [a for a, _ in pairs], "lang1": [lang1] * len(pairs),
                      "text2": [b for _, b in pairs], "lang2": [lang2] * len(pairs)})
 
@@ -189,7 +209,7 @@ def read_parallel_tsv(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Tabl
             continue
         pairs.append((fields[0], fields[1]))
     report.rows = len(pairs)
-    return _parallel_table(pairs, lang1, lang2), report
+    return _parallel_table(pairs, lang1, lang2, path), report
 
 
 def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
@@ -215,4 +235,4 @@ def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
             continue
         pairs.append((a, b))
     report.rows = len(pairs)
-    return _parallel_table(pairs, lang1, lang2), report
+    return _parallel_table(pairs, lang1, lang2, path1), report

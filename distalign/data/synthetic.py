@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import DictionarySource
+from distalign.languages import LanguageCode
 
 CONSONANTS = list("ptkbdgmnlrsvfz")
 VOWELS = list("aeiou")
@@ -42,7 +43,7 @@ Token = tuple[str, str, int, str]
 class SyntheticConfig:
     """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
 
-    languages: list[str] = field(default_factory=lambda: ["xa", "xb", "xc"])  # names of the made-up languages
+    languages: list[LanguageCode] = field(default_factory=lambda: ["xa", "xb", "xc"])  # x + a letter: invented
     num_concepts: int = 300  # shared meanings: each language has a word for each
     sentences_per_language: int = 1500  # corpus size of each language
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)

@@ -42,6 +42,8 @@ from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import require
+from distalign.eval.selection import in_loop_settings
+from distalign.languages import language_code
 from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.staging import staged_model
@@ -101,21 +103,6 @@ class PreparedData:
         return sum(r.malformed for r in self.reports)
 
 
-def target_vocabulary(config: ExperimentConfig, lang: str, reports: list[ReadReport]) -> list[str] | None:
-    """The top ``eval.vocab_size`` words of ``<eval.vocab_dir>/<lang>_vocab.txt``, or None without a vocab_dir."""
-    from distalign.eval.benchmarks import read_vocabulary
-
-    if not config.eval.vocab_dir:
-        return None
-    path = Path(config.eval.vocab_dir) / f"{lang}_vocab.txt"
-    if not path.is_file():
-        raise ValueError(f"eval.vocab_dir: no {path.name} in {config.eval.vocab_dir} for the in-loop BLI targets in "
-                         f"'{lang}' (one word a line, most frequent first)")
-    words, report = read_vocabulary(path, config.eval.vocab_size)
-    reports.append(report)
-    return words
-
-
 def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str], test_languages: list[str]
                             ) -> tuple[list[DictionarySource], list[DictionarySource]]:
     """(validation, test) dictionaries: the test pairs are those between ``test_languages``; validation keeps
@@ -133,8 +120,10 @@ def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str
 def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: list[ReadReport]) -> BLIPairs:
     table, report = read_dictionary(src.path, src.lang1, src.lang2)
     reports.append(report)
-    return BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
-                    target_vocabulary(config, src.lang2, reports))
+    lang1, lang2 = (language_code(lang, f"{src.path} ({side})") for side, lang in (("lang1", src.lang1),
+                                                                                   ("lang2", src.lang2)))
+    return BLIPairs(lang1, lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
+                    in_loop_settings(config).target_vocabulary(lang2, reports))
 
 
 def prepare_data(config: ExperimentConfig) -> PreparedData:

@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, TrainConfig, load_config, load_dataclass
 from distalign.data.streams import worker_data_cpus
+from distalign.languages import LanguageCode
 from distalign.tuning.trials import TAG
 
 log = logging.getLogger("distalign")
@@ -51,8 +52,8 @@ class LanguageSampleStudy:
     per_pair: int = 100  # constraints per language pair (paper: 100)
     # never sampled; their pairs are the test pairs (eval.test_languages), scored once after training from the
     # checkpoint selected on validation pairs (eval.languages' pairs without a test language)
-    test_languages: list[str] = field(default_factory=list)
-    candidates: list[str] = field(default_factory=list)  # empty: the base config's constraint languages
+    test_languages: list[LanguageCode] = field(default_factory=list)
+    candidates: list[LanguageCode] = field(default_factory=list)  # empty: the base config's constraint languages
     seed: int = 0  # of the random samples
 
 
