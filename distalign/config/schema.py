@@ -14,7 +14,7 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
-from distalign.models.loading import TinyModelConfig, check_model_directory
+from distalign.models.loading import TinyModelConfig, check_model_directory, check_model_files
 
 
 
@@ -51,6 +51,7 @@ class ModelConfig:
             require(Path(self.name_or_path).expanduser().exists(), "model.name_or_path",
                     f"no such model directory: {self.name_or_path}")
             check_model_directory(self.name_or_path, "model.name_or_path")
+            check_model_files(self.name_or_path, "model.name_or_path")
 
 
 @dataclass

@@ -37,7 +37,7 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from distalign.data.corpus_plan import Unit, cut_units, hf_units, unit_bytes
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
+from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, unreadable_parquet
 from distalign.data.sources import CorpusSource
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
@@ -176,7 +176,7 @@ def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list
             parquet = pq.ParquetFile(f)
             names, meta = parquet.schema_arrow.names, parquet.metadata
     except (OSError, pa.ArrowException) as err:
-        raise InputError(f"{path}: unreadable parquet file ({err})") from err
+        raise unreadable_parquet(path, err) from None
     if text_field not in names:
         raise InputError(f"{path}: no '{text_field}' column (has {names})")
     return [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))

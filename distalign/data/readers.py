@@ -47,6 +47,12 @@ class ReadReport:
         return text + "".join(f"\n  {e}" for e in self.examples)
 
 
+def require_rows(report: ReadReport, what: str) -> None:
+    """An input file named in a config that gives no usable row is an ``InputError`` with the first rows' reasons."""
+    if report.rows == 0:
+        raise InputError(f"{report.summary()}\n  no usable {what} in {report.path}: check its format, or leave it out")
+
+
 def _lines(path: Path):
     if not path.is_file():
         raise InputError(f"file not found: {path}")
@@ -99,6 +105,11 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
+def unreadable_parquet(path, err: Exception) -> InputError:
+    """The error for a file that is not parquet (cut short, another format renamed), naming it and what to do."""
+    return InputError(f"{path}: unreadable parquet file ({err}); write it again, or copy it again if it was cut short")
+
+
 def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
     """A parquet file's table; a file that is not parquet (cut short, another format renamed) is an ``InputError``
     naming it, not pyarrow's error naming neither the file nor the setting."""
@@ -107,8 +118,7 @@ def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
     try:
         return pq.read_table(path, columns=columns)
     except (pa.ArrowException, OSError) as err:
-        raise InputError(f"{path}: not a readable parquet file ({err}); write it again, or copy it again if it "
-                         "was cut short") from None
+        raise unreadable_parquet(path, err) from None
 
 
 def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:

@@ -31,7 +31,7 @@ from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
-from distalign.models.loading import check_model_directory
+from distalign.models.loading import check_model_directory, check_model_files
 
 ARTIFACT_DIR = "eval"
 
@@ -78,6 +78,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         path = Path(checkpoint).expanduser().resolve()
         if not (path / MODEL_DIR / "config.json").is_file():
             raise InputError(f"--checkpoint {checkpoint}: not a distalign checkpoint (no {MODEL_DIR}/config.json)")
+        check_model_files(str(path / MODEL_DIR), f"--checkpoint {checkpoint}")
         state = read_state(path) if (path / STATE_FILE).is_file() else None
         return ModelUnderTest(str(path / MODEL_DIR), f"{path.parent.name}/{path.name}",
                               state.mlflow_run_id if state else "", state.step if state else 0)
@@ -86,6 +87,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         return resolve_model(str(path), None)
     if path.exists():
         check_model_directory(model, "--model")
+        check_model_files(model, "--model")
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")

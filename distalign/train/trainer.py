@@ -30,7 +30,7 @@ from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
 from distalign.preparation.validation import mlm_validation_batch
 from distalign.ray_session import ensure_ray
-from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
+from distalign.storage import check_storage, checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
     BEST_CHECKPOINT_TAG,
     CHECKPOINT_TAG,
@@ -156,6 +156,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     configure()
     clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
     check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
+    check_storage(config.storage.path, config.storage.endpoint_url)  # and S3's retries for half a minute
     prepared = stage_inputs(prepare_data(config), config)
     clock.mark("prepare")
     t = config.train
