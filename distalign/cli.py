@@ -172,9 +172,6 @@ def _bench_streaming(args) -> int:
     from distalign.bench.streaming import format_io_table, plot_io, run_io_bench, run_streaming_bench, write_corpora
     from distalign.config import distalign_home
 
-    def floats(text: str) -> list[float]:
-        return [float(s) for s in text.split(",")]
-
     out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
     parts = set(args.parts.split(","))
     if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
@@ -182,7 +179,7 @@ def _bench_streaming(args) -> int:
         raise SystemExit("distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
                          "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ...")
     if "io" in parts:
-        reads = run_io_bench(write_corpora(Path(args.config).resolve(), floats(args.io_sizes_mb), out),
+        reads = run_io_bench(write_corpora(Path(args.config).resolve(), args.io_sizes_mb, out),
                              [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out)
         table = format_io_table(reads)
         print(table)
@@ -191,8 +188,16 @@ def _bench_streaming(args) -> int:
             plot_io(reads, Path(args.plot))
     if "train" not in parts:
         return 0
-    results = run_streaming_bench(Path(args.config).resolve(), floats(args.sizes_mb), args.steps, out, args.overrides)
+    results = run_streaming_bench(Path(args.config).resolve(), args.sizes_mb, args.steps, out, args.overrides)
     return max(r.returncode for r in results)
+
+
+def comma_floats(text: str) -> list[float]:
+    """An argparse type: ``20,2048`` -> [20.0, 2048.0] (argparse names the flag when it raises)."""
+    try:
+        return [float(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
 def _bench_perf(args) -> int:
@@ -227,8 +232,12 @@ def _bench_preset_defaults(name: str) -> dict:
 
 
 def _static_extract(args) -> int:
+    from distalign.errors import require_writable
+    from distalign.models.loading import check_local_model
     from distalign.static.x2static import extract_to_file
 
+    check_local_model(args.model, "--model")  # before the corpus is read
+    require_writable(Path(args.out).parent, "--out")  # before the teacher is distilled
     result = extract_to_file(args.model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
                              negatives=args.negatives, min_count=args.min_count, seed=args.seed)
     for report in result["reports"]:
@@ -436,13 +445,13 @@ def _add_bench_command(sub, preset: str = "") -> None:
                     "step (results.md).")
     streaming.add_argument("--parts", default="io,train", help="io (bytes read, workers' shares, on loopback nodes "
                                                                "and S3 on moto), train (driver memory, first step)")
-    streaming.add_argument("--io-sizes-mb", default="16,64", help="io: comma-separated corpus sizes in MB")
+    streaming.add_argument("--io-sizes-mb", default="16,64", type=comma_floats, help="io: comma-separated corpus sizes in MB")
     streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")
     streaming.add_argument("--nodes", type=int, default=2, help="io: ray start nodes on loopback")
     streaming.add_argument("--unit-bytes", type=int, default=2**20, help="io: data.corpus_unit_bytes")
     streaming.add_argument("--plot", default="", help="io: write the figures to this PNG")
     streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")
-    streaming.add_argument("--sizes-mb", default="20,2048", help="train: comma-separated corpus sizes in MB")
+    streaming.add_argument("--sizes-mb", default="20,2048", type=comma_floats, help="train: comma-separated corpus sizes in MB")
     streaming.add_argument("--steps", type=int, default=100)
     streaming.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_streaming "
                                                            "(corpora already written there are reused)")

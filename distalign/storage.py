@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pyarrow.fs
 
-from distalign.errors import ConfigError
+from distalign.errors import ConfigError, require_writable
 
 STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence means the copy is complete
 # Retries of a failed S3 request (an HTTP 5xx, throttling, a timeout, a dropped connection) after the AWS SDK's
@@ -36,12 +36,7 @@ def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
     in a read-only folder; an S3 endpoint that does not answer, a bucket that does not exist or refuses these
     credentials (one try with short timeouts, where the run's own filesystem retries for half a minute)."""
     if "://" not in path:
-        local = Path(path)
-        existing = next(p for p in (local, *local.parents) if p.exists())
-        if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
-            why = "is a file" if not existing.is_dir() else "is not writable"
-            raise ConfigError(f"storage.path: {path} is not writable ({existing} {why}): give a folder distalign may "
-                              "create and write checkpoints in")
+        require_writable(Path(path), "storage.path")
         return
     bucket = path.split("://", 1)[1].split("/", 1)[0]
     where = f"storage.path {path}" + (f" (endpoint {endpoint_url})" if endpoint_url else "")

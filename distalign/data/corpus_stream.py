@@ -134,6 +134,9 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     kind = kinds.pop()
     fs, _ = filesystem_for(src.path, filesystem)
     sizes = [info.size for info in fs.get_file_info(paths)]
+    if kind != "parquet" and not any(sizes):
+        raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
+                         "a 'text' field a line (.jsonl)")
     pieces = [check_parquet(fs, p, src.text_field) for p in paths] if kind == "parquet" else []
     return CorpusFiles(src.lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces)
 

@@ -237,7 +237,11 @@ def prepare_eval(args) -> PreparedEval:
     user's input, before any Ray work (``distalign eval`` with transfer tasks calls this before the transfer runs)."""
     from transformers import AutoConfig
 
+    from distalign.tracking import check_reachable
+
     spec = spec_from_args(args)
+    if spec.tracking.enabled:  # the results are logged after all the Ray work: a dead server must show first
+        check_reachable(resolve_tracking_uri(spec.tracking.uri))
     suite = spec.suite
     model = resolve_model(spec.checkpoint, spec.model)
     tasks = build_tasks(suite)  # every file read and checked before Ray starts

@@ -98,6 +98,18 @@ def check_model_directory(name_or_path: str, key: str) -> None:
         raise ConfigError(f"{key}: {name_or_path} has no config.json; {holds}")
 
 
+def check_local_model(name_or_path: str, key: str) -> None:
+    """A model named by a local path (absolute, relative, or existing here) must be a whole model directory
+    (``check_model_directory``, ``check_model_files``); a hub name (``xlm-roberta-base``, ``org/model``) passes."""
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
+            raise ConfigError(f"{key}: no such model directory: {name_or_path}")
+        return
+    check_model_directory(name_or_path, key)
+    check_model_files(name_or_path, key)
+
+
 # save_pretrained's files: a tokenizer needs one of these (else transformers builds an empty one of the model's type,
 # silently), the weights one of those
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "sentencepiece.bpe.model", "spiece.model")
