@@ -149,7 +149,11 @@ def _transfer(args) -> int:
 def _mine(args) -> int:
     from distalign.data.mining import english_seed_words, mine_babelnet
     from distalign.data.omw import mine_omw
+    from distalign.errors import require_writable
 
+    if not Path(args.source).exists():
+        raise InputError(f"{args.source}: not found: give the folder of OMW wn-data-<lang>.tab files, or a BabelNet "
+                         "export .tsv")
     omw = Path(args.source).is_dir()
     mine = mine_omw if omw else mine_babelnet
     # BabelBERT §3.1/§4's synset filters by default on BabelNet, its resource; OMW has no English here and few glosses
@@ -157,12 +161,15 @@ def _mine(args) -> int:
     min_glosses = args.min_glosses if args.min_glosses is not None else 0 if omw else 2
     try:
         stopwords = Path(args.stopwords).read_text().split() if args.stopwords else None
+    except OSError as err:
+        raise InputError(f"--stopwords {args.stopwords}: {err.strerror}: give a file of whitespace-separated "
+                         "stopwords, or leave --stopwords out") from None
+    require_writable(Path(args.out).parent, "--out")  # before the mining
+    try:
         mine(args.source, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
              cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
              unique_pairs=args.unique_pairs, min_glosses=min_glosses,
              seeds=english_seed_words(seed_words, stopwords) if seed_words else None)
-    except OSError as err:
-        raise InputError(f"--stopwords: {err}") from err
     except ValueError as err:  # unknown language for the frequency lists, bad top-k
         raise InputError(str(err)) from err
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
+import re
 import logging
 import tempfile
 import threading
@@ -51,7 +52,8 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
         response = http_request(get_default_host_creds(uri), "/api/2.0/mlflow/experiments/search", "GET",
                                 max_retries=0, timeout=timeout_s, raise_on_status=False, params={"max_results": 1})
     except Exception as err:  # MLflow wraps the connection error (refused, timed out, no such host)
-        reason = str(err).split(" failed with exception ", 1)[-1][:300]
+        cause = re.search(r"\[Errno -?\d+\] [^\"')]*|Read timed out|timed out", str(err))
+        reason = cause.group(0) if cause else str(err)[-300:]
         raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server does not answer ({reason}); start it, "
                           "or give a reachable tracking.uri (or a sqlite:/// file)") from None
     if response.status_code in (401, 403):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -27,6 +28,8 @@ import pytest
 from conftest import QUICKSTART, REPO, free_port
 
 PAGE = REPO / "docs" / "reference" / "bad-inputs.md"
+# rows also run as real processes (heavy): the console script with and without Ray, and a jobs/ entry script
+SUBPROCESS_CASES = ("train-config-missing", "align-vecmap-no-tgt-out", "job-train-no-config")
 LIMIT_S = 10.0
 
 
@@ -123,7 +126,7 @@ CASES = [
          f"{TRAIN} 'data.eval_dictionaries=[{{{{path: {{one_column_tsv}}, lang1: en, lang2: de}}}}]'",
          ["{one_column_tsv}", "no usable"], fixed=True),
     case("train-language-unknown", "train", "language code in no input",
-         f"{TRAIN} eval.test_languages=[qq]", ["eval.test_languages", "qq"], fixed=True),
+         f"{TRAIN} eval.test_languages=[qq]", ["eval.test_languages: no evaluation dictionary between ['qq']"]),
     # ---- train: the model
     case("train-model-missing", "train", "model directory missing", f"{TRAIN} model.name_or_path={{missing}}",
          ["model.name_or_path: no such model directory: {missing}"]),
@@ -144,7 +147,7 @@ CASES = [
     # ---- train: tracking and storage
     case("train-mlflow-unreachable", "train", "MLflow server not answering",
          f"{TRAIN} tracking.uri=http://127.0.0.1:{{closed_port}}",
-         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer"]),
+         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"], fixed=True),
     case("train-mlflow-unauthorised", "train", "MLflow server refusing the credentials",
          f"{TRAIN} tracking.uri={{unauthorised_mlflow}}", ["tracking.uri {unauthorised_mlflow}", "refuses the request (HTTP 401)",
                                                            "set MLFLOW_TRACKING_USERNAME"], fixed=True),
@@ -154,23 +157,23 @@ CASES = [
          ["storage.path: {corpus}/runs", "not writable"], fixed=True),
     case("train-s3-unreachable", "train", "S3 endpoint not answering",
          f"{TRAIN} storage.path=s3://ckpt/runs storage.endpoint_url=http://127.0.0.1:{{closed_port}}",
-         ["storage.path s3://ckpt/runs", "http://127.0.0.1:{closed_port}"], fixed=True),
+         ["storage.path s3://ckpt/runs (endpoint http://127.0.0.1:{closed_port}): the storage cannot be reached", "check storage.endpoint_url"], fixed=True),
     case("train-s3-no-bucket", "train", "S3 bucket that does not exist (moto)",
          f"{TRAIN} storage.path=s3://no-such-bucket/runs storage.endpoint_url={{s3_url}}",
          ["storage.path s3://no-such-bucket/runs", "bucket 'no-such-bucket' does not exist"], fixed=True, heavy=True),
     # ---- train through jobs/train.py (ray job submit)
-    case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py", ["--config"]),
+    case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py", ["the following arguments are required: --config"]),
     # ---- tune
     case("tune-study-missing", "tune", "study file missing", "tune {missing}.yaml",
          ["config file not found: {missing}.yaml"]),
     case("tune-unknown-key", "tune", "unknown study key", "tune {study} grids.train.lr=[1e-3]",
-         ["unknown key 'grids'", "allowed here:"]),
+         ["unknown key 'grids' in override", "neither a study key", "grid"], fixed=True),
     case("tune-grid-not-list", "tune", "grid values not a list", "tune {study} grid.train.lr=1e-3",
          ["grid.train.lr", "expected a list"]),
     case("tune-grid-bad-trial-key", "tune", "grid over a key no trial has", "tune {study} grid.train.learning_rate=[1]",
-         ["train.learning_rate"]),
+         ["unknown key 'train.learning_rate'", "allowed here:"]),
     case("tune-base-missing", "tune", "study whose base config is missing", "tune {study_missing_base}",
-         ["{missing}.yaml"]),
+         ["base: experiment config not found: {missing}.yaml"]),
     case("tune-trial-override-type", "tune", "trial override of a wrong type", "tune {study} train.max_steps=lots",
          ["train.max_steps: expected an integer, got 'lots'"]),
     # ---- eval
@@ -185,15 +188,15 @@ CASES = [
     case("eval-unknown-task", "eval", "unknown task", "eval --model {model} --tasks blii --no-mlflow",
          ["suite.tasks[0]: 'blii' is not one of"]),
     case("eval-eval-dir-missing", "eval", "benchmark folder missing",
-         "eval --model {model} --tasks bli --eval-dir {missing} --no-mlflow", ["{missing}"]),
+         "eval --model {model} --tasks bli --eval-dir {missing} --no-mlflow", ["suite.eval_dir (--eval-dir): directory not found: {missing}"]),
     case("eval-unknown-language", "eval", "unknown language pair",
-         "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow", ["qq"]),
+         "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow", ["no G-BLI test dictionary for en-qq"]),
     case("eval-dictionary-malformed", "eval", "--dictionary without L1-L2:",
          "eval --model {model} --tasks bli --dictionary {dictionary} --no-mlflow",
          ["--dictionary", "expected L1-L2:PATH"]),
     case("eval-override-unknown", "eval", "unknown spec override", "eval --model {model} --no-mlflow suite.max_query=3",
          ["unknown key 'suite.max_query'"]),
-    case("eval-spec-missing", "eval", "--spec file missing", "eval --spec {missing}.yaml", ["{missing}.yaml"]),
+    case("eval-spec-missing", "eval", "--spec file missing", "eval --spec {missing}.yaml", ["config file not found: {missing}.yaml"]),
     case("eval-mlflow-unreachable", "eval", "MLflow server not answering",
          "eval --model {model} --tasks bli --dictionary en-de:{dictionary} --tracking-uri http://127.0.0.1:{closed_port}",
          ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer",
@@ -203,7 +206,10 @@ CASES = [
          ["{model_other_tokenizer}", "tokenizer"], fixed=True),
     # ---- transfer
     case("transfer-model-missing", "transfer", "model directory missing",
-         "transfer {missing} --data-dir {transfer_data} --tasks xnli --no-mlflow", ["{missing}"]),
+         "transfer {missing} --data-dir {transfer_data} --tasks xnli --no-mlflow", ["--model {missing}: directory not found"]),
+    case("transfer-model-file", "transfer", "model path that is a file",
+         "transfer {model}/config.json --data-dir {transfer_data} --tasks xnli --no-mlflow",
+         ["--model: {model}/config.json is a file, not a model directory", "a model directory holds config.json"]),
     case("transfer-model-no-config", "transfer", "model folder without config.json",
          "transfer {empty_dir} --data-dir {transfer_data} --tasks xnli --no-mlflow", ["{empty_dir} has no config.json"]),
     case("transfer-unknown-task", "transfer", "unknown task",
@@ -215,22 +221,22 @@ CASES = [
          ["xnli: no train data for language qq"]),
     case("transfer-arrow-corrupt", "transfer", "corrupted arrow file",
          "transfer {model} --data-dir {transfer_corrupt} --tasks xnli --no-mlflow",
-         ["{transfer_corrupt}/xnli/en"], fixed=True),
+         ["{transfer_corrupt}/xnli/en: datasets cannot load this save_to_disk folder", "cut short or corrupted: save it again"], fixed=True),
     case("transfer-labels-out-of-range", "transfer", "labels out of range",
-         "transfer {model} --data-dir {transfer_bad_labels} --tasks xnli --no-mlflow", ["label"], fixed=True),
+         "transfer {model} --data-dir {transfer_bad_labels} --tasks xnli --no-mlflow", ["xnli: no usable examples", "label 7 is not one of [0, 1, 2]"]),
     case("transfer-wrong-schema", "transfer", "data set with another task's columns",
-         "transfer {model} --data-dir {transfer_wrong_schema} --tasks xnli --no-mlflow", ["premise"], fixed=True),
+         "transfer {model} --data-dir {transfer_wrong_schema} --tasks xnli --no-mlflow", ["{transfer_wrong_schema}/xnli/en[train]: no column(s) ['premise', 'hypothesis']"]),
     case("transfer-weights-corrupt", "transfer", "corrupted model.safetensors",
          "transfer {model_bad_weights} --data-dir {transfer_data} --tasks xnli --no-mlflow",
          ["{model_bad_weights}", "model.safetensors"], fixed=True),
     case("transfer-mlflow-unreachable", "transfer", "MLflow server not answering",
          "transfer {model} --data-dir {transfer_data} --tasks xnli --tracking-uri http://127.0.0.1:{closed_port}",
-         ["http://127.0.0.1:{closed_port}", "does not answer"]),
+         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"]),
     # ---- static extract / align / bli
     case("extract-model-missing", "static extract", "teacher model missing", "static extract --model {missing} "
          "--corpus {corpus} --out {out}/x.vec", ["--model: no such model directory: {missing}"], ray="no Ray", fixed=True),
     case("extract-corpus-missing", "static extract", "corpus file missing",
-         "static extract --model {model} --corpus {missing}.txt --out {out}/x.vec", ["{missing}.txt"], ray="no Ray"),
+         "static extract --model {model} --corpus {missing}.txt --out {out}/x.vec", ["file not found: {missing}.txt"], ray="no Ray"),
     case("extract-corpus-empty", "static extract", "empty corpus",
          "static extract --model {model} --corpus {empty_txt} --out {out}/x.vec", ["{empty_txt}: no sentences", "give a corpus"],
          ray="no Ray", fixed=True),
@@ -248,7 +254,7 @@ CASES = [
          ["{bad_vec}:1: expected a word2vec header"], ray="no Ray"),
     case("align-dictionary-missing", "static align", "seed dictionary missing",
          "static align --src {en_vec} --tgt {de_vec} --dictionary {missing}.tsv --out {out}/m.vec",
-         ["{missing}.tsv"], ray="no Ray"),
+         ["file not found: {missing}.tsv"], ray="no Ray"),
     case("align-dictionary-no-overlap", "static align", "seed dictionary of other words",
          "static align --src {en_vec} --tgt {de_vec} --dictionary {other_dictionary} --out {out}/m.vec",
          ["{other_dictionary}: none of its 2 pairs has a vector on both sides",
@@ -260,42 +266,50 @@ CASES = [
          ["--vectors", "expected LANG=PATH"], ray="no Ray"),
     case("bli-vectors-missing", "static bli", "vectors file missing",
          "static bli --vectors en={missing}.vec --vectors de={de_vec} --dictionary en-de:{dictionary}",
-         ["{missing}.vec"], ray="no Ray"),
+         ["file not found: {missing}.vec"], ray="no Ray"),
     case("bli-language-unknown", "static bli", "dictionary language without vectors",
          "static bli --vectors en={en_vec} --vectors de={de_vec} --dictionary en-qq:{dictionary}",
-         ["qq"], ray="no Ray"),
+         ["--vectors: no vectors for 'qq' (pair en-qq); give --vectors qq=PATH"], ray="no Ray"),
     # ---- mine-constraints
     case("mine-source-missing", "mine-constraints", "source missing",
-         "mine-constraints {missing} --languages fr,it --out {out}/c.parquet", ["{missing}"], ray="no Ray"),
+         "mine-constraints {missing} --languages fr,it --out {out}/c.parquet", ["{missing}: not found", "give the folder of OMW wn-data-<lang>.tab files"],
+         ray="no Ray", fixed=True),
     case("mine-unknown-language", "mine-constraints", "unknown language code",
-         "mine-constraints {omw} --languages fr,qq --out {out}/c.parquet", ["qq"], ray="no Ray"),
+         "mine-constraints {omw} --languages fr,qq --out {out}/c.parquet", ["no OMW file for language 'qq'", "(has ['fr', 'it'])"], ray="no Ray"),
     case("mine-exclude-missing", "mine-constraints", "--exclude file missing",
-         "mine-constraints {omw} --languages fr,it --exclude {missing}.tsv --out {out}/c.parquet", ["{missing}.tsv"],
-         ray="no Ray"),
+         "mine-constraints {omw} --languages fr,it --exclude {missing}.fr-it.tsv --out {out}/c.parquet",
+         ["file not found: {missing}.fr-it.tsv"], ray="no Ray"),
+    case("mine-exclude-name", "mine-constraints", "--exclude file whose name does not give its pair",
+         "mine-constraints {omw} --languages fr,it --exclude {dictionary} --out {out}/c.parquet",
+         ["{dictionary}: evaluation file name must end in '<l1>-<l2>.tsv'"], ray="no Ray"),
+    case("mine-out-not-writable", "mine-constraints", "--out under a file",
+         "mine-constraints {omw} --languages fr,it --out {corpus}/c.parquet",
+         ["--out: {corpus} is not writable ({corpus} is a file)"], ray="no Ray", fixed=True),
     case("mine-stopwords-missing", "mine-constraints", "--stopwords file missing",
          "mine-constraints {omw} --languages fr,it --stopwords {missing}.txt --out {out}/c.parquet",
-         ["--stopwords", "{missing}.txt"], ray="no Ray"),
+         ["--stopwords {missing}.txt: No such file or directory", "or leave --stopwords out"],
+         ray="no Ray", fixed=True),
     # ---- bench
     case("bench-synthetic-corpus-missing", "bench synthetic", "base corpus missing",
-         "bench synthetic --corpus {missing}.txt --output-dir {out}/bs", ["{missing}.txt"]),
+         "bench synthetic --corpus {missing}.txt --output-dir {out}/bs", ["--corpus: file not found: {missing}.txt"]),
     case("bench-synthetic-transformation", "bench synthetic", "unknown transformation",
-         "bench synthetic --transformations translit,rot13 --output-dir {out}/bs", ["rot13"]),
+         "bench synthetic --transformations translit,rot13 --output-dir {out}/bs", ["unknown objective set or transformation: ['rot13']", "transformations: translit"]),
     case("bench-synthetic-objectives", "bench synthetic", "unknown objective set",
-         "bench synthetic --objectives mlm,infonce --output-dir {out}/bs", ["infonce"]),
+         "bench synthetic --objectives mlm,infonce --output-dir {out}/bs", ["unknown objective set or transformation: ['infonce']", "objectives: mlm, align"]),
     case("bench-synthetic-override", "bench synthetic", "unknown training override",
-         "bench synthetic --output-dir {out}/bs train.learning_rate=1", ["train.learning_rate"]),
+         "bench synthetic --output-dir {out}/bs train.learning_rate=1", ["unknown key 'train.learning_rate'", "allowed here:"]),
     case("bench-synthetic-preset", "bench synthetic", "unknown preset", "bench synthetic --preset paper-shap",
-         ["paper-shap"]),
+         ["--preset paper-shap: no such preset (paper-shape, paper-shape-transfer)"]),
     case("bench-synthetic-syntax-target", "bench synthetic", "unknown --syntax-target language",
          "bench synthetic --corpus {conllu} --transformations translit_syn --syntax-target qqq --output-dir {out}/bs",
-         ["qqq"]),
+         ["language 'qqq': URIEL (lang2vec) has no syntax_knn vector", "give an ISO 639-1 or 639-3 code"], fixed=True),
     case("bench-streaming-config", "bench streaming", "--config missing",
-         "bench streaming --parts train --config {missing}.yaml --output-dir {out}/st", ["{missing}.yaml"]),
+         "bench streaming --parts train --config {missing}.yaml --output-dir {out}/st", ["config file not found: {missing}.yaml"]),
     case("bench-streaming-sizes", "bench streaming", "--sizes-mb not numbers",
          "bench streaming --parts train --sizes-mb big --output-dir {out}/st", ["argument --sizes-mb: 'big' is not a comma-separated list of numbers"],
          fixed=True),
     case("bench-perf-rows", "bench perf", "unknown --rows area", "bench perf --rows step,speed --no-mlflow "
-         "--output-dir {out}/perf", ["speed"]),
+         "--output-dir {out}/perf", ["--rows: unknown speed (choose from step"]),
 ]
 
 
@@ -532,3 +546,98 @@ def test_a_bad_input_gets_one_clear_message(bad: Case, inputs, unauthorised_mlfl
         assert part in err, f"distalign {' '.join(argv)}: the message does not say {part!r}:\n{err}"
     assert not ray.is_initialized()
     assert seconds < LIMIT_S, f"{seconds:.1f} s"
+
+
+@pytest.mark.heavy
+@pytest.mark.parametrize("bad", [c for c in CASES if c.id in SUBPROCESS_CASES], ids=lambda c: c.id)
+def test_a_bad_input_as_the_user_meets_it(bad: Case, inputs):
+    """The same rows as real processes: the console script, and jobs/train.py as ``ray job submit`` runs it. Their
+    time includes the imports (seconds, more on a loaded machine): it is printed, not held to the in-process limit."""
+    argv = filled(bad.argv, inputs)
+    command = [sys.executable, str(REPO / "jobs" / argv[0].removeprefix("job:")), *argv[1:]] \
+        if argv[0].startswith("job:") else [str(Path(sys.executable).parent / "distalign"), *argv]
+    started = time.monotonic()
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, PYTHONPATH=str(REPO)))
+    print(f"{bad.id}: exit {done.returncode} in {time.monotonic() - started:.1f} s")
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr, done.stderr
+    last = done.stderr.strip().splitlines()[-1]
+    assert "error:" in last and all(part in done.stderr for part in filled(bad.says, inputs)), done.stderr
+
+
+def tree_digest(*roots: Path) -> dict[str, str]:
+    return {str(path): hashlib.sha256(path.read_bytes()).hexdigest()
+            for root in roots for path in sorted(root.rglob("*") if root.is_dir() else [root]) if path.is_file()}
+
+
+def test_a_bad_resume_leaves_the_run_as_it_was(inputs, tmp_path, capsys, monkeypatch):
+    """A run with a checkpoint and its MLflow run in sqlite, started again (same run.name: a resume) with a bad
+    input: the error comes before anything is written; every file of the run and the store is unchanged."""
+    from distalign.tracking import tracked_run
+
+    storage, db = tmp_path / "runs", tmp_path / "mlflow.db"
+    uri = f"sqlite:///{db}"
+    with tracked_run(uri, "distalign", "bad-inputs", str(storage), {"train.lr": 1e-3}, {"train": {"lr": 1e-3}}) as run:
+        checkpoint = storage / "bad-inputs" / "checkpoint_2026-11-27_00-00-00.000000"
+        shutil.copytree(inputs["model"], checkpoint / "model")
+        (checkpoint / "trainer_state.json").write_text(json.dumps({"step": 6, "mlflow_run_id": run}))
+    before = tree_digest(storage, db)
+    for bad in (f"model.name_or_path={inputs['model_other_tokenizer']}", f"data.constraints=[{inputs['corrupt_parquet']}]",
+                "train.engine=horovod", f"tracking.uri=http://127.0.0.1:{inputs['closed_port']}"):
+        argv = ["train", inputs["files_config"], "run.name=bad-inputs", f"storage.path={storage}",
+                f"tracking.uri={uri}", bad]
+        status, err, _ = run_in_process(argv, capsys, monkeypatch)
+        assert status == 2 and "distalign: error:" in err, err
+        assert tree_digest(storage, db) == before, bad
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# the page
+
+
+def render_page(cases: list[Case]) -> str:
+    """docs/reference/bad-inputs.md from the table (the messages abridged to the parts the test checks)."""
+    def cell(text: str) -> str:
+        return text.replace("|", "\\|")
+
+    def shown(text: str) -> str:
+        return re.sub(r"\{(\w+)\}", r"<\1>", text)
+
+    fixed = sum(c.fixed for c in cases)
+    lines = [
+        "# Bad inputs: what each command answers",
+        "",
+        "<!-- generated from the CASES table of tests/test_bad_inputs.py by `python tests/test_bad_inputs.py`; "
+        "test_the_page_lists_exactly_the_cases fails when they differ -->",
+        "",
+        f"{len(cases)} wrong inputs tried, each a case of `tests/test_bad_inputs.py`; {fixed} of them did not meet the "
+        "bar before this table was made and were fixed (marked †). The bar: one message naming the input and what to "
+        "do (`distalign: error: ...` on stderr), exit status 2 (argparse's for a malformed flag), no traceback, in "
+        f"under {LIMIT_S:.0f} s once the command's modules are imported, and before Ray starts.",
+        "",
+        "Paths are shown as `<name>` (the test's inputs). *before Ray?*: **yes**, stopped before `ray.init` (the "
+        "test replaces it with a trap); **no Ray**, a command that never starts Ray. A run started again with a bad "
+        "input (same `run.name`: a resume) leaves its checkpoints and MLflow store byte for byte as they were "
+        "(`test_a_bad_resume_leaves_the_run_as_it_was`).",
+        "",
+        "| command | wrong input | message (abridged) | before Ray? |",
+        "|---|---|---|---|",
+    ]
+    for c in cases:
+        command = f"python jobs/{c.command.removeprefix('jobs/')}" if c.command.startswith("jobs/") else \
+            f"distalign {c.command}"
+        message = " … ".join(f"`{cell(shown(part))}`" for part in c.says)
+        lines.append(f"| {command} | {cell(c.wrong)}{' †' if c.fixed else ''} | {message} | {c.ray} |")
+    return "\n".join(lines) + "\n"
+
+
+def test_the_page_lists_exactly_the_cases():
+    assert PAGE.is_file() and PAGE.read_text() == render_page(CASES), \
+        "docs/reference/bad-inputs.md differs from CASES: run python tests/test_bad_inputs.py"
+
+
+if __name__ == "__main__":
+    PAGE.parent.mkdir(parents=True, exist_ok=True)
+    PAGE.write_text(render_page(CASES))
+    print(f"{PAGE}: {len(CASES)} cases")
