@@ -144,6 +144,18 @@ CASES = [
          fixed=True),
     case("train-tokenizer-missing", "train", "model folder without tokenizer files",
          f"{TRAIN} model.name_or_path={{model_no_tokenizer}}", ["{model_no_tokenizer}", "tokenizer"], fixed=True),
+    # ---- train: a run started again (same run.name) whose checkpoint does not fit the config
+    case("train-resume-engine", "train", "resume of a DDP run with DeepSpeed", f"{TRAIN} run.name=old train.engine=deepspeed",
+         ["train.engine: run.name=old resumes from {checkpoint}, saved by train.engine=ddp",
+          "set train.engine=ddp to resume it, or give a new run.name"], fixed=True),
+    case("train-resume-adapters", "train", "resume with adapters of a run trained without",
+         f"{TRAIN} run.name=old model.adapters.enabled=true",
+         ["model.adapters.enabled: run.name=old resumes from {checkpoint}, which was trained without adapters"],
+         fixed=True),
+    case("train-resume-architecture", "train", "resume with a model of another architecture",
+         f"{TRAIN} run.name=old model.name_or_path=tiny",
+         ["model.name_or_path: run.name=old resumes from {checkpoint}, whose model is another architecture",
+          "hidden_size 16 (checkpoint) vs 64", "give a new run.name"], fixed=True),
     # ---- train: tracking and storage
     case("train-mlflow-unreachable", "train", "MLflow server not answering",
          f"{TRAIN} tracking.uri=http://127.0.0.1:{{closed_port}}",
@@ -355,6 +367,7 @@ def build_inputs(root: Path) -> dict[str, str]:
     checkpoint = root / "runs" / "old" / "checkpoint_000001"
     shutil.copytree(model, checkpoint / "model")
     (checkpoint / "trainer_state.json").write_text(json.dumps({"step": 1, "mlflow_run_id": ""}))
+    (checkpoint / "optimizer.pt").write_bytes(b"")  # a DDP run's
     inputs["checkpoint"] = str(checkpoint)
 
     pairs = [("peter", "en", "peter", "de"), ("visits", "en", "besucht", "de"), ("berlin", "en", "berlin", "de"),
@@ -582,9 +595,10 @@ def test_a_bad_resume_leaves_the_run_as_it_was(inputs, tmp_path, capsys, monkeyp
         checkpoint = storage / "bad-inputs" / "checkpoint_2026-11-27_00-00-00.000000"
         shutil.copytree(inputs["model"], checkpoint / "model")
         (checkpoint / "trainer_state.json").write_text(json.dumps({"step": 6, "mlflow_run_id": run}))
+        (checkpoint / "optimizer.pt").write_bytes(b"")
     before = tree_digest(storage, db)
     for bad in (f"model.name_or_path={inputs['model_other_tokenizer']}", f"data.constraints=[{inputs['corrupt_parquet']}]",
-                "train.engine=horovod", f"tracking.uri=http://127.0.0.1:{inputs['closed_port']}"):
+                "train.engine=horovod", "train.engine=deepspeed", f"tracking.uri=http://127.0.0.1:{inputs['closed_port']}"):
         argv = ["train", inputs["files_config"], "run.name=bad-inputs", f"storage.path={storage}",
                 f"tracking.uri={uri}", bad]
         status, err, _ = run_in_process(argv, capsys, monkeypatch)
