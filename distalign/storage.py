@@ -19,16 +19,16 @@ STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence 
 S3_RETRIES = 10
 
 
-def s3_filesystem(endpoint_url: str = "", attempts: int = S3_RETRIES, **options) -> pyarrow.fs.S3FileSystem:
-    """S3 with ``attempts`` tries of a request: at ``endpoint_url`` (MinIO, moto) with the environment's
+def s3_filesystem(endpoint_url: str = "", attempts: int | None = None, **options) -> pyarrow.fs.S3FileSystem:
+    """S3 with ``attempts`` tries of a request (default ``S3_RETRIES``, read at the call): at ``endpoint_url`` (MinIO, moto) with the environment's
     credentials, or AWS with its own resolution of them (""); ``options``: more of ``S3FileSystem``'s."""
     explicit = {}
     if endpoint_url:  # credentials are read here, on the driver, and travel with the filesystem to the workers
         explicit = dict(endpoint_override=endpoint_url, region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
                         access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
                         secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
-    return pyarrow.fs.S3FileSystem(retry_strategy=pyarrow.fs.AwsDefaultS3RetryStrategy(max_attempts=attempts),
-                                   **explicit, **options)
+    retries = pyarrow.fs.AwsDefaultS3RetryStrategy(max_attempts=S3_RETRIES if attempts is None else attempts)
+    return pyarrow.fs.S3FileSystem(retry_strategy=retries, **explicit, **options)
 
 
 def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
