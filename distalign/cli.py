@@ -177,9 +177,8 @@ def _mine(args) -> int:
 
 def _bench_streaming(args) -> int:
     from distalign.bench.streaming import format_io_table, plot_io, run_io_bench, run_streaming_bench, write_corpora
-    from distalign.config import distalign_home
 
-    out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
+    out = bench_output_dir(args, "bench_streaming")
     parts = set(args.parts.split(","))
     if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
         # Ray reads the auth mode when it is imported (this module already did): too late to set it here
@@ -207,18 +206,27 @@ def comma_floats(text: str) -> list[float]:
         raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
 
 
+def bench_output_dir(args, name: str) -> Path:
+    """A bench's --output-dir (default $DISTALIGN_HOME/<name>), checked writable before the bench starts."""
+    from distalign.config import distalign_home
+    from distalign.errors import require_writable
+
+    out = Path(args.output_dir).resolve() if args.output_dir else distalign_home() / name
+    require_writable(out, "--output-dir")
+    return out
+
+
 def _bench_perf(args) -> int:
     from distalign.bench.perf import run_perf_bench
-    from distalign.config import distalign_home
 
-    run_perf_bench(Path(args.output_dir).resolve() if args.output_dir else distalign_home() / "bench_perf",
-                   args.steps, log_to_mlflow=not args.no_mlflow, areas=tuple(args.rows.split(",")))
+    run_perf_bench(bench_output_dir(args, "bench_perf"), args.steps, log_to_mlflow=not args.no_mlflow, areas=tuple(args.rows.split(",")))
     return 0
 
 
 def _bench_synthetic(args) -> int:
     from distalign.bench.synthetic import BenchSpec, run_bench
 
+    bench_output_dir(args, "bench_synthetic")  # its default is the bench's own
     run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
                         args.seed, args.output_dir, [*args.preset_overrides, *args.overrides], args.syntax_target,
@@ -452,13 +460,15 @@ def _add_bench_command(sub, preset: str = "") -> None:
                     "step (results.md).")
     streaming.add_argument("--parts", default="io,train", help="io (bytes read, workers' shares, on loopback nodes "
                                                                "and S3 on moto), train (driver memory, first step)")
-    streaming.add_argument("--io-sizes-mb", default="16,64", type=comma_floats, help="io: comma-separated corpus sizes in MB")
+    streaming.add_argument("--io-sizes-mb", default="16,64", type=comma_floats,
+                           help="io: comma-separated corpus sizes in MB")
     streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")
     streaming.add_argument("--nodes", type=int, default=2, help="io: ray start nodes on loopback")
     streaming.add_argument("--unit-bytes", type=int, default=2**20, help="io: data.corpus_unit_bytes")
     streaming.add_argument("--plot", default="", help="io: write the figures to this PNG")
     streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")
-    streaming.add_argument("--sizes-mb", default="20,2048", type=comma_floats, help="train: comma-separated corpus sizes in MB")
+    streaming.add_argument("--sizes-mb", default="20,2048", type=comma_floats,
+                           help="train: comma-separated corpus sizes in MB")
     streaming.add_argument("--steps", type=int, default=100)
     streaming.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_streaming "
                                                            "(corpora already written there are reused)")

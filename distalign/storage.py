@@ -20,8 +20,9 @@ S3_RETRIES = 10
 
 
 def s3_filesystem(endpoint_url: str = "", attempts: int | None = None, **options) -> pyarrow.fs.S3FileSystem:
-    """S3 with ``attempts`` tries of a request (default ``S3_RETRIES``, read at the call): at ``endpoint_url`` (MinIO, moto) with the environment's
-    credentials, or AWS with its own resolution of them (""); ``options``: more of ``S3FileSystem``'s."""
+    """S3 with ``attempts`` tries of a request (default ``S3_RETRIES``, read at the call): at ``endpoint_url``
+    (MinIO, moto) with the environment's credentials, or AWS with its own resolution of them (""); ``options``: more
+    of ``S3FileSystem``'s."""
     explicit = {}
     if endpoint_url:  # credentials are read here, on the driver, and travel with the filesystem to the workers
         explicit = dict(endpoint_override=endpoint_url, region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import QUICKSTART, REPO, free_port
+from conftest import REPO, free_port
 
 PAGE = REPO / "docs" / "reference" / "bad-inputs.md"
 # rows also run as real processes (heavy): the console script with and without Ray, and a jobs/ entry script
@@ -94,7 +94,8 @@ CASES = [
     case("train-constraints-missing", "train", "constraint file missing",
          f"{TRAIN} data.constraints=[{{missing}}.parquet]", ["data.constraints[0]: file not found: {missing}.parquet"]),
     case("train-constraints-corrupt", "train", "corrupted constraint parquet",
-         f"{TRAIN} data.constraints=[{{corrupt_parquet}}]", ["{corrupt_parquet}: unreadable parquet file", "write it again"],
+         f"{TRAIN} data.constraints=[{{corrupt_parquet}}]",
+         ["{corrupt_parquet}: unreadable parquet file", "write it again"],
          fixed=True),
     case("train-constraints-columns", "train", "constraint parquet with wrong columns",
          f"{TRAIN} data.constraints=[{{wrong_columns_parquet}}]",
@@ -109,7 +110,8 @@ CASES = [
          f"{TRAIN} 'data.corpora=[{{{{path: {{missing}}.txt, lang: en}}}}]'",
          ["data.corpora[0].path: file not found"]),
     case("train-corpus-empty", "train", "empty corpus file",
-         f"{TRAIN} 'data.corpora=[{{{{path: {{empty_txt}}, lang: en}}}}]'", ["data.corpora[0].path: {empty_txt} is empty",
+         f"{TRAIN} 'data.corpora=[{{{{path: {{empty_txt}}, lang: en}}}}]'",
+         ["data.corpora[0].path: {empty_txt} is empty",
                                                                           "give a corpus"], fixed=True),
     case("train-corpus-corrupt", "train", "corrupted corpus parquet",
          f"{TRAIN} 'data.corpora=[{{{{path: {{corrupt_corpus_parquet}}, lang: en}}}}]'",
@@ -145,7 +147,8 @@ CASES = [
     case("train-tokenizer-missing", "train", "model folder without tokenizer files",
          f"{TRAIN} model.name_or_path={{model_no_tokenizer}}", ["{model_no_tokenizer}", "tokenizer"], fixed=True),
     # ---- train: a run started again (same run.name) whose checkpoint does not fit the config
-    case("train-resume-engine", "train", "resume of a DDP run with DeepSpeed", f"{TRAIN} run.name=old train.engine=deepspeed",
+    case("train-resume-engine", "train", "resume of a DDP run with DeepSpeed",
+         f"{TRAIN} run.name=old train.engine=deepspeed",
          ["train.engine: run.name=old resumes from {checkpoint}, saved by train.engine=ddp",
           "set train.engine=ddp to resume it, or give a new run.name"], fixed=True),
     case("train-resume-adapters", "train", "resume with adapters of a run trained without",
@@ -159,9 +162,11 @@ CASES = [
     # ---- train: tracking and storage
     case("train-mlflow-unreachable", "train", "MLflow server not answering",
          f"{TRAIN} tracking.uri=http://127.0.0.1:{{closed_port}}",
-         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"], fixed=True),
+         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"],
+         fixed=True),
     case("train-mlflow-unauthorised", "train", "MLflow server refusing the credentials",
-         f"{TRAIN} tracking.uri={{unauthorised_mlflow}}", ["tracking.uri {unauthorised_mlflow}", "refuses the request (HTTP 401)",
+         f"{TRAIN} tracking.uri={{unauthorised_mlflow}}",
+         ["tracking.uri {unauthorised_mlflow}", "refuses the request (HTTP 401)",
                                                            "set MLFLOW_TRACKING_USERNAME"], fixed=True),
     case("train-storage-file", "train", "storage.path that is a file", f"{TRAIN} storage.path={{corpus}}",
          ["storage.path: {corpus}", "not writable"], fixed=True),
@@ -169,12 +174,19 @@ CASES = [
          ["storage.path: {corpus}/runs", "not writable"], fixed=True),
     case("train-s3-unreachable", "train", "S3 endpoint not answering",
          f"{TRAIN} storage.path=s3://ckpt/runs storage.endpoint_url=http://127.0.0.1:{{closed_port}}",
-         ["storage.path s3://ckpt/runs (endpoint http://127.0.0.1:{closed_port}): the storage cannot be reached", "check storage.endpoint_url"], fixed=True),
+         ["storage.path s3://ckpt/runs (endpoint http://127.0.0.1:{closed_port}): the storage cannot be reached",
+          "check storage.endpoint_url"],
+         fixed=True),
     case("train-s3-no-bucket", "train", "S3 bucket that does not exist (moto)",
          f"{TRAIN} storage.path=s3://no-such-bucket/runs storage.endpoint_url={{s3_url}}",
          ["storage.path s3://no-such-bucket/runs", "bucket 'no-such-bucket' does not exist"], fixed=True, heavy=True),
     # ---- train through jobs/train.py (ray job submit)
-    case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py", ["the following arguments are required: --config"]),
+    case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py",
+         ["the following arguments are required: --config"]),
+    case("job-tune-study-missing", "jobs/tune.py", "study file missing", "job:tune.py {missing}.yaml",
+         ["config file not found: {missing}.yaml"]),
+    case("job-evaluate-model-missing", "jobs/evaluate.py", "--model directory missing",
+         "job:evaluate.py --model {missing} --no-mlflow", ["--model {missing}: directory not found"]),
     # ---- tune
     case("tune-study-missing", "tune", "study file missing", "tune {missing}.yaml",
          ["config file not found: {missing}.yaml"]),
@@ -197,20 +209,28 @@ CASES = [
          ["{model}/config.json is a file, not a model directory"]),
     case("eval-checkpoint-not-one", "eval", "--checkpoint that is not a checkpoint",
          "eval --checkpoint {empty_dir} --no-mlflow", ["--checkpoint {empty_dir}: not a distalign checkpoint"]),
+    case("eval-checkpoint-weights-corrupt", "eval", "checkpoint whose model.safetensors is corrupted",
+         "eval --checkpoint {checkpoint_bad_weights} --no-mlflow",
+         ["--checkpoint {checkpoint_bad_weights}: {checkpoint_bad_weights}/model/model.safetensors: not a readable "
+          "safetensors file", "copy the model again"], fixed=True),
     case("eval-unknown-task", "eval", "unknown task", "eval --model {model} --tasks blii --no-mlflow",
          ["suite.tasks[0]: 'blii' is not one of"]),
     case("eval-eval-dir-missing", "eval", "benchmark folder missing",
-         "eval --model {model} --tasks bli --eval-dir {missing} --no-mlflow", ["suite.eval_dir (--eval-dir): directory not found: {missing}"]),
+         "eval --model {model} --tasks bli --eval-dir {missing} --no-mlflow",
+         ["suite.eval_dir (--eval-dir): directory not found: {missing}"]),
     case("eval-unknown-language", "eval", "unknown language pair",
-         "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow", ["no G-BLI test dictionary for en-qq"]),
+         "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow",
+         ["no G-BLI test dictionary for en-qq"]),
     case("eval-dictionary-malformed", "eval", "--dictionary without L1-L2:",
          "eval --model {model} --tasks bli --dictionary {dictionary} --no-mlflow",
          ["--dictionary", "expected L1-L2:PATH"]),
     case("eval-override-unknown", "eval", "unknown spec override", "eval --model {model} --no-mlflow suite.max_query=3",
          ["unknown key 'suite.max_query'"]),
-    case("eval-spec-missing", "eval", "--spec file missing", "eval --spec {missing}.yaml", ["config file not found: {missing}.yaml"]),
+    case("eval-spec-missing", "eval", "--spec file missing", "eval --spec {missing}.yaml",
+         ["config file not found: {missing}.yaml"]),
     case("eval-mlflow-unreachable", "eval", "MLflow server not answering",
-         "eval --model {model} --tasks bli --dictionary en-de:{dictionary} --tracking-uri http://127.0.0.1:{closed_port}",
+         "eval --model {model} --tasks bli --dictionary en-de:{dictionary} "
+         "--tracking-uri http://127.0.0.1:{closed_port}",
          ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer",
           "start it"], fixed=True),
     case("eval-tokenizer-mismatch", "eval", "a tokenizer that does not match the model",
@@ -218,12 +238,14 @@ CASES = [
          ["{model_other_tokenizer}", "tokenizer"], fixed=True),
     # ---- transfer
     case("transfer-model-missing", "transfer", "model directory missing",
-         "transfer {missing} --data-dir {transfer_data} --tasks xnli --no-mlflow", ["--model {missing}: directory not found"]),
+         "transfer {missing} --data-dir {transfer_data} --tasks xnli --no-mlflow",
+         ["--model {missing}: directory not found"]),
     case("transfer-model-file", "transfer", "model path that is a file",
          "transfer {model}/config.json --data-dir {transfer_data} --tasks xnli --no-mlflow",
          ["--model: {model}/config.json is a file, not a model directory", "a model directory holds config.json"]),
     case("transfer-model-no-config", "transfer", "model folder without config.json",
-         "transfer {empty_dir} --data-dir {transfer_data} --tasks xnli --no-mlflow", ["{empty_dir} has no config.json"]),
+         "transfer {empty_dir} --data-dir {transfer_data} --tasks xnli --no-mlflow",
+         ["{empty_dir} has no config.json"]),
     case("transfer-unknown-task", "transfer", "unknown task",
          "transfer {model} --data-dir {transfer_data} --tasks xnlii --no-mlflow", ["'xnlii' is not one of"]),
     case("transfer-data-dir-missing", "transfer", "--data-dir missing",
@@ -233,11 +255,15 @@ CASES = [
          ["xnli: no train data for language qq"]),
     case("transfer-arrow-corrupt", "transfer", "corrupted arrow file",
          "transfer {model} --data-dir {transfer_corrupt} --tasks xnli --no-mlflow",
-         ["{transfer_corrupt}/xnli/en: datasets cannot load this save_to_disk folder", "cut short or corrupted: save it again"], fixed=True),
+         ["{transfer_corrupt}/xnli/en: datasets cannot load this save_to_disk folder",
+          "cut short or corrupted: save it again"],
+         fixed=True),
     case("transfer-labels-out-of-range", "transfer", "labels out of range",
-         "transfer {model} --data-dir {transfer_bad_labels} --tasks xnli --no-mlflow", ["xnli: no usable examples", "label 7 is not one of [0, 1, 2]"]),
+         "transfer {model} --data-dir {transfer_bad_labels} --tasks xnli --no-mlflow",
+         ["xnli: no usable examples", "label 7 is not one of [0, 1, 2]"]),
     case("transfer-wrong-schema", "transfer", "data set with another task's columns",
-         "transfer {model} --data-dir {transfer_wrong_schema} --tasks xnli --no-mlflow", ["{transfer_wrong_schema}/xnli/en[train]: no column(s) ['premise', 'hypothesis']"]),
+         "transfer {model} --data-dir {transfer_wrong_schema} --tasks xnli --no-mlflow",
+         ["{transfer_wrong_schema}/xnli/en[train]: no column(s) ['premise', 'hypothesis']"]),
     case("transfer-weights-corrupt", "transfer", "corrupted model.safetensors",
          "transfer {model_bad_weights} --data-dir {transfer_data} --tasks xnli --no-mlflow",
          ["{model_bad_weights}", "model.safetensors"], fixed=True),
@@ -246,17 +272,21 @@ CASES = [
          ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"]),
     # ---- static extract / align / bli
     case("extract-model-missing", "static extract", "teacher model missing", "static extract --model {missing} "
-         "--corpus {corpus} --out {out}/x.vec", ["--model: no such model directory: {missing}"], ray="no Ray", fixed=True),
+         "--corpus {corpus} --out {out}/x.vec",
+         ["--model: no such model directory: {missing}"], ray="no Ray", fixed=True),
     case("extract-corpus-missing", "static extract", "corpus file missing",
-         "static extract --model {model} --corpus {missing}.txt --out {out}/x.vec", ["file not found: {missing}.txt"], ray="no Ray"),
+         "static extract --model {model} --corpus {missing}.txt --out {out}/x.vec",
+         ["file not found: {missing}.txt"], ray="no Ray"),
     case("extract-corpus-empty", "static extract", "empty corpus",
-         "static extract --model {model} --corpus {empty_txt} --out {out}/x.vec", ["{empty_txt}: no sentences", "give a corpus"],
+         "static extract --model {model} --corpus {empty_txt} --out {out}/x.vec",
+         ["{empty_txt}: no sentences", "give a corpus"],
          ray="no Ray", fixed=True),
     case("extract-layer-out-of-range", "static extract", "layer the model does not have", f"{EXTRACT} --layer 9",
          ["layer 9 is outside [-2, 1]", "give one in that range"], ray="no Ray",
          fixed=True),
     case("extract-out-not-writable", "static extract", "--out under a file",
-         "static extract --model {model} --corpus {corpus} --out {corpus}/x.vec", ["--out: {corpus} is not writable ({corpus} is a file)"], ray="no Ray",
+         "static extract --model {model} --corpus {corpus} --out {corpus}/x.vec",
+         ["--out: {corpus} is not writable ({corpus} is a file)"], ray="no Ray",
          fixed=True),
     case("align-src-missing", "static align", "source vectors missing",
          "static align --src {missing}.vec --tgt {de_vec} --dictionary {dictionary} --out {out}/m.vec",
@@ -284,10 +314,12 @@ CASES = [
          ["--vectors: no vectors for 'qq' (pair en-qq); give --vectors qq=PATH"], ray="no Ray"),
     # ---- mine-constraints
     case("mine-source-missing", "mine-constraints", "source missing",
-         "mine-constraints {missing} --languages fr,it --out {out}/c.parquet", ["{missing}: not found", "give the folder of OMW wn-data-<lang>.tab files"],
+         "mine-constraints {missing} --languages fr,it --out {out}/c.parquet",
+         ["{missing}: not found", "give the folder of OMW wn-data-<lang>.tab files"],
          ray="no Ray", fixed=True),
     case("mine-unknown-language", "mine-constraints", "unknown language code",
-         "mine-constraints {omw} --languages fr,qq --out {out}/c.parquet", ["no OMW file for language 'qq'", "(has ['fr', 'it'])"], ray="no Ray"),
+         "mine-constraints {omw} --languages fr,qq --out {out}/c.parquet",
+         ["no OMW file for language 'qq'", "(has ['fr', 'it'])"], ray="no Ray"),
     case("mine-exclude-missing", "mine-constraints", "--exclude file missing",
          "mine-constraints {omw} --languages fr,it --exclude {missing}.fr-it.tsv --out {out}/c.parquet",
          ["file not found: {missing}.fr-it.tsv"], ray="no Ray"),
@@ -305,21 +337,35 @@ CASES = [
     case("bench-synthetic-corpus-missing", "bench synthetic", "base corpus missing",
          "bench synthetic --corpus {missing}.txt --output-dir {out}/bs", ["--corpus: file not found: {missing}.txt"]),
     case("bench-synthetic-transformation", "bench synthetic", "unknown transformation",
-         "bench synthetic --transformations translit,rot13 --output-dir {out}/bs", ["unknown objective set or transformation: ['rot13']", "transformations: translit"]),
+         "bench synthetic --transformations translit,rot13 --output-dir {out}/bs",
+         ["unknown objective set or transformation: ['rot13']", "transformations: translit"]),
     case("bench-synthetic-objectives", "bench synthetic", "unknown objective set",
-         "bench synthetic --objectives mlm,infonce --output-dir {out}/bs", ["unknown objective set or transformation: ['infonce']", "objectives: mlm, align"]),
+         "bench synthetic --objectives mlm,infonce --output-dir {out}/bs",
+         ["unknown objective set or transformation: ['infonce']", "objectives: mlm, align"]),
     case("bench-synthetic-override", "bench synthetic", "unknown training override",
-         "bench synthetic --output-dir {out}/bs train.learning_rate=1", ["unknown key 'train.learning_rate'", "allowed here:"]),
+         "bench synthetic --output-dir {out}/bs train.learning_rate=1",
+         ["unknown key 'train.learning_rate'", "allowed here:"]),
     case("bench-synthetic-preset", "bench synthetic", "unknown preset", "bench synthetic --preset paper-shap",
          ["--preset paper-shap: no such preset (paper-shape, paper-shape-transfer)"]),
     case("bench-synthetic-syntax-target", "bench synthetic", "unknown --syntax-target language",
          "bench synthetic --corpus {conllu} --transformations translit_syn --syntax-target qqq --output-dir {out}/bs",
          ["language 'qqq': URIEL (lang2vec) has no syntax_knn vector", "give an ISO 639-1 or 639-3 code"], fixed=True),
-    case("bench-streaming-config", "bench streaming", "--config missing",
-         "bench streaming --parts train --config {missing}.yaml --output-dir {out}/st", ["config file not found: {missing}.yaml"]),
-    case("bench-streaming-sizes", "bench streaming", "--sizes-mb not numbers",
-         "bench streaming --parts train --sizes-mb big --output-dir {out}/st", ["argument --sizes-mb: 'big' is not a comma-separated list of numbers"],
+    case("bench-synthetic-output", "bench synthetic", "--output-dir under a file",
+         "bench synthetic --output-dir {corpus}/bs", ["--output-dir: {corpus}/bs is not writable ({corpus} is a file)"],
          fixed=True),
+    case("bench-streaming-output", "bench streaming", "--output-dir under a file",
+         "bench streaming --parts train --output-dir {corpus}/st",
+         ["--output-dir: {corpus}/st is not writable ({corpus} is a file)"], fixed=True),
+    case("bench-streaming-config", "bench streaming", "--config missing",
+         "bench streaming --parts train --config {missing}.yaml --output-dir {out}/st",
+         ["config file not found: {missing}.yaml"]),
+    case("bench-streaming-sizes", "bench streaming", "--sizes-mb not numbers",
+         "bench streaming --parts train --sizes-mb big --output-dir {out}/st",
+         ["argument --sizes-mb: 'big' is not a comma-separated list of numbers"],
+         fixed=True),
+    case("bench-perf-output", "bench perf", "--output-dir under a file",
+         "bench perf --rows step --no-mlflow --output-dir {corpus}/perf",
+         ["--output-dir: {corpus}/perf is not writable ({corpus} is a file)"], fixed=True),
     case("bench-perf-rows", "bench perf", "unknown --rows area", "bench perf --rows step,speed --no-mlflow "
          "--output-dir {out}/perf", ["--rows: unknown speed (choose from step"]),
 ]
@@ -369,6 +415,10 @@ def build_inputs(root: Path) -> dict[str, str]:
     (checkpoint / "trainer_state.json").write_text(json.dumps({"step": 1, "mlflow_run_id": ""}))
     (checkpoint / "optimizer.pt").write_bytes(b"")  # a DDP run's
     inputs["checkpoint"] = str(checkpoint)
+    bad_checkpoint = root / "runs" / "broken" / "checkpoint_000001"
+    shutil.copytree(bad_weights, bad_checkpoint / "model")
+    (bad_checkpoint / "trainer_state.json").write_text(json.dumps({"step": 1, "mlflow_run_id": ""}))
+    inputs["checkpoint_bad_weights"] = str(bad_checkpoint)
 
     pairs = [("peter", "en", "peter", "de"), ("visits", "en", "besucht", "de"), ("berlin", "en", "berlin", "de"),
              ("maria", "en", "maria", "de")] * 4  # none of them an evaluation word
@@ -376,7 +426,6 @@ def build_inputs(root: Path) -> dict[str, str]:
     constraints |= {"synset_id": [f"s{i % 4}" for i in range(len(pairs))], "gloss1": [""] * len(pairs),
                     "gloss2": [""] * len(pairs)}
     inputs["constraints"] = write_parquet(root / "constraints.parquet", constraints)
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     pq.write_table(CONSTRAINT_SCHEMA.empty_table(), root / "empty_constraints.parquet")
@@ -428,7 +477,7 @@ def build_inputs(root: Path) -> dict[str, str]:
     for arrow in (corrupt / "xnli" / "en" / "train").glob("*.arrow"):
         arrow.write_bytes(b"not arrow" * 50)
     inputs["transfer_corrupt"] = str(corrupt)
-    from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+    from datasets import Dataset, DatasetDict, Features, Value
 
     bad_labels = root / "transfer_bad_labels"
     shutil.copytree(data / "xnli" / "de", bad_labels / "xnli" / "de")
@@ -443,7 +492,6 @@ def build_inputs(root: Path) -> dict[str, str]:
     save_task(root / "paws", "pawsx", "en", sizes=(16, 8, 8))
     shutil.copytree(root / "paws" / "pawsx" / "en", wrong_schema / "xnli" / "en")
     inputs["transfer_wrong_schema"] = str(wrong_schema)
-    del ClassLabel
 
     vec = "4 3\nanna 1 0 0\nsees 0 1 0\nlikes 0 0 1\nrome 1 1 0\n"
     (root / "en.vec").write_text(vec)
@@ -455,12 +503,13 @@ def build_inputs(root: Path) -> dict[str, str]:
     (omw / "wn-data-fra.tab").write_text("# fra\n00001740-n\tfra:lemma\tentité\n")
     (omw / "wn-data-ita.tab").write_text("# ita\n00001740-n\tita:lemma\tentità\n")
     inputs["omw"] = str(omw)
-    (root / "tiny.conllu").write_text("# text = anna sees rome\n1\tanna\tanna\tPROPN\t_\t_\t2\tnsubj\t_\t_\n"
-                                      "2\tsees\tsee\tVERB\t_\t_\t0\troot\t_\t_\n3\trome\trome\tPROPN\t_\t_\t2\tobj\t_\t_\n\n")
+    (root / "tiny.conllu").write_text("# text = anna sees rome\n"
+                                      "1\tanna\tanna\tPROPN\t_\t_\t2\tnsubj\t_\t_\n"
+                                      "2\tsees\tsee\tVERB\t_\t_\t0\troot\t_\t_\n"
+                                      "3\trome\trome\tPROPN\t_\t_\t2\tobj\t_\t_\n\n")
     inputs["conllu"] = str(root / "tiny.conllu")
     inputs["eval_dir"] = str(root / "eval")
     (root / "eval").mkdir()
-    del pa
     return inputs
 
 
@@ -597,8 +646,9 @@ def test_a_bad_resume_leaves_the_run_as_it_was(inputs, tmp_path, capsys, monkeyp
         (checkpoint / "trainer_state.json").write_text(json.dumps({"step": 6, "mlflow_run_id": run}))
         (checkpoint / "optimizer.pt").write_bytes(b"")
     before = tree_digest(storage, db)
-    for bad in (f"model.name_or_path={inputs['model_other_tokenizer']}", f"data.constraints=[{inputs['corrupt_parquet']}]",
-                "train.engine=horovod", "train.engine=deepspeed", f"tracking.uri=http://127.0.0.1:{inputs['closed_port']}"):
+    for bad in (f"model.name_or_path={inputs['model_other_tokenizer']}",
+                f"data.constraints=[{inputs['corrupt_parquet']}]", "train.engine=horovod", "train.engine=deepspeed",
+                f"tracking.uri=http://127.0.0.1:{inputs['closed_port']}"):
         argv = ["train", inputs["files_config"], "run.name=bad-inputs", f"storage.path={storage}",
                 f"tracking.uri={uri}", bad]
         status, err, _ = run_in_process(argv, capsys, monkeypatch)

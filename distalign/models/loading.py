@@ -113,7 +113,8 @@ def check_local_model(name_or_path: str, key: str) -> None:
 # save_pretrained's files: a tokenizer needs one of these (else transformers builds an empty one of the model's type,
 # silently), the weights one of those
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "sentencepiece.bpe.model", "spiece.model")
-WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json")
+WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
 
 
 def check_model_files(directory: str, key: str) -> None:

@@ -30,8 +30,8 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files, read_parallel_tsv,
-                                    require_rows)
+from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
+                                    read_parallel_tsv, require_rows)
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -188,13 +188,13 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
             len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
         t = config.train
         raise ConfigError(f"data.constraints: only {len(constraints)} constraint pairs left after excluding evaluation "
-                          f"words, fewer than one batch per worker (train.constraint_batch_size={t.constraint_batch_size} "
-                          f"x train.num_workers={t.num_workers}): give more pairs outside the evaluation dictionaries, "
-                          "or a smaller train.constraint_batch_size")
+                          f"words, fewer than one batch per worker (train.constraint_batch_size="
+                          f"{t.constraint_batch_size} x train.num_workers={t.num_workers}): give more pairs outside the "
+                          "evaluation dictionaries, or a smaller train.constraint_batch_size")
     if config.objectives.uses_word_pairs and len(constraints) == 0:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
-        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and objectives "
-                          f"{readers} train on them: give pairs outside the evaluation dictionaries, or set their "
+        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
+                          f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or set their "
                           "weight to 0")
 
     filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)

@@ -62,8 +62,8 @@ def check_resume(config: ExperimentConfig) -> None:
                           f"{saved_engine} to resume it, {other_run}")
     saved_adapters = exists(f"{MODEL_DIR}/{ADAPTER_WEIGHTS}")
     if saved_adapters != config.model.adapters.enabled:
-        raise ConfigError(f"model.adapters.enabled: {where}, which was trained {'with' if saved_adapters else 'without'}"
-                          f" adapters: set model.adapters.enabled={str(saved_adapters).lower()} to resume it, "
+        trained = "with" if saved_adapters else "without"
+        raise ConfigError(f"model.adapters.enabled: {where}, which was trained {trained} adapters: set model.adapters.enabled={str(saved_adapters).lower()} to resume it, "
                           f"{other_run}")
     wanted = configured_architecture(config)
     if wanted is None or not exists(f"{MODEL_DIR}/config.json"):
