@@ -126,9 +126,6 @@ def validate(spec: TransferSpec) -> None:
         raise ConfigError("seeds, num_workers: must be >= 1; cpus_per_worker: must be > 0")
     if not spec.data_dir and not spec.hub:
         raise ConfigError("data_dir: give --data-dir, or --hub to load the data sets from the Hugging Face Hub")
-    if spec.data_dir and not spec.hub and not Path(spec.data_dir).is_dir():
-        raise ConfigError(f"data_dir: {spec.data_dir} is not a folder: give --data-dir the folder of "
-                          "<task>/<lang>/ data sets (save_to_disk folders)")
     for i, path in enumerate(spec.compare_to):
         read_summary(path, f"compare_to[{i}]")
 
@@ -150,6 +147,9 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=say) -> list[Pre
     from distalign.models.language_embeddings import read_input_languages
     from distalign.models.loading import load_tokenizer, max_model_positions
 
+    if spec.data_dir and not spec.hub and not Path(spec.data_dir).is_dir():  # (validate runs before a world exists)
+        raise ConfigError(f"data_dir: {spec.data_dir} is not a folder: give --data-dir the folder of "
+                          "<task>/<lang>/ data sets (save_to_disk folders)")
     table = read_input_languages(model.path)
     tokenizer = load_tokenizer(model.path)
     positions = max_model_positions(model.path)
