@@ -7,8 +7,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import itertools
-import re
 import logging
+import re
 import tempfile
 import threading
 import time
