@@ -603,7 +603,7 @@ def test_a_bad_input_gets_one_clear_message(bad: Case, inputs, unauthorised_mlfl
         values["s3_url"] = url
     argv = filled(bad.argv, values)
     status, err, seconds = run_in_process(argv, capsys, monkeypatch)
-    assert status != 0, f"distalign {' '.join(argv)}: exit status 0\n{err}"
+    assert status == 2, f"distalign {' '.join(argv)}: exit status {status}\n{err}"
     assert "Traceback" not in err, err
     for part in filled(bad.says, values):
         assert part in err, f"distalign {' '.join(argv)}: the message does not say {part!r}:\n{err}"
