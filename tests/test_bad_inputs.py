@@ -269,7 +269,8 @@ CASES = [
          ["{model_bad_weights}", "model.safetensors"], fixed=True),
     case("transfer-mlflow-unreachable", "transfer", "MLflow server not answering",
          "transfer {model} --data-dir {transfer_data} --tasks xnli --tracking-uri http://127.0.0.1:{closed_port}",
-         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"]),
+         ["tracking.uri http://127.0.0.1:{closed_port}: the MLflow tracking server does not answer", "start it"],
+         fixed=True),
     # ---- static extract / align / bli
     case("extract-model-missing", "static extract", "teacher model missing", "static extract --model {missing} "
          "--corpus {corpus} --out {out}/x.vec",
