@@ -15,7 +15,7 @@ from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
 from distalign.languages import LanguageCode
-from distalign.models.loading import TinyModelConfig, check_model_directory
+from distalign.models.loading import TinyModelConfig, check_local_model
 
 
 
@@ -48,10 +48,8 @@ class ModelConfig:
     def check(self) -> None:
         self.adapters.check()
         require(self.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
-        if self.name_or_path != "tiny" and not _looks_like_hub_name(self.name_or_path):
-            require(Path(self.name_or_path).expanduser().exists(), "model.name_or_path",
-                    f"no such model directory: {self.name_or_path}")
-            check_model_directory(self.name_or_path, "model.name_or_path")
+        if self.name_or_path != "tiny":
+            check_local_model(self.name_or_path, "model.name_or_path")
 
 
 @dataclass
@@ -480,8 +478,3 @@ def validate_objectives(config: ExperimentConfig) -> None:
             require(other == name, f"objectives.{name}.weight",
                      f"objectives.{other} and objectives.{name} both prepare (mask) the '{plugin.stream}' batches: "
                      f"use one of them (set the other's weight to 0)")
-
-
-def _looks_like_hub_name(name: str) -> bool:
-    # "xlm-roberta-base", "org/model"; a path that exists locally is handled as a directory.
-    return not Path(name).expanduser().exists() and not name.startswith(("/", ".", "~")) and name.count("/") <= 1

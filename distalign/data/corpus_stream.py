@@ -37,7 +37,7 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from distalign.data.corpus_plan import Unit, cut_units, hf_units, unit_bytes
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
+from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, unreadable_parquet
 from distalign.data.sources import CorpusSource
 from distalign.languages import language_code
 
@@ -136,6 +136,9 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     kind = kinds.pop()
     fs, _ = filesystem_for(src.path, filesystem)
     sizes = [info.size for info in fs.get_file_info(paths)]
+    if kind != "parquet" and not any(sizes):
+        raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
+                         "a 'text' field a line (.jsonl)")
     pieces = [check_parquet(fs, p, src.text_field) for p in paths] if kind == "parquet" else []
     return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces)
 
@@ -178,7 +181,7 @@ def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list
             parquet = pq.ParquetFile(f)
             names, meta = parquet.schema_arrow.names, parquet.metadata
     except (OSError, pa.ArrowException) as err:
-        raise InputError(f"{path}: unreadable parquet file ({err})") from err
+        raise unreadable_parquet(path, err) from None
     if text_field not in names:
         raise InputError(f"{path}: no '{text_field}' column (has {names})")
     return [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))

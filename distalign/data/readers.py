@@ -51,6 +51,12 @@ class ReadReport:
         return text + "".join(f"\n  {e}" for e in self.examples)
 
 
+def require_rows(report: ReadReport, what: str) -> None:
+    """An input file named in a config that gives no usable row is an ``InputError`` with the first rows' reasons."""
+    if report.rows == 0:
+        raise InputError(f"{report.summary()}\n  no usable {what} in {report.path}: check its format, or leave it out")
+
+
 def _lines(path: Path):
     if not path.is_file():
         raise InputError(f"file not found: {path}")
@@ -104,11 +110,25 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
-def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
-    path = Path(path)
+def unreadable_parquet(path, err: Exception) -> InputError:
+    """The error for a file that is not parquet (cut short, another format renamed), naming it and what to do."""
+    return InputError(f"{path}: unreadable parquet file ({err}); write it again, or copy it again if it was cut short")
+
+
+def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A parquet file's table; a file that is not parquet (cut short, another format renamed) is an ``InputError``
+    naming it, not pyarrow's error naming neither the file nor the setting."""
     if not path.is_file():
         raise InputError(f"file not found: {path}")
-    table = pq.read_table(path)
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as err:
+        raise unreadable_parquet(path, err) from None
+
+
+def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    path = Path(path)
+    table = read_parquet(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing constraint columns {missing} (has {table.column_names})")
@@ -122,7 +142,8 @@ def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
         # Kleene AND: a null word gives false (plain and_ gives null, and the row was dropped uncounted).
         ok = pc.and_kleene(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
         valid = ok if valid is None else pc.and_kleene(valid, ok)
-    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist():
+    # (pyarrow 25's indices_nonzero crashes the process on an empty array)
+    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist() if len(table) else []:
         report.skip(i + 1, "null or empty word, language or synset_id")
     table = table.filter(valid)
     report.rows = len(table)
@@ -159,9 +180,7 @@ def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
     report = ReadReport(str(path))
     texts: list[str] = []
     if path.suffix == ".parquet":
-        if not path.is_file():
-            raise InputError(f"file not found: {path}")
-        table = pq.read_table(path)
+        table = read_parquet(path)
         if "text" not in table.column_names:
             raise InputError(f"{path}: no 'text' column (has {table.column_names})")
         for i, value in enumerate(table["text"].to_pylist(), start=1):

@@ -46,7 +46,7 @@ from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.bli import BLISettings
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
-from distalign.models.loading import check_model_directory
+from distalign.models.loading import check_model_directory, check_model_files
 
 ARTIFACT_DIR = "eval"
 EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
@@ -111,6 +111,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         path = Path(checkpoint).expanduser().resolve()
         if not (path / MODEL_DIR / "config.json").is_file():
             raise InputError(f"--checkpoint {checkpoint}: not a distalign checkpoint (no {MODEL_DIR}/config.json)")
+        check_model_files(str(path / MODEL_DIR), f"--checkpoint {checkpoint}")
         state = read_state(path) if (path / STATE_FILE).is_file() else None
         return ModelUnderTest(str(path / MODEL_DIR), f"{path.parent.name}/{path.name}",
                               state.mlflow_run_id if state else "", state.step if state else 0, str(path))
@@ -119,6 +120,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         return resolve_model(str(path), None)
     if path.exists():
         check_model_directory(model, "--model")
+        check_model_files(model, "--model")
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
@@ -277,7 +279,11 @@ def prepare_eval(args) -> PreparedEval:
     user's input, before any Ray work (``distalign eval`` with transfer tasks calls this before the transfer runs)."""
     from transformers import AutoConfig
 
+    from distalign.tracking import check_reachable
+
     spec = spec_from_args(args)
+    if spec.tracking.enabled:  # the results are logged after all the Ray work: a dead server must show first
+        check_reachable(resolve_tracking_uri(spec.tracking.uri))
     suite = spec.suite
     model = resolve_model(spec.checkpoint, spec.model)
     encoding = EncodingSettings()

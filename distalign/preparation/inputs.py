@@ -30,7 +30,8 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from distalign.data.readers import ReadReport, read_constraints, read_dictionary, read_parallel_files, read_parallel_tsv
+from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
+                                    read_parallel_tsv, require_rows)
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -41,7 +42,7 @@ from distalign.data.sampling import (
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
-from distalign.errors import require
+from distalign.errors import ConfigError, require
 from distalign.eval.selection import in_loop_settings
 from distalign.languages import language_code
 from distalign.models.loading import build_tiny_model, max_model_positions
@@ -119,6 +120,7 @@ def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str
 
 def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: list[ReadReport]) -> BLIPairs:
     table, report = read_dictionary(src.path, src.lang1, src.lang2)
+    require_rows(report, "'src<TAB>tgt' pairs")
     reports.append(report)
     lang1, lang2 = (language_code(lang, f"{src.path} ({side})") for side, lang in (("lang1", src.lang1),
                                                                                    ("lang2", src.lang2)))
@@ -148,10 +150,12 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     tables = []
     for path in constraint_files:
         table, report = read_constraints(path)
+        require_rows(report, "constraint pairs")
         tables.append(table)
         reports.append(report)
     for src in d.dictionaries:
         table, report = read_dictionary(src.path, src.lang1, src.lang2)
+        require_rows(report, "'src<TAB>tgt' pairs")
         tables.append(table)
         reports.append(report)
     constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
@@ -171,11 +175,16 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
     if "constraints" in config.objectives.streams() and \
             len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
-        raise ValueError(f"only {len(constraints)} constraint pairs left after excluding evaluation words: fewer than "
-                         f"one batch per worker (train.constraint_batch_size x train.num_workers)")
+        t = config.train
+        raise ConfigError(f"data.constraints: only {len(constraints)} constraint pairs left after excluding evaluation "
+                          f"words, fewer than one batch per worker (train.constraint_batch_size="
+                          f"{t.constraint_batch_size} x train.num_workers={t.num_workers}): give more pairs outside the "
+                          "evaluation dictionaries, or a smaller train.constraint_batch_size")
     if config.objectives.uses_word_pairs and len(constraints) == 0:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
-        raise ValueError(f"no dictionary pair left after excluding evaluation words: objectives {readers} train on them")
+        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
+                          f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or set their "
+                          "weight to 0")
 
     filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]

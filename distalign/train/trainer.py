@@ -26,11 +26,12 @@ from distalign.eval.selection import selection_score
 from distalign.logs import configure
 from distalign.preparation.inputs import PreparedData, prepare_data
 from distalign.preparation.schedule import run_schedule
+from distalign.preparation.resume import check_resume
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
 from distalign.preparation.validation import mlm_validation_batch
 from distalign.ray_session import ensure_ray
-from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
+from distalign.storage import check_storage, checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
     BEST_CHECKPOINT_TAG,
     CHECKPOINT_TAG,
@@ -156,6 +157,8 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     configure()
     clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
     check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
+    check_storage(config.storage.path, config.storage.endpoint_url)  # and S3's retries for half a minute
+    check_resume(config)  # a run.name seen before: its checkpoint must fit this config, else workers fail on it
     prepared = stage_inputs(prepare_data(config), config)
     clock.mark("prepare")
     t = config.train

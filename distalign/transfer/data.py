@@ -55,11 +55,13 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
             try:
                 splits = load_from_disk(str(folder))
             except Exception as err:  # datasets' own errors name no folder (a split saved with 0 rows: IndexError)
+                why = "a split with no rows is saved but cannot be read back: save the DatasetDict again without " \
+                      "empty splits" if isinstance(err, IndexError) else \
+                      "its files are cut short or corrupted: save it again (save_to_disk), or copy it again"
                 raise InputError(
                     f"{task.name}: {folder}: datasets cannot load this save_to_disk folder ({type(err).__name__}: "
-                    f"{err}); a split with no rows is saved but cannot be read back: save the DatasetDict again "
-                    f"without empty splits, or give each split as a plain file ({folder}/<split>.{task.file_suffix})"
-                ) from err
+                    f"{err}); {why}, or give each split as a plain file ({folder}/<split>.{task.file_suffix})"
+                ) from None
             if source.split not in splits:
                 raise InputError(f"{task.name}: {folder} has no {source.split!r} split for language {lang} "
                                  f"(splits: {list(splits)})")

@@ -156,6 +156,9 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=say) -> list[Pre
     from distalign.models.language_embeddings import read_input_languages
     from distalign.models.loading import load_tokenizer, max_model_positions
 
+    if spec.data_dir and not spec.hub and not Path(spec.data_dir).is_dir():  # (validate runs before a world exists)
+        raise ConfigError(f"data_dir: {spec.data_dir} is not a folder: give --data-dir the folder of "
+                          "<task>/<lang>/ data sets (save_to_disk folders)")
     table = read_input_languages(model.path)
     tokenizer = load_tokenizer(model.path)
     positions = max_model_positions(model.path)

@@ -213,6 +213,13 @@ def load_study(path: str | Path,
     """
     path = Path(path)
     extra_overrides = extra_overrides or []
+    sections = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    for override in extra_overrides:  # else a mistyped study key is reported as a key of the trials' config
+        first = override.split("=", 1)[0].split(".", 1)[0].strip()
+        if first not in STUDY_KEYS | sections:
+            raise ConfigError(f"unknown key '{first}' in override {override!r}: neither a study key "
+                              f"({', '.join(sorted(STUDY_KEYS))}) nor a section of the trials' config "
+                              f"({', '.join(sorted(sections))})")
     study = load_dataclass(StudyConfig, path, [o for o in extra_overrides if _is_study_override(o)])
     _check(study)
     base = path.parent / study.base
