@@ -71,13 +71,14 @@ class TrackingServer:
                 return  # answering
             except OSError:
                 time.sleep(0.5)
+        self.stop()
         raise TimeoutError(f"mlflow server on {self.url} did not answer in {timeout}s")
 
-    def stop(self) -> None:
-        """SIGTERM the server's process group (its workers too), SIGKILL what is left."""
+    def stop(self, crash: bool = False) -> None:
+        """SIGTERM the server's process group (its workers too), SIGKILL what is left; ``crash``: SIGKILL at once."""
         if self.process is None:
             return
-        for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        for sig, grace in ((signal.SIGKILL, 10),) if crash else ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.process.pid, sig)
             except ProcessLookupError:

@@ -58,11 +58,10 @@ def register_model(uri: str, run_id: str, checkpoint_dir: Path, name: str, sourc
             name="model", run_id=run_id, model_id=logged.model_id, registered_model_name=name,
             # what loading it takes (MLflow's own guess imports torchvision, which is not installed)
             pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}"])
-    version = client.get_model_version(name, str(info.registered_model_version))
-    client.set_model_version_tag(name, version.version, CHECKPOINT_TAG, source)  # the checkpoint it came from
-    log.info("model of %s registered as %s version %s (models:/%s/%s)", source, name, version.version, name,
-             version.version)
-    return version
+    version = str(info.registered_model_version)
+    client.set_model_version_tag(name, version, CHECKPOINT_TAG, source)  # the checkpoint it came from
+    log.info("model of %s registered as %s version %s (models:/%s/%s)", source, name, version, name, version)
+    return client.get_model_version(name, version)
 
 
 def register_checkpoint(uri: str, run_id: str, checkpoint: ray.train.Checkpoint | str, endpoint_url: str,
