@@ -57,13 +57,16 @@ def test_a_training_run_is_listed_under_model_training_with_its_charts_grouped(t
     # the model-training view of the experiment (GenAI's would offer traces, judges and evaluation runs)
     assert "quickstart" in texts["runs"] and "Model registry" in texts["runs"]
     assert "Evaluation runs" not in texts["runs"] and "Judges" not in texts["runs"]
-    assert sections(texts["metrics"]) == {"eval/bli/avg": 1, "eval/bli/xa-xb": 1, "perf": 2, "train": 2,
-                                          "Model metrics": 0}  # charts per section; the last is MLflow's own
-    assert sections(texts["system"]) == {"system/node0": 1, "System metrics": 0}
+    # charts per section, in page order: MLflow 3.17's UI sorts the sections by name (a metric's name up to its
+    # last "/"), so train/'s losses come after eval/ and perf/; its own section (names without "/") comes last
+    assert sections(texts["metrics"]) == [("eval/bli/avg", 1), ("eval/bli/xa-xb", 1), ("perf", 2), ("train", 2),
+                                          ("Model metrics", 0)]
+    assert sections(texts["system"]) == [("system/node0", 1), ("System metrics", 0)]
 
 
-def sections(text: str) -> dict[str, int]:
-    """A metrics tab's chart sections, from its visible text: each header line is followed by "(<charts>)"."""
+def sections(text: str) -> list[tuple[str, int]]:
+    """A metrics tab's chart sections in page order, from its visible text: each header line is followed by
+    "(<charts>)"."""
     lines = text.splitlines()
-    return {name: int(count.strip("()")) for name, count in zip(lines, lines[1:])
-            if count.startswith("(") and count.endswith(")") and count.strip("()").isdigit()}
+    return [(name, int(count.strip("()"))) for name, count in zip(lines, lines[1:])
+            if count.startswith("(") and count.endswith(")") and count.strip("()").isdigit()]
