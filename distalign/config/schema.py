@@ -361,6 +361,14 @@ class TrackingConfig:
     tags: dict[str, str] = field(default_factory=dict)  # set on the run (a study: what the trial stands for)
     # every node's CPU, memory, disk, network and GPU use, logged as system/node<k>/... (0: off)
     system_metrics_every_s: float = 10.0
+    # the selected checkpoint's model (best by eval.select_by, else the last) logged as an MLflow model
+    # (transformers flavour, with its tokenizer) and registered under this name in the Model Registry; a study
+    # registers its best trial's. Empty: not logged.
+    registered_model_name: str = ""
+
+    def check(self) -> None:
+        require(not any(c in self.registered_model_name for c in "/:"), "tracking.registered_model_name",
+                "must not contain '/' or ':' (MLflow's rule for model names)")
 
 
 @dataclass
@@ -420,7 +428,15 @@ def validate(config: ExperimentConfig) -> None:
     require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
             "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
     m.check()
+    config.tracking.check()
     validate_objectives(config)
+    if config.tracking.registered_model_name:
+        # MLflow's transformers flavour saves and loads the Hugging Face model alone
+        extras = ["adapters"] * m.adapters.enabled + [f"objectives.{name}'s input language table"
+                                                       for name, (plugin, _) in o.active().items()
+                                                       if plugin.exported_input_table]
+        require(not extras, "tracking.registered_model_name", f"a model with {' and '.join(extras)} cannot be "
+                "registered: MLflow's transformers flavour would load the base model without it")
     held_out = d.validation_corpora if d.source == "files" else d.synthetic.validation_sentences
     require(not held_out or "mlm" in o.active(), "data.validation_corpora" if d.source == "files" else
             "data.synthetic.validation_sentences", "held-out sentences are scored by objectives.mlm, which is off")

@@ -44,6 +44,7 @@ from distalign.tracking import (
 from distalign.train.failures import FailFast, raising_worker_exceptions
 from distalign.train.in_process import fit_in_process
 from distalign.train.loop import train_loop_per_worker
+from distalign.train.model_registry import register_checkpoint
 from distalign.train.plan import TrainingPlan
 from distalign.train.startup import StartupClock
 from distalign.train.test_scores import TEST_STEP, bli_test_sets, score_test_pairs
@@ -209,4 +210,8 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
                 client.log_metric(run_id, key, value, step=step)
             log.info("test pairs at step %d (the %s checkpoint): %s", step, "best" if fitted.best is not None else "last",
                      " ".join(f"{k}={v:.4f}" for k, v in test_metrics.items() if k != TEST_STEP))
+        # a trial's model is not registered: its study registers the best trial's
+        if config.tracking.registered_model_name and selected is not None and trial_report is None:
+            register_checkpoint(config.tracking.uri, run_id, selected, config.storage.endpoint_url,
+                                config.tracking.registered_model_name)
     return TrainingOutcome(run_id, checkpoint, fitted.metrics, best_checkpoint, test_metrics)
