@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: quickstart test test-fast tune mlflow-ui clean gpu-check gpu-check-cpu wheelhouse test-wheelhouse
+.PHONY: quickstart test test-fast tune mlflow-ui clean gpu-check gpu-check-cpu wheelhouse test-wheelhouse docs docs-serve docs-reference
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -58,5 +58,18 @@ wheelhouse: $(STAMP)
 test-wheelhouse: $(STAMP)
 	$(BIN)/python -m pytest -q -m wheelhouse tests/test_wheelhouse.py
 
+# The docs site (mkdocs.yml, docs/): built into site/, any warning (a broken link or anchor) an error. The pages of
+# docs/reference/ are generated from the code: regenerate them after changing the config schema, the command line or
+# the metric names (tests/test_docs.py fails while they are stale).
+export NO_MKDOCS_2_WARNING := 1
+docs: $(STAMP)
+	$(BIN)/mkdocs build --strict
+
+docs-serve: $(STAMP)
+	$(BIN)/mkdocs serve
+
+docs-reference: $(STAMP)
+	$(BIN)/python -m distalign.reference
+
 clean:
-	rm -rf runs mlflow.db
+	rm -rf runs mlflow.db site

@@ -3,6 +3,8 @@
 One directory per checkpoint, merged by Ray Train from all ranks:
 
     trainer_state.json   step, MLflow run id, the vanilla model's validation MRRs (rank 0)
+    config.yaml          the run's experiment config (rank 0): ``distalign eval --checkpoint`` repeats its in-loop
+                         BLI settings from it
     model/               Hugging Face model + tokenizer, loadable by ``from_pretrained`` (rank 0);
                          with adapters, the base model plus adapters.safetensors/json beside it; with
                          DICT-MLM, its input language table as language_embeddings.safetensors/json
@@ -26,11 +28,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
+import yaml
 
 from distalign.models.adapters import save_pretrained_with_adapters
 from distalign.models.language_embeddings import save_input_languages
 
 STATE_FILE = "trainer_state.json"
+CONFIG_FILE = "config.yaml"
 OBJECTIVES_FILE = "objectives.pt"
 MODEL_DIR = "model"
 OPTIMIZER_FILE = "optimizer.pt"
@@ -60,9 +64,17 @@ def parse_state(text: str) -> TrainerState:
     return TrainerState(**json.loads(text))
 
 
+def read_config_mapping(directory: Path) -> dict | None:
+    """The run config a checkpoint was saved with (``CONFIG_FILE``, as a mapping), or None (an older checkpoint)."""
+    path = directory / CONFIG_FILE
+    return yaml.safe_load(path.read_text()) if path.is_file() else None
+
+
 def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState,
-                      model_weights: dict | None = None, input_table: tuple[str, list[str]] | None = None) -> None:
-    """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself); ``model_weights``
+                      model_weights: dict | None = None, input_table: tuple[str, list[str]] | None = None,
+                      config: dict | None = None) -> None:
+    """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself); ``config``: the run's
+    experiment config as a mapping (``ExperimentConfig.to_dict``); ``model_weights``
     replaces ``masked_lm``'s own state dict (ZeRO-3: gathered to rank 0, the module holds only partitions).
     ``input_table``: (its key in ``objective_state``, the run's languages), a language table exported beside
     the model."""
@@ -73,6 +85,8 @@ def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: di
         save_input_languages(directory / MODEL_DIR, objective_state[key], languages, key.split(".", 1)[0])
     if objective_state:
         torch.save(objective_state, directory / OBJECTIVES_FILE)
+    if config is not None:
+        (directory / CONFIG_FILE).write_text(yaml.safe_dump(config, sort_keys=False))
     write_state(directory, state)
 
 

@@ -127,7 +127,7 @@ def _eval_command(args) -> int:
     args.tasks = ",".join(name for name in tasks if name not in TRANSFER_TASKS)
     # its spec checked and benchmark files read now: an error there must not wait for the transfer's fine-tuning
     prepared = evaluation.prepare_eval(args) if args.tasks else None
-    run_transfer(spec, into=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
+    run_transfer(spec, evaluates=checkpoint_run(spec, evaluation.resolve_model(None, spec.model)))
     return evaluation.run_prepared(prepared) if prepared else 0
 
 
@@ -147,7 +147,11 @@ def _transfer(args) -> int:
 def _mine(args) -> int:
     from distalign.data.mining import english_seed_words, mine_babelnet
     from distalign.data.omw import mine_omw
+    from distalign.errors import require_writable
 
+    if not Path(args.source).exists():
+        raise InputError(f"{args.source}: not found: give the folder of OMW wn-data-<lang>.tab files, or a BabelNet "
+                         "export .tsv")
     omw = Path(args.source).is_dir()
     mine = mine_omw if omw else mine_babelnet
     # BabelBERT §3.1/§4's synset filters by default on BabelNet, its resource; OMW has no English here and few glosses
@@ -155,12 +159,15 @@ def _mine(args) -> int:
     min_glosses = args.min_glosses if args.min_glosses is not None else 0 if omw else 2
     try:
         stopwords = Path(args.stopwords).read_text().split() if args.stopwords else None
+    except OSError as err:
+        raise InputError(f"--stopwords {args.stopwords}: {err.strerror}: give a file of whitespace-separated "
+                         "stopwords, or leave --stopwords out") from None
+    require_writable(Path(args.out).parent, "--out")  # before the mining
+    try:
         mine(args.source, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
              cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
              unique_pairs=args.unique_pairs, min_glosses=min_glosses,
              seeds=english_seed_words(seed_words, stopwords) if seed_words else None)
-    except OSError as err:
-        raise InputError(f"--stopwords: {err}") from err
     except ValueError as err:  # unknown language for the frequency lists, bad top-k
         raise InputError(str(err)) from err
     return 0
@@ -168,12 +175,8 @@ def _mine(args) -> int:
 
 def _bench_streaming(args) -> int:
     from distalign.bench.streaming import format_io_table, plot_io, run_io_bench, run_streaming_bench, write_corpora
-    from distalign.config import distalign_home
 
-    def floats(text: str) -> list[float]:
-        return [float(s) for s in text.split(",")]
-
-    out = Path(args.output_dir) if args.output_dir else distalign_home() / "bench_streaming"
+    out = bench_output_dir(args, "bench_streaming")
     parts = set(args.parts.split(","))
     if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
         # Ray reads the auth mode once, when first imported: from the command's environment it holds for this
@@ -181,7 +184,7 @@ def _bench_streaming(args) -> int:
         raise SystemExit("distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
                          "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ...")
     if "io" in parts:
-        reads = run_io_bench(write_corpora(Path(args.config).resolve(), floats(args.io_sizes_mb), out),
+        reads = run_io_bench(write_corpora(Path(args.config).resolve(), args.io_sizes_mb, out),
                              [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out)
         table = format_io_table(reads)
         print(table)
@@ -190,22 +193,39 @@ def _bench_streaming(args) -> int:
             plot_io(reads, Path(args.plot))
     if "train" not in parts:
         return 0
-    results = run_streaming_bench(Path(args.config).resolve(), floats(args.sizes_mb), args.steps, out, args.overrides)
+    results = run_streaming_bench(Path(args.config).resolve(), args.sizes_mb, args.steps, out, args.overrides)
     return max(r.returncode for r in results)
+
+
+def comma_floats(text: str) -> list[float]:
+    """An argparse type: ``20,2048`` -> [20.0, 2048.0] (argparse names the flag when it raises)."""
+    try:
+        return [float(s) for s in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of numbers") from None
+
+
+def bench_output_dir(args, name: str) -> Path:
+    """A bench's --output-dir (default $DISTALIGN_HOME/<name>), checked writable before the bench starts."""
+    from distalign.config import distalign_home
+    from distalign.errors import require_writable
+
+    out = Path(args.output_dir).resolve() if args.output_dir else distalign_home() / name
+    require_writable(out, "--output-dir")
+    return out
 
 
 def _bench_perf(args) -> int:
     from distalign.bench.perf import run_perf_bench
-    from distalign.config import distalign_home
 
-    run_perf_bench(Path(args.output_dir).resolve() if args.output_dir else distalign_home() / "bench_perf",
-                   args.steps, log_to_mlflow=not args.no_mlflow, areas=tuple(args.rows.split(",")))
+    run_perf_bench(bench_output_dir(args, "bench_perf"), args.steps, log_to_mlflow=not args.no_mlflow, areas=tuple(args.rows.split(",")))
     return 0
 
 
 def _bench_synthetic(args) -> int:
     from distalign.bench.synthetic import BenchSpec, run_bench
 
+    bench_output_dir(args, "bench_synthetic")  # its default is the bench's own
     run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
                         tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
                         args.seed, args.output_dir, [*args.preset_overrides, *args.overrides], args.syntax_target,
@@ -226,8 +246,12 @@ def _bench_preset_defaults(name: str) -> dict:
 
 
 def _static_extract(args) -> int:
+    from distalign.errors import require_writable
+    from distalign.models.loading import check_local_model
     from distalign.static.x2static import extract_to_file
 
+    check_local_model(args.model, "--model")  # before the corpus is read
+    require_writable(Path(args.out).parent, "--out")  # before the teacher is distilled
     result = extract_to_file(args.model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
                              negatives=args.negatives, min_count=args.min_count, seed=args.seed)
     for report in result["reports"]:
@@ -296,8 +320,9 @@ def _add_eval_command(sub, arguments: bool) -> None:
     add_eval_arguments(ev)
     add_shared_arguments(ev.add_argument_group(
         "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
-        "as `distalign transfer` does (these flags, as there), logged into the checkpoint's training run at its "
-        "step when the MLflow store knows it, else a new run in --experiment (default distalign-transfer)"))
+        "as `distalign transfer` does (these flags, as there), logged as a child run of the checkpoint's training "
+        "run at its step when the MLflow store knows it, else a new run in --experiment "
+        "(default distalign-transfer)"))
     ev.set_defaults(func=_eval)
 
 
@@ -459,13 +484,15 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
                     "step (results.md).")
     streaming.add_argument("--parts", default="io,train", help="io (bytes read, workers' shares, on loopback nodes "
                                                                "and S3 on moto), train (driver memory, first step)")
-    streaming.add_argument("--io-sizes-mb", default="16,64", help="io: comma-separated corpus sizes in MB")
+    streaming.add_argument("--io-sizes-mb", default="16,64", type=comma_floats,
+                           help="io: comma-separated corpus sizes in MB")
     streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")
     streaming.add_argument("--nodes", type=int, default=2, help="io: ray start nodes on loopback")
     streaming.add_argument("--unit-bytes", type=int, default=2**20, help="io: data.corpus_unit_bytes")
     streaming.add_argument("--plot", default="", help="io: write the figures to this PNG")
     streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")
-    streaming.add_argument("--sizes-mb", default="20,2048", help="train: comma-separated corpus sizes in MB")
+    streaming.add_argument("--sizes-mb", default="20,2048", type=comma_floats,
+                           help="train: comma-separated corpus sizes in MB")
     streaming.add_argument("--steps", type=int, default=100)
     streaming.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_streaming "
                                                            "(corpora already written there are reused)")

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pyarrow.fs
 
+from distalign.errors import ConfigError, require_writable
+
 STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence means the copy is complete
 # Retries of a failed S3 request (an HTTP 5xx, throttling, a timeout, a dropped connection) after the AWS SDK's
 # default backoff, 25 ms doubling: about 25 s of outage ridden out. (pyarrow's default, 3 tries in all, failed
@@ -17,16 +19,36 @@ STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence 
 S3_RETRIES = 10
 
 
-def s3_filesystem(endpoint_url: str = "") -> pyarrow.fs.S3FileSystem:
-    """S3 with ``S3_RETRIES`` retries of a failed request: at ``endpoint_url`` (MinIO, moto) with the environment's
-    credentials, or AWS with its own resolution of them ("")."""
+def s3_filesystem(endpoint_url: str = "", attempts: int | None = None, **options) -> pyarrow.fs.S3FileSystem:
+    """S3 with ``attempts`` tries of a request (default ``S3_RETRIES``, read at the call): at ``endpoint_url``
+    (MinIO, moto) with the environment's credentials, or AWS with its own resolution of them (""); ``options``: more
+    of ``S3FileSystem``'s."""
     explicit = {}
     if endpoint_url:  # credentials are read here, on the driver, and travel with the filesystem to the workers
         explicit = dict(endpoint_override=endpoint_url, region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
                         access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
                         secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
-    return pyarrow.fs.S3FileSystem(retry_strategy=pyarrow.fs.AwsDefaultS3RetryStrategy(max_attempts=S3_RETRIES),
-                                   **explicit)
+    retries = pyarrow.fs.AwsDefaultS3RetryStrategy(max_attempts=S3_RETRIES if attempts is None else attempts)
+    return pyarrow.fs.S3FileSystem(retry_strategy=retries, **explicit, **options)
+
+
+def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
+    """Fail at once, naming ``storage.path``, where checkpoints could not be written: a local path under a file or
+    in a read-only folder; an S3 endpoint that does not answer, a bucket that does not exist or refuses these
+    credentials (one try with short timeouts, where the run's own filesystem retries for half a minute)."""
+    if "://" not in path:
+        require_writable(Path(path), "storage.path")
+        return
+    bucket = path.split("://", 1)[1].split("/", 1)[0]
+    where = f"storage.path {path}" + (f" (endpoint {endpoint_url})" if endpoint_url else "")
+    try:
+        probe = s3_filesystem(endpoint_url, attempts=1, connect_timeout=timeout_s, request_timeout=timeout_s)
+        found = probe.get_file_info(bucket).type != pyarrow.fs.FileType.NotFound
+    except OSError as err:
+        raise ConfigError(f"{where}: the storage cannot be reached or refuses these credentials ({err}); check "
+                          "storage.endpoint_url and AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY") from None
+    if not found:
+        raise ConfigError(f"{where}: bucket '{bucket}' does not exist: create it, or name an existing one")
 
 
 def storage_filesystem(endpoint_url: str) -> pyarrow.fs.FileSystem | None:

@@ -8,11 +8,10 @@ import collections
 import contextlib
 import itertools
 import logging
+import re
 import tempfile
 import threading
 import time
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -42,16 +41,25 @@ log = logging.getLogger("distalign")
 
 def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
     """Fail at once, naming the URI, when an HTTP tracking server does not answer (MLflow itself retries
-    for minutes before giving up); other stores (sqlite, files, databricks) are left to MLflow."""
+    for minutes before giving up) or refuses the credentials MLflow would send (its ``/health`` asks for none, so
+    the probe is an API call); other stores (sqlite, files, databricks) are left to MLflow."""
     if not uri.startswith(("http://", "https://")):
         return
+    from mlflow.utils.credentials import get_default_host_creds
+    from mlflow.utils.rest_utils import http_request
+
     try:
-        urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=timeout_s)
-    except urllib.error.HTTPError:
-        return  # it answered (an auth error or an older server without /health still means it is up)
-    except OSError as err:
-        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server does not answer "
-                          f"({getattr(err, 'reason', err)})") from None
+        response = http_request(get_default_host_creds(uri), "/api/2.0/mlflow/experiments/search", "GET",
+                                max_retries=0, timeout=timeout_s, raise_on_status=False, params={"max_results": 1})
+    except Exception as err:  # MLflow wraps the connection error (refused, timed out, no such host)
+        cause = re.search(r"\[Errno -?\d+\] [^\"')]*|Read timed out|timed out", str(err))
+        reason = cause.group(0) if cause else str(err)[-300:]
+        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server does not answer ({reason}); start it, "
+                          "or give a reachable tracking.uri (or a sqlite:/// file)") from None
+    if response.status_code in (401, 403):
+        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server refuses the request (HTTP "
+                          f"{response.status_code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+                          "MLFLOW_TRACKING_TOKEN) to an account of that server")
 
 
 def client_for(uri: str) -> MlflowClient:

@@ -14,6 +14,7 @@ reproduce the d_typ and sim_train-test columns of BabelBERT's Table 2 (tests/tes
 
 from __future__ import annotations
 
+import importlib.metadata
 import math
 import sys
 import warnings
@@ -24,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from distalign.errors import ConfigError
+from distalign.languages import iso639_3
 
 FEATURE_SET = "syntax_knn"
 
@@ -43,19 +45,28 @@ def _lang2vec():
     return l2v
 
 
+@lru_cache(maxsize=1)
+def _uriel_data() -> Path:
+    """lang2vec's data folder, found without importing it: its import reads its feature files (5-15 s here), too
+    long to learn that a language code is wrong."""
+    return Path(importlib.metadata.distribution("lang2vec").locate_file("lang2vec/data"))
+
+
 @lru_cache(maxsize=None)
 def _known_codes(feature_set: str) -> frozenset[str]:
     """The ISO 639-3 codes that have vectors in ``feature_set`` (the sets cover different languages)."""
-    l2v = _lang2vec()
-    filename = l2v.FEATURE_SETS_DICT[feature_set][0]
-    return frozenset(np.load(Path(l2v.__file__).parent / "data" / filename, allow_pickle=True)["langs"].tolist())
+    # the *_knn sets are lang2vec's predictions file: read without the import (one member of the npz)
+    filename = "feature_predictions.npz" if feature_set.endswith("_knn") else \
+        _lang2vec().FEATURE_SETS_DICT[feature_set][0]
+    return frozenset(np.load(_uriel_data() / filename, allow_pickle=True)["langs"].tolist())
 
 
 def uriel_code(lang: str, feature_set: str = FEATURE_SET) -> str:
-    """The ISO 639-3 code lang2vec knows a language by; two-letter codes are mapped with its own table."""
-    code = _lang2vec().LETTER_CODES.get(lang, lang)
+    """The ISO 639-3 code lang2vec knows a language by (``de``, ``deu``, ``ger`` and ``German`` are all ``deu``)."""
+    code = iso639_3(lang, f"language '{lang}'")
     if code not in _known_codes(feature_set):
-        raise ConfigError(f"language '{lang}': URIEL (lang2vec) has no {feature_set} vector for it")
+        raise ConfigError(f"language '{lang}': URIEL (lang2vec) has no {feature_set} vector for it: give an ISO 639-1 "
+                          "or 639-3 code it knows (fr, fra)")
     return code
 
 

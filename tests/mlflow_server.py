@@ -1,17 +1,20 @@
 """A real MLflow tracking server on loopback, started as infra/ deploys it (infra/mlflow/serve.sh: basic auth,
-artifacts proxied to S3), with a sqlite store the tests can restart it on."""
+artifacts proxied to S3), on a sqlite store or a PostgreSQL database (``postgres``), which outlive restarts."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from conftest import REPO
 
@@ -29,6 +32,8 @@ class TrackingServer:
     password: str
     s3_endpoint: str = ""
     aws: dict[str, str] = field(default_factory=dict)
+    # runs and users in this database, as infra/ keeps them (one database); empty: sqlite files in ``directory``
+    database: str = ""
     process: subprocess.Popen | None = field(default=None, init=False)
 
     @property
@@ -44,8 +49,9 @@ class TrackingServer:
     def start(self, timeout: float = 120) -> None:
         env = {**os.environ, **self.aws,
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               "MLFLOW_BACKEND_STORE_URI": f"sqlite:///{self.directory}/mlflow.db",
-               "MLFLOW_AUTH_DATABASE_URI": f"sqlite:///{self.directory}/auth.db",
+               **({"MLFLOW_BACKEND_STORE_URI": self.database} if self.database else
+                  {"MLFLOW_BACKEND_STORE_URI": f"sqlite:///{self.directory}/mlflow.db",
+                   "MLFLOW_AUTH_DATABASE_URI": f"sqlite:///{self.directory}/auth.db"}),
                "MLFLOW_ARTIFACTS_DESTINATION": self.artifacts, "MLFLOW_S3_ENDPOINT_URL": self.s3_endpoint,
                "MLFLOW_AUTH_ADMIN_PASSWORD": self.password, "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-secret-key",
                "MLFLOW_HOST": "127.0.0.1", "MLFLOW_PORT": str(self.port), "MLFLOW_WORKERS": "1"}
@@ -65,13 +71,14 @@ class TrackingServer:
                 return  # answering
             except OSError:
                 time.sleep(0.5)
+        self.stop()
         raise TimeoutError(f"mlflow server on {self.url} did not answer in {timeout}s")
 
-    def stop(self) -> None:
-        """SIGTERM the server's process group (its workers too), SIGKILL what is left."""
+    def stop(self, crash: bool = False) -> None:
+        """SIGTERM the server's process group (its workers too), SIGKILL what is left; ``crash``: SIGKILL at once."""
         if self.process is None:
             return
-        for sig, grace in ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
+        for sig, grace in ((signal.SIGKILL, 10),) if crash else ((signal.SIGTERM, 15), (signal.SIGKILL, 10)):
             try:
                 os.killpg(self.process.pid, sig)
             except ProcessLookupError:
@@ -82,3 +89,19 @@ class TrackingServer:
             except subprocess.TimeoutExpired:
                 continue
         self.process = None
+
+
+@contextlib.contextmanager
+def postgres() -> Iterator[str]:
+    """A real PostgreSQL server (the ``pgserver`` wheel's binaries) on a Unix socket, its data in a fresh temporary
+    directory (run as root, pgserver starts it as its own user, which cannot enter pytest's directories); yields the
+    URI of its database ``mlflow`` (``postgresql://``, as infra/ writes it), stops it and removes it at the end."""
+    import pgserver
+
+    with tempfile.TemporaryDirectory(prefix="distalign-pg-") as directory:
+        server = pgserver.get_server(directory, cleanup_mode="stop")
+        try:
+            server.psql("CREATE DATABASE mlflow;")
+            yield server.get_uri("mlflow")
+        finally:
+            server.cleanup()

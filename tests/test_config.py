@@ -336,13 +336,13 @@ def test_malformed_override():
 def test_overrides_parse_yaml_values():
     config = load_config(QUICKSTART, [
         "train.lr=1e-4", "train.weight_decay=0", "train.max_steps=7", "train.use_gpu=true",
-        "data.synthetic.languages=[aa, bb, cc, dd]", "run.name=my-run",
+        "data.synthetic.languages=[xa, xb, xc, xd]", "run.name=my-run",
     ])
     assert isinstance(config.train.lr, float) and config.train.lr == pytest.approx(1e-4)
     assert isinstance(config.train.weight_decay, float) and config.train.weight_decay == 0.0
     assert config.train.max_steps == 7
     assert config.train.use_gpu is True
-    assert config.data.synthetic.languages == ["aa", "bb", "cc", "dd"]
+    assert config.data.synthetic.languages == ["xa", "xb", "xc", "xd"]
     assert config.run.name == "my-run"
     # an override wins over the file's value; the file's other values stay
     assert config.train.warmup_steps == 20

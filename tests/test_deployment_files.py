@@ -112,7 +112,9 @@ def test_the_infra_services_run_the_pinned_mlflow_with_auth_postgres_and_minio()
     mlflow = compose["services"]["mlflow"]
     assert mlflow["environment"]["MLFLOW_BACKEND_STORE_URI"].startswith("postgresql://")
     assert mlflow["environment"]["MLFLOW_ARTIFACTS_DESTINATION"].startswith("s3://")
-    assert f"mlflow=={pinned('mlflow')}" in (INFRA / "mlflow" / "Dockerfile").read_text()
+    image = (INFRA / "mlflow" / "Dockerfile").read_text()
+    for package in ("mlflow", "psycopg[binary]", "sqlalchemy"):  # as tests/test_mlflow_stack.py runs them
+        assert f"{package}=={pinned(package)}" in image, package
     serve = (INFRA / "mlflow" / "serve.sh").read_text()
     assert "--app-name basic-auth" in serve and "--serve-artifacts" in serve
     required = set(re.findall(r'"\$\{(\w+):\?\}"', serve))

@@ -67,7 +67,7 @@ def moto_server() -> Iterator[str]:
 @contextlib.contextmanager
 def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
     """A head and ``count - 1`` worker nodes of ``cpus`` CPUs each on 127.0.0.1; yields the GCS address."""
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60 heads from `ray start` require the token (README)
+    os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60 heads from `ray start` require the token (docs/guides/clusters.md)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     log_dir.mkdir(parents=True, exist_ok=True)

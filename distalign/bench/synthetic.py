@@ -39,10 +39,11 @@ import torch
 
 from distalign.bench.derived_language import NEEDS_PARSE, TRANSFORMATIONS, Transliteration, derive, normalise
 from distalign.bench.syntax_transform import read_conllu, syntax_transform
-from distalign.bench.transfer_study import cell_means, checks_markdown
+from distalign.bench.transfer_study import cell_means, checks_markdown, spread
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
+from distalign.languages import LanguageCode
 from distalign.preparation.cache import content_key
 
 BASE_LANG, DERIVED_LANG = "en", "xx"
@@ -88,12 +89,12 @@ class BenchSpec:
     # layout), carried into the derived language per transformation; no tasks = alignment only
     transfer_tasks: tuple[str, ...] = ()
     transfer_data: str = ""
-    transfer_lang: str = ""
+    transfer_lang: LanguageCode = ""
     # > 0: the base corpus (max_sentences) and udpos + pawsx (this many examples per split) from a one-language
     # synthetic world of world_concepts concepts, generated with `seed` into <output_dir>/world
     world: int = 0
     world_concepts: int = 2000
-    finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (README, "the synthetic world's tasks")
+    finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (docs/guides/transfer.md, "the synthetic world's tasks")
     finetune_epochs: int = 5
     # the share of the base corpus's word types the derived language keeps untransliterated (shared vocabulary, as
     # Deshpande et al. 2022 and ALIGN-MLM's App. D vary it): drawn from the words outside the dictionary
@@ -331,9 +332,9 @@ def alignment_means_markdown(cells: pd.DataFrame) -> str:
     header = ("| transformation | objective | seeds | alignment | paper, Table 8 | word alignment, best layer "
               "| BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n")
     return header + "".join(
-        f"| {r.transformation} | {r.objective} | {r.seeds} | {r.alignment:.1f} ± {r.alignment_std:.1f} "
-        f"| {paper_table8(r)} | {r.word_alignment_best:.1f} ± {r.word_alignment_best_std:.1f} "
-        f"| {r.bli_mrr_best:.3f} ± {r.bli_mrr_best_std:.3f} |\n" for r in cells.itertuples()
+        f"| {r.transformation} | {r.objective} | {r.seeds} | {spread(r.alignment, r.alignment_std, r.seeds)} "
+        f"| {paper_table8(r)} | {spread(r.word_alignment_best, r.word_alignment_best_std, r.seeds)} "
+        f"| {spread(r.bli_mrr_best, r.bli_mrr_best_std, r.seeds, 3)} |\n" for r in cells.itertuples()
     ) + "\n" + checks_markdown("ALIGN-MLM's Table 8 pattern", alignment_checks(cells)) + "\n"
 
 

@@ -61,6 +61,11 @@ def cell_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:
     return pd.concat([means, stds, grouped.size().rename("seeds")], axis=1).reset_index()
 
 
+def spread(mean: float, std: float, seeds: int, digits: int = 1) -> str:
+    """``mean ± std``; a cell of one seed shows its value alone (its std of 0 is not a measured spread)."""
+    return f"{mean:.{digits}f}" if seeds < 2 else f"{mean:.{digits}f} ± {std:.{digits}f}"
+
+
 def correlations(cells: pd.DataFrame, tasks: list[str]) -> dict[str, tuple[float, float]]:
     """task -> (Spearman's ρ, two-sided p) of the cells' mean alignment against their mean −Δ (NaN below 3 cells
     or for a constant column)."""
@@ -105,10 +110,10 @@ def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, 
         f"{task} source | {task} target | {task} Δ | paper Δ ({PAPER_SPEARMAN.get(task, (task,))[0]})" for task in tasks)
     lines = [head + " |", "|" + "---|" * (4 + 4 * len(tasks))]
     for r in cells.itertuples():
-        row = f"| {r.transformation} | {r.objective} | {r.seeds} | {r.alignment:.1f} ± {r.alignment_std:.1f} |"
+        row = f"| {r.transformation} | {r.objective} | {r.seeds} | {spread(r.alignment, r.alignment_std, r.seeds)} |"
         for task in tasks:
             paper = PAPER_TABLE3.get((r.transformation, r.objective, task))
-            row += "".join(f" {getattr(r, f'{kind}_{task}'):.1f} ± {getattr(r, f'{kind}_{task}_std'):.1f} |"
+            row += "".join(f" {spread(getattr(r, f'{kind}_{task}'), getattr(r, f'{kind}_{task}_std'), r.seeds)} |"
                            for kind in ("source", "target", "delta"))
             row += f" {'–' if paper is None else f'{paper:.1f}'} |"
         lines.append(row)

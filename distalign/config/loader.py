@@ -18,6 +18,7 @@ from typing import Any, Literal
 import yaml
 
 from distalign.errors import ConfigError
+from distalign.languages import LanguageCode, language_code
 
 
 _FLOAT_RE = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
@@ -79,6 +80,8 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         if isinstance(value, bool) or not isinstance(value, (int, float)):
             raise ConfigError(f"{key}: expected a number, got {value!r}")
         return float(value)
+    if hint is LanguageCode:
+        return language_code(coerce(value, str, key), key)
     if hint is str:
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")

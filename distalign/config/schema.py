@@ -13,7 +13,8 @@ from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, require
-from distalign.models.loading import TinyModelConfig, check_model_directory
+from distalign.languages import LanguageCode
+from distalign.models.loading import TinyModelConfig, check_local_model
 
 
 
@@ -22,7 +23,7 @@ class AdaptersConfig:
     # Bottleneck adapters in every layer (BabelBERT's adapter variant); only adapters are trained.
     enabled: bool = False
     reduction_factor: int = 16  # adapter width = hidden size / reduction_factor
-    non_linearity: str = "relu"
+    non_linearity: str = "relu"  # the adapter's activation: a name of transformers' ACT2FN (relu, gelu, ...)
     # pfeiffer: after the FFN sublayer's Add & Norm (BabelBERT's PfeifferConfig); houlsby: before it
     placement: Literal["pfeiffer", "houlsby"] = "pfeiffer"
     # bert: N(0, 0.02) weights in both projections (adapter-transformers' default, BabelBERT's); identity: a
@@ -46,10 +47,8 @@ class ModelConfig:
     def check(self) -> None:
         self.adapters.check()
         require(self.max_word_tokens >= 3, "model.max_word_tokens", "must be >= 3 ([CLS] word [SEP])")
-        if self.name_or_path != "tiny" and not _looks_like_hub_name(self.name_or_path):
-            require(Path(self.name_or_path).expanduser().exists(), "model.name_or_path",
-                    f"no such model directory: {self.name_or_path}")
-            check_model_directory(self.name_or_path, "model.name_or_path")
+        if self.name_or_path != "tiny":
+            check_local_model(self.name_or_path, "model.name_or_path")
 
 
 @dataclass
@@ -61,7 +60,7 @@ class DataConfig:
     constraints: list[str] = field(default_factory=list)
     dictionaries: list[DictionarySource] = field(default_factory=list)  # training dictionaries
     eval_dictionaries: list[DictionarySource] = field(default_factory=list)  # held-out BLI pairs
-    corpora: list[CorpusSource] = field(default_factory=list)
+    corpora: list[CorpusSource] = field(default_factory=list)  # training sentences (MLM and the objectives on them)
     # held-out sentences (same format as corpora) scored by the MLM head at each in-loop evaluation:
     # eval/mlm/loss, and the model-selection score with eval.select_by: mlm_loss
     validation_corpora: list[CorpusSource] = field(default_factory=list)
@@ -70,14 +69,14 @@ class DataConfig:
     parallel: list[ParallelSource] = field(default_factory=list)
     max_constraints: int = 0  # constraint-set size: a subset keeping the full set's language-pair shares (0 = all)
     # a language sample (BabelBERT §5.1): only constraints between these languages (empty = all) ...
-    constraint_languages: list[str] = field(default_factory=list)
+    constraint_languages: list[LanguageCode] = field(default_factory=list)
     constraints_per_pair: int = 0  # ... and exactly this many per language pair (0 = as they come)
     sampling_alpha: float = 0.5  # batches draw language pair k with q ∝ p^alpha (BabelBERT)
     # Corpus sentences of language l make up q_l ∝ p_l^alpha of an epoch (p_l: share of the corpus bytes; mBERT
     # and XLM-R smooth with 0.7 and 0.3) by keeping a seeded share of the larger languages' sentences; 1 = as is
     corpus_sampling_alpha: float = 1.0
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
-    max_seq_length: int = 64
+    max_seq_length: int = 64  # tokens per corpus sequence, special tokens included (longer ones are cut)
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
     # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded. Off by default on every device
     # (what a sequence is stays a choice of the experiment, not of the hardware), but on a GPU set it: one
@@ -205,24 +204,24 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
 
 @dataclass
 class TrainConfig:
-    num_workers: int = 2
+    num_workers: int = 2  # Ray Train workers (data-parallel ranks; one GPU each with use_gpu)
     # > 0: the run may go on with fewer workers, down to this many, when the cluster shrinks (a lost node): Ray
     # Train restarts the workers that fit from the last checkpoint, and the corpus epoch is dealt among them
     min_workers: int = 0
     cpus_per_worker: float = 0.5  # fractional on small machines so Ray Data keeps CPUs
     # Ray placement of the workers: PACK (fill nodes), SPREAD, STRICT_PACK, STRICT_SPREAD (one per node)
     placement_strategy: Literal["PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD"] = "PACK"
-    use_gpu: bool = False
-    engine: Literal["ddp", "deepspeed"] = "ddp"
+    use_gpu: bool = False  # one GPU per worker (NCCL); false trains on CPUs (gloo)
+    engine: Literal["ddp", "deepspeed"] = "ddp"  # PyTorch DDP, or DeepSpeed (ZeRO: zero_stage)
     zero_stage: int = 0  # DeepSpeed ZeRO stage 0-3
-    precision: Literal["fp32", "bf16"] = "fp32"
+    precision: Literal["fp32", "bf16"] = "fp32"  # bf16: mixed precision (autocast with DDP, DeepSpeed's bf16)
     # adamw, or lamb (You et al. 2020; DICT-MLM §3.1): a per-tensor trust ratio, for batches of thousands
     optimizer: Literal["adamw", "lamb"] = "adamw"
-    lr: float = 5e-4
-    weight_decay: float = 0.01
-    warmup_steps: int = 10
+    lr: float = 5e-4  # peak learning rate, reached after warmup_steps
+    weight_decay: float = 0.01  # the optimizer's weight decay
+    warmup_steps: int = 10  # steps of linear warm-up from 0 to lr
     lr_schedule: Literal["linear", "constant"] = "linear"  # after warm-up: linear decay to 0, or constant
-    max_steps: int = 200
+    max_steps: int = 200  # optimizer steps of the run (unless epochs > 0)
     # > 0: train this many epochs of the main stream instead (the run's schedule takes its steps from the data)
     epochs: float = 0.0
     # Micro-batches per optimizer step: effective batch = workers x batch size x grad_accum_steps. Contrastive
@@ -234,7 +233,7 @@ class TrainConfig:
     # sentence pairs per worker per step (objectives.tlm): the share of TLM sequences in a step of MLM + TLM is
     # parallel_batch_size / (parallel_batch_size + corpus_batch_size)
     parallel_batch_size: int = 16
-    checkpoint_every: int = 50
+    checkpoint_every: int = 50  # steps between checkpoints (the last step is always one)
     # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
     # the last checkpoint at the same data position and random state. An error of the training code that comes
     # back at the same step after a restart ends the run then (distalign.train.failures)
@@ -242,8 +241,8 @@ class TrainConfig:
     # a one-worker Tune trial trains in the trial's own process (distalign.train.in_process), no worker group
     # started per trial; its failures are the trial's (the study's max_failures), not max_failures above
     trial_in_process: bool = True
-    log_every: int = 10
-    seed: int = 0
+    log_every: int = 10  # steps between the train/ and perf/ metrics logged
+    seed: int = 0  # model initialisation, data order and masking (a trial's seed: its train.seed)
     # a directory: every rank appends the rows of each step's batches (with the step, and the epoch of corpus rows)
     # to a JSON lines file of its own there; for tests and debugging the data position
     trace_rows: str = ""
@@ -254,7 +253,7 @@ class TrainConfig:
     # DeepSpeed settings merged over distalign's own (offload, overlap_comm, bucket sizes, ...): a JSON or
     # YAML file, then this mapping on top
     deepspeed_config_file: str = ""
-    deepspeed_config: dict[str, Any] = field(default_factory=dict)
+    deepspeed_config: dict[str, Any] = field(default_factory=dict)  # DeepSpeed keys on top of deepspeed_config_file
 
     @property
     def in_trial_process(self) -> bool:
@@ -325,14 +324,15 @@ class EvalConfig:
     # in-loop BLI queries: one per source word ("grouped"), or one per pair with the word's other
     # translations competing ("per_pair", as BabelBERT evaluates)
     bli_ranking: Literal["grouped", "per_pair"] = "grouped"
-    languages: list[str] = field(default_factory=list)  # in-loop BLI only on pairs of these languages (empty = all)
+    # in-loop BLI only on pairs of these languages (empty = all)
+    languages: list[LanguageCode] = field(default_factory=list)
     # test languages: their pairs never enter the in-loop BLI (nor do pairs with one of them); they are scored
     # once, after training, from the selected checkpoint, as test/bli/<pair>/mrr (BabelBERT §5.1)
-    test_languages: list[str] = field(default_factory=list)
+    test_languages: list[LanguageCode] = field(default_factory=list)
     # <lang>_vocab.txt files (one word a line, most frequent first): in-loop BLI ranks each pair's targets among
     # the top vocab_size words, as BabelBERT validates (100K); empty: among the pairs' own targets
     vocab_dir: str = ""
-    vocab_size: int = 100_000
+    vocab_size: int = 100_000  # words of each <lang>_vocab.txt the in-loop BLI ranks among (eval.vocab_dir)
     # the score that ranks checkpoints (Ray keeps the best; the run's best-checkpoint tag): "bli", BabelBERT's
     # relative MRR gain on the held-out pairs; "mlm_loss", the MLM loss on data.validation_corpora (lowest
     # wins), as the static-contextual authors select
@@ -355,11 +355,19 @@ class EvalConfig:
 class TrackingConfig:
     # MLflow tracking URI; empty = $MLFLOW_TRACKING_URI, else sqlite:///<DISTALIGN_HOME or cwd>/mlflow.db
     uri: str = ""
-    experiment: str = "distalign"
+    experiment: str = "distalign"  # MLflow experiment of the run (created if missing)
     parent_run_id: str = ""  # set by Tune: the study's parent run
     tags: dict[str, str] = field(default_factory=dict)  # set on the run (a study: what the trial stands for)
     # every node's CPU, memory, disk, network and GPU use, logged as system/node<k>/... (0: off)
     system_metrics_every_s: float = 10.0
+    # the selected checkpoint's model (best by eval.select_by, else the last) logged as an MLflow model
+    # (transformers flavour, with its tokenizer) and registered under this name in the Model Registry; a study
+    # registers its best trial's. Empty: not logged.
+    registered_model_name: str = ""
+
+    def check(self) -> None:
+        require(not any(c in self.registered_model_name for c in "/:"), "tracking.registered_model_name",
+                "must not contain '/' or ':' (MLflow's rule for model names)")
 
 
 @dataclass
@@ -369,7 +377,7 @@ class StorageConfig:
     path: str = ""
     # S3-compatible endpoint (MinIO, moto); empty: $DISTALIGN_STORAGE_ENDPOINT, else AWS's
     endpoint_url: str = ""
-    keep_checkpoints: int = 2
+    keep_checkpoints: int = 2  # checkpoints kept besides the latest: the best by the selection score
 
 
 @dataclass
@@ -422,7 +430,15 @@ def validate(config: ExperimentConfig) -> None:
     require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
             "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
     m.check()
+    config.tracking.check()
     validate_objectives(config)
+    if config.tracking.registered_model_name:
+        # MLflow's transformers flavour saves and loads the Hugging Face model alone
+        extras = ["adapters"] * m.adapters.enabled + [f"objectives.{name}'s input language table"
+                                                       for name, (plugin, _) in o.active().items()
+                                                       if plugin.exported_input_table]
+        require(not extras, "tracking.registered_model_name", f"a model with {' and '.join(extras)} cannot be "
+                "registered: MLflow's transformers flavour would load the base model without it")
     held_out = d.validation_corpora if d.source == "files" else d.synthetic.validation_sentences
     require(not held_out or "mlm" in o.active(), "data.validation_corpora" if d.source == "files" else
             "data.synthetic.validation_sentences", "held-out sentences are scored by objectives.mlm, which is off")
@@ -480,8 +496,3 @@ def validate_objectives(config: ExperimentConfig) -> None:
             require(other == name, f"objectives.{name}.weight",
                      f"objectives.{other} and objectives.{name} both prepare (mask) the '{plugin.stream}' batches: "
                      f"use one of them (set the other's weight to 0)")
-
-
-def _looks_like_hub_name(name: str) -> bool:
-    # "xlm-roberta-base", "org/model"; a path that exists locally is handled as a directory.
-    return not Path(name).expanduser().exists() and not name.startswith(("/", ".", "~")) and name.count("/") <= 1

@@ -37,8 +37,9 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from distalign.data.corpus_plan import Unit, cut_units, hf_units, unit_bytes
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
+from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, unreadable_parquet
 from distalign.data.sources import CorpusSource
+from distalign.languages import language_code
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
 READ_ATTEMPTS = 3  # tries of a remote unit read that failed after the storage's own retries
@@ -121,8 +122,9 @@ def expand(path: str, filesystem: pyarrow.fs.FileSystem | None) -> list[str]:
 def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSystem | None = None) -> CorpusFiles:
     """Resolve one ``data.corpora`` entry (``key`` names it in errors): files of one kind, parquet
     files checked for a readable footer and the text column."""
+    lang = language_code(src.lang, f"{key}.lang")
     if src.hf_dataset:
-        files = CorpusFiles(src.lang, "hf", [], src.text_field, src.hf_dataset, src.hf_config, src.hf_split)
+        files = CorpusFiles(lang, "hf", [], src.text_field, src.hf_dataset, src.hf_config, src.hf_split)
         files.rows = len(load_hf_dataset(files)) if Path(src.hf_dataset).is_dir() else None
         return files
     paths = expand(src.path, filesystem)
@@ -134,8 +136,11 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     kind = kinds.pop()
     fs, _ = filesystem_for(src.path, filesystem)
     sizes = [info.size for info in fs.get_file_info(paths)]
+    if kind != "parquet" and not any(sizes):
+        raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
+                         "a 'text' field a line (.jsonl)")
     pieces = [check_parquet(fs, p, src.text_field) for p in paths] if kind == "parquet" else []
-    return CorpusFiles(src.lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces)
+    return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces)
 
 
 def with_language_sampling(sources: list[CorpusFiles], alpha: float) -> list[CorpusFiles]:
@@ -176,7 +181,7 @@ def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list
             parquet = pq.ParquetFile(f)
             names, meta = parquet.schema_arrow.names, parquet.metadata
     except (OSError, pa.ArrowException) as err:
-        raise InputError(f"{path}: unreadable parquet file ({err})") from err
+        raise unreadable_parquet(path, err) from None
     if text_field not in names:
         raise InputError(f"{path}: no '{text_field}' column (has {names})")
     return [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))

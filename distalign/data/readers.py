@@ -6,6 +6,9 @@
 - constraint parquet files in ``CONSTRAINT_SCHEMA``
 - text corpora: ``.txt`` (one sentence a line), ``.jsonl`` (``{"text": ...}``), ``.parquet`` (column ``text``)
 - parallel sentences: a TSV ``src<TAB>tgt`` a line, or two line-aligned files (Tatoeba's / Moses' layout)
+
+Every language code, a file's column or a reader's argument, is read through ``distalign.languages.language_code``
+(``DE``, ``deu`` and ``ger`` are all ``de``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import pyarrow.parquet as pq
 
 from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
 from distalign.errors import InputError  # defined at the bottom layer (the CLI catches it without pyarrow)
+from distalign.languages import language_code
 
 MAX_EXAMPLES = 5
 BABELNET_COLUMNS = ("synsetID", "lang1", "lang2", "word1", "word2", "sent1", "sent2")
@@ -44,6 +48,12 @@ class ReadReport:
         return text + "".join(f"\n  {e}" for e in self.examples)
 
 
+def require_rows(report: ReadReport, what: str) -> None:
+    """An input file named in a config that gives no usable row is an ``InputError`` with the first rows' reasons."""
+    if report.rows == 0:
+        raise InputError(f"{report.summary()}\n  no usable {what} in {report.path}: check its format, or leave it out")
+
+
 def _lines(path: Path):
     if not path.is_file():
         raise InputError(f"file not found: {path}")
@@ -57,6 +67,7 @@ def _lines(path: Path):
 def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
     """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset."""
     path = Path(path)
+    lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
     for line_no, line in _lines(path):
@@ -96,11 +107,25 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
-def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
-    path = Path(path)
+def unreadable_parquet(path, err: Exception) -> InputError:
+    """The error for a file that is not parquet (cut short, another format renamed), naming it and what to do."""
+    return InputError(f"{path}: unreadable parquet file ({err}); write it again, or copy it again if it was cut short")
+
+
+def read_parquet(path: Path, columns: list[str] | None = None) -> pa.Table:
+    """A parquet file's table; a file that is not parquet (cut short, another format renamed) is an ``InputError``
+    naming it, not pyarrow's error naming neither the file nor the setting."""
     if not path.is_file():
         raise InputError(f"file not found: {path}")
-    table = pq.read_table(path)
+    try:
+        return pq.read_table(path, columns=columns)
+    except (pa.ArrowException, OSError) as err:
+        raise unreadable_parquet(path, err) from None
+
+
+def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    path = Path(path)
+    table = read_parquet(path)
     missing = [c for c in REQUIRED_COLUMNS if c not in table.column_names]
     if missing:
         raise InputError(f"{path}: missing constraint columns {missing} (has {table.column_names})")
@@ -114,7 +139,8 @@ def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
         # Kleene AND: a null word gives false (plain and_ gives null, and the row was dropped uncounted).
         ok = pc.and_kleene(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
         valid = ok if valid is None else pc.and_kleene(valid, ok)
-    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist():
+    # (pyarrow 25's indices_nonzero crashes the process on an empty array)
+    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist() if len(table) else []:
         report.skip(i + 1, "null or empty word, language or synset_id")
     table = table.filter(valid)
     report.rows = len(table)
@@ -125,21 +151,33 @@ def read_constraints(path: str | Path) -> tuple[pa.Table, ReadReport]:
     """Constraint file by extension: ``.parquet`` in the schema, ``.tsv`` a BabelNet export."""
     suffix = Path(path).suffix
     if suffix == ".parquet":
-        return read_constraint_parquet(path)
-    if suffix in (".tsv", ".txt"):
-        return read_babelnet_export(path)
-    raise InputError(f"{path}: constraint files must be .parquet or a BabelNet export .tsv")
+        table, report = read_constraint_parquet(path)
+    elif suffix in (".tsv", ".txt"):
+        table, report = read_babelnet_export(path)
+    else:
+        raise InputError(f"{path}: constraint files must be .parquet or a BabelNet export .tsv")
+    return with_language_codes(table, path), report
+
+
+def with_language_codes(table: pa.Table, path: str | Path) -> pa.Table:
+    """``table`` with its ``lang1`` and ``lang2`` columns in canonical codes (each distinct code read once)."""
+    for column in ("lang1", "lang2"):
+        codes = table[column].combine_chunks().dictionary_encode()
+        canonical = [language_code(code, f"{path}: column {column}") for code in codes.dictionary.to_pylist()]
+        field = table.schema.field(column)
+        array = pc.take(pa.array(canonical, field.type), codes.indices)
+        table = table.set_column(table.schema.get_field_index(column), field, array)
+    return table
 
 
 def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
-    """Sentences of one language as a table (``text``, ``lang``)."""
+    """Sentences of one language as a table (``text``, ``lang``, as given: a corpus's language comes canonical from
+    its config key, and a reader that needs none passes "")."""
     path = Path(path)
     report = ReadReport(str(path))
     texts: list[str] = []
     if path.suffix == ".parquet":
-        if not path.is_file():
-            raise InputError(f"file not found: {path}")
-        table = pq.read_table(path)
+        table = read_parquet(path)
         if "text" not in table.column_names:
             raise InputError(f"{path}: no 'text' column (has {table.column_names})")
         for i, value in enumerate(table["text"].to_pylist(), start=1):
@@ -169,7 +207,8 @@ def read_corpus(path: str | Path, lang: str) -> tuple[pa.Table, ReadReport]:
 PARALLEL_COLUMNS = ("text1", "lang1", "text2", "lang2")
 
 
-def _parallel_table(pairs: list[tuple[str, str]], lang1: str, lang2: str) -> pa.Table:
+def _parallel_table(pairs: list[tuple[str, str]], lang1: str, lang2: str, path: Path) -> pa.Table:
+    lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
     return pa.table({"text1": [a for a, _ in pairs], "lang1": [lang1] * len(pairs),
                      "text2": [b for _, b in pairs], "lang2": [lang2] * len(pairs)})
 
@@ -186,7 +225,7 @@ def read_parallel_tsv(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Tabl
             continue
         pairs.append((fields[0], fields[1]))
     report.rows = len(pairs)
-    return _parallel_table(pairs, lang1, lang2), report
+    return _parallel_table(pairs, lang1, lang2, path), report
 
 
 def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
@@ -212,4 +251,4 @@ def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
             continue
         pairs.append((a, b))
     report.rows = len(pairs)
-    return _parallel_table(pairs, lang1, lang2), report
+    return _parallel_table(pairs, lang1, lang2, path1), report

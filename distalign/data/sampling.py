@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from distalign.errors import ConfigError
 
 
 def language_pair_keys(table: pa.Table) -> np.ndarray:
@@ -82,7 +83,8 @@ def exactly_per_pair(table: pa.Table, per_pair: int, seed: int) -> pa.Table:
     pairs, counts = np.unique(keys, return_counts=True)
     short = {p: int(n) for p, n in zip(pairs, counts) if n < per_pair}
     if short:
-        raise ValueError(f"data.constraints_per_pair={per_pair}: these language pairs have fewer constraints: {short}")
+        raise ConfigError(f"data.constraints_per_pair={per_pair}: these language pairs have fewer constraints: {short}; "
+                          "lower it, or leave these languages out of data.constraint_languages")
     rng = np.random.default_rng([seed, 2])
     chosen = [rng.choice(np.flatnonzero(keys == pair), size=per_pair, replace=False) for pair in pairs]
     return table.take(rng.permutation(np.concatenate(chosen))) if chosen else table
@@ -133,6 +135,6 @@ def exclude_words(table: pa.Table, banned: set[tuple[str, str]]) -> tuple[pa.Tab
                 for lang, word in zip(table[f"lang{side}"].to_pylist(), table[f"word{side}"].to_pylist())]
 
     left, right = kept_side("1"), kept_side("2")
-    keep = pc.and_(pa.array(left), pa.array(right))
+    keep = pc.and_(pa.array(left, pa.bool_()), pa.array(right, pa.bool_()))  # typed: no rows is no null array
     kept = table.filter(keep)
     return kept, len(table) - len(kept)

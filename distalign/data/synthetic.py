@@ -25,6 +25,7 @@ import pyarrow.parquet as pq
 
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import DictionarySource
+from distalign.languages import LanguageCode
 
 CONSONANTS = list("ptkbdgmnlrsvfz")
 VOWELS = list("aeiou")
@@ -42,9 +43,9 @@ Token = tuple[str, str, int, str]
 class SyntheticConfig:
     """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
 
-    languages: list[str] = field(default_factory=lambda: ["xa", "xb", "xc"])
-    num_concepts: int = 300
-    sentences_per_language: int = 1500
+    languages: list[LanguageCode] = field(default_factory=lambda: ["xa", "xb", "xc"])  # x + a letter: invented
+    num_concepts: int = 300  # shared meanings: each language has a word for each
+    sentences_per_language: int = 1500  # corpus size of each language
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
     heldout_fraction: float = 0.2  # concepts held out of the constraints for BLI evaluation
     validation_sentences: int = 0  # per language, drawn after the corpus: held-out sentences for the MLM loss
@@ -197,7 +198,7 @@ def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, cou
       head and relation from the grammar's tree;
     - ``pawsx/<lang>/{train,dev,test}.tsv`` (sentence1, sentence2, label): label 1 when both sentences are
       drawn from the same topic, else 0 (each concept has one topic, so the words tell topics apart; the
-      quickstart's tiny model still barely learns it, see the README); exactly half of each split is 1 (an odd
+      quickstart's tiny model still barely learns it, see docs/benchmarks.md); exactly half of each split is 1 (an odd
       count: one more 0).
     """
     for lang in languages:

@@ -9,38 +9,56 @@ What to run is an ``EvalSpec``: a ``--spec`` YAML file, then the flags given, th
 (``distalign.config.load_dataclass``).
 
 Results go to ``<output-dir>``: ``results.csv``/``.parquet`` (task x pair x layer x metric),
-``best_layers.csv``, ``by_layer.png`` and one pair heatmap per task, and to MLflow: the checkpoint's
-own training run when the store knows it (values at the checkpoint's step), otherwise a new run.
+``best_layers.csv``, ``by_layer.png`` and one pair heatmap per task, and to MLflow: every evaluation is a run of
+its own. A checkpoint whose training run the store knows gets a child run of it (nested under it in the UI, values
+at the checkpoint's step); the training run's own metrics and artifacts are never written to.
+
+A checkpoint's ``--dictionary`` test sets are built as its run's in-loop BLI built them (the sample of source
+words, the target candidates, the casing, the layer and the word budget, from the ``config.yaml`` the checkpoint
+keeps): the same dictionary gives the in-loop number.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
 import pandas as pd
 
-from distalign.checkpoint import MODEL_DIR, STATE_FILE, read_state
-from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
+from distalign.checkpoint import CONFIG_FILE, MODEL_DIR, STATE_FILE, read_config_mapping, read_state
+from distalign.config import (
+    ConfigError,
+    ExperimentConfig,
+    distalign_home,
+    from_dict,
+    load_dataclass,
+    resolve_path,
+    resolve_tracking_uri,
+)
 from distalign.data.readers import InputError
 from distalign.eval import report
+from distalign.eval.selection import encoding_settings, in_loop_settings
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
+from distalign.eval.tasks.bli import BLISettings
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
-from distalign.models.loading import check_model_directory
+from distalign.models.loading import check_model_directory, check_model_files
 
 ARTIFACT_DIR = "eval"
+EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
+EVALUATED_STEP_TAG = "distalign.evaluated_step"  # ... and the checkpoint's step
 
 
 @dataclass
 class EvalTrackingConfig:
     uri: str = ""  # MLflow store; empty = $MLFLOW_TRACKING_URI, else sqlite:///<DISTALIGN_HOME or cwd>/mlflow.db
-    experiment: str = "distalign-eval"  # experiment of a new eval run (a known checkpoint logs into its own run)
+    # experiment of the eval run (a checkpoint whose training run the store knows: a child run in the run's own)
+    experiment: str = "distalign-eval"
     enabled: bool = True  # false: write files only
 
 
@@ -54,7 +72,7 @@ class EvalSpec:
         tracking: {experiment: my-evals}
     """
 
-    checkpoint: str = ""  # distalign checkpoint directory (logs into its training run)
+    checkpoint: str = ""  # distalign checkpoint directory (its eval run is a child run of its training run)
     model: str = ""  # Hugging Face model directory or hub name; exactly one of checkpoint and model
     suite: SuiteSpec = field(default_factory=SuiteSpec)
     layer: int | None = None  # score only this layer (negative counts from the last); null = every layer
@@ -71,6 +89,21 @@ class ModelUnderTest:
     label: str
     mlflow_run_id: str = ""  # the training run of a checkpoint
     step: int = 0
+    checkpoint: str = ""  # the checkpoint directory
+
+
+def run_bli_settings(checkpoint: Path) -> BLISettings:
+    """The in-loop BLI settings of the run a checkpoint was saved by (its ``config.yaml``); a checkpoint saved before
+    checkpoints kept their config gets the defaults', with a warning."""
+    mapping = read_config_mapping(checkpoint)
+    if mapping is None:
+        say(f"[distalign eval] WARNING {checkpoint} keeps no {CONFIG_FILE} (saved by an older distalign): its "
+            f"--dictionary test sets use the default config's in-loop BLI settings")
+        return in_loop_settings(ExperimentConfig())
+    try:
+        return in_loop_settings(from_dict(ExperimentConfig, mapping))
+    except ConfigError as err:
+        raise InputError(f"--checkpoint {checkpoint}: its {CONFIG_FILE} does not read as a config: {err}") from err
 
 
 def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
@@ -79,14 +112,16 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         path = Path(checkpoint).expanduser().resolve()
         if not (path / MODEL_DIR / "config.json").is_file():
             raise InputError(f"--checkpoint {checkpoint}: not a distalign checkpoint (no {MODEL_DIR}/config.json)")
+        check_model_files(str(path / MODEL_DIR), f"--checkpoint {checkpoint}")
         state = read_state(path) if (path / STATE_FILE).is_file() else None
         return ModelUnderTest(str(path / MODEL_DIR), f"{path.parent.name}/{path.name}",
-                              state.mlflow_run_id if state else "", state.step if state else 0)
+                              state.mlflow_run_id if state else "", state.step if state else 0, str(path))
     path = Path(model).expanduser()
     if (path / MODEL_DIR / "config.json").is_file():
         return resolve_model(str(path), None)
     if path.exists():
         check_model_directory(model, "--model")
+        check_model_files(model, "--model")
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
@@ -166,39 +201,47 @@ def write_reports(df: pd.DataFrame, tasks: list[EvalTask], out_dir: Path) -> lis
 
 
 def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, spec: EvalSpec) -> str:
-    from distalign.tracking import CHECKPOINT_TAG, MetricLogger, client_for, experiment_id, log_params
+    """A new MLflow run for this evaluation; returns its id. A checkpoint whose training run is in the store gets a
+    child run of it, in its experiment (the UI lists it under the run; each evaluation is a row of its own, so two
+    never overwrite each other, and the training run's metrics and artifacts stay as training left them), tagged
+    with the run, the checkpoint and its step, the values at that step. Anything else: a run in
+    ``tracking.experiment``."""
+    from distalign.tracking import CHECKPOINT_TAG, PARENT_TAG, MetricLogger, client_for, experiment_id, log_params
 
     uri = resolve_tracking_uri(spec.tracking.uri)
     client = client_for(uri)
-    run_id = model.mlflow_run_id
-    known = False
-    if run_id:
+    training_run, exp_id = model.mlflow_run_id, None
+    if training_run:
         try:
-            client.get_run(run_id)
-            known = True
+            exp_id = client.get_run(training_run).info.experiment_id
         except Exception:  # the checkpoint was trained against another MLflow store
-            say(f"[distalign eval] run {run_id} of the checkpoint is not in {uri}: logging to a new run")
-    metrics = report.mlflow_metrics(df, spec.layer)
-    if known:
-        artifact_path = f"{ARTIFACT_DIR}/step_{model.step}"
-    else:
+            say(f"[distalign eval] run {training_run} of the checkpoint is not in {uri}: logging to a run in "
+                f"experiment {spec.tracking.experiment!r}")
+    tags = {CHECKPOINT_TAG: model.checkpoint or model.path}
+    if model.checkpoint:
+        tags[EVALUATED_STEP_TAG] = str(model.step)
+    if exp_id is None:
         exp_id = experiment_id(client, spec.tracking.experiment)
-        run_id = client.create_run(exp_id, run_name=f"eval-{model.label}",
-                                   tags={CHECKPOINT_TAG: model.path}).info.run_id
-        settings = {f"suite.{f.name}": getattr(spec.suite, f.name) for f in fields(spec.suite) if f.init}
-        log_params(client, run_id, {"model": model.path, "layer": "best" if spec.layer is None else spec.layer,
-                                    **{key: ",".join(map(str, value)) if isinstance(value, tuple) else value
-                                       for key, value in settings.items()}})
-        artifact_path = ARTIFACT_DIR
+    else:
+        tags |= {PARENT_TAG: training_run, EVALUATED_RUN_TAG: training_run}
+    run_id = client.create_run(exp_id, run_name=f"eval-{model.label}", tags=tags).info.run_id
+    settings = {f"suite.{f.name}": getattr(spec.suite, f.name) for f in fields(spec.suite) if f.init}
+    if spec.suite.run_settings is not None:
+        settings["suite.dictionary_settings"] = str(spec.suite.run_settings)
+    log_params(client, run_id, {"model": model.path, "layer": "best" if spec.layer is None else spec.layer,
+                                **{key: ",".join(map(str, value)) if isinstance(value, tuple) else value
+                                   for key, value in settings.items()}})
+    metrics = report.mlflow_metrics(df, spec.layer)
     metric_logger = MetricLogger(uri, run_id)
     metric_logger.log(metrics, model.step)
     metric_logger.close()
     for path in files:
-        client.log_artifact(run_id, str(path), artifact_path)
-    if not known:
-        client.set_terminated(run_id)
-    say(f"[distalign eval] {len(metrics)} metrics and {len(files)} files logged to MLflow run {run_id} "
-        f"({uri}), artifacts under {artifact_path}/")
+        client.log_artifact(run_id, str(path), ARTIFACT_DIR)
+    client.set_terminated(run_id)
+    where = f"a child run of the checkpoint's training run {training_run}" if PARENT_TAG in tags \
+        else f"experiment {spec.tracking.experiment!r}"
+    say(f"[distalign eval] {len(metrics)} metrics and {len(files)} files logged to MLflow run {run_id} ({uri}, "
+        f"{where}), artifacts under {ARTIFACT_DIR}/")
     return run_id
 
 
@@ -225,6 +268,7 @@ class PreparedEval:
     model: ModelUnderTest
     tasks: list[EvalTask]
     num_layers: int
+    encoding: EncodingSettings = EncodingSettings()
 
 
 def run_eval_cli(args) -> int:
@@ -236,9 +280,24 @@ def prepare_eval(args) -> PreparedEval:
     user's input, before any Ray work (``distalign eval`` with transfer tasks calls this before the transfer runs)."""
     from transformers import AutoConfig
 
+    from distalign.tracking import check_reachable
+
     spec = spec_from_args(args)
+    if spec.tracking.enabled:  # the results are logged after all the Ray work: a dead server must show first
+        check_reachable(resolve_tracking_uri(spec.tracking.uri))
     suite = spec.suite
     model = resolve_model(spec.checkpoint, spec.model)
+    encoding = EncodingSettings()
+    if model.checkpoint:  # its dictionaries' test sets and its word budget as its run's in-loop BLI
+        run_bli = run_bli_settings(Path(model.checkpoint))
+        suite.run_settings = replace(run_bli, layer=run_bli.layer if spec.layer is None else spec.layer)
+        if suite.dictionary_vocab_dir:
+            suite.run_settings = replace(suite.run_settings, vocab_dir=suite.dictionary_vocab_dir,
+                                         vocab_size=suite.vocab_size)
+        encoding = encoding_settings(suite.run_settings)
+        if suite.dictionaries:
+            say(f"[distalign eval] --dictionary test sets built as the checkpoint's run built its in-loop BLI: "
+                f"{suite.run_settings}")
     tasks = build_tasks(suite)  # every file read and checked before Ray starts
     for read in {read.path: read for read in suite.reports}.values():  # bli and word_alignment read the same files
         if read.malformed:
@@ -247,7 +306,7 @@ def prepare_eval(args) -> PreparedEval:
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
     for task in tasks:
         task.check_model(num_layers)
-    return PreparedEval(spec, model, tasks, num_layers)
+    return PreparedEval(spec, model, tasks, num_layers, encoding)
 
 
 def run_prepared(prepared: PreparedEval) -> int:
@@ -263,7 +322,7 @@ def run_prepared(prepared: PreparedEval) -> int:
 
     ensure_ray()
     rows = evaluate_distributed(model.path, tasks, num_layers, None if spec.layer is None else [spec.layer],
-                                EncodingSettings(), cache_dir, Resources(spec.cpus_per_task, spec.cpus_per_task,
+                                prepared.encoding, cache_dir, Resources(spec.cpus_per_task, spec.cpus_per_task,
                                                                          spec.use_gpu))
     df = pd.DataFrame(rows).sort_values(["task", "pair", "layer", "metric"]).reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -280,7 +339,8 @@ def add_eval_arguments(parser) -> None:
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec (suite.max_queries=100)")
     parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.runner.EvalSpec)")
     source = parser.add_mutually_exclusive_group()
-    source.add_argument("--checkpoint", help="distalign checkpoint directory (logs into its training run)")
+    source.add_argument("--checkpoint", help="distalign checkpoint directory (its eval run: a child run of its "
+                                             "training run; --dictionary test sets as its run's in-loop BLI)")
     source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
     parser.add_argument("--eval-dir", help=f"benchmark folder (default {d.suite.eval_dir})")
     parser.add_argument("--tasks", help=f"comma list of {','.join(EVAL_TASKS)} (default {','.join(d.suite.tasks)}); "
@@ -300,5 +360,6 @@ def add_eval_arguments(parser) -> None:
     parser.add_argument("--use-gpu", action="store_true", default=None, help="encode on a GPU per encoding task")
     parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
                                                "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
-    parser.add_argument("--experiment", help=f"experiment of a new eval run (default {d.tracking.experiment})")
+    parser.add_argument("--experiment", help=f"experiment of the eval run (default {d.tracking.experiment}; a "
+                                             f"checkpoint of a known training run: that run's experiment)")
     parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")

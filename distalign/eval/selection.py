@@ -1,39 +1,37 @@
 """Model selection inside the training loop: BLI on held-out dictionary pairs, one layer, MRR per
 language pair, and the relative MRR gain over the vanilla model that ranks checkpoints.
 
-The target vocabulary of a pair is the top of a frequency list (``eval.vocab_dir``; BabelBERT
-validates against 100K words, lower-cased like the shared lists), else the set of distinct target
-words of its dictionary.
+The test sets are built by ``distalign.eval.tasks.bli.build_test_set`` with the run's ``in_loop_settings``, as
+``distalign eval --checkpoint ... --dictionary ...`` builds them from the checkpoint's saved config. The target
+vocabulary of a pair is the top of a frequency list (``eval.vocab_dir``; BabelBERT validates against 100K words,
+lower-cased like the shared lists), else the set of distinct target words of its dictionary as written.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from distalign.config import ExperimentConfig
 from distalign.eval.mlm_loss import MLM_LOSS_METRIC
-from distalign.eval.tasks import BLIRanking, BLITask, EncodingSettings, evaluate_locally
+from distalign.eval.tasks import EncodingSettings, evaluate_locally
+from distalign.eval.tasks.bli import BLISettings, BLITask
 
 
-def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], max_pairs: int = 0,
-                   seed: int = 0, ranking: BLIRanking = "grouped", vocab: list[str] | None = None) -> BLITask:
-    """Queries from dictionary pairs (``ranking`` as in ``BLITask``) of at most ``max_pairs`` source
-    words (seeded), ranked among ``vocab`` (words looked up in it lower-cased) or the pairs' targets."""
-    pairs = list(zip(src, tgt))
-    sources = list(dict.fromkeys(src))
-    if 0 < max_pairs < len(sources):
-        keep = {sources[i] for i in np.random.default_rng(seed).choice(len(sources), size=max_pairs, replace=False)}
-        pairs = [p for p in pairs if p[0] in keep]
-    task = BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=vocab is not None, ranking=ranking)
-    order = sorted(range(len(task.vocab)), key=task.vocab.__getitem__)  # sorted vocabulary: stable across runs
-    new_index = {old: new for new, old in enumerate(order)}
-    task.vocab = [task.vocab[i] for i in order]
-    task.gold = [sorted(new_index[i] for i in gold) for gold in task.gold]
-    return task
+def in_loop_settings(config: ExperimentConfig) -> BLISettings:
+    """The in-loop BLI's test-set and encoder settings of a run's config."""
+    e, m = config.eval, config.model
+    return BLISettings(max_pairs=e.bli_max_pairs, seed=config.train.seed, ranking=e.bli_ranking,
+                       vocab_dir=e.vocab_dir, vocab_size=e.vocab_size, layer=m.word_layer,
+                       max_word_tokens=m.max_word_tokens)
 
 
-def evaluate_bli(model, tokenizer, test_sets: list[BLITask], max_tokens: int, layer: int = -1) -> dict[str, float]:
-    """``eval/bli/<l1>-<l2>/mrr`` for each set and their mean ``eval/bli/avg/mrr``, at ``layer``."""
-    rows = evaluate_locally(model, tokenizer, test_sets, [layer], EncodingSettings(max_word_tokens=max_tokens))
+def encoding_settings(settings: BLISettings) -> EncodingSettings:
+    return EncodingSettings(max_word_tokens=settings.max_word_tokens)
+
+
+def evaluate_bli(model, tokenizer, test_sets: list[BLITask], settings: BLISettings) -> dict[str, float]:
+    """``eval/bli/<l1>-<l2>/mrr`` for each set and their mean ``eval/bli/avg/mrr``, at ``settings.layer``."""
+    rows = evaluate_locally(model, tokenizer, test_sets, [settings.layer], encoding_settings(settings))
     metrics = {f"eval/bli/{r['pair']}/mrr": r["value"] for r in rows if r["metric"] == "mrr"}
     if metrics:
         metrics["eval/bli/avg/mrr"] = float(np.mean(list(metrics.values())))

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from distalign.data.readers import ReadReport
+from distalign.eval.bli_settings import BLISettings
 
 
 @dataclass
@@ -25,8 +26,12 @@ class SuiteSpec:
     bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and word_alignment
     xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
     tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
-    # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]
+    # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]; their test sets are built as the
+    # in-loop BLI builds them (a checkpoint: with its run's settings, so the numbers match the run's)
     dictionaries: tuple[tuple[str, str, str], ...] = ()
+    # <lang>_vocab.txt files whose top vocab_size words are the dictionaries' targets; empty: each dictionary's own
+    # targets as written (a checkpoint: its run's eval.vocab_dir)
+    dictionary_vocab_dir: str = ""
     similarities: tuple[Literal["cosine", "csls"], ...] = ("cosine",)  # add "csls" for CSLS (k = 10) rankings
     vocab_size: int = 100_000  # BLI vocabulary size (targets; the source space for CSLS and per-pair OOV)
     # BLI queries: one per source word ("grouped"), or one per test pair with the word's other
@@ -39,3 +44,12 @@ class SuiteSpec:
     tatoeba_mean_of_layers: int = 1
     semeval_pairs: tuple[str, ...] = ()  # SemEval-2017 Task 2 cross-lingual, ISO 639-1; read by xlsim
     reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read
+    # how the dictionaries' test sets are built (set by distalign eval from a checkpoint's run); None: from the keys
+    # above (max_queries source words, bli_ranking, dictionary_vocab_dir, every layer)
+    run_settings: BLISettings | None = field(default=None, init=False, repr=False)
+
+    @property
+    def dictionary_settings(self) -> BLISettings:
+        return self.run_settings or BLISettings(max_pairs=self.max_queries, ranking=self.bli_ranking,
+                                                vocab_dir=self.dictionary_vocab_dir, vocab_size=self.vocab_size,
+                                                layer=None)

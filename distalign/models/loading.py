@@ -37,10 +37,10 @@ class TinyModelConfig:
     """A random-init XLM-R-style encoder built offline (tokenizer trained on the run's text)."""
 
     vocab_size: int = 2000  # target size of the trained Unigram tokenizer
-    hidden_size: int = 64
-    num_layers: int = 2
-    num_heads: int = 2
-    intermediate_size: int = 128
+    hidden_size: int = 64  # width of the hidden states
+    num_layers: int = 2  # transformer layers
+    num_heads: int = 2  # attention heads per layer
+    intermediate_size: int = 128  # width of the feed-forward sublayer
     max_length: int = 64  # max positions / tokens per sequence
 
 
@@ -96,6 +96,57 @@ def check_model_directory(name_or_path: str, key: str) -> None:
         raise ConfigError(f"{key}: {name_or_path} is a file, not a model directory; {holds}")
     if path.is_dir() and not (path / "config.json").is_file():
         raise ConfigError(f"{key}: {name_or_path} has no config.json; {holds}")
+
+
+def check_local_model(name_or_path: str, key: str) -> None:
+    """A model named by a local path (absolute, relative, or existing here) must be a whole model directory
+    (``check_model_directory``, ``check_model_files``); a hub name (``xlm-roberta-base``, ``org/model``) passes."""
+    path = Path(name_or_path).expanduser()
+    if not path.exists():
+        if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
+            raise ConfigError(f"{key}: no such model directory: {name_or_path}")
+        return
+    check_model_directory(name_or_path, key)
+    check_model_files(name_or_path, key)
+
+
+# save_pretrained's files: a tokenizer needs one of these (else transformers builds an empty one of the model's type,
+# silently), the weights one of those
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "sentencepiece.bpe.model", "spiece.model")
+WEIGHTS_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+
+
+def check_model_files(directory: str, key: str) -> None:
+    """A local model directory's tokenizer and weights, checked before anything starts: tokenizer files present and
+    loading, no more tokens than the model has embeddings (another model's tokenizer), a weights file whose
+    safetensors headers read. Each problem is a ``ConfigError`` naming ``key``, the file and what to do."""
+    from safetensors import safe_open
+
+    path = Path(directory)
+    if not any((path / name).is_file() for name in TOKENIZER_FILES):
+        raise ConfigError(f"{key}: {directory} has no tokenizer files (one of {', '.join(TOKENIZER_FILES)}): copy "
+                          "the tokenizer the model was saved with into it (save_pretrained writes both)")
+    try:
+        tokens = len(load_tokenizer(directory))
+    except Exception as err:  # transformers raises what the tokenizer's own library does
+        raise ConfigError(f"{key}: {directory}: its tokenizer does not load ({type(err).__name__}: {err}): copy the "
+                          "model's tokenizer files again") from None
+    embeddings = getattr(_transformers().AutoConfig.from_pretrained(directory), "vocab_size", None)
+    if embeddings and tokens > embeddings:
+        raise ConfigError(f"{key}: {directory}: its tokenizer has {tokens} tokens, more than the model's {embeddings} "
+                          "embeddings (vocab_size): the tokenizer is another model's; copy this model's own tokenizer "
+                          "files")
+    if not any((path / name).is_file() for name in WEIGHTS_FILES):
+        raise ConfigError(f"{key}: {directory} has no weights (one of {', '.join(WEIGHTS_FILES)}): copy them from "
+                          "where the model was saved")
+    for weights in sorted(path.glob("*.safetensors")):
+        try:
+            with safe_open(str(weights), "pt"):  # the header only: no tensor is read
+                pass
+        except Exception as err:  # safetensors' own error type, or an OSError
+            raise ConfigError(f"{key}: {weights}: not a readable safetensors file ({err}): the copy is cut short or "
+                              "corrupted; copy the model again") from None
 
 
 # Model types whose position ids start after the padding id (RoBERTa's ``create_position_ids_from_input_ids``), so

@@ -60,8 +60,8 @@ from distalign.collectives import all_gather_rows
 
 @dataclass
 class LexicalConfig:
-    weight: float = 1.0
-    temperature: float = 0.07
+    weight: float = 1.0  # 0 disables the objective
+    temperature: float = 0.07  # tau of the InfoNCE softmax over cosine similarities
     # sense level: each word encoded with its synset gloss ([CLS] word [SEP] gloss [SEP]), only the
     # word's subwords pooled; pairs without glosses fall back to the word alone
     sense_level: bool = False

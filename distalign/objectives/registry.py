@@ -1,7 +1,7 @@
 """The objective plugins by YAML section name: ``objectives.<name>`` configures ``OBJECTIVES[name]``.
 
 Adding an objective = one module with an ``Objective`` subclass (``distalign.objectives.base``)
-and one line here (see the README, "Adding an objective").
+and one line here (see docs/explanations/architecture.md, "Adding an objective").
 """
 
 from __future__ import annotations

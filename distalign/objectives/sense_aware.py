@@ -188,7 +188,7 @@ class SenseAwareConfig:
     prune_beta: float = 0.0  # prune senses chosen less than this share of a token's selections (0 = never)
     prune_min_count: int = 100  # only tokens selected at least this often are pruned
     translation_weight: float = 0.5  # share of the translation label's loss where one exists (0.5 = mean)
-    max_translations: int = 8
+    max_translations: int = 8  # translation labels kept per token (the first, in the pairs' order)
 
 
 class SenseAwareObjective(Objective):

@@ -152,7 +152,7 @@ class StaticAlignConfig:
     # Without data.static_vectors the targets are derived from the starting model before training:
     # X2Static vectors per corpus language, mapped (below) onto the first language by the training pairs
     extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)
-    extract_epochs: int = 1
+    extract_epochs: int = 1  # X2Static training epochs over the corpus
     align_iterations: int = 1  # self-learning rounds after the seed-dictionary fit (0 = seed only)
     # procrustes (orthogonal, onto the pivot's normalised space) or vecmap (whitening, orthogonal map, re-weighting,
     # de-whitening; needs at least as many seed pairs with vectors as the vectors have dimensions)

@@ -28,7 +28,8 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from distalign.data.readers import ReadReport, read_constraints, read_dictionary, read_parallel_files, read_parallel_tsv
+from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
+                                    read_parallel_tsv, require_rows)
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -39,7 +40,9 @@ from distalign.data.sampling import (
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
-from distalign.errors import require
+from distalign.errors import ConfigError, require
+from distalign.eval.selection import in_loop_settings
+from distalign.languages import language_code
 from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.prepared import BLIPairs, PreparedData
@@ -49,21 +52,6 @@ from distalign.storage import node_local, s3_filesystem, storage_filesystem
 
 log = logging.getLogger("distalign")
 TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokenizer is trained on
-
-
-def target_vocabulary(config: ExperimentConfig, lang: str, reports: list[ReadReport]) -> list[str] | None:
-    """The top ``eval.vocab_size`` words of ``<eval.vocab_dir>/<lang>_vocab.txt``, or None without a vocab_dir."""
-    from distalign.eval.benchmarks import read_vocabulary
-
-    if not config.eval.vocab_dir:
-        return None
-    path = Path(config.eval.vocab_dir) / f"{lang}_vocab.txt"
-    if not path.is_file():
-        raise ValueError(f"eval.vocab_dir: no {path.name} in {config.eval.vocab_dir} for the in-loop BLI targets in "
-                         f"'{lang}' (one word a line, most frequent first)")
-    words, report = read_vocabulary(path, config.eval.vocab_size)
-    reports.append(report)
-    return words
 
 
 def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str], test_languages: list[str]
@@ -82,9 +70,12 @@ def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str
 
 def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: list[ReadReport]) -> BLIPairs:
     table, report = read_dictionary(src.path, src.lang1, src.lang2)
+    require_rows(report, "'src<TAB>tgt' pairs")
     reports.append(report)
-    return BLIPairs(src.lang1, src.lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
-                    target_vocabulary(config, src.lang2, reports))
+    lang1, lang2 = (language_code(lang, f"{src.path} ({side})") for side, lang in (("lang1", src.lang1),
+                                                                                   ("lang2", src.lang2)))
+    return BLIPairs(lang1, lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
+                    in_loop_settings(config).target_vocabulary(lang2, reports))
 
 
 def prepare_data(config: ExperimentConfig) -> PreparedData:
@@ -109,10 +100,12 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     tables = []
     for path in constraint_files:
         table, report = read_constraints(path)
+        require_rows(report, "constraint pairs")
         tables.append(table)
         reports.append(report)
     for src in d.dictionaries:
         table, report = read_dictionary(src.path, src.lang1, src.lang2)
+        require_rows(report, "'src<TAB>tgt' pairs")
         tables.append(table)
         reports.append(report)
     constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
@@ -132,11 +125,16 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
     if "constraints" in config.objectives.streams() and \
             len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
-        raise ValueError(f"only {len(constraints)} constraint pairs left after excluding evaluation words: fewer than "
-                         f"one batch per worker (train.constraint_batch_size x train.num_workers)")
+        t = config.train
+        raise ConfigError(f"data.constraints: only {len(constraints)} constraint pairs left after excluding evaluation "
+                          f"words, fewer than one batch per worker (train.constraint_batch_size="
+                          f"{t.constraint_batch_size} x train.num_workers={t.num_workers}): give more pairs outside the "
+                          "evaluation dictionaries, or a smaller train.constraint_batch_size")
     if config.objectives.uses_word_pairs and len(constraints) == 0:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
-        raise ValueError(f"no dictionary pair left after excluding evaluation words: objectives {readers} train on them")
+        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
+                          f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or set their "
+                          "weight to 0")
 
     filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]

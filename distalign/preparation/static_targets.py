@@ -32,6 +32,7 @@ from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import CorpusStream
 from distalign.data.readers import ReadReport
 from distalign.data.sources import StaticVectorsSource
+from distalign.errors import ConfigError
 from distalign.objectives.static_align import StaticAlignObjective
 from distalign.static.mapping import MappingMethod, map_spaces
 from distalign.static.procrustes import preprocess
@@ -80,8 +81,8 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
         words, vectors, _ = read_word2vec(raw[source.lang])
         seed_pairs = seed_pairs_between(pairs, source.lang, pivot)
         if not seed_pairs:
-            raise ValueError(f"objectives.static: no training pairs between '{source.lang}' and the pivot "
-                             f"'{pivot}' to seed the {method} map (give data.static_vectors instead)")
+            raise ConfigError(f"objectives.static: no training pairs between '{source.lang}' and the pivot "
+                              f"'{pivot}' to seed the {method} map (give data.static_vectors instead)")
         mapped, _, report = map_spaces(method, words, vectors, pivot_words, pivot_vectors, seed_pairs, iterations,
                                        keep_target=True)
         write_word2vec(source.path, words, mapped)
@@ -104,8 +105,8 @@ def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: Co
     """X2Static + mapped targets from the starting model (``derive_static_vectors``)."""
     s = config.objectives.static
     if corpus.filesystem is not None or any(src.kind == "hf" for src in corpus.sources):
-        raise ValueError("objectives.static derives its targets from local corpus files only: give "
-                         "data.static_vectors for corpora on S3 or from Hugging Face datasets")
+        raise ConfigError("objectives.static derives its targets from local corpus files only: give "
+                          "data.static_vectors for corpora on S3 or from Hugging Face datasets")
     local = [(path, src.lang) for src in corpus.sources for path in src.paths]
     return derive_static_vectors(model_path, local, pairs, Path(config.data.output_dir) / "static",
                                  s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed, s.mapping)
@@ -127,5 +128,7 @@ def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSou
     StaticAlignObjective.check_targets(config.objectives.static, config, len(static["vector"][0]),
                                        AutoConfig.from_pretrained(model_path).hidden_size)
     if len(static) < config.train.static_batch_size * config.train.num_workers:
-        raise ValueError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker")
+        raise ConfigError(f"data.static_vectors: {len(static)} words, fewer than one batch per worker "
+                          f"(train.static_batch_size={config.train.static_batch_size} x train.num_workers="
+                          f"{config.train.num_workers}): give more vectors, or a smaller train.static_batch_size")
     return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))

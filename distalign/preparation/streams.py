@@ -18,7 +18,7 @@ identically on resume.
   streaming executor, which would run in the training worker's process, spins while the training step
   holds its output back (its scheduling loop does not wait when a task's output is ready but not
   taken). On the quickstart the worker process's CPU time per step fell from 52.0 to 33.8 ms without
-  it (README, Performance).
+  it (docs/benchmarks.md, "Real run against a plain script").
 
 A worker asks each stream for its batches (``Stream.worker_batches``) with a ``WorkerData``:
 ``RayWorkerData`` in a Ray Train worker, ``LocalWorkerData`` in this process without Ray

@@ -16,7 +16,8 @@ from typing import Sequence, get_args
 
 import numpy as np
 
-from distalign.data.readers import read_dictionary
+from distalign.data.readers import InputError, read_dictionary
+from distalign.errors import ConfigError
 from distalign.objectives.static_align import StaticMapping as MappingMethod
 from distalign.static.procrustes import align_spaces, apply_map, preprocess
 from distalign.static.vecmap import VecMapSettings, apply_vecmap, vecmap_align
@@ -56,11 +57,16 @@ def align_files(src_vec_path: str | Path, tgt_vec_path: str | Path, dictionary_p
     VecMap requires it. Returns :func:`map_spaces`'s report plus the reading summaries (``read``).
     """
     if method == "vecmap" and tgt_out_path is None:
-        raise ValueError("method 'vecmap' moves the target space too: give an output for it (--tgt-out)")
+        raise ConfigError("method 'vecmap' moves the target space too: give an output for it (--tgt-out)")
     src_words, src_vecs, src_report = read_word2vec(src_vec_path)
     tgt_words, tgt_vecs, tgt_report = read_word2vec(tgt_vec_path)
     pairs, dict_report = read_dictionary(dictionary_path, "src", "tgt")
     seed_pairs = list(zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist()))
+    src_vocab, tgt_vocab = set(src_words), set(tgt_words)
+    if not any(src in src_vocab and tgt in tgt_vocab for src, tgt in seed_pairs):
+        raise InputError(f"{dictionary_path}: none of its {len(seed_pairs)} pairs has a vector on both sides "
+                         f"({src_vec_path}, {tgt_vec_path}): give a seed dictionary of these two languages, the "
+                         "source word first")
     mapped_src, mapped_tgt, report = map_spaces(method, src_words, src_vecs, tgt_words, tgt_vecs, seed_pairs,
                                                 iterations)
     write_word2vec(out_path, src_words, mapped_src)

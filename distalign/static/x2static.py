@@ -50,8 +50,9 @@ import torch.nn.functional as F
 import transformers
 from transformers import AutoConfig, AutoModel
 
-from distalign.data.readers import ReadReport, read_corpus
+from distalign.data.readers import InputError, ReadReport, read_corpus
 from distalign.data.tokenize import encode_sentences
+from distalign.errors import ConfigError
 from distalign.models.loading import load_tokenizer
 from distalign.models.pooling import mean_pool
 from distalign.static.word2vec_format import write_word2vec
@@ -147,7 +148,8 @@ def load_teacher(model_name_or_path: str, layer: int) -> tuple[torch.nn.Module, 
     """
     num_layers = AutoConfig.from_pretrained(model_name_or_path).num_hidden_layers
     if not -(num_layers + 1) <= layer <= num_layers:
-        raise ValueError(f"layer must lie in [{-(num_layers + 1)}, {num_layers}] for {model_name_or_path}, got {layer}")
+        raise ConfigError(f"layer {layer} is outside [{-(num_layers + 1)}, {num_layers}], the layers of "
+                          f"{model_name_or_path} (0 = embeddings, negative from the end): give one in that range")
     layer %= num_layers + 1
     # The cut-off layers (and the unused MLM head/pooler) would be reported as unexpected/missing weights.
     verbosity = transformers.logging.get_verbosity()
@@ -309,7 +311,8 @@ def extract_to_file(model_name_or_path: str, corpus_paths: Sequence[str | Path],
         sentences.extend(table["text"].to_pylist())
         reports.append(report)
     if not sentences:
-        raise ValueError(f"no sentences in {[str(p) for p in corpus_paths]}")
+        raise InputError(f"{', '.join(map(str, corpus_paths))}: no sentences: give a corpus with a sentence a line "
+                         "(.txt), or a 'text' field (.jsonl, .parquet)")
     words, vectors = extract_static_vectors(model_name_or_path, sentences, layer=layer, **options)
     path = write_word2vec(out_path, words, vectors)
     return {"sentences": len(sentences), "words": len(words), "path": path, "reports": reports}

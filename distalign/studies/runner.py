@@ -119,6 +119,21 @@ def close_stopped_trials(client, parent_id: str, metric: str, rows: list[dict[st
         client.set_terminated(run.info.run_id, "KILLED", end_time=max((m.timestamp for m in history), default=None))
 
 
+def register_best_trial(client, parent_id: str, config: ExperimentConfig) -> None:
+    """The best trial's checkpoint (the study run's ``distalign.best_checkpoint``, set by ``log_study_summary``)
+    logged into the trial's run and registered as ``tracking.registered_model_name`` (trials register none)."""
+    from distalign.train.model_registry import register_checkpoint
+
+    tags = client.get_run(parent_id).data.tags
+    if "distalign.best_checkpoint" not in tags:
+        log.warning("no trial has a score and a checkpoint: no model registered as %s",
+                    config.tracking.registered_model_name)
+        return
+    trial = child_runs(client, parent_id)[tags["distalign.best_trial"]]
+    register_checkpoint(config.tracking.uri, trial.info.run_id, tags["distalign.best_checkpoint"],
+                        config.storage.endpoint_url, config.tracking.registered_model_name)
+
+
 def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
     """Every trial's inputs read and checked on the driver before Ray starts (a language sample short of
     constraints for a pair, a missing file: an error naming the trial). What they build (worlds, tiny
@@ -194,6 +209,8 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
         client = client_for(first.tracking.uri)
         close_stopped_trials(client, parent_id, study.metric, rows)
         log_study_summary(client, parent_id, study, rows)
+        if first.tracking.registered_model_name:
+            register_best_trial(client, parent_id, first)
         log.info("study %s in the MLflow UI: %s", study.study,
                  run_url(first.tracking.uri, client.get_run(parent_id).info.experiment_id, parent_id))
         failed = [r["trial"] for r in rows if r["error"]]

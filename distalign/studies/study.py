@@ -33,6 +33,7 @@ from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, TrainConfig, load_config, load_dataclass
 from distalign.data.streams import worker_data_cpus
+from distalign.languages import LanguageCode
 from distalign.studies.trials import TAG
 
 log = logging.getLogger("distalign")
@@ -51,9 +52,9 @@ class LanguageSampleStudy:
     per_pair: int = 100  # constraints per language pair (paper: 100)
     # never sampled; their pairs are the test pairs (eval.test_languages), scored once after training from the
     # checkpoint selected on validation pairs (eval.languages' pairs without a test language)
-    test_languages: list[str] = field(default_factory=list)
-    candidates: list[str] = field(default_factory=list)  # empty: the base config's constraint languages
-    seed: int = 0
+    test_languages: list[LanguageCode] = field(default_factory=list)
+    candidates: list[LanguageCode] = field(default_factory=list)  # empty: the base config's constraint languages
+    seed: int = 0  # of the random samples
 
 
 @dataclass
@@ -66,9 +67,9 @@ class SearchStudy:
     space: dict[str, dict[str, list[Any]]] = field(default_factory=dict)
     num_samples: int = 8  # configurations Optuna suggests
     seeds: int = 1  # runs per configuration, with train.seed, train.seed + 1, ...
-    scheduler: Literal["fifo", "asha"] = "fifo"
+    scheduler: Literal["fifo", "asha"] = "fifo"  # fifo: every trial runs to the end; asha: early stopping
     grace_period: int = 1  # evaluations a trial gets before ASHA may stop it
-    reduction_factor: int = 2
+    reduction_factor: int = 2  # ASHA keeps 1 / reduction_factor of the trials at each rung
     seed: int = 0  # Optuna's sampler
 
 
@@ -81,7 +82,7 @@ class StudyConfig:
     language_samples: LanguageSampleStudy = field(default_factory=LanguageSampleStudy)
     search: SearchStudy = field(default_factory=SearchStudy)  # instead of grid and language samples
     metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
-    mode: Literal["min", "max"] = "max"
+    mode: Literal["min", "max"] = "max"  # whether the lowest or the highest metric is best
     # trials at once: 0 = as many as the cluster's CPUs and GPUs hold (``trial_resources``); N = at most N
     max_concurrent_trials: int = 0
     # the trial function's own CPUs: it waits on its TorchTrainer, or trains its one worker in its process
@@ -212,6 +213,13 @@ def load_study(path: str | Path,
     """
     path = Path(path)
     extra_overrides = extra_overrides or []
+    sections = {f.name for f in dataclasses.fields(ExperimentConfig)}
+    for override in extra_overrides:  # else a mistyped study key is reported as a key of the trials' config
+        first = override.split("=", 1)[0].split(".", 1)[0].strip()
+        if first not in STUDY_KEYS | sections:
+            raise ConfigError(f"unknown key '{first}' in override {override!r}: neither a study key "
+                              f"({', '.join(sorted(STUDY_KEYS))}) nor a section of the trials' config "
+                              f"({', '.join(sorted(sections))})")
     study = load_dataclass(StudyConfig, path, [o for o in extra_overrides if _is_study_override(o)])
     _check(study)
     base = path.parent / study.base

@@ -42,7 +42,7 @@ def matmul_weights(module: nn.Module) -> int:
 
 @dataclass(frozen=True)
 class ModelFlops:
-    """What a masked LM's training FLOPs depend on; ``step_flops`` counts them on a step's batches."""
+    """What a masked LM's training FLOPs depend on; ``flops`` counts them on a step's ``StepCounts``."""
 
     encoder_weights: int  # W: every layer's matrix-product weights, adapters included
     layers: int  # L
@@ -58,17 +58,44 @@ class ModelFlops:
                    matmul_weights(head) if head is not None else config.hidden_size * config.vocab_size)
 
     def step_flops(self, micro_batches: list[dict[str, dict[str, torch.Tensor]]]) -> float:
-        """One optimizer step's FLOPs: every ``attention_mask*`` tensor of every stream's batch is a set of
-        sequences through the encoder; every ``labels`` tensor's labelled positions go through the MLM head."""
-        tokens = squares = labelled = 0
-        for batches in micro_batches:
-            for batch in batches.values():
-                for name, mask in batch.items():
-                    if name.startswith("attention_mask"):
-                        lengths = mask.sum(1).long()
-                        tokens += int(lengths.sum())
-                        squares += int((lengths * lengths).sum())
-                if "labels" in batch:
-                    labelled += int((batch["labels"] != IGNORE_INDEX).sum())
-        return 3.0 * (2.0 * self.encoder_weights * tokens + 4.0 * self.layers * self.attention_width * squares
-                      + 2.0 * self.head_weights * labelled)
+        """One optimizer step's FLOPs (``count_step`` of its micro-batches)."""
+        return self.flops(count_step(micro_batches))
+
+    def flops(self, counts: StepCounts) -> float:
+        return 3.0 * (2.0 * self.encoder_weights * counts.real_tokens
+                      + 4.0 * self.layers * self.attention_width * counts.squared_lengths
+                      + 2.0 * self.head_weights * counts.labelled)
+
+
+@dataclass(frozen=True)
+class StepCounts:
+    """What one step's batches hold: every ``attention_mask*`` tensor of every stream is a set of sequences
+    through the encoder; every ``labels`` tensor's labelled positions go through the MLM head."""
+
+    sequences: int
+    positions: int  # padded
+    real_tokens: int
+    squared_lengths: int  # Σ n² over sequences: attention's cost
+    labelled: int
+
+    @property
+    def padding(self) -> int:
+        return self.positions - self.real_tokens
+
+
+def count_step(micro_batches: list[dict[str, dict[str, torch.Tensor]]]) -> StepCounts:
+    """One walk over a step's micro-batches (host tensors: the batches before they move to the device, so that
+    counting never waits on the GPU)."""
+    sequences = positions = real = squares = labelled = 0
+    for batches in micro_batches:
+        for batch in batches.values():
+            for name, mask in batch.items():
+                if name.startswith("attention_mask"):
+                    lengths = mask.sum(1).long()
+                    sequences += mask.shape[0]
+                    positions += mask.numel()
+                    real += int(lengths.sum())
+                    squares += int((lengths * lengths).sum())
+            if "labels" in batch:
+                labelled += int((batch["labels"] != IGNORE_INDEX).sum())
+    return StepCounts(sequences, positions, real, squares, labelled)

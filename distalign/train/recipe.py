@@ -37,7 +37,7 @@ from distalign.checkpoint import (
 from distalign.data.batches import padded_names, trim_padding
 from distalign.data.streams import StreamBatches
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
-from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, pair_mrrs, relative_mrr_gain
+from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.language_embeddings import training_input_languages
@@ -176,7 +176,7 @@ class TrainingRecipe:
         enter)."""
         with self.engine.full_weights(), self._input_languages():
             metrics = evaluate_bli(self.engine.module, self.tokenizer, self.plan.bli_test_sets,
-                                   self.config.model.max_word_tokens, self.config.model.word_layer)
+                                   in_loop_settings(self.config))
             if metrics:
                 if not self.state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection
                     self.state.baseline_mrr = pair_mrrs(metrics)
@@ -229,7 +229,7 @@ class TrainingRecipe:
                 weights = {k.removeprefix("masked_lm."): v for k, v in weights.items() if k.startswith("masked_lm.")}
             table = self._input_table()
             write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights,
-                              (table, list(self.plan.languages)) if table else None)
+                              (table, list(self.plan.languages)) if table else None, self.config.to_dict())
         write_manifest(directory, self.rank, self.world_size)  # last: it vouches for the files above
 
     # -- the loop ----------------------------------------------------------------------------

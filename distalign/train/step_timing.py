@@ -34,7 +34,7 @@ from typing import Callable
 
 import torch
 
-from distalign.train.model_flops import ModelFlops
+from distalign.train.model_flops import ModelFlops, count_step
 
 Mark = Callable[[str], None]
 
@@ -59,20 +59,6 @@ def peak_flops(device: torch.device) -> float | None:
     return next((tflops * 1e12 for key, tflops in PEAK_BF16_TFLOPS.items() if key in name), None)
 
 
-def batch_tokens(micro_batches: list[dict[str, dict[str, torch.Tensor]]]) -> tuple[int, int, int]:
-    """(sequences, tokens, padding tokens) of one step: every ``attention_mask*`` tensor of every stream, its rows,
-    its positions and its zeros. Reads host tensors (the batches before they move to the device)."""
-    sequences = tokens = real = 0
-    for batches in micro_batches:
-        for batch in batches.values():
-            for name, mask in batch.items():
-                if name.startswith("attention_mask"):
-                    sequences += mask.shape[0]
-                    tokens += mask.numel()
-                    real += int(mask.count_nonzero())
-    return sequences, tokens, tokens - real
-
-
 @dataclass
 class Window:
     """What one worker's steps since the last log add up to (seconds, counts)."""
@@ -83,7 +69,7 @@ class Window:
     sequences: int = 0
     tokens: int = 0
     padding: int = 0
-    flops: float = 0.0  # model FLOPs (``ModelFlops.step_flops``)
+    flops: float = 0.0  # model FLOPs (``ModelFlops.flops``)
 
 
 def window_metrics(window: Window, peak: float | None) -> dict[str, float]:
@@ -158,11 +144,11 @@ class StepTimer:
         self._last = (now, event)
 
     def count(self, micro_batches: list) -> None:
-        sequences, tokens, padding = batch_tokens(micro_batches)
-        self.window.sequences += sequences
-        self.window.tokens += tokens
-        self.window.padding += padding
-        self.window.flops += self.model_flops.step_flops(micro_batches)
+        counts = count_step(micro_batches)
+        self.window.sequences += counts.sequences
+        self.window.tokens += counts.positions
+        self.window.padding += counts.padding
+        self.window.flops += self.model_flops.flops(counts)
 
     def end(self) -> None:
         self.mark("other")

@@ -14,8 +14,9 @@ import ray
 import ray.train
 
 from distalign.config import ExperimentConfig
-from distalign.eval.selection import build_test_set, evaluate_bli
+from distalign.eval.selection import evaluate_bli, in_loop_settings
 from distalign.eval.tasks import BLITask
+from distalign.eval.tasks.bli import BLISettings, build_test_set
 from distalign.preparation.prepared import BLIPairs
 
 EVAL_PREFIX, TEST_PREFIX = "eval/bli/", "test/bli/"
@@ -25,18 +26,17 @@ TEST_STEP = "test/step"  # the step of the checkpoint the test scores come from
 
 def bli_test_sets(config: ExperimentConfig, pairs: list[BLIPairs]) -> list[BLITask]:
     """The BLI tasks of held-out pairs, as the in-loop evaluation builds them (validation and test alike)."""
-    return [build_test_set(p.lang1, p.lang2, p.src, p.tgt, config.eval.bli_max_pairs, config.train.seed,
-                           config.eval.bli_ranking, p.vocab) for p in pairs]
+    settings = in_loop_settings(config)
+    return [build_test_set(p.lang1, p.lang2, p.src, p.tgt, settings, p.vocab) for p in pairs]
 
 
-def _score(checkpoint: ray.train.Checkpoint, test_sets: list[BLITask], max_word_tokens: int,
-           layer: int) -> dict[str, float]:
+def _score(checkpoint: ray.train.Checkpoint, test_sets: list[BLITask], settings: BLISettings) -> dict[str, float]:
     from distalign.checkpoint import MODEL_DIR, read_state
     from distalign.eval.distributed import load_encoder
 
     with checkpoint.as_directory() as directory:
         model, tokenizer = load_encoder(str(Path(directory) / MODEL_DIR))
-        metrics = evaluate_bli(model, tokenizer, test_sets, max_word_tokens, layer)
+        metrics = evaluate_bli(model, tokenizer, test_sets, settings)
         step = read_state(Path(directory)).step
     return {TEST_PREFIX + key.removeprefix(EVAL_PREFIX): value for key, value in metrics.items()} | {TEST_STEP: step}
 
@@ -49,4 +49,4 @@ def score_test_pairs(config: ExperimentConfig, test_sets: list[BLITask],
     t = config.train
     task = ray.remote(_score).options(num_cpus=t.cpus_per_worker, num_gpus=int(t.use_gpu),
                                       scheduling_strategy="DEFAULT", name="distalign-test-scores")
-    return ray.get(task.remote(checkpoint, test_sets, config.model.max_word_tokens, config.model.word_layer))
+    return ray.get(task.remote(checkpoint, test_sets, in_loop_settings(config)))

@@ -27,11 +27,12 @@ from distalign.logs import configure
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.schedule import run_schedule
+from distalign.preparation.resume import check_resume
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
 from distalign.preparation.validation import mlm_validation_batch
 from distalign.ray_session import ensure_ray
-from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
+from distalign.storage import check_storage, checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
     BEST_CHECKPOINT_TAG,
     CHECKPOINT_TAG,
@@ -44,6 +45,7 @@ from distalign.tracking import (
 from distalign.train.failures import FailFast, raising_worker_exceptions
 from distalign.train.in_process import fit_in_process
 from distalign.train.loop import train_loop_per_worker
+from distalign.train.model_registry import register_checkpoint
 from distalign.train.plan import TrainingPlan
 from distalign.train.startup import StartupClock
 from distalign.train.test_scores import TEST_STEP, bli_test_sets, score_test_pairs
@@ -157,6 +159,8 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     configure()
     clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
     check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
+    check_storage(config.storage.path, config.storage.endpoint_url)  # and S3's retries for half a minute
+    check_resume(config)  # a run.name seen before: its checkpoint must fit this config, else workers fail on it
     prepared = stage_inputs(prepare_data(config), config)
     clock.mark("prepare")
     t = config.train
@@ -207,4 +211,8 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
                 client.log_metric(run_id, key, value, step=step)
             log.info("test pairs at step %d (the %s checkpoint): %s", step, "best" if fitted.best is not None else "last",
                      " ".join(f"{k}={v:.4f}" for k, v in test_metrics.items() if k != TEST_STEP))
+        # a trial's model is not registered: its study registers the best trial's
+        if config.tracking.registered_model_name and selected is not None and trial_report is None:
+            register_checkpoint(config.tracking.uri, run_id, selected, config.storage.endpoint_url,
+                                config.tracking.registered_model_name)
     return TrainingOutcome(run_id, checkpoint, fitted.metrics, best_checkpoint, test_metrics)

@@ -19,9 +19,26 @@ from __future__ import annotations
 from pathlib import Path
 
 from distalign.data.readers import InputError, ReadReport
+from distalign.errors import ConfigError
+from distalign.languages import language_code
 from distalign.transfer.tasks.base import TransferTask
 
 FILE_NAMES = {"train": ("train",), "validation": ("validation", "dev"), "test": ("test",)}
+
+
+def language_folder(parent: Path, lang: str) -> Path:
+    """``parent/<lang>``, or the one folder there named by another code of the same language (``deu`` for ``de``)."""
+    if (parent / lang).is_dir() or not parent.is_dir():
+        return parent / lang
+    same = [p for p in parent.iterdir() if p.is_dir() and _code_or_none(p) == lang]
+    return same[0] if len(same) == 1 else parent / lang
+
+
+def _code_or_none(folder: Path) -> str | None:
+    try:
+        return language_code(folder.name, str(folder))
+    except ConfigError:  # a folder that names no language
+        return None
 
 
 def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, hub: bool = False,
@@ -29,7 +46,7 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
     """The examples of one split of one language, and what reading them kept and skipped (``train_set``: see
     ``TransferTask.data_source``)."""
     source = task.data_source(lang, split, hub_configs or {}, train_set)
-    folder = Path(data_dir) / source.folder / lang if data_dir else None
+    folder = language_folder(Path(data_dir) / source.folder, lang) if data_dir else None
     looked = []
     if folder is not None:
         if (folder / "dataset_dict.json").is_file():
@@ -38,11 +55,13 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
             try:
                 splits = load_from_disk(str(folder))
             except Exception as err:  # datasets' own errors name no folder (a split saved with 0 rows: IndexError)
+                why = "a split with no rows is saved but cannot be read back: save the DatasetDict again without " \
+                      "empty splits" if isinstance(err, IndexError) else \
+                      "its files are cut short or corrupted: save it again (save_to_disk), or copy it again"
                 raise InputError(
                     f"{task.name}: {folder}: datasets cannot load this save_to_disk folder ({type(err).__name__}: "
-                    f"{err}); a split with no rows is saved but cannot be read back: save the DatasetDict again "
-                    f"without empty splits, or give each split as a plain file ({folder}/<split>.{task.file_suffix})"
-                ) from err
+                    f"{err}); {why}, or give each split as a plain file ({folder}/<split>.{task.file_suffix})"
+                ) from None
             if source.split not in splits:
                 raise InputError(f"{task.name}: {folder} has no {source.split!r} split for language {lang} "
                                  f"(splits: {list(splits)})")

@@ -25,8 +25,15 @@ import pandas as pd
 
 from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
 from distalign.data.readers import InputError, ReadReport
-from distalign.eval.runner import EvalTrackingConfig, ModelUnderTest, resolve_model
+from distalign.eval.runner import (
+    EVALUATED_RUN_TAG,
+    EVALUATED_STEP_TAG,
+    EvalTrackingConfig,
+    ModelUnderTest,
+    resolve_model,
+)
 from distalign.eval.tasks.base import comma_list
+from distalign.languages import LanguageCode, language_code
 from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
@@ -64,9 +71,10 @@ class TransferSpec:
     # TyDiQA-GoldP's training data (XTREME's SRC): "squad" (SQuAD v1.1, XTREME's default) or "tydiqa" (its own
     # English train set; its English dev set selects)
     tydiqa_train: Literal["squad", "tydiqa"] = "squad"
-    source: str = "en"  # the fine-tuning language
-    languages: tuple[str, ...] = ()  # target languages; empty = every <data_dir>/<task>/<lang> folder but source
-    targets: dict[str, tuple[str, ...]] = field(default_factory=dict)  # per task, over `languages`
+    source: LanguageCode = "en"  # the fine-tuning language
+    # target languages; empty = every <data_dir>/<task>/<lang> folder but source
+    languages: tuple[LanguageCode, ...] = ()
+    targets: dict[str, tuple[LanguageCode, ...]] = field(default_factory=dict)  # per task, over `languages`
     select_on: Literal["source", "target"] = "source"  # the dev sets that pick the epoch (XTREME: source)
     # a model with adapters (BabelBERT's): "adapters" trains the adapters and the task head, encoder frozen
     # (the paper's adapter regime); "all" trains every parameter
@@ -105,7 +113,8 @@ def task_settings(task: type[TransferTask], overrides: FineTuneOverrides) -> Fin
 def target_languages(spec: TransferSpec, name: str) -> tuple[str, ...]:
     langs = spec.targets.get(name) or spec.languages
     if not langs and spec.data_dir and (Path(spec.data_dir) / name).is_dir():
-        langs = tuple(sorted(p.name for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
+        langs = tuple(sorted(language_code(p.name, f"{p} (a language folder)")
+                             for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
     langs = tuple(lang for lang in langs if lang != spec.source)
     if not langs:
         raise InputError(f"{name}: no target languages: give --langs (or targets.{name}), or put "
@@ -147,6 +156,9 @@ def prepare(spec: TransferSpec, model: ModelUnderTest, progress=say) -> list[Pre
     from distalign.models.language_embeddings import read_input_languages
     from distalign.models.loading import load_tokenizer, max_model_positions
 
+    if spec.data_dir and not spec.hub and not Path(spec.data_dir).is_dir():  # (validate runs before a world exists)
+        raise ConfigError(f"data_dir: {spec.data_dir} is not a folder: give --data-dir the folder of "
+                          "<task>/<lang>/ data sets (save_to_disk folders)")
     table = read_input_languages(model.path)
     tokenizer = load_tokenizer(model.path)
     positions = max_model_positions(model.path)
@@ -278,12 +290,14 @@ def _log_metrics(client, run_id: str, values: list[tuple[str, float, int]]) -> N
 
 def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTask], results: list[dict],
                   per_seed: pd.DataFrame, summary: pd.DataFrame, files: list[Path],
-                  into: tuple[str, int] | None = None) -> str:
+                  into: tuple[str, int] | None = None, evaluates: tuple[str, int] | None = None) -> str:
     """A parent run (means and stds over seeds, the summary table) with a child run per fine-tuning (its dev scores
     by step, its test scores); metric names ``transfer/<task>/<lang>/<metric>``. With ``into`` (run id, step) the
-    parent is that existing run (a training run: the values at the checkpoint's step, the files under
-    ``transfer/step_<step>/``; its params and status untouched)."""
-    from distalign.tracking import PARENT_TAG, client_for, experiment_id, log_params
+    parent is that existing run (the training run's own transfer after training: the values at the checkpoint's
+    step, the files under ``transfer/step_<step>/``; its params and status untouched). With ``evaluates`` (a later
+    evaluation of a checkpoint: its training run's id and its step) the parent is a new child run of that training
+    run, which stays as training left it."""
+    from distalign.tracking import CHECKPOINT_TAG, PARENT_TAG, client_for, experiment_id, log_params
 
     uri = resolve_tracking_uri(spec.tracking.uri)
     client = client_for(uri)
@@ -292,8 +306,15 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         parent, step = into
         exp_id, artifact_dir = client.get_run(parent).info.experiment_id, f"transfer/step_{step}"
     else:
-        exp_id = experiment_id(client, spec.tracking.experiment)
-        parent = client.create_run(exp_id, run_name=f"transfer-{model.label}").info.run_id
+        tags = {}
+        if evaluates:
+            training, step = evaluates
+            exp_id = client.get_run(training).info.experiment_id
+            tags = {PARENT_TAG: training, EVALUATED_RUN_TAG: training, EVALUATED_STEP_TAG: str(step),
+                    CHECKPOINT_TAG: model.checkpoint or model.path}
+        else:
+            exp_id = experiment_id(client, spec.tracking.experiment)
+        parent = client.create_run(exp_id, run_name=f"transfer-{model.label}", tags=tags).info.run_id
         params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source,
                   "select_on": spec.select_on, "seeds": spec.seeds, "num_workers": spec.num_workers,
                   "adapter_training": spec.adapter_training}
@@ -327,17 +348,21 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         client.log_artifact(parent, str(path), artifact_dir)
     if not into:
         client.set_terminated(parent)
-    say(f"{PREFIX} MLflow run {parent} ({uri}{'' if into else f', experiment {spec.tracking.experiment!r}'}): "
-        f"{len(results)} child runs, {2 * len(summary)} metrics" + (f" at step {step}" if into else ""))
+    where = "" if into else f", a child run of {evaluates[0]}" if evaluates else \
+        f", experiment {spec.tracking.experiment!r}"
+    say(f"{PREFIX} MLflow run {parent} ({uri}{where}): {len(results)} child runs, {2 * len(summary)} metrics"
+        + (f" at step {step}" if into or evaluates else ""))
     return parent
 
 
 def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.DataFrame] | None = None,
-                 into: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
+                 into: tuple[str, int] | None = None,
+                 evaluates: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
     """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
 
     ``references``: label -> summary of other models (besides ``spec.compare_to``), bars beside this model's in
-    the plots; ``into``: log into this (run id, step) instead of a new run (``log_to_mlflow``)."""
+    the plots; ``into``: log into this (run id, step) instead of a new run; ``evaluates``: a checkpoint's (training
+    run id, step), the new run a child of that run (``log_to_mlflow``)."""
     from distalign.ray_session import ensure_ray
 
     from distalign.tracking import check_reachable
@@ -374,7 +399,7 @@ def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.Data
               for name, metric in main.items()]
     progress(f"\n{PREFIX} zero-shot transfer from {spec.source}, weights selected on {spec.select_on} dev:\n"
              + protocol.text_table(summary, main, spec.source) + "\n")
-    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files, into) \
+    run_id = log_to_mlflow(spec, model, prepared, results, per_seed, summary, files, into, evaluates) \
         if spec.tracking.enabled else ""
     return summary, run_id
 
@@ -418,7 +443,8 @@ def run_transfer_cli(args) -> int:
 
 
 def checkpoint_run(spec: TransferSpec, model: ModelUnderTest) -> tuple[str, int] | None:
-    """(run id, step) of a checkpoint's training run when the MLflow store knows it, as ``distalign eval`` logs."""
+    """(run id, step) of a checkpoint's training run when the MLflow store knows it: ``distalign eval``'s runs are
+    child runs of it."""
     from distalign.tracking import client_for
 
     if not (spec.tracking.enabled and model.mlflow_run_id):

@@ -12,7 +12,7 @@ import pytest
 
 from distalign.bench.derived_language import Transliteration
 from distalign.bench.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
-from distalign.bench.transfer_study import cell_means, correlations, markdown, shape_checks, transfer_scores
+from distalign.bench.transfer_study import cell_means, correlations, markdown, shape_checks, spread, transfer_scores
 from distalign.data.readers import InputError
 from distalign.data.synthetic import SyntheticConfig, generate_world
 from distalign.transfer.data import read_split
@@ -210,3 +210,10 @@ def test_world_gives_translit_syn_its_trees_for_the_corpus_and_the_pos_task(tmp_
         sentences, _ = read_split(TRANSFER_TASKS["udpos"], str(bench.tasks["translit_syn"]), "xx", split)
         for s in sentences:  # French (URIEL): subject, verb, object; adjectives after their noun
             assert re.fullmatch(r"NOUN( ADJ)? VERB NOUN( ADJ)?", " ".join(upos[t] for t in s.tags))
+
+
+def test_a_cell_of_one_seed_shows_no_spread():
+    # pandas gives one seed a std of NaN, cell_means makes it 0: printed as "± 0.0" it would read as measured
+    assert spread(65.2, 0.0, 1) == "65.2"
+    assert spread(65.2, 1.44, 3) == "65.2 ± 1.4"
+    assert spread(0.7781, 0.0123, 2, digits=3) == "0.778 ± 0.012"

@@ -1,5 +1,5 @@
 """The performance benchmark's anchors compute what distalign computes (so the timings compare like with like),
-and its process-group timing runs; the whole benchmark is run by hand (README)."""
+and its process-group timing runs; the whole benchmark is run by hand (docs/benchmarks.md)."""
 
 from __future__ import annotations
 

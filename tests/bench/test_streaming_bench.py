@@ -1,5 +1,5 @@
 """The streaming benchmark's corpus writer, tables and I/O accounting (the benchmark itself is run by hand:
-README)."""
+docs/benchmarks.md)."""
 
 from __future__ import annotations
 

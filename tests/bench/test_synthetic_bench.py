@@ -228,7 +228,7 @@ def test_a_run_whose_dictionary_is_too_small_is_refused_before_ray(tmp_path, mon
                      eval_words=10, min_count=1, output_dir=str(tmp_path / "out"))
     # 64 word types: 16 dictionary words, 6 for training, against 64 pairs x 2 workers per batch; the MLM run
     # comes first but would be trained before the lexical run failed
-    with pytest.raises(InputError, match=r"run translit / lexical: only 6 constraint pairs left .* --dictionary-share"):
+    with pytest.raises(InputError, match=r"run translit / lexical: data.constraints: only 6 constraint pairs left .* --dictionary-share"):
         run_bench(spec)
 
 

@@ -162,15 +162,16 @@ def test_language_sampling_gives_each_language_q_proportional_to_p_to_the_alpha(
     a third of its sentences each epoch (0.75 / 0.9 over 0.25 / 0.1) and the smaller one all of them."""
     (tmp_path / "big.txt").write_text("".join(f"big sentence {i:05d}\n" for i in range(9000)))
     (tmp_path / "small.txt").write_text("".join(f"sml sentence {i:05d}\n" for i in range(1000)))
-    sources = [list_corpus_files(CorpusSource(str(tmp_path / f"{name}.txt"), name), "k") for name in ("big", "small")]
+    sources = [list_corpus_files(CorpusSource(str(tmp_path / f"{name}.txt"), lang), "k")
+               for name, lang in (("big", "xb"), ("small", "xs"))]
     sampled = with_language_sampling(sources, 0.5)
     assert [round(s.keep, 4) for s in sampled] == [round((0.75 / 0.9) / (0.25 / 0.1), 4), 1.0]
     stream = CorpusStream(sampled)
     epochs = [[lang for lang, _, _ in all_rows(stream, epoch=e)] for e in (0, 1)]
     for langs in epochs:
-        assert abs(langs.count("big") / len(langs) - 0.75) < 0.02
-        assert langs.count("small") == 1000
-    kept = [{t for lang, t, _ in all_rows(stream, epoch=e) if lang == "big"} for e in (0, 1)]
+        assert abs(langs.count("xb") / len(langs) - 0.75) < 0.02
+        assert langs.count("xs") == 1000
+    kept = [{t for lang, t, _ in all_rows(stream, epoch=e) if lang == "xb"} for e in (0, 1)]
     assert kept[0] != kept[1]  # a new share of the larger language every epoch
     assert with_language_sampling(sources, 1.0) == sources  # alpha 1: the corpus as it is
 

@@ -57,7 +57,8 @@ def test_spec_file_then_flags_then_overrides(tmp_path):
 
 def test_unknown_spec_key_names_the_dotted_key(tmp_path, capsys):
     path = write_spec(tmp_path, {"model": "m", "suite": {"bli_pair": ["de-en"]}})
-    with pytest.raises(ConfigError, match=r"unknown key 'suite\.bli_pair' \(allowed here: bli_pairs, bli_ranking, dictionaries, "
+    with pytest.raises(ConfigError, match=r"unknown key 'suite\.bli_pair' \(allowed here: bli_pairs, bli_ranking, "
+                                          r"dictionaries, dictionary_vocab_dir, "
                                           r"eval_dir, max_queries, max_sentences, semeval_pairs, similarities, tasks, "
                                           r"tatoeba_langs, tatoeba_mean_of_layers, vocab_size, xlsim_pairs\)"):
         spec_of("--spec", str(path))

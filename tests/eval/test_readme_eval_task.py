@@ -1,4 +1,4 @@
-"""README "Adding an evaluation task", run as written: its code block is executed here, its class
+"""The docs' "Adding an evaluation task" (docs/explanations/architecture.md), run as written: its code block is executed here, its class
 registered under ``pair_cosine`` for the test, scored against a hand computation and run by
 ``distalign eval`` over Ray, with no other file touched."""
 
@@ -23,15 +23,15 @@ from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.models.loading import build_tiny_model
 from test_runner import DE, EN, TINY, write_eval_dir
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+GUIDE = Path(__file__).resolve().parents[2] / "docs" / "explanations" / "architecture.md"
 
 
 def readme_section() -> str:
-    return README.read_text().split("### Adding an evaluation task", 1)[1].split("\n## ", 1)[0]
+    return GUIDE.read_text().split("### Adding an evaluation task", 1)[1].split("\n## ", 1)[0]
 
 
 def readme_code() -> str:
-    """The first python block of the README section "Adding an evaluation task", indentation removed."""
+    """The first python block of the docs' section "Adding an evaluation task", indentation removed."""
     block = re.search(r"```python\n(.*?)```", readme_section(), re.S).group(1)
     indent = min(len(line) - len(line.lstrip()) for line in block.splitlines() if line.strip())
     return "\n".join(line[indent:] for line in block.splitlines())
@@ -41,9 +41,9 @@ def readme_code() -> str:
 def pair_cosine(monkeypatch):
     # a module of its own that is not importable: Ray ships the class to its workers by value
     module = types.ModuleType("readme_pair_cosine")
-    exec(compile(readme_code(), "README.md (Adding an evaluation task)", "exec", dont_inherit=True), module.__dict__)
+    exec(compile(readme_code(), "docs/explanations/architecture.md (Adding an evaluation task)", "exec", dont_inherit=True), module.__dict__)
     name, class_name = re.search(r'registry\.py`: `"(\w+)": (\w+),`', readme_section()).groups()
-    assert name == "pair_cosine"  # the README's registry line, as written
+    assert name == "pair_cosine"  # the docs' registry line, as written
     monkeypatch.setitem(EVAL_TASKS, name, getattr(module, class_name))
     return getattr(module, class_name)
 

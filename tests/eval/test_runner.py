@@ -15,7 +15,7 @@ from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import evaluate_locally
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
-from distalign.tracking import client_for, experiment_id
+from distalign.tracking import PARENT_TAG, client_for, experiment_id
 from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 
 EN = ["dog", "cat", "house", "tree", "river", "stone", "bird", "sun", "moon", "water"]
@@ -90,7 +90,7 @@ def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
         build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("eng",)))
 
 
-def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path, capsys):
+def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint, tmp_path, capsys):
     ckpt, uri, run_id = checkpoint
     eval_dir = write_eval_dir(tmp_path / "eval")
     out = tmp_path / "out"
@@ -114,15 +114,18 @@ def test_eval_cli_logs_into_the_checkpoints_run(ray_local, checkpoint, tmp_path,
     assert merged["value_x"].to_numpy() == pytest.approx(merged["value_y"].to_numpy(), abs=1e-5, nan_ok=True)
 
     client = client_for(uri)
-    metrics = client.get_run(run_id).data.metrics
+    training = client.get_run(run_id)
+    assert training.data.metrics == {} and client.list_artifacts(run_id) == []  # the training run is left alone
+    [evaluation] = client.search_runs([training.info.experiment_id], f"tags.`{PARENT_TAG}` = '{run_id}'")
+    eval_id, metrics = evaluation.info.run_id, evaluation.data.metrics
     assert {"eval/bli/de-en/mrr", "eval/bli_csls/avg/mrr", "eval/xlsim/eng-fra/spearman", "eval/tatoeba/fra-eng/acc",
             "eval/word_alignment/de-en/score", "eval/bli/best_layer/mrr"} <= set(metrics)
     best = table[(table["task"] == "bli") & (table["pair"] == "de-en") & (table["metric"] == "mrr")]["value"].max()
     assert metrics["eval/bli/de-en/mrr"] == pytest.approx(best)  # logged at the best layer
-    assert client.get_metric_history(run_id, "eval/bli/de-en/mrr")[0].step == STEP
-    artifacts = {a.path for a in client.list_artifacts(run_id, f"eval/step_{STEP}")}
-    assert {f"eval/step_{STEP}/{name}" for name in ("results.parquet", "results.csv", "best_layers.csv", "by_layer.png",
-                                                    "heatmap_bli.png")} <= artifacts
+    assert client.get_metric_history(eval_id, "eval/bli/de-en/mrr")[0].step == STEP  # at the checkpoint's step
+    artifacts = {a.path for a in client.list_artifacts(eval_id, "eval")}
+    assert {f"eval/{name}" for name in ("results.parquet", "results.csv", "best_layers.csv", "by_layer.png",
+                                        "heatmap_bli.png")} <= artifacts
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is absent")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from distalign.eval.selection import build_test_set
+from distalign.eval.tasks.bli import BLISettings, build_test_set
 
 
 def test_groups_translations_by_source_word():
@@ -36,8 +36,8 @@ def make_dictionary(n=50):
 
 def test_max_pairs_keeps_that_many_source_words_reproducibly():
     src, tgt = make_dictionary()
-    a = build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=3)
-    b = build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=3)
+    a = build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=3))
+    b = build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=3))
     assert a == b
     assert len(a.queries) == len(set(a.queries)) == 10
     assert set(a.queries) <= set(src)
@@ -49,7 +49,8 @@ def test_max_pairs_keeps_that_many_source_words_reproducibly():
     for query, gold in zip(a.queries, a.gold):
         assert {a.vocab[i] for i in gold} == wanted[query]
         assert len(gold) == 1 + int(query[1:]) % 3
-    others = {tuple(build_test_set("xa", "xb", src, tgt, max_pairs=10, seed=s).queries) for s in range(4, 9)}
+    others = {tuple(build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=s)).queries)
+              for s in range(4, 9)}
     assert len(others | {tuple(a.queries)}) > 1
 
 
@@ -57,9 +58,9 @@ def test_max_pairs_zero_or_large_keeps_all():
     src, tgt = make_dictionary(12)
     full = build_test_set("xa", "xb", src, tgt)
     assert len(full.queries) == 12
-    assert build_test_set("xa", "xb", src, tgt, max_pairs=12) == full
-    assert build_test_set("xa", "xb", src, tgt, max_pairs=100) == full
-    assert build_test_set("xa", "xb", src, tgt, max_pairs=0) == full
+    assert build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=12)) == full
+    assert build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=100)) == full
+    assert build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=0)) == full
 
 
 def test_model_selection_score_is_mean_relative_mrr_gain():
@@ -77,8 +78,8 @@ def test_model_selection_score_is_mean_relative_mrr_gain():
 def test_a_frequency_list_is_the_candidate_set_when_given():
     """BabelBERT validates against the top-100K words: the gold competes with frequent words outside the
     dictionary, and a gold word missing from the list is out of vocabulary (skipped and counted)."""
-    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"], ranking="per_pair",
-                        vocab=["der", "haus", "und", "hund", "katze"])
+    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"],
+                        BLISettings(ranking="per_pair"), vocab=["der", "haus", "und", "hund", "katze"])
     assert ts.vocab == sorted(["der", "haus", "und", "hund", "katze"])  # lower-cased like the shared lists
     assert [ts.vocab[g] for (g,) in ts.gold] == ["hund", "haus"] and ts.queries == ["dog", "house"]
     assert ts.oov == 1
@@ -109,3 +110,29 @@ def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path,
     config = load_config(QUICKSTART, SMALL + ["run.name=vocab2", f"eval.vocab_dir={vocab_dir}", "eval.languages=[xa,xc]"])
     with pytest.raises(ValueError, match=r"eval.vocab_dir: no xc_vocab.txt"):
         prepare_data(config)
+
+
+def test_a_dictionary_s_test_set_keeps_its_casing_and_its_languages_canonical(tmp_path):
+    """``distalign eval --dictionary``: built as in-loop (no vocabulary file: the targets as written, not
+    lower-cased, even beside an eval dir whose frequency list would take over), languages in canonical codes."""
+    from distalign.eval.suite import build_tasks
+    from distalign.eval.suite_spec import SuiteSpec
+
+    (tmp_path / "vocab").mkdir()
+    (tmp_path / "vocab" / "de_vocab.txt").write_text("der\nhaus\n")
+    path = tmp_path / "test.tsv"
+    path.write_text("house\tHaus\ntree\tBaum\n")
+    (task,) = build_tasks(SuiteSpec(str(tmp_path), ("bli",), (), dictionaries=(("eng", "deu", str(path)),)))
+    assert (task.pair, task.vocab, task.queries) == ("en-de", ["Baum", "Haus"], ["house", "tree"])
+    assert task == build_test_set("en", "de", ["house", "tree"], ["Haus", "Baum"], BLISettings(layer=None))
+
+
+def test_a_test_set_scores_only_its_layer_and_refuses_one_the_model_lacks():
+    from distalign.data.readers import InputError
+
+    task = build_test_set("en", "de", ["house"], ["Haus"], BLISettings(layer=-2))
+    stack = [f"layer {i}" for i in range(3)]
+    assert [task.at_layer(stack, layer) for layer in range(3)] == [None, "layer 1", None]
+    task.check_model(3)
+    with pytest.raises(InputError, match="layer -2 .* 1 hidden states"):
+        task.check_model(1)

@@ -167,7 +167,7 @@ def test_truncated_target_is_invalid(tiny_model):
 
 
 def test_layer_out_of_range_is_rejected(tiny_model):
-    with pytest.raises(ValueError, match="layer must lie in"):
+    with pytest.raises(ValueError, match=r"layer 3 is outside \[-3, 2\]"):
         load_teacher(tiny_model, 3)
 
 

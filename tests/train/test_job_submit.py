@@ -1,4 +1,4 @@
-"""`ray job submit` as an operator runs it (README "Operations"): a head from `ray start`, the job's runtime
+"""`ray job submit` as an operator runs it (docs/guides/clusters.md, "A team's cluster"): a head from `ray start`, the job's runtime
 environment from cluster/runtime_env.yaml, the tracking server of infra/ (basic auth, artifacts proxied to S3)
 and checkpoints on S3 (moto's server). The tracking server stops and starts again mid-run; AWS credentials and
 the MLflow password sit in the cluster's environment and must show up nowhere the run writes."""

@@ -1,4 +1,4 @@
-"""The README's "Adding an objective" example, run as written: its code block becomes a module, one
+"""The docs' "Adding an objective" example (docs/explanations/architecture.md), run as written: its code block becomes a module, one
 registry entry makes ``objectives.pair_cosine`` a config section, and the recipe trains it (no Ray)."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from distalign.train.trainer import plan_training
 
 
 def readme_plugin_source() -> str:
-    section = REPO.joinpath("README.md").read_text().split("### Adding an objective", 1)[1]
+    section = REPO.joinpath("docs", "explanations", "architecture.md").read_text().split("### Adding an objective", 1)[1]
     block = re.search(r"```python\n(.*?)```", section, re.S).group(1)
     return "\n".join(line[3:] if line.startswith("   ") else line for line in block.splitlines()) + "\n"
 

@@ -10,11 +10,10 @@ import time
 import pytest
 import torch
 
-from distalign.train.model_flops import ModelFlops
+from distalign.train.model_flops import ModelFlops, count_step
 from distalign.train.step_timing import (
     StepTimer,
     Window,
-    batch_tokens,
     ddp_allreduce,
     peak_flops,
     totals,
@@ -26,14 +25,16 @@ def mask(width: int, lengths: list[int]) -> torch.Tensor:
     return (torch.arange(width)[None] < torch.tensor(lengths)[:, None]).long()
 
 
-def test_batch_tokens_counts_every_attention_mask():
+def test_count_step_counts_every_attention_mask():
     # a constraint batch of 2 pairs (two masks of width 4) and a corpus batch of 3 sentences of width 5
     constraints = {"attention_mask1": mask(4, [3, 4]), "attention_mask2": mask(4, [2, 3]),
                    "input_ids1": torch.zeros(2, 4), "synset": torch.zeros(2)}
     corpus = {"attention_mask": mask(5, [5, 2, 1]), "input_ids": torch.zeros(3, 5)}
-    sequences, tokens, padding = batch_tokens([{"constraints": constraints, "corpus": corpus}] * 2)
-    # per micro-batch: 2 + 2 + 3 = 7 sequences, 8 + 8 + 15 = 31 positions, 7 + 5 + 8 = 20 real tokens
-    assert (sequences, tokens, padding) == (14, 62, 22)
+    counts = count_step([{"constraints": constraints, "corpus": corpus}] * 2)
+    # per micro-batch: 2 + 2 + 3 = 7 sequences, 8 + 8 + 15 = 31 positions, 7 + 5 + 8 = 20 real tokens,
+    # 9 + 16 + 4 + 9 + 25 + 4 + 1 = 68 squared lengths; no labels
+    assert (counts.sequences, counts.positions, counts.padding) == (14, 62, 22)
+    assert (counts.real_tokens, counts.squared_lengths, counts.labelled) == (40, 136, 0)
 
 
 def test_window_metrics_against_a_hand_computation():

@@ -10,7 +10,7 @@ from conftest import QUICKSTART
 from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 from distalign.config import TinyModelConfig, load_config
 from distalign.eval.distributed import load_encoder
-from distalign.eval.selection import evaluate_bli
+from distalign.eval.selection import evaluate_bli, in_loop_settings
 from distalign.models.loading import build_tiny_model
 from distalign.preparation.prepared import BLIPairs
 from distalign.train.test_scores import TEST_STEP, _score, bli_test_sets
@@ -28,10 +28,9 @@ def test_test_scores_are_the_in_loop_bli_of_the_checkpoint_renamed(tmp_path):
     write_state(directory, TrainerState(step=20))
     config = load_config(QUICKSTART)
     sets = bli_test_sets(config, [BLIPairs("fi", "en", FI, EN)])
-    scores = _score(ray.train.Checkpoint.from_directory(str(directory)), sets, config.model.max_word_tokens,
-                    config.model.word_layer)
+    scores = _score(ray.train.Checkpoint.from_directory(str(directory)), sets, in_loop_settings(config))
     model, tokenizer = load_encoder(str(directory / MODEL_DIR))
-    expected = evaluate_bli(model, tokenizer, sets, config.model.max_word_tokens, config.model.word_layer)
+    expected = evaluate_bli(model, tokenizer, sets, in_loop_settings(config))
     assert scores == {"test/bli/fi-en/mrr": pytest.approx(expected["eval/bli/fi-en/mrr"]),
                       "test/bli/avg/mrr": pytest.approx(expected["eval/bli/avg/mrr"]), TEST_STEP: 20}
     assert 0 < scores["test/bli/avg/mrr"] <= 1

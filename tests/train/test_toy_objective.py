@@ -1,4 +1,4 @@
-"""Adding an objective as the README says, without touching any other file: a toy plugin defined here,
+"""Adding an objective as docs/explanations/architecture.md says, without touching any other file: a toy plugin defined here,
 registered under ``objectives.toy``, with a data-side preparer. It is trained on 2 Ray workers in one run
 with the toy stream's objective (``test_toy_stream.py``): one Ray Train start for both plugins."""
 
@@ -39,7 +39,7 @@ class ToyObjective(Objective):
     consumes = ("input_ids1", "attention_mask1", "word_mask1", "input_ids2", "attention_mask2", "word_mask2",
                 "pair_weight")
     prepares = (TensorSpec("pair_weight", "float32", "B", "random weight per pair"),)
-    reference = "none: the README's example"
+    reference = "none: the docs' example"
 
     def __init__(self, margin: float):
         super().__init__()

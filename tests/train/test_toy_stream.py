@@ -1,6 +1,6 @@
 """Adding a stream without touching any other file: a toy stream (each constraint's first word with its
 length in characters) and a toy objective reading it, both defined and registered here, trained for a
-few steps on 2 Ray workers together with the README's toy objective (``test_toy_objective.py``), so that
+few steps on 2 Ray workers together with the toy objective (``test_toy_objective.py``), so that
 both plugin kinds share one Ray Train start."""
 
 from __future__ import annotations

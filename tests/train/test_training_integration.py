@@ -19,6 +19,7 @@ from distalign.checkpoint import read_stream_states
 from distalign.config import load_config
 from distalign.data.corpus_plan import Position
 from distalign.data.corpus_stream import read_rows
+from distalign.metric_names import TRAINING, family_of
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import corpus_feed, item_blocks, local_streams
@@ -104,6 +105,15 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     model = AutoModelForMaskedLM.from_pretrained(checkpoint / "model")
     assert model.config.hidden_size == config.model.tiny.hidden_size
     assert "config.yaml" in [a.path for a in client.list_artifacts(outcome.run_id)]
+
+
+def test_every_metric_the_run_logs_is_in_the_registry(ddp_run):
+    """The reference page of metric names (distalign.metric_names) covers what a real run logs."""
+    config, outcome = ddp_run
+    logged = MlflowClient(config.tracking.uri).get_run(outcome.run_id).data.metrics
+    assert {"train/loss", "perf/step_ms", "startup/total_s", "eval/bli/avg/mrr"} <= set(logged)
+    unregistered = sorted(name for name in logged if family_of(name, (TRAINING,)) is None)
+    assert not unregistered, f"add these to distalign/metric_names.py: {unregistered}"
 
 
 def take(stream, count):

@@ -15,7 +15,7 @@ from mlflow.tracking import MlflowClient
 from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import MODEL_DIR, read_state
 from distalign.eval.distributed import load_encoder
-from distalign.eval.selection import SELECTION_METRIC, evaluate_bli
+from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings
 from distalign.logs import quiet_console
 from distalign.preparation.inputs import prepare_data
 from distalign.config import load_config
@@ -83,7 +83,7 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         config = trials[row["trial"]]
         model, tokenizer = load_encoder(str(best_dir / MODEL_DIR))
         recomputed = evaluate_bli(model, tokenizer, bli_test_sets(config, prepare_data(config).test_pairs),
-                             config.model.max_word_tokens, config.model.word_layer)
+                                  in_loop_settings(config))
         assert recomputed == {"eval/bli/fi-tr/mrr": pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"]),
                               "eval/bli/avg/mrr": pytest.approx(row["test/bli/avg/mrr"])}
     # both samples start from one tiny model (built once, from every word of the world) and pay its start-up once

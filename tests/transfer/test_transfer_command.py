@@ -100,10 +100,11 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
     assert ray_local.available_resources().get("CPU", 0) == pytest.approx(free_before)
 
 
-def test_eval_command_with_bli_and_a_transfer_task_logs_into_the_checkpoint_run(workspace, ray_local, tmp_path,
-                                                                                capsys):
+def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkpoint_run(workspace, ray_local,
+                                                                                        tmp_path, capsys):
     """``distalign eval --checkpoint ... --tasks bli,udpos`` on Ray: the transfer's table (per language, Δ, mean ±
-    std over 2 seeds), then BLI, all logged into the checkpoint's training run at its step."""
+    std over 2 seeds), then BLI, each logged as a child run of the checkpoint's training run, at its step; the
+    training run itself is left as it was."""
     import shutil
 
     from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
@@ -132,15 +133,19 @@ def test_eval_command_with_bli_and_a_transfer_task_logs_into_the_checkpoint_run(
     assert code == 0
     assert "udpos (acc x 100, mean ± std over 2 seeds; Δ = en - language)" in out
     assert all(line in out for line in ("      en  acc", "      de  acc", "     avg  acc")) and "Δ" in out
-    metrics = client.get_run(run_id).data.metrics
-    assert {"transfer/udpos/de/acc", "transfer/udpos/de/delta", "transfer/udpos/avg/acc_std"} <= set(metrics)
-    bli = [key for key in metrics if "bli" in key and "en-de" in key]
-    assert bli, sorted(metrics)
-    for key in ("transfer/udpos/de/acc", bli[0]):  # both at the checkpoint's step
-        assert [m.step for m in client.get_metric_history(run_id, key)] == [7]
-    children = client.search_runs([client.get_experiment_by_name("training").experiment_id],
-                                  f"tags.`mlflow.parentRunId` = '{run_id}'")
-    assert len(children) == 2  # one fine-tuning run per seed
+    assert client.get_run(run_id).data.metrics == {} and client.list_artifacts(run_id) == []
+    experiment = client.get_experiment_by_name("training").experiment_id
+    children = {run.info.run_name.split("-")[0]: run for run in
+                client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run_id}'")}
+    assert set(children) == {"transfer", "eval"}  # the transfer's parent run and BLI's run
+    transfer, bli = children["transfer"], children["eval"]
+    assert {"transfer/udpos/de/acc", "transfer/udpos/de/delta", "transfer/udpos/avg/acc_std"} <= \
+        set(transfer.data.metrics)
+    assert "eval/bli/en-de/mrr" in bli.data.metrics
+    for run, key in ((transfer, "transfer/udpos/de/acc"), (bli, "eval/bli/en-de/mrr")):  # at the checkpoint's step
+        assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [7]
+    seeds = client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{transfer.info.run_id}'")
+    assert len(seeds) == 2  # one fine-tuning run per seed
 
 
 def test_spec_from_flags_and_overrides():

@@ -208,16 +208,16 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     assert not torch.allclose(vectors[-1], unknown[-1], atol=1e-2)
 
     # the in-loop BLI, which selects the checkpoint, is what ``distalign eval``'s encoder gives the saved one
-    from distalign.eval.selection import evaluate_bli
+    from distalign.eval.selection import evaluate_bli, in_loop_settings
     from distalign.models.encoder import Encoder
 
-    test_sets, layer = recipe.plan.bli_test_sets, config.model.word_layer
+    test_sets, settings = recipe.plan.bli_test_sets, in_loop_settings(config)
     assert {(t.lang1, t.lang2) for t in test_sets} and all(t.lang1 != t.lang2 for t in test_sets)
     in_loop = recipe.evaluate()
     in_loop = {k: v for k, v in in_loop.items() if k.startswith("eval/bli/")}
-    offline = evaluate_bli(encoder, tokenizer, test_sets, config.model.max_word_tokens, layer)
+    offline = evaluate_bli(encoder, tokenizer, test_sets, settings)
     assert in_loop == pytest.approx(offline, abs=1e-6)
-    without = evaluate_bli(Encoder(plain).eval(), tokenizer, test_sets, config.model.max_word_tokens, layer)
+    without = evaluate_bli(Encoder(plain).eval(), tokenizer, test_sets, settings)
     assert without != pytest.approx(offline, abs=1e-6)  # the rows matter: the comparison can fail
     assert input_languages(recipe.engine.module) is None  # the table was attached for the evaluation only
 

@@ -4,32 +4,48 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar
 
+import numpy as np
 import torch
 
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli import gold_ranks, ranking_metrics
+from distalign.eval.bli_settings import BLIRanking, BLISettings
 from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
+from distalign.languages import language_code
 
 if TYPE_CHECKING:
     from distalign.eval.suite_spec import SuiteSpec
 
 
-def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
-    """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``, then of the extra ``dictionaries``."""
+def gbli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``."""
     sources = []
     for pair in suite.bli_pairs:
         lang1, lang2 = split_pair(pair, "suite.bli_pairs (--bli-pairs)")
         pairs, report = benchmarks.read_gbli_test(suite.eval_dir, lang1, lang2)
         suite.reports.append(report)
         sources.append((lang1, lang2, pairs))
-    for lang1, lang2, path in suite.dictionaries:
+    return sources
+
+
+def dictionary_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(lang1, lang2, test pairs) of the extra ``dictionaries``, read as training reads its evaluation dictionaries
+    (languages in canonical codes: ``eng-deu`` is ``en-de``, as in-loop)."""
+    sources = []
+    for i, (lang1, lang2, path) in enumerate(suite.dictionaries):
+        lang1, lang2 = (language_code(lang, f"suite.dictionaries[{i}] (--dictionary)") for lang in (lang1, lang2))
         pairs, report = benchmarks.read_bli_dictionary(path, lang1, lang2)
         suite.reports.append(report)
         sources.append((lang1, lang2, pairs))
     return sources
+
+
+def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
+    """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``, then of the extra ``dictionaries``."""
+    return gbli_sources(suite) + dictionary_sources(suite)
 
 
 def limit_queries(pairs: list[tuple[str, str]], max_queries: int) -> list[tuple[str, str]]:
@@ -60,7 +76,25 @@ def _dictionaries(items: list[str]) -> list[list[str]]:
     return dictionaries
 
 
-BLIRanking = Literal["grouped", "per_pair"]
+def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], settings: BLISettings = BLISettings(),
+                   vocab: list[str] | None = None, **options) -> "BLITask":
+    """The BLI task of dictionary pairs ``zip(src, tgt)``, in-loop and in ``distalign eval`` alike: the pairs of
+    ``settings.max_pairs`` source words (seeded), ranked among ``vocab`` (its words and the lookups in it
+    lower-cased, like the shared frequency lists) or, without one, among the pairs' own targets as written (a cased
+    model is scored on the words it was given). ``options``: more ``BLITask`` fields (``similarity``)."""
+    pairs = list(zip(src, tgt))
+    sources = list(dict.fromkeys(src))
+    if 0 < settings.max_pairs < len(sources):
+        rng = np.random.default_rng(settings.seed)
+        keep = {sources[i] for i in rng.choice(len(sources), size=settings.max_pairs, replace=False)}
+        pairs = [p for p in pairs if p[0] in keep]
+    task = BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=vocab is not None, ranking=settings.ranking,
+                              layer=settings.layer, **options)
+    order = sorted(range(len(task.vocab)), key=task.vocab.__getitem__)  # sorted vocabulary: stable across runs
+    new_index = {old: new for new, old in enumerate(order)}
+    task.vocab = [task.vocab[i] for i in order]
+    task.gold = [sorted(new_index[i] for i in gold) for gold in task.gold]
+    return task
 
 
 @dataclass
@@ -85,6 +119,7 @@ class BLITask(EvalTask):
     source_vocab: list[str] | None = None
     ranking: BLIRanking = "grouped"
     oov_source: int = 0  # per_pair: test pairs whose source word is outside source_vocab (not scored)
+    layer: int | None = None  # the one hidden state scored (a dictionary's test set, as in-loop); None = any
 
     name: ClassVar[str] = "bli"
     main_metric: ClassVar[str] = "mrr"
@@ -92,6 +127,9 @@ class BLITask(EvalTask):
         Flag("--bli-pairs", "suite.bli_pairs", "G-BLI pairs for bli and word_alignment", comma_list),
         Flag("--dictionary", "suite.dictionaries", "extra BLI test dictionary (G-BLI/MUSE/PanLex format), "
              "repeatable", _dictionaries, {"action": "append", "metavar": "L1-L2:PATH"}),
+        Flag("--dictionary-vocab-dir", "suite.dictionary_vocab_dir", "<lang>_vocab.txt files whose top "
+             "--vocab-size words are the targets of the --dictionary test sets (default: each dictionary's own "
+             "targets as written; a checkpoint: its run's eval.vocab_dir)"),
         Flag("--similarity", "suite.similarities", "BLI ranking: cosine, csls or cosine,csls", comma_list),
         Flag("--bli-ranking", "suite.bli_ranking", "BLI queries: one per source word (grouped) or one per test "
              "pair with its other translations competing (per_pair, BabelBERT's)", None,
@@ -142,17 +180,34 @@ class BLITask(EvalTask):
 
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[BLITask]:
-        """One task per test dictionary (G-BLI pairs, then ``dictionaries``) and similarity; targets are the
-        top ``vocab_size`` words of the target language's vocabulary file (the pairs' targets without one),
-        and the source language's file, when there is one, is the source space."""
+        """One task per test dictionary and similarity. G-BLI pairs: the targets are the top ``vocab_size`` words of
+        the target language's vocabulary file in ``eval_dir`` (the pairs' targets without one), and the source
+        language's file, when there is one, is the source space. ``dictionaries``: the test set the in-loop BLI
+        builds (``build_test_set`` with ``suite.dictionary_settings``: a checkpoint's own run's settings), ranked
+        among the dictionary's own targets unless ``dictionary_vocab_dir`` (or the run's ``eval.vocab_dir``) names
+        vocabulary files."""
         tasks = []
-        for lang1, lang2, pairs in bli_sources(suite):
+        for lang1, lang2, pairs in gbli_sources(suite):
             pairs = limit_queries(pairs, suite.max_queries)
             vocab = _vocabulary(suite, lang2, fallback=[t for _, t in pairs])
             source_vocab = _vocabulary(suite, lang1, fallback=None)  # CSLS's r_S and per-pair OOV: the source space
             tasks += [cls.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
                                      ranking=suite.bli_ranking, similarity=sim) for sim in suite.similarities]
+        settings = suite.dictionary_settings
+        for lang1, lang2, pairs in dictionary_sources(suite):
+            key = "suite.dictionary_vocab_dir (a checkpoint's default: its run's eval.vocab_dir)"
+            vocab = settings.target_vocabulary(lang2, suite.reports, key)
+            tasks += [build_test_set(lang1, lang2, [a for a, _ in pairs], [b for _, b in pairs], settings, vocab,
+                                     similarity=sim) for sim in suite.similarities]
         return tasks
+
+    def check_model(self, num_layers: int) -> None:
+        if self.layer is not None and not -num_layers <= self.layer < num_layers:
+            raise InputError(f"BLI {self.pair}: layer {self.layer} (the run's model.word_layer, or --layer) is not "
+                             f"one of the model's {num_layers} hidden states")
+
+    def at_layer(self, stack, layer: int):
+        return stack[layer] if self.layer is None or self.layer % len(stack) == layer % len(stack) else None
 
     def text_sets(self) -> dict[str, TextSet]:
         if not self.queries:  # all OOV: nothing to encode, score() reports NaN and the OOV count

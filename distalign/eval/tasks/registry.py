@@ -1,7 +1,7 @@
 """The evaluation task plugins by name: ``suite.tasks: [<name>, ...]`` runs ``EVAL_TASKS[name]``.
 
 Adding a task = one module with an ``EvalTask`` subclass (``distalign.eval.tasks.base``) and one
-line here (see the README, "Adding an evaluation task"). The order here is the order of the tasks
+line here (see docs/explanations/architecture.md, "Adding an evaluation task"). The order here is the order of the tasks
 in a run and in its tables.
 """
 
