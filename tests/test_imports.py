@@ -79,3 +79,22 @@ def test_leaving_a_ray_session_that_never_started_imports_no_ray():
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
+
+
+def test_the_running_command_s_parser_is_the_one_the_full_parser_holds():
+    """Setting up one command's arguments (the console script's way) gives that command the same help as the
+    parser of every command (the reference pages' and the tests'), sub-commands included."""
+    from distalign.cli import build_parser
+
+    def helps(parser, prefix=()) -> dict[tuple[str, ...], str]:
+        out = {prefix: parser.format_help()}
+        for action in parser._subparsers._group_actions if parser._subparsers else ():
+            for name, sub in action.choices.items():
+                out |= helps(sub, (*prefix, name))
+        return out
+
+    full = helps(build_parser())
+    for command in ("train", "tune", "eval", "transfer", "mine-constraints", "static", "bench"):
+        alone = {key: text for key, text in helps(build_parser(command=command)).items() if key[:1] == (command,)}
+        assert alone == {key: text for key, text in full.items() if key[:1] == (command,)}, command
+    assert helps(build_parser(command=""))[()] == full[()]  # `distalign --help`: every command listed with its help
