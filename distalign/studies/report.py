@@ -95,9 +95,15 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
 
 
 def trial_figures(client, run, metric: str) -> dict[str, float | None]:
-    """A trial's vanilla score (``metric`` at step 0), its time to the first step and its wall time."""
+    """A trial's vanilla score (``metric`` at step 0), its time to the first step and its wall time: the run's
+    duration plus the start-up phases before the run opened, the span ``startup/total_s`` also starts at."""
+    from distalign.train.startup import BEFORE_RUN_PHASES
+
     vanilla = next((m.value for m in client.get_metric_history(run.info.run_id, metric) if m.step == 0), None)
-    wall = (run.info.end_time - run.info.start_time) / 1000 if run.info.end_time else None
+    wall = None
+    if run.info.end_time:
+        before = sum(run.data.metrics.get(f"startup/{phase}_s", 0.0) for phase in BEFORE_RUN_PHASES)
+        wall = (run.info.end_time - run.info.start_time) / 1000 + before
     return {"vanilla": vanilla, "startup_s": run.data.metrics.get("startup/total_s"), "wall_s": wall}
 
 

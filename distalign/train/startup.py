@@ -20,6 +20,9 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+# the phases that end before the MLflow run opens (at the end of ``ray``): a run's own duration leaves them out
+BEFORE_RUN_PHASES = ("imports", "prepare", "ray")
+
 
 @dataclass
 class StartupClock:
