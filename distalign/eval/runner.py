@@ -47,7 +47,7 @@ from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.bli import BLISettings
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
-from distalign.models.loading import check_model_directory, check_model_files
+from distalign.models.loading import check_local_model, check_model_files
 
 ARTIFACT_DIR = "eval"
 EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
@@ -120,8 +120,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
     if (path / MODEL_DIR / "config.json").is_file():
         return resolve_model(str(path), None)
     if path.exists():
-        check_model_directory(model, "--model")
-        check_model_files(model, "--model")
+        check_local_model(model, "--model")
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
