@@ -23,7 +23,7 @@ from typing import get_args
 
 # Only light modules here: a command's own modules (torch, Ray, MLflow, ...) are imported when it runs or its
 # arguments are set up (build_parser), so that `distalign --help` and the commands that need no cluster start fast
-from distalign.errors import ConfigError, InputError
+from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
 from distalign.ray_session import leaving_ray, shutdown_ray
 
@@ -147,7 +147,6 @@ def _transfer(args) -> int:
 def _mine(args) -> int:
     from distalign.data.mining import english_seed_words, mine_babelnet
     from distalign.data.omw import mine_omw
-    from distalign.errors import require_writable
 
     if not Path(args.source).exists():
         raise InputError(f"{args.source}: not found: give the folder of OMW wn-data-<lang>.tab files, or a BabelNet "
@@ -208,7 +207,6 @@ def comma_floats(text: str) -> list[float]:
 def bench_output_dir(args, name: str) -> Path:
     """A bench's --output-dir (default $DISTALIGN_HOME/<name>), checked writable before the bench starts."""
     from distalign.config import distalign_home
-    from distalign.errors import require_writable
 
     out = Path(args.output_dir).resolve() if args.output_dir else distalign_home() / name
     require_writable(out, "--output-dir")
@@ -246,7 +244,6 @@ def _bench_preset_defaults(name: str) -> dict:
 
 
 def _static_extract(args) -> int:
-    from distalign.errors import require_writable
     from distalign.models.loading import check_local_model
     from distalign.static.x2static import extract_to_file
 
