@@ -42,7 +42,6 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, require
 from distalign.eval.selection import in_loop_settings
-from distalign.languages import language_code
 from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.prepared import BLIPairs, PreparedData
@@ -72,8 +71,7 @@ def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: lis
     table, report = read_dictionary(src.path, src.lang1, src.lang2)
     require_rows(report, "'src<TAB>tgt' pairs")
     reports.append(report)
-    lang1, lang2 = (language_code(lang, f"{src.path} ({side})") for side, lang in (("lang1", src.lang1),
-                                                                                   ("lang2", src.lang2)))
+    lang1, lang2 = table["lang1"][0].as_py(), table["lang2"][0].as_py()  # the codes read_dictionary made canonical
     return BLIPairs(lang1, lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
                     in_loop_settings(config).target_vocabulary(lang2, reports))
 
