@@ -70,7 +70,7 @@ def print_summary(config, outcome) -> None:
     print(f"  checkpoint:  {outcome.checkpoint or '(none)'}")
     if outcome.best_checkpoint:
         print(f"  best (eval/selection/rel_mrr_gain): {outcome.best_checkpoint}")
-    for key in ("train/loss", "eval/bli/avg/mrr", "eval/selection/rel_mrr_gain"):
+    for key in ("Train/loss", "eval/bli/avg/mrr", "eval/selection/rel_mrr_gain"):
         history = sorted(client.get_metric_history(outcome.run_id, key), key=lambda m: m.step)
         if history:
             first, last = history[0], history[-1]

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class MetricFamily:
-    pattern: str  # e.g. train/<objective>_loss
+    pattern: str  # e.g. Train/<objective>_loss
     meaning: str
     regex: re.Pattern = field(init=False, repr=False, compare=False)
 
@@ -34,18 +34,20 @@ class RunKind:
 
 
 M = MetricFamily
+# The training metrics' prefix has a capital because MLflow's run page orders its chart sections by the prefix's
+# characters, capitals first: the losses come before data/, eval/, perf/ and startup/ (tests/test_mlflow_ui.py).
 TRAINING = RunKind(
     "Training runs",
     "`distalign train`, `jobs/train.py` and every trial of `distalign tune`: one MLflow run per training run. "
-    "`train/` and `perf/` are logged every `train.log_every` steps, `eval/` at every in-loop evaluation "
+    "`Train/` and `perf/` are logged every `train.log_every` steps, `eval/` at every in-loop evaluation "
     "(`eval.every`, and step 0 for the starting model).",
     (
-        M("train/loss", "the total loss, the weighted sum of the active objectives' losses: mean over the steps since "
+        M("Train/loss", "the total loss, the weighted sum of the active objectives' losses: mean over the steps since "
                         "the last log and over the workers"),
-        M("train/<objective>_loss", "one active objective's loss (`objectives.<objective>`) before its weight, "
-                                    "averaged as train/loss"),
-        M("train/grad_norm", "the gradients' global norm before clipping"),
-        M("train/lr", "the learning rate of the step (after warm-up and schedule)"),
+        M("Train/<objective>_loss", "one active objective's loss (`objectives.<objective>`) before its weight, "
+                                    "averaged as Train/loss"),
+        M("Train/grad_norm", "the gradients' global norm before clipping"),
+        M("Train/lr", "the learning rate of the step (after warm-up and schedule)"),
         M("perf/step_ms", "wall time of an optimizer step, mean over the window"),
         M("perf/<phase>_ms", "the step's time in one phase: data_wait (waiting for the batches), forward_backward, "
                              "optimizer"),

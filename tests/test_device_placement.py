@@ -159,7 +159,7 @@ def _headed_for_cuda(call) -> None:
 def test_a_run_s_metrics_are_averaged_on_the_nccl_group_s_device(nccl_like_group):
     from distalign.train.recipe import mean_across_ranks
 
-    _headed_for_cuda(lambda: mean_across_ranks({"train/loss": 1.0}))  # the first GPU run's failure
+    _headed_for_cuda(lambda: mean_across_ranks({"Train/loss": 1.0}))  # the first GPU run's failure
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="the NCCL-like group stands in for a GPU where there is none")
@@ -207,7 +207,7 @@ def test_collectives_on_a_real_nccl_group_of_one():
     torch.cuda.set_device(0)
     dist.init_process_group("nccl", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     try:
-        assert mean_across_ranks({"train/loss": 2.5, "perf/step_ms": 3.0}) == {"train/loss": 2.5, "perf/step_ms": 3.0}
+        assert mean_across_ranks({"Train/loss": 2.5, "perf/step_ms": 3.0}) == {"Train/loss": 2.5, "perf/step_ms": 3.0}
         cpu_sums = torch.tensor([[1.0, 2.0]], dtype=torch.float64)  # the MLM validation sums come back on the host
         assert collectives.all_reduce_sum(cpu_sums).device.type == "cpu"
         rows = torch.randn(3, 4, device="cuda", requires_grad=True)

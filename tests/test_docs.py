@@ -56,7 +56,7 @@ def test_the_pages_name_every_key_command_and_metric(pages):
     for command in ("distalign train", "distalign static align", "distalign bench synthetic"):
         assert f"## `{command}`" in cli, command
     assert "| `--method {procrustes,vecmap}` | `\"procrustes\"` |" in cli
-    assert "`train/<objective>_loss`" in metrics and "`perf/step_ms`" in metrics
+    assert "`Train/<objective>_loss`" in metrics and "`perf/step_ms`" in metrics
 
 
 def _comment_example():
@@ -158,4 +158,4 @@ def test_metric_names_built_in_code_are_registered():
              *totals(perf, world_size=2)]
     unregistered = [name for name in names if family_of(name, (TRAINING,)) is None]
     assert not unregistered, f"add these to distalign/metric_names.py: {unregistered}"
-    assert family_of("train/new_thing", (TRAINING,)) is None  # the registry is no catch-all
+    assert family_of("Train/new_thing", (TRAINING,)) is None  # the registry is no catch-all

@@ -86,7 +86,7 @@ def test_a_run_rides_out_a_server_restart_and_registers_its_selected_model(stack
 
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
     assert run.info.status == "FINISHED" and run.info.run_name == "stack"
-    history = client.get_metric_history(run.info.run_id, "train/loss")
+    history = client.get_metric_history(run.info.run_id, "Train/loss")
     assert sorted(m.step for m in history) == list(range(1, STEPS + 1))
     assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "eval/bli/avg/mrr")) == [0, 15, 30]
     config = load_config(QUICKSTART, overrides)

@@ -1,6 +1,6 @@
 """The MLflow UI as a trainer reviews a distalign run: headless Chromium against a real `mlflow ui` on loopback.
 A run logged the way training logs it (``tracked_run``, ``MetricLogger``) is listed in the experiment's
-model-training view, and its page shows the charts grouped by prefix: train/, eval/, perf/ and system/."""
+model-training view, and its page shows the charts grouped by prefix, the training losses (Train/) first."""
 
 from __future__ import annotations
 
@@ -40,8 +40,9 @@ def test_a_training_run_is_listed_under_model_training_with_its_charts_grouped(t
     with tracked_run(uri, "distalign", "quickstart", str(tmp_path / "runs"), {"train.lr": 0.001}, {}) as run_id:
         metrics = MetricLogger(uri, run_id)
         for step in (20, 40, 60):
-            metrics.log({"train/loss": 9 - step / 20, "train/mlm_loss": 6 - step / 30, "perf/step_s": 0.11,
-                         "perf/tokens_per_s": 5000.0, "system/node0/cpu_utilization_percentage": 80.0}, step)
+            metrics.log({"Train/loss": 9 - step / 20, "Train/mlm_loss": 6 - step / 30, "perf/step_s": 0.11,
+                         "perf/tokens_per_s": 5000.0, "data/skipped_corpus_rows": 0.0,
+                         "system/node0/cpu_utilization_percentage": 80.0}, step)
         for step in (0, 30, 60):
             metrics.log({"eval/bli/avg/mrr": 0.3 + step / 600, "eval/bli/xa-xb/mrr": 0.3 + step / 500}, step)
         assert metrics.close() == 0
@@ -58,8 +59,9 @@ def test_a_training_run_is_listed_under_model_training_with_its_charts_grouped(t
     assert "quickstart" in texts["runs"] and "Model registry" in texts["runs"]
     assert "Evaluation runs" not in texts["runs"] and "Judges" not in texts["runs"]
     # charts per section, in page order: MLflow 3.17's UI sorts the sections by name (a metric's name up to its
-    # last "/"), so train/'s losses come after eval/ and perf/; its own section (names without "/") comes last
-    assert sections(texts["metrics"]) == [("eval/bli/avg", 1), ("eval/bli/xa-xb", 1), ("perf", 2), ("train", 2),
+    # last "/") character by character, so the training losses' capital prefix puts them first; its own section
+    # (names without "/") comes last
+    assert sections(texts["metrics"]) == [("Train", 2), ("data", 1), ("eval/bli/avg", 1), ("eval/bli/xa-xb", 1), ("perf", 2),
                                           ("Model metrics", 0)]
     assert sections(texts["system"]) == [("system/node0", 1), ("System metrics", 0)]
 

@@ -135,15 +135,15 @@ def test_many_params_are_logged_in_batches(uri, client, experiment):
 def test_metric_logger_writes_steps(uri, client, experiment):
     with tracked_run(uri, experiment, "metrics", "/store/a", {}, {}) as run_id:
         logger = MetricLogger(uri, run_id)
-        logger.log({"train/loss": 2.5, "train/lr": 1e-3}, step=10)
-        logger.log({"train/loss": 1.25}, step=20)
+        logger.log({"Train/loss": 2.5, "Train/lr": 1e-3}, step=10)
+        logger.log({"Train/loss": 1.25}, step=20)
         logger.log({"eval/bli/avg/mrr": 0.5}, step=20)
         assert logger.close() == 0  # all sent
-    history = client.get_metric_history(run_id, "train/loss")
+    history = client.get_metric_history(run_id, "Train/loss")
     assert sorted((m.step, m.value) for m in history) == [(10, 2.5), (20, 1.25)]
-    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "train/lr")] == [(10, 1e-3)]
+    assert [(m.step, m.value) for m in client.get_metric_history(run_id, "Train/lr")] == [(10, 1e-3)]
     latest = client.get_run(run_id).data.metrics
-    assert latest == {"train/loss": 1.25, "train/lr": 1e-3, "eval/bli/avg/mrr": 0.5}
+    assert latest == {"Train/loss": 1.25, "Train/lr": 1e-3, "eval/bli/avg/mrr": 0.5}
 
 
 def test_sqlite_store_keeps_artifacts_beside_the_database(tmp_path, monkeypatch):
@@ -196,15 +196,15 @@ def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_pa
         run_id = client.create_run(client.create_experiment("outage")).info.run_id
         watch_distalign_log(caplog, monkeypatch)
         logger = MetricLogger(server.url, run_id, retry_every_s=0.5)
-        logger.log({"train/loss": 1.0}, step=1)
+        logger.log({"Train/loss": 1.0}, step=1)
         deadline = time.time() + 30
-        while not client.get_metric_history(run_id, "train/loss") and time.time() < deadline:
+        while not client.get_metric_history(run_id, "Train/loss") and time.time() < deadline:
             time.sleep(0.2)
 
         server.stop()
         started = time.monotonic()
         for step in range(2, 6):
-            logger.log({"train/loss": float(step)}, step)
+            logger.log({"Train/loss": float(step)}, step)
         assert time.monotonic() - started < 0.5  # logging never waits on the server
         deadline = time.time() + 30
         while "unreachable" not in caplog.text and time.time() < deadline:
@@ -214,7 +214,7 @@ def test_metrics_logged_while_the_server_is_down_are_sent_when_it_returns(tmp_pa
         server.start()
         assert logger.close() == 0
         assert "answers again" in caplog.text
-        history = client.get_metric_history(run_id, "train/loss")
+        history = client.get_metric_history(run_id, "Train/loss")
         assert sorted((m.step, m.value) for m in history) == [(s, float(s)) for s in range(1, 6)]
     finally:
         server.stop()
@@ -229,7 +229,7 @@ def test_values_still_queued_when_the_server_stays_away_are_counted_as_dropped(t
         monkeypatch.setenv(key, value)
     uri = f"http://127.0.0.1:{free_port()}"  # nothing listens
     logger = MetricLogger(uri, "0" * 32, retry_every_s=0.2, flush_timeout_s=1.0)
-    logger.log({"train/loss": 1.0, "train/lr": 0.1}, step=1)
-    logger.log({"train/loss": 0.5}, step=2)
+    logger.log({"Train/loss": 1.0, "Train/lr": 0.1}, step=1)
+    logger.log({"Train/loss": 0.5}, step=2)
     assert logger.close() == 3
     assert f"tracking server {uri} did not answer: 3 metric values of run {'0' * 32} were dropped" in caplog.text

@@ -145,7 +145,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, o
     try:
         record(0)
         for step in range(1, steps + 1):
-            losses.append(float(recipe.step([recipe.next_batches(streams)])["train/loss"]))  # trimmed as a run's
+            losses.append(float(recipe.step([recipe.next_batches(streams)])["Train/loss"]))  # trimmed as a run's
             out_of_time = max_seconds and time.time() - started > max_seconds
             if step % every == 0 or step == steps or out_of_time:
                 record(step)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 # of the MLflow runs' metrics, those the report shows (mean after the first logged window, which holds the warm-up)
 REPORTED_METRICS = ("perf/step_ms", "perf/tokens_per_s", "perf/mfu", "perf/data_wait_ms", "perf/peak_memory_gib",
-                    "startup/total_s", "train/loss")
+                    "startup/total_s", "Train/loss")
 
 
 def environment(out: Path, home: Path, python: str) -> dict:

@@ -10,7 +10,7 @@ import json
 import statistics
 import sys
 
-KEYS = ("perf/", "startup/", "train/loss", "eval/bli/avg/mrr")
+KEYS = ("perf/", "startup/", "Train/loss", "eval/bli/avg/mrr")
 SYSTEM_KEYS = ("gpu_utilization", "gpu_memory_usage_megabytes", "cpu_utilization")  # of system/<node>/...
 PARAMS = ("train.use_gpu", "train.engine", "train.zero_stage", "train.precision", "train.num_workers",
           "train.max_steps")

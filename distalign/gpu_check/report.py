@@ -94,9 +94,9 @@ def run_lines(runs: list[dict]) -> list[str]:
                   if k.startswith("startup/") and k != "startup/total_s"}
         if phases:
             details.append(f"- {run['name']} start-up: " + ", ".join(f"{k} {v:.1f}" for k, v in phases.items()))
-        if "train/loss" in metrics:
-            loss = metrics["train/loss"]
-            details.append(f"- {run['name']} train/loss: {loss['first']:.3f} -> {loss['last']:.3f} "
+        if "Train/loss" in metrics:
+            loss = metrics["Train/loss"]
+            details.append(f"- {run['name']} Train/loss: {loss['first']:.3f} -> {loss['last']:.3f} "
                            f"({loss['n']} values)")
         gpu = {k.split("/")[-1]: v["max"] for k, v in metrics.items() if k.startswith("system/") and "gpu" in k}
         if gpu:

@@ -99,7 +99,7 @@ class DDPEngine:
             (losses["loss"] / len(micro_batches)).backward()
             accumulate(total, losses, len(micro_batches))
         mark("forward_backward")
-        # the norm before clipping, left on the device (logged as train/grad_norm, read when the window is logged)
+        # the norm before clipping, left on the device (logged as Train/grad_norm, read when the window is logged)
         self.grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), MAX_GRAD_NORM).detach()
         self.optimizer.step()
         self.schedule.step()

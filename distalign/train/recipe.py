@@ -168,8 +168,8 @@ class TrainingRecipe:
         for objective in self.engine.module.objectives.values():
             objective.after_step()  # may be a collective over all ranks: every rank calls it every step
         self.state.step += 1
-        metrics = {("train/loss" if name == "loss" else f"train/{name}_loss"): value for name, value in losses.items()}
-        return metrics if self.engine.grad_norm is None else metrics | {"train/grad_norm": self.engine.grad_norm}
+        metrics = {("Train/loss" if name == "loss" else f"Train/{name}_loss"): value for name, value in losses.items()}
+        return metrics if self.engine.grad_norm is None else metrics | {"Train/grad_norm": self.engine.grad_norm}
 
     def evaluate(self) -> dict[str, float]:
         """In-loop BLI on the held-out pairs, the MLM validation loss and the model-selection score (all ranks
@@ -291,13 +291,13 @@ class TrainingRecipe:
                 perf = self.timer.read()  # first: on a GPU it waits for the window's steps to finish
                 metrics = mean_across_ranks({k: float(v) / count for k, v in running.items()} | perf)
                 metrics |= totals(metrics, self.world_size)
-                metrics["train/lr"] = self.engine.lr
+                metrics["Train/lr"] = self.engine.lr
                 running = {}
                 if self.is_chief:
                     self._log(metrics)
                     rate = (step - first_step) / max(time.time() - started, 1e-9)
                     log.info("step %d/%d loss %.4f (%.2f steps/s, %.0f tokens/s, ETA %s)", step, max_steps,
-                             metrics["train/loss"], rate, metrics.get("perf/tokens_per_s", 0.0),
+                             metrics["Train/loss"], rate, metrics.get("perf/tokens_per_s", 0.0),
                              duration((max_steps - step) / max(rate, 1e-9)))
             eval_now = (eval_every and step % eval_every == 0) or step == max_steps
             if eval_now:

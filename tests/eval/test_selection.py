@@ -66,7 +66,7 @@ def test_max_pairs_zero_or_large_keeps_all():
 def test_model_selection_score_is_mean_relative_mrr_gain():
     from distalign.eval.selection import pair_mrrs, relative_mrr_gain
 
-    metrics = {"eval/bli/en-de/mrr": 0.3, "eval/bli/en-fi/mrr": 0.1, "eval/bli/avg/mrr": 0.2, "train/loss": 1.0}
+    metrics = {"eval/bli/en-de/mrr": 0.3, "eval/bli/en-fi/mrr": 0.1, "eval/bli/avg/mrr": 0.2, "Train/loss": 1.0}
     assert pair_mrrs(metrics) == {"en-de": 0.3, "en-fi": 0.1}
     # (0.3 - 0.2) / 0.2 = 0.5 and (0.1 - 0.2) / 0.2 = -0.5 -> 0; a pair with vanilla MRR 0 is left out
     assert relative_mrr_gain({"en-de": 0.3, "en-fi": 0.1, "x-y": 0.4},

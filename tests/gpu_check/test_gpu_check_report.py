@@ -18,7 +18,7 @@ RUN = {"experiment": "distalign", "name": "align-mlm-tiny", "status": "FINISHED"
                    "perf/mfu": {"n": 3, "first": 0.01, "last": 0.036, "mean_after_first": 0.036, "max": 0.036},
                    "startup/total_s": {"n": 1, "first": 61.0, "last": 61.0, "mean_after_first": 61.0, "max": 61.0},
                    "startup/imports_s": {"n": 1, "first": 6.5, "last": 6.5, "mean_after_first": 6.5, "max": 6.5},
-                   "train/loss": {"n": 5, "first": 9.1, "last": 6.2, "mean_after_first": 7.0, "max": 9.1},
+                   "Train/loss": {"n": 5, "first": 9.1, "last": 6.2, "mean_after_first": 7.0, "max": 9.1},
                    "system/node0/gpu_0_utilization_percentage": {"n": 9, "first": 0, "last": 40,
                                                                  "mean_after_first": 35, "max": 71}}}
 
@@ -75,7 +75,7 @@ def test_report_has_every_step_with_status_time_figures_and_the_failing_logs(tmp
     assert "| pytest_gpu | FAIL (rc 1) | 40 |" in md and "| bench_perf_gpu | TIMEOUT (rc -15) |" in md
     assert "SKIPPED: needs transfer_inputs, which did not pass" in md
     assert "| align-mlm-tiny | FINISHED | 96 | engine=deepspeed, zero_stage=2 | 28.5 | - | 3.60% |" in md
-    assert "start-up: imports_s 6.5" in md and "train/loss: 9.100 -> 6.200 (5 values)" in md
+    assert "start-up: imports_s 6.5" in md and "Train/loss: 9.100 -> 6.200 (5 values)" in md
     assert "GPU (max): gpu_0_utilization_percentage 71" in md
     assert "- install: unpack_s 4.0, compile_s 11.0" in md
     assert "figures not read: FileNotFoundError: results.md" in md

@@ -242,7 +242,7 @@ def test_mlm_plus_tlm_trains_on_two_workers_over_a_corpus_with_bad_rows_and_repo
     client = MlflowClient(config.tracking.uri)
     run = client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
-    for name in ("train/tlm_loss", "train/mlm_loss"):
+    for name in ("Train/tlm_loss", "Train/mlm_loss"):
         losses = client.get_metric_history(outcome.run_id, name)
         assert [m.step for m in losses] == [2, 4]
         assert all(np.isfinite(m.value) and m.value > 0 for m in losses)

@@ -132,7 +132,7 @@ def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_serv
         while submit.poll() is None and time.time() < deadline:
             experiment = client.get_experiment_by_name("distalign")
             runs = client.search_runs([experiment.experiment_id]) if experiment else []
-            if runs and len(client.get_metric_history(runs[0].info.run_id, "train/loss")) >= 3:
+            if runs and len(client.get_metric_history(runs[0].info.run_id, "Train/loss")) >= 3:
                 run = runs[0]
                 break
             time.sleep(0.5)
@@ -153,7 +153,7 @@ def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_serv
         assert f"tracking server {server.url} unreachable" in log and "answers again" in log, log[-5000:]
         run = client.get_run(run.info.run_id)
         assert run.info.status == "FINISHED" and run.info.run_name == "ops"
-        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss")) == list(range(1, 41))
+        assert sorted(m.step for m in client.get_metric_history(run.info.run_id, "Train/loss")) == list(range(1, 41))
         assert "system/node0/cpu_utilization_percentage" in run.data.metrics
         assert "system/node0/system_memory_usage_megabytes" in run.data.metrics
         assert run.data.tags["distalign.checkpoint"].startswith("s3://ckpt/ops/ops/checkpoint_")

@@ -40,6 +40,6 @@ def test_readme_objective_trains(tmp_path, monkeypatch, gloo_group):
     recipe.step = lambda batches: losses.append(step(batches)) or losses[-1]
     recipe.run(local_streams(prepared, config), lambda metrics, directory: None,
                lambda: contextlib.nullcontext(str(tmp_path)))
-    assert [sorted(loss) for loss in losses] == [["train/grad_norm", "train/loss", "train/pair_cosine_loss"]] * 2
-    assert all(0 <= loss["train/pair_cosine_loss"] <= 2.5 for loss in losses)
+    assert [sorted(loss) for loss in losses] == [["Train/grad_norm", "Train/loss", "Train/pair_cosine_loss"]] * 2
+    assert all(0 <= loss["Train/pair_cosine_loss"] <= 2.5 for loss in losses)
     sys.modules.pop("pair_cosine")

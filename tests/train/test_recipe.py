@@ -92,7 +92,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     assert [r["step"] for r in reports] == [3, 4]  # checkpoint_every=3, and the last step
     assert "eval/selection/rel_mrr_gain" in reports[-1]
     # the perf/ metrics (distalign.train.step_timing) at train.log_every=2, beside the losses
-    trained = {step: metrics for step, metrics in recipe.logger.logged.items() if "train/loss" in metrics}
+    trained = {step: metrics for step, metrics in recipe.logger.logged.items() if "Train/loss" in metrics}
     assert sorted(trained) == [2, 4]
     for metrics in trained.values():
         phases = sum(metrics[f"perf/{phase}_ms"] for phase in ("data_wait", "forward_backward", "optimizer"))
@@ -101,7 +101,7 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
         assert metrics["perf/sequences_per_s"] > 0 and 0 < metrics["perf/padding_share"] < 1
         assert metrics["perf/allreduce_ms"] >= metrics["perf/allreduce_exposed_ms"] >= 0  # DDP's own timers
         assert "perf/mfu" not in metrics  # CPU: no peak to measure against
-        assert metrics["train/grad_norm"] > 0  # the window's mean of each step's norm before clipping
+        assert metrics["Train/grad_norm"] > 0  # the window's mean of each step's norm before clipping
     saved = tmp_path / "first" / "step3"
     assert read_state(saved).step == 3 and (saved / MODEL_DIR / "config.json").is_file()
     assert (saved / STATE_FILE).is_file() and (saved / OPTIMIZER_FILE).is_file()
@@ -145,7 +145,7 @@ def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     assert recipe.engine.module.masked_lm.is_gradient_checkpointing
     assert recipe.engine.module.masked_lm.config._attn_implementation == "sdpa"  # PyTorch's fused attention
     losses = recipe.step([{name: next(stream) for name, stream in local_streams(prepared, config).items()}])
-    assert torch.isfinite(torch.tensor(losses["train/loss"]))
+    assert torch.isfinite(torch.tensor(losses["Train/loss"]))
 
 
 @pytest.mark.parametrize("objectives", [

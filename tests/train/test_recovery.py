@@ -30,7 +30,7 @@ pytestmark = pytest.mark.slow
 
 def losses_by_step(client: MlflowClient, run_id: str) -> dict[int, list[float]]:
     out: dict[int, list[float]] = {}
-    for metric in client.get_metric_history(run_id, "train/loss"):
+    for metric in client.get_metric_history(run_id, "Train/loss"):
         out.setdefault(metric.step, []).append(metric.value)
     return out
 

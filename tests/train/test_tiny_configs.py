@@ -81,7 +81,7 @@ def original_architecture_exported(client: MlflowClient, run_id: str, checkpoint
 
 @dataclass
 class TinyCase:
-    objective: str  # its loss is logged as train/<objective>_loss
+    objective: str  # its loss is logged as Train/<objective>_loss
     exported: Callable[[MlflowClient, str, str], None]  # checks the resumed run's checkpoint
     shrink: list[str] = field(default_factory=list)  # what brings it down to a few steps
 
@@ -108,7 +108,7 @@ def test_tiny_config_under_zero2_checkpoints_resumes_and_exports(name, ray_local
     last = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert last.run_id == first.run_id and client.get_run(last.run_id).info.status == "FINISHED"
-    assert sorted(m.step for m in client.get_metric_history(last.run_id, f"train/{case.objective}_loss")) == [2, 4, 6]
+    assert sorted(m.step for m in client.get_metric_history(last.run_id, f"Train/{case.objective}_loss")) == [2, 4, 6]
     assert json.loads((Path(last.checkpoint) / STATE_FILE).read_text())["step"] == 6
     case.exported(client, last.run_id, last.checkpoint)
     if first_sense is not None:
@@ -139,7 +139,7 @@ def test_align_mlm_under_zero3_exports_the_whole_model_gathered_to_rank_0_and_re
     assert again.run_id == first.run_id and client.get_run(again.run_id).info.status == "FINISHED"
     assert json.loads((Path(again.checkpoint) / STATE_FILE).read_text())["step"] == 6
     for objective in ("align", "lexical", "mlm"):
-        assert sorted(m.step for m in client.get_metric_history(again.run_id, f"train/{objective}_loss")) == [2, 4, 6]
+        assert sorted(m.step for m in client.get_metric_history(again.run_id, f"Train/{objective}_loss")) == [2, 4, 6]
 
 
 def test_static_vectors_extracted_aligned_and_trained_towards_under_zero2(ray_local, distalign_home, tmp_path,
@@ -184,6 +184,6 @@ def test_static_vectors_extracted_aligned_and_trained_towards_under_zero2(ray_lo
     client = MlflowClient(config.tracking.uri)
     assert client.get_run(outcome.run_id).info.status == "FINISHED"
     assert json.loads((Path(outcome.checkpoint) / STATE_FILE).read_text())["step"] == 6
-    losses = sorted(client.get_metric_history(outcome.run_id, "train/static_loss"), key=lambda m: m.step)
+    losses = sorted(client.get_metric_history(outcome.run_id, "Train/static_loss"), key=lambda m: m.step)
     assert [m.step for m in losses] == [2, 4, 6]
     assert losses[-1].value < losses[0].value  # the contextual vectors move towards the static ones

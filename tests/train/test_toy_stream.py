@@ -98,11 +98,11 @@ def test_toy_stream_and_toy_objective_train_on_two_workers(ray_local, distalign_
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)
     assert client.get_run(outcome.run_id).info.status == "FINISHED"
-    losses = client.get_metric_history(outcome.run_id, "train/word_length_loss")
+    losses = client.get_metric_history(outcome.run_id, "Train/word_length_loss")
     assert [m.step for m in losses] == [2, 4]
     assert all(np.isfinite(m.value) and m.value > 0 for m in losses)
     run = client.get_run(outcome.run_id)
     assert run.data.params["objectives.toy.margin"] == "0.5"
-    toy_losses = client.get_metric_history(outcome.run_id, "train/toy_loss")
+    toy_losses = client.get_metric_history(outcome.run_id, "Train/toy_loss")
     assert [m.step for m in toy_losses] == [2, 4]
     assert all(0 < m.value < 2.5 for m in toy_losses)  # weights in [0, 1) times a hinge in [0, 2.5]

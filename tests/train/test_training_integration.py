@@ -74,11 +74,11 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     assert run.data.params["train.engine"] == "ddp"
     assert run.data.params["objectives.lexical.temperature"] == "0.07"
     assert run.data.tags[CHECKPOINT_TAG] == outcome.checkpoint
-    assert steps(client, outcome.run_id, "train/loss") == [2, 4, 6]
-    assert steps(client, outcome.run_id, "train/mlm_loss") == [2, 4, 6]
-    assert steps(client, outcome.run_id, "train/lexical_loss") == [2, 4, 6]
-    assert steps(client, outcome.run_id, "train/align_loss") == [2, 4, 6]
-    assert -1 <= value_at(client, outcome.run_id, "train/align_loss", 6) <= 1  # -mean cosine
+    assert steps(client, outcome.run_id, "Train/loss") == [2, 4, 6]
+    assert steps(client, outcome.run_id, "Train/mlm_loss") == [2, 4, 6]
+    assert steps(client, outcome.run_id, "Train/lexical_loss") == [2, 4, 6]
+    assert steps(client, outcome.run_id, "Train/align_loss") == [2, 4, 6]
+    assert -1 <= value_at(client, outcome.run_id, "Train/align_loss", 6) <= 1  # -mean cosine
     # where the steps' time goes (distalign.train.step_timing), at train.log_every, with DDP's all-reduce
     for phase in PERF_KEYS + ("perf/allreduce_ms", "perf/allreduce_exposed_ms"):
         assert steps(client, outcome.run_id, phase) == [2, 4, 6], phase
@@ -93,9 +93,9 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     best_state = read_s3_checkpoint(s3_storage[1], outcome.best_checkpoint, tmp_path / "best") / "trainer_state.json"
     assert json.loads(best_state.read_text())["step"] in {k for k, gain in gains.items() if gain == max(gains.values())}
     # the total is the weighted sum of the objectives (weights 1, 1, 2)
-    total = value_at(client, outcome.run_id, "train/loss", 6)
+    total = value_at(client, outcome.run_id, "Train/loss", 6)
     weights = {"mlm": 1.0, "lexical": 1.0, "align": 2.0}
-    parts = sum(w * value_at(client, outcome.run_id, f"train/{o}_loss", 6) for o, w in weights.items())
+    parts = sum(w * value_at(client, outcome.run_id, f"Train/{o}_loss", 6) for o, w in weights.items())
     assert total == pytest.approx(parts, rel=1e-5)
 
     assert outcome.checkpoint.startswith("s3://ckpt/runs/ddp/checkpoint_")
@@ -111,7 +111,7 @@ def test_every_metric_the_run_logs_is_in_the_registry(ddp_run):
     """The reference page of metric names (distalign.metric_names) covers what a real run logs."""
     config, outcome = ddp_run
     logged = MlflowClient(config.tracking.uri).get_run(outcome.run_id).data.metrics
-    assert {"train/loss", "perf/step_ms", "startup/total_s", "eval/bli/avg/mrr"} <= set(logged)
+    assert {"Train/loss", "perf/step_ms", "startup/total_s", "eval/bli/avg/mrr"} <= set(logged)
     unregistered = sorted(name for name in logged if family_of(name, (TRAINING,)) is None)
     assert not unregistered, f"add these to distalign/metric_names.py: {unregistered}"
 
@@ -137,7 +137,7 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     client = MlflowClient(config.tracking.uri)
     assert second.run_id == first.run_id  # same MLflow run, continued
     assert client.get_run(second.run_id).info.status == "FINISHED"
-    assert steps(client, second.run_id, "train/loss") == [2, 4, 4, 6, 6, 8, 10]
+    assert steps(client, second.run_id, "Train/loss") == [2, 4, 4, 6, 6, 8, 10]
     assert steps(client, second.run_id, "eval/bli/avg/mrr") == [0, 3, 3, 6, 6, 9, 10]  # a resume re-evaluates
     # model selection after the resume still compares with the vanilla model (step 0), not the resume point
     pairs = ["xa-xb", "xa-xc", "xb-xc"]
@@ -176,14 +176,14 @@ def test_deepspeed_zero2_trains_like_ddp_and_selects_by_mlm_validation_loss(ddp_
     client = MlflowClient(config.tracking.uri)
     run = client.get_run(outcome.run_id)
     assert run.info.status == "FINISHED"
-    assert steps(client, outcome.run_id, "train/loss") == [2, 4, 6]
+    assert steps(client, outcome.run_id, "Train/loss") == [2, 4, 6]
     for phase in PERF_KEYS:
         assert steps(client, outcome.run_id, phase) == [2, 4, 6], phase
     assert not steps(client, outcome.run_id, "perf/allreduce_ms")  # DeepSpeed's collectives: not separable
     # Same seed, data order and fp32 maths: ZeRO-2 must follow DDP's trajectory.
     for step in (2, 4, 6):
-        assert value_at(client, outcome.run_id, "train/loss", step) == pytest.approx(
-            value_at(client, ddp.run_id, "train/loss", step), rel=1e-3)
+        assert value_at(client, outcome.run_id, "Train/loss", step) == pytest.approx(
+            value_at(client, ddp.run_id, "Train/loss", step), rel=1e-3)
     assert steps(client, outcome.run_id, "eval/mlm/loss") == [0, 3, 6]
     assert steps(client, outcome.run_id, "eval/mlm/xb/loss") == [0, 3, 6]
     losses = {step: value_at(client, outcome.run_id, "eval/mlm/loss", step) for step in (3, 6)}

@@ -115,7 +115,7 @@ def test_two_nodes_train_from_staged_inputs_on_s3_go_on_after_a_node_is_lost_and
     client = MlflowClient(f"sqlite:///{tmp_path}/mlflow.db")
     (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
     assert run.info.run_name == "two-nodes" and run.info.status == "FINISHED"
-    logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "train/loss"))
+    logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "Train/loss"))
     assert set(logged) == set(range(2, 17, 2)) and logged.count(2) == 1  # no resume started again from step 0
     traced = trained_corpus_rows(trace)
     assert {workers for workers, _, _ in traced} == {2, 1}

@@ -23,7 +23,7 @@ def test_metric_names_round_trip():
     assert metrics["transfer/udpos/xa/acc_std"] == pytest.approx(0.0707107, abs=1e-6)
     assert metrics["transfer/udpos/avg/delta"] == pytest.approx(((0.85 - 0.6) + (0.85 - 0.5)) / 2)
     # a training run also holds other metrics, and the fine-tuning runs' dev scores: left out
-    back = summary_from_metrics(metrics | {"train/loss": 1.0, "transfer/udpos/dev/xa/acc": 0.3,
+    back = summary_from_metrics(metrics | {"Train/loss": 1.0, "transfer/udpos/dev/xa/acc": 0.3,
                                            "eval/bli/avg/mrr": 0.1})
     merged = table.merge(back, on=["task", "lang", "metric"], suffixes=("", "_back"))
     assert len(back) == len(table) == len(merged)
