@@ -18,6 +18,7 @@ from typing import Any, Callable, Iterator
 import mlflow
 import yaml
 from mlflow.entities import Metric, Param, RunStatus
+from mlflow.exceptions import MlflowException
 from mlflow.tracking import MlflowClient
 
 from distalign.errors import ConfigError
@@ -35,6 +36,7 @@ EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 MODEL_TRAINING = "custom_model_development"
 ML_VIEW = "workflowType=machine_learning"
 MAX_PARAM_LENGTH = 6000
+REFUSED = "INVALID_PARAMETER_VALUE"  # MLflow's error code for a request it will never accept (e.g. a bad name)
 
 log = logging.getLogger("distalign")
 
@@ -183,6 +185,7 @@ class MetricLogger:
         self._queue: collections.deque[Metric] = collections.deque()
         self._changed = threading.Condition()
         self._closing = self._abandoned = False
+        self.refused = 0  # values the server refused (a bad name or value): counted as dropped by close
         self._thread = threading.Thread(target=self._send_until_closed, name="distalign-metrics", daemon=True)
         self._thread.start()
 
@@ -193,7 +196,8 @@ class MetricLogger:
             self._changed.notify()
 
     def close(self) -> int:
-        """Send what is queued, waiting at most ``flush_timeout_s``; returns the number of values dropped."""
+        """Send what is queued, waiting at most ``flush_timeout_s``; returns the number of values dropped (still
+        queued, or refused by the server)."""
         with self._changed:
             self._closing = True
             self._changed.notify()
@@ -204,7 +208,7 @@ class MetricLogger:
         if dropped:
             log.warning("tracking server %s did not answer: %d metric values of run %s were dropped", self.uri,
                         dropped, self.run_id)
-        return dropped
+        return dropped + self.refused
 
     def _send_until_closed(self) -> None:
         unreachable_since = None
@@ -216,24 +220,48 @@ class MetricLogger:
                     return
                 batch = list(itertools.islice(self._queue, self.MAX_METRICS_PER_REQUEST))
             try:
-                self.client.log_batch(self.run_id, metrics=batch)
-            except Exception as err:  # any failure: keep the values, try again
+                self._send(batch)
+            except Exception as err:  # any failure but a refusal: keep the values, try again
                 if unreachable_since is None:
                     unreachable_since = time.monotonic()
                     log.warning("tracking server %s unreachable (%s): training goes on, metrics are queued",
                                 self.uri, str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
                 time.sleep(self.retry_every_s)
                 continue
-            with self._changed:
-                if self._abandoned:
-                    return
-                for _ in batch:
-                    self._queue.popleft()
-                queued = len(self._queue)
             if unreachable_since is not None:
                 log.info("tracking server %s answers again after %.0f s: sending %d queued metric values",
-                         self.uri, time.monotonic() - unreachable_since, queued + len(batch))
+                         self.uri, time.monotonic() - unreachable_since, len(self._queue) + len(batch))
                 unreachable_since = None
+
+    def _send(self, batch: list[Metric]) -> None:
+        """Send the queue's first values, ``batch``, and take them off the queue. A batch the server refuses
+        as a whole (a name or value it never accepts) would block every later value: its values are then sent
+        singly, the refused ones counted and named once, never retried."""
+        try:
+            self.client.log_batch(self.run_id, metrics=batch)
+            self._done(len(batch))
+            return
+        except MlflowException as err:
+            if err.error_code != REFUSED:
+                raise
+        refused = []
+        for metric in batch:
+            try:
+                self.client.log_batch(self.run_id, metrics=[metric])
+            except MlflowException as err:
+                if err.error_code != REFUSED:
+                    raise
+                refused.append(f"{metric.key} at step {metric.step} ({str(err).splitlines()[0][:200]})")
+                self.refused += 1
+            self._done(1)  # sent or refused: never sent twice when the server goes away mid-batch
+        log.error("tracking server %s refused %d metric values of run %s, not retried: %s", self.uri, len(refused),
+                  self.run_id, "; ".join(refused))
+
+    def _done(self, count: int) -> None:
+        with self._changed:
+            if not self._abandoned:
+                for _ in range(count):
+                    self._queue.popleft()
 
 
 class SystemMetricsSampler:

@@ -233,3 +233,21 @@ def test_values_still_queued_when_the_server_stays_away_are_counted_as_dropped(t
     logger.log({"Train/loss": 0.5}, step=2)
     assert logger.close() == 3
     assert f"tracking server {uri} did not answer: 3 metric values of run {'0' * 32} were dropped" in caplog.text
+
+
+def test_a_value_the_server_refuses_is_named_and_counted_and_never_blocks_the_later_ones(tmp_path, monkeypatch,
+                                                                                        caplog):
+    """A metric name MLflow never accepts (a plugin objective's, say) used to be retried as if the server were
+    down, holding every later value behind it until close dropped them all."""
+    watch_distalign_log(caplog, monkeypatch)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = MlflowClient(uri)
+    run_id = client.create_run(client.create_experiment("refused")).info.run_id
+    logger = MetricLogger(uri, run_id, retry_every_s=0.1, flush_timeout_s=20)
+    logger.log({"Train/loss": 1.0, "Train/bad~name_loss": 2.0}, step=1)
+    logger.log({"Train/loss": 0.5}, step=2)
+    assert logger.close() == 1
+    assert [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, "Train/loss"),
+                                              key=lambda m: m.step)] == [(1, 1.0), (2, 0.5)]
+    assert "refused 1 metric values" in caplog.text and "Train/bad~name_loss at step 1" in caplog.text
+    assert "unreachable" not in caplog.text
