@@ -112,12 +112,14 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
 
 def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_home, tmp_path, capfd):
     """Optuna suggests learning rates from a log-uniform space; ASHA sees every in-loop evaluation (3 per trial).
-    Under `distalign tune`'s quiet console the study prints a few lines per trial, without ANSI codes."""
+    Under `distalign tune`'s quiet console the study prints a few lines per trial, without ANSI codes. The best
+    trial's model is registered (tracking.registered_model_name)."""
     study = tmp_path / "search.yaml"
     study.write_text(yaml.safe_dump({
         "study": "mini-search",
         "base": str(QUICKSTART),
-        "overrides": SMALL + ["train.max_steps=6", "train.checkpoint_every=6", "eval.every=2", "train.num_workers=1"],
+        "overrides": SMALL + ["train.max_steps=6", "train.checkpoint_every=6", "eval.every=2", "train.num_workers=1",
+                              "tracking.registered_model_name=mini-search-best"],
         "search": {"space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}}, "num_samples": 2, "scheduler": "asha",
                    "grace_period": 2, "reduction_factor": 2},
         "metric": "eval/bli/avg/mrr",
@@ -155,6 +157,10 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
             assert stopped is not None and int(stopped) in steps[1:]
         else:
             assert (child.info.status, stopped, steps[-1]) == ("FINISHED", None, 6)
+    # the study's best trial, and it alone (trials register nothing), is the registered model's one version
+    (version,) = client.search_model_versions("name = 'mini-search-best'")
+    best = client.get_run(parent.info.run_id).data.tags["distalign.best_trial"]
+    assert client.get_run(version.run_id).info.run_name == best
 
 
 def test_a_one_worker_trial_trains_in_its_process_resumes_after_a_kill_and_matches_a_worker_group(
