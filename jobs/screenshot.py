@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 
 ML_VIEW = "workflowType=machine_learning"  # distalign.tracking.ML_VIEW (this script needs no distalign import)
 # page -> (path under the run, the text the page shows once drawn); "runs" is the experiment's run list
-PAGES = {"runs": ("", "Run Name"), "overview": ("", "Parameters"), "metrics": ("/model-metrics", "eval/bli/avg"),
+PAGES = {"runs": ("", "Run Name"), "overview": ("", "Parameters"), "metrics": ("/model-metrics", "Step"),  # a line chart drawn
          "system": ("/system-metrics", "system/"), "artifacts": ("/artifacts", "config.yaml")}
 
 
