@@ -18,11 +18,15 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 from distalign.data.readers import InputError, ReadReport, read_dictionary
+from distalign.languages import code_in_data
 
 MULTISIMLEX_HEADER = ("ID", "PoS", "score")  # columns 0, 3, 4; 1 and 2 name the languages
+MULTISIMLEX_FILE = re.compile(r"([A-Za-z]{3})-([A-Za-z]{3})\.csv")
+TATOEBA_FILE = re.compile(r"tatoeba\.([a-z]{3})-eng\.\1")
 
 
 def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
@@ -41,6 +45,16 @@ def multisimlex_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
     path = folder / f"{a}-{b}.csv"
     swapped = folder / f"{b}-{a}.csv"
     return swapped if not path.is_file() and swapped.is_file() else path
+
+
+def multisimlex_language(eval_dir: str | Path, code: str, where: str) -> str:
+    """The ISO 639-3 code (lower case) Multi-SimLex's files in ``eval_dir`` name the language ``code`` by
+    (``fr``, ``French`` -> ``fra``; ``distalign.languages.code_in_data``); a ``ConfigError`` naming ``where``
+    and the languages there when they have none."""
+    folder = Path(eval_dir) / "multisimlex"
+    codes = [code.lower() for path in folder.glob("*.csv") if (match := MULTISIMLEX_FILE.fullmatch(path.name))
+             for code in match.groups()]
+    return code_in_data(code, codes, where, f"Multi-SimLex ({folder})")
 
 
 def semeval2017_paths(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[Path, Path, bool]:
@@ -64,6 +78,15 @@ def tatoeba_paths(eval_dir: str | Path, lang: str) -> tuple[Path, Path]:
     """(``tatoeba.<lang>-eng.<lang>``, ``tatoeba.<lang>-eng.eng``) for an ISO 639-3 code."""
     stem = Path(eval_dir) / "tatoeba" / f"tatoeba.{lang}-eng"
     return stem.with_name(f"{stem.name}.{lang}"), stem.with_name(f"{stem.name}.eng")
+
+
+def tatoeba_language(eval_dir: str | Path, code: str, where: str) -> str:
+    """The ISO 639-3 code Tatoeba's files in ``eval_dir`` name the language ``code`` by (``de``, ``German`` ->
+    ``deu``; ``zh`` -> ``cmn``; ``distalign.languages.code_in_data``); a ``ConfigError`` naming ``where`` and the
+    languages there when they have none."""
+    folder = Path(eval_dir) / "tatoeba"
+    codes = [match.group(1) for path in folder.glob("tatoeba.*-eng.*") if (match := TATOEBA_FILE.fullmatch(path.name))]
+    return code_in_data(code, codes, where, f"Tatoeba ({folder})")
 
 
 def read_bli_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:

@@ -24,8 +24,10 @@ class SuiteSpec:
     eval_dir: str = "../shared/data/eval"  # benchmark folder (layout: distalign.eval.benchmarks)
     tasks: tuple[str, ...] = ("bli", "xlsim", "tatoeba")  # names in EVAL_TASKS
     bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and word_alignment
-    xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
-    tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
+    # Multi-SimLex pairs and Tatoeba languages (each against English): ISO 639-3 as their files name them, or any
+    # other code or name of the language (en-fr, de, German)
+    xlsim_pairs: tuple[str, ...] = ("eng-fra",)
+    tatoeba_langs: tuple[str, ...] = ("deu", "fra")
     # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]; their test sets are built as the
     # in-loop BLI builds them (a checkpoint: with its run's settings, so the numbers match the run's)
     dictionaries: tuple[tuple[str, str, str], ...] = ()

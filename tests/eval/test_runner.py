@@ -10,6 +10,7 @@ from conftest import QUICKSTART, SHARED_DATA
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
+from distalign.errors import ConfigError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import evaluate_locally
@@ -88,6 +89,20 @@ def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
         build_tasks(SuiteSpec(str(eval_dir), ("blii",)))
     with pytest.raises(InputError, match="not a language pair"):
         build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("eng",)))
+
+
+def test_tatoeba_and_multisimlex_languages_in_any_form_find_their_iso639_3_files(tmp_path):
+    """Their files are named in ISO 639-3 (ENG-FRA.csv, tatoeba.fra-eng.fra): fr, French, FRA are all fra, once."""
+    eval_dir = write_eval_dir(tmp_path / "eval")
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("xlsim", "tatoeba"), xlsim_pairs=("en-fr", "English-French"),
+                                  tatoeba_langs=("fr", "French", "FRA")))
+    assert [(t.task, t.pair) for t in tasks] == [("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
+    with pytest.raises(ConfigError, match=r"^suite\.tatoeba_langs \(--tatoeba-langs\): no data for 'German' "
+                                          r"\(language de, ISO 639-3 deu\); Tatoeba \(.*\) holds: fra$"):
+        build_tasks(SuiteSpec(str(eval_dir), ("tatoeba",), tatoeba_langs=("fr", "German")))
+    with pytest.raises(ConfigError, match=r"^suite\.xlsim_pairs \(--xlsim-pairs\): 'qq' is not a language code.*"
+                                          r"; Multi-SimLex \(.*\) holds: eng, fra$"):
+        build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("en-qq",)))
 
 
 def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint, tmp_path, capsys):

@@ -25,7 +25,8 @@ class XLSimTask(WordPairTask):
     name: ClassVar[str] = "xlsim"
     main_metric: ClassVar[str] = "spearman"
     flags: ClassVar[tuple[Flag, ...]] = (
-        Flag("--xlsim-pairs", "suite.xlsim_pairs", "Multi-SimLex pairs (ISO 639-3)", comma_list),
+        Flag("--xlsim-pairs", "suite.xlsim_pairs", "Multi-SimLex pairs: ISO 639-3 as its files name "
+             "them, or other codes or names (en-fr, English-French: eng-fra)", comma_list),
         Flag("--semeval-pairs", "suite.semeval_pairs", "SemEval-2017 Task 2 cross-lingual pairs (ISO 639-1, "
              "e.g. de-en,en-es), read by xlsim", comma_list),
     )
@@ -34,12 +35,14 @@ class XLSimTask(WordPairTask):
     def from_suite(cls, suite: SuiteSpec) -> list[XLSimTask]:
         """One task per Multi-SimLex pair (``xlsim_pairs``), then per SemEval-2017 pair (``semeval_pairs``)."""
         tasks = []
-        for pair in suite.xlsim_pairs:
-            lang1, lang2 = split_pair(pair, "suite.xlsim_pairs (--xlsim-pairs)")
+        key = "suite.xlsim_pairs (--xlsim-pairs)"
+        pairs = [tuple(benchmarks.multisimlex_language(suite.eval_dir, lang, key) for lang in split_pair(pair, key))
+                 for pair in suite.xlsim_pairs]
+        for lang1, lang2 in dict.fromkeys(pairs):  # en-fr and eng-fra: one task
             rows, report = benchmarks.read_multisimlex(benchmarks.multisimlex_path(suite.eval_dir, lang1, lang2),
                                                        lang1, lang2)
             suite.reports.append(report)
-            tasks.append(cls(lang1.lower(), lang2.lower(), rows))
+            tasks.append(cls(lang1, lang2, rows))
         for pair in suite.semeval_pairs:
             lang1, lang2 = split_pair(pair, "suite.semeval_pairs (--semeval-pairs)")
             rows, report = benchmarks.read_semeval2017(*benchmarks.semeval2017_paths(suite.eval_dir, lang1, lang2))
