@@ -222,7 +222,7 @@ CASES = [
          ["suite.eval_dir (--eval-dir): directory not found: {missing}"]),
     case("eval-unknown-language", "eval", "unknown language pair",
          "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow",
-         ["no G-BLI test dictionary for en-qq"]),
+         ["suite.bli_pairs (--bli-pairs): 'qq' is not a language code", "holds: de, en"]),
     case("eval-dictionary-malformed", "eval", "--dictionary without L1-L2:",
          "eval --model {model} --tasks bli --dictionary {dictionary} --no-mlflow",
          ["--dictionary", "expected L1-L2:PATH"]),
@@ -538,6 +538,7 @@ def build_inputs(root: Path) -> dict[str, str]:
     for side in ("fra", "eng"):  # only the names matter to the cases
         (root / "eval" / "tatoeba" / f"tatoeba.fra-eng.{side}").write_text("x\n")
     (root / "eval" / "multisimlex").mkdir()
+    (root / "eval" / "bli" / "gbli" / "en-de").mkdir(parents=True)
     (root / "eval" / "multisimlex" / "ENG-FRA.csv").write_text("ID,ENG,FRA,PoS,score\n")
     return inputs
 

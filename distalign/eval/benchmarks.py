@@ -1,7 +1,8 @@
 """Readers for the evaluation benchmarks in ``../shared/data/eval``; malformed rows are counted, never fatal.
 
 Every file format lives here; the task plugins (``distalign.eval.tasks``) call these readers from
-their ``from_suite``.
+their ``from_suite``. A language given for a benchmark, in any code or name, becomes the code its files use
+(``benchmark_language``).
 
 - BLI test dictionaries: G-BLI ``bli/gbli/<l1>-<l2>/yacle.test.freq.2k.<l1>-<l2>.tsv`` (``src<TAB>tgt``; one
   direction per pair, :func:`read_gbli_test` reads the other swapped) and PanLex-BLI
@@ -25,8 +26,14 @@ from distalign.data.readers import InputError, ReadReport, read_dictionary
 from distalign.languages import code_in_data
 
 MULTISIMLEX_HEADER = ("ID", "PoS", "score")  # columns 0, 3, 4; 1 and 2 name the languages
-MULTISIMLEX_FILE = re.compile(r"([A-Za-z]{3})-([A-Za-z]{3})\.csv")
-TATOEBA_FILE = re.compile(r"tatoeba\.([a-z]{3})-eng\.\1")
+# benchmark -> (its folder in eval_dir, the names of its files or folders, whose groups are language codes)
+LANGUAGE_NAMES = {
+    "G-BLI": ("bli/gbli", re.compile(r"([a-z]{2,3})-([a-z]{2,3})")),
+    "Multi-SimLex": ("multisimlex", re.compile(r"([A-Za-z]{3})-([A-Za-z]{3})\.csv")),
+    "Tatoeba": ("tatoeba", re.compile(r"tatoeba\.([a-z]{3})-eng\.\1")),
+    "SemEval-2017 Task 2": ("semeval2017/subtask2-crosslingual/data",
+                            re.compile(r"([a-z]{2,3})-([a-z]{2,3})\.test\.data\.txt")),
+}
 
 
 def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
@@ -45,16 +52,6 @@ def multisimlex_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
     path = folder / f"{a}-{b}.csv"
     swapped = folder / f"{b}-{a}.csv"
     return swapped if not path.is_file() and swapped.is_file() else path
-
-
-def multisimlex_language(eval_dir: str | Path, code: str, where: str) -> str:
-    """The ISO 639-3 code (lower case) Multi-SimLex's files in ``eval_dir`` name the language ``code`` by
-    (``fr``, ``French`` -> ``fra``; ``distalign.languages.code_in_data``); a ``ConfigError`` naming ``where``
-    and the languages there when they have none."""
-    folder = Path(eval_dir) / "multisimlex"
-    codes = [code.lower() for path in folder.glob("*.csv") if (match := MULTISIMLEX_FILE.fullmatch(path.name))
-             for code in match.groups()]
-    return code_in_data(code, codes, where, f"Multi-SimLex ({folder})")
 
 
 def semeval2017_paths(eval_dir: str | Path, lang1: str, lang2: str) -> tuple[Path, Path, bool]:
@@ -80,13 +77,16 @@ def tatoeba_paths(eval_dir: str | Path, lang: str) -> tuple[Path, Path]:
     return stem.with_name(f"{stem.name}.{lang}"), stem.with_name(f"{stem.name}.eng")
 
 
-def tatoeba_language(eval_dir: str | Path, code: str, where: str) -> str:
-    """The ISO 639-3 code Tatoeba's files in ``eval_dir`` name the language ``code`` by (``de``, ``German`` ->
-    ``deu``; ``zh`` -> ``cmn``; ``distalign.languages.code_in_data``); a ``ConfigError`` naming ``where`` and the
-    languages there when they have none."""
-    folder = Path(eval_dir) / "tatoeba"
-    codes = [match.group(1) for path in folder.glob("tatoeba.*-eng.*") if (match := TATOEBA_FILE.fullmatch(path.name))]
-    return code_in_data(code, codes, where, f"Tatoeba ({folder})")
+def benchmark_language(eval_dir: str | Path, benchmark: str, code: str, where: str) -> str:
+    """The code the files of ``benchmark`` (a key of ``LANGUAGE_NAMES``) in ``eval_dir`` name the language
+    ``code`` by, for any code or name of it (Tatoeba: ``de``, ``German`` -> ``deu``, ``zh`` -> ``cmn``; G-BLI:
+    ``deu`` -> ``de``; ``distalign.languages.code_in_data``); a ``ConfigError`` naming ``where`` and listing the
+    languages there when they lack it."""
+    subfolder, names = LANGUAGE_NAMES[benchmark]
+    folder = Path(eval_dir) / subfolder
+    codes = [code.lower() for path in folder.glob("*") if (match := names.fullmatch(path.name))
+             for code in match.groups()]
+    return code_in_data(code, codes, where, f"{benchmark} ({folder})")
 
 
 def read_bli_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:

@@ -51,7 +51,7 @@ class TatoebaTask(EvalTask):
     def from_suite(cls, suite: SuiteSpec) -> list[TatoebaTask]:
         tasks = []
         key = "suite.tatoeba_langs (--tatoeba-langs)"
-        langs = [benchmarks.tatoeba_language(suite.eval_dir, lang, key) for lang in suite.tatoeba_langs]
+        langs = [benchmarks.benchmark_language(suite.eval_dir, "Tatoeba", lang, key) for lang in suite.tatoeba_langs]
         for lang in dict.fromkeys(langs):  # de and deu: one task
             src, eng, report = benchmarks.read_tatoeba(*benchmarks.tatoeba_paths(suite.eval_dir, lang))
             suite.reports.append(report)
