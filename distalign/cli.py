@@ -349,7 +349,8 @@ def _add_mine_constraints_command(sub, arguments: bool) -> None:
         return
     mine.add_argument("source", help="folder of OMW wn-data-<lang>.tab files (e.g. ../shared/data/lexicons/omw), "
                                      "or a BabelNet export .tsv (synsetID lang1 lang2 word1 word2 sent1 sent2)")
-    mine.add_argument("--languages", required=True, help="ISO 639-1 codes, comma-separated (e.g. fr,it,hr)")
+    mine.add_argument("--languages", required=True,
+                      help="comma-separated codes or English names (fr,it,hr = fra,ita,hrv = French,Italian,Croatian)")
     mine.add_argument("--top-k", type=int, default=15000, help="frequency-list cut-off per language")
     mine.add_argument("--exclude", nargs="*", default=[], metavar="TSV",
                       help="evaluation dictionaries whose words must not appear (file names carry the pair)")

@@ -17,6 +17,7 @@ The synthetic world's languages (``x`` and one letter: ``xa``, ``xb``; no ISO 63
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from functools import lru_cache
 from typing import NewType
 
@@ -77,3 +78,30 @@ def iso639_3(code: str, where: str) -> str:
     if canonical in KEPT_APART:
         return KEPT_APART[canonical][1]
     return langcodes.Language.get(canonical).to_alpha3()
+
+
+def code_in_data(code: str, available: Iterable[str], where: str, data: str) -> str:
+    """The one of ``available`` (the codes a data set names its files by, lower case, e.g. Tatoeba's ``deu``,
+    ``cmn``, ``arz``) that is the language ``code``: ``code`` itself where the data set has it; else the data set's
+    code of the same canonical language, its ISO 639-3 code first (``de``, ``German`` -> ``deu``; ``ar`` -> ``ara``,
+    not Egyptian ``arz``), else the only one there is (``zh`` -> ``cmn``, ``fa`` -> ``pes``). Anything else is a
+    ``ConfigError`` naming ``where`` and listing what ``data`` (its name and folder, for the message) holds."""
+    available = sorted(set(available))
+    holds = f"{data} holds: {', '.join(available) or 'nothing'}"
+    given = str(code).strip().lower()
+    if given in available:
+        return given
+    try:
+        canonical = language_code(code, where)
+    except ConfigError as err:
+        raise ConfigError(f"{err}; {holds}") from None
+    same = [other for other in available if _canonical(other) == canonical]
+    alpha3 = iso639_3(canonical, where)
+    if alpha3 in same:
+        return alpha3
+    if len(same) == 1:
+        return same[0]
+    if same:
+        raise ConfigError(f"{where}: {code!r} (language {canonical}) is in {data} under several codes "
+                          f"({', '.join(same)}): give one of them")
+    raise ConfigError(f"{where}: no data for {code!r} (language {canonical}, ISO 639-3 {alpha3}); {holds}")

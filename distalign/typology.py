@@ -61,11 +61,13 @@ def _known_codes(feature_set: str) -> frozenset[str]:
     return frozenset(np.load(_uriel_data() / filename, allow_pickle=True)["langs"].tolist())
 
 
-def uriel_code(lang: str, feature_set: str = FEATURE_SET) -> str:
-    """The ISO 639-3 code lang2vec knows a language by (``de``, ``deu``, ``ger`` and ``German`` are all ``deu``)."""
-    code = iso639_3(lang, f"language '{lang}'")
+def uriel_code(lang: str, feature_set: str = FEATURE_SET, where: str = "") -> str:
+    """The ISO 639-3 code lang2vec knows a language by (``de``, ``deu``, ``ger`` and ``German`` are all ``deu``);
+    errors name ``where`` (the key or flag that gave ``lang``) where given."""
+    where = f"{where}: language '{lang}'" if where else f"language '{lang}'"
+    code = iso639_3(lang, where)
     if code not in _known_codes(feature_set):
-        raise ConfigError(f"language '{lang}': URIEL (lang2vec) has no {feature_set} vector for it: give an ISO 639-1 "
+        raise ConfigError(f"{where}: URIEL (lang2vec) has no {feature_set} vector for it: give an ISO 639-1 "
                           "or 639-3 code it knows (fr, fra)")
     return code
 

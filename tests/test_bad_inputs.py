@@ -222,7 +222,7 @@ CASES = [
          ["suite.eval_dir (--eval-dir): directory not found: {missing}"]),
     case("eval-unknown-language", "eval", "unknown language pair",
          "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow",
-         ["no G-BLI test dictionary for en-qq"]),
+         ["suite.bli_pairs (--bli-pairs): 'qq' is not a language code", "holds: de, en"]),
     case("eval-dictionary-malformed", "eval", "--dictionary without L1-L2:",
          "eval --model {model} --tasks bli --dictionary {dictionary} --no-mlflow",
          ["--dictionary", "expected L1-L2:PATH"]),
@@ -322,9 +322,9 @@ CASES = [
          "mine-constraints {missing} --languages fr,it --out {out}/c.parquet",
          ["{missing}: not found", "give the folder of OMW wn-data-<lang>.tab files"],
          ray="no Ray", fixed=True),
-    case("mine-unknown-language", "mine-constraints", "unknown language code",
-         "mine-constraints {omw} --languages fr,qq --out {out}/c.parquet",
-         ["no OMW file for language 'qq'", "(has ['fr', 'it'])"], ray="no Ray"),
+    case("mine-unknown-language", "mine-constraints", "a language without an OMW file",
+         "mine-constraints {omw} --languages fr,German --out {out}/c.parquet",
+         ["no OMW file for language 'de'", "(has ['fr', 'it'])"], ray="no Ray"),
     case("mine-exclude-missing", "mine-constraints", "--exclude file missing",
          "mine-constraints {omw} --languages fr,it --exclude {missing}.fr-it.tsv --out {out}/c.parquet",
          ["file not found: {missing}.fr-it.tsv"], ray="no Ray"),
@@ -338,6 +338,26 @@ CASES = [
          "mine-constraints {omw} --languages fr,it --stopwords {missing}.txt --out {out}/c.parquet",
          ["--stopwords {missing}.txt: No such file or directory", "or leave --stopwords out"],
          ray="no Ray", fixed=True),
+    # ---- language codes given on flags (any code or name of a language; #38 item 12)
+    case("eval-tatoeba-language-missing", "eval", "--tatoeba-langs language the Tatoeba folder lacks",
+         "eval --model {model} --tasks tatoeba --eval-dir {eval_dir} --tatoeba-langs German --no-mlflow",
+         ["suite.tatoeba_langs (--tatoeba-langs): no data for 'German' (language de, ISO 639-3 deu)", "holds: fra"],
+         fixed=True),
+    case("eval-tatoeba-not-a-language", "eval", "--tatoeba-langs code that is no language",
+         "eval --model {model} --tasks tatoeba --eval-dir {eval_dir} --tatoeba-langs Frnch --no-mlflow",
+         ["suite.tatoeba_langs (--tatoeba-langs): 'Frnch' is not a language code", "holds: fra"], fixed=True),
+    case("eval-xlsim-language-missing", "eval", "--xlsim-pairs language the Multi-SimLex folder lacks",
+         "eval --model {model} --tasks xlsim --eval-dir {eval_dir} --xlsim-pairs en-de --no-mlflow",
+         ["suite.xlsim_pairs (--xlsim-pairs): no data for 'de'", "holds: eng, fra"], fixed=True),
+    case("mine-language-not-a-code", "mine-constraints", "--languages code that is no language",
+         "mine-constraints {omw} --languages fr,qq --out {out}/c.parquet",
+         ["languages (--languages): 'qq' is not a language code"], ray="no Ray", fixed=True),
+    case("bench-synthetic-syntax-target-name", "bench synthetic", "--syntax-target that is no language",
+         "bench synthetic --world 20 --transformations translit_syn --syntax-target Frnch --output-dir {out}/bs",
+         ["syntax_target (--syntax-target): language 'Frnch': 'Frnch' is not a language code"], fixed=True),
+    case("bench-synthetic-syntax-treebank", "bench synthetic", "--syntax-target treebank missing",
+         "bench synthetic --world 20 --transformations translit_syn --syntax-target {missing}.conllu "
+         "--output-dir {out}/bs", ["syntax_target (--syntax-target): file not found: {missing}.conllu"], fixed=True),
     # ---- bench
     case("bench-synthetic-corpus-missing", "bench synthetic", "base corpus missing",
          "bench synthetic --corpus {missing}.txt --output-dir {out}/bs", ["--corpus: file not found: {missing}.txt"]),
@@ -514,7 +534,12 @@ def build_inputs(root: Path) -> dict[str, str]:
                                       "3\trome\trome\tPROPN\t_\t_\t2\tobj\t_\t_\n\n")
     inputs["conllu"] = str(root / "tiny.conllu")
     inputs["eval_dir"] = str(root / "eval")
-    (root / "eval").mkdir()
+    (root / "eval" / "tatoeba").mkdir(parents=True)
+    for side in ("fra", "eng"):  # only the names matter to the cases
+        (root / "eval" / "tatoeba" / f"tatoeba.fra-eng.{side}").write_text("x\n")
+    (root / "eval" / "multisimlex").mkdir()
+    (root / "eval" / "bli" / "gbli" / "en-de").mkdir(parents=True)
+    (root / "eval" / "multisimlex" / "ENG-FRA.csv").write_text("ID,ENG,FRA,PoS,score\n")
     return inputs
 
 

@@ -18,7 +18,7 @@ from distalign.data.corpus_stream import list_corpus_files
 from distalign.data.readers import read_constraints, read_dictionary, read_parallel_tsv
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource
-from distalign.languages import LanguageCode, iso639_3, language_code
+from distalign.languages import LanguageCode, code_in_data, iso639_3, language_code
 from distalign.preparation.inputs import prepare_data
 from distalign.transfer.data import language_folder
 from distalign.typology import uriel_code
@@ -45,6 +45,31 @@ def test_every_form_of_a_code_reads_as_one_canonical_code(given, canonical, alph
 def test_an_unknown_code_names_its_key(bad):
     with pytest.raises(ConfigError, match=r"^data\.corpora\[1\]\.lang: "):
         language_code(bad, "data.corpora[1].lang")
+
+
+TATOEBA_LIKE = ["ara", "arz", "cmn", "deu", "dtp", "kzj", "pes", "yue"]
+
+
+@pytest.mark.parametrize("given, found", [
+    ("deu", "deu"), ("DEU", "deu"), ("de", "deu"), ("German", "deu"), ("ger", "deu"),
+    ("ar", "ara"), ("Arabic", "ara"), ("arz", "arz"),  # the macrolanguage's own file before a variety's
+    ("zh", "cmn"), ("fa", "pes"),  # the one file of the language, under a member's code
+    ("yue", "yue"), ("kzj", "kzj"), ("dtp", "dtp"),  # a code the data set has is taken as it is
+])
+def test_a_data_sets_own_code_is_found_for_any_form_of_the_language(given, found):
+    assert code_in_data(given, TATOEBA_LIKE, "k", "the set") == found
+
+
+@pytest.mark.parametrize("given, says", [
+    ("fr", r"^k: no data for 'fr' \(language fr, ISO 639-3 fra\); the set holds: ara, arz, cmn, deu, dtp, kzj, pes, "
+           r"yue$"),
+    ("Frnch", r"^k: 'Frnch' is not a language code .*; the set holds: ara, arz,"),
+    ("zh", r"^k: 'zh' \(language zh\) is in the set under several codes \(chi, cmn\): give one of them$"),
+])
+def test_a_language_the_data_set_lacks_names_the_key_and_what_it_holds(given, says):
+    available = TATOEBA_LIKE + ["chi"] if given == "zh" else TATOEBA_LIKE
+    with pytest.raises(ConfigError, match=says):
+        code_in_data(given, available, "k", "the set")
 
 
 def test_a_config_reads_its_language_keys_through_the_one_function(tmp_path):

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from distalign.data.readers import InputError
 from distalign.errors import ConfigError
-from distalign.typology import word_order_features
+from distalign.typology import uriel_code, word_order_features
 
 NOUN_HEADS = {"NOUN", "PROPN"}
 VERB_HEADS = {"VERB"}
@@ -92,6 +92,17 @@ def _off_the_tree(words: list[Word]) -> list[int]:
         frontier = [w.index for w in words if w.head in frontier and w.index not in reached]
         reached.update(frontier)
     return [w.index for w in words if w.index not in reached]
+
+
+def checked_target(target: str, key: str) -> str:
+    """``target`` as ``after_probabilities`` reads it, checked before any work: a treebank (``.conllu``) that
+    exists, or a language URIEL knows, as its ISO 639-3 code (``fr``, ``French`` -> ``fra``); errors name ``key``."""
+    if target.endswith(".conllu"):
+        if not Path(target).is_file():
+            raise InputError(f"{key}: file not found: {target} (give a CoNLL-U treebank of the target language, or "
+                             "its language code)")
+        return target
+    return uriel_code(target, "syntax_knn", key)
 
 
 def after_probabilities(target: str) -> dict[str, float]:

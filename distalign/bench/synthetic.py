@@ -38,7 +38,7 @@ import pandas as pd
 import torch
 
 from distalign.bench.derived_language import NEEDS_PARSE, TRANSFORMATIONS, Transliteration, derive, normalise
-from distalign.bench.syntax_transform import read_conllu, syntax_transform
+from distalign.bench.syntax_transform import checked_target, read_conllu, syntax_transform
 from distalign.bench.transfer_study import cell_means, checks_markdown, spread
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
@@ -399,6 +399,8 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
         raise InputError(f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
                          "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
                          "UDPipe or spaCy write it), or --world N (the synthetic grammar's trees)")
+    if NEEDS_PARSE & set(spec.transformations):  # before the world, the corpus and any training
+        spec = replace(spec, syntax_target=checked_target(spec.syntax_target, "syntax_target (--syntax-target)"))
     if spec.seeds < 1 or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1) \
             or not 0 <= spec.shared_words < 1:
         raise InputError("--seeds must be >= 1, --parallel-share in [0, 1] and --shared-words in [0, 1)")

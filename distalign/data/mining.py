@@ -56,6 +56,7 @@ from wordfreq.preprocess import preprocess_text
 
 from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, read_constraints, read_dictionary
 from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.languages import language_code
 from distalign.logs import progress
 
 SYNSET_SCHEMA = pa.schema(
@@ -72,6 +73,12 @@ MWE_MARKERS = (" ", "_")
 # on its own would silently substitute e.g. Spanish for Galician (distance 20) or English for Albanian.
 MAX_LANGUAGE_DISTANCE = 9
 GBLI_NAME = re.compile(r"(?:^|[._])([a-z]{2,3})-([a-z]{2,3})\.tsv$")
+
+
+def mining_languages(languages: Iterable[str]) -> list[str]:
+    """``languages`` (``--languages``) in canonical codes, as the synset tables hold them (``fra``, ``French`` ->
+    ``fr``), each once, in their given order."""
+    return list(dict.fromkeys(language_code(lang, "languages (--languages)") for lang in languages))
 
 
 @functools.cache
@@ -321,7 +328,7 @@ def mine_constraints(
     Returns a ``CONSTRAINT_SCHEMA`` table, sorted by synset id, each pair ordered by (position of the language
     in ``languages``, word), and a ``MiningReport``.
     """
-    languages = list(dict.fromkeys(languages))
+    languages = mining_languages(languages)
     _check_mining_arguments(languages, top_k, cross_lingual, monolingual, seeds, min_glosses)
     _check_synset_table(synsets_table)
     report = MiningReport(languages, top_k, min_glosses=min_glosses)
@@ -361,7 +368,7 @@ def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], l
         match = GBLI_NAME.search(path.name)
         if match is None:
             raise InputError(f"{path}: evaluation file name must end in '<l1>-<l2>.tsv' to name its languages")
-        lang1, lang2 = match.groups()
+        lang1, lang2 = (language_code(lang, f"{path} (its file name)") for lang in match.groups())  # deu-eng: de, en
         table, report = read_dictionary(path, lang1, lang2)
         words.setdefault(lang1, set()).update(table["word1"].to_pylist())
         words.setdefault(lang2, set()).update(table["word2"].to_pylist())
@@ -393,7 +400,7 @@ def mine_babelnet(export_path: str | Path, languages: Iterable[str], top_k: int 
                   **options) -> tuple[pa.Table, MiningReport]:
     """Constraints from a BabelNet export (``.tsv``) or a constraint parquet, re-mined per synset: its words
     filtered by frequency, MWE and exclusion like OMW's, and every pair of each synset's kept words emitted."""
-    languages = list(dict.fromkeys(languages))
+    languages = mining_languages(languages)
     pairs, read_report = read_constraints(export_path)
     return mine_and_write(synsets_from_constraints(pairs), [read_report], languages, top_k, exclude_paths,
                           out_path, **options)

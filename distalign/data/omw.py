@@ -12,7 +12,7 @@ source for BabelBERT-style mining (``distalign.data.mining``). One file per lang
 Offsets are 8 digits, pos one of n v a s r. The ``<lang3>:`` prefix is present in most files and absent in some
 (dan, fas, nob, por). A synset's gloss in a language joins its ``def`` sentences in index order with "; ".
 Synset ids are ``omw:<offset>-<pos>``, so they are shared by all languages. Languages are named by ISO 639-1
-codes outside this module; ``langcodes`` maps the file codes (arb -> ar, cmn -> zh, zsm -> ms, als -> sq).
+codes outside this module; ``distalign.languages`` maps the file codes (arb -> ar, cmn -> zh, zsm -> ms, als -> sq).
 """
 
 from __future__ import annotations
@@ -23,11 +23,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import langcodes
 import pyarrow as pa
 
-from distalign.data.mining import SYNSET_SCHEMA, MiningReport, mine_and_write
+from distalign.data.mining import SYNSET_SCHEMA, MiningReport, mine_and_write, mining_languages
 from distalign.data.readers import InputError, ReadReport, _lines
+from distalign.languages import language_code
 
 FILE_NAME = re.compile(r"^wn-data-([a-z]{3})\.tab$")
 SYNSET_KEY = re.compile(r"^\d{8}-[nvasr]$")
@@ -56,7 +56,7 @@ def omw_files(omw_dir: str | Path) -> dict[str, Path]:
         match = FILE_NAME.match(path.name)
         if match is None:
             continue
-        lang = langcodes.standardize_tag(match.group(1), macro=True)
+        lang = language_code(match.group(1), str(path))
         if lang in files:
             raise InputError(f"{omw_dir}: {files[lang].name} and {path.name} are both language {lang!r}")
         files[lang] = path
@@ -149,6 +149,6 @@ def mine_omw(omw_dir: str | Path, languages: Iterable[str], top_k: int = 15000,
              exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
              **options) -> tuple[pa.Table, MiningReport]:
     """Constraints from the OMW files of ``languages`` (``mine_and_write``; ``options``: its pair filters)."""
-    languages = list(dict.fromkeys(languages))
+    languages = mining_languages(languages)
     synsets, read_reports = read_omw(omw_dir, languages)
     return mine_and_write(synsets, read_reports, languages, top_k, exclude_paths, out_path, **options)

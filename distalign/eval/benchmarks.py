@@ -1,7 +1,8 @@
 """Readers for the evaluation benchmarks in ``../shared/data/eval``; malformed rows are counted, never fatal.
 
 Every file format lives here; the task plugins (``distalign.eval.tasks``) call these readers from
-their ``from_suite``.
+their ``from_suite``. A language given for a benchmark, in any code or name, becomes the code its files use
+(``benchmark_language``).
 
 - BLI test dictionaries: G-BLI ``bli/gbli/<l1>-<l2>/yacle.test.freq.2k.<l1>-<l2>.tsv`` (``src<TAB>tgt``; one
   direction per pair, :func:`read_gbli_test` reads the other swapped) and PanLex-BLI
@@ -18,11 +19,21 @@ from __future__ import annotations
 
 import csv
 import math
+import re
 from pathlib import Path
 
 from distalign.data.readers import InputError, ReadReport, read_dictionary
+from distalign.languages import code_in_data
 
 MULTISIMLEX_HEADER = ("ID", "PoS", "score")  # columns 0, 3, 4; 1 and 2 name the languages
+# benchmark -> (its folder in eval_dir, the names of its files or folders, whose groups are language codes)
+LANGUAGE_NAMES = {
+    "G-BLI": ("bli/gbli", re.compile(r"([a-z]{2,3})-([a-z]{2,3})")),
+    "Multi-SimLex": ("multisimlex", re.compile(r"([A-Za-z]{3})-([A-Za-z]{3})\.csv")),
+    "Tatoeba": ("tatoeba", re.compile(r"tatoeba\.([a-z]{3})-eng\.\1")),
+    "SemEval-2017 Task 2": ("semeval2017/subtask2-crosslingual/data",
+                            re.compile(r"([a-z]{2,3})-([a-z]{2,3})\.test\.data\.txt")),
+}
 
 
 def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
@@ -64,6 +75,18 @@ def tatoeba_paths(eval_dir: str | Path, lang: str) -> tuple[Path, Path]:
     """(``tatoeba.<lang>-eng.<lang>``, ``tatoeba.<lang>-eng.eng``) for an ISO 639-3 code."""
     stem = Path(eval_dir) / "tatoeba" / f"tatoeba.{lang}-eng"
     return stem.with_name(f"{stem.name}.{lang}"), stem.with_name(f"{stem.name}.eng")
+
+
+def benchmark_language(eval_dir: str | Path, benchmark: str, code: str, where: str) -> str:
+    """The code the files of ``benchmark`` (a key of ``LANGUAGE_NAMES``) in ``eval_dir`` name the language
+    ``code`` by, for any code or name of it (Tatoeba: ``de``, ``German`` -> ``deu``, ``zh`` -> ``cmn``; G-BLI:
+    ``deu`` -> ``de``; ``distalign.languages.code_in_data``); a ``ConfigError`` naming ``where`` and listing the
+    languages there when they lack it."""
+    subfolder, names = LANGUAGE_NAMES[benchmark]
+    folder = Path(eval_dir) / subfolder
+    codes = [code.lower() for path in folder.glob("*") if (match := names.fullmatch(path.name))
+             for code in match.groups()]
+    return code_in_data(code, codes, where, f"{benchmark} ({folder})")
 
 
 def read_bli_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[list[tuple[str, str]], ReadReport]:

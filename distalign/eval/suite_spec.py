@@ -23,9 +23,12 @@ class SuiteSpec:
 
     eval_dir: str = "../shared/data/eval"  # benchmark folder (layout: distalign.eval.benchmarks)
     tasks: tuple[str, ...] = ("bli", "xlsim", "tatoeba")  # names in EVAL_TASKS
-    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")  # G-BLI, ISO 639-1; read by bli and word_alignment
-    xlsim_pairs: tuple[str, ...] = ("eng-fra",)  # Multi-SimLex, ISO 639-3
-    tatoeba_langs: tuple[str, ...] = ("deu", "fra")  # Tatoeba, ISO 639-3, each against English
+    # the languages of the benchmarks' files (G-BLI pairs, ISO 639-1, read by bli and word_alignment; Multi-SimLex
+    # pairs and Tatoeba languages, each against English, ISO 639-3; SemEval below): as the files name them, or any
+    # other code or name of the language (deu-eng, en-fr, German)
+    bli_pairs: tuple[str, ...] = ("de-en", "en-fi")
+    xlsim_pairs: tuple[str, ...] = ("eng-fra",)
+    tatoeba_langs: tuple[str, ...] = ("deu", "fra")
     # extra BLI test files (G-BLI/MUSE/PanLex format) as [lang1, lang2, path]; their test sets are built as the
     # in-loop BLI builds them (a checkpoint: with its run's settings, so the numbers match the run's)
     dictionaries: tuple[tuple[str, str, str], ...] = ()
@@ -42,7 +45,7 @@ class SuiteSpec:
     # Tatoeba sentence vectors at layer l: the mean of layers l-n+1..l; 4 with layer -1 = DICT-MLM's mean of the
     # last four layers; 1 = layer l alone
     tatoeba_mean_of_layers: int = 1
-    semeval_pairs: tuple[str, ...] = ()  # SemEval-2017 Task 2 cross-lingual, ISO 639-1; read by xlsim
+    semeval_pairs: tuple[str, ...] = ()  # SemEval-2017 Task 2 cross-lingual, ISO 639-1 (or any form); read by xlsim
     reports: list[ReadReport] = field(default_factory=list, init=False, repr=False)  # what build_tasks read
     # how the dictionaries' test sets are built (set by distalign eval from a checkpoint's run); None: from the keys
     # above (max_queries source words, bli_ranking, dictionary_vocab_dir, every layer)

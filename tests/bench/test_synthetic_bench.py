@@ -21,6 +21,7 @@ from distalign.bench.synthetic import (
     write_language_pair,
 )
 from distalign.data.readers import InputError, read_parallel_files
+from distalign.errors import ConfigError
 from distalign.eval.alignment import vocabulary_alignment
 from distalign.models.loading import SPECIALS
 
@@ -217,6 +218,28 @@ def test_translit_syn_without_a_parsed_corpus_is_refused_before_training(tmp_pat
         run_bench(spec)
     assert not (tmp_path / "out").exists()
     assert "translit_syn" not in BenchSpec().transformations  # the default runs on plain text
+
+
+@pytest.mark.parametrize("target", ["fr", "French", "FRA", "fre"])
+def test_a_syntax_target_in_any_form_of_its_language_is_its_uriel_code(tmp_path, monkeypatch, target):
+    monkeypatch.setattr("distalign.bench.synthetic.check_runs", lambda spec, *args: pytest.fail(spec.syntax_target))
+    spec = BenchSpec(corpus=str(parsed_corpus(tmp_path / "base.conllu", 30)), transformations=("translit_syn",),
+                     syntax_target=target, eval_words=3, min_count=1, output_dir=str(tmp_path / "out"))
+    with pytest.raises(pytest.fail.Exception, match="^fra$"):  # the spec the runs get (and MLflow logs)
+        prepare_bench(spec)
+
+
+@pytest.mark.parametrize("target, says", [
+    ("Frnch", r"syntax_target \(--syntax-target\): language 'Frnch': 'Frnch' is not a language code"),
+    ("qqq", r"syntax_target \(--syntax-target\): language 'qqq': URIEL \(lang2vec\) has no syntax_knn vector"),
+    ("fr.conllu", r"syntax_target \(--syntax-target\): file not found: fr.conllu"),
+])
+def test_an_unknown_syntax_target_is_named_before_the_world_is_made(tmp_path, monkeypatch, target, says):
+    monkeypatch.setattr("distalign.bench.synthetic.with_world", lambda *args: pytest.fail("the world was made"))
+    spec = BenchSpec(world=20, transformations=("translit_syn",), syntax_target=target,
+                     output_dir=str(tmp_path / "out"))
+    with pytest.raises((ConfigError, InputError), match=f"^{says}"):
+        prepare_bench(spec)
 
 
 def test_a_run_whose_dictionary_is_too_small_is_refused_before_ray(tmp_path, monkeypatch):

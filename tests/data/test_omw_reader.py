@@ -10,6 +10,7 @@ from distalign.data.mining import SYNSET_SCHEMA
 from distalign.data.omw import mine_omw, omw_files, read_omw, read_omw_file
 from distalign.data.readers import InputError
 from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.errors import ConfigError
 
 OMW_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lexicons" / "omw"
 
@@ -137,6 +138,18 @@ def test_mine_omw_writes_parquet_and_prints_summary(omw_dir, tmp_path, capsys):
     assert pq.read_table(out).equals(table) and table.schema == CONSTRAINT_SCHEMA
     printed = capsys.readouterr().out
     assert "wn-data-fra.tab: 4 rows read" in printed and f"wrote {len(table)} constraints" in printed
+
+
+def test_languages_and_exclusion_files_in_any_form_of_their_codes_mine_the_same(omw_dir, tmp_path, capsys):
+    """--languages fra,Portuguese is fr,pt; an evaluation file named ...fra-por.tsv holds out fr and pt words."""
+    iso639_1, iso639_3 = tmp_path / "yacle.test.freq.2k.fr-pt.tsv", tmp_path / "yacle.test.freq.2k.fra-por.tsv"
+    for path in (iso639_1, iso639_3):
+        path.write_text("chose\tcoisa\n")
+    expected, report = mine_omw(omw_dir, ["fr", "pt"], top_k=15000, exclude_paths=[iso639_1])
+    table, other = mine_omw(omw_dir, ["fra", "Portuguese", "FR"], top_k=15000, exclude_paths=[iso639_3])
+    assert table.equals(expected) and other.languages == ["fr", "pt"] and other.excluded["fr"] == 1
+    with pytest.raises(ConfigError, match=r"^languages \(--languages\): 'qq' is not a language code"):
+        mine_omw(omw_dir, ["fr", "qq"])
 
 
 @pytest.mark.skipif(not OMW_DIR.is_dir(), reason=f"shared data not found at {OMW_DIR}")

@@ -10,6 +10,7 @@ from conftest import QUICKSTART, SHARED_DATA
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
+from distalign.errors import ConfigError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import evaluate_locally
@@ -82,12 +83,30 @@ def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     # the reversed file: queries as written, the vocabulary lower-cased
     assert bli.queries == [w.capitalize() for w in DE] and bli.vocab == [w for w in EN + ["the", "a", "of"]]
     assert bli.gold == [[i] for i in range(10)]
+    (eval_dir / "bli" / "gbli" / "en-fi").mkdir()  # fi is a G-BLI language, de-fi no pair of it
     with pytest.raises(InputError, match="no G-BLI test dictionary for de-fi"):
         build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-fi",)))
+    with pytest.raises(ConfigError, match=r"suite\.bli_pairs \(--bli-pairs\): no data for 'ja' .* holds: de, en, fi$"):
+        build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-ja",)))
     with pytest.raises(InputError, match="unknown task.*'blii'"):
         build_tasks(SuiteSpec(str(eval_dir), ("blii",)))
     with pytest.raises(InputError, match="not a language pair"):
         build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("eng",)))
+
+
+def test_benchmark_languages_in_any_form_find_the_codes_of_their_files(tmp_path):
+    """Tatoeba and Multi-SimLex name their files in ISO 639-3 (ENG-FRA.csv, tatoeba.fra-eng.fra): fr, French, FRA
+    are all fra, once; G-BLI in ISO 639-1 (en-de/): deu-eng is de-en."""
+    eval_dir = write_eval_dir(tmp_path / "eval")
+    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba"), bli_pairs=("deu-eng", "German-en"),
+                                  xlsim_pairs=("en-fr", "English-French"), tatoeba_langs=("fr", "French", "FRA")))
+    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
+    with pytest.raises(ConfigError, match=r"^suite\.tatoeba_langs \(--tatoeba-langs\): no data for 'German' "
+                                          r"\(language de, ISO 639-3 deu\); Tatoeba \(.*\) holds: fra$"):
+        build_tasks(SuiteSpec(str(eval_dir), ("tatoeba",), tatoeba_langs=("fr", "German")))
+    with pytest.raises(ConfigError, match=r"^suite\.xlsim_pairs \(--xlsim-pairs\): 'qq' is not a language code.*"
+                                          r"; Multi-SimLex \(.*\) holds: eng, fra$"):
+        build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("en-qq",)))
 
 
 def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint, tmp_path, capsys):

@@ -49,7 +49,8 @@ def test_the_other_order_is_read_swapped_and_unaligned_files_are_an_error(tmp_pa
 
 def test_semeval_pairs_feed_the_xlsim_task_and_its_spearman(tmp_path):
     write_semeval(tmp_path, "de-en", "a\tx\nb\ty\nc\tz\n", "4\n0.5\n2\n")
-    (task,) = build_tasks(SuiteSpec(str(tmp_path), ("xlsim",), xlsim_pairs=(), semeval_pairs=("de-en",)))
+    pairs = ("de-en", "deu-English")  # one task: its files' codes
+    (task,) = build_tasks(SuiteSpec(str(tmp_path), ("xlsim",), xlsim_pairs=(), semeval_pairs=pairs))
     assert (task.task, task.pair, task.rows) == ("xlsim_semeval", "de-en", [("a", "x", 4.0), ("b", "y", 0.5),
                                                                              ("c", "z", 2.0)])
     # cosines 1, 0, -1 rank the pairs 3, 2, 1; the gold scores rank them 3, 1, 2:

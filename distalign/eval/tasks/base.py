@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 import torch
 
 from distalign.data.readers import InputError
+from distalign.eval import benchmarks
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,6 +81,13 @@ def split_pair(pair: str, option: str) -> tuple[str, str]:
     if len(langs) != 2 or not all(langs):
         raise InputError(f"{option}: {pair!r} is not a language pair like de-en")
     return langs[0], langs[1]
+
+
+def benchmark_pair(suite: SuiteSpec, benchmark: str, pair: str, option: str) -> tuple[str, str]:
+    """``pair`` (``en-fr``, ``English-French``) in the codes ``benchmark``'s files name its languages by."""
+    lang1, lang2 = (benchmarks.benchmark_language(suite.eval_dir, benchmark, lang, option)
+                    for lang in split_pair(pair, option))
+    return lang1, lang2
 
 
 class EvalTask:

@@ -13,7 +13,7 @@ from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli import gold_ranks, ranking_metrics
 from distalign.eval.bli_settings import BLIRanking, BLISettings
-from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, comma_list, distinct, split_pair
+from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct, split_pair
 from distalign.languages import language_code
 
 if TYPE_CHECKING:
@@ -23,8 +23,8 @@ if TYPE_CHECKING:
 def gbli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``."""
     sources = []
-    for pair in suite.bli_pairs:
-        lang1, lang2 = split_pair(pair, "suite.bli_pairs (--bli-pairs)")
+    for lang1, lang2 in dict.fromkeys(benchmark_pair(suite, "G-BLI", pair, "suite.bli_pairs (--bli-pairs)")
+                                      for pair in suite.bli_pairs):
         pairs, report = benchmarks.read_gbli_test(suite.eval_dir, lang1, lang2)
         suite.reports.append(report)
         sources.append((lang1, lang2, pairs))
@@ -124,7 +124,8 @@ class BLITask(EvalTask):
     name: ClassVar[str] = "bli"
     main_metric: ClassVar[str] = "mrr"
     flags: ClassVar[tuple[Flag, ...]] = (
-        Flag("--bli-pairs", "suite.bli_pairs", "G-BLI pairs for bli and word_alignment", comma_list),
+        Flag("--bli-pairs", "suite.bli_pairs", "G-BLI pairs for bli and word_alignment: ISO "
+             "639-1 as its folders name them, or other codes or names (deu-eng: de-en)", comma_list),
         Flag("--dictionary", "suite.dictionaries", "extra BLI test dictionary (G-BLI/MUSE/PanLex format), "
              "repeatable", _dictionaries, {"action": "append", "metavar": "L1-L2:PATH"}),
         Flag("--dictionary-vocab-dir", "suite.dictionary_vocab_dir", "<lang>_vocab.txt files whose top "

@@ -36,7 +36,8 @@ class TatoebaTask(EvalTask):
     task: ClassVar[str] = "tatoeba"
     main_metric: ClassVar[str] = "acc"
     flags: ClassVar[tuple[Flag, ...]] = (
-        Flag("--tatoeba-langs", "suite.tatoeba_langs", "Tatoeba languages (ISO 639-3), each vs English", comma_list),
+        Flag("--tatoeba-langs", "suite.tatoeba_langs", "Tatoeba languages, each vs English: ISO 639-3 "
+             "as its files name them, or another code or name (de, German: deu)", comma_list),
         Flag("--max-sentences", "suite.max_sentences", "Tatoeba sentences per language (0 = all)", None,
              {"type": int}),
     )
@@ -49,7 +50,9 @@ class TatoebaTask(EvalTask):
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[TatoebaTask]:
         tasks = []
-        for lang in suite.tatoeba_langs:
+        key = "suite.tatoeba_langs (--tatoeba-langs)"
+        langs = [benchmarks.benchmark_language(suite.eval_dir, "Tatoeba", lang, key) for lang in suite.tatoeba_langs]
+        for lang in dict.fromkeys(langs):  # de and deu: one task
             src, eng, report = benchmarks.read_tatoeba(*benchmarks.tatoeba_paths(suite.eval_dir, lang))
             suite.reports.append(report)
             if suite.max_sentences:
