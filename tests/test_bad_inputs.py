@@ -43,6 +43,8 @@ class Case:
     ray: str = "yes"  # "yes": stopped before Ray; "no Ray": a command that never starts Ray
     fixed: bool = False  # needed a fix in this campaign
     heavy: bool = False  # starts a process (a moto server)
+    s3_user: str = ""  # the guarded S3 endpoint's user whose keys the case runs with (``GuardedS3.keys``;
+    # "unknown": a key id it never issued, "wrong-secret": the writer's key id with another secret); heavy
 
 
 def case(id, command, wrong, argv, says, **kwargs) -> Case:
@@ -53,6 +55,8 @@ def case(id, command, wrong, argv, says, **kwargs) -> Case:
 TRAIN = "train {files_config}"
 TRANSFER = "transfer {model} --data-dir {transfer_data} --tasks xnli --no-mlflow"
 EXTRACT = "static extract --model {model} --corpus {corpus} --out {out}/x.vec"
+GUARDED = "storage.endpoint_url={guarded_url}"  # moto enforcing IAM: the rows' keys are checked
+S3_CORPUS = "'data.corpora=[{{path: s3://sealed/corpus/, lang: en}}]'"
 ALIGN = "static align --src {en_vec} --tgt {de_vec} --dictionary {dictionary} --out {out}/mapped.vec"
 
 CASES = [
@@ -182,6 +186,33 @@ CASES = [
     case("train-s3-no-bucket", "train", "S3 bucket that does not exist (moto)",
          f"{TRAIN} storage.path=s3://no-such-bucket/runs storage.endpoint_url={{s3_url}}",
          ["storage.path s3://no-such-bucket/runs", "bucket 'no-such-bucket' does not exist"], fixed=True, heavy=True),
+    # ---- train: S3 credentials that are wrong or lack a permission (moto enforcing IAM)
+    case("train-s3-storage-unknown-key", "train", "S3 access key the endpoint does not know",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"], s3_user="unknown"),
+    case("train-s3-storage-wrong-secret", "train", "S3 secret key that does not match the key id",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"], s3_user="wrong-secret"),
+    case("train-s3-storage-no-permission", "train", "S3 key without a permission on the bucket",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}", "the bucket policy"],
+         s3_user="stranger", fixed=True),
+    case("train-s3-storage-read-only", "train", "S3 key that may read the bucket but not write",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "write and delete objects under this path"], s3_user="reader", fixed=True),
+    case("train-s3-corpus-no-permission", "train", "S3 corpus in a bucket the key may not read",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} {S3_CORPUS}",
+         ["data.corpora[0].path s3://sealed/corpus/", "S3 refuses access key {access_key}", "the bucket policy"],
+         s3_user="writer", fixed=True),
+    case("train-s3-validation-no-permission", "train", "S3 validation corpus in a bucket the key may not read",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} "
+         "'data.corpora=[{{path: s3://guarded/corpus/, lang: en}}]' "  # one filesystem for the corpora: S3 both
+         "'data.validation_corpora=[{{path: s3://sealed/corpus/en.txt, lang: en}}]'",
+         ["data.validation_corpora[0].path s3://sealed/corpus/en.txt", "S3 refuses access key {access_key}",
+          "the bucket policy"], s3_user="writer", fixed=True),
     # ---- train through jobs/train.py (ray job submit)
     case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py",
          ["the following arguments are required: --config"]),
@@ -596,8 +627,18 @@ def unauthorised_mlflow():
     server.shutdown()
 
 
+def guarded_s3_credentials(s3, user: str, monkeypatch) -> dict[str, str]:
+    """The environment's AWS credentials set to ``user``'s on the guarded endpoint; its url and the key id."""
+    key, secret = {"unknown": (s3.unknown_key, "not-a-secret"),
+                   "wrong-secret": (s3.keys["writer"][0], "not-the-secret")}.get(user) or s3.keys[user]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return {"guarded_url": s3.url, "access_key": key}
+
+
 def params():
-    return [pytest.param(c, id=c.id, marks=[pytest.mark.heavy] if c.heavy else []) for c in CASES]
+    return [pytest.param(c, id=c.id, marks=[pytest.mark.heavy] if c.heavy or c.s3_user else []) for c in CASES]
 
 
 @pytest.mark.parametrize("bad", params())
@@ -606,6 +647,8 @@ def test_a_bad_input_gets_one_clear_message(bad: Case, inputs, unauthorised_mlfl
     if bad.heavy:
         url, _ = request.getfixturevalue("s3_endpoint")
         values["s3_url"] = url
+    if bad.s3_user:
+        values |= guarded_s3_credentials(request.getfixturevalue("guarded_s3"), bad.s3_user, monkeypatch)
     argv = filled(bad.argv, values)
     status, err, seconds = run_in_process(argv, capsys, monkeypatch)
     assert status == 2, f"distalign {' '.join(argv)}: exit status {status}\n{err}"
@@ -631,6 +674,27 @@ def test_a_bad_input_as_the_user_meets_it(bad: Case, inputs):
     assert "Traceback" not in done.stderr, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "error:" in last and all(part in done.stderr for part in filled(bad.says, inputs)), done.stderr
+
+
+@pytest.mark.heavy
+def test_a_permitted_key_passes_the_storage_check_which_leaves_no_object(guarded_s3, monkeypatch):
+    """The guarded endpoint's refusals above are its IAM checks, not a broken signature: the writer's key passes
+    ``check_storage`` and lists its corpus. The check's write probe is deleted again; what stays is the empty
+    folder marker of storage.path (pyarrow keeps a folder it deleted the last file of; Ray would make it anyway)."""
+    import boto3
+
+    from distalign.data.corpus_stream import list_corpus_files
+    from distalign.data.sources import CorpusSource
+    from distalign.storage import check_storage, s3_filesystem
+
+    guarded_s3_credentials(guarded_s3, "writer", monkeypatch)
+    s3 = boto3.client("s3", endpoint_url=guarded_s3.url)
+    before = {o["Key"] for o in s3.list_objects_v2(Bucket="guarded").get("Contents", [])}
+    check_storage("s3://guarded/runs", guarded_s3.url)
+    assert {o["Key"] for o in s3.list_objects_v2(Bucket="guarded").get("Contents", [])} <= before | {"runs/"}
+    listed = list_corpus_files(CorpusSource("s3://guarded/corpus/", "en"), "data.corpora[0]",
+                               s3_filesystem(guarded_s3.url))
+    assert listed.paths == ["guarded/corpus/en.txt"]
 
 
 def tree_digest(*roots: Path) -> dict[str, str]:
