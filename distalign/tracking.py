@@ -142,24 +142,36 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
     client = client_for(uri)
     exp_id = experiment_id(client, experiment)
     run_id = find_run(client, exp_id, run_name, storage)
+    resumed = run_id is not None
     if run_id is None:
         tags = {**(tags or {}), RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
         if parent_run_id:
             tags[PARENT_TAG] = parent_run_id
         run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
-        log_params(client, run_id, params)
-        log_dict_artifact(client, run_id, config, "config.yaml")
     else:
-        # MLflow params are immutable: a resumed run keeps its first params; the new config is kept beside.
         client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-        count = sum(1 for a in client.list_artifacts(run_id) if a.path.startswith("config"))
-        log_dict_artifact(client, run_id, config, f"config.resume{count}.yaml")
     try:
+        if not resumed:  # MLflow params are immutable: a resumed run keeps its first params; its config goes beside
+            log_params(client, run_id, params)
+        try:  # the run's first use of its artifact store
+            count = sum(1 for a in client.list_artifacts(run_id) if a.path.startswith("config")) if resumed else 0
+            log_dict_artifact(client, run_id, config, f"config.resume{count}.yaml" if resumed else "config.yaml")
+        except Exception as err:  # boto3's, a proxying server's, or the file system's own
+            raise unwritable_artifacts(client, uri, run_id, err) from None
         yield run_id
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
         raise
     client.set_terminated(run_id, status="FINISHED")
+
+
+def unwritable_artifacts(client: MlflowClient, uri: str, run_id: str, err: Exception) -> ConfigError:
+    """The error of a run whose artifacts cannot be written: where they go and what to check there."""
+    location = client.get_run(run_id).info.artifact_uri
+    return ConfigError(f"tracking.uri {uri}: run {run_id}'s artifacts cannot be written to {location} "
+                       f"({type(err).__name__}: {str(err)[-300:]}): for s3:// artifacts check AWS_ACCESS_KEY_ID / "
+                       "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy; for mlflow-artifacts:/ "
+                       "the tracking server's own access to its artifact store. The run is marked FAILED")
 
 
 # A training worker sends everything through MetricLogger, whose queue retries by itself: one attempt per

@@ -688,13 +688,45 @@ def test_a_permitted_key_passes_the_storage_check_which_leaves_no_object(guarded
     from distalign.storage import check_storage, s3_filesystem
 
     guarded_s3_credentials(guarded_s3, "writer", monkeypatch)
-    s3 = boto3.client("s3", endpoint_url=guarded_s3.url)
+    key, secret = guarded_s3.keys["writer"]  # given, not read from the environment by boto3's cached default session
+    s3 = boto3.client("s3", endpoint_url=guarded_s3.url, aws_access_key_id=key, aws_secret_access_key=secret)
     before = {o["Key"] for o in s3.list_objects_v2(Bucket="guarded").get("Contents", [])}
     check_storage("s3://guarded/runs", guarded_s3.url)
     assert {o["Key"] for o in s3.list_objects_v2(Bucket="guarded").get("Contents", [])} <= before | {"runs/"}
     listed = list_corpus_files(CorpusSource("s3://guarded/corpus/", "en"), "data.corpora[0]",
                                s3_filesystem(guarded_s3.url))
     assert listed.paths == ["guarded/corpus/en.txt"]
+
+
+@pytest.mark.heavy
+def test_artifacts_on_s3_refusing_the_key_fail_the_run_with_one_clear_message(guarded_s3, tmp_path, monkeypatch):
+    """An MLflow experiment whose artifacts go straight to S3 (a tracking server without --serve-artifacts, or a
+    store whose experiment names an s3:// location) and a key the bucket refuses: the run's first artifact write
+    fails with a ``ConfigError`` naming the location and what to check, and the run is FAILED, not left RUNNING.
+    (This comes after Ray starts: MLflow gives an experiment's artifact location only once the run exists.)"""
+    import boto3
+    from mlflow.store.artifact import s3_artifact_repo
+
+    from distalign.errors import ConfigError
+    from distalign.tracking import client_for, tracked_run
+
+    # as in a fresh process: boto3's default session and MLflow's S3 clients keep the credentials they first found
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    s3_artifact_repo._cached_get_s3_client.cache_clear()
+    guarded_s3_credentials(guarded_s3, "stranger", monkeypatch)
+    monkeypatch.setenv("MLFLOW_S3_ENDPOINT_URL", guarded_s3.url)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = client_for(uri)
+    experiment = client.create_experiment("s3-artifacts", artifact_location="s3://guarded/mlflow")
+    with pytest.raises(ConfigError) as raised:
+        with tracked_run(uri, "s3-artifacts", "refused", str(tmp_path / "runs"), {"train.lr": 1e-3}, {}):
+            pytest.fail("the run opened")
+    [run] = client.search_runs([experiment])
+    assert run.info.status == "FAILED"
+    message = str(raised.value)
+    for part in (f"run {run.info.run_id}'s artifacts cannot be written to s3://guarded/mlflow/", "AccessDenied",
+                 "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy"):
+        assert part in message, message
 
 
 def tree_digest(*roots: Path) -> dict[str, str]:
