@@ -8,6 +8,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import os
 import re
 import tempfile
 import threading
@@ -131,6 +132,21 @@ def log_dict_artifact(client: MlflowClient, run_id: str, data: dict, name: str) 
         client.log_artifact(run_id, str(path))
 
 
+def open_run(client: MlflowClient, experiment: str, run_name: str, storage: str, parent_run_id: str,
+             tags: dict[str, str] | None) -> tuple[str, bool]:
+    """The id of the run created for ``run_name``, or of its run seen before in this storage (then set RUNNING
+    again), and whether it was seen before."""
+    exp_id = experiment_id(client, experiment)
+    run_id = find_run(client, exp_id, run_name, storage)
+    if run_id is not None:
+        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        return run_id, True
+    tags = {**(tags or {}), RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
+    if parent_run_id:
+        tags[PARENT_TAG] = parent_run_id
+    return client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id, False
+
+
 @contextlib.contextmanager
 def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: dict[str, Any],
                 config: dict, parent_run_id: str = "", tags: dict[str, str] | None = None) -> Iterator[str]:
@@ -140,16 +156,17 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
     job never leaves a run RUNNING.
     """
     client = client_for(uri)
-    exp_id = experiment_id(client, experiment)
-    run_id = find_run(client, exp_id, run_name, storage)
-    resumed = run_id is not None
-    if run_id is None:
-        tags = {**(tags or {}), RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
-        if parent_run_id:
-            tags[PARENT_TAG] = parent_run_id
-        run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
-    else:
-        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+    try:
+        run_id, resumed = open_run(client, experiment, run_name, storage, parent_run_id, tags)
+    except MlflowException as err:  # a server with auth: this user may read the experiment but not write to it
+        if err.error_code not in ("PERMISSION_DENIED", "UNAUTHENTICATED"):
+            raise
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        who = f"user {user}" if user else "this client"
+        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server refuses {who} a run in experiment "
+                          f"'{experiment}' ({err.error_code}: {str(err).splitlines()[0][-200:]}): ask its admin for "
+                          "EDIT permission on the experiment, or set tracking.experiment to a new name (created as "
+                          "yours)") from None
     try:
         if not resumed:  # MLflow params are immutable: a resumed run keeps its first params; its config goes beside
             log_params(client, run_id, params)

@@ -10,6 +10,7 @@ A few rows also run as real processes of the console script and of jobs/*.py (ma
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -604,17 +606,27 @@ def run_job_script(name: str, args: list[str], monkeypatch) -> int:
     return 0
 
 
-@pytest.fixture(scope="module")
-def unauthorised_mlflow():
-    """An HTTP server on loopback answering 401 to everything (a tracking server with auth, no credentials)."""
+@contextlib.contextmanager
+def refusing_mlflow(status: int, readable: tuple[str, ...] = ()) -> Iterator[str]:
+    """An HTTP server on loopback answering ``status`` to every request but a GET of the ``readable`` API paths
+    (answered with an empty search result); yields its URL. 401: a tracking server with auth and no credentials;
+    403: one whose user may read (search) but not write."""
     import http.server
     import threading
 
     class Refuse(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+            if self.path.split("?")[0] in readable:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                return
+            self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
             self.end_headers()
+            self.wfile.write(b"Permission denied")
 
         do_POST = do_GET
 
@@ -623,8 +635,16 @@ def unauthorised_mlflow():
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def unauthorised_mlflow():
+    with refusing_mlflow(401) as url:
+        yield url
 
 
 def guarded_s3_credentials(s3, user: str, monkeypatch) -> dict[str, str]:
@@ -726,6 +746,26 @@ def test_artifacts_on_s3_refusing_the_key_fail_the_run_with_one_clear_message(gu
     message = str(raised.value)
     for part in (f"run {run.info.run_id}'s artifacts cannot be written to s3://guarded/mlflow/", "AccessDenied",
                  "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy"):
+        assert part in message, message
+
+
+def test_a_tracking_server_refusing_a_run_in_the_experiment_gives_one_clear_message(monkeypatch):
+    """A tracking server with auth whose user may read (the start's ``check_reachable`` passes) but not write the
+    experiment (MLflow's default_permission READ, an experiment of another user): opening the run says so, naming
+    the user and the experiment. (This comes after Ray starts: nothing but a write shows the permission.)"""
+    from distalign.errors import ConfigError
+    from distalign.tracking import check_reachable, tracked_run
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "pw-alice")
+    with refusing_mlflow(403, readable=("/api/2.0/mlflow/experiments/search",)) as url:
+        check_reachable(url)
+        with pytest.raises(ConfigError) as raised:
+            with tracked_run(url, "shared", "denied", "/tmp/runs", {}, {}):
+                pytest.fail("the run opened")
+    message = str(raised.value)
+    for part in (f"tracking.uri {url}: the MLflow tracking server refuses user alice a run in experiment 'shared'",
+                 "PERMISSION_DENIED", "ask its admin for EDIT permission"):
         assert part in message, message
 
 
