@@ -215,6 +215,10 @@ CASES = [
          "'data.validation_corpora=[{{path: s3://sealed/corpus/en.txt, lang: en}}]'",
          ["data.validation_corpora[0].path s3://sealed/corpus/en.txt", "S3 refuses access key {access_key}",
           "the bucket policy"], s3_user="writer", fixed=True),
+    case("tune-s3-storage-read-only", "tune", "S3 key that may read the study's storage but not write",
+         "tune {study} storage.path=s3://guarded/runs " + GUARDED,
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "write and delete objects under this path"], s3_user="reader", fixed=True),
     # ---- train through jobs/train.py (ray job submit)
     case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py",
          ["the following arguments are required: --config"]),
