@@ -187,8 +187,9 @@ def unwritable_artifacts(client: MlflowClient, uri: str, run_id: str, err: Excep
     location = client.get_run(run_id).info.artifact_uri
     return ConfigError(f"tracking.uri {uri}: run {run_id}'s artifacts cannot be written to {location} "
                        f"({type(err).__name__}: {str(err)[-300:]}): for s3:// artifacts check AWS_ACCESS_KEY_ID / "
-                       "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy; for mlflow-artifacts:/ "
-                       "the tracking server's own access to its artifact store. The run is marked FAILED")
+                       "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy; for "
+                       "mlflow-artifacts:/ the tracking server's own access to its artifact store. The run is marked "
+                       "FAILED")
 
 
 # A training worker sends everything through MetricLogger, whose queue retries by itself: one attempt per
