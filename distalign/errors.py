@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 
@@ -28,3 +29,25 @@ def require(condition: bool, key: str, message: str) -> None:
     """Raise ``ConfigError("<key>: <message>")`` unless ``condition`` holds."""
     if not condition:
         raise ConfigError(f"{key}: {message}")
+
+
+# The AWS error codes (as pyarrow's S3 errors spell them) of a request S3 refused for its credentials or their
+# permissions. A refused HEAD request has no body to say which: it reads ACCESS_DENIED for an unknown key too.
+S3_REFUSALS = {"ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "INVALID_SIGNATURE",
+               "INCOMPLETE_SIGNATURE", "INVALID_CLIENT_TOKEN_ID", "UNRECOGNIZED_CLIENT", "MISSING_AUTHENTICATION_TOKEN",
+               "REQUEST_EXPIRED", "EXPIRED_TOKEN"}
+
+
+def s3_refusal(err: OSError, where: str, needs: str) -> ConfigError | None:
+    """A ``ConfigError`` saying that S3 refused the request behind ``err`` (pyarrow's error) for ``where`` (the key
+    and path), naming the access key and what to check; None when ``err`` is another failure (an outage, a missing
+    file). ``needs``: what the key must be allowed to do there, in words."""
+    code = re.search(r"AWS Error (\w+)", str(err))
+    if code is None or code.group(1) not in S3_REFUSALS:
+        return None
+    key = os.environ.get("AWS_ACCESS_KEY_ID")
+    who = f"access key {key}" if key else "the credentials AWS's default chain found (no AWS_ACCESS_KEY_ID set)"
+    operation = re.search(r"during (\w+) operation", str(err))
+    return ConfigError(f"{where}: S3 refuses {who} ({code.group(1)}"
+                       f"{f' on {operation.group(1)}' if operation else ''}): check AWS_ACCESS_KEY_ID / "
+                       f"AWS_SECRET_ACCESS_KEY, or that the bucket policy lets this key {needs}")

@@ -6,11 +6,12 @@ import hashlib
 import os
 import shutil
 import tempfile
+import uuid
 from pathlib import Path
 
 import pyarrow.fs
 
-from distalign.errors import ConfigError, require_writable
+from distalign.errors import ConfigError, require_writable, s3_refusal
 
 STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence means the copy is complete
 # Retries of a failed S3 request (an HTTP 5xx, throttling, a timeout, a dropped connection) after the AWS SDK's
@@ -34,19 +35,28 @@ def s3_filesystem(endpoint_url: str = "", attempts: int | None = None, **options
 
 def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
     """Fail at once, naming ``storage.path``, where checkpoints could not be written: a local path under a file or
-    in a read-only folder; an S3 endpoint that does not answer, a bucket that does not exist or refuses these
-    credentials (one try with short timeouts, where the run's own filesystem retries for half a minute)."""
+    in a read-only folder; an S3 endpoint that does not answer, a bucket that does not exist, credentials it
+    refuses, or a key that may not write and delete there (an empty object written under ``path`` and deleted:
+    S3 has no other way to ask). One try with short timeouts, where the run's own filesystem retries for half a
+    minute."""
     if "://" not in path:
         require_writable(Path(path), "storage.path")
         return
-    bucket = path.split("://", 1)[1].split("/", 1)[0]
+    inner = path.split("://", 1)[1].rstrip("/")
+    bucket = inner.split("/", 1)[0]
     where = f"storage.path {path}" + (f" (endpoint {endpoint_url})" if endpoint_url else "")
+    needs = "list the bucket, and write and delete objects under this path"
     try:
         probe = s3_filesystem(endpoint_url, attempts=1, connect_timeout=timeout_s, request_timeout=timeout_s)
         found = probe.get_file_info(bucket).type != pyarrow.fs.FileType.NotFound
+        if found:
+            written = f"{inner}/.distalign-write-check-{uuid.uuid4().hex}"
+            with probe.open_output_stream(written) as out:
+                out.write(b"")
+            probe.delete_file(written)
     except OSError as err:
-        raise ConfigError(f"{where}: the storage cannot be reached or refuses these credentials ({err}); check "
-                          "storage.endpoint_url and AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY") from None
+        raise s3_refusal(err, where, needs) or ConfigError(
+            f"{where}: the storage cannot be reached ({err}); check storage.endpoint_url") from None
     if not found:
         raise ConfigError(f"{where}: bucket '{bucket}' does not exist: create it, or name an existing one")
 

@@ -8,6 +8,7 @@ import collections
 import contextlib
 import itertools
 import logging
+import os
 import re
 import tempfile
 import threading
@@ -131,6 +132,21 @@ def log_dict_artifact(client: MlflowClient, run_id: str, data: dict, name: str) 
         client.log_artifact(run_id, str(path))
 
 
+def open_run(client: MlflowClient, experiment: str, run_name: str, storage: str, parent_run_id: str,
+             tags: dict[str, str] | None) -> tuple[str, bool]:
+    """The id of the run created for ``run_name``, or of its run seen before in this storage (then set RUNNING
+    again), and whether it was seen before."""
+    exp_id = experiment_id(client, experiment)
+    run_id = find_run(client, exp_id, run_name, storage)
+    if run_id is not None:
+        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
+        return run_id, True
+    tags = {**(tags or {}), RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
+    if parent_run_id:
+        tags[PARENT_TAG] = parent_run_id
+    return client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id, False
+
+
 @contextlib.contextmanager
 def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: dict[str, Any],
                 config: dict, parent_run_id: str = "", tags: dict[str, str] | None = None) -> Iterator[str]:
@@ -140,26 +156,40 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
     job never leaves a run RUNNING.
     """
     client = client_for(uri)
-    exp_id = experiment_id(client, experiment)
-    run_id = find_run(client, exp_id, run_name, storage)
-    if run_id is None:
-        tags = {**(tags or {}), RUN_NAME_TAG: run_name, STORAGE_TAG: storage}
-        if parent_run_id:
-            tags[PARENT_TAG] = parent_run_id
-        run_id = client.create_run(exp_id, run_name=run_name, tags=tags).info.run_id
-        log_params(client, run_id, params)
-        log_dict_artifact(client, run_id, config, "config.yaml")
-    else:
-        # MLflow params are immutable: a resumed run keeps its first params; the new config is kept beside.
-        client.update_run(run_id, status=RunStatus.to_string(RunStatus.RUNNING))
-        count = sum(1 for a in client.list_artifacts(run_id) if a.path.startswith("config"))
-        log_dict_artifact(client, run_id, config, f"config.resume{count}.yaml")
     try:
+        run_id, resumed = open_run(client, experiment, run_name, storage, parent_run_id, tags)
+    except MlflowException as err:  # a server with auth: this user may read the experiment but not write to it
+        if err.error_code not in ("PERMISSION_DENIED", "UNAUTHENTICATED"):
+            raise
+        user = os.environ.get("MLFLOW_TRACKING_USERNAME")
+        who = f"user {user}" if user else "this client"
+        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server refuses {who} a run in experiment "
+                          f"'{experiment}' ({err.error_code}: {str(err).splitlines()[0][-200:]}): ask its admin for "
+                          "EDIT permission on the experiment, or set tracking.experiment to a new name (created as "
+                          "yours)") from None
+    try:
+        if not resumed:  # MLflow params are immutable: a resumed run keeps its first params; its config goes beside
+            log_params(client, run_id, params)
+        try:  # the run's first use of its artifact store
+            count = sum(1 for a in client.list_artifacts(run_id) if a.path.startswith("config")) if resumed else 0
+            log_dict_artifact(client, run_id, config, f"config.resume{count}.yaml" if resumed else "config.yaml")
+        except Exception as err:  # boto3's, a proxying server's, or the file system's own
+            raise unwritable_artifacts(client, uri, run_id, err) from None
         yield run_id
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
         raise
     client.set_terminated(run_id, status="FINISHED")
+
+
+def unwritable_artifacts(client: MlflowClient, uri: str, run_id: str, err: Exception) -> ConfigError:
+    """The error of a run whose artifacts cannot be written: where they go and what to check there."""
+    location = client.get_run(run_id).info.artifact_uri
+    return ConfigError(f"tracking.uri {uri}: run {run_id}'s artifacts cannot be written to {location} "
+                       f"({type(err).__name__}: {str(err)[-300:]}): for s3:// artifacts check AWS_ACCESS_KEY_ID / "
+                       "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy; for "
+                       "mlflow-artifacts:/ the tracking server's own access to its artifact store. The run is marked "
+                       "FAILED")
 
 
 # A training worker sends everything through MetricLogger, whose queue retries by itself: one attempt per

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -77,9 +80,10 @@ def distalign_home(tmp_path_factory):
             os.environ[key] = value
 
 
-@pytest.fixture(scope="module")
-def s3_endpoint():
-    """A real S3 endpoint on loopback (moto's server) with a bucket ``ckpt``; yields (url, boto3 client)."""
+@contextlib.contextmanager
+def moto_s3_server(bucket: str):
+    """moto's S3 server as a process on a loopback port, with ``bucket`` created (as S3_CREDENTIALS's user: moto
+    takes any credentials until told otherwise); yields (url, boto3 client with those credentials)."""
     import subprocess
     import sys
     import time
@@ -89,24 +93,73 @@ def s3_endpoint():
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                      aws_secret_access_key="testing")
+    try:
+        for _ in range(150):
+            try:
+                s3.create_bucket(Bucket=bucket)
+                break
+            except Exception:  # the server is still starting
+                time.sleep(0.2)
+        yield url, s3
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+
+@pytest.fixture(scope="module")
+def s3_endpoint():
+    """A real S3 endpoint on loopback (moto's server) with a bucket ``ckpt``; yields (url, boto3 client)."""
     saved = {k: os.environ.get(k) for k in S3_CREDENTIALS}
     os.environ.update(S3_CREDENTIALS)
-    url = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1")
-    for _ in range(150):
-        try:
-            s3.create_bucket(Bucket="ckpt")
-            break
-        except Exception:  # the server is still starting
-            time.sleep(0.2)
-    yield url, s3
-    server.terminate()
-    server.wait(timeout=10)
+    with moto_s3_server("ckpt") as served:
+        yield served
     for key, value in saved.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+@dataclass(frozen=True)
+class GuardedS3:
+    """An S3 endpoint that checks every request's signature and the signer's IAM policy."""
+    url: str
+    keys: dict[str, tuple[str, str]]  # user -> (access key id, secret): see ``guarded_s3``
+    unknown_key: str = "AKIAUNKNOWN000000000"  # an access key id the endpoint never issued
+
+
+@pytest.fixture(scope="module")
+def guarded_s3():
+    """moto's S3 server enforcing IAM (signatures checked, policies applied): buckets ``guarded`` and ``sealed``,
+    each holding a corpus (``corpus/en.txt``), and the access keys of three IAM users: ``writer`` may do anything in
+    ``guarded``, ``reader`` only read and list it, ``stranger`` nothing; none of them may touch ``sealed``.
+    Nothing here sets the environment's credentials."""
+    import boto3
+    import requests
+
+    policies = {"writer": ["s3:*"], "reader": ["s3:Get*", "s3:List*", "s3:HeadBucket"], "stranger": []}
+    with moto_s3_server("guarded") as (url, s3):
+        s3.create_bucket(Bucket="sealed")
+        for bucket in ("guarded", "sealed"):
+            s3.put_object(Bucket=bucket, Key="corpus/en.txt", Body=b"anna sees rome\npeter likes paris\n" * 10)
+        iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+        keys = {}
+        for user, actions in policies.items():
+            iam.create_user(UserName=user)
+            if actions:
+                statement = {"Effect": "Allow", "Action": actions,
+                             "Resource": ["arn:aws:s3:::guarded", "arn:aws:s3:::guarded/*"]}
+                iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(
+                    {"Version": "2012-10-17", "Statement": [statement]}))
+            key = iam.create_access_key(UserName=user)["AccessKey"]
+            keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
+        # from here on every request is authenticated (moto's INITIAL_NO_AUTH_ACTION_COUNT, reset to 0)
+        requests.post(f"{url}/moto-api/reset-auth", data="0", timeout=10).raise_for_status()
+        yield GuardedS3(url, keys)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -10,6 +10,7 @@ A few rows also run as real processes of the console script and of jobs/*.py (ma
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -22,6 +23,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -43,6 +45,8 @@ class Case:
     ray: str = "yes"  # "yes": stopped before Ray; "no Ray": a command that never starts Ray
     fixed: bool = False  # needed a fix in this campaign
     heavy: bool = False  # starts a process (a moto server)
+    s3_user: str = ""  # the guarded S3 endpoint's user whose keys the case runs with (``GuardedS3.keys``;
+    # "unknown": a key id it never issued, "wrong-secret": the writer's key id with another secret); heavy
 
 
 def case(id, command, wrong, argv, says, **kwargs) -> Case:
@@ -53,6 +57,8 @@ def case(id, command, wrong, argv, says, **kwargs) -> Case:
 TRAIN = "train {files_config}"
 TRANSFER = "transfer {model} --data-dir {transfer_data} --tasks xnli --no-mlflow"
 EXTRACT = "static extract --model {model} --corpus {corpus} --out {out}/x.vec"
+GUARDED = "storage.endpoint_url={guarded_url}"  # moto enforcing IAM: the rows' keys are checked
+S3_CORPUS = "'data.corpora=[{{path: s3://sealed/corpus/, lang: en}}]'"
 ALIGN = "static align --src {en_vec} --tgt {de_vec} --dictionary {dictionary} --out {out}/mapped.vec"
 
 CASES = [
@@ -182,6 +188,37 @@ CASES = [
     case("train-s3-no-bucket", "train", "S3 bucket that does not exist (moto)",
          f"{TRAIN} storage.path=s3://no-such-bucket/runs storage.endpoint_url={{s3_url}}",
          ["storage.path s3://no-such-bucket/runs", "bucket 'no-such-bucket' does not exist"], fixed=True, heavy=True),
+    # ---- train: S3 credentials that are wrong or lack a permission (moto enforcing IAM)
+    case("train-s3-storage-unknown-key", "train", "S3 access key the endpoint does not know",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"], s3_user="unknown"),
+    case("train-s3-storage-wrong-secret", "train", "S3 secret key that does not match the key id",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY"], s3_user="wrong-secret"),
+    case("train-s3-storage-no-permission", "train", "S3 key without a permission on the bucket",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}", "the bucket policy"],
+         s3_user="stranger", fixed=True),
+    case("train-s3-storage-read-only", "train", "S3 key that may read the bucket but not write",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED}",
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "write and delete objects under this path"], s3_user="reader", fixed=True),
+    case("train-s3-corpus-no-permission", "train", "S3 corpus in a bucket the key may not read",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} {S3_CORPUS}",
+         ["data.corpora[0].path s3://sealed/corpus/", "S3 refuses access key {access_key}", "the bucket policy"],
+         s3_user="writer", fixed=True),
+    case("train-s3-validation-no-permission", "train", "S3 validation corpus in a bucket the key may not read",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} "
+         "'data.corpora=[{{path: s3://guarded/corpus/, lang: en}}]' "  # one filesystem for the corpora: S3 both
+         "'data.validation_corpora=[{{path: s3://sealed/corpus/en.txt, lang: en}}]'",
+         ["data.validation_corpora[0].path s3://sealed/corpus/en.txt", "S3 refuses access key {access_key}",
+          "the bucket policy"], s3_user="writer", fixed=True),
+    case("tune-s3-storage-read-only", "tune", "S3 key that may read the study's storage but not write",
+         "tune {study} storage.path=s3://guarded/runs " + GUARDED,
+         ["storage.path s3://guarded/runs", "S3 refuses access key {access_key}",
+          "write and delete objects under this path"], s3_user="reader", fixed=True),
     # ---- train through jobs/train.py (ray job submit)
     case("job-train-no-config", "jobs/train.py", "--config left out", "job:train.py",
          ["the following arguments are required: --config"]),
@@ -598,17 +635,27 @@ def run_job_script(name: str, args: list[str], monkeypatch) -> int:
     return 0
 
 
-@pytest.fixture(scope="module")
-def unauthorised_mlflow():
-    """An HTTP server on loopback answering 401 to everything (a tracking server with auth, no credentials)."""
+@contextlib.contextmanager
+def refusing_mlflow(status: int, readable: tuple[str, ...] = ()) -> Iterator[str]:
+    """An HTTP server on loopback answering ``status`` to every request but a GET of the ``readable`` API paths
+    (answered with an empty search result); yields its URL. 401: a tracking server with auth and no credentials;
+    403: one whose user may read (search) but not write."""
     import http.server
     import threading
 
     class Refuse(http.server.BaseHTTPRequestHandler):
         def do_GET(self):
-            self.send_response(401)
-            self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
+            if self.path.split("?")[0] in readable:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.end_headers()
+                self.wfile.write(b"{}")
+                return
+            self.send_response(status)
+            if status == 401:
+                self.send_header("WWW-Authenticate", 'Basic realm="mlflow"')
             self.end_headers()
+            self.wfile.write(b"Permission denied")
 
         do_POST = do_GET
 
@@ -617,12 +664,30 @@ def unauthorised_mlflow():
 
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Refuse)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}"
-    server.shutdown()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+
+
+@pytest.fixture(scope="module")
+def unauthorised_mlflow():
+    with refusing_mlflow(401) as url:
+        yield url
+
+
+def guarded_s3_credentials(s3, user: str, monkeypatch) -> dict[str, str]:
+    """The environment's AWS credentials set to ``user``'s on the guarded endpoint; its url and the key id."""
+    key, secret = {"unknown": (s3.unknown_key, "not-a-secret"),
+                   "wrong-secret": (s3.keys["writer"][0], "not-the-secret")}.get(user) or s3.keys[user]
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+    return {"guarded_url": s3.url, "access_key": key}
 
 
 def params():
-    return [pytest.param(c, id=c.id, marks=[pytest.mark.heavy] if c.heavy else []) for c in CASES]
+    return [pytest.param(c, id=c.id, marks=[pytest.mark.heavy] if c.heavy or c.s3_user else []) for c in CASES]
 
 
 @pytest.mark.parametrize("bad", params())
@@ -631,6 +696,8 @@ def test_a_bad_input_gets_one_clear_message(bad: Case, inputs, unauthorised_mlfl
     if bad.heavy:
         url, _ = request.getfixturevalue("s3_endpoint")
         values["s3_url"] = url
+    if bad.s3_user:
+        values |= guarded_s3_credentials(request.getfixturevalue("guarded_s3"), bad.s3_user, monkeypatch)
     argv = filled(bad.argv, values)
     status, err, seconds = run_in_process(argv, capsys, monkeypatch)
     assert status == 2, f"distalign {' '.join(argv)}: exit status {status}\n{err}"
@@ -656,6 +723,79 @@ def test_a_bad_input_as_the_user_meets_it(bad: Case, inputs):
     assert "Traceback" not in done.stderr, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "error:" in last and all(part in done.stderr for part in filled(bad.says, inputs)), done.stderr
+
+
+@pytest.mark.heavy
+def test_a_permitted_key_passes_the_storage_check_which_leaves_no_object(guarded_s3, monkeypatch):
+    """The guarded endpoint's refusals above are its IAM checks, not a broken signature: the writer's key passes
+    ``check_storage`` and lists its corpus. The check's write probe is deleted again; what stays is the empty
+    folder marker of storage.path (pyarrow keeps a folder it deleted the last file of; Ray would make it anyway)."""
+    import boto3
+
+    from distalign.data.corpus_stream import list_corpus_files
+    from distalign.data.sources import CorpusSource
+    from distalign.storage import check_storage, s3_filesystem
+
+    guarded_s3_credentials(guarded_s3, "writer", monkeypatch)
+    key, secret = guarded_s3.keys["writer"]  # given, not read from the environment by boto3's cached default session
+    s3 = boto3.client("s3", endpoint_url=guarded_s3.url, aws_access_key_id=key, aws_secret_access_key=secret)
+    before = {o["Key"] for o in s3.list_objects_v2(Bucket="guarded").get("Contents", [])}
+    check_storage("s3://guarded/runs", guarded_s3.url)
+    assert {o["Key"] for o in s3.list_objects_v2(Bucket="guarded").get("Contents", [])} <= before | {"runs/"}
+    listed = list_corpus_files(CorpusSource("s3://guarded/corpus/", "en"), "data.corpora[0]",
+                               s3_filesystem(guarded_s3.url))
+    assert listed.paths == ["guarded/corpus/en.txt"]
+
+
+@pytest.mark.heavy
+def test_artifacts_on_s3_refusing_the_key_fail_the_run_with_one_clear_message(guarded_s3, tmp_path, monkeypatch):
+    """An MLflow experiment whose artifacts go straight to S3 (a tracking server without --serve-artifacts, or a
+    store whose experiment names an s3:// location) and a key the bucket refuses: the run's first artifact write
+    fails with a ``ConfigError`` naming the location and what to check, and the run is FAILED, not left RUNNING.
+    (This comes after Ray starts: MLflow gives an experiment's artifact location only once the run exists.)"""
+    import boto3
+    from mlflow.store.artifact import s3_artifact_repo
+
+    from distalign.errors import ConfigError
+    from distalign.tracking import client_for, tracked_run
+
+    # as in a fresh process: boto3's default session and MLflow's S3 clients keep the credentials they first found
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)
+    s3_artifact_repo._cached_get_s3_client.cache_clear()
+    guarded_s3_credentials(guarded_s3, "stranger", monkeypatch)
+    monkeypatch.setenv("MLFLOW_S3_ENDPOINT_URL", guarded_s3.url)
+    uri = f"sqlite:///{tmp_path}/mlflow.db"
+    client = client_for(uri)
+    experiment = client.create_experiment("s3-artifacts", artifact_location="s3://guarded/mlflow")
+    with pytest.raises(ConfigError) as raised:
+        with tracked_run(uri, "s3-artifacts", "refused", str(tmp_path / "runs"), {"train.lr": 1e-3}, {}):
+            pytest.fail("the run opened")
+    [run] = client.search_runs([experiment])
+    assert run.info.status == "FAILED"
+    message = str(raised.value)
+    for part in (f"run {run.info.run_id}'s artifacts cannot be written to s3://guarded/mlflow/", "AccessDenied",
+                 "check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy"):
+        assert part in message, message
+
+
+def test_a_tracking_server_refusing_a_run_in_the_experiment_gives_one_clear_message(monkeypatch):
+    """A tracking server with auth whose user may read (the start's ``check_reachable`` passes) but not write the
+    experiment (MLflow's default_permission READ, an experiment of another user): opening the run says so, naming
+    the user and the experiment. (This comes after Ray starts: nothing but a write shows the permission.)"""
+    from distalign.errors import ConfigError
+    from distalign.tracking import check_reachable, tracked_run
+
+    monkeypatch.setenv("MLFLOW_TRACKING_USERNAME", "alice")
+    monkeypatch.setenv("MLFLOW_TRACKING_PASSWORD", "pw-alice")
+    with refusing_mlflow(403, readable=("/api/2.0/mlflow/experiments/search",)) as url:
+        check_reachable(url)
+        with pytest.raises(ConfigError) as raised:
+            with tracked_run(url, "shared", "denied", "/tmp/runs", {}, {}):
+                pytest.fail("the run opened")
+    message = str(raised.value)
+    for part in (f"tracking.uri {url}: the MLflow tracking server refuses user alice a run in experiment 'shared'",
+                 "PERMISSION_DENIED", "ask its admin for EDIT permission"):
+        assert part in message, message
 
 
 def tree_digest(*roots: Path) -> dict[str, str]:

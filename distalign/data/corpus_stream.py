@@ -39,6 +39,7 @@ import pyarrow.parquet as pq
 from distalign.data.corpus_plan import Unit, cut_units, hf_units, unit_bytes
 from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, unreadable_parquet
 from distalign.data.sources import CorpusSource
+from distalign.errors import s3_refusal
 from distalign.languages import language_code
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}
@@ -127,15 +128,21 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
         files = CorpusFiles(lang, "hf", [], src.text_field, src.hf_dataset, src.hf_config, src.hf_split)
         files.rows = len(load_hf_dataset(files)) if Path(src.hf_dataset).is_dir() else None
         return files
-    paths = expand(src.path, filesystem)
+    try:
+        paths = expand(src.path, filesystem)
+        fs, _ = filesystem_for(src.path, filesystem)
+        sizes = [info.size for info in fs.get_file_info(paths)]  # S3: a HEAD each, refused unless it may read them
+    except OSError as err:
+        refused = s3_refusal(err, f"{key}.path {src.path}", "list and read it")
+        if refused is None:
+            raise
+        raise refused from None
     if not paths:
         raise InputError(f"{key}.path: no .txt, .jsonl or .parquet files at {src.path!r}")
     kinds = {SUFFIXES[Path(p).suffix] for p in paths}
     if len(kinds) > 1:
         raise InputError(f"{key}.path: {src.path!r} mixes file kinds {sorted(kinds)}: give one source per kind")
     kind = kinds.pop()
-    fs, _ = filesystem_for(src.path, filesystem)
-    sizes = [info.size for info in fs.get_file_info(paths)]
     if kind != "parquet" and not any(sizes):
         raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
                          "a 'text' field a line (.jsonl)")

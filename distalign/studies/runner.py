@@ -166,13 +166,14 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
 
     from distalign.logs import configure
     from distalign.ray_session import ensure_ray
-    from distalign.storage import ray_storage_path, storage_filesystem
+    from distalign.storage import check_storage, ray_storage_path, storage_filesystem
     from distalign.tracking import check_reachable, client_for, run_url, tracked_run
 
     configure()
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))
     check_reachable(first.tracking.uri)
+    check_storage(first.storage.path, first.storage.endpoint_url)  # the study's, which its trials share
     prepare_trials(trials)
     log.info("study %s: %d trials over %s%s", study.study, len(trials), list(study.grid),
              " and language samples" if study.language_samples.size else "")
