@@ -61,21 +61,22 @@ def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
         raise ConfigError(f"{where}: bucket '{bucket}' does not exist: create it, or name an existing one")
 
 
-def storage_filesystem(endpoint_url: str) -> pyarrow.fs.FileSystem | None:
-    """An explicit S3 filesystem when an endpoint is configured (MinIO, moto); else Ray's default."""
-    return s3_filesystem(endpoint_url) if endpoint_url else None
+def storage_filesystem(path: str, endpoint_url: str) -> pyarrow.fs.FileSystem | None:
+    """The configured endpoint's S3 filesystem (MinIO, moto) for an ``s3://`` path; else None, Ray's default: a
+    local path stays local even where the cluster sets an endpoint (DISTALIGN_STORAGE_ENDPOINT) for its S3 data."""
+    return s3_filesystem(endpoint_url) if endpoint_url and path.startswith("s3://") else None
 
 
 def ray_storage_path(path: str, endpoint_url: str) -> str:
     """With an explicit filesystem Ray wants the path inside it (bucket/prefix), not a URI."""
-    return path.split("://", 1)[1] if endpoint_url and "://" in path else path
+    return path.split("://", 1)[1] if storage_filesystem(path, endpoint_url) is not None else path
 
 
 def run_location(storage_path: str, endpoint_url: str, run_name: str) -> tuple[pyarrow.fs.FileSystem, str, str]:
     """Where a run's checkpoints live (``<storage.path>/<run.name>``, Ray Train's layout): the filesystem, the
     directory inside it, and the scheme that makes a path in it a URI ("" when local, else ``s3://`` and the like)."""
     base = f"{storage_path.rstrip('/')}/{run_name}"
-    fs = storage_filesystem(endpoint_url)
+    fs = storage_filesystem(base, endpoint_url)
     if fs is not None:
         return fs, ray_storage_path(base, endpoint_url), "s3://"
     # a local path, or a URI whose scheme names the filesystem (s3://, gs://)
@@ -102,7 +103,7 @@ def node_local(path: str, endpoint_url: str = "") -> str:
     target = node_cache_dir() / hashlib.sha1(f"{endpoint_url} {path}".encode()).hexdigest()[:16]
     if (target / STAGED_MARKER).is_file():
         return str(target)
-    fs = storage_filesystem(endpoint_url) or pyarrow.fs.FileSystem.from_uri(path)[0]
+    fs = storage_filesystem(path, endpoint_url) or pyarrow.fs.FileSystem.from_uri(path)[0]
     target.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + "."))
     pyarrow.fs.copy_files(path.split("://", 1)[1], str(partial), fs, pyarrow.fs.LocalFileSystem())

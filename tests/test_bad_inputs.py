@@ -209,6 +209,11 @@ CASES = [
          f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} {S3_CORPUS}",
          ["data.corpora[0].path s3://sealed/corpus/", "S3 refuses access key {access_key}", "the bucket policy"],
          s3_user="writer", fixed=True),
+    case("train-corpora-local-and-s3", "train", "local corpora beside an S3 validation corpus",
+         f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} "
+         "'data.validation_corpora=[{{path: s3://guarded/corpus/en.txt, lang: en}}]'",
+         ["data.corpora[0].path", "is a local path and data.validation_corpora[0].path s3://guarded/corpus/en.txt "
+          "is not", "all on S3 or all on local"], s3_user="writer", fixed=True),
     case("train-s3-validation-no-permission", "train", "S3 validation corpus in a bucket the key may not read",
          f"{TRAIN} storage.path=s3://guarded/runs {GUARDED} "
          "'data.corpora=[{{path: s3://guarded/corpus/, lang: en}}]' "  # one filesystem for the corpora: S3 both

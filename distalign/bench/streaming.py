@@ -253,7 +253,7 @@ def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, uni
     from distalign.bench.s3_proxy import S3Proxy
     from distalign.data.corpus_stream import CorpusStream, list_corpus_files
     from distalign.data.sources import CorpusSource
-    from distalign.storage import storage_filesystem
+    from distalign.storage import s3_filesystem
 
     results = []
     cpus = max(1, -(-max(workers) // nodes))  # per node: the most workers fit, one CPU each
@@ -268,7 +268,7 @@ def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, uni
                     s3.upload_file(str(path), "corpus", f"{prefix}/{path.name}")
                 listings = {
                     "s3": CorpusStream([list_corpus_files(CorpusSource(f"s3://corpus/{prefix}/", "xa"), "corpus",
-                                                          storage_filesystem(url))], storage_filesystem(proxy.url)),
+                                                          s3_filesystem(url))], s3_filesystem(proxy.url)),
                     "local": CorpusStream([list_corpus_files(CorpusSource(str(directory), "xa"), "corpus")],
                                           counting_local_filesystem())}
                 for w in workers:

@@ -134,7 +134,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
                           f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or set their "
                           "weight to 0")
 
-    filesystem = corpus_filesystem(corpora + validation_sources, config.storage.endpoint_url)
+    filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
     listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
 
@@ -236,12 +236,20 @@ def tiny_model(config: ExperimentConfig, texts: list[str]) -> Path:
                             lambda out: build_tiny_model(out, texts, tiny, seed=seed))
 
 
-def corpus_filesystem(corpora: list[CorpusSource], endpoint_url: str):
-    """None for local files; for ``s3://`` corpora the storage endpoint's filesystem when one is configured
-    (MinIO, moto), else S3 with AWS's defaults."""
-    if not any("://" in c.path for c in corpora):
+def corpus_filesystem(corpora: list[CorpusSource], validation: list[CorpusSource], endpoint_url: str):
+    """The one filesystem the corpora and validation corpora are read with: None for local files; for ``s3://``
+    ones the storage endpoint's filesystem when one is configured (MinIO, moto), else S3 with AWS's defaults."""
+    named = [(f"data.corpora[{i}].path", c.path) for i, c in enumerate(corpora)] + \
+            [(f"data.validation_corpora[{i}].path", c.path) for i, c in enumerate(validation)]
+    remote = [(key, path) for key, path in named if "://" in path]
+    if not remote:
         return None
-    return storage_filesystem(endpoint_url) or s3_filesystem()
+    local = [(key, path) for key, path in named if "://" not in path]
+    if local:
+        raise ConfigError(f"{local[0][0]} {local[0][1]} is a local path and {remote[0][0]} {remote[0][1]} is not: a "
+                          "run reads all its corpora from one storage, so put them all on S3 or all on local (shared) "
+                          "disk")
+    return storage_filesystem(remote[0][1], endpoint_url) or s3_filesystem()
 
 
 def with_synset_index(table: pa.Table) -> pa.Table:

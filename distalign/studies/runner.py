@@ -182,7 +182,7 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     log.info("study %s: up to %d trials at once, each holding %s", study.study, max_concurrent,
              trial_resources(study, first))
     storage_path = ray_storage_path(first.storage.path, first.storage.endpoint_url)
-    filesystem = storage_filesystem(first.storage.endpoint_url)
+    filesystem = storage_filesystem(first.storage.path, first.storage.endpoint_url)
     with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
                      {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
                      dataclasses.asdict(study)) as parent_id:

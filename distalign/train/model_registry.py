@@ -70,6 +70,6 @@ def register_checkpoint(uri: str, run_id: str, checkpoint: ray.train.Checkpoint 
     ``endpoint_url`` when set), downloaded to a temporary directory first when remote."""
     if isinstance(checkpoint, str):
         checkpoint = ray.train.Checkpoint(ray_storage_path(checkpoint, endpoint_url),
-                                          filesystem=storage_filesystem(endpoint_url))
+                                          filesystem=storage_filesystem(checkpoint, endpoint_url))
     with checkpoint.as_directory() as directory:
         return register_model(uri, run_id, Path(directory), name, checkpoint_uri(checkpoint))

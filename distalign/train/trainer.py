@@ -111,7 +111,7 @@ def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, 
         run_config=ray.train.RunConfig(
             name=config.run.name,
             storage_path=ray_storage_path(config.storage.path, config.storage.endpoint_url),
-            storage_filesystem=storage_filesystem(config.storage.endpoint_url),
+            storage_filesystem=storage_filesystem(config.storage.path, config.storage.endpoint_url),
             checkpoint_config=ray.train.CheckpointConfig(num_to_keep=config.storage.keep_checkpoints, **score),
             failure_config=ray.train.FailureConfig(max_failures=t.max_failures),
             # a deterministic error of the training code is retried once, not max_failures times

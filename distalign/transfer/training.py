@@ -131,7 +131,7 @@ def local_checkpoint(uri: str, endpoint_url: str) -> str:
     from distalign.storage import ray_storage_path, storage_filesystem
 
     # without an endpoint, Ray reads the filesystem from the URI's scheme
-    return ray.train.Checkpoint(ray_storage_path(uri, endpoint_url), storage_filesystem(endpoint_url)).to_directory()
+    return ray.train.Checkpoint(ray_storage_path(uri, endpoint_url), storage_filesystem(uri, endpoint_url)).to_directory()
 
 
 def transfer_after_training(config: ExperimentConfig, outcome, progress=print) -> dict[str, float]:

@@ -146,12 +146,12 @@ def test_hugging_face_dataset_saved_to_disk(tmp_path):
 
 
 def test_corpus_on_s3(s3_endpoint, tmp_path):
-    from distalign.storage import storage_filesystem
+    from distalign.storage import s3_filesystem
 
     url, s3 = s3_endpoint
     s3.put_object(Bucket="ckpt", Key="corpora/en/part-0.txt", Body=b"one two\nthree four\n")
     s3.put_object(Bucket="ckpt", Key="corpora/en/part-1.txt", Body=b"five six\n")
-    fs = storage_filesystem(url)
+    fs = s3_filesystem(url)
     stream = CorpusStream([list_corpus_files(CorpusSource("s3://ckpt/corpora/en", "en"), "data.corpora[0]", fs)], fs)
     assert stream.sources[0].paths == ["ckpt/corpora/en/part-0.txt", "ckpt/corpora/en/part-1.txt"]
     assert sorted(text for _, text, _ in all_rows(stream)) == ["five six", "one two", "three four"]

@@ -33,10 +33,10 @@ def put_corpus(s3) -> None:
 
 def corpus_rows(url: str, ledger: SkipLedger, read_url: str = "") -> list[tuple[str, int]]:
     """Every row of the corpus and its identity, listed (as the driver does) at ``url``, read at ``read_url``."""
-    fs = storage.storage_filesystem(url)
+    fs = storage.s3_filesystem(url)
     sources = [list_corpus_files(CorpusSource(f"s3://ckpt/faults/{kind}", "xa"), f"data.corpora[{i}]", fs)
                for i, kind in enumerate(("txt", "pq"))]
-    stream = CorpusStream(sources, storage.storage_filesystem(read_url or url), unit_bytes=8192)
+    stream = CorpusStream(sources, storage.s3_filesystem(read_url or url), unit_bytes=8192)
     return sorted((text, row) for rows in read_rows(stream, ledger=ledger)
                   for text, row in zip(rows["text"], rows["row"].tolist()))
 
@@ -61,7 +61,7 @@ def test_a_corpus_read_and_a_checkpoint_round_trip_ride_out_bursts_of_s3_errors(
         ledger = SkipLedger()
         assert corpus_rows(proxy.url, ledger) == clean
         assert not ledger.files and not ledger.rows
-        fs = storage.storage_filesystem(proxy.url)
+        fs = storage.s3_filesystem(proxy.url)
         _upload_to_fs_path(str(checkpoint), fs, "ckpt/faults/run/checkpoint_000001")  # as Ray Train persists one
         _download_from_fs_path(fs, "ckpt/faults/run/checkpoint_000001", str(tmp_path / "back"))
         assert proxy.tally.failed >= 8  # the bursts did meet the reads and writes
@@ -95,7 +95,7 @@ def test_the_proxy_counts_the_bytes_of_ranged_and_whole_gets(s3_endpoint):
     url, s3 = s3_endpoint
     s3.put_object(Bucket="ckpt", Key="faults/count/x.bin", Body=bytes(range(256)) * 40)  # 10240 bytes
     with S3Proxy(url) as proxy:
-        fs = storage.storage_filesystem(proxy.url)
+        fs = storage.s3_filesystem(proxy.url)
         with fs.open_input_file("ckpt/faults/count/x.bin") as f:
             f.seek(1000)
             assert f.read(500) == (bytes(range(256)) * 40)[1000:1500]

@@ -17,7 +17,7 @@ from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_
 from distalign.data.sources import CorpusSource
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import LocalWorkerData, RayWorkerData, corpus_feed
-from distalign.storage import storage_filesystem
+from distalign.storage import s3_filesystem
 from corpus_files import write_corpus
 
 pytestmark = pytest.mark.slow
@@ -68,7 +68,7 @@ def test_ray_tasks_read_byte_ranges_from_s3(ray_local, distalign_home, s3_endpoi
     for i in range(3):
         s3.put_object(Bucket="ckpt", Key=f"stream/part-{i}.jsonl",
                       Body="".join(json.dumps({"text": f"xa{j % 7} xa{i}"}) + "\n" for j in range(50)).encode())
-    fs = storage_filesystem(url)
+    fs = s3_filesystem(url)
     corpus = CorpusStream([list_corpus_files(CorpusSource("s3://ckpt/stream", "xa"), "data.corpora[0]", fs)], fs,
                           unit_bytes=300)
     config = load_config(QUICKSTART, SMALL + ["run.name=corpus-s3", "objectives.lexical.weight=0"])

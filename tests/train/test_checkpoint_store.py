@@ -104,3 +104,22 @@ def test_the_store_on_s3(s3_endpoint, tmp_path):
         s3.delete_object(Bucket="ckpt", Key=f"runs/trial-s3/{store.stored[0].name}/{STATE_FILE}")
         s3.delete_object(Bucket="ckpt", Key=f"runs/trial-s3/{store.stored[1].name}/{STATE_FILE}")
         resume_directory(again.newest_first(), tmp_path / "resume2", is_chief=True)
+
+
+def test_a_local_store_stays_local_where_an_s3_endpoint_is_configured(tmp_path):
+    """A cluster sets storage.endpoint_url (DISTALIGN_STORAGE_ENDPOINT) for its S3 data while a run keeps its
+    checkpoints on a local or shared disk: the endpoint's S3 filesystem used to be taken for the local path
+    ("ArrowInvalid: Path cannot start with a separator")."""
+    from distalign.storage import ray_storage_path, run_location, storage_filesystem
+
+    endpoint = "http://127.0.0.1:9"  # nothing listens: the local store must never ask it
+    assert storage_filesystem(str(tmp_path), endpoint) is None
+    assert ray_storage_path(str(tmp_path), endpoint) == str(tmp_path)
+    assert storage_filesystem("s3://bucket/runs", endpoint) is not None
+    assert ray_storage_path("s3://bucket/runs", endpoint) == "bucket/runs"
+    fs, root, scheme = run_location(str(tmp_path / "runs"), endpoint, "trial-local")
+    assert (type(fs).__name__, root, scheme) == ("LocalFileSystem", str(tmp_path / "runs" / "trial-local"), "")
+    store = CheckpointStore(str(tmp_path / "runs"), endpoint, "trial-local", keep=1, score="eval/score")
+    fill(store, tmp_path, [0.7, 0.2])
+    assert steps(store) == [1, 2]
+    assert all((tmp_path / "runs" / "trial-local" / s.name).is_dir() for s in store.stored)
