@@ -26,7 +26,8 @@ def test_paper_shape_presets_pin_a_small_corpus_every_objective_three_seeds_and_
     assert (spec.max_sentences, spec.seeds, spec.overrides) == (5000, 3, PAPER_SHAPE_TRAINING)
     assert spec.transformations == ("translit", "translit_inv", "translit_perm")
     assert spec.objectives == ("mlm", "align", "xlm", "dict_mlm")
-    assert (spec.world, spec.transfer_tasks) == ((500, ("udpos",)) if preset.endswith("transfer") else (0, ()))
+    transfer = preset.endswith("transfer")
+    assert (spec.world, spec.transfer_tasks, spec.finetune_epochs) == ((500, ("udpos",), 15) if transfer else (0, (), 5))
     paths = {"base": tmp_path / "en.txt", "derived": tmp_path / "xx.txt", "train_dict": tmp_path / "train.tsv",
              "eval_dict": tmp_path / "eval.tsv"}
     for path in paths.values():
