@@ -435,7 +435,7 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
 def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, objective: str, seed: int) -> dict:
     """Fine-tune ``model_dir`` on the base language's tasks, test on the derived language's (``distalign.transfer``,
     in this Ray session, one fine-tuning seed: the cell's)."""
-    from distalign.bench.transfer_study import transfer_scores
+    from distalign.bench.transfer_study import labels_used, transfer_scores
     from distalign.transfer.runner import FineTuneOverrides, TransferSpec, run_transfer
 
     spec = bench.spec
@@ -446,7 +446,10 @@ def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, 
         output_dir=str(bench.out_dir / "transfer" / f"{transformation}-{objective}-seed{seed}"))
     transfer.tracking.enabled = False  # the cell's numbers go to its training run (run_cell)
     summary, _ = run_transfer(transfer, progress=log.info)
-    return transfer_scores(summary, BASE_LANG, DERIVED_LANG)
+    used = {task: labels_used(Path(transfer.output_dir) / "predictions" / task / f"seed{seed}" / f"{BASE_LANG}.jsonl")
+            for task in spec.transfer_tasks}
+    return transfer_scores(summary, BASE_LANG, DERIVED_LANG) | {
+        f"labels_{kind}_{task}": count for task, counts in used.items() for kind, count in counts.items()}
 
 
 def run_cell(bench: PreparedBench, transformation: str, objective: str, seed: int, parent_id: str) -> dict:
@@ -526,7 +529,7 @@ def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
         columns = ["alignment"] + [f"{kind}_{task}" for task in tasks for kind in ("source", "target", "delta")]
         cells = transfer_study.cell_means(table, columns)
         rho = transfer_study.correlations(cells, tasks)
-        checks = transfer_study.shape_checks(cells, tasks, rho)
+        checks = transfer_study.shape_checks(cells, tasks, rho) + transfer_study.shortcut_checks(table, tasks)
         text += "\n" + transfer_study.markdown(cells, tasks, rho, checks)
         cells.to_csv(out_dir / "transfer.csv", index=False)
         transfer_study.scatter(cells, tasks, rho, out_dir / "alignment_vs_transfer.png")

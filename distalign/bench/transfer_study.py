@@ -9,6 +9,7 @@ taken between the cells' mean alignment and their mean −Δ (better alignment, 
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -51,6 +52,35 @@ def transfer_scores(summary: pd.DataFrame, source: str, target: str) -> dict[str
         out |= {f"source_{task}": 100 * value[source, main], f"target_{task}": 100 * value[target, main],
                 delta_column(task): 100 * value[target, "delta"]}
     return out
+
+
+def labels_used(predictions: Path) -> dict[str, int]:
+    """How many distinct labels a fine-tuning predicted on one test set (``<lang>.jsonl`` of ``run_transfer``'s
+    predictions), and how many the test set holds: a tagger that predicts fewer may have stopped at a shortcut
+    (word position alone: VERB first, NOUN elsewhere), and its Δ then measures no model."""
+    predicted, gold = set(), set()
+    for line in predictions.read_text(encoding="utf-8").splitlines():
+        row = json.loads(line)
+        for labels, seen in ((row["predicted"], predicted), (row["gold"], gold)):
+            seen.update(labels if isinstance(labels, list) else [labels])
+    return {"predicted": len(predicted), "gold": len(gold)}
+
+
+def shortcut_checks(runs: pd.DataFrame, tasks: list[str]) -> list[tuple[str, bool]]:
+    """Per task, a failed check naming the fine-tunings (runs) that predicted fewer labels than the base language's
+    test set holds; none where every run used them all (or runs from before the count was kept)."""
+    checks = []
+    for task in tasks:
+        predicted, gold = f"labels_predicted_{task}", f"labels_gold_{task}"
+        if predicted not in runs:
+            continue
+        short = runs[runs[predicted] < runs[gold]]
+        if len(short):
+            names = ", ".join(f"{r.transformation}/{r.objective}/seed {r.seed}" for r in short.itertuples())
+            checks.append((f"{task}: {len(short)} of {len(runs)} fine-tunings predict fewer labels than the test set "
+                           f"holds ({names}): a shortcut tagger, whose Δ measures no model; fine-tune longer "
+                           "(--finetune-epochs)", False))
+    return checks
 
 
 def cell_means(runs: pd.DataFrame, columns: list[str]) -> pd.DataFrame:

@@ -12,7 +12,8 @@ import pytest
 
 from distalign.bench.derived_language import Transliteration
 from distalign.bench.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
-from distalign.bench.transfer_study import cell_means, correlations, markdown, shape_checks, spread, transfer_scores
+from distalign.bench.transfer_study import (cell_means, correlations, labels_used, markdown, shape_checks, shortcut_checks,
+                                           spread, transfer_scores)
 from distalign.data.readers import InputError
 from distalign.data.synthetic import SyntheticConfig, generate_world
 from distalign.transfer.data import read_split
@@ -142,6 +143,24 @@ def test_a_task_with_the_same_delta_everywhere_fails_the_shape_instead_of_passin
                          columns=["transformation", "objective", "seeds", "alignment", "delta_pawsx", "source_pawsx"])
     checks = shape_checks(cells, ["pawsx"], {"pawsx": (float("nan"), float("nan"))})
     assert checks == [("pawsx: Δ is 0.0 in every cell (source 50.0): nothing learnt to transfer, no comparison", False)]
+
+
+def test_a_fine_tuning_that_predicts_fewer_labels_than_the_test_holds_fails_as_a_shortcut(tmp_path):
+    """The paper-shape-transfer run of 2026-11-27 with 5 epochs: 7 of 12 POS taggers predicted VERB first and NOUN
+    elsewhere (78.8 % whatever the model), and the shape checks passed on their Δ."""
+    (tmp_path / "en.jsonl").write_text(
+        '{"id": 0, "gold": ["VERB", "NOUN", "ADJ", "NOUN"], "predicted": ["VERB", "NOUN", "NOUN", "NOUN"]}\n'
+        '{"id": 1, "gold": ["VERB", "NOUN", "NOUN"], "predicted": ["VERB", "NOUN", "NOUN"]}\n')
+    (tmp_path / "pairs.jsonl").write_text('{"id": 0, "gold": 1, "predicted": 0}\n{"id": 1, "gold": 0, "predicted": 0}\n')
+    assert labels_used(tmp_path / "en.jsonl") == {"predicted": 2, "gold": 3}
+    assert labels_used(tmp_path / "pairs.jsonl") == {"predicted": 1, "gold": 2}
+    runs = pd.DataFrame([("translit_perm", "mlm", 0, 2, 3), ("translit_perm", "align", 0, 3, 3)],
+                        columns=["transformation", "objective", "seed", "labels_predicted_udpos", "labels_gold_udpos"])
+    (claim, holds), = shortcut_checks(runs, ["udpos"])
+    assert not holds and claim.startswith("udpos: 1 of 2 fine-tunings predict fewer labels") and \
+        "(translit_perm/mlm/seed 0)" in claim
+    assert shortcut_checks(runs.assign(labels_predicted_udpos=3), ["udpos"]) == []
+    assert shortcut_checks(runs.drop(columns="labels_predicted_udpos"), ["udpos"]) == []  # cells kept from before
 
 
 def test_too_few_cells_give_no_correlation():
