@@ -61,15 +61,20 @@ def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
         raise ConfigError(f"{where}: bucket '{bucket}' does not exist: create it, or name an existing one")
 
 
+def _at_endpoint(path: str, endpoint_url: str) -> bool:
+    """Whether ``path`` is read through the configured endpoint (MinIO, moto): an ``s3://`` path only, so a local
+    path stays local even where the cluster sets an endpoint (DISTALIGN_STORAGE_ENDPOINT) for its S3 data."""
+    return bool(endpoint_url) and path.startswith("s3://")
+
+
 def storage_filesystem(path: str, endpoint_url: str) -> pyarrow.fs.FileSystem | None:
-    """The configured endpoint's S3 filesystem (MinIO, moto) for an ``s3://`` path; else None, Ray's default: a
-    local path stays local even where the cluster sets an endpoint (DISTALIGN_STORAGE_ENDPOINT) for its S3 data."""
-    return s3_filesystem(endpoint_url) if endpoint_url and path.startswith("s3://") else None
+    """The configured endpoint's S3 filesystem for ``path`` (``_at_endpoint``); else None, Ray's default."""
+    return s3_filesystem(endpoint_url) if _at_endpoint(path, endpoint_url) else None
 
 
 def ray_storage_path(path: str, endpoint_url: str) -> str:
     """With an explicit filesystem Ray wants the path inside it (bucket/prefix), not a URI."""
-    return path.split("://", 1)[1] if storage_filesystem(path, endpoint_url) is not None else path
+    return path.split("://", 1)[1] if _at_endpoint(path, endpoint_url) else path
 
 
 def run_location(storage_path: str, endpoint_url: str, run_name: str) -> tuple[pyarrow.fs.FileSystem, str, str]:
