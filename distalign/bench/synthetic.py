@@ -436,7 +436,7 @@ def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, 
     """Fine-tune ``model_dir`` on the base language's tasks, test on the derived language's (``distalign.transfer``,
     in this Ray session, one fine-tuning seed: the cell's)."""
     from distalign.bench.transfer_study import labels_used, transfer_scores
-    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, run_transfer
+    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, predictions_folder, run_transfer
 
     spec = bench.spec
     transfer = TransferSpec(
@@ -446,7 +446,7 @@ def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, 
         output_dir=str(bench.out_dir / "transfer" / f"{transformation}-{objective}-seed{seed}"))
     transfer.tracking.enabled = False  # the cell's numbers go to its training run (run_cell)
     summary, _ = run_transfer(transfer, progress=log.info)
-    used = {task: labels_used(Path(transfer.output_dir) / "predictions" / task / f"seed{seed}" / f"{BASE_LANG}.jsonl")
+    used = {task: labels_used(predictions_folder(Path(transfer.output_dir), task, seed) / f"{BASE_LANG}.jsonl")
             for task in spec.transfer_tasks}
     return transfer_scores(summary, BASE_LANG, DERIVED_LANG) | {
         f"labels_{kind}_{task}": count for task, counts in used.items() for kind, count in counts.items()}

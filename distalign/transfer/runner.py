@@ -265,12 +265,17 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
     return [results[ref] for ref in order]
 
 
+def predictions_folder(out_dir: Path, task: str, seed: int) -> Path:
+    """Where one fine-tuning run's test predictions are: ``<lang>.jsonl`` files (``write_predictions``)."""
+    return out_dir / "predictions" / task / f"seed{seed}"
+
+
 def write_predictions(result: dict, out_dir: Path) -> None:
     """The test predictions of one fine-tuning run (taken out of ``result``) as
     ``<out_dir>/predictions/<task>/seed<seed>/<lang>.jsonl``, a line per example (``id``, ``gold``, ``predicted``:
     ``TransferTask.prediction_rows``), as XTREME writes its test predictions; ``result["predictions_dir"]`` names the
     folder (logged to the run's MLflow child run)."""
-    folder = out_dir / "predictions" / result["task"] / f"seed{result['seed']}"
+    folder = predictions_folder(out_dir, result["task"], result["seed"])
     folder.mkdir(parents=True, exist_ok=True)
     for lang, rows in result.pop("predictions").items():
         (folder / f"{lang}.jsonl").write_text("".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows),
