@@ -102,7 +102,7 @@ def checked_target(target: str, key: str) -> str:
             raise InputError(f"{key}: file not found: {target} (give a CoNLL-U treebank of the target language, or "
                              "its language code)")
         return target
-    return uriel_code(target, "syntax_knn", key)
+    return uriel_code(target, where=key)
 
 
 def after_probabilities(target: str) -> dict[str, float]:
