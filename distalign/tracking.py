@@ -284,8 +284,9 @@ class MetricLogger:
                 refused.append(f"{metric.key} at step {metric.step} ({str(err).splitlines()[0][:200]})")
                 self.refused += 1
             self._done(1)  # sent or refused: never sent twice when the server goes away mid-batch
-        log.error("tracking server %s refused %d metric values of run %s, not retried: %s", self.uri, len(refused),
-                  self.run_id, "; ".join(refused))
+        if refused:  # else the batch was refused only as a whole
+            log.error("tracking server %s refused %d metric values of run %s, not retried: %s", self.uri, len(refused),
+                      self.run_id, "; ".join(refused))
 
     def _done(self, count: int) -> None:
         with self._changed:
