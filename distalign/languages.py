@@ -22,6 +22,7 @@ from functools import lru_cache
 from typing import NewType
 
 import langcodes
+from langcodes.data_dicts import MACROLANGUAGES
 
 from distalign.errors import ConfigError
 
@@ -84,8 +85,10 @@ def code_in_data(code: str, available: Iterable[str], where: str, data: str) -> 
     """The one of ``available`` (the codes a data set names its files by, lower case, e.g. Tatoeba's ``deu``,
     ``cmn``, ``arz``) that is the language ``code``: ``code`` itself where the data set has it; else the data set's
     code of the same canonical language, its ISO 639-3 code first (``de``, ``German`` -> ``deu``; ``ar`` -> ``ara``,
-    not Egyptian ``arz``), else the only one there is (``zh`` -> ``cmn``, ``fa`` -> ``pes``). Anything else is a
-    ``ConfigError`` naming ``where`` and listing what ``data`` (its name and folder, for the message) holds."""
+    not Egyptian ``arz``), else the only one there is (``zh`` -> ``cmn``, ``fa`` -> ``pes``); else the only member
+    of the macrolanguage ``code`` names whose own ISO 639-1 code keeps it apart (``no`` -> ``nob`` where the data set
+    has no ``nno``). Anything else is a ``ConfigError`` naming ``where`` and listing what ``data`` (its name and
+    folder, for the message) holds."""
     available = sorted(set(available))
     holds = f"{data} holds: {', '.join(available) or 'nothing'}"
     given = str(code).strip().lower()
@@ -95,7 +98,8 @@ def code_in_data(code: str, available: Iterable[str], where: str, data: str) -> 
         canonical = language_code(code, where)
     except ConfigError as err:
         raise ConfigError(f"{err}; {holds}") from None
-    same = [other for other in available if _canonical(other) == canonical]
+    same = [other for other in available if _canonical(other) == canonical] or \
+        [other for other in available if MACROLANGUAGES.get(_canonical(other)) == canonical]  # no: nob, nno
     alpha3 = iso639_3(canonical, where)
     if alpha3 in same:
         return alpha3

@@ -55,9 +55,10 @@ TATOEBA_LIKE = ["ara", "arz", "cmn", "deu", "dtp", "kzj", "pes", "yue"]
     ("ar", "ara"), ("Arabic", "ara"), ("arz", "arz"),  # the macrolanguage's own file before a variety's
     ("zh", "cmn"), ("fa", "pes"),  # the one file of the language, under a member's code
     ("yue", "yue"), ("kzj", "kzj"), ("dtp", "dtp"),  # a code the data set has is taken as it is
+    ("no", "nob"), ("Norwegian", "nob"), ("nb", "nob"),  # Norwegian's one written standard here, apart in ISO 639-1
 ])
 def test_a_data_sets_own_code_is_found_for_any_form_of_the_language(given, found):
-    assert code_in_data(given, TATOEBA_LIKE, "k", "the set") == found
+    assert code_in_data(given, TATOEBA_LIKE + ["nob"], "k", "the set") == found
 
 
 @pytest.mark.parametrize("given, says", [
@@ -65,9 +66,10 @@ def test_a_data_sets_own_code_is_found_for_any_form_of_the_language(given, found
            r"yue$"),
     ("Frnch", r"^k: 'Frnch' is not a language code .*; the set holds: ara, arz,"),
     ("zh", r"^k: 'zh' \(language zh\) is in the set under several codes \(chi, cmn\): give one of them$"),
+    ("no", r"^k: 'no' \(language no\) is in the set under several codes \(nno, nob\): give one of them$"),
 ])
 def test_a_language_the_data_set_lacks_names_the_key_and_what_it_holds(given, says):
-    available = TATOEBA_LIKE + ["chi"] if given == "zh" else TATOEBA_LIKE
+    available = TATOEBA_LIKE + {"zh": ["chi"], "no": ["nno", "nob"]}.get(given, [])
     with pytest.raises(ConfigError, match=says):
         code_in_data(given, available, "k", "the set")
 
