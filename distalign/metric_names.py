@@ -127,10 +127,11 @@ BENCH = RunKind(
                            "word_alignment_best, transfer deltas"),
         M("bench/<transformation>/<objective>/<score>", "synthetic bench parent run: a cell's mean over seeds"),
         M("bench/<transformation>/<objective>/<score>_std", "its standard deviation over seeds"),
-        M("bench/table8_pattern_holds", "1 when ALIGN-MLM's Table 8 pattern holds in the cells, else 0"),
+        M("bench/table8_pattern_holds", "1 when ALIGN-MLM's Table 8 pattern holds in the cells, else 0 (not logged "
+          "when no check applies to the cells run)"),
         M("bench/spearman/<task>", "Spearman correlation of the alignment score with transfer"),
         M("bench/spearman_p/<task>", "its p-value"),
-        M("bench/shape_holds", "1 when the transfer checks hold, else 0"),
+        M("bench/shape_holds", "1 when the transfer checks hold, else 0 (not logged when no check applies)"),
         M("<area>/<figure>", "`distalign bench perf`: each row's figures (step, bli, startup, trial, run, data, gpu, "
                              "finetune), as its results.md explains"),
     ),

@@ -523,7 +523,7 @@ def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
     table.to_csv(out_dir / "results.csv", index=False)
     metrics = {f"bench/{r.transformation}/{r.objective}/{k}{suffix}": float(getattr(r, k + suffix))
                for r in cells.itertuples() for k in ALIGNMENT_COLUMNS for suffix in ("", "_std")}
-    metrics["bench/table8_pattern_holds"] = float(all(holds for _, holds in table8))
+    metrics["bench/table8_pattern_holds"] = transfer_study.all_hold(table8)
     if bench.tasks:
         tasks = list(bench.spec.transfer_tasks)
         columns = ["alignment"] + [f"{kind}_{task}" for task in tasks for kind in ("source", "target", "delta")]
@@ -536,7 +536,7 @@ def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
         files += ["transfer.csv", "alignment_vs_transfer.png"]
         metrics |= {f"bench/spearman/{task}": value for task, (value, _) in rho.items()}
         metrics |= {f"bench/spearman_p/{task}": p for task, (_, p) in rho.items()}
-        metrics["bench/shape_holds"] = float(all(holds for _, holds in checks))
+        metrics["bench/shape_holds"] = transfer_study.all_hold(checks)
     (out_dir / "results.md").write_text(text, encoding="utf-8")
     client = client_for(uri)
     for name in files:

@@ -151,8 +151,8 @@ def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, 
     for task in tasks:
         name, paper = PAPER_SPEARMAN.get(task, (task, float("nan")))
         value, p = rho[task]
-        lines.append(f"- Spearman ρ(alignment, −Δ {task}) over {len(cells)} cells: {value:.3f} (p = {p:.3g}); "
-                     f"paper ({name}): {paper:.3f}")
+        found = f"{value:.3f} (p = {p:.3g})" if len(cells) >= 3 else "not computed, it needs 3 cells or more"
+        lines.append(f"- Spearman ρ(alignment, −Δ {task}) over {len(cells)} cells: {found}; paper ({name}): {paper:.3f}")
     lines.append("- ALIGN-MLM App. E, across its 4 objectives x 3 transformations: ρ_s = 0.727 XNLI, 0.781 NER, "
                  "0.734 POS (each p < .01)")
     lines.append(checks_markdown("Expected shape", checks))
@@ -160,10 +160,18 @@ def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, 
 
 
 def checks_markdown(title: str, checks: list[tuple[str, bool]]) -> str:
-    """A list item saying whether all ``checks`` hold, then each claim marked ok or FAILS."""
+    """A list item saying whether all ``checks`` hold, then each claim marked ok or FAILS (or that none applies:
+    cells that hold none of a check's pairs prove nothing)."""
+    if not checks:
+        return f"- {title}: no check applies to these cells\n"
     failed = sum(not holds for _, holds in checks)
     return f"- {title}: {'holds' if not failed else 'DOES NOT HOLD'} ({len(checks) - failed} of {len(checks)} " \
            "checks)" + "".join(f"\n  - {'ok' if holds else 'FAILS'}: {claim}" for claim, holds in checks) + "\n"
+
+
+def all_hold(checks: list[tuple[str, bool]]) -> float:
+    """The MLflow metric of ``checks``: 1 when every one holds, 0 when one fails, NaN (not logged) when none applies."""
+    return float(all(holds for _, holds in checks)) if checks else float("nan")
 
 
 def paper_tables(varied: list[str]) -> str:

@@ -12,8 +12,8 @@ import pytest
 
 from distalign.bench.derived_language import Transliteration
 from distalign.bench.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
-from distalign.bench.transfer_study import (cell_means, correlations, labels_used, markdown, shape_checks, shortcut_checks,
-                                           spread, transfer_scores)
+from distalign.bench.transfer_study import (all_hold, cell_means, correlations, labels_used, markdown, shape_checks,
+                                           shortcut_checks, spread, transfer_scores)
 from distalign.data.readers import InputError
 from distalign.data.synthetic import SyntheticConfig, generate_world
 from distalign.transfer.data import read_split
@@ -163,12 +163,20 @@ def test_a_fine_tuning_that_predicts_fewer_labels_than_the_test_holds_fails_as_a
     assert shortcut_checks(runs.drop(columns="labels_predicted_udpos"), ["udpos"]) == []  # cells kept from before
 
 
-def test_too_few_cells_give_no_correlation():
-    cells = cell_means(pd.DataFrame([("translit", "mlm", 0, 1.0, 2.0)], columns=["transformation", "objective",
-                                                                                 "seed", "alignment", "delta_x"]),
-                       ["alignment", "delta_x"])
-    assert all(math.isnan(v) for v in correlations(cells, ["x"])["x"])
-    assert shape_checks(cells, ["x"], correlations(cells, ["x"])) == []
+def test_too_few_cells_give_no_correlation_and_the_report_says_so_instead_of_holds():
+    """A run of translit alone (2026-11-27: MLM and ALIGN, 2 cells) printed "ρ ... nan (p = nan)" and
+    "Expected shape: holds (0 of 0 checks)", and logged shape_holds = 1 for a shape it never compared."""
+    runs = pd.DataFrame([("translit", "mlm", 0, 1.0, 2.0, 90.0, 88.0), ("translit", "align", 0, 9.0, 1.0, 90.0, 89.0)],
+                        columns=["transformation", "objective", "seed", "alignment", "delta_x", "source_x", "target_x"])
+    cells = cell_means(runs, ["alignment", "delta_x", "source_x", "target_x"])
+    rho = correlations(cells, ["x"])
+    assert all(math.isnan(v) for v in rho["x"])
+    checks = shape_checks(cells, ["x"], rho)
+    assert checks == [] and math.isnan(all_hold(checks))
+    text = markdown(cells, ["x"], rho, checks)
+    assert "- Spearman ρ(alignment, −Δ x) over 2 cells: not computed, it needs 3 cells or more;" in text
+    assert "- Expected shape: no check applies to these cells" in text and "holds" not in text
+    assert (all_hold([("a", True)]), all_hold([("a", True), ("b", False)])) == (1.0, 0.0)
 
 
 def test_the_world_sentences_are_covered_by_the_transliteration(world):
