@@ -35,6 +35,7 @@ PAPER_DICTIONARY = "ALIGN-MLM Tables 4 / 5 (dictionary share: Δ XNLI DICT, ALIG
                    "50 %: 2.9, 1.6; 0.9, 0.7"
 CELL = ["transformation", "objective"]
 ORDER_CHANGING = ("translit_inv", "translit_perm")
+MIN_CELLS_FOR_RHO = 3  # below it Spearman's ρ says nothing (2 cells give ±1)
 
 
 def delta_column(task: str) -> str:
@@ -97,13 +98,13 @@ def spread(mean: float, std: float, seeds: int, digits: int = 1) -> str:
 
 
 def correlations(cells: pd.DataFrame, tasks: list[str]) -> dict[str, tuple[float, float]]:
-    """task -> (Spearman's ρ, two-sided p) of the cells' mean alignment against their mean −Δ (NaN below 3 cells
-    or for a constant column)."""
+    """task -> (Spearman's ρ, two-sided p) of the cells' mean alignment against their mean −Δ (NaN below
+    ``MIN_CELLS_FOR_RHO`` cells or for a constant column)."""
     from scipy.stats import spearmanr
 
     out = {}
     for task in tasks:
-        if len(cells) < 3:
+        if len(cells) < MIN_CELLS_FOR_RHO:
             out[task] = (float("nan"), float("nan"))
             continue
         result = spearmanr(cells["alignment"], -cells[delta_column(task)])
@@ -151,7 +152,8 @@ def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, 
     for task in tasks:
         name, paper = PAPER_SPEARMAN.get(task, (task, float("nan")))
         value, p = rho[task]
-        found = f"{value:.3f} (p = {p:.3g})" if len(cells) >= 3 else "not computed, it needs 3 cells or more"
+        found = f"{value:.3f} (p = {p:.3g})" if len(cells) >= MIN_CELLS_FOR_RHO else \
+            f"not computed, it needs {MIN_CELLS_FOR_RHO} cells or more"
         lines.append(f"- Spearman ρ(alignment, −Δ {task}) over {len(cells)} cells: {found}; paper ({name}): {paper:.3f}")
     lines.append("- ALIGN-MLM App. E, across its 4 objectives x 3 transformations: ρ_s = 0.727 XNLI, 0.781 NER, "
                  "0.734 POS (each p < .01)")
