@@ -119,8 +119,6 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, o
     if own_group:  # DDP's group of one, in memory
         dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""), device=resolve_device(device))
-    if recipe.device.type == "cuda":  # TF32 matrix products, as a GPU run's recipe would use them
-        torch.set_float32_matmul_precision("high")
     recipe.setup()
     vocab = recipe.tokenizer.get_vocab()
     src, tgt, candidates, _ = vocabulary_counterparts(vocab, bench.translit, recipe.tokenizer.all_special_tokens)

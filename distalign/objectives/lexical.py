@@ -85,8 +85,12 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
 
-    x = F.normalize(torch.cat([a, b], 0), dim=-1)
-    logits = x @ x.T / temperature                          # [2N, 2N]
+    # fp32 similarities even under bf16 autocast (DDP's): at tau 0.07 bf16 products err by ~0.06 in the logits,
+    # and DeepSpeed's bf16 runs, which have no autocast, would train another loss
+    with torch.autocast(a.device.type, enabled=False):
+        x = torch.cat([a, b], 0)
+        x = F.normalize(x.to(torch.promote_types(x.dtype, torch.float32)), dim=-1)
+        logits = x @ x.T / temperature                      # [2N, 2N]
     labels = torch.cat([synset_ids, synset_ids])
     same = labels[:, None] == labels[None, :]
     pos = same & ~torch.eye(len(labels), dtype=torch.bool, device=a.device)

@@ -165,7 +165,8 @@ class SenseState:
 
     def project(self, states: torch.Tensor) -> torch.Tensor:
         """z = Pᵀ h, [N, d′] (not centred, as the paper's h P); zeros before the first fit."""
-        return states.to(self.proj.dtype) @ self.proj
+        with torch.autocast(states.device.type, enabled=False):  # fp32 under bf16 autocast: it picks senses
+            return states.to(self.proj.dtype) @ self.proj
 
     def select(self, token_ids: torch.Tensor, projected: torch.Tensor) -> torch.Tensor:
         """Sense [N] for each position: nearest allowed projected centre (always 0 in single-sense mode)."""

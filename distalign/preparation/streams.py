@@ -251,7 +251,9 @@ class RayWorkerData:
 
     def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
         shard = self.dataset_shard(shard_name(stream.name, self.rank))
-        return shard.iter_torch_batches(batch_size=batch_size, drop_last=True)
+        # host tensors: the recipe trims and counts them on the host and moves them in its step (Ray's default
+        # device, "auto", would put them on the worker's GPU here)
+        return shard.iter_torch_batches(batch_size=batch_size, drop_last=True, device="cpu")
 
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units

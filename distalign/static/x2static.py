@@ -52,6 +52,7 @@ from transformers import AutoConfig, AutoModel
 
 from distalign.data.readers import InputError, ReadReport, read_corpus
 from distalign.data.tokenize import encode_sentences
+from distalign.device import use_tensor_cores
 from distalign.errors import ConfigError
 from distalign.models.loading import load_tokenizer
 from distalign.models.pooling import mean_pool
@@ -250,6 +251,7 @@ def extract_static_vectors(
     if len(vocab.words) < 2:
         raise ValueError(f"sentences give {len(vocab.words)} words with min_count={min_count}; at least 2 needed")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    use_tensor_cores(device)
     torch.manual_seed(seed)
     rng = np.random.default_rng(seed)
     generator = torch.Generator(device=device).manual_seed(seed)

@@ -36,6 +36,7 @@ from distalign.checkpoint import (
 )
 from distalign.data.batches import padded_names, trim_padding
 from distalign.data.streams import StreamBatches
+from distalign.device import to_device, use_tensor_cores
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
@@ -119,6 +120,7 @@ class TrainingRecipe:
             model_path, self.resumed = str(resume_dir / MODEL_DIR), True
             self.stream_states = read_stream_states(resume_dir)
         torch.manual_seed(t.seed)
+        use_tensor_cores(self.device)  # fp32 runs and the in-loop evaluation on tensor cores (TF32)
         self.tokenizer = load_tokenizer(tokenizer_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
         if t.gradient_checkpointing:
@@ -162,7 +164,7 @@ class TrainingRecipe:
         """One optimizer step on ``train.grad_accum_steps`` micro-batches (a batch per stream each); then
         every objective's per-step state hook. The losses stay on the device (detached): reading them on
         the host would wait for the step to finish, so the loop sums them and reads them when it logs."""
-        micro_batches = [{name: {k: v.to(self.device) for k, v in batch.items()} for name, batch in batches.items()}
+        micro_batches = [{name: to_device(batch, self.device) for name, batch in batches.items()}
                          for batches in micro_batches]
         losses = self.engine.step(micro_batches, self.timer.mark)
         for objective in self.engine.module.objectives.values():

@@ -35,6 +35,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from distalign.device import use_tensor_cores
 from distalign.models.adapters import attach_saved_adapters
 from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
 from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
@@ -212,6 +213,7 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     """
     task, s = TRANSFER_TASKS[job.task], job.settings
     torch.manual_seed(job.seed)  # the new head's initialisation and dropout
+    use_tensor_cores(device)
     model = load_model(job.model_path, task, job.adapter_training).to(device)
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model

@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from gensim.models import KeyedVectors
 
 from distalign.data.readers import InputError
 from distalign.static.word2vec_format import read_word2vec, write_word2vec
@@ -24,6 +23,8 @@ def test_round_trip_is_exact_for_float32(tmp_path):
 
 
 def test_gensim_loads_the_written_file(tmp_path):
+    from gensim.models import KeyedVectors  # a test dependency only: `make gpu-check` collects this file without it
+
     words, vectors = _vectors(n=10, dim=4, seed=1)
     path = write_word2vec(tmp_path / "v.txt", words, vectors)
     kv = KeyedVectors.load_word2vec_format(str(path), binary=False)
