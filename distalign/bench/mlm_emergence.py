@@ -20,8 +20,9 @@ corpus); ``curves.png`` plots them and ``crossings.md`` says when each curve fir
 
 ``--device`` (default ``auto``: CUDA where there is a GPU) is where the recipe trains: the model is tiny, but on a GPU
 node a step is still several times faster than on one of its CPU threads, and a user there expects the GPU taken;
-on a machine without one nothing changes. ``--max-seconds`` ends each curve at the first alignment row after that
-time (the curve so far is kept, as at the last step).
+on a machine without one nothing changes. ``--max-seconds`` ends each curve at the first alignment row that long
+after the command started (its imports and every setting's set-up count: a caller's timeout can rely on it; the
+curve so far is kept, as at the last step).
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+import psutil
 import torch
 
 from distalign.bench.synthetic import BenchSpec, prepare_bench, training_config, vocabulary_counterparts
@@ -94,11 +96,11 @@ def resolve_device(name: str) -> torch.device:
 
 
 def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, overrides: tuple[str, ...] = (),
-              device: str = "cpu", max_seconds: float = 0, corpus: str = "") -> list[dict]:
+              device: str = "cpu", deadline: float = 0, corpus: str = "") -> list[dict]:
     """The setting's MLM cell trained for ``steps`` on ``device`` (``overrides``: training-config changes on top of
     the setting's), its alignment every ``every`` steps (and at step 0), each row appended to ``out_dir/curves.csv``
-    as it comes (a run stopped early keeps its curve so far); with ``max_seconds``, the curve ends at the first
-    alignment row after that long. ``corpus``: the base corpus (default: the bench's)."""
+    as it comes (a run stopped early keeps its curve so far); with a ``deadline`` (``time.time()`` seconds), the
+    curve ends at the first alignment row after it. ``corpus``: the base corpus (default: the bench's)."""
     import torch.distributed as dist
 
     from distalign.eval.alignment import vocabulary_alignment
@@ -144,7 +146,7 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, o
         record(0)
         for step in range(1, steps + 1):
             losses.append(float(recipe.step([recipe.next_batches(streams)])["Train/loss"]))  # trimmed as a run's
-            out_of_time = max_seconds and time.time() - started > max_seconds
+            out_of_time = deadline and time.time() > deadline
             if step % every == 0 or step == steps or out_of_time:
                 record(step)
             if out_of_time:
@@ -260,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
                         help="where the recipe trains (default auto: CUDA where there is a GPU)")
     parser.add_argument("--max-seconds", type=float, default=0, help="end each curve at the first alignment row "
-                                                                     "after this long (0: never)")
+                                                                     "this long after the command started (0: never)")
     parser.add_argument("--corpus", default="", help="base corpus, one sentence a line (default: the English side "
                                                      "of ../shared/data/eval/tatoeba)")
     args = parser.parse_args(argv)
@@ -278,7 +280,9 @@ def main(argv: list[str] | None = None) -> int:
     if bad or args.parallel < 1:
         parser.error(f"--override takes KEY=VALUE (got {bad}); --parallel at least 1")
     device = str(resolve_device(args.device))  # refused here, before any process starts, where there is no GPU
-    curve = (out, args.steps, args.every, args.seed, tuple(args.override), device, args.max_seconds, args.corpus)
+    # from the process's start, not each curve's: set-up and the report's plot stay within what the caller allows
+    deadline = psutil.Process().create_time() + args.max_seconds if args.max_seconds else 0.0
+    curve = (out, args.steps, args.every, args.seed, tuple(args.override), device, deadline, args.corpus)
     if args.parallel == 1:
         for name in names:
             run_curve(name, *curve)

@@ -13,7 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from distalign.gpu_check.environment import SITE_ENV
-from distalign.gpu_check.figures import read_figures
+from distalign.gpu_check.figures import ChildPython, read_figures
 from distalign.gpu_check.report import write_report
 from distalign.gpu_check.run import FAILED, PASSED, Places, Runner, StepResult
 from distalign.gpu_check.site_install import install_site
@@ -112,6 +112,8 @@ def main(argv: list[str] | None = None) -> int:
     places = Places(REPO, work, out, Path(args.carry).resolve(), sys.executable)
     by_name = {s.name: s for s in steps}
     figures: dict[str, Future] = {}
+    environment = step_environment(site, work, args.cpu)
+    child = ChildPython(sys.executable, environment)  # the readers' MLflow is the steps' (the carried site's)
 
     with ThreadPoolExecutor(max_workers=4) as readers:
         def on_change(current: list[StepResult]) -> None:
@@ -119,13 +121,13 @@ def main(argv: list[str] | None = None) -> int:
                 if result.status not in ("PENDING", "RUNNING", "SKIPPED") and result.name not in figures:
                     step = by_name[result.name]
                     figures[result.name] = readers.submit(read_figures, step.figures, places.step_out(step),
-                                                          places.home(step), sys.executable)
+                                                          places.home(step), child)
             for name, future in figures.items():
                 if future.done():
                     next(r for r in current if r.name == name).figures = future.result()
             write_report(out, header, current)
 
-        runner = Runner(steps, places, step_environment(site, work, args.cpu),
+        runner = Runner(steps, places, environment,
                         budget - FINISH_RESERVE_S - (time.monotonic() - started), args.jobs or (2 if args.cpu else
                                                                                                 len(steps)),
                         on_change=on_change)

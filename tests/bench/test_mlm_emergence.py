@@ -1,6 +1,7 @@
 """distalign.bench.mlm_emergence: alignment learning curves of the bench's MLM cell, trained in this process."""
 
 import csv
+import time
 
 import pytest
 
@@ -33,6 +34,13 @@ def test_max_seconds_ends_the_curve_with_a_row_and_cuda_is_refused_without_a_gpu
                                "--device", "cpu", "--output-dir", str(tmp_path / "out")]) == 0
     with (tmp_path / "out" / "curves.csv").open() as f:
         assert [int(r["step"]) for r in csv.DictReader(f)] == [0, 1]  # stopped at the first step, its row kept
+    # the time counts from the command's start, not the curve's: the GPU check's timeout relies on it (its first GPU
+    # run killed the bench 30 s past --max-seconds: imports and set-up had not counted)
+    monkeypatch.setattr(mlm_emergence.psutil.Process, "create_time", lambda self: time.time() - 1000)
+    assert mlm_emergence.main(["--settings", "tiny", "--steps", "50", "--every", "40", "--max-seconds", "900",
+                               "--device", "cpu", "--output-dir", str(tmp_path / "late")]) == 0
+    with (tmp_path / "late" / "curves.csv").open() as f:
+        assert [int(r["step"]) for r in csv.DictReader(f)] == [0, 1]
     if not torch.cuda.is_available():
         with pytest.raises(SystemExit, match="no CUDA device"):
             mlm_emergence.resolve_device("cuda")

@@ -1,11 +1,15 @@
 """The GPU check's figures (read from what each step leaves) and its one report (report.md, report.json)."""
 
 import json
+import os
+import sys
+from pathlib import Path
 
-from distalign.gpu_check.figures import bench_rows, emergence_curves, pytest_results, read_figures
+from distalign.gpu_check.figures import ChildPython, bench_rows, emergence_curves, pytest_results, read_figures
 from distalign.gpu_check.report import write_report
 from distalign.gpu_check.run import StepResult
 
+REPO = Path(__file__).resolve().parents[2]
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
 <testcase classname="tests.train.test_step_timing" name="test_timer[cuda]" time="1.2"/>
 <testcase classname="tests.test_x" name="test_nccl" time="0.3"><failure message="RuntimeError: No backend">tb</failure></testcase>
@@ -25,7 +29,7 @@ RUN = {"experiment": "distalign", "name": "align-mlm-tiny", "status": "FINISHED"
 
 def test_pytest_counts_and_the_tests_that_did_not_pass(tmp_path):
     (tmp_path / "junit.xml").write_text(JUNIT)
-    figures = pytest_results(tmp_path, tmp_path, "python3")
+    figures = pytest_results(tmp_path, tmp_path, ChildPython("python3"))
     assert (figures["passed"], figures["failed"], figures["skipped"]) == (1, 1, 1)
     assert figures["not_passed"][0].startswith("failed: tests.test_x::test_nccl: RuntimeError: No backend")
 
@@ -36,25 +40,36 @@ def test_emergence_curves_from_one_table_or_a_table_per_setting(tmp_path):
     (tmp_path / "emergence" / "curves.csv").write_text(header + "default,0,1.0,nan,300,4000,20000,1,1\n"
                                                                 "default,1500,3.3,5.2,300,4000,20000,41.5,40\n")
     (tmp_path / "emergence" / "wide" / "curves.csv").write_text(header + "wide,0,1.5,nan,300,4000,20000,1,1\n")
-    settings = emergence_curves(tmp_path, tmp_path, "python3")["settings"]
+    settings = emergence_curves(tmp_path, tmp_path, ChildPython("python3"))["settings"]
     assert settings["default"] == {"step": 1500, "alignment": 3.3, "mlm_loss": 5.2, "ms_per_step": 27.7,
                                    "curve": [(0, 1.0), (1500, 3.3)]}
     assert settings["wide"]["step"] == 0 and settings["wide"]["ms_per_step"] is None
-    assert "no curves.csv" in read_figures("emergence", tmp_path / "none", tmp_path, "python3")["error"]
+    assert "no curves.csv" in read_figures("emergence", tmp_path / "none", tmp_path, ChildPython("python3"))["error"]
 
 
 def test_bench_keeps_the_gpu_rows(tmp_path):
     (tmp_path / "bench_perf").mkdir()
     (tmp_path / "bench_perf" / "results.md").write_text("| area | what |\n|---|---|\n| GPU | tokens/s ddp | 54,123 |\n")
-    assert bench_rows(tmp_path, tmp_path, "python3") == {"rows": ["| GPU | tokens/s ddp | 54,123 |"]}
+    assert bench_rows(tmp_path, tmp_path, ChildPython("python3")) == {"rows": ["| GPU | tokens/s ddp | 54,123 |"]}
 
 
 def test_a_missing_file_is_an_error_in_the_figures_not_a_crash(tmp_path):
-    figures = read_figures("transfer", tmp_path, tmp_path, "python3")
+    figures = read_figures("transfer", tmp_path, tmp_path, ChildPython("python3"))
     assert figures["error"].startswith("FileNotFoundError")
-    assert read_figures("", tmp_path, tmp_path, "python3") == {}
-    assert read_figures("mlflow", tmp_path, tmp_path, "python3") == {"runs": [], "note": f"no MLflow store at "
+    assert read_figures("", tmp_path, tmp_path, ChildPython("python3")) == {}
+    assert read_figures("mlflow", tmp_path, tmp_path, ChildPython("python3")) == {"runs": [], "note": f"no MLflow store at "
                                                                                          f"{tmp_path / 'mlflow.db'}"}
+
+
+def test_mlflow_is_read_with_the_steps_environment(tmp_path):
+    """On the GPU machine MLflow is only on the steps' PYTHONPATH (the carried site): its first run read no MLflow
+    figures ("No module named 'mlflow'") from five finished runs. Here the environment given shadows mlflow."""
+    (tmp_path / "mlflow.db").write_bytes(b"")
+    (tmp_path / "shadow").mkdir()
+    (tmp_path / "shadow" / "mlflow.py").write_text("raise ImportError('the mlflow of the steps environment')\n")
+    env = os.environ | {"PYTHONPATH": os.pathsep.join([str(tmp_path / "shadow"), str(REPO)])}
+    figures = read_figures("mlflow", tmp_path, tmp_path, ChildPython(sys.executable, env))
+    assert "the mlflow of the steps environment" in figures["error"]
 
 
 def test_report_has_every_step_with_status_time_figures_and_the_failing_logs(tmp_path):
