@@ -8,7 +8,8 @@ the lists against what the pipeline really makes.
 
 A stream's ``B,T`` tensors are padded to its fixed width ``T`` (``model.max_word_tokens``,
 ``data.max_seq_length``): the data side cuts rows into batches without knowing the batch. The
-training loop trims each batch to its longest row (``trim_padding``) before the model sees it.
+training loop trims each batch to its longest row (``trim_padding``) before the model sees it, and gives a
+batch with ``labels`` the flat positions of its labelled tokens (``with_label_index``).
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from typing import Collection, Iterable
 
 import numpy as np
 import torch
+
+IGNORE_INDEX = -100  # the label of a position no loss reads (Hugging Face's and PyTorch's cross-entropy default)
+LABEL_INDEX = "label_index"  # [M] int64: the row-major flat positions of a batch's labelled tokens
 
 
 @dataclass(frozen=True)
@@ -63,3 +67,14 @@ def _columns_used(mask: torch.Tensor) -> int:
     """Columns up to the last one that some row of the [B, T] ``mask`` attends to."""
     columns = mask.any(0).nonzero()
     return int(columns[-1]) + 1 if len(columns) else 0
+
+
+def with_label_index(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``batch`` with ``label_index`` where it has ``labels`` (as it is otherwise): the positions, in row-major
+    order of the flattened [B, T] batch, of the tokens with a label. Made on the host after trimming (the width
+    fixes the flat positions): the objectives then select the labelled rows with ``index_select``, where a boolean
+    mask on the device would make the host wait for the step's earlier work to learn the count."""
+    labels = batch.get("labels")
+    if labels is None:
+        return batch
+    return batch | {LABEL_INDEX: (labels.reshape(-1) != IGNORE_INDEX).nonzero().squeeze(1)}

@@ -18,15 +18,25 @@ MLM_LOSS_METRIC = "eval/mlm/loss"
 
 @torch.no_grad()
 def mlm_loss_sums(masked_lm, batch: dict[str, np.ndarray], rows: np.ndarray, num_languages: int,
-                  batch_size: int, device: torch.device) -> torch.Tensor:
+                  batch_size: int, device: torch.device, forwards: int = 0) -> torch.Tensor:
     """[num_languages, 2] float64: per language id, the summed cross-entropy of the labelled tokens of
-    ``batch[rows]`` and their count (sums: ranks scoring disjoint rows add them up)."""
+    ``batch[rows]`` and their count (sums: ranks scoring disjoint rows add them up).
+
+    ``forwards``: the forward passes to run, at least those ``rows`` need; the ones past them score the first
+    row again and are not counted. Ranks scoring shares of unequal length pass the longest share's count: under
+    DeepSpeed ZeRO-3 every forward gathers the parameters from all ranks, and a rank that ran fewer would leave
+    the others waiting for it until the collective timed out."""
     sums = torch.zeros(num_languages, 2, dtype=torch.float64)  # host-side: summed from .cpu() values below
     was_training = masked_lm.training
     masked_lm.eval()  # no dropout: the loss of the model, not of one noisy draw
     try:
-        for start in range(0, len(rows), batch_size):
+        needed = -(-len(rows) // batch_size)
+        for start in range(0, max(forwards, needed) * batch_size, batch_size):
             index = rows[start:start + batch_size]
+            if not len(index):  # a forward the other ranks run too (ZeRO-3's gathers), its result unused
+                masked_lm(input_ids=torch.from_numpy(batch["masked_ids"][:1]).to(device),
+                          attention_mask=torch.from_numpy(batch["attention_mask"][:1]).to(device))
+                continue
             labels = torch.from_numpy(batch["labels"][index])
             labelled = labels != IGNORE_INDEX
             logits = labelled_logits(masked_lm, labels.to(device),  # at the labelled positions only

@@ -51,8 +51,12 @@ STRIPPED = (
 # botocore's service models (28 MB): only S3's and STS's are kept (distalign's storage; the check uses neither)
 BOTOCORE_SERVICES = ("s3", "sts")
 STRIPPED_BINARIES = ("ray/core/src/ray/gcs/gcs_server", "ray/core/src/ray/raylet/raylet", "ray/_raylet.so")
-DASHBOARD_PAGE = ("ray/dashboard/client/build/index.html",
-                  "<!doctype html><title>Ray</title><p>The dashboard's pages were left out of this install.")
+# the one-page build: its index and the static folder the dashboard serves (aiohttp refuses a missing one, and the
+# dashboard then fails to start: the first GPU run's Ray took 70 s to start for it)
+DASHBOARD_PAGES = {"ray/dashboard/client/build/index.html":
+                   "<!doctype html><title>Ray</title><p>The dashboard's pages were left out of this install.",
+                   "ray/dashboard/client/build/static/README.txt": "The dashboard's pages were left out of this "
+                                                                    "install.\n"}
 CARRY_LIMIT_MIB = 60
 
 
@@ -175,9 +179,9 @@ def strip_site(site: Path) -> None:
     for service in models.iterdir() if models.is_dir() else ():
         if service.is_dir() and service.name not in BOTOCORE_SERVICES:
             shutil.rmtree(service)
-    page, text = DASHBOARD_PAGE
-    (site / page).parent.mkdir(parents=True, exist_ok=True)
-    (site / page).write_text(text)
+    for page, text in DASHBOARD_PAGES.items():
+        (site / page).parent.mkdir(parents=True, exist_ok=True)
+        (site / page).write_text(text)
     for cache in list(site.rglob("__pycache__")):
         shutil.rmtree(cache)
     if shutil.which("strip"):

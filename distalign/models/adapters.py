@@ -150,6 +150,21 @@ def load_adapters(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     model.load_state_dict(state, strict=False)
 
 
+def write_weights_dtype(directory: Path, state_dict: dict) -> None:
+    """The saved config's ``dtype`` set to that of the floating weights written, where the module's differs
+    (``save_pretrained`` writes the module's: a DeepSpeed bf16 module exporting its fp32 master weights would load
+    as bf16 with ``dtype="auto"``)."""
+    dtypes = {value.dtype for value in state_dict.values() if value.is_floating_point()}
+    config_file = directory / "config.json"
+    if len(dtypes) != 1 or not config_file.is_file():
+        return
+    config = json.loads(config_file.read_text())
+    written = str(dtypes.pop()).removeprefix("torch.")
+    if config.get("dtype") != written:
+        config["dtype"] = written
+        config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
+
+
 def save_pretrained_with_adapters(model: nn.Module, directory: str | Path, state_dict: dict | None = None) -> None:
     """Base model as a plain HF directory, plus ``adapters.safetensors`` and ``adapters.json``; the weights
     are ``state_dict`` when given (else the model's own)."""
@@ -159,6 +174,7 @@ def save_pretrained_with_adapters(model: nn.Module, directory: str | Path, state
     adapters = {name: value for name, value in state_dict.items() if name in names}
     base = {name: value for name, value in state_dict.items() if name not in adapters}
     model.save_pretrained(directory, state_dict=base)
+    write_weights_dtype(directory, base)
     if adapters:
         save_file({name: value.contiguous() for name, value in adapters.items()}, str(directory / ADAPTER_WEIGHTS))
         (directory / ADAPTER_CONFIG).write_text(json.dumps(model.adapter_config))

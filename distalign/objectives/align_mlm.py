@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from distalign.errors import require
-from distalign.objectives.base import Objective, ObjectiveContext
+from distalign.objectives.base import EditParameters, Objective, ObjectiveContext, edit_in_place
 
 log = logging.getLogger("distalign")
 
@@ -116,6 +116,17 @@ def dictionary_token_ids(word_pairs, tokenizer) -> tuple[torch.Tensor, torch.Ten
     return padded(0), padded(1), len(word_pairs) - len(pairs)
 
 
+def looked_up_rows(src: torch.Tensor, tgt: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(the sorted token ids the pairs use, ``src`` and ``tgt`` as positions among them, padding kept): host work,
+    so that a step on the device has no boolean mask or ``unique`` to wait for."""
+    used = torch.cat([src[src != PAD_ID], tgt[tgt != PAD_ID]]).unique()  # sorted
+
+    def positions(ids: torch.Tensor) -> torch.Tensor:
+        return torch.where(ids == PAD_ID, ids, torch.searchsorted(used, ids.clamp_min(0)))
+
+    return used, positions(src), positions(tgt)
+
+
 @dataclass
 class AlignConfig:
     # weight = alpha (10 in the paper) on -mean cos of the input embeddings of the training pairs
@@ -147,10 +158,14 @@ class AlignObjective(Objective):
         if len(src_ids) == 0:
             raise ValueError("objectives.align: no dictionary pair left (pairs need two languages and a token "
                              "besides the word-start mark on each side)")
-        self.register_buffer("src_ids", src_ids, persistent=False)
-        self.register_buffer("tgt_ids", tgt_ids, persistent=False)
+        self.pairs = (src_ids, tgt_ids)  # on the host: the pairs a step draws from
+        # every pair each step: the rows looked up and the pairs' positions among them, made once on the host
+        for name, value in zip(("used_ids", "src_positions", "tgt_positions"), looked_up_rows(src_ids, tgt_ids)):
+            self.register_buffer(name, value, persistent=False)
         # checkpointed: the same draws on resume; host-side: a buffer moves with the module
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
+        self.draws: int | None = None  # the host's copy of ``steps``, read from it once (after a resume)
+        self.register_load_state_dict_post_hook(lambda module, keys: setattr(module, "draws", None))
         self.pairs_per_step, self.seed = pairs_per_step, seed
 
     @classmethod
@@ -164,19 +179,20 @@ class AlignObjective(Objective):
                  len(src), left_out)
         return cls(src, tgt, cfg.pairs_per_step, ctx.seed)
 
-    def after_step(self) -> None:
+    def after_step(self, edit_parameters: EditParameters = edit_in_place) -> None:
         self.steps += 1
+        if self.draws is not None:
+            self.draws += 1
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        src, tgt = self.src_ids, self.tgt_ids
-        if 0 < self.pairs_per_step < len(src):  # every rank draws the same pairs: DDP averages equal losses
-            generator = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + int(self.steps))
-            chosen = torch.randperm(len(src), generator=generator, device="cpu")[: self.pairs_per_step].to(src.device)
-            src, tgt = src[chosen], tgt[chosen]
-        used = torch.cat([src[src != PAD_ID], tgt[tgt != PAD_ID]]).unique()  # sorted
+        used, src, tgt = self.used_ids, self.src_positions, self.tgt_positions
+        all_src, all_tgt = self.pairs
+        if 0 < self.pairs_per_step < len(all_src):  # every rank draws the same pairs: DDP averages equal losses
+            if self.draws is None:
+                self.draws = int(self.steps)  # once (a host sync): the step a resumed run draws from
+            generator = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + self.draws)
+            chosen = torch.randperm(len(all_src), generator=generator, device="cpu")[: self.pairs_per_step]
+            device = used.device
+            used, src, tgt = (t.to(device, non_blocking=True) for t in looked_up_rows(all_src[chosen], all_tgt[chosen]))
         rows = model.masked_lm.get_input_embeddings()(used)
-
-        def compact(ids):  # ids -> positions in `used`, padding kept
-            return torch.where(ids == PAD_ID, ids, torch.searchsorted(used, ids.clamp_min(0)))
-
-        return align_loss(rows.float(), compact(src), compact(tgt))
+        return align_loss(rows.float(), src, tgt)

@@ -25,8 +25,9 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Iterator, Protocol
 
 import numpy as np
 import torch
@@ -37,6 +38,19 @@ from distalign.data.row_random import RowRandom
 
 if TYPE_CHECKING:
     import pyarrow as pa
+
+# Parameters -> a context giving their whole values, in the precision the optimizer steps, to change in place
+# outside a step; on leaving it the changes reach the weights the next forward reads. The training engine's
+# (``distalign.train.engine``): DeepSpeed keeps fp32 master copies and, under ZeRO-3, a partition in the module.
+EditParameters = Callable[[list[nn.Parameter]], ContextManager[list[torch.Tensor]]]
+
+
+@contextlib.contextmanager
+def edit_in_place(parameters: list[nn.Parameter]) -> Iterator[list[torch.Tensor]]:
+    """``EditParameters`` of a module that holds its whole weights in the optimizer's precision (DDP, one
+    process): the parameters' own data."""
+    with torch.no_grad():
+        yield [p.data for p in parameters]
 
 
 @dataclass
@@ -99,5 +113,6 @@ class Objective(nn.Module):
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
-    def after_step(self) -> None:
-        """Move state kept outside the optimizer forward; called on every rank after each step."""
+    def after_step(self, edit_parameters: EditParameters = edit_in_place) -> None:
+        """Move state kept outside the optimizer forward; called on every rank after each step, with the engine's
+        way to change parameters outside a step (``EditParameters``)."""

@@ -58,7 +58,7 @@ import pyarrow as pa
 import torch
 from torch import nn
 
-from distalign.data.batches import TensorSpec
+from distalign.data.batches import LABEL_INDEX, TensorSpec
 from distalign.data.row_random import RowRandom
 from distalign.errors import require
 from distalign.models.language_embeddings import (
@@ -74,6 +74,7 @@ from distalign.objectives.mlm import (
     MASKED_TENSORS,
     corrupt_selected,
     draw_word_masking,
+    labelled_rows,
     masked_lm_loss,
     whole_word_mask,
 )
@@ -508,11 +509,15 @@ class DictMLMObjective(Objective):
             inputs_embeds=self.language_embeddings(masked_lm, ids, batch["lang_ids"]),
             position_ids=position_ids(masked_lm, ids), attention_mask=batch["attention_mask"],
         ).last_hidden_state
-        labelled = batch["labels"] != IGNORE_INDEX
+        labels, label_index = batch["labels"], batch.get(LABEL_INDEX)
+
+        def labelled(tensor: torch.Tensor) -> torch.Tensor:
+            return labelled_rows(tensor, labels, label_index)
+
         # Logits only where there is a label: the vocabulary projection dominates the cost.
         if self.head is None:
-            logits = pretrained_lm_head(masked_lm)(states[labelled])
+            logits = pretrained_lm_head(masked_lm)(labelled(states))
         else:
-            logits = self.head(states[labelled], batch["label_lang_ids"][labelled],
+            logits = self.head(labelled(states), labelled(batch["label_lang_ids"]),
                                masked_lm.get_output_embeddings(), self.language_embeddings.embedding)
-        return masked_lm_loss(logits, batch["labels"][labelled])
+        return masked_lm_loss(logits, labelled(labels))

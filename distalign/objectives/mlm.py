@@ -23,13 +23,12 @@ from typing import Literal
 import numpy as np
 import torch
 
-from distalign.data.batches import TensorSpec
+from distalign.data.batches import IGNORE_INDEX, LABEL_INDEX, TensorSpec
 from distalign.data.row_random import RowRandom
 from distalign.errors import require
 from distalign.models.language_embeddings import known_lm_head
 from distalign.objectives.base import DataContext, Objective
 
-IGNORE_INDEX = -100
 Granularity = Literal["token", "word"]
 MASKED_TENSORS = (TensorSpec("masked_ids", "int64", "B,T", "input ids after masking"),
                   TensorSpec("labels", "int64", "B,T", "original id where masked, -100 elsewhere"))
@@ -125,26 +124,38 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     return total / (flat_labels != IGNORE_INDEX).sum().clamp(min=1)
 
 
-def labelled_logits(masked_lm: torch.nn.Module, labels: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
-    """[M, V]: the masked LM's logits at the M labelled positions of ``labels`` (row-major order), given the
-    encoder's ``inputs`` (``input_ids`` or ``inputs_embeds``, ``attention_mask``, ...).
+def labelled_rows(tensor: torch.Tensor, labels: torch.Tensor, label_index: torch.Tensor | None = None) -> torch.Tensor:
+    """[M, ...]: the rows of ``tensor`` [B, T, ...] at the M labelled positions of ``labels`` [B, T], in row-major
+    order: through the batch's ``label_index`` (``distalign.data.batches.with_label_index``: no host sync) where
+    it has one, else through a boolean mask (a batch made outside the training loop)."""
+    if label_index is None:
+        return tensor[labels != IGNORE_INDEX]
+    return tensor.flatten(0, 1).index_select(0, label_index)
+
+
+def labelled_logits(masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None,
+                    **inputs: torch.Tensor) -> torch.Tensor:
+    """[M, V]: the masked LM's logits at the M labelled positions of ``labels`` (row-major order; ``label_index``:
+    see ``labelled_rows``), given the encoder's ``inputs`` (``input_ids`` or ``inputs_embeds``,
+    ``attention_mask``, ...).
 
     The encoder runs on every position, its MLM head (transform and vocabulary projection: for XLM-R, with 250k
     words, the largest matrix product of the model) only where the loss reads a logit, 15 % of the tokens. The
     head module is called, not its weight indexed, so DeepSpeed ZeRO-3's hooks gather it and adapters in the
     encoder stay in the path. A model whose head ``known_lm_head`` does not know computes every logit.
     """
-    labelled = labels != IGNORE_INDEX
     head = known_lm_head(masked_lm)
     if head is None:
-        return masked_lm(**inputs).logits[labelled]
-    return head(masked_lm.base_model(**inputs).last_hidden_state[labelled])
+        return labelled_rows(masked_lm(**inputs).logits, labels, label_index)
+    return head(labelled_rows(masked_lm.base_model(**inputs).last_hidden_state, labels, label_index))
 
 
-def mlm_loss(masked_lm: torch.nn.Module, labels: torch.Tensor, **inputs: torch.Tensor) -> torch.Tensor:
+def mlm_loss(masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None,
+             **inputs: torch.Tensor) -> torch.Tensor:
     """``masked_lm_loss`` from the logits at the labelled positions only (``labelled_logits``): the same loss
     and gradients as from every position's logits."""
-    return masked_lm_loss(labelled_logits(masked_lm, labels, **inputs), labels[labels != IGNORE_INDEX])
+    return masked_lm_loss(labelled_logits(masked_lm, labels, label_index, **inputs),
+                          labelled_rows(labels, labels, label_index))
 
 
 @dataclass
@@ -173,5 +184,5 @@ class MLMObjective(Objective):
         return MLMMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob, cfg.granularity)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return mlm_loss(model.masked_lm, batch["labels"], input_ids=batch["masked_ids"],
+        return mlm_loss(model.masked_lm, batch["labels"], batch.get(LABEL_INDEX), input_ids=batch["masked_ids"],
                         attention_mask=batch["attention_mask"])

@@ -42,9 +42,10 @@ import torch.nn.functional as F
 from torch import nn
 
 from distalign.errors import require
-from distalign.objectives.base import DataContext, Objective, ObjectiveContext
 from distalign.collectives import all_gather_rows
-from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking
+from distalign.data.batches import LABEL_INDEX
+from distalign.objectives.base import DataContext, EditParameters, Objective, ObjectiveContext, edit_in_place
+from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking, labelled_rows
 from distalign.objectives.sense_state import SenseState
 
 NO_TRANSLATION = -1
@@ -97,7 +98,8 @@ def translation_labels(targets: torch.Tensor, projected: torch.Tensor, centres: 
 
 def sense_aware_loss(logits: torch.Tensor, labels: torch.Tensor, translation_labels: torch.Tensor,
                      translation_weight: float = 0.5) -> torch.Tensor:
-    """Mean over positions with a label of CE(label), mixed with CE(translation label) where one exists.
+    """Mean over positions with a label of CE(label), mixed with CE(translation label) where one exists; 0 (still
+    attached to the graph) where no position has a label.
 
     ``logits`` [N, C]; ``labels`` and ``translation_labels`` [N], IGNORE_INDEX for none.
     """
@@ -107,13 +109,16 @@ def sense_aware_loss(logits: torch.Tensor, labels: torch.Tensor, translation_lab
     if not 0.0 <= translation_weight <= 1.0:
         raise ValueError(f"translation_weight must be in [0, 1], got {translation_weight}")
     has_label = labels != IGNORE_INDEX
-    if not has_label.any():
-        raise ValueError("labels: no position has a label (all are IGNORE_INDEX)")
-    label_ce = F.cross_entropy(logits, labels, ignore_index=IGNORE_INDEX, reduction="none")
-    translation_ce = F.cross_entropy(logits, translation_labels, ignore_index=IGNORE_INDEX, reduction="none")
-    mixed = (1 - translation_weight) * label_ce + translation_weight * translation_ce
-    per_position = torch.where(translation_labels != IGNORE_INDEX, mixed, label_ce)
-    return per_position[has_label].mean()
+    has_translation = has_label & (translation_labels != IGNORE_INDEX)
+    # one fp32 log-softmax read at both labels (two cross-entropies would each keep one: [N, V·S] is the largest
+    # tensor of the step, 15 GB in fp32 for XLM-R at 64 x 512 tokens); no boolean indexing, no host sync
+    log_probs = F.log_softmax(logits, -1, dtype=torch.promote_types(logits.dtype, torch.float32))
+    label = labels.clamp(min=0)
+    label_nll = -log_probs.gather(1, label[:, None]).squeeze(1)
+    translation_nll = -log_probs.gather(1, torch.where(has_translation, translation_labels, label)[:, None]).squeeze(1)
+    mixed = (1 - translation_weight) * label_nll + translation_weight * translation_nll
+    per_position = torch.where(has_translation, mixed, label_nll) * has_label
+    return per_position.sum() / has_label.sum().clamp(min=1)
 
 
 def prediction_transform(masked_lm: nn.Module) -> Callable[[torch.Tensor], torch.Tensor]:
@@ -144,17 +149,20 @@ class SenseOutputLayer(nn.Module):
         return cls(decoder.weight, bias, num_senses)
 
     def forward(self, states: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
-        """Logits [N, V·S] for ``states`` [N, d]; senses not ``allowed`` [V, S] get −inf."""
-        logits = F.linear(states, self.weight, self.bias)
-        return logits.masked_fill(~allowed.reshape(-1), float("-inf"))
+        """Logits [N, V·S] for ``states`` [N, d]; senses not ``allowed`` [V, S] get −inf (through the bias, [V·S],
+        not a masked copy of the logits)."""
+        return F.linear(states, self.weight, self.bias.masked_fill(~allowed.reshape(-1), float("-inf")))
 
     @torch.no_grad()
-    def copy_sense_zero_(self) -> None:
-        """Give every sense the current vectors of sense 0 (when the senses start to split)."""
-        weight = self.weight.view(-1, self.num_senses, self.weight.shape[1])
-        weight.copy_(weight[:, :1].expand_as(weight))
-        bias = self.bias.view(-1, self.num_senses)
-        bias.copy_(bias[:, :1].expand_as(bias))
+    def copy_sense_zero_(self, edit_parameters: EditParameters = edit_in_place) -> None:
+        """Give every sense the current vectors of sense 0 (when the senses start to split), in the values the
+        optimizer steps (``edit_parameters``: the engine's; DeepSpeed's are its fp32 master copies, and under
+        ZeRO-3 the module holds only a partition)."""
+        with edit_parameters([self.weight, self.bias]) as (weight, bias):
+            senses = weight.view(-1, self.num_senses, weight.shape[-1])
+            senses.copy_(senses[:, :1].expand_as(senses))
+            bias = bias.view(-1, self.num_senses)
+            bias.copy_(bias[:, :1].expand_as(bias))
 
 
 def translation_table_from_dictionary(dictionary: pa.Table, tokenizer, max_translations: int = 8) -> torch.Tensor:
@@ -216,6 +224,8 @@ class SenseAwareObjective(Objective):
             raise ValueError(f"translation_table must be [{vocab_size}, K], got {tuple(translation_table.shape)}")
         if not 0.0 < alpha <= 1.0:
             raise ValueError(f"alpha (sense learning rate) must be in (0, 1], got {alpha}")
+        if vocab_size * num_senses >= 2**24:  # class indices travel as fp32 beside the states (update_state)
+            raise ValueError(f"{vocab_size} tokens x {num_senses} senses: at most 2^24 classes")
         self.alpha, self.translation_weight = alpha, translation_weight
         # Pruning runs at each projection refit after warm-up, for tokens selected >= prune_min_count times.
         self.prune_beta, self.prune_min_count = prune_beta, prune_min_count
@@ -248,9 +258,9 @@ class SenseAwareObjective(Objective):
         masked_lm = model.masked_lm
         hidden = masked_lm.base_model(input_ids=batch["masked_ids"],
                                       attention_mask=batch["attention_mask"]).last_hidden_state
-        masked = batch["labels"] != IGNORE_INDEX
-        states = prediction_transform(masked_lm)(hidden[masked])
-        targets = batch["labels"][masked]
+        labels, label_index = batch["labels"], batch.get(LABEL_INDEX)
+        states = prediction_transform(masked_lm)(labelled_rows(hidden, labels, label_index))
+        targets = labelled_rows(labels, labels, label_index)
         state = self.sense_state.to(states.device)
         self.translation_table = self.translation_table.to(states.device)
         projected = state.project(states.detach())           # z = Pᵀ h for both labels
@@ -259,28 +269,31 @@ class SenseAwareObjective(Objective):
         second = translation_labels(targets, projected, state.projected_centres, allowed, self.translation_table)
         logits = self.sense_output(states, allowed)
         if self.training:  # appended even when empty: every rank must join the gather in update_state
-            self._pending.append((targets, senses, states.detach().float()))
-        if not masked.any():  # a batch whose rows drew no masked word
-            return logits.sum() * 0.0
-        return sense_aware_loss(logits.float(), targets * state.num_senses + senses, second,
-                                self.translation_weight)
+            self._pending.append((targets * state.num_senses + senses, states.detach().float()))
+        # a batch whose rows drew no masked word gives 0 (the loss's mean over no position)
+        return sense_aware_loss(logits, targets * state.num_senses + senses, second, self.translation_weight)
 
-    def after_step(self) -> None:
-        self.update_state()
+    def after_step(self, edit_parameters: EditParameters = edit_in_place) -> None:
+        self.update_state(edit_parameters=edit_parameters)
 
-    def update_state(self, gather: Callable[[torch.Tensor], torch.Tensor] = all_gather_rows) -> None:
-        """Apply this step's (token, sense, state) rows, gathered over ranks, to the sense state."""
+    def update_state(self, gather: Callable[[torch.Tensor], torch.Tensor] = all_gather_rows,
+                     edit_parameters: EditParameters = edit_in_place) -> None:
+        """Apply this step's (token, sense, state) rows, gathered over ranks, to the sense state: one gather of
+        rows [n, 1 + d], each class index (token·S + sense, exact in fp32 below 2^24) beside its state."""
         if not self._pending:
             return
-        targets, senses, states = (gather(torch.cat(part)) for part in zip(*self._pending))
+        classes, states = (torch.cat(part) for part in zip(*self._pending))
         self._pending.clear()
-        if not len(targets):
+        rows = gather(torch.cat([classes[:, None].float(), states], 1))
+        if not len(rows):
             return
+        classes, states = rows[:, 0].long(), rows[:, 1:]
         state = self.sense_state
+        targets, senses = classes // state.num_senses, classes % state.num_senses
         was_single = state.single_sense
         refitted = state.observe(targets, senses, states, self.alpha)
         if was_single and not state.single_sense:
-            self.sense_output.copy_sense_zero_()
+            self.sense_output.copy_sense_zero_(edit_parameters)
         if self.prune_beta > 0 and refitted and not state.single_sense:
             state.prune(self.prune_beta, self.prune_min_count)
 

@@ -42,6 +42,7 @@ from torch import nn
 from distalign.errors import require
 from distalign.models.language_embeddings import LanguageEmbeddings, position_ids
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
+from distalign.data.batches import LABEL_INDEX
 from distalign.objectives.mlm import MASKED_TENSORS, Granularity, MLMMasking, mlm_loss
 
 
@@ -108,4 +109,4 @@ class TLMObjective(Objective):
             inputs["position_ids"] = model_position_ids(masked_lm, batch["positions"], attention)
         elif self.language_embeddings is not None:  # given embeddings, XLM-R would not see the padding
             inputs["position_ids"] = position_ids(masked_lm, ids)
-        return mlm_loss(masked_lm, batch["labels"], **inputs, attention_mask=attention)
+        return mlm_loss(masked_lm, batch["labels"], batch.get(LABEL_INDEX), **inputs, attention_mask=attention)

@@ -15,6 +15,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
+from distalign.objectives.base import edit_in_place
 from distalign.train.lamb import Lamb
 from distalign.train.step_timing import Mark, no_mark
 
@@ -79,8 +80,11 @@ class DDPEngine:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, max_steps: int, find_unused_parameters: bool,
                  device: torch.device):
         self.module = model.to(device)
+        # broadcast_buffers off: the models' buffers (position and token type ids) never change, and DDP would
+        # otherwise send them from rank 0 before every forward
         self.wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                               find_unused_parameters=find_unused_parameters)
+                                               find_unused_parameters=find_unused_parameters,
+                                               broadcast_buffers=False)
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg, max_steps)
         self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, before clipping
         self.bf16 = cfg.precision == "bf16"
@@ -125,6 +129,8 @@ class DDPEngine:
     @contextlib.contextmanager
     def full_weights(self):
         yield
+
+    edit_parameters = staticmethod(edit_in_place)  # the module holds the fp32 weights the optimizer steps
 
     def exported_weights(self) -> dict | None:
         """None: every rank holds the whole module; rank 0 exports its own state dict."""
@@ -238,11 +244,57 @@ class DeepSpeedEngine:
         self.engine.load_checkpoint(str(directory / DEEPSPEED_DIR), tag="state")
 
     def exported_weights(self) -> dict | None:
-        """Under ZeRO-3 the module's parameters and buffers gathered to rank 0 only, layer by layer, with
-        DeepSpeed's 16-bit consolidation (None on other ranks; all ranks enter); else None."""
-        if self.zero_stage != 3:
+        """The module's state dict for rank 0 to export (None where the module's own is it; all ranks enter).
+
+        In bf16 the module holds bf16 copies of the weights: the exported ones are DeepSpeed's fp32 master
+        weights instead (a bf16 export would load as bf16 with ``dtype="auto"``, and a fine-tuning or another
+        run would then step AdamW on bf16 weights); frozen parameters and buffers, which have no master copy,
+        are upcast. Under ZeRO-3 everything is gathered to rank 0 first (DeepSpeed's consolidation, layer by
+        layer); other ranks get None."""
+        bf16 = self.engine.bfloat16_enabled()
+        if self.zero_stage != 3 and not bf16:
             return None
-        return self.engine._zero3_consolidated_16bit_state_dict()
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        state = self.engine._zero3_consolidated_16bit_state_dict() if self.zero_stage == 3 else \
+            self.module.state_dict()
+        # every rank gathers each master weight (a collective), in the same order
+        masters = {name: safe_get_full_fp32_param(p) for name, p in self.module.named_parameters(remove_duplicate=False)
+                   if p.requires_grad} if bf16 else {}
+        if state is None:  # ZeRO-3, not rank 0
+            return None
+
+        def exported(name: str, value):  # (an objective's extra state is no tensor: kept as it is)
+            if not isinstance(value, torch.Tensor):
+                return value
+            value = masters[name] if masters.get(name) is not None else value
+            return value.detach().to("cpu", torch.float32 if value.is_floating_point() else value.dtype)
+
+        return {name: exported(name, value) for name, value in state.items()}
+
+    @contextlib.contextmanager
+    def edit_parameters(self, parameters: list[torch.nn.Parameter]):
+        """``distalign.objectives.base.EditParameters``: the parameters' fp32 master values, whole (gathered on
+        every rank: all ranks enter and must change them alike), then written back to the master copies and to
+        the module's (bf16, or ZeRO-3-partitioned) weights. A change to the module's weights alone would be
+        undone by the next step, which copies the master weights over them."""
+        import deepspeed
+        from deepspeed.utils import safe_get_full_fp32_param, safe_set_full_fp32_param
+
+        masters = [safe_get_full_fp32_param(p) for p in parameters]
+        if any(master is None for master in masters):  # no master copy (no ZeRO, fp32): the weights themselves
+            with edit_in_place(parameters) as values:
+                yield values
+            return
+        with torch.no_grad():
+            yield masters
+            for parameter, master in zip(parameters, masters):
+                safe_set_full_fp32_param(parameter, master)
+            gathered = deepspeed.zero.GatheredParameters(parameters, modifier_rank=0) if self.zero_stage == 3 \
+                else contextlib.nullcontext()
+            with gathered:  # under ZeRO-3 rank 0's whole weights are partitioned back to every rank on leaving
+                for parameter, master in zip(parameters, masters):
+                    parameter.data.copy_(master.view_as(parameter.data))
 
     @contextlib.contextmanager
     def full_weights(self):

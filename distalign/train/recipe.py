@@ -34,7 +34,7 @@ from distalign.checkpoint import (
     write_rng_state,
     write_stream_states,
 )
-from distalign.data.batches import padded_names, trim_padding
+from distalign.data.batches import padded_names, trim_padding, with_label_index
 from distalign.data.streams import StreamBatches
 from distalign.device import to_device, use_tensor_cores
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
@@ -168,7 +168,8 @@ class TrainingRecipe:
                          for batches in micro_batches]
         losses = self.engine.step(micro_batches, self.timer.mark)
         for objective in self.engine.module.objectives.values():
-            objective.after_step()  # may be a collective over all ranks: every rank calls it every step
+            # may be a collective over all ranks: every rank calls it every step
+            objective.after_step(self.engine.edit_parameters)
         self.state.step += 1
         metrics = {("Train/loss" if name == "loss" else f"Train/{name}_loss"): value for name, value in losses.items()}
         return metrics if self.engine.grad_norm is None else metrics | {"Train/grad_norm": self.engine.grad_norm}
@@ -209,11 +210,13 @@ class TrainingRecipe:
         return training_input_languages(module.masked_lm, module.objectives.get_parameter(key), self.plan.languages)
 
     def _mlm_validation_loss(self) -> dict[str, float]:
-        """Each rank scores every world_size-th held-out row; the summed losses and token counts are added up."""
-        batch = self.plan.mlm_validation
+        """Each rank scores every world_size-th held-out row, all ranks in as many forward passes as rank 0's
+        share (the longest) needs; the summed losses and token counts are added up."""
+        batch, batch_size = self.plan.mlm_validation, self.config.train.corpus_batch_size
         rows = np.arange(self.rank, len(batch["row"]), self.world_size)
-        sums = mlm_loss_sums(self.engine.module.masked_lm, batch, rows, len(self.plan.languages),
-                             self.config.train.corpus_batch_size, self.device)
+        longest_share = -(-len(batch["row"]) // self.world_size)
+        sums = mlm_loss_sums(self.engine.module.masked_lm, batch, rows, len(self.plan.languages), batch_size,
+                             self.device, forwards=-(-longest_share // batch_size))
         return mlm_loss_metrics(collectives.all_reduce_sum(sums), self.plan.languages)
 
     def save(self, directory: Path) -> None:
@@ -317,8 +320,9 @@ class TrainingRecipe:
             log.info("finished at step %d", self.state.step)
 
     def next_batches(self, streams: dict[str, StreamBatches]) -> Batches:
-        """A batch of every stream, each trimmed to its longest row (``distalign.data.batches.trim_padding``)."""
-        return {name: trim_padding(next(stream), self.padded[name], self.width_multiple)
+        """A batch of every stream, each trimmed to its longest row (``distalign.data.batches.trim_padding``), with
+        the flat positions of its labelled tokens where it has labels (``with_label_index``): host work."""
+        return {name: with_label_index(trim_padding(next(stream), self.padded[name], self.width_multiple))
                 for name, stream in streams.items()}
 
     def _log_startup(self) -> None:
