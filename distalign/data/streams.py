@@ -133,7 +133,7 @@ class CorpusBatches:
                     items = batch.pop("item")
                     batch["epoch"] = np.array([self.plan[i].epoch for i in items.tolist()], dtype=np.int64)
                     self._advance(items)
-                    yield {k: torch.from_numpy(v) for k, v in batch.items()}
+                    yield {k: torch.from_numpy(v) for k, v in batch.items()}  # host-side: to_device moves it
             if not read and first >= self.carried:
                 raise ValueError(self._starved(epoch))
 

@@ -47,7 +47,7 @@ def encode_words_all_layers(model, tokenizer, words: list[str], max_tokens: int 
     def run():
         chunks = []
         for start in range(0, len(words), batch_size):
-            enc = {k: torch.from_numpy(v) for k, v in
+            enc = {k: torch.from_numpy(v) for k, v in  # host-side: _pooled_layers moves them
                    encode_words(tokenizer, words[start:start + batch_size], max_tokens).items()}
             chunks.append(_pooled_layers(model, enc["input_ids"], enc["attention_mask"], enc["word_mask"]))
         return torch.cat(chunks, dim=1)

@@ -37,13 +37,14 @@ def mlm_loss_sums(masked_lm, batch: dict[str, np.ndarray], rows: np.ndarray, num
                 masked_lm(input_ids=torch.from_numpy(batch["masked_ids"][:1]).to(device),
                           attention_mask=torch.from_numpy(batch["attention_mask"][:1]).to(device))
                 continue
-            labels = torch.from_numpy(batch["labels"][index])
+            labels = torch.from_numpy(batch["labels"][index])  # host-side: crosses with .to(device) below
             labelled = labels != IGNORE_INDEX
             logits = labelled_logits(masked_lm, labels.to(device),  # at the labelled positions only
                                      input_ids=torch.from_numpy(batch["masked_ids"][index]).to(device),
                                      attention_mask=torch.from_numpy(batch["attention_mask"][index]).to(device))
             token_loss = torch.nn.functional.cross_entropy(logits.float(), labels[labelled].to(device),
                                                            reduction="none").double().cpu()
+            # host-side: the languages index the host sums, as token_loss (.cpu() above)
             lang = torch.from_numpy(batch["lang_id"][index])[labelled.nonzero()[:, 0]]  # each labelled token's
             sums[:, 0].index_add_(0, lang, token_loss)
             sums[:, 1].index_add_(0, lang, torch.ones_like(token_loss))

@@ -417,7 +417,7 @@ class DictMLMPreparer:
 
     def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
         names = ("input_ids", "attention_mask", "word_ids", "lang_id")
-        corpus = {name: torch.from_numpy(batch[name]) for name in names}
+        corpus = {name: torch.from_numpy(batch[name]) for name in names}  # host-side: a Ray Data preparer
         out = mask_dict_mlm_batch(corpus, self.table, self.masking, random)
         return {name: tensor.numpy() for name, tensor in out.items()}
 

@@ -101,7 +101,7 @@ class MLMMasking:
         tokenizer = load_tokenizer(tokenizer_path)
         return cls(tokenizer.mask_token_id, len(tokenizer), mask_prob, granularity)
 
-    def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:
+    def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:  # host-side: Ray Data
         word_ids = torch.from_numpy(batch["word_ids"])
         units = word_ids if self.granularity == "word" else token_units(word_ids)
         masked, labels = whole_word_mask(torch.from_numpy(batch["input_ids"]), units, self.mask_token_id,

@@ -327,7 +327,7 @@ def row_chunks(chunks: Iterable[dict[str, np.ndarray]], size: int) -> Iterator[d
 
 
 def tokenized_batches(chunks: Iterable[dict[str, np.ndarray]], job: StreamBatchJob,
-                      batch_size: int) -> Iterator[dict[str, torch.Tensor]]:
+                      batch_size: int) -> Iterator[dict[str, torch.Tensor]]:  # host-side: to_device moves them
     """Rows tokenised (and prepared) in this process in Ray Data's chunks of ``TOKENIZE_BATCH`` rows, then
     cut into batches of ``batch_size``, the last one dropped if short (packing makes fewer rows than sentences)."""
     pending: list[dict[str, np.ndarray]] = []

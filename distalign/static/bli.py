@@ -37,7 +37,7 @@ class StaticSpace:
         self.row = {w: i for i, w in enumerate(self.words)}
 
     def lookup(self, words: list[str]) -> torch.Tensor:
-        return torch.from_numpy(self.vectors[[self.row[w] for w in words]])
+        return torch.from_numpy(self.vectors[[self.row[w] for w in words]])  # host-side: CPU-only static BLI
 
 
 def parse_vectors(items: list[str]) -> dict[str, str]:

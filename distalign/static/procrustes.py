@@ -59,7 +59,7 @@ def apply_map(vectors: np.ndarray, w: np.ndarray, normalize: bool = True) -> np.
 
 
 def mutual_nearest_neighbours(mapped_src: np.ndarray, tgt: np.ndarray, similarity: str = "csls",
-                              k: int = 10) -> set[tuple[int, int]]:
+                              k: int = 10) -> set[tuple[int, int]]:  # host-side: numpy in, index pairs out
     """Pairs ``(i, j)`` where target j is source i's best match and source i is target j's best match."""
     # float32 halves the [n_src, n_tgt] score matrix; neighbour ranks need no more precision.
     scores = similarity_matrix(torch.from_numpy(mapped_src).float(), torch.from_numpy(tgt).float(), similarity, k)
