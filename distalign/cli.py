@@ -230,7 +230,7 @@ def _bench_memory(args) -> int:
         raise ConfigError(f"--models {args.models}: give a comma list of {', '.join(MODELS)}")
     if min(args.batch, args.seq, args.gpus) < 1 or args.seq > 512:
         raise ConfigError("--batch and --gpus must be >= 1, --seq in 1..512 (XLM-R's positions)")
-    run_memory_bench(bench_output_dir(args, "bench_memory"), models, args.batch, args.seq, args.gpus)
+    run_memory_bench(bench_output_dir(args, "bench_memory"), models, args.batch, args.seq, args.gpus, progress=say)
     return 0
 
 

@@ -380,14 +380,14 @@ class Row:
         return self.total - self.per_sequence * self.sequences
 
 
-def measure(models: list[str], sequences: int, length: int, gpus: int, rows: dict = ROWS,
-            configs: dict | None = None, progress=lambda line: None) -> list[Row]:
+def measure(models: list[str], sequences: int, length: int, gpus: int, configs: dict | None = None,
+            progress=lambda line: None) -> list[Row]:
     """Every objective row on every model under DDP, ZeRO-2 and ZeRO-3; activations traced at ``sequences`` and at
     half of it, so that the largest batch that fits can be found (``largest_batch``)."""
     out = []
     for model in models:
         config = (configs or {}).get(model) or xlmr(model)
-        for objective, row in rows.items():
+        for objective, row in ROWS.items():
             progress(f"{model} {objective}")
             traces = {bf16: (trace_step(config, row, sequences, length, bf16),
                              trace_step(config, row, max(1, sequences // 2), length, bf16))
