@@ -9,6 +9,7 @@
     distalign bench synthetic
     distalign bench streaming --sizes-mb 20,2048 --steps 100
     distalign bench perf
+    distalign bench memory --models base,large --batch 64 --seq 512 --gpus 8
     distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
     distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.tsv --similarity csls
 """
@@ -220,6 +221,19 @@ def _bench_perf(args) -> int:
     return 0
 
 
+def _bench_memory(args) -> int:
+    from distalign.bench.memory import MODELS, run_memory_bench
+
+    models = [m for m in args.models.split(",") if m]
+    unknown = [m for m in models if m not in MODELS]
+    if unknown or not models:
+        raise ConfigError(f"--models {args.models}: give a comma list of {', '.join(MODELS)}")
+    if min(args.batch, args.seq, args.gpus) < 1 or args.seq > 512:
+        raise ConfigError("--batch and --gpus must be >= 1, --seq in 1..512 (XLM-R's positions)")
+    run_memory_bench(bench_output_dir(args, "bench_memory"), models, args.batch, args.seq, args.gpus, progress=say)
+    return 0
+
+
 def _bench_synthetic(args) -> int:
     from distalign.bench.synthetic import BenchSpec, run_bench
 
@@ -415,7 +429,7 @@ def _add_static_command(sub, arguments: bool) -> None:
 
 
 def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
-    """`distalign bench synthetic|streaming|perf ...`; ``preset``: the synthetic bench's defaults from a preset."""
+    """`distalign bench synthetic|streaming|perf|memory ...`; ``preset``: the synthetic bench's defaults from a preset."""
     bench = sub.add_parser("bench", help="controlled benchmarks")
     if not arguments:
         return
@@ -512,6 +526,19 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
                            "against the Hugging Face Trainer); "
                            "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
     perf.set_defaults(func=_bench_perf)
+
+    memory = bench.add_parser(
+        "memory", help="peak GPU memory per GPU of each objective's step (XLM-R base/large; DDP, ZeRO-2, ZeRO-3) and "
+                       "the largest batch that fits 80 and 141 GB",
+        description="Weights, gradients and optimizer state by the ZeRO accounting, the objectives' own parameters "
+                    "and state sized from the built objectives, and the activations of one forward and backward "
+                    "traced on CPU with fake tensors (no GPU, seconds per objective): printed and results.md.")
+    memory.add_argument("--models", default="base,large", help="comma list of base, large (XLM-R)")
+    memory.add_argument("--batch", type=int, default=64, help="sequences per GPU")
+    memory.add_argument("--seq", type=int, default=512, help="tokens per sequence")
+    memory.add_argument("--gpus", type=int, default=8, help="N: the GPUs ZeRO partitions over")
+    memory.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_memory")
+    memory.set_defaults(func=_bench_memory)
 
 
 def build_parser(bench_preset: str = "", command: str | None = None) -> argparse.ArgumentParser:
