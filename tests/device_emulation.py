@@ -144,29 +144,26 @@ def _frames() -> list:
     return out
 
 
-def _short(frame) -> str:
+def _short(frame, root: Path = PACKAGE) -> str:
     path = Path(frame.f_code.co_filename)
     try:
-        name = str(path.resolve().relative_to(PACKAGE.parent))
+        name = str(path.resolve().relative_to(root.parent))
     except ValueError:
         parts = path.parts
         name = "/".join(parts[parts.index("site-packages") + 1:]) if "site-packages" in parts else path.name
     return f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
 
 
-def _in_package(frame) -> bool:
-    return frame.f_code.co_filename.startswith(str(PACKAGE))
-
-
-def responsible(limit: int = 1) -> tuple[list[str], str]:
-    """The innermost ``limit`` distalign frames on the stack, and the innermost frame outside torch, this module and
-    distalign (where an op was called from, if that is a library)."""
+def responsible(limit: int = 1, root: Path = PACKAGE) -> tuple[list[str], str]:
+    """The innermost ``limit`` frames under ``root`` (distalign) on the stack, and the innermost frame outside torch,
+    this module and ``root`` (where an op was called from, if that is a library)."""
     frames = [f for f in _frames() if f.f_code.co_filename != _THIS]
-    ours = [_short(f) for f in frames if _in_package(f)][:limit]
-    outside = next((f for f in frames if not f.f_code.co_filename.startswith(_TORCH) and not _in_package(f)
+    mine = lambda f: f.f_code.co_filename.startswith(str(root) + "/")  # noqa: E731
+    ours = [_short(f, root) for f in frames if mine(f)][:limit]
+    outside = next((f for f in frames if not f.f_code.co_filename.startswith(_TORCH) and not mine(f)
                     and "/contextlib.py" not in f.f_code.co_filename), None)
-    first_ours = next((f for f in frames if _in_package(f)), None)
-    via = _short(outside) if outside is not None and (first_ours is None or frames.index(outside) <
+    first_ours = next((f for f in frames if mine(f)), None)
+    via = _short(outside, root) if outside is not None and (first_ours is None or frames.index(outside) <
                                                       frames.index(first_ours)) else ""
     return ours or ["<outside distalign>"], via
 
@@ -243,7 +240,7 @@ class _Functions(TorchFunctionMode):
                 device = kwargs.get("device")
                 em.placement[out] = DEVICE if device is not None and torch.device(device) == EMULATED else HOST
                 if em.placement[out] == HOST:
-                    ours, via = responsible()
+                    ours, via = responsible(root=em.root)
                     em.origin[out] = f"{getattr(func, '__name__', func)} at {ours[0]}" + (f" via {via}" if via else "")
             return out
         return func(*args, **kwargs)
@@ -293,6 +290,7 @@ class DeviceEmulation:
     origin: WeakIdKeyDictionary = field(default_factory=WeakIdKeyDictionary)  # where a host factory was called
     syncs: list[Sync] | None = None  # None outside a window
     checking: bool = True
+    root: Path = PACKAGE  # the code whose lines are reported (the self-tests name their own directory)
     _quiet: int = 0
     _modes: contextlib.ExitStack | None = None
 
@@ -342,7 +340,7 @@ class DeviceEmulation:
     def record(self, kind: str) -> None:
         if self.syncs is None or self._quiet:
             return
-        ours, via = responsible()
+        ours, via = responsible(root=self.root)
         self.syncs.append(Sync(kind, ours[0], via))
 
     def check(self, func, packet, args, kwargs, inputs: list[torch.Tensor]) -> None:
@@ -376,7 +374,7 @@ class DeviceEmulation:
     def _mix(self, func, host: torch.Tensor, inputs: list[torch.Tensor]) -> None:
         if not self.checking:
             return
-        ours, via = responsible(limit=5)
+        ours, via = responsible(limit=5, root=self.root)
         places = ", ".join(f"{tuple(t.shape)} {self.placement.get(t, HOST)}" for t in inputs)
         made = self.origin.get(host)
         raise DeviceMixError(f"{func}: a host tensor {tuple(host.shape)} {host.dtype}"
