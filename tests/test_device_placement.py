@@ -374,6 +374,10 @@ def nccl_like_group(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     for name in ("all_reduce", "all_gather", "broadcast"):
         monkeypatch.setattr(dist, name, refuse)
+    # object collectives pick their device themselves: both ranks hand over the same object here
+    monkeypatch.setattr(dist, "all_gather_object", lambda out, obj, group=None: out.__setitem__(slice(None),
+                                                                                                  [obj] * len(out)))
+    monkeypatch.setattr(dist, "get_rank", lambda group=None: 0)
 
 
 def _headed_for_cuda(call) -> None:

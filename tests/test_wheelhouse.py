@@ -1,6 +1,7 @@
 """``make wheelhouse`` and the GPU check's installer, end to end: the wheelhouse built for CPython 3.12, its site
-archive installed with the network blocked into a Python 3.12 that holds only the GPU image's base packages, and a
-real training run (Ray, DeepSpeed ZeRO-2, MLflow) there. Downloads (the first time, the stand-in image too: torch's
+archive installed with the network blocked into a Python 3.12 that holds only the GPU image's base packages, a
+real training run (Ray, DeepSpeed ZeRO-2, MLflow) there, then ``make gpu-check``'s test collection (``-m gpu``) and
+its whole CPU rehearsal (``python -m distalign.gpu_check --cpu``) in those packages, not the dev venv's. Downloads (the first time, the stand-in image too: torch's
 CUDA build from PyPI, several GB) and takes minutes: marker ``wheelhouse``, run by ``make test-wheelhouse`` only.
 
 The stand-in image is a venv of Python 3.12 (``.wheelhouse/image-py312``) with ``IMAGE_STAND_IN`` (the image's versions where the registry has
@@ -48,7 +49,7 @@ def image_python() -> str:
     return str(python)
 
 
-def test_the_wheelhouse_installs_offline_and_a_deepspeed_run_trains_there(tmp_path):
+def test_the_wheelhouse_installs_offline_and_the_gpu_check_rehearses_there(tmp_path):
     python = image_python()
     started = time.monotonic()
     carry = tmp_path / "carry"
@@ -84,6 +85,23 @@ def test_the_wheelhouse_installs_offline_and_a_deepspeed_run_trains_there(tmp_pa
                           "train.precision=bf16"], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
     assert "[distalign] done" in run.stdout
+    trained = time.monotonic()
+
+    # what `make gpu-check` runs, in the image's own packages: its test collection, then every step rehearsed on CPU
+    # (the first GPU run found what the dev venv hid: test files importing test-only packages, and MLflow read
+    # outside the carried site)
+    collected = subprocess.run([python, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", "-m", "gpu",
+                                "tests/"], cwd=REPO, env=env, capture_output=True, text=True)
+    assert collected.returncode == 0, collected.stdout[-3000:] + collected.stderr[-3000:]
+    rehearsal_env = env | {"PYTHONPATH": str(REPO)}  # the check installs the site itself, as on the GPU machine
+    rehearsal = subprocess.run([python, "-m", "distalign.gpu_check", "--cpu", "--site", str(carry / "site.tar.xz"),
+                                "--carry", str(carry), "--out", str(tmp_path / "report"), "--work",
+                                str(tmp_path / "check")], cwd=REPO, env=rehearsal_env, capture_output=True, text=True)
+    report = (tmp_path / "report" / "report.md").read_text()
+    print(report)
+    assert rehearsal.returncode == 0, report[:6000]
     print(f"\nwheelhouse built in {built - started:.0f} s ({megabytes(carry):.1f} MiB carried); installed offline "
           f"in {installed['unpack_s'] + installed['compile_s']:.0f} s ({installed}); imports {found['import_s']}; "
-          f"unmet requirements {found['unmet_requirements']}; a ZeRO-2 run in {time.monotonic() - built:.0f} s")
+          f"unmet requirements {found['unmet_requirements']}; a ZeRO-2 run in {trained - built:.0f} s; gpu tests "
+          f"collected: {collected.stdout.strip().splitlines()[-1]}; the CPU rehearsal in "
+          f"{time.monotonic() - trained:.0f} s")

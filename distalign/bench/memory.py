@@ -26,6 +26,8 @@ the CUDA context, cuBLAS workspaces and the allocator's fragmentation are not co
 
 from __future__ import annotations
 
+# host-side module: it builds its inputs and models on the CPU (fake floating-point tensors), never on a GPU
+
 import contextlib
 import dataclasses
 import math
@@ -34,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from torch._subclasses.fake_tensor import unset_fake_temporarily
 from torch.utils._python_dispatch import TorchDispatchMode, _disable_current_modes
 from torch.utils._pytree import tree_leaves, tree_map
 
@@ -190,7 +193,8 @@ def build_objectives(row: dict[str, dict], masked_lm: torch.nn.Module, dictionar
         plugin = OBJECTIVES[name]
         cfg = plugin.Config(**fields)
         if plugin is AlignObjective:
-            built[name] = AlignObjective(src, tgt, cfg.pairs_per_step, seed)
+            with unset_fake_temporarily():  # its dictionary's rows are made on the host, from the real ids
+                built[name] = AlignObjective(src, tgt, cfg.pairs_per_step, seed)
         elif plugin is SenseAwareObjective:
             fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
                       if f.name not in ("weight", "mask_prob", "max_translations")}
@@ -309,7 +313,7 @@ def build_step(config, row: dict[str, dict], sequences: int, length: int, bf16_w
     torch.manual_seed(seed)
     dictionary = synthetic_dictionary(config.vocab_size, SenseAwareObjective.Config.max_translations, seed)
     with fake_mode or contextlib.nullcontext():  # the integer tables above stay real
-        masked_lm = XLMRobertaForMaskedLM(config).eval()  # as from_pretrained leaves it
+        masked_lm = XLMRobertaForMaskedLM(config).train()  # as the recipe trains it: dropout's masks count
         objectives = build_objectives(row, masked_lm, dictionary, seed)
         model = TrainingModule(masked_lm, objectives, {name: 1.0 for name in objectives})
         if bf16_weights:

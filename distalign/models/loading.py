@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from distalign.errors import ConfigError
+from distalign.models.attention import prepared_masks
 
 if TYPE_CHECKING:
     import torch
@@ -174,4 +175,6 @@ def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
 
 
 def load_masked_lm(name_or_path: str) -> torch.nn.Module:
-    return _transformers().AutoModelForMaskedLM.from_pretrained(name_or_path)
+    """The masked LM, its encoder given prepared attention masks (``distalign.models.attention``), in eval mode
+    as ``from_pretrained`` leaves it (a trainer switches it to training)."""
+    return prepared_masks(_transformers().AutoModelForMaskedLM.from_pretrained(name_or_path))

@@ -73,8 +73,11 @@ class LexicalConfig:
 
 
 def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
-             temperature: float = LexicalConfig.temperature) -> torch.Tensor:
-    """Multi-positive InfoNCE over the ``2N`` items of ``N`` constraint pairs (see module docstring)."""
+             temperature: float = LexicalConfig.temperature, pairs: torch.Tensor | None = None) -> torch.Tensor:
+    """Multi-positive InfoNCE over the ``2N`` items of ``N`` constraint pairs (see module docstring).
+
+    ``pairs`` [N] bool: the pairs taking part (default all): the loss of ``a[pairs], b[pairs]`` without selecting
+    them (a selection's size would have to be read from the device); 0 when none does."""
     if a.dim() != 2 or a.shape != b.shape:
         raise ValueError(f"a and b must both be [N, d] with equal shapes, got {tuple(a.shape)} and {tuple(b.shape)}")
     synset_ids = torch.as_tensor(synset_ids, device=a.device)
@@ -95,11 +98,16 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
     same = labels[:, None] == labels[None, :]
     pos = same & ~torch.eye(len(labels), dtype=torch.bool, device=a.device)
     neg = ~same
+    if pairs is not None:  # items of the other pairs are neither positives nor negatives of anything
+        taking_part = torch.cat([pairs, pairs])
+        both = taking_part[:, None] & taking_part[None, :]
+        pos, neg = pos & both, neg & both
     # logsumexp over each row's negatives (-inf for a row without any: its positives then cost 0;
     # masked_fill's backward zeroes the masked entries, so no NaN gradient arises)
     lse_neg = torch.logsumexp(logits.masked_fill(~neg, float("-inf")), 1, keepdim=True)
     per_pair = torch.logaddexp(logits, lse_neg) - logits    # -log softmax of s_ij vs {s_ij} U negatives
-    return (per_pair * pos).sum() / pos.sum()  # the mean over positive pairs, without a host sync (no indexing)
+    # the mean over positive pairs, without a host sync (no indexing); 0 without any
+    return (per_pair * pos).sum() / pos.sum().clamp(min=1)
 
 
 def _local(rows: torch.Tensor, same_size: bool = False) -> torch.Tensor:
@@ -125,16 +133,16 @@ def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: tor
     # both sides' word rows in one collective (a batch has as many pairs on every rank)
     words = gather(torch.cat([mean_pool(states1, word_mask1), mean_pool(states2, word_mask2)], 1).float(),
                    same_size=True)
-    width = states1.shape[-1]
-    loss = info_nce(words[:, :width], words[:, width:], gather(synset_ids, same_size=True), temperature)
+    width, synsets = states1.shape[-1], gather(synset_ids, same_size=True)
+    loss = info_nce(words[:, :width], words[:, width:], synsets, temperature)
     if gloss_weight == 0:
         return loss
+    # every pair's gloss rows gathered (as many on every rank), those with a gloss on both sides taking part
     both = (gloss_mask1.sum(1) > 0) & (gloss_mask2.sum(1) > 0)
-    g1 = gather(mean_pool(states1[both], gloss_mask1[both]).float())
-    g2 = gather(mean_pool(states2[both], gloss_mask2[both]).float())
-    if not len(g1):  # no pair with both glosses on any rank (every rank sees the same gathered size)
-        return loss
-    return loss + gloss_weight * info_nce(g1, g2, gather(synset_ids[both]), temperature)
+    glosses = gather(torch.cat([mean_pool(states1, gloss_mask1), mean_pool(states2, gloss_mask2)], 1).float(),
+                     same_size=True)
+    both = gather(both.long(), same_size=True).bool()
+    return loss + gloss_weight * info_nce(glosses[:, :width], glosses[:, width:], synsets, temperature, both)
 
 
 def encode_both_sides(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:

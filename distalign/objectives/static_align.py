@@ -154,6 +154,9 @@ class StaticAlignConfig:
     extract_layer: int = 6  # X2Static teacher layer (6 for XLM-R base; 0 = embeddings, -1 = last)
     extract_epochs: int = 1  # X2Static training epochs over the corpus
     align_iterations: int = 1  # self-learning rounds after the seed-dictionary fit (0 = seed only)
+    # where the driver extracts them, before Ray Train starts: cpu, or cuda on a driver with a GPU of its own (Ray
+    # does not count the driver's use: on a worker node's GPU it would share it with a training worker)
+    extract_device: Literal["cpu", "cuda"] = "cpu"
     # procrustes (orthogonal, onto the pivot's normalised space) or vecmap (whitening, orthogonal map, re-weighting,
     # de-whitening; needs at least as many seed pairs with vectors as the vectors have dimensions)
     mapping: StaticMapping = "procrustes"

@@ -27,6 +27,7 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import CorpusStream
@@ -55,8 +56,9 @@ def seed_pairs_between(pairs: pa.Table, src_lang: str, tgt_lang: str) -> list[tu
 
 def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs: pa.Table, out_dir: str | Path,
                           layer: int, epochs: int, iterations: int, seed: int = 0,
-                          method: MappingMethod = "procrustes") -> list[StaticVectorsSource]:
-    """Extract and align (module docstring); ``corpora`` are (path, lang). Returns one source per language."""
+                          method: MappingMethod = "procrustes", device: str = "cpu") -> list[StaticVectorsSource]:
+    """Extract (on ``device``) and align (module docstring); ``corpora`` are (path, lang). Returns one source per
+    language."""
     out_dir = Path(out_dir)
     paths_by_lang: dict[str, list[str]] = defaultdict(list)
     for path, lang in corpora:
@@ -67,12 +69,14 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
     if all(Path(s.path).is_file() for s in sources):  # a resumed run
         return sources
 
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("objectives.static.extract_device: cuda, but the driver sees no GPU (use cpu)")
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = {}
     for lang in languages:
         log.info("static targets: X2Static vectors for '%s' from %s (layer %d)", lang, model_path, layer)
         raw[lang] = extract_to_file(model_path, paths_by_lang[lang], out_dir / f"{lang}.x2static.vec", layer=layer,
-                                    epochs=epochs, seed=seed)["path"]
+                                    epochs=epochs, seed=seed, device=device)["path"]
     pivot_words, pivot_vectors, _ = read_word2vec(raw[pivot])
     for source in sources:
         if source.lang == pivot:  # the shared space: the pivot's normalised vectors
@@ -109,7 +113,8 @@ def derived_static_sources(config: ExperimentConfig, model_path: str, corpus: Co
                           "data.static_vectors for corpora on S3 or from Hugging Face datasets")
     local = [(path, src.lang) for src in corpus.sources for path in src.paths]
     return derive_static_vectors(model_path, local, pairs, Path(config.data.output_dir) / "static",
-                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed, s.mapping)
+                                 s.extract_layer, s.extract_epochs, s.align_iterations, config.train.seed, s.mapping,
+                                 s.extract_device)
 
 
 def read_static_targets(config: ExperimentConfig, sources: list[StaticVectorsSource],

@@ -54,6 +54,7 @@ from distalign.data.readers import InputError, ReadReport, read_corpus
 from distalign.data.tokenize import encode_sentences
 from distalign.device import use_tensor_cores
 from distalign.errors import ConfigError
+from distalign.models.attention import prepared_masks
 from distalign.models.loading import load_tokenizer
 from distalign.models.pooling import mean_pool
 from distalign.static.word2vec_format import write_word2vec
@@ -156,7 +157,7 @@ def load_teacher(model_name_or_path: str, layer: int) -> tuple[torch.nn.Module, 
     verbosity = transformers.logging.get_verbosity()
     transformers.logging.set_verbosity_error()
     try:
-        model = AutoModel.from_pretrained(model_name_or_path, num_hidden_layers=max(layer, 1))
+        model = prepared_masks(AutoModel.from_pretrained(model_name_or_path, num_hidden_layers=max(layer, 1)))
     finally:
         transformers.logging.set_verbosity(verbosity)
     model.requires_grad_(False).eval()

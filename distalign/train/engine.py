@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 from pathlib import Path
 
 import torch
@@ -20,6 +21,10 @@ from distalign.train.lamb import Lamb
 from distalign.train.step_timing import Mark, no_mark
 
 MAX_GRAD_NORM = 1.0
+# DDP sends its buffers from rank 0 before every forward unless told not to; the models' buffers (position and
+# token type ids) never change. PyTorch 2.13 renamed the option (the GPU image's 2.11 has the old name only).
+NO_BUFFER_SYNC = {"forward_sync_buffers": False} if "forward_sync_buffers" in \
+    inspect.signature(DistributedDataParallel).parameters else {"broadcast_buffers": False}
 
 
 # Parameters BERT, the LAMB reference and the Hugging Face Trainer keep out of weight decay (and LAMB out of
@@ -80,11 +85,8 @@ class DDPEngine:
     def __init__(self, model: torch.nn.Module, cfg: TrainConfig, max_steps: int, find_unused_parameters: bool,
                  device: torch.device):
         self.module = model.to(device)
-        # broadcast_buffers off: the models' buffers (position and token type ids) never change, and DDP would
-        # otherwise send them from rank 0 before every forward
         self.wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                               find_unused_parameters=find_unused_parameters,
-                                               broadcast_buffers=False)
+                                               find_unused_parameters=find_unused_parameters, **NO_BUFFER_SYNC)
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg, max_steps)
         self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, before clipping
         self.bf16 = cfg.precision == "bf16"

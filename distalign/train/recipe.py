@@ -83,9 +83,18 @@ class RowTrace:
 
 
 def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
+    """Each metric's mean over the ranks. The ranks must log the same metrics: a sum of vectors built from
+    different keys would mix them, or hang where the vectors' lengths differ, so the keys are compared first."""
     if not collectives.initialized():
         return values
     keys = sorted(values)
+    if collectives.distributed():
+        everyone: list = [None] * dist.get_world_size()
+        dist.all_gather_object(everyone, keys)
+        differing = {rank: sorted(set(theirs) ^ set(keys)) for rank, theirs in enumerate(everyone) if theirs != keys}
+        if differing:
+            raise RuntimeError(f"rank {dist.get_rank()} logs metrics other ranks do not (rank: metrics only one "
+                               f"side has): {differing}")
     sums = collectives.all_reduce_sum(torch.tensor([values[k] for k in keys], dtype=torch.float64))  # host-side
     return {k: v / dist.get_world_size() for k, v in zip(keys, sums.tolist())}
 
@@ -123,6 +132,7 @@ class TrainingRecipe:
         use_tensor_cores(self.device)  # fp32 runs and the in-loop evaluation on tensor cores (TF32)
         self.tokenizer = load_tokenizer(tokenizer_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
+        masked_lm.train()  # from_pretrained leaves it in eval mode: pre-training with dropout, as BERT's and the papers'
         if t.gradient_checkpointing:
             masked_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         adapters = config.model.adapters

@@ -35,8 +35,9 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from distalign.device import use_tensor_cores
+from distalign.device import to_device, use_tensor_cores
 from distalign.models.adapters import attach_saved_adapters
+from distalign.models.attention import prepared_masks
 from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
 from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
@@ -109,7 +110,7 @@ def load_model(model_path: str, task: type[TransferTask], adapter_training: str 
     import transformers
 
     auto = getattr(transformers, task.model_class)
-    model = auto.from_pretrained(model_path, num_labels=len(task.labels))
+    model = prepared_masks(auto.from_pretrained(model_path, num_labels=len(task.labels)))
     if attach_saved_adapters(model, model_path):  # it froze every other parameter
         encoder = model.base_model_prefix + "."
         for name, param in model.named_parameters():
@@ -156,7 +157,7 @@ def predict(model: torch.nn.Module, task: type[TransferTask], features: list[dic
     with torch.no_grad():
         for start in range(0, len(mine), batch_size):
             chunk = mine[start:start + batch_size]
-            batch = {k: v.to(device) for k, v in collate([features[i] for i in chunk], pad_id).items()}
+            batch = to_device(collate([features[i] for i in chunk], pad_id), device)
             logits = task.logits(model(**model_inputs(batch)))
             predicted += zip(chunk, task.predictions(logits, batch["labels"], [features[i] for i in chunk]))
     if world > 1:
@@ -238,14 +239,14 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
         order = np.random.default_rng([job.seed, epoch]).permutation(len(data.train))  # same on every rank
         for index, (start, stop) in enumerate(batches):
             mine = order[start:stop][rank::world]
-            batch = {k: v.to(device) for k, v in collate([data.train[i] for i in mine], pad_id).items()}
-            with input_language(model, job.source):
-                losses.append(train_step(task, wrapped, model, optimizer, schedule, batch).item())
+            batch = to_device(collate([data.train[i] for i in mine], pad_id), device)
+            with input_language(model, job.source):  # the loss stays on the device until a candidate reads it
+                losses.append(train_step(task, wrapped, model, optimizer, schedule, batch))
             step += 1
             at_candidate = step % s.select_every == 0 if s.select_every else index == steps_per_epoch - 1
             if at_candidate or step == total:
                 dev = scores(data.dev)
-                candidate = {"step": step, "epoch": epoch, "train_loss": float(np.mean(losses)), "dev": dev,
+                candidate = {"step": step, "epoch": epoch, "train_loss": float(torch.stack(losses).mean()), "dev": dev,
                              "selection": float(np.mean([metrics[task.main_metric] for metrics in dev.values()]))}
                 history.append(candidate)
                 losses = []

@@ -70,7 +70,7 @@ class TokenTask(TransferTask):
 
     @classmethod
     def predictions(cls, logits, labels, features) -> list[tuple[list[int], list[int]]]:
-        predicted = logits.argmax(-1)
+        predicted, labels = logits.argmax(-1).cpu(), labels.cpu()  # to the host once a batch, not once a row
         kept = labels != IGNORE
         return [(gold[keep].tolist(), pred[keep].tolist()) for gold, pred, keep in zip(labels, predicted, kept)]
 
