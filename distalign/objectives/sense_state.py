@@ -82,7 +82,7 @@ def ema_update_(centres: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     first = torch.searchsorted(sorted_keys, sorted_keys)
     count = torch.searchsorted(sorted_keys, sorted_keys, right=True) - first
     rank = torch.arange(len(sorted_keys), device=keys.device) - first
-    decay = torch.tensor(1.0 - alpha, dtype=centres.dtype, device=centres.device)
+    decay = 1.0 - alpha  # a Python number: a tensor made of it on a GPU would be a synchronous copy
     weight = alpha * decay ** (count - 1 - rank).to(centres.dtype)
     # a key's rows all write the same decayed centre, so which write lands does not matter
     out[sorted_keys] = out[sorted_keys] * (decay ** count.to(centres.dtype)).unsqueeze(1)

@@ -74,7 +74,8 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
     out_dir.mkdir(parents=True, exist_ok=True)
     raw = {}
     for lang in languages:
-        log.info("static targets: X2Static vectors for '%s' from %s (layer %d)", lang, model_path, layer)
+        log.info("static targets: X2Static vectors for '%s' from %s (layer %d, on the driver's %s: "
+                 "objectives.static.extract_device)", lang, model_path, layer, device)
         raw[lang] = extract_to_file(model_path, paths_by_lang[lang], out_dir / f"{lang}.x2static.vec", layer=layer,
                                     epochs=epochs, seed=seed, device=device)["path"]
     pivot_words, pivot_vectors, _ = read_word2vec(raw[pivot])
