@@ -166,9 +166,14 @@ INTEGER_TYPES = (torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, 
 
 
 def xlmr(model: str, **overrides):
+    """The model's config, attention dropout left to the kernel: on a GPU, SDPA's fused kernels drop attention
+    weights inside the kernel and keep none of them, while on CPU attention with dropout falls back to the math
+    path, which keeps [B, heads, T, T] probabilities and masks per layer (twice the step's activations at 512
+    tokens). The hidden dropouts, which keep [B, T, d] masks on a GPU too, stay."""
     from transformers import XLMRobertaConfig
 
-    return XLMRobertaConfig(**(XLMR | MODELS.get(model, {}) | overrides), attn_implementation="sdpa")
+    return XLMRobertaConfig(**(XLMR | MODELS.get(model, {}) | {"attention_probs_dropout_prob": 0.0} | overrides),
+                            attn_implementation="sdpa")
 
 
 def synthetic_dictionary(vocab: int, max_translations: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
