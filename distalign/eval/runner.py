@@ -47,7 +47,7 @@ from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.bli import BLISettings
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
-from distalign.models.loading import check_local_model, check_model_files
+from distalign.models.loading import check_hub_model, check_local_model, check_model_files
 
 ARTIFACT_DIR = "eval"
 EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
@@ -124,6 +124,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
+    check_hub_model(model, "--model")  # in the cache, or the Hub reachable: one look, before any work
     return ModelUnderTest(model, model)  # a hub name, loaded by transformers
 
 

@@ -111,6 +111,43 @@ def check_local_model(name_or_path: str, key: str) -> None:
     check_model_files(name_or_path, key)
 
 
+HUB_TIMEOUT_S = 5.0  # one look at the Hub: an air-gapped node drops the packets, and transformers retries for ~30 s
+
+
+def is_hub_name(name_or_path: str) -> bool:
+    """``xlm-roberta-base``, ``org/model``: no local path, not the tiny model."""
+    return name_or_path != "tiny" and not Path(name_or_path).expanduser().exists() and \
+        not name_or_path.startswith(("/", ".", "~", "s3://")) and name_or_path.count("/") <= 1
+
+
+def check_hub_model(name_or_path: str, key: str) -> None:
+    """A Hub model name must be in the local Hugging Face cache or reachable on the Hub, checked in one look of at
+    most ``HUB_TIMEOUT_S`` before anything starts: else one ``ConfigError`` naming ``key``, the Hub and what to do
+    (transformers would retry for about 30 s and end in a traceback naming neither). Local paths and ``tiny`` pass
+    (``check_local_model`` checks paths)."""
+    if not is_hub_name(name_or_path):
+        return
+    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+    from huggingface_hub.errors import RepositoryNotFoundError
+
+    if isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
+        return  # cached: it loads from there (HF_HUB_OFFLINE=1 spares the Hub's checks of it)
+    remedy = (f"download it where the Hub is reachable (distalign's nodes read the Hugging Face cache, "
+              f"{constants.HF_HUB_CACHE}: `hf download {name_or_path}` there, or copy that cache to the "
+              f"nodes and set HF_HUB_OFFLINE=1), or save it to a directory (save_pretrained) and give its path")
+    if constants.HF_HUB_OFFLINE:
+        raise ConfigError(f"{key}: {name_or_path} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
+                          f"{remedy}")
+    try:
+        HfApi().model_info(name_or_path, timeout=HUB_TIMEOUT_S)
+    except RepositoryNotFoundError:
+        raise ConfigError(f"{key}: {name_or_path}: no such model on the Hub ({constants.ENDPOINT}) or no access to "
+                          "it (a private or gated model needs HF_TOKEN)") from None
+    except Exception as err:  # no route, a refused connection, a timeout, a proxy's refusal: the Hub is not there
+        raise ConfigError(f"{key}: {name_or_path}: the Hub ({constants.ENDPOINT}) cannot be reached from this "
+                          f"machine ({type(err).__name__}) and the model is not in its cache; {remedy}") from None
+
+
 # save_pretrained's files: a tokenizer needs one of these (else transformers builds an empty one of the model's type,
 # silently), the weights one of those
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "sentencepiece.bpe.model", "spiece.model")

@@ -42,7 +42,7 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, require
 from distalign.eval.selection import in_loop_settings
-from distalign.models.loading import build_tiny_model, max_model_positions
+from distalign.models.loading import build_tiny_model, check_hub_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
 from distalign.preparation.prepared import BLIPairs, PreparedData
 from distalign.preparation.staging import staged_model
@@ -80,6 +80,7 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
     tiny model if asked for and the static targets if an objective reads the static stream."""
+    check_hub_model(config.model.name_or_path, "model.name_or_path")  # first: before any input is read
     d = config.data
     if d.source == "synthetic":
         world = synthetic_world(config)
