@@ -10,7 +10,6 @@ import re
 from html.parser import HTMLParser
 from pathlib import Path
 
-import markdown
 import pytest
 
 from distalign.metric_names import TRAINING, family_of
@@ -118,6 +117,8 @@ class _Links(HTMLParser):
 def relative_link_targets(markdown_text: str) -> list[str]:
     """The targets of the links and images of a Markdown text (inline, reference-style, raw HTML) that are paths
     in the repository: no URL, no mail address, no bare #anchor."""
+    import markdown  # a docs dependency only: `make gpu-check` collects this file where it may be missing
+
     parser = _Links()
     parser.feed(markdown.markdown(markdown_text, extensions=["tables", "md_in_html"]))
     return [t for t in parser.targets if not re.match(r"[a-z][a-z0-9+.-]*:|#", t, re.I)]
