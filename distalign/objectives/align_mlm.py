@@ -42,7 +42,7 @@ import torch
 import torch.nn.functional as F
 
 from distalign.errors import require
-from distalign.objectives.base import EditParameters, Objective, ObjectiveContext, edit_in_place
+from distalign.objectives.base import Objective, ObjectiveContext
 
 log = logging.getLogger("distalign")
 
@@ -184,7 +184,7 @@ class AlignObjective(Objective):
                  len(src), left_out)
         return cls(src, tgt, cfg.pairs_per_step, ctx.seed)
 
-    def after_step(self, edit_parameters: EditParameters = edit_in_place) -> None:
+    def after_step(self) -> None:
         self.steps += 1
         if self.draws is not None:
             self.draws += 1

@@ -113,6 +113,9 @@ class Objective(nn.Module):
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         raise NotImplementedError
 
-    def after_step(self, edit_parameters: EditParameters = edit_in_place) -> None:
-        """Move state kept outside the optimizer forward; called on every rank after each step, with the engine's
-        way to change parameters outside a step (``EditParameters``)."""
+    # how to change parameters outside a step (``EditParameters``): the training recipe sets its engine's
+    edit_parameters: EditParameters = staticmethod(edit_in_place)
+
+    def after_step(self) -> None:
+        """Move state kept outside the optimizer forward; called on every rank after each step (parameters changed
+        here go through ``self.edit_parameters``)."""

@@ -274,11 +274,10 @@ class SenseAwareObjective(Objective):
         # a batch whose rows drew no masked word gives 0 (the loss's mean over no position)
         return sense_aware_loss(logits, targets * state.num_senses + senses, second, self.translation_weight)
 
-    def after_step(self, edit_parameters: EditParameters = edit_in_place) -> None:
-        self.update_state(edit_parameters=edit_parameters)
+    def after_step(self) -> None:
+        self.update_state()
 
-    def update_state(self, gather: Callable[[torch.Tensor], torch.Tensor] = all_gather_rows,
-                     edit_parameters: EditParameters = edit_in_place) -> None:
+    def update_state(self, gather: Callable[[torch.Tensor], torch.Tensor] = all_gather_rows) -> None:
         """Apply this step's (token, sense, state) rows, gathered over ranks, to the sense state: one gather of
         rows [n, 1 + d], each class index (token·S + sense, exact in fp32 below 2^24) beside its state."""
         if not self._pending:
@@ -294,7 +293,7 @@ class SenseAwareObjective(Objective):
         was_single = state.single_sense
         refitted = state.observe(targets, senses, states, self.alpha)
         if was_single and not state.single_sense:
-            self.sense_output.copy_sense_zero_(edit_parameters)
+            self.sense_output.copy_sense_zero_(self.edit_parameters)
         if self.prune_beta > 0 and refitted and not state.single_sense:
             state.prune(self.prune_beta, self.prune_min_count)
 

@@ -155,6 +155,8 @@ class TrainingRecipe:
         uses_lm_head = any(plugin.uses_lm_head for plugin, _ in active.values())
         model_flops = ModelFlops.of(masked_lm)
         self.engine = build_engine(model, t, self.plan.schedule.max_steps, uses_lm_head, self.device)
+        for objective in objectives.values():  # their changes to parameters outside a step go through the engine
+            objective.edit_parameters = self.engine.edit_parameters
         self.timer = StepTimer(self.device, model_flops, getattr(self.engine, "wrapped", None))
         if resume_dir is not None:
             self.engine.load(resume_dir)
@@ -178,8 +180,7 @@ class TrainingRecipe:
                          for batches in micro_batches]
         losses = self.engine.step(micro_batches, self.timer.mark)
         for objective in self.engine.module.objectives.values():
-            # may be a collective over all ranks: every rank calls it every step
-            objective.after_step(self.engine.edit_parameters)
+            objective.after_step()  # may be a collective over all ranks: every rank calls it every step
         self.state.step += 1
         metrics = {("Train/loss" if name == "loss" else f"Train/{name}_loss"): value for name, value in losses.items()}
         return metrics if self.engine.grad_norm is None else metrics | {"Train/grad_norm": self.engine.grad_norm}
