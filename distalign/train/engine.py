@@ -258,18 +258,24 @@ class DeepSpeedEngine:
             return None
         from deepspeed.utils import safe_get_full_fp32_param
 
+        chief = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
         state = self.engine._zero3_consolidated_16bit_state_dict() if self.zero_stage == 3 else \
-            self.module.state_dict()
-        # every rank gathers each master weight (a collective), in the same order
-        masters = {name: safe_get_full_fp32_param(p) for name, p in self.module.named_parameters(remove_duplicate=False)
-                   if p.requires_grad} if bf16 else {}
-        if state is None:  # ZeRO-3, not rank 0
+            (self.module.state_dict() if chief else None)
+        # every rank gathers each master weight (a collective), in the same order; rank 0 keeps them on the host,
+        # one at a time (the whole fp32 model is not held on a GPU)
+        keeps = state is not None
+        masters = {}
+        for name, parameter in self.module.named_parameters(remove_duplicate=False) if bf16 else ():
+            master = safe_get_full_fp32_param(parameter) if parameter.requires_grad else None
+            if keeps and master is not None:
+                masters[name] = master.detach().to("cpu")
+        if not keeps:  # not rank 0
             return None
 
         def exported(name: str, value):  # (an objective's extra state is no tensor: kept as it is)
             if not isinstance(value, torch.Tensor):
                 return value
-            value = masters[name] if masters.get(name) is not None else value
+            value = masters.get(name, value)
             return value.detach().to("cpu", torch.float32 if value.is_floating_point() else value.dtype)
 
         return {name: exported(name, value) for name, value in state.items()}
