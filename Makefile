@@ -54,7 +54,8 @@ PYTHON_VERSION ?= 3.12
 wheelhouse: $(STAMP)
 	$(BIN)/python -m distalign.gpu_check.wheelhouse --python-version $(PYTHON_VERSION)
 
-# the wheelhouse built and installed offline into a clean Python 3.12 (downloads; minutes): not part of `make test`
+# the wheelhouse built and installed offline into a clean Python 3.12 stand-in of the GPU image, a ZeRO-2 run there,
+# then gpu-check's test collection and its whole CPU rehearsal in those packages (downloads; ~25 min): not in `make test`
 test-wheelhouse: $(STAMP)
 	$(BIN)/python -m pytest -q -m wheelhouse tests/test_wheelhouse.py
 
