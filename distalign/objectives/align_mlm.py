@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from distalign.device import to_device
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
 
@@ -197,8 +198,9 @@ class AlignObjective(Objective):
                 self.draws = int(self.steps)  # once (a host sync): the step a resumed run draws from
             generator = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + self.draws)
             chosen = torch.randperm(len(all_src), generator=generator, device="cpu")[: self.pairs_per_step]
-            device = used.device
-            used, src, tgt = (t.to(device, non_blocking=True) for t in looked_up_rows(all_src[chosen], all_tgt[chosen]))
+            drawn = to_device(dict(zip(("used", "src", "tgt"), looked_up_rows(all_src[chosen], all_tgt[chosen]))),
+                              used.device)
+            used, src, tgt = drawn["used"], drawn["src"], drawn["tgt"]
         rows = model.masked_lm.get_input_embeddings()(used)
         # positions among the rows looked up, made on the host from pairs with a token on each side: valid
         return align_loss(rows.float(), src, tgt, validate=False)
