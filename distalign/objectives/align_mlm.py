@@ -164,9 +164,12 @@ class AlignObjective(Objective):
         if len(src_ids) == 0:
             raise ValueError("objectives.align: no dictionary pair left (pairs need two languages and a token "
                              "besides the word-start mark on each side)")
-        self.pairs = (src_ids, tgt_ids)  # on the host: the pairs a step draws from
+        draws_pairs = 0 < pairs_per_step < len(src_ids)
+        self.pairs = (src_ids, tgt_ids) if draws_pairs else None  # on the host: the pairs a step draws from
         # every pair each step: the rows looked up and the pairs' positions among them, made once on the host
-        for name, value in zip(("used_ids", "src_positions", "tgt_positions"), looked_up_rows(src_ids, tgt_ids)):
+        for name, value in zip(("used_ids", "src_positions", "tgt_positions"),
+                               (torch.empty(0, dtype=torch.long),) * 3 if draws_pairs else  # host-side: buffers
+                               looked_up_rows(src_ids, tgt_ids)):
             self.register_buffer(name, value, persistent=False)
         # checkpointed: the same draws on resume; host-side: a buffer moves with the module
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
@@ -192,8 +195,8 @@ class AlignObjective(Objective):
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         used, src, tgt = self.used_ids, self.src_positions, self.tgt_positions
-        all_src, all_tgt = self.pairs
-        if 0 < self.pairs_per_step < len(all_src):  # every rank draws the same pairs: DDP averages equal losses
+        if self.pairs is not None:  # every rank draws the same pairs: DDP averages equal losses
+            all_src, all_tgt = self.pairs
             if self.draws is None:
                 self.draws = int(self.steps)  # once (a host sync): the step a resumed run draws from
             generator = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + self.draws)
