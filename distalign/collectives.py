@@ -25,6 +25,16 @@ def distributed() -> bool:
     return initialized() and dist.get_world_size() > 1
 
 
+def rank() -> int:
+    """This process's rank in the default group (0 without one)."""
+    return dist.get_rank() if initialized() else 0
+
+
+def world_size() -> int:
+    """The ranks of the default group (1 without one)."""
+    return dist.get_world_size() if initialized() else 1
+
+
 def collective_device(tensor_device: torch.device) -> torch.device:
     """A device the default group's backend takes tensors on: ``tensor_device`` where the backend serves its
     type, else the current CUDA device under NCCL, else CPU. Gloo counts as serving CPU only: it lacks some

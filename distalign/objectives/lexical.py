@@ -55,7 +55,7 @@ from distalign.data.streams import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
-from distalign.collectives import all_gather_rows
+from distalign import collectives
 
 
 @dataclass
@@ -78,6 +78,15 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
 
     ``pairs`` [N] bool: the pairs taking part (default all): the loss of ``a[pairs], b[pairs]`` without selecting
     them (a selection's size would have to be read from the device); 0 when none does."""
+    items, labels, taking = _items(a, b, synset_ids, temperature, pairs)
+    total, positives = info_nce_share(items, labels, taking, 0, len(items), temperature)
+    # the mean over positive pairs, without a host sync (no indexing); 0 without any
+    return total / positives.clamp(min=1)
+
+
+def _items(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float,
+           pairs: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+    """The checked inputs as the ``2N`` items ``[a; b]``, their labels and which take part (None: all)."""
     if a.dim() != 2 or a.shape != b.shape:
         raise ValueError(f"a and b must both be [N, d] with equal shapes, got {tuple(a.shape)} and {tuple(b.shape)}")
     synset_ids = torch.as_tensor(synset_ids, device=a.device)
@@ -87,62 +96,80 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
         raise ValueError("info_nce needs at least one pair (N >= 1)")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
+    return (torch.cat([a, b]), torch.cat([synset_ids, synset_ids]),
+            None if pairs is None else torch.cat([pairs, pairs]))
 
+
+def info_nce_share(items: torch.Tensor, labels: torch.Tensor, taking: torch.Tensor | None, first: int, count: int,
+                   temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """The share of the rows ``items[first:first + count]`` in the InfoNCE over all ``items`` [M, d] (labels [M],
+    ``taking`` [M] bool or None): the sum of ``l_ij`` over the positive pairs (i, j) whose i is one of those rows,
+    and how many such pairs there are. Each row's candidates are all M items but itself. Memory: the items in fp32
+    and a few [count, M] matrices, so a rank that takes its own rows pays O(M·d + count·M), not O(M²)."""
     # fp32 similarities even under bf16 autocast (DDP's): at tau 0.07 bf16 products err by ~0.06 in the logits,
     # and DeepSpeed's bf16 runs, which have no autocast, would train another loss
-    with torch.autocast(a.device.type, enabled=False):
-        x = torch.cat([a, b], 0)
-        x = F.normalize(x.to(torch.promote_types(x.dtype, torch.float32)), dim=-1)
-        logits = x @ x.T / temperature                      # [2N, 2N]
-    labels = torch.cat([synset_ids, synset_ids])
-    same = labels[:, None] == labels[None, :]
-    pos = same & ~torch.eye(len(labels), dtype=torch.bool, device=a.device)
-    neg = ~same
-    if pairs is not None:  # items of the other pairs are neither positives nor negatives of anything
-        taking_part = torch.cat([pairs, pairs])
-        both = taking_part[:, None] & taking_part[None, :]
+    with torch.autocast(items.device.type, enabled=False):
+        keys = F.normalize(items.to(torch.promote_types(items.dtype, torch.float32)), dim=-1)
+        logits = keys[first:first + count] @ keys.T / temperature          # [count, M]
+    rows = slice(first, first + count)
+    same = labels[rows, None] == labels[None, :]
+    itself = (torch.arange(first, first + count, device=items.device)[:, None]
+              == torch.arange(len(items), device=items.device)[None, :])
+    pos, neg = same & ~itself, ~same
+    if taking is not None:  # items of the other pairs are neither positives nor negatives of anything
+        both = taking[rows, None] & taking[None, :]
         pos, neg = pos & both, neg & both
     # logsumexp over each row's negatives (-inf for a row without any: its positives then cost 0;
     # masked_fill's backward zeroes the masked entries, so no NaN gradient arises)
     lse_neg = torch.logsumexp(logits.masked_fill(~neg, float("-inf")), 1, keepdim=True)
     per_pair = torch.logaddexp(logits, lse_neg) - logits    # -log softmax of s_ij vs {s_ij} U negatives
-    # the mean over positive pairs, without a host sync (no indexing); 0 without any
-    return (per_pair * pos).sum() / pos.sum().clamp(min=1)
+    return (per_pair * pos).sum(), pos.sum()
 
 
-def _local(rows: torch.Tensor, same_size: bool = False) -> torch.Tensor:
-    return rows
+def global_info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
+                    temperature: float = LexicalConfig.temperature, pairs: torch.Tensor | None = None) -> torch.Tensor:
+    """``info_nce`` of the pairs of every rank (each rank passes its own, as many on every rank), each rank
+    computing only its own items' rows against all ranks' items: O(W·B·d + B·W·B) memory a rank, not O((W·B)²).
 
-
-def gather_pairs(rows: torch.Tensor, same_size: bool = False) -> torch.Tensor:
-    """The rows of every rank (float rows keep their gradients): negatives span the global batch.
-    ``same_size``: every rank gathers as many rows (a constraint batch: ``drop_last`` batches)."""
-    return all_gather_rows(rows, with_grad=rows.is_floating_point(), same_size=same_size)
+    The items travel in the dtype they come in (bf16 under autocast; the similarities are fp32 as in
+    ``info_nce``), with their gradients: in backward each rank's items receive what every rank's rows sent them.
+    DDP and DeepSpeed average the ranks' gradients, so a rank's share, scaled by W, gives their average the
+    gradient of the whole batch's loss; the value returned is that loss on every rank (the ranks' shares and
+    positive counts summed), as before any split. Without a process group it is ``info_nce``."""
+    items, labels, taking = _items(a, b, synset_ids, temperature, pairs)
+    everyone = collectives.all_gather_rows(items, with_grad=True, same_size=True)               # [W·2B, d], rank after rank
+    marks = labels[:, None] if taking is None else torch.stack([labels, taking.long()], 1)
+    marks = collectives.all_gather_rows(marks, same_size=True)
+    total, positives = info_nce_share(everyone, marks[:, 0], None if taking is None else marks[:, 1].bool(),
+                                      collectives.rank() * len(items), len(items), temperature)
+    whole_total, whole_positives = collectives.all_reduce_sum(
+        torch.stack([total.detach().double(), positives.double()])).unbind()
+    whole_positives = whole_positives.clamp(min=1)  # 0 without any positive pair, as info_nce
+    share = total * collectives.world_size() / whole_positives.to(total.dtype)
+    # the value of the whole loss, the gradient of the share (the detached part has none)
+    return share + ((whole_total / whole_positives).to(total.dtype) - share).detach()
 
 
 def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: torch.Tensor, word_mask2: torch.Tensor,
                    gloss_mask1: torch.Tensor, gloss_mask2: torch.Tensor, synset_ids: torch.Tensor,
-                   temperature: float, gloss_weight: float, gather: Callable[..., torch.Tensor] = _local) -> torch.Tensor:
+                   temperature: float, gloss_weight: float,
+                   contrast: Callable[..., torch.Tensor] = info_nce) -> torch.Tensor:
     """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss.
 
-    ``gather`` collects pooled rows and labels before the loss (``gather_pairs``: from every rank).
+    ``contrast``: the InfoNCE of the pooled rows, ``info_nce`` (this worker's pairs) or ``global_info_nce``
+    (every worker's pairs are one contrastive set).
     """
     if gloss_weight < 0:
         raise ValueError(f"gloss_weight must be >= 0, got {gloss_weight}")
     synset_ids = torch.as_tensor(synset_ids, device=states1.device)
-    # both sides' word rows in one collective (a batch has as many pairs on every rank)
-    words = gather(torch.cat([mean_pool(states1, word_mask1), mean_pool(states2, word_mask2)], 1).float(),
-                   same_size=True)
-    width, synsets = states1.shape[-1], gather(synset_ids, same_size=True)
-    loss = info_nce(words[:, :width], words[:, width:], synsets, temperature)
+    words1, words2 = mean_pool(states1, word_mask1), mean_pool(states2, word_mask2)
+    loss = contrast(words1, words2, synset_ids, temperature)
     if gloss_weight == 0:
         return loss
-    # every pair's gloss rows gathered (as many on every rank), those with a gloss on both sides taking part
+    # the pairs with a gloss on both sides take part (every pair's rows go in: as many on every rank)
     both = (gloss_mask1.sum(1) > 0) & (gloss_mask2.sum(1) > 0)
-    glosses = gather(torch.cat([mean_pool(states1, gloss_mask1), mean_pool(states2, gloss_mask2)], 1).float(),
-                     same_size=True)
-    both = gather(both.long(), same_size=True).bool()
-    return loss + gloss_weight * info_nce(glosses[:, :width], glosses[:, width:], synsets, temperature, both)
+    glosses1, glosses2 = mean_pool(states1, gloss_mask1), mean_pool(states2, gloss_mask2)
+    return loss + gloss_weight * contrast(glosses1, glosses2, synset_ids, temperature, both)
 
 
 def encode_both_sides(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -177,7 +204,7 @@ class LexicalObjective(Objective):
         if cfg.gloss_weight < 0:
             raise ValueError(f"gloss_weight must be >= 0, got {cfg.gloss_weight}")
         self.temperature, self.gloss_weight = cfg.temperature, cfg.gloss_weight
-        self.gather = gather_pairs if cfg.global_negatives else _local
+        self.contrast = global_info_nce if cfg.global_negatives else info_nce
 
     @classmethod
     def validate(cls, cfg: LexicalConfig, experiment, key: str) -> None:
@@ -198,4 +225,4 @@ class LexicalObjective(Objective):
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states1, states2 = encode_both_sides(model, batch)
         return sense_info_nce(states1, states2, batch["word_mask1"], batch["word_mask2"], batch["gloss_mask1"],
-                              batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight, self.gather)
+                              batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight, self.contrast)

@@ -7,7 +7,7 @@ import inspect
 
 import pytest
 
-from distalign.objectives.lexical import LexicalConfig, LexicalObjective
+from distalign.objectives.lexical import LexicalConfig, LexicalObjective, global_info_nce, info_nce
 from distalign.objectives.registry import OBJECTIVES
 
 
@@ -26,5 +26,5 @@ def test_constructor_defaults_are_the_configs(name):
 def test_lexical_objective_is_built_from_its_config():
     built = LexicalObjective.build(LexicalConfig(), ctx=None)
     assert built.temperature == LexicalConfig.temperature and built.gloss_weight == LexicalConfig.gloss_weight
-    assert built.gather.__name__ == "gather_pairs"  # global_negatives: true, the config's default
-    assert LexicalObjective(LexicalConfig(global_negatives=False)).gather.__name__ == "_local"
+    assert built.contrast is global_info_nce  # global_negatives: true, the config's default
+    assert LexicalObjective(LexicalConfig(global_negatives=False)).contrast is info_nce
