@@ -10,7 +10,7 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from distalign import collectives
+from distalign.bench.negatives import gather_everything_info_nce
 from distalign.objectives.lexical import global_info_nce, info_nce, info_nce_share, sense_info_nce
 
 PAIRS, TOKENS, IN_DIM, DIM = 24, 4, 6, 8
@@ -26,14 +26,6 @@ def inputs():
     gloss[::3, 2:] = 1  # a third of the pairs have glosses on both sides
     synsets = torch.arange(PAIRS) // 5  # synsets straddle the ranks' shares, so positives cross ranks
     return x1, x2, word, gloss, synsets
-
-
-def gather_everything_info_nce(a, b, synset_ids, temperature, pairs=None):
-    """The implementation before ``global_info_nce``: every rank gathers all pairs (fp32, with their gradients)
-    and computes the whole [2WB, 2WB] loss."""
-    gather = lambda rows: collectives.all_gather_rows(rows, with_grad=rows.is_floating_point(), same_size=True)
-    return info_nce(gather(a.float()), gather(b.float()), gather(synset_ids), temperature,
-                    None if pairs is None else gather(pairs))
 
 
 def loss_and_grads(rows: slice, contrast, gloss_weight: float) -> tuple[float, list[torch.Tensor]]:
@@ -66,6 +58,7 @@ def _worker(rank, world, init_file, results):
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=world)
     share = slice(rank * PAIRS // world, (rank + 1) * PAIRS // world)
     for level, gloss_weight in LEVELS.items():
+        # the split, the implementation before it (every rank computes the whole loss), each worker's own pairs
         for name, contrast in (("split", global_info_nce), ("gathered", gather_everything_info_nce),
                                ("own", info_nce)):
             loss, grads = loss_and_grads(share, contrast, gloss_weight)
