@@ -94,7 +94,7 @@ def slope(rows: list[Row], side: str) -> float:
 
 
 def format_table(rows: list[Row]) -> str:
-    lines = ["| W | items W·2B | before: peak MB | before / one [W·2B]² fp32 | after: peak MB | after: bytes per item |",
+    lines = ["| W | items W·2B | before: peak MiB | before / one [W·2B]² fp32 | after: peak MiB | after: bytes per item |",
              "|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.world} | {row.items} | {row.before / MB:,.1f} | {row.before / (4 * row.items ** 2):.1f} "

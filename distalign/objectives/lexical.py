@@ -29,6 +29,10 @@ Example
 >>> loss.backward(); a.grad.shape
 torch.Size([4, 16])
 
+Across workers (``global_info_nce``, ``global_negatives: true``): the items of every rank's pairs form one
+contrastive set; each rank computes the rows of its own items against all ranks' items, its share scaled so that
+the ranks' averaged gradients are the whole loss's.
+
 Sense level (``sense_info_nce``): Each word of a constraint pair is encoded as
 ``[CLS] word [SEP] gloss [SEP]`` (``distalign.data.gloss_inputs``); its sense vector is the mean of
 the word's subword states (``word_mask``), and the pairs are contrasted with the same multi-positive
