@@ -94,14 +94,15 @@ def slope(rows: list[Row], side: str) -> float:
 
 
 def format_table(rows: list[Row]) -> str:
-    lines = ["| W | items W·2B | before: peak MiB | before / one [W·2B]² fp32 | after: peak MiB | after: bytes per item |",
-             "|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| W | items W·2B | before: peak MiB | before / one [W·2B]² fp32 | after: peak MiB "
+             "| after: bytes per item |", "|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
         lines.append(f"| {row.world} | {row.items} | {row.before / MB:,.1f} | {row.before / (4 * row.items ** 2):.1f} "
                      f"| {row.after / MB:,.1f} | {row.after / row.items:,.0f} |")
     if len(rows) > 1:
         lines.append(f"\nB = {rows[0].pairs} pairs a rank, d = {rows[0].dim}; peak ∝ W^k from W = {rows[0].world} "
-                     f"to {rows[-1].world}: before k = {slope(rows, 'before'):.2f}, after k = {slope(rows, 'after'):.2f}")
+                     f"to {rows[-1].world}: before k = {slope(rows, 'before'):.2f}, "
+                     f"after k = {slope(rows, 'after'):.2f}")
     return "\n".join(lines)
 
 

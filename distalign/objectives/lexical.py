@@ -141,7 +141,7 @@ def global_info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
     gradient of the whole batch's loss; the value returned is that loss on every rank (the ranks' shares and
     positive counts summed), as before any split. Without a process group it is ``info_nce``."""
     items, labels, taking = _items(a, b, synset_ids, temperature, pairs)
-    everyone = collectives.all_gather_rows(items, with_grad=True, same_size=True)               # [W·2B, d], rank after rank
+    everyone = collectives.all_gather_rows(items, with_grad=True, same_size=True)  # [W·2B, d], rank after rank
     marks = labels[:, None] if taking is None else torch.stack([labels, taking.long()], 1)
     marks = collectives.all_gather_rows(marks, same_size=True)
     total, positives = info_nce_share(everyone, marks[:, 0], None if taking is None else marks[:, 1].bool(),
