@@ -446,7 +446,7 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
     synthetic.add_argument("overrides", nargs="*", help="training-config overrides (jobs/configs/bench_synthetic.yaml)")
     synthetic.add_argument("--corpus", default="", help="base corpus, one sentence a line, or parsed sentences "
                                                        "(.conllu, needed by translit_syn) (default: English side "
-                                                       "of ../shared/data/eval/tatoeba)")
+                                                       "of Tatoeba in the data home: distalign data fetch tatoeba)")
     synthetic.add_argument("--max-sentences", type=int, default=20_000)
     synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm",
                            help="of translit, translit_inv, translit_perm, translit_syn (needs a .conllu corpus)")

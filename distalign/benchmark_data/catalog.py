@@ -52,13 +52,13 @@ class DataFile:
 RESOURCES = {r.name: r for r in (
     Resource("g-bli", "G-BLI bilingual lexicon induction dictionaries (28 pairs over de, en, fi, fr, hr, it, ru, "
              "tr; train 500/1k/3k/5k, test 2k)", "codogogo/xling-eval", "008a643439707ff64a95e282cc10613124dffce1",
-             "eval/bli/gbli", "language pair (de-en)", "eval's bli and word_alignment tasks, static bli",
+             "eval/bli/gbli", "language pair, either order (en-de)", "eval's bli and word_alignment tasks, static bli",
              "none stated upstream (research use)",
              "Glavaš, Litschko, Ruder, Vulić (2019). How to (Properly) Evaluate Cross-Lingual Word Embeddings: On "
              "Strong Baselines, Comparative Analyses, and Some Misconceptions. ACL."),
     Resource("panlex-bli", "PanLex-BLI dictionaries (210 pairs over 15 lower-resource languages; train 500-5000, test 2000)",
              "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/bli/panlex",
-             "language pair (bg-ca)", "eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
+             "language pair, either order (bg-ca)", "eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
              "none stated for the data upstream (PanLex data: CC0); research use",
              "Vulić, Glavaš, Reichart, Korhonen (2019). Do We Really Need Fully Unsupervised Cross-Lingual "
              "Embeddings? EMNLP."),
@@ -69,7 +69,7 @@ RESOURCES = {r.name: r for r in (
              "Bojanowski, Grave, Joulin, Mikolov (2017). Enriching Word Vectors with Subword Information. TACL."),
     Resource("multisimlex", "Multi-SimLex cross-lingual word similarity, 66 pairs over 12 languages",
              "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/multisimlex",
-             "language pair, ISO 639-3 (eng-fra, as the file names it)", "eval's xlsim task",
+             "language pair, ISO 639-3, either order (eng-fra)", "eval's xlsim task",
              "none stated in the redistributing repository (research use)",
              "Vulić et al. (2020). Multi-SimLex: A Large-Scale Evaluation of Multilingual and Crosslingual Lexical "
              "Semantic Similarity. Computational Linguistics 46(4)."),
@@ -102,12 +102,14 @@ def files_of(name: str, parts: tuple[str, ...] = ()) -> list[DataFile]:
     files = [f for f in all_files() if f.resource == name]
     if not parts:
         return files
-    known = sorted({f.part for f in files})
-    unknown = [part for part in parts if part not in known]
+    known = {f.part for f in files}
+    # a pair in either order (the readers read de-en from G-BLI's en-de file, swapped)
+    chosen = {part if part in known else "-".join(reversed(part.split("-"))) for part in parts}
+    unknown = [part for part in parts if part not in known and "-".join(reversed(part.split("-"))) not in known]
     if unknown:
         raise InputError(f"{name}: no part {', '.join(unknown)} (a {RESOURCES[name].part_kind}); it has: "
-                         f"{', '.join(known)}")
-    return [f for f in files if f.part in parts]
+                         f"{', '.join(sorted(known))}")
+    return [f for f in files if f.part in chosen]
 
 
 def select(spec: str) -> tuple[Resource, list[DataFile]]:
