@@ -70,7 +70,7 @@ def mirror_server(data_root: Path):
     mirror = Mirror("", {_url_path(f): data_root / f.path for f in all_files() if (data_root / f.path).is_file()})
     server = ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Handler,), {"mirror": mirror}))
     mirror.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     try:
         yield mirror

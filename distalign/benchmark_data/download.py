@@ -37,6 +37,8 @@ def download(url: str, dest: Path, sha256: str, size: int, progress: Callable[[i
         have = 0
     if have < size:
         _receive(url, part, have, progress)
+        if part.stat().st_size < size:  # the server closed early (http.client does not always raise then)
+            raise _interrupted(url, part, "the connection closed early")
     actual = _sha256(part)
     if actual != sha256:
         part.unlink()
@@ -60,9 +62,13 @@ def _receive(url: str, part: Path, have: int, progress: Callable[[int], object])
     except urllib.error.HTTPError as err:
         raise InputError(f"{url}: HTTP {err.code} {err.reason}") from None
     except (urllib.error.URLError, http.client.HTTPException, OSError) as err:
-        kept = part.stat().st_size if part.is_file() else 0
-        raise InputError(f"{url}: download failed ({getattr(err, 'reason', err)}); {kept} bytes kept in {part}, "
-                         "run the same command again to resume") from None
+        raise _interrupted(url, part, str(getattr(err, "reason", err))) from None
+
+
+def _interrupted(url: str, part: Path, why: str) -> InputError:
+    kept = part.stat().st_size if part.is_file() else 0
+    return InputError(f"{url}: download interrupted ({why}); {kept} bytes kept in {part}: run the same command "
+                      "again to resume")
 
 
 def _sha256(path: Path) -> str:
