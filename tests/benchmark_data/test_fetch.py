@@ -114,3 +114,22 @@ def test_names_and_parts_are_checked_before_anything_is_fetched(mirror, home, ca
 def test_a_benchmark_not_in_the_data_home_names_its_fetch_command(home, task, key, name):
     with pytest.raises(InputError, match=f"`distalign data fetch {name}`"):
         build_tasks(SuiteSpec(tasks=(task,)))
+
+
+def test_eval_runs_on_fetched_benchmarks_with_no_eval_dir_given(ray_local, mirror, home, tmp_path):
+    """The issue's "done when": `data fetch g-bli tatoeba multisimlex` into an empty data home, then `distalign eval`
+    with no benchmark folder in the command reads them from there."""
+    import pandas as pd
+
+    from distalign.config import TinyModelConfig
+    from distalign.models.loading import build_tiny_model
+
+    tiny = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64)
+    model = build_tiny_model(tmp_path / "model", ["der Hund the dog le chien", "die Katze the cat le chat"] * 50, tiny)
+    assert fetch("g-bli", "tatoeba", "multisimlex", "--mirror", mirror.url) == 0
+    out = tmp_path / "out"
+    assert main(["eval", "--model", str(model), "--bli-pairs", "de-en", "--xlsim-pairs", "eng-fra", "--tatoeba-langs",
+                 "deu", "--max-queries", "50", "--max-sentences", "50", "--layer", "-1", "--no-mlflow",
+                 "--output-dir", str(out), "--cpus-per-task", "0.5"]) == 0
+    results = pd.read_csv(out / "results.csv")
+    assert {("bli", "de-en"), ("xlsim", "eng-fra"), ("tatoeba", "deu-eng")} <= set(zip(results.task, results.pair))
