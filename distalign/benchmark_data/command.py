@@ -33,7 +33,7 @@ def register(sub, arguments: bool) -> None:
     fetch.add_argument("names", nargs="+", metavar="NAME",
                        help=f"resource names ({', '.join(RESOURCES)}, or all), each optionally with some of its "
                             "parts: g-bli:de-en,en-fi")
-    fetch.add_argument("--mirror", default=os.environ.get(MIRROR_ENV, ""), metavar="URL",
+    fetch.add_argument("--mirror", default="", metavar="URL",
                        help=f"base URL standing in for {UPSTREAM_ROOT} (a proxy or an internal copy with the same "
                             f"<owner>/<repo>/<commit>/<path> layout); default ${MIRROR_ENV}")
     fetch.set_defaults(func=_fetch)
@@ -49,5 +49,5 @@ def _list(args) -> int:
 def _fetch(args) -> int:
     from distalign.benchmark_data.fetch import fetch
 
-    fetch(args.names, data_home(), mirror=args.mirror, offline=offline())
+    fetch(args.names, data_home(), mirror=args.mirror or os.environ.get(MIRROR_ENV, ""), offline=offline())
     return 0
