@@ -116,6 +116,15 @@ def test_a_benchmark_not_in_the_data_home_names_its_fetch_command(home, task, ke
         build_tasks(SuiteSpec(tasks=(task,)))
 
 
+def test_the_synthetic_benchmark_takes_its_default_corpus_from_the_data_home(home, monkeypatch):
+    from distalign.bench.synthetic import BenchSpec, base_sentences, default_corpus_files
+
+    with pytest.raises(InputError, match="`distalign data fetch tatoeba`"):
+        base_sentences(BenchSpec())
+    monkeypatch.setenv("DISTALIGN_DATA", str(SHARED_DATA))
+    assert len(default_corpus_files()) == 112  # the English side of every Tatoeba pair
+
+
 def test_eval_runs_on_fetched_benchmarks_with_no_eval_dir_given(ray_local, mirror, home, tmp_path):
     """The issue's "done when": `data fetch g-bli tatoeba multisimlex` into an empty data home, then `distalign eval`
     with no benchmark folder in the command reads them from there."""
