@@ -66,7 +66,10 @@ def _receive(url: str, part: Path, have: int, progress: Callable[[int], object])
 
 
 def _interrupted(url: str, part: Path, why: str) -> InputError:
-    kept = part.stat().st_size if part.is_file() else 0
+    kept = part.stat().st_size if part.is_file() and part.stat().st_size else 0
+    if not kept:
+        return InputError(f"{url}: download failed ({why}): check the network, or name a reachable mirror with "
+                          "--mirror (DISTALIGN_DATA_MIRROR)")
     return InputError(f"{url}: download interrupted ({why}); {kept} bytes kept in {part}: run the same command "
                       "again to resume")
 

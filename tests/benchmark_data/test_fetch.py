@@ -8,7 +8,7 @@ import hashlib
 
 import pytest
 
-from conftest import SHARED_DATA
+from conftest import SHARED_DATA, free_port
 from distalign.benchmark_data.catalog import RESOURCES, all_files, select
 from distalign.cli import main
 from distalign.data.readers import InputError
@@ -88,6 +88,14 @@ def test_an_interrupted_download_resumes_from_its_part_file_with_a_range_request
     assert fetch("tatoeba:deu", "--mirror", mirror.url) == 0
     assert (url_path, "bytes=10000-") in mirror.requests
     assert (home / file.path).read_bytes() == (SHARED_DATA / file.path).read_bytes() and not part.exists()
+
+
+def test_an_unreachable_mirror_is_one_error_naming_the_url(home, capsys):
+    url = f"http://127.0.0.1:{free_port()}"  # nothing listens there
+    assert fetch("g-bli:en-de", "--mirror", url) == 2
+    error = capsys.readouterr().err
+    assert f"{url}/codogogo/xling-eval/" in error and "--mirror (DISTALIGN_DATA_MIRROR)" in error
+    assert "Traceback" not in error
 
 
 @pytest.mark.parametrize("switch", ["DISTALIGN_OFFLINE", "HF_HUB_OFFLINE"])
