@@ -16,11 +16,13 @@ from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from mirror_server import mirror_server
 
-pytestmark = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data (the mirror's files) is absent")
+needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data (the mirror's files) is absent")
 
 
 @pytest.fixture
 def mirror():
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data (the mirror's files) is absent")
     with mirror_server(SHARED_DATA) as served:
         yield served
 
@@ -38,6 +40,7 @@ def fetch(*args: str) -> int:
     return main(["data", "fetch", *args])
 
 
+@needs_shared_data
 def test_pins_match_the_shared_copy():
     """Every catalogued file the shared copy holds has the pinned size and SHA-256 (PanLex-BLI is not there)."""
     held = [f for f in all_files() if (SHARED_DATA / f.path).is_file()]
@@ -124,6 +127,7 @@ def test_a_benchmark_not_in_the_data_home_names_its_fetch_command(home, task, ke
         build_tasks(SuiteSpec(tasks=(task,)))
 
 
+@needs_shared_data
 def test_the_synthetic_benchmark_takes_its_default_corpus_from_the_data_home(home, monkeypatch):
     from distalign.bench.synthetic import BenchSpec, base_sentences, default_corpus_files
 
