@@ -10,7 +10,8 @@
     distalign bench streaming --sizes-mb 20,2048 --steps 100
     distalign bench perf
     distalign bench memory --models base,large --batch 64 --seq 512 --gpus 8
-    distalign mine-constraints ../shared/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
+    distalign data fetch g-bli tatoeba multisimlex omw
+    distalign mine-constraints ~/.cache/distalign/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
     distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.tsv --similarity csls
 """
 
@@ -24,6 +25,7 @@ from typing import get_args
 
 # Only light modules here: a command's own modules (torch, Ray, MLflow, ...) are imported when it runs or its
 # arguments are set up (build_parser), so that `distalign --help` and the commands that need no cluster start fast
+from distalign.benchmark_data import command as data_command
 from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
 from distalign.ray_session import leaving_ray, shutdown_ray
@@ -361,7 +363,8 @@ def _add_mine_constraints_command(sub, arguments: bool) -> None:
                                       "multi-word expressions and evaluation words removed, glosses attached.")
     if not arguments:
         return
-    mine.add_argument("source", help="folder of OMW wn-data-<lang>.tab files (e.g. ../shared/data/lexicons/omw), "
+    mine.add_argument("source", help="folder of OMW wn-data-<lang>.tab files (`distalign data fetch omw` puts them in "
+                                     "<data home>/lexicons/omw), "
                                      "or a BabelNet export .tsv (synsetID lang1 lang2 word1 word2 sent1 sent2)")
     mine.add_argument("--languages", required=True,
                       help="comma-separated codes or English names (fr,it,hr = fra,ita,hrv = French,Italian,Croatian)")
@@ -443,7 +446,7 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
     synthetic.add_argument("overrides", nargs="*", help="training-config overrides (jobs/configs/bench_synthetic.yaml)")
     synthetic.add_argument("--corpus", default="", help="base corpus, one sentence a line, or parsed sentences "
                                                        "(.conllu, needed by translit_syn) (default: English side "
-                                                       "of ../shared/data/eval/tatoeba)")
+                                                       "of Tatoeba in the data home: distalign data fetch tatoeba)")
     synthetic.add_argument("--max-sentences", type=int, default=20_000)
     synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm",
                            help="of translit, translit_inv, translit_perm, translit_syn (needs a .conllu corpus)")
@@ -554,6 +557,7 @@ def build_parser(bench_preset: str = "", command: str | None = None) -> argparse
     _add_mine_constraints_command(sub, command in (None, "mine-constraints"))
     _add_static_command(sub, command in (None, "static"))
     _add_bench_command(sub, command in (None, "bench"), bench_preset)
+    data_command.register(sub, command in (None, "data"))
     return parser
 
 

@@ -185,3 +185,17 @@ def cuda_available() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+@pytest.fixture(autouse=True, scope="session")
+def benchmark_data_home(tmp_path_factory):
+    """DISTALIGN_DATA: the project's ../shared/data where it is beside the checkout (its layout is the data home's),
+    else an empty folder; never the user's own cache."""
+    saved = os.environ.get("DISTALIGN_DATA")
+    home = SHARED_DATA if SHARED_DATA.is_dir() else tmp_path_factory.mktemp("benchmark-data")
+    os.environ["DISTALIGN_DATA"] = str(home)
+    yield home
+    if saved is None:
+        os.environ.pop("DISTALIGN_DATA", None)
+    else:
+        os.environ["DISTALIGN_DATA"] = saved

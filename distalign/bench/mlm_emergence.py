@@ -264,7 +264,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--max-seconds", type=float, default=0, help="end each curve at the first alignment row "
                                                                      "this long after the command started (0: never)")
     parser.add_argument("--corpus", default="", help="base corpus, one sentence a line (default: the English side "
-                                                     "of ../shared/data/eval/tatoeba)")
+                                                     "of Tatoeba in the data home: distalign data fetch tatoeba)")
     args = parser.parse_args(argv)
     one_thread()
     names = args.settings.split(",")

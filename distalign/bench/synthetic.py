@@ -40,6 +40,7 @@ import torch
 from distalign.bench.derived_language import NEEDS_PARSE, TRANSFORMATIONS, Transliteration, derive, normalise
 from distalign.bench.syntax_transform import checked_target, read_conllu, syntax_transform
 from distalign.bench.transfer_study import cell_means, checks_markdown, spread
+from distalign.benchmark_data import eval_dir, not_fetched
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
 from distalign.data.readers import InputError
@@ -66,7 +67,7 @@ log = logging.getLogger("distalign")
 
 @dataclass
 class BenchSpec:
-    # one sentence a line, or parsed sentences (.conllu); default: the English side of ../shared/data/eval/tatoeba
+    # one sentence a line, or parsed sentences (.conllu); default: the English side of Tatoeba in the data home
     corpus: str = ""
     max_sentences: int = 20_000
     transformations: tuple[str, ...] = tuple(t for t in TRANSFORMATIONS if t not in NEEDS_PARSE)
@@ -121,16 +122,16 @@ def cell_seeds(spec: BenchSpec) -> list[int]:
 
 
 def default_corpus_files() -> list[Path]:
-    folder = Path.cwd().parent / "shared" / "data" / "eval" / "tatoeba"
-    return sorted(folder.glob("tatoeba.*-eng.eng"))
+    """The English side of every Tatoeba pair in the data home (`distalign data fetch tatoeba`)."""
+    return sorted((eval_dir() / "tatoeba").glob("tatoeba.*-eng.eng"))
 
 
 def base_sentences(spec: BenchSpec) -> list[str]:
     """Distinct normalised sentences of the base corpus, shuffled with the seed, at most ``max_sentences``."""
     files = [Path(spec.corpus)] if spec.corpus else default_corpus_files()
     if not files:
-        raise InputError("no base corpus: pass --corpus FILE (one sentence a line); the default, the English "
-                         "side of ../shared/data/eval/tatoeba, is not there")
+        raise not_fetched("tatoeba", "no base corpus: pass --corpus FILE (one sentence a line); the default, the "
+                          f"English side of Tatoeba ({eval_dir() / 'tatoeba'}),")
     sentences: dict[str, None] = {}
     for path in files:
         if not path.is_file():

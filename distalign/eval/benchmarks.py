@@ -1,4 +1,5 @@
-"""Readers for the evaluation benchmarks in ``../shared/data/eval``; malformed rows are counted, never fatal.
+"""Readers for the evaluation benchmarks in ``eval_dir`` (default the data home's ``eval/``, filled by ``distalign data
+fetch``: ``distalign.benchmark_data``); malformed rows are counted, never fatal.
 
 Every file format lives here; the task plugins (``distalign.eval.tasks``) call these readers from
 their ``from_suite``. A language given for a benchmark, in any code or name, becomes the code its files use
@@ -22,6 +23,7 @@ import math
 import re
 from pathlib import Path
 
+from distalign.benchmark_data import not_fetched
 from distalign.data.readers import InputError, ReadReport, read_dictionary
 from distalign.languages import code_in_data
 
@@ -34,6 +36,8 @@ LANGUAGE_NAMES = {
     "SemEval-2017 Task 2": ("semeval2017/subtask2-crosslingual/data",
                             re.compile(r"([a-z]{2,3})-([a-z]{2,3})\.test\.data\.txt")),
 }
+# benchmark -> its name in `distalign data fetch` (SemEval-2017 has no pinned upstream: docs/guides/data.md)
+FETCH_NAMES = {"G-BLI": "g-bli", "Multi-SimLex": "multisimlex", "Tatoeba": "tatoeba"}
 
 
 def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
@@ -84,6 +88,11 @@ def benchmark_language(eval_dir: str | Path, benchmark: str, code: str, where: s
     languages there when they lack it."""
     subfolder, names = LANGUAGE_NAMES[benchmark]
     folder = Path(eval_dir) / subfolder
+    if not folder.is_dir():
+        if benchmark in FETCH_NAMES:
+            raise not_fetched(FETCH_NAMES[benchmark], f"{where}: the {benchmark} folder {folder}")
+        raise InputError(f"{where}: the {benchmark} folder {folder} not found (docs/guides/data.md says where to get "
+                         "it and how to lay it out)")
     codes = [code.lower() for path in folder.glob("*") if (match := names.fullmatch(path.name))
              for code in match.groups()]
     return code_in_data(code, codes, where, f"{benchmark} ({folder})")

@@ -1,6 +1,7 @@
 """``distalign eval``: benchmarks on a checkpoint or model, fanned out over Ray, reported to MLflow.
 
-    distalign eval --checkpoint runs/quickstart/checkpoint_... --eval-dir ../shared/data/eval \\
+    distalign data fetch g-bli bli-vocab multisimlex tatoeba
+    distalign eval --checkpoint runs/quickstart/checkpoint_... \\
         --tasks bli,xlsim,tatoeba --bli-pairs de-en,en-fi --xlsim-pairs eng-fra --tatoeba-langs deu,fra
     distalign eval --spec my_eval.yaml suite.max_queries=100 --model xlm-roberta-base
 
@@ -41,7 +42,7 @@ from distalign.data.readers import InputError
 from distalign.eval import report
 from distalign.eval.selection import encoding_settings, in_loop_settings
 from distalign.eval.suite import build_tasks
-from distalign.eval.suite_spec import SuiteSpec
+from distalign.eval.suite_spec import BENCHMARK_DIR_TEXT, SuiteSpec
 from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.bli import BLISettings
@@ -67,7 +68,7 @@ class EvalSpec:
     """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
 
         model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
-        suite: {eval_dir: ../shared/data/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
+        suite: {eval_dir: /data/benchmarks/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
         layer: -1
         tracking: {experiment: my-evals}
     """
@@ -342,7 +343,7 @@ def add_eval_arguments(parser) -> None:
     source.add_argument("--checkpoint", help="distalign checkpoint directory (its eval run: a child run of its "
                                              "training run; --dictionary test sets as its run's in-loop BLI)")
     source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
-    parser.add_argument("--eval-dir", help=f"benchmark folder (default {d.suite.eval_dir})")
+    parser.add_argument("--eval-dir", help=f"benchmark folder (default {BENCHMARK_DIR_TEXT})")
     parser.add_argument("--tasks", help=f"comma list of {','.join(EVAL_TASKS)} (default {','.join(d.suite.tasks)}); "
                                         "transfer task names (as in distalign transfer) run its protocol first")
     for flag in task_flags():

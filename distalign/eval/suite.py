@@ -1,6 +1,6 @@
 """Which benchmarks to run, read from the files of an evaluation directory into tasks (before any Ray work).
 
-Layout of ``eval_dir`` (``../shared/data/eval``; see ``distalign.eval.benchmarks``): G-BLI test
+Layout of ``eval_dir`` (default the data home's ``eval/``; see ``distalign.eval.benchmarks``): G-BLI test
 dictionaries, 100K-word target vocabularies, Multi-SimLex CSVs, Tatoeba test sets. Every file is
 read and checked here, so a missing file or a bad pair name fails before the cluster is used.
 """
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distalign import benchmark_data
 from distalign.data.readers import InputError
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks.base import EvalTask
@@ -25,6 +26,8 @@ def build_tasks(spec: SuiteSpec) -> list[EvalTask]:
     unknown = [name for name in spec.tasks if name not in EVAL_TASKS]
     if unknown:
         raise InputError(f"suite.tasks (--tasks): unknown task(s) {unknown}; choose from {', '.join(EVAL_TASKS)}")
-    if not Path(spec.eval_dir).is_dir():
+    if not spec.eval_dir:  # the data home's, filled by `distalign data fetch`: each benchmark names its command
+        spec.eval_dir = str(benchmark_data.eval_dir())
+    elif not Path(spec.eval_dir).is_dir():
         raise InputError(f"suite.eval_dir (--eval-dir): directory not found: {spec.eval_dir}")
     return [task for name, plugin in EVAL_TASKS.items() if name in spec.tasks for task in plugin.from_suite(spec)]

@@ -13,6 +13,11 @@ from distalign.data.readers import ReadReport
 from distalign.eval.bli_settings import BLISettings
 
 
+# what an empty eval_dir means, for help texts (not the path itself: the docs are generated from them)
+BENCHMARK_DIR_TEXT = ("the data home's eval/ ($DISTALIGN_DATA/eval, default ~/.cache/distalign/data/eval), filled by "
+                      "`distalign data fetch`")
+
+
 @dataclass
 class SuiteSpec:
     """The benchmarks of an evaluation; the ``suite`` section of an evaluation spec (``distalign eval --spec``).
@@ -21,7 +26,8 @@ class SuiteSpec:
     their inputs and settings, each read by the plugins that name it.
     """
 
-    eval_dir: str = "../shared/data/eval"  # benchmark folder (layout: distalign.eval.benchmarks)
+    # benchmark folder (layout: distalign.eval.benchmarks); "" = the data home's eval/ (`distalign data fetch`)
+    eval_dir: str = ""
     tasks: tuple[str, ...] = ("bli", "xlsim", "tatoeba")  # names in EVAL_TASKS
     # the languages of the benchmarks' files (G-BLI pairs, ISO 639-1, read by bli and word_alignment; Multi-SimLex
     # pairs and Tatoeba languages, each against English, ISO 639-3; SemEval below): as the files name them, or any

@@ -11,7 +11,8 @@
    lacks downloaded as a wheel into ``--wheels``.
 4. Those wheels installed into a site folder (``pip install --target``), stripped (``STRIPPED``: parts of Ray,
    MLflow and the word lists that no command of the check uses), packed as ``<carry>/site.tar.xz``; beside it the
-   bench's base corpus (the English side of ../shared/data/eval/tatoeba) as ``bench_corpus.txt``.
+   bench's base corpus (the English side of Tatoeba in the data home, ``distalign data fetch tatoeba``) as
+   ``bench_corpus.txt``.
 
 ``--carry`` is what travels to the GPU machine (at most ``CARRY_LIMIT_MIB``, the device tool's 64 MiB less the
 work tree); the check's installer (``site_install``) unpacks it there without network.
@@ -32,6 +33,8 @@ from pathlib import Path
 
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+
+from distalign.benchmark_data import eval_dir
 
 HERE = Path(__file__).resolve().parent
 IMAGE_PACKAGES = HERE / "image_packages.txt"
@@ -217,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", default=".wheelhouse", help="the downloaded and built wheels (kept, reused)")
     parser.add_argument("--carry", default=".gpu-carry", help="site.tar.xz and bench_corpus.txt: what travels")
     parser.add_argument("--pyproject", default="pyproject.toml")
-    parser.add_argument("--tatoeba", default="../shared/data/eval/tatoeba", help="the bench corpus's source")
+    parser.add_argument("--tatoeba", default=str(eval_dir() / "tatoeba"),
+                        help="the bench corpus's source (default: the data home's; distalign data fetch tatoeba)")
     parser.add_argument("--pip-python", default="", help="the interpreter that runs pip (default: python<version> "
                                                           "on PATH, else pyenv's)")
     args = parser.parse_args(argv)

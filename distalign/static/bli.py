@@ -2,7 +2,7 @@
 al. 2022) scores its static spaces themselves (Tables 1 and 5), beside the encoders they are distilled into.
 
     distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.de-en.tsv --similarity csls
-    distalign static bli --vectors de=de.vec --vectors en=en.vec --bli-pairs de-en --eval-dir ../shared/data/eval
+    distalign static bli --vectors de=de.vec --vectors en=en.vec --bli-pairs de-en  # after `distalign data fetch g-bli`
 
 Test dictionaries are read as ``distalign eval`` reads them (G-BLI pairs from ``--eval-dir``, extra files with
 ``--dictionary``) and ranked by ``BLITask`` (cosine or CSLS, grouped or per-pair queries): only the vectors
@@ -22,7 +22,7 @@ import torch
 
 from distalign.data.readers import InputError
 from distalign.eval.bli import SIMILARITIES
-from distalign.eval.suite_spec import SuiteSpec
+from distalign.eval.suite_spec import BENCHMARK_DIR_TEXT, SuiteSpec
 from distalign.eval.tasks import BLITask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
 from distalign.static.word2vec_format import read_word2vec
@@ -96,7 +96,7 @@ def add_static_bli_arguments(parser) -> None:
     parser.add_argument("--vectors", action="append", required=True, metavar="LANG=PATH",
                         help="word2vec text file (.vec) of a language, repeatable")
     parser.add_argument("--eval-dir", default=SuiteSpec.eval_dir, help="benchmark folder of --bli-pairs "
-                                                                       f"(default {SuiteSpec.eval_dir})")
+                                                                       f"(default {BENCHMARK_DIR_TEXT})")
     for flag in BLITask.flags:
         parser.add_argument(flag.name, help=flag.help, **flag.options)
     parser.add_argument("--output", default="", help="also write the result rows to this CSV")

@@ -27,7 +27,7 @@ def write_spec(tmp_path, data: dict) -> Path:
 def test_flags_alone_give_the_defaults_of_the_flags(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     spec = spec_of("--model", "xlm-roberta-base")
-    assert spec == EvalSpec(model="xlm-roberta-base", suite=SuiteSpec(eval_dir=str((tmp_path / "../shared/data/eval").resolve())))
+    assert spec == EvalSpec(model="xlm-roberta-base", suite=SuiteSpec())  # eval_dir "": the data home's eval/
     assert spec.suite.tasks == ("bli", "xlsim", "tatoeba") and spec.suite.vocab_size == 100_000
     assert spec.layer is None and spec.cpus_per_task == 1.0 and spec.tracking == EvalTrackingConfig()
 

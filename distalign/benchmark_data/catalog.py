@@ -1,0 +1,127 @@
+"""Every evaluation resource distalign reads, by name: where each file comes from and where it lives.
+
+A resource is a set of files in one upstream GitHub repository, pinned to a commit; each file (``catalog.tsv``, one
+row a file) has its upstream path, its SHA-256 and size, and its place in the data home, which is exactly the
+layout the readers expect (``distalign.eval.benchmarks`` under ``eval/``, ``distalign.data.omw`` under
+``lexicons/omw``). A file's ``part`` (a language pair, a language, a wordnet) lets ``distalign data fetch
+g-bli:de-en,en-fi`` take a few.
+
+The hashes were computed from the upstream repositories at the pinned commits; every file also held in the
+project's reference copy was checked byte for byte against it (all of G-BLI, the vocabularies, Multi-SimLex,
+Tatoeba and the wordnets). PanLex-BLI's were computed from the upstream snapshot alone.
+
+Read by the evaluation code but not catalogued: SemEval-2017 Task 2 (``benchmarks.read_semeval2017``), whose
+upstream is a zip archive on alt.qcri.org rather than a pinned repository; docs/guides/data.md says where to put it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+
+from distalign.errors import InputError
+
+UPSTREAM_ROOT = "https://raw.githubusercontent.com"  # what a mirror base URL replaces
+CATALOG_FILE = Path(__file__).with_name("catalog.tsv")
+
+
+@dataclass(frozen=True)
+class Resource:
+    name: str  # what `distalign data fetch` takes
+    title: str
+    repo: str  # owner/name on GitHub
+    commit: str  # the pinned upstream commit
+    folder: str  # its files' common folder in the data home
+    part_kind: str  # what a part of it is (NAME:PART selects files)
+    read_by: str
+    licence: str
+    citation: str
+
+
+@dataclass(frozen=True)
+class DataFile:
+    resource: str
+    part: str
+    path: str  # relative to the data home
+    upstream_path: str  # relative to the repository root at the resource's commit
+    sha256: str
+    size: int
+
+
+RESOURCES = {r.name: r for r in (
+    Resource("g-bli", "G-BLI bilingual lexicon induction dictionaries (28 pairs over de, en, fi, fr, hr, it, ru, "
+             "tr; train 500/1k/3k/5k, test 2k)", "codogogo/xling-eval", "008a643439707ff64a95e282cc10613124dffce1",
+             "eval/bli/gbli", "language pair, either order (en-de)", "eval's bli and word_alignment tasks, static bli",
+             "none stated upstream (research use)",
+             "Glavaš, Litschko, Ruder, Vulić (2019). How to (Properly) Evaluate Cross-Lingual Word Embeddings: On "
+             "Strong Baselines, Comparative Analyses, and Some Misconceptions. ACL."),
+    Resource("panlex-bli", "PanLex-BLI dictionaries (210 pairs over 15 lower-resource languages; train 500-5000, test 2000)",
+             "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/bli/panlex",
+             "language pair, either order (bg-ca)", "eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
+             "none stated for the data upstream (PanLex data: CC0); research use",
+             "Vulić, Glavaš, Reichart, Korhonen (2019). Do We Really Need Fully Unsupervised Cross-Lingual "
+             "Embeddings? EMNLP."),
+    Resource("bli-vocab", "BLI target vocabularies: the 100K most frequent words of fastText's Wikipedia vectors, "
+             "21 languages", "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/vocab",
+             "language (de)", "eval's bli task (eval.vocab_dir in training)",
+             "derived from Wikipedia (CC BY-SA 3.0) through fastText's vectors",
+             "Bojanowski, Grave, Joulin, Mikolov (2017). Enriching Word Vectors with Subword Information. TACL."),
+    Resource("multisimlex", "Multi-SimLex cross-lingual word similarity, 66 pairs over 12 languages",
+             "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/multisimlex",
+             "language pair, ISO 639-3, either order (eng-fra)", "eval's xlsim task",
+             "none stated in the redistributing repository (research use)",
+             "Vulić et al. (2020). Multi-SimLex: A Large-Scale Evaluation of Multilingual and Crosslingual Lexical "
+             "Semantic Similarity. Computational Linguistics 46(4)."),
+    Resource("tatoeba", "Tatoeba sentence retrieval test sets, 112 languages x up to 1000 sentences aligned with "
+             "English", "facebookresearch/LASER", "74bc6ae7ffb7cba670fe0f428d0ede9f666fb821", "eval/tatoeba",
+             "language, ISO 639-3 (deu)", "eval's tatoeba task; bench synthetic's default base corpus",
+             "Tatoeba corpus: CC BY 2.0 FR",
+             "Artetxe, Schwenk (2019). Massively Multilingual Sentence Embeddings for Zero-Shot Cross-Lingual "
+             "Transfer and Beyond. TACL."),
+    Resource("omw", "Open Multilingual Wordnet tab files of 25 languages, keyed by Princeton WordNet 3.0 offsets",
+             "omwn/omw-data", "f75be19ec590da12a7a5665e361690b5badb7a25", "lexicons/omw",
+             "wordnet project (fra, mcr)", "mine-constraints", "each wordnet's own (LICENSE-<project> beside it)",
+             "Bond, Foster (2013). Linking and Extending an Open Multilingual Wordnet. ACL."),
+)}
+
+
+@cache
+def all_files() -> tuple[DataFile, ...]:
+    files = []
+    for line in CATALOG_FILE.read_text(encoding="utf-8").splitlines():
+        if line and not line.startswith("#"):
+            resource, part, path, upstream_path, sha256, size = line.split("\t")
+            files.append(DataFile(resource, part, path, upstream_path, sha256, int(size)))
+    return tuple(files)
+
+
+def files_of(name: str, parts: tuple[str, ...] = ()) -> list[DataFile]:
+    """The files of resource ``name``, only those of ``parts`` when given (an ``InputError`` names a part it
+    lacks and lists its parts)."""
+    files = [f for f in all_files() if f.resource == name]
+    if not parts:
+        return files
+    known = {f.part for f in files}
+    # a pair in either order (the readers read de-en from G-BLI's en-de file, swapped)
+    chosen = {part if part in known else "-".join(reversed(part.split("-"))) for part in parts}
+    unknown = [part for part in parts if part not in known and "-".join(reversed(part.split("-"))) not in known]
+    if unknown:
+        raise InputError(f"{name}: no part {', '.join(unknown)} (a {RESOURCES[name].part_kind}); it has: "
+                         f"{', '.join(sorted(known))}")
+    return [f for f in files if f.part in chosen]
+
+
+def select(spec: str) -> tuple[Resource, list[DataFile]]:
+    """``NAME`` or ``NAME:PART,PART`` -> the resource and the files asked for."""
+    name, _, parts = spec.partition(":")
+    if name not in RESOURCES:
+        raise InputError(f"no benchmark resource {name!r}; choose from {', '.join(RESOURCES)} "
+                         "(`distalign data list` describes them)")
+    return RESOURCES[name], files_of(name, tuple(p for p in parts.lower().split(",") if p))
+
+
+def upstream_url(resource: Resource, file: DataFile, mirror: str = "") -> str:
+    """The file's raw URL at the pinned commit; a mirror base URL stands in for ``UPSTREAM_ROOT``."""
+    root = (mirror or UPSTREAM_ROOT).rstrip("/")
+    return f"{root}/{resource.repo}/{resource.commit}/{file.upstream_path}"

@@ -1,0 +1,53 @@
+"""``distalign data fetch NAME...`` and ``distalign data list`` (light at import: the CLI's --help stays fast).
+
+    distalign data list
+    distalign data fetch g-bli tatoeba multisimlex
+    distalign data fetch g-bli:de-en,en-fi bli-vocab:de,en,fi --mirror https://proxy.example.org/github-raw
+    DISTALIGN_DATA=/shared/distalign-data distalign data fetch all
+"""
+
+from __future__ import annotations
+
+import os
+
+from distalign.benchmark_data.catalog import RESOURCES, UPSTREAM_ROOT
+from distalign.benchmark_data.home import DATA_ENV, MIRROR_ENV, OFFLINE_ENVS, data_home, offline
+
+
+def register(sub, arguments: bool) -> None:
+    """The ``data`` command on the CLI's subparsers (its arguments only when ``arguments``)."""
+    data = sub.add_parser("data", help="benchmark data by name: list the evaluation resources, fetch them into the "
+                                       f"data home (${DATA_ENV})")
+    if not arguments:
+        return
+    commands = data.add_subparsers(dest="data_command", required=True)
+    listing = commands.add_parser("list", help="each resource: size, licence, whether it is in the data home")
+    listing.set_defaults(func=_list)
+    fetch = commands.add_parser(
+        "fetch", help="download resources into the data home (pinned upstream commits, SHA-256 checked)",
+        description=f"Download each resource's files from its upstream repository at a pinned commit into the data "
+                    f"home (${DATA_ENV}, default ~/.cache/distalign/data), in the layout the readers expect: "
+                    f"resumable (a .part file continued with a Range request), and a file gets its name only once "
+                    f"its SHA-256 is the pinned one. With {' or '.join(OFFLINE_ENVS)}=1 nothing is downloaded: "
+                    "what is missing is listed.")
+    fetch.add_argument("names", nargs="+", metavar="NAME",
+                       help=f"resource names ({', '.join(RESOURCES)}, or all), each optionally with some of its "
+                            "parts: g-bli:de-en,en-fi")
+    fetch.add_argument("--mirror", default="", metavar="URL",
+                       help=f"base URL standing in for {UPSTREAM_ROOT} (a proxy or an internal copy with the same "
+                            f"<owner>/<repo>/<commit>/<path> layout); default ${MIRROR_ENV}")
+    fetch.set_defaults(func=_fetch)
+
+
+def _list(args) -> int:
+    from distalign.benchmark_data.fetch import listing
+
+    print(listing(data_home()))
+    return 0
+
+
+def _fetch(args) -> int:
+    from distalign.benchmark_data.fetch import fetch
+
+    fetch(args.names, data_home(), mirror=args.mirror or os.environ.get(MIRROR_ENV, ""), offline=offline())
+    return 0
