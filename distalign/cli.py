@@ -1,6 +1,7 @@
 """``distalign`` command line: train, tune, eval.
 
     distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
+    distalign check jobs/configs/quickstart.yaml storage.path=s3://bucket/runs
     distalign tune tuning/quickstart.yaml
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
     distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,udpos --data-dir data/transfer --seeds 3
@@ -25,6 +26,7 @@ from typing import get_args
 
 # Only light modules here: a command's own modules (torch, Ray, MLflow, ...) are imported when it runs or its
 # arguments are set up (build_parser), so that `distalign --help` and the commands that need no cluster start fast
+from distalign import check_command
 from distalign.benchmark_data import command as data_command
 from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
@@ -32,17 +34,18 @@ from distalign.ray_session import leaving_ray, shutdown_ray
 
 
 def _train(args) -> int:
-    from distalign.config import load_config
+    from distalign.train.preflight import load_checked
     from distalign.train.startup import since_process_start
     from distalign.train.trainer import run_training
     from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
-    config = load_config(args.config, args.overrides)
-    transfer.check(config)  # eval.transfer: before training takes Ray resources
+    # `distalign check`'s checks, every problem reported at once, before training takes Ray resources
+    checked = load_checked(args.config, args.overrides, extra=check_command.checks_of_train())
+    config = checked.config
     with quiet_console(command_log("train")):
         try:
-            outcome = run_training(config, clock=clock)
+            outcome = run_training(config, clock=clock, checked=checked)
             transfer.transfer_after_training(config, outcome, progress=say)
         finally:
             shutdown_ray()
@@ -551,6 +554,7 @@ def build_parser(bench_preset: str = "", command: str | None = None) -> argparse
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     _add_train_command(sub, command in (None, "train"))
+    check_command.register(sub, command in (None, "check"))
     _add_tune_command(sub, command in (None, "tune"))
     _add_eval_command(sub, command in (None, "eval"))
     _add_transfer_command(sub, command in (None, "transfer"))

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 
@@ -13,6 +15,51 @@ class ConfigError(ValueError):
 
 class InputError(ValueError):
     """An input file that cannot be used at all (missing, wrong columns); names the file."""
+
+
+class ConfigErrors(ConfigError):
+    """Several problems found in one pass (``Problems``), reported together; each names its key or file."""
+
+    def __init__(self, errors: list[ValueError]):
+        self.errors = errors
+        lines = (str(err).replace("\n", "\n    ") for err in errors)  # an InputError's summary spans lines
+        super().__init__(f"{len(errors)} problems:\n" + "\n".join(f"  - {line}" for line in lines))
+
+
+class Problems:
+    """Collects the ``ConfigError``s and ``InputError``s of independent checks, so that a user sees every problem
+    of a config in one run instead of one per try::
+
+        problems = Problems()
+        with problems.check():
+            check_storage(...)
+        with problems.check():
+            check_reachable(...)
+        problems.raise_any()  # the one error as it was raised, or ConfigErrors listing them all
+    """
+
+    def __init__(self) -> None:
+        self.errors: list[ValueError] = []
+
+    @contextlib.contextmanager
+    def check(self) -> Iterator[None]:
+        """Run the block; a bad-input error it raises is kept (a ``ConfigErrors``' own list, flattened)."""
+        try:
+            yield
+        except ConfigErrors as err:
+            self.errors.extend(err.errors)
+        except (ConfigError, InputError) as err:
+            self.errors.append(err)
+
+    def __bool__(self) -> bool:
+        return bool(self.errors)
+
+    def raise_any(self) -> None:
+        """Raise what was kept: one error unchanged, several as one ``ConfigErrors``; nothing if none."""
+        if len(self.errors) == 1:
+            raise self.errors[0]
+        if self.errors:
+            raise ConfigErrors(list(self.errors))
 
 
 def require_writable(path: Path, key: str) -> None:

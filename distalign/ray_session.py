@@ -69,3 +69,25 @@ def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600)
     finally:
         for group in groups:
             ray.util.remove_placement_group(group)
+
+
+def available_resources(gpus_wanted: bool) -> tuple[dict[str, float], str]:
+    """(CPU and GPU totals, where) of the cluster a run would use, without starting one: the cluster this process
+    is on, or the one in RAY_ADDRESS (joined for the question, then left), else this machine as a local Ray cluster
+    would count it (its CPUs; its CUDA devices only when ``gpus_wanted``, since counting them imports torch)."""
+    address = os.environ.get("RAY_ADDRESS")
+    if ray_is_up() or address:
+        import ray
+
+        with leaving_ray():
+            if not ray.is_initialized():
+                ray.init(address=address, log_to_driver=False)
+            resources = ray.cluster_resources()
+        return {"CPU": resources.get("CPU", 0.0), "GPU": resources.get("GPU", 0.0)}, \
+            "the Ray cluster" + (f" at {address}" if address else "")
+    gpus = 0
+    if gpus_wanted:
+        import torch
+
+        gpus = torch.cuda.device_count()
+    return {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}, "this machine (no RAY_ADDRESS: a local Ray cluster)"

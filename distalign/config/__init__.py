@@ -42,14 +42,21 @@ __all__ = [
     "ExperimentConfig", "ModelConfig", "ObjectivesConfig", "RunConfig", "StaticVectorsSource", "StorageConfig",
     "SyntheticConfig", "TinyModelConfig", "TrackingConfig", "TrainConfig", "apply_override", "default_objectives",
     "distalign_home", "flatten", "from_dict", "load_config", "load_dataclass", "objectives_from_dict",
-    "read_mapping", "resolve_path", "resolve_paths", "resolve_tracking_uri", "validate",
+    "read_config", "read_mapping", "resolve_path", "resolve_paths", "resolve_tracking_uri", "validate",
 ]
+
+
+def read_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
+    """The experiment config of a YAML file plus overrides, keys and types checked, with absolute paths; its values
+    not validated yet (``distalign check`` reports the problems of ``validate`` beside those of the storage, ...)."""
+    config = load_dataclass(ExperimentConfig, path, overrides)
+    resolve_paths(config, base=Path(path).parent if path is not None else Path.cwd())
+    return config
 
 
 def load_config(path: str | os.PathLike | None = None, overrides: list[str] | None = None) -> ExperimentConfig:
     """The experiment config of a YAML file plus overrides, with absolute paths, completely validated."""
-    config = load_dataclass(ExperimentConfig, path, overrides)
-    resolve_paths(config, base=Path(path).parent if path is not None else Path.cwd())
+    config = read_config(path, overrides)
     validate(config)
     return config
 

@@ -12,7 +12,7 @@ from typing import Any, Literal
 from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
 from distalign.data.synthetic import SyntheticConfig
-from distalign.errors import ConfigError, require
+from distalign.errors import ConfigError, Problems, require
 from distalign.languages import LanguageCode
 from distalign.models.loading import TinyModelConfig, check_local_model
 
@@ -117,22 +117,30 @@ class DataConfig:
             require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
             require(s.validation_sentences >= 0, "data.synthetic.validation_sentences", "must be >= 0")
             require(s.transfer_examples >= 0, "data.synthetic.transfer_examples", "must be >= 0")
+        problems = Problems()  # every missing or wrong source of the lists below at once
         for i, p in enumerate(self.constraints):
-            require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
+            with problems.check():
+                require(Path(p).is_file(), f"data.constraints[{i}]", f"file not found: {p}")
         dictionaries = (("data.dictionaries", self.dictionaries), ("data.eval_dictionaries", self.eval_dictionaries))
         for key, sources in dictionaries:
             for i, src in enumerate(sources):
-                require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
-                require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
+                with problems.check():
+                    require(Path(src.path).is_file(), f"{key}[{i}].path", f"file not found: {src.path!r}")
+                    require(bool(src.lang1 and src.lang2), f"{key}[{i}]", "needs lang1 and lang2")
         for i, src in enumerate(self.static_vectors):
-            require(Path(src.path).is_file(), f"data.static_vectors[{i}].path", f"file not found: {src.path!r}")
-            require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
+            with problems.check():
+                require(Path(src.path).is_file(), f"data.static_vectors[{i}].path", f"file not found: {src.path!r}")
+                require(bool(src.lang), f"data.static_vectors[{i}].lang", "is required")
         for i, src in enumerate(self.corpora):
-            validate_corpus_source(src, f"data.corpora[{i}]")
+            with problems.check():
+                validate_corpus_source(src, f"data.corpora[{i}]")
         for i, src in enumerate(self.parallel):
-            validate_parallel_source(src, f"data.parallel[{i}]")
+            with problems.check():
+                validate_parallel_source(src, f"data.parallel[{i}]")
         for i, src in enumerate(self.validation_corpora):
-            validate_corpus_source(src, f"data.validation_corpora[{i}]")
+            with problems.check():
+                validate_corpus_source(src, f"data.validation_corpora[{i}]")
+        problems.raise_any()
 
 
 class ObjectivesConfig(dict):
@@ -417,45 +425,52 @@ class ExperimentConfig:
 def validate(config: ExperimentConfig) -> None:
     """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
     spans sections: the data sources for the active objectives' streams and each active objective's
-    own checks; errors name the dotted key."""
+    own checks. Errors name the dotted key; independent checks all run, and their errors are raised together
+    (``ConfigErrors``)."""
     # the streams (torch, the tokenizers) are imported by a run's checks, not by reading a config
     from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 
     t, d, m, o = config.train, config.data, config.model, config.objectives
-    config.run.check()
-    t.check()
-    config.eval.check()
+    problems = Problems()
+    for section_check in (config.run.check, t.check, config.eval.check, m.check, config.tracking.check,
+                          lambda: validate_objectives(config), d.check):
+        with problems.check():
+            section_check()
     epochs = t.epochs or config.eval.every_epochs
     corpus_epochs = epochs and epoch_stream(o.streams()) == CorpusSentencesStream.name
-    require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
-            "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
-    m.check()
-    config.tracking.check()
-    validate_objectives(config)
+    with problems.check():
+        require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
+                "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
     if config.tracking.registered_model_name:
         # MLflow's transformers flavour saves and loads the Hugging Face model alone
         extras = ["adapters"] * m.adapters.enabled + [f"objectives.{name}'s input language table"
                                                        for name, (plugin, _) in o.active().items()
                                                        if plugin.exported_input_table]
-        require(not extras, "tracking.registered_model_name", f"a model with {' and '.join(extras)} cannot be "
-                "registered: MLflow's transformers flavour would load the base model without it")
+        with problems.check():
+            require(not extras, "tracking.registered_model_name", f"a model with {' and '.join(extras)} cannot be "
+                    "registered: MLflow's transformers flavour would load the base model without it")
     held_out = d.validation_corpora if d.source == "files" else d.synthetic.validation_sentences
-    require(not held_out or "mlm" in o.active(), "data.validation_corpora" if d.source == "files" else
-            "data.synthetic.validation_sentences", "held-out sentences are scored by objectives.mlm, which is off")
-    require(config.eval.select_by != "mlm_loss" or bool(held_out), "eval.select_by",
-            "mlm_loss needs held-out sentences: data.validation_corpora (files) or "
-            "data.synthetic.validation_sentences > 0 (synthetic)")
-    d.check()
+    with problems.check():
+        require(not held_out or "mlm" in o.active(), "data.validation_corpora" if d.source == "files" else
+                "data.synthetic.validation_sentences", "held-out sentences are scored by objectives.mlm, which is off")
+    with problems.check():
+        require(config.eval.select_by != "mlm_loss" or bool(held_out), "eval.select_by",
+                "mlm_loss needs held-out sentences: data.validation_corpora (files) or "
+                "data.synthetic.validation_sentences > 0 (synthetic)")
     transfer = config.eval.transfer
     world_tasks = d.source == "synthetic" and d.synthetic.transfer_examples > 0
-    require(not transfer.tasks or bool(transfer.data_dir) or world_tasks, "eval.transfer.data_dir",
-            "is needed (or a synthetic world with data.synthetic.transfer_examples > 0)")
-    require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
-            f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
+    with problems.check():
+        require(not transfer.tasks or bool(transfer.data_dir) or world_tasks, "eval.transfer.data_dir",
+                "is needed (or a synthetic world with data.synthetic.transfer_examples > 0)")
+    with problems.check():
+        require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
+                f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
     if d.source == "files":
         readers, pair_users = o.readers(), [name for name, (plugin, _) in o.active().items() if plugin.uses_word_pairs]
         for stream in STREAMS.values():
-            stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
+            with problems.check():
+                stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
+    problems.raise_any()
 
 
 def validate_parallel_source(src: ParallelSource, key: str) -> None:

@@ -40,7 +40,7 @@ from distalign.data.sampling import (
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
-from distalign.errors import ConfigError, require
+from distalign.errors import ConfigError, Problems, require
 from distalign.eval.selection import in_loop_settings
 from distalign.models.loading import build_tiny_model, check_hub_model, max_model_positions
 from distalign.preparation.cache import cached_directory, content_key
@@ -76,11 +76,17 @@ def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: lis
                     in_loop_settings(config).target_vocabulary(lang2, reports))
 
 
-def prepare_data(config: ExperimentConfig) -> PreparedData:
+def prepare_data(config: ExperimentConfig, build_model: bool = True) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
-    tiny model if asked for and the static targets if an objective reads the static stream."""
-    check_hub_model(config.model.name_or_path, "model.name_or_path")  # first: before any input is read
+    tiny model if asked for and the static targets if an objective reads the static stream.
+
+    Every input is read before a problem is raised, and the problems are raised together (``ConfigErrors``).
+    ``build_model=False`` (``distalign check``): the tiny model is not built (its ``model_path`` stays ``tiny``),
+    nor are static targets derived from a model; everything else is read and checked as for a run."""
+    problems = Problems()
+    with problems.check():
+        check_hub_model(config.model.name_or_path, "model.name_or_path")  # one short look, before the reads
     d = config.data
     if d.source == "synthetic":
         world = synthetic_world(config)
@@ -98,20 +104,42 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     reports: list[ReadReport] = []
     tables = []
     for path in constraint_files:
-        table, report = read_constraints(path)
-        require_rows(report, "constraint pairs")
-        tables.append(table)
-        reports.append(report)
+        with problems.check():
+            table, report = read_constraints(path)
+            require_rows(report, "constraint pairs")
+            tables.append(table)
+            reports.append(report)
     for src in d.dictionaries:
-        table, report = read_dictionary(src.path, src.lang1, src.lang2)
-        require_rows(report, "'src<TAB>tgt' pairs")
-        tables.append(table)
-        reports.append(report)
+        with problems.check():
+            table, report = read_dictionary(src.path, src.lang1, src.lang2)
+            require_rows(report, "'src<TAB>tgt' pairs")
+            tables.append(table)
+            reports.append(report)
     constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
 
-    validation, test = split_eval_dictionaries(eval_dicts, config.eval.languages, config.eval.test_languages)
-    eval_pairs = [read_bli_pairs(config, src, reports) for src in validation]
-    test_pairs = [read_bli_pairs(config, src, reports) for src in test]
+    eval_pairs, test_pairs = [], []
+    with problems.check():
+        validation, test = split_eval_dictionaries(eval_dicts, config.eval.languages, config.eval.test_languages)
+        for sources, pairs in ((validation, eval_pairs), (test, test_pairs)):
+            for src in sources:
+                with problems.check():
+                    pairs.append(read_bli_pairs(config, src, reports))
+
+    filesystem, listed, parallel, validation = None, [], None, None
+    with problems.check():
+        filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
+        for i, src in enumerate(corpora):
+            with problems.check():
+                listed.append(list_corpus_files(src, f"data.corpora[{i}]", filesystem))
+        if validation_sources:
+            with problems.check():
+                validation = validation_sentences(validation_sources, filesystem, reports)
+    if "parallel" in config.objectives.streams():
+        with problems.check():
+            parallel = read_parallel(d.parallel, reports)
+    problems.raise_any()  # what follows counts and samples what was read
+    corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
+
     heldout = {(p.lang1, w) for p in eval_pairs + test_pairs for w in p.src} | \
         {(p.lang2, w) for p in eval_pairs + test_pairs for w in p.tgt}
     read = constraints  # every pair read: the tiny model's vocabulary covers them (below)
@@ -119,59 +147,45 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     if d.constraint_languages:
         constraints = restrict_to_languages(constraints, d.constraint_languages)
     if d.constraints_per_pair:
-        constraints = exactly_per_pair(constraints, d.constraints_per_pair, config.train.seed)
+        with problems.check():
+            constraints = exactly_per_pair(constraints, d.constraints_per_pair, config.train.seed)
     constraints = subsample_constraints(constraints, d.max_constraints, config.train.seed)  # shares p kept
     constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
-    if "constraints" in config.objectives.streams() and \
-            len(constraints) < config.train.constraint_batch_size * config.train.num_workers:
-        t = config.train
-        raise ConfigError(f"data.constraints: only {len(constraints)} constraint pairs left after excluding evaluation "
-                          f"words, fewer than one batch per worker (train.constraint_batch_size="
-                          f"{t.constraint_batch_size} x train.num_workers={t.num_workers}): give more pairs outside the "
-                          "evaluation dictionaries, or a smaller train.constraint_batch_size")
-    if config.objectives.uses_word_pairs and len(constraints) == 0:
-        readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
-        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
-                          f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or set their "
-                          "weight to 0")
-
-    filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
-    listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
-    corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
-
-    parallel = kept_parallel = None
-    if "parallel" in config.objectives.streams():
-        parallel = kept_parallel = read_parallel(d.parallel, reports)
-        share = config.objectives.tlm.parallel_share
-        if share is not None:
-            kept_parallel = share_of_corpus(parallel, corpus, share, config.train.seed)
-        require(len(kept_parallel) >= config.train.parallel_batch_size * config.train.num_workers,
-                "data.parallel" if share is None else "objectives.tlm.parallel_share",
-                f"{len(kept_parallel)} sentence pairs: fewer than one batch per worker "
-                f"(train.parallel_batch_size x train.num_workers)")
-    validation = validation_sentences(validation_sources, filesystem, reports) if validation_sources else None
+    with problems.check():
+        check_minimum_sizes(config, constraints)
+    kept_parallel = parallel
+    if parallel is not None:
+        with problems.check():
+            share = config.objectives.tlm.parallel_share
+            if share is not None:
+                kept_parallel = share_of_corpus(parallel, corpus, share, config.train.seed)
+            require(len(kept_parallel) >= config.train.parallel_batch_size * config.train.num_workers,
+                    "data.parallel" if share is None else "objectives.tlm.parallel_share",
+                    f"{len(kept_parallel)} sentence pairs, fewer than one batch per worker (train.parallel_batch_size="
+                    f"{config.train.parallel_batch_size} x train.num_workers={config.train.num_workers}): give more "
+                    "pairs, or a smaller train.parallel_batch_size")
     if d.corpus_sampling_alpha != 1:
         log.info("corpus language sampling (alpha=%s): share of sentences kept per epoch %s", d.corpus_sampling_alpha,
                  {s.lang: round(s.keep, 4) for s in corpus.sources})
 
+    problems.raise_any()  # before a model is built or read
     model_path = config.model.name_or_path
     if model_path == "tiny" and (staged := staged_model(config)):
         model_path = node_local(staged, config.storage.endpoint_url)  # a resumed run keeps its vocabulary
-    elif model_path == "tiny":  # every word read, so all subsets and language samples of a study share the model
+    elif model_path == "tiny" and build_model:  # every word read: all subsets and language samples share the model
         vocabulary_words = sorted(w for _, w in words_of(read) | heldout)
         parallel_texts = [] if parallel is None else \
             parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
         model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + parallel_texts))
-    positions = max_model_positions(model_path)  # a longer sequence fails in the model's embeddings, in every retry
-    require(d.max_seq_length <= positions, "data.max_seq_length",
-            f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
-            f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
-            f"model_max_length)")
-    for report in reports:
-        if report.malformed:
-            log.warning("%s", report.summary())
+    if model_path != "tiny":  # the built tiny model's positions are checked with the config (model.tiny.max_length)
+        positions = max_model_positions(model_path)  # a longer sequence fails in the model's embeddings, in every retry
+        require(d.max_seq_length <= positions, "data.max_seq_length",
+                f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
+                f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
+                f"model_max_length)")
     static = None
-    if "static" in config.objectives.streams():  # its rows: read on the driver from the vectors, or derived
+    # its rows: read on the driver from the vectors, or derived from the model (not by a check)
+    if "static" in config.objectives.streams() and model_path != "tiny" and (build_model or d.static_vectors):
         static = static_targets(config, model_path, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
@@ -179,7 +193,27 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
         require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")
+    for report in reports:
+        if report.malformed:
+            log.warning("%s", report.summary())
     return prepared
+
+
+def check_minimum_sizes(config: ExperimentConfig, constraints: pa.Table) -> None:
+    """The training pairs a run needs once evaluation words are out: one constraint batch per worker when an
+    objective reads the constraint stream, at least one pair when one trains on word pairs."""
+    t = config.train
+    require("constraints" not in config.objectives.streams()
+            or len(constraints) >= t.constraint_batch_size * t.num_workers, "data.constraints",
+            f"only {len(constraints)} constraint pairs left after excluding evaluation words, fewer than one batch "
+            f"per worker (at least train.constraint_batch_size={t.constraint_batch_size} x train.num_workers="
+            f"{t.num_workers} = {t.constraint_batch_size * t.num_workers}): give more pairs outside the evaluation "
+            "dictionaries, or a smaller train.constraint_batch_size")
+    if config.objectives.uses_word_pairs and len(constraints) == 0:
+        readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
+        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
+                          f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or "
+                          "set their weight to 0")
 
 
 def share_of_corpus(parallel: pa.Table, corpus: CorpusStream, share: float, seed: int) -> pa.Table:

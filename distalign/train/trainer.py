@@ -2,8 +2,8 @@
 
     run_training(load_config("jobs/configs/quickstart.yaml"))
 
-Everything that can fail on bad input (config, files, rows) fails in ``prepare_data`` before
-any Ray resources are taken. A run started again with the same ``run.name`` and storage resumes
+Everything that can fail on bad input (config, files, rows, storage, tracking, the cluster's size) fails in
+``distalign.train.preflight`` before any Ray resources are taken, all problems reported at once. A run started again with the same ``run.name`` and storage resumes
 from its last checkpoint and continues its step count and its MLflow run.
 """
 
@@ -24,20 +24,17 @@ from distalign.data.corpus_stream import start_ledger
 from distalign.data.streams import STREAMS
 from distalign.eval.selection import selection_score
 from distalign.logs import configure
-from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.schedule import run_schedule
-from distalign.preparation.resume import check_resume
 from distalign.preparation.staging import stage_inputs
 from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
 from distalign.preparation.validation import mlm_validation_batch
 from distalign.ray_session import ensure_ray
-from distalign.storage import check_storage, checkpoint_uri, ray_storage_path, storage_filesystem
+from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
     BEST_CHECKPOINT_TAG,
     CHECKPOINT_TAG,
     START_MODEL_TAG,
-    check_reachable,
     client_for,
     open_store_in_background,
     tracked_run,
@@ -47,6 +44,7 @@ from distalign.train.in_process import fit_in_process
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.model_registry import register_checkpoint
 from distalign.train.plan import TrainingPlan
+from distalign.train.preflight import Checked, check_run
 from distalign.train.startup import StartupClock
 from distalign.train.test_scores import TEST_STEP, bli_test_sets, score_test_pairs
 
@@ -147,7 +145,7 @@ def fit(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, score: dic
 
 
 def run_training(config: ExperimentConfig, callbacks: list | None = None, clock: StartupClock | None = None,
-                 trial_report: Callable[[dict], None] | None = None) -> TrainingOutcome:
+                 trial_report: Callable[[dict], None] | None = None, checked: Checked | None = None) -> TrainingOutcome:
     """Train one run as ``config`` says, end to end; returns its MLflow run id and checkpoints.
 
     Inputs are prepared (and every bad input reported) on the driver first; then a Ray cluster is
@@ -155,13 +153,13 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
     In a Tune trial (``trial_report``: its ``ray.tune.report``; ``callbacks``: Ray Train's, for a worker group) a
     one-worker run trains in this process instead (``distalign.train.in_process``).
+    ``checked``: the config's checks already run by the caller (``distalign.train.preflight``), else run here.
     """
     configure()
     clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
-    check_reachable(config.tracking.uri)  # before any work: a dead server would stall MLflow for minutes
-    check_storage(config.storage.path, config.storage.endpoint_url)  # and S3's retries for half a minute
-    check_resume(config)  # a run.name seen before: its checkpoint must fit this config, else workers fail on it
-    prepared = stage_inputs(prepare_data(config), config)
+    # every bad input reported, all at once, before Ray (a Tune trial's share of the cluster is Tune's to check)
+    checked = checked or check_run(config, resources=trial_report is None)
+    prepared = stage_inputs(checked.prepared, config)
     clock.mark("prepare")
     t = config.train
     log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
