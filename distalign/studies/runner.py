@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from distalign.config import ConfigError, ExperimentConfig
+from distalign.errors import Problems
 from distalign.studies.report import child_runs, log_study_summary, tag_value
 from distalign.studies.study import concurrent_trials, load_study, trial_function_resources, trial_resources
 from distalign.studies.progress import TrialProgress
@@ -134,29 +135,51 @@ def register_best_trial(client, parent_id: str, config: ExperimentConfig) -> Non
                         config.storage.endpoint_url, config.tracking.registered_model_name)
 
 
-def prepare_trials(trials: dict[str, ExperimentConfig]) -> None:
-    """Every trial's inputs read and checked on the driver before Ray starts (a language sample short of
-    constraints for a pair, a missing file: an error naming the trial). What they build (worlds, tiny
-    models) lands in the shared cache, where the trials find it."""
-    from distalign.preparation.inputs import prepare_data
+def check_trials(trials: dict[str, ExperimentConfig]) -> None:
+    """``distalign train``'s checks (``distalign.train.preflight``) of every trial whose inputs differ from those of
+    a trial checked before (``inputs_key``), on the driver before Ray starts; every trial's problems are raised
+    together, each naming its trial. What the checks build (worlds, tiny models) lands in the shared cache, where
+    the trials find it. The cluster's size is the study's to check (``concurrent_trials``)."""
+    from distalign.train.preflight import check_run
 
+    problems, checked = Problems(), set()
     for name, config in trials.items():
-        try:
-            prepared = prepare_data(config)
-        except ValueError as error:  # a ConfigError: the command prints it without a traceback
-            raise ConfigError(f"trial {name}: {error}") from error
-        if prepared.test_pairs and config.eval.select_by == "bli" and not prepared.eval_pairs:
-            raise ConfigError(f"trial {name}: eval.test_languages {config.eval.test_languages} leave no validation "
-                              f"pair to select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
-                              f"validation pair has no test language)")
-    log.info("inputs of the %d trials checked", len(trials))
+        key = inputs_key(config)
+        if key in checked:
+            continue
+        checked.add(key)
+        found = Problems()
+        with found.check():
+            prepared = check_run(config, resources=False).prepared
+            if prepared.test_pairs and config.eval.select_by == "bli" and not prepared.eval_pairs:
+                raise ConfigError(f"eval.test_languages {config.eval.test_languages} leave no validation pair to "
+                                  f"select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
+                                  f"validation pair has no test language)")
+        problems.errors += [ConfigError(f"trial {name}: {error}") for error in found.errors]
+    problems.raise_any()
+    log.info("inputs of the %d trials checked (%d distinct)", len(trials), len(checked))
+
+
+# the train keys the checks read (sizes and counts per worker); the others (lr, steps, ...) change no input
+INPUT_TRAIN_KEYS = ("seed", "num_workers", "min_workers", "constraint_batch_size", "corpus_batch_size",
+                    "static_batch_size", "parallel_batch_size")
+
+
+def inputs_key(config: ExperimentConfig) -> str:
+    """What the checks of a trial read from its config: trials that share it share their checks' outcome."""
+    import json
+
+    data = config.to_dict()
+    data["train"] = {key: data["train"][key] for key in INPUT_TRAIN_KEYS}
+    del data["run"], data["tracking"], data["data"]["output_dir"]  # the trial's own names and places
+    return json.dumps(data, sort_keys=True, default=str)
 
 
 def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> list[dict[str, Any]]:
     """Run a Tune study (``distalign.studies.study``) on a local Ray cluster or the one in RAY_ADDRESS.
 
     Every trial's config is loaded and validated first (``load_study``), its inputs read and checked
-    (``prepare_trials``), then an MLflow parent run is
+    (``check_trials``), then an MLflow parent run is
     opened for the study and Tune runs the trials, each a TorchTrainer run logged as a child run.
     Returns one row per trial (name, what it stands for, the study metric, error); tables and plots go
     to the parent run. Raises ``RuntimeError`` naming the failed trials, after logging the summary.
@@ -166,15 +189,13 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
 
     from distalign.logs import configure
     from distalign.ray_session import ensure_ray
-    from distalign.storage import check_storage, ray_storage_path, storage_filesystem
-    from distalign.tracking import check_reachable, client_for, run_url, tracked_run
+    from distalign.storage import ray_storage_path, storage_filesystem
+    from distalign.tracking import client_for, run_url, tracked_run
 
     configure()
     study, trials = load_study(path, extra_overrides)
     first = next(iter(trials.values()))
-    check_reachable(first.tracking.uri)
-    check_storage(first.storage.path, first.storage.endpoint_url)  # the study's, which its trials share
-    prepare_trials(trials)
+    check_trials(trials)  # the storage and tracking of the study, which its trials share, with their inputs
     log.info("study %s: %d trials over %s%s", study.study, len(trials), list(study.grid),
              " and language samples" if study.language_samples.size else "")
     ensure_ray()

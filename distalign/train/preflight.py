@@ -178,13 +178,13 @@ def describe_model(config: ExperimentConfig, prepared: PreparedData) -> str:
 def pair_counts(table: pa.Table) -> str:
     """Rows per language pair, ``xa-xb 412, xa-xc 398``."""
     counts = table.group_by(["lang1", "lang2"]).aggregate([([], "count_all")]).to_pylist()
-    return ", ".join(f"{row['lang1']}-{row['lang2']} {row['count_all']}" for row in counts) or "none"
+    return ", ".join(sorted(f"{row['lang1']}-{row['lang2']} {row['count_all']}" for row in counts)) or "none"
 
 
-def size_text(size: int) -> str:
+def size_text(size: float) -> str:
     """``1536`` -> ``1.5 KiB``."""
-    for unit in ("bytes", "KiB", "MiB", "GiB"):
-        if size < 1024 or unit == "GiB":
-            return f"{size:.0f} {unit}" if unit == "bytes" else f"{size:.1f} {unit}"
-        size /= 1024
-    return ""
+    units = ("bytes", "KiB", "MiB", "GiB", "TiB")
+    power = 0
+    while size >= 1024 and power < len(units) - 1:
+        size, power = size / 1024, power + 1
+    return f"{size:.0f} bytes" if power == 0 else f"{size:.1f} {units[power]}"
