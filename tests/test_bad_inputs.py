@@ -59,6 +59,12 @@ TRANSFER = "transfer {model} --data-dir {transfer_data} --tasks xnli --no-mlflow
 EXTRACT = "static extract --model {model} --corpus {corpus} --out {out}/x.vec"
 GUARDED = "storage.endpoint_url={guarded_url}"  # moto enforcing IAM: the rows' keys are checked
 S3_CORPUS = "'data.corpora=[{{path: s3://sealed/corpus/, lang: en}}]'"
+# storage under a file, a missing constraint file, a corpus glob matching nothing, a model without tokenizer files
+FOUR_WRONG = ("model.name_or_path={model_no_tokenizer} data.constraints=[{missing}.parquet] "
+              "'data.corpora=[{{path: \"{out}/none/*.txt\", lang: en}}]' storage.path={corpus}/runs")
+FOUR_WRONG_SAYS = ["4 problems:", "model.name_or_path: {model_no_tokenizer} has no tokenizer files",
+                   "data.constraints[0]: file not found: {missing}.parquet",
+                   "data.corpora[0].path: no file matches '{out}/none/*.txt'", "storage.path: {corpus}/runs is not writable"]
 ALIGN = "static align --src {en_vec} --tgt {de_vec} --dictionary {dictionary} --out {out}/mapped.vec"
 
 CASES = [
@@ -167,6 +173,18 @@ CASES = [
          f"{TRAIN} run.name=old model.name_or_path=tiny",
          ["model.name_or_path: run.name=old resumes from {checkpoint}, whose model is another architecture",
           "hidden_size 16 (checkpoint) vs 64", "give a new run.name"], fixed=True),
+    # ---- check, and train: every problem of a config at once (issue 46)
+    case("check-four-wrong-inputs", "check", "four wrong inputs in one config", f"check {{files_config}} {FOUR_WRONG}",
+         FOUR_WRONG_SAYS, ray="no Ray"),
+    case("train-four-wrong-inputs", "train", "four wrong inputs in one config", f"{TRAIN} {FOUR_WRONG}",
+         FOUR_WRONG_SAYS, fixed=True),
+    case("check-too-few-pairs", "check", "fewer constraint pairs than one batch per worker",
+         "check {files_config} train.constraint_batch_size=16 train.num_workers=2",
+         ["data.constraints: only 16 constraint pairs left after excluding evaluation words",
+          "at least train.constraint_batch_size=16 x train.num_workers=2 = 32"], ray="no Ray"),
+    case("check-too-many-workers", "check", "more workers than the machine's CPUs hold",
+         "check {files_config} train.num_workers=512",
+         ["train.num_workers: 512 workers need", "this machine", "lower train.num_workers"], ray="no Ray"),
     # ---- train: tracking and storage
     case("train-mlflow-unreachable", "train", "MLflow server not answering",
          f"{TRAIN} tracking.uri=http://127.0.0.1:{{closed_port}}",
