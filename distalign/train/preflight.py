@@ -23,6 +23,7 @@ import pyarrow as pa
 
 from distalign.config import ExperimentConfig, read_config, validate
 from distalign.errors import ConfigError, Problems, require_writable
+from distalign.models.loading import check_hub_model
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.resume import check_resume
@@ -84,6 +85,9 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
             prepared = prepare_data(config, build_model)
+    else:  # the inputs are not read; a Hub model's look-up needs neither a valid config nor the storage
+        with problems.check():
+            check_hub_model(config.model.name_or_path, "model.name_or_path")
     problems.raise_any()
     found[:0] = [f"config: objectives {', '.join(f'{n}={w:g}' for n, w in config.objectives.weights().items())}; "
                  f"{config.train.num_workers} workers ({config.train.engine})"]

@@ -127,3 +127,18 @@ def test_a_study_checks_trials_with_the_same_inputs_once():
     other_seed = load_config(QUICKSTART, [*SMALL, "train.seed=1"])
     assert inputs_key(base) == inputs_key(other_lr)
     assert inputs_key(base) != inputs_key(other_seed)
+
+
+def test_a_hub_model_is_looked_up_even_when_the_inputs_cannot_be_read(tmp_path, capsys, no_ray, monkeypatch):
+    """Unwritable storage keeps the inputs unread (the world's cache lives there); the Hub name is still checked."""
+    from huggingface_hub import constants
+
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no network here: the offline answer, at once
+    (tmp_path / "a-file").write_text("")
+    status, _, err, _ = run(["check", str(QUICKSTART), "model.name_or_path=nobody/no-such-model",
+                             f"storage.path={tmp_path / 'a-file'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"],
+                            capsys)
+    assert status == 2
+    assert "2 problems:" in err
+    assert "model.name_or_path: nobody/no-such-model is not in the Hugging Face cache and HF_HUB_OFFLINE is set" in err
+    assert f"storage.path: {tmp_path / 'a-file'} is not writable" in err
