@@ -38,7 +38,6 @@ from distalign.objectives.static_align import StaticAlignObjective
 from distalign.static.mapping import MappingMethod, map_spaces
 from distalign.static.procrustes import preprocess
 from distalign.static.word2vec_format import read_word2vec, write_word2vec
-from distalign.static.x2static import extract_to_file
 
 log = logging.getLogger("distalign")
 
@@ -59,6 +58,10 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
                           method: MappingMethod = "procrustes", device: str = "cpu") -> list[StaticVectorsSource]:
     """Extract (on ``device``) and align (module docstring); ``corpora`` are (path, lang). Returns one source per
     language."""
+    # imported here: X2Static imports transformers' model classes (seconds), which a run without derived targets
+    # (and `distalign check`) never needs
+    from distalign.static.x2static import extract_to_file
+
     out_dir = Path(out_dir)
     paths_by_lang: dict[str, list[str]] = defaultdict(list)
     for path, lang in corpora:
