@@ -142,8 +142,10 @@ def test_a_language_sample_short_of_constraints_fails_before_ray_naming_the_tria
 
     monkeypatch.setattr("distalign.ray_session.ensure_ray", lambda: pytest.fail("Ray was started"))
     assert main(["tune", str(STUDIES / "language_samples_tiny.yaml"), "language_samples.per_pair=500"]) == 2
-    assert re.search(r"distalign: error: trial language-samples-tiny-\d+: data.constraints_per_pair=500: these "
-                     r"language pairs have fewer constraints", capsys.readouterr().err)
+    err = capsys.readouterr().err
+    trials = re.findall(r"trial (language-samples-tiny-\d+): data.constraints_per_pair=500: these language pairs have "
+                        r"fewer constraints", err)
+    assert err.startswith(f"distalign: error: {len(trials)} problems:") and len(set(trials)) == len(trials) > 1, err
 
 
 def test_language_samples_select_on_validation_pairs_and_hold_the_test_pairs_for_the_final_score():
