@@ -36,23 +36,23 @@ Check = Callable[[ExperimentConfig], None]  # a caller's own check (``distalign.
 
 @dataclass
 class Checked:
-    """A config that passed every check, its inputs as read (None when not read: a study's base config), and what
-    the checks found, one line each (``distalign check`` prints them)."""
+    """A config that passed every check, its inputs as read, and what the checks found, one line each
+    (``distalign check`` prints them)."""
 
     config: ExperimentConfig
-    prepared: PreparedData | None
+    prepared: PreparedData
     found: list[str] = field(default_factory=list)
 
 
 def load_checked(path: str, overrides: list[str] | None = None, extra: Sequence[Check] = (),
-                 build_model: bool = True, resources: bool = True) -> Checked:
+                 build_model: bool = True) -> Checked:
     """``read_config`` (a YAML or type error ends it there: nothing else can be read), then ``check_run`` with the
     config's own problems (``validate``) reported beside the others."""
     config = read_config(path, overrides)
     problems = Problems()
     with problems.check():
         validate(config)
-    return check_run(config, problems, extra, build_model, resources)
+    return check_run(config, problems, extra, build_model)
 
 
 def check_run(config: ExperimentConfig, problems: Problems | None = None, extra: Sequence[Check] = (),
@@ -89,9 +89,9 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
         with problems.check():
             check_hub_model(config.model.name_or_path, "model.name_or_path")
     problems.raise_any()
-    found[:0] = [f"config: objectives {', '.join(f'{n}={w:g}' for n, w in config.objectives.weights().items())}; "
-                 f"{config.train.num_workers} workers ({config.train.engine})"]
-    return Checked(config, prepared, found + describe_inputs(config, prepared))
+    objectives = ", ".join(f"{name}={weight:g}" for name, weight in config.objectives.weights().items())
+    settings = f"config: objectives {objectives}; {config.train.num_workers} workers ({config.train.engine})"
+    return Checked(config, prepared, [settings, *found, *describe_inputs(config, prepared)])
 
 
 def cache_writable(config: ExperimentConfig, problems: Problems) -> bool:
@@ -136,10 +136,8 @@ def check_resources(config: ExperimentConfig) -> str:
     return f"resources: {need}; {where} has {have['CPU']:g} CPUs, {have['GPU']:g} GPUs"
 
 
-def describe_inputs(config: ExperimentConfig, prepared: PreparedData | None) -> list[str]:
+def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[str]:
     """What the run will read, counted: the lines of ``distalign check``'s report after the services'."""
-    if prepared is None:
-        return []
     t = config.train
     lines = [f"model: {describe_model(config, prepared)}"]
     if len(prepared.constraints) or "constraints" in config.objectives.streams():
