@@ -3,6 +3,7 @@ for a run's own use. Ray is imported where it is used: the commands that need no
 
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import Iterator
 
@@ -81,6 +82,7 @@ def available_resources(gpus_wanted: bool) -> tuple[dict[str, float], str]:
 
         with leaving_ray():
             if not ray.is_initialized():
+                answering(address)
                 ray.init(address=address, log_to_driver=False)
             resources = ray.cluster_resources()
         return {"CPU": resources.get("CPU", 0.0), "GPU": resources.get("GPU", 0.0)}, \
@@ -91,3 +93,15 @@ def available_resources(gpus_wanted: bool) -> tuple[dict[str, float], str]:
 
         gpus = torch.cuda.device_count()
     return {"CPU": float(os.cpu_count() or 1), "GPU": float(gpus)}, "this machine (no RAY_ADDRESS: a local Ray cluster)"
+
+
+def answering(address: str, timeout_s: float = 5.0) -> None:
+    """Raise ``ConnectionError`` naming ``address`` (``host:port``, with or without a scheme; ``auto`` is Ray's to
+    find) unless it accepts a connection within ``timeout_s``: Ray retries a dead address for minutes."""
+    if address == "auto":
+        return
+    host, _, port = address.split("://", 1)[-1].rstrip("/").rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=timeout_s).close()
+    except (OSError, ValueError) as err:
+        raise ConnectionError(f"RAY_ADDRESS={address} does not answer ({err})") from None

@@ -123,9 +123,10 @@ def check_resources(config: ExperimentConfig) -> str:
     workers, cpus, gpus = needed_resources(config)
     try:
         have, where = available_resources(gpus > 0)
-    except Exception as err:  # Ray's own errors for an address it cannot join
+    except Exception as err:  # an address that does not answer (``answering``), or Ray's own errors joining it
         raise ConfigError(f"train.num_workers: the Ray cluster in RAY_ADDRESS cannot be joined to count its CPUs "
-                          f"and GPUs ({type(err).__name__}: {err})") from None
+                          f"and GPUs ({type(err).__name__}: {err}): start it, or unset RAY_ADDRESS to run on this "
+                          "machine") from None
     t, d = config.train, config.data
     need = f"{workers} workers need {cpus:g} CPUs (train.cpus_per_worker={t.cpus_per_worker:g}, " \
            f"data.corpus_cpus_per_worker={d.corpus_cpus_per_worker:g} each, data.tokenize_cpus={d.tokenize_cpus:g})" \

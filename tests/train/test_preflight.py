@@ -142,3 +142,13 @@ def test_a_hub_model_is_looked_up_even_when_the_inputs_cannot_be_read(tmp_path, 
     assert "2 problems:" in err
     assert "model.name_or_path: nobody/no-such-model is not in the Hugging Face cache and HF_HUB_OFFLINE is set" in err
     assert f"storage.path: {tmp_path / 'a-file'} is not writable" in err
+
+
+def test_a_ray_address_that_does_not_answer_is_reported_in_seconds(tmp_path, capsys, no_ray, monkeypatch):
+    port = free_port()  # nothing listens there: Ray itself would retry for minutes
+    monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
+    status, _, err, seconds = run(["check", str(QUICKSTART), *SMALL, f"storage.path={tmp_path / 'runs'}",
+                                   f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"], capsys)
+    assert status == 2
+    assert "train.num_workers: the Ray cluster in RAY_ADDRESS cannot be joined" in err
+    assert f"RAY_ADDRESS=127.0.0.1:{port} does not answer" in err
