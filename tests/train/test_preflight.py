@@ -152,3 +152,15 @@ def test_a_ray_address_that_does_not_answer_is_reported_in_seconds(tmp_path, cap
     assert status == 2
     assert "train.num_workers: the Ray cluster in RAY_ADDRESS cannot be joined" in err
     assert f"RAY_ADDRESS=127.0.0.1:{port} does not answer" in err
+
+
+def test_a_study_checks_each_distinct_trial_once(tmp_path, caplog, no_ray):
+    """tuning/quickstart.yaml's grid: 2 learning rates x 2 constraint-set sizes, 2 distinct inputs."""
+    from distalign.studies.runner import check_trials
+    from distalign.studies.study import load_study
+
+    _, trials = load_study(QUICKSTART.parents[2] / "tuning" / "quickstart.yaml",
+                           [*SMALL, f"storage.path={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"])
+    with caplog.at_level("INFO", logger="distalign"):
+        check_trials(trials)
+    assert "inputs of the 4 trials checked (2 distinct)" in caplog.text
