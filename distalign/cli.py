@@ -38,12 +38,9 @@ def _train(args) -> int:
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     config = load_config(args.config, args.overrides)
     transfer.check(config)  # eval.transfer: before training takes Ray resources
-    with quiet_console(command_log("train")):
-        try:
-            outcome = run_training(config, clock=clock)
-            transfer.transfer_after_training(config, outcome, progress=say)
-        finally:
-            shutdown_ray()
+    with quiet_console(command_log("train")), leaving_ray():  # a caller's Ray session (a test's) stays up
+        outcome = run_training(config, clock=clock)
+        transfer.transfer_after_training(config, outcome, progress=say)
     print_summary(config, outcome)
     return 0
 
