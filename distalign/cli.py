@@ -336,12 +336,16 @@ def _add_eval_command(sub, arguments: bool) -> None:
 
 def _add_transfer_command(sub, arguments: bool) -> None:
     """`distalign transfer ...` (its arguments live with the runner)"""
-    transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer: fine-tune on the source language, "
-                                               "test on the others (XNLI, PAWS-X, WikiANN, UD-POS; Ray Train)",
-                              description="Fine-tune on each task's source-language training set (one Ray Train "
-                                          "run per task and seed), keep the weights best on the dev set, and print "
-                                          "per-language test scores, their average and the gap to the source "
-                                          "as mean ± std over seeds.")
+    about = ("Fine-tune on each task's source-language training set (one Ray Train run per task and seed), keep "
+             "the weights best on the dev set, and print per-language test scores, their average and the gap to the "
+             "source as mean ± std over seeds.")
+    if arguments:  # the task list from the registry (not read for the command list, which names no task)
+        from distalign.transfer.tasks.registry import TRANSFER_TASKS
+
+        about += f" Tasks: {', '.join(TRANSFER_TASKS)}."
+    transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer on XTREME-style tasks: fine-tune on "
+                                               "the source language, test on the others (Ray Train)",
+                              description=about)
     if not arguments:
         return
     from distalign.transfer.runner import add_transfer_arguments
