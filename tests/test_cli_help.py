@@ -1,0 +1,54 @@
+"""The command line's help: fast to print (no heavy library imported to build a parser), and complete."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+HEAVY = ("torch", "pandas", "matplotlib", "ray", "transformers")
+# eval, transfer and static still build their parsers from modules that import torch (their task plugins'
+# flags and the specs' defaults): not yet in this list
+LIGHT_HELP = [[], ["train"], ["tune"], ["mine-constraints"], ["bench"], ["bench", "synthetic"]]
+
+
+def imported_modules(argv: list[str]) -> set[str]:
+    """The top-level packages `distalign ARGV --help` imports, from ``python -X importtime``."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "distalign.cli", *argv, "--help"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "usage: distalign" in done.stdout
+    names = re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", done.stderr, flags=re.MULTILINE)
+    return {name.split(".")[0] for name in names}
+
+
+@pytest.mark.parametrize("argv", LIGHT_HELP, ids=lambda argv: " ".join(argv) or "distalign")
+def test_help_imports_no_heavy_library(argv):
+    imported = imported_modules(argv)
+    assert "distalign" in imported  # the parse saw the imports at all
+    assert not imported & set(HEAVY), f"`distalign {' '.join(argv)} --help` imports {sorted(imported & set(HEAVY))}"
+
+
+def test_transfer_help_names_every_registered_task(capsys):
+    from distalign import cli
+    from distalign.transfer.tasks.registry import TRANSFER_TASKS
+
+    with pytest.raises(SystemExit):
+        cli.main(["transfer", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert f"Tasks: {', '.join(TRANSFER_TASKS)}." in text
+    assert len(TRANSFER_TASKS) == 7
+
+
+def test_the_task_registry_imports_no_torch():
+    """The transfer help's task list comes from the registry: reading it must not load the models' library."""
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import distalign.transfer.tasks.registry"],
+                          capture_output=True, text=True, cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert not re.search(r"\|\s*torch$", done.stderr, flags=re.MULTILINE)
