@@ -4,8 +4,9 @@ docs/guides/ is executed (commands) or loaded (YAML) here, on the embedded defau
 The marker is an HTML comment on the line right before the fence (invisible on GitHub and in the site):
 
     <!-- runnable: shell -->                  distalign commands, run in order in a working copy of the repository
-    <!-- runnable: config my.yaml -->          an experiment config (or part of one), written to my.yaml there and
-                                               loaded by distalign's config loader
+    <!-- runnable: config my.yaml -->          an experiment config (or part of one), written to my.yaml there,
+                                               loaded by distalign's config loader and its inputs read as a run
+                                               reads them before Ray starts
     <!-- runnable: study tuning/my.yaml -->    a Tune study file, loaded by the study loader
 
 Blocks that need a cluster, a GPU, the Hugging Face Hub or data the repository does not ship stay unmarked; each
@@ -129,8 +130,10 @@ def write_yaml_blocks(root: Path) -> None:
 def load_yaml_block(block: Block, root: Path) -> None:
     from distalign.config import load_config
 
-    if block.kind == "config":
-        load_config(root / block.file)
+    if block.kind == "config":  # read as a run reads its inputs before Ray: files, formats, one storage
+        from distalign.preparation.inputs import prepare_data
+
+        prepare_data(load_config(root / block.file))
     else:
         from distalign.studies.study import load_study
 
