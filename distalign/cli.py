@@ -317,12 +317,12 @@ def _add_eval_command(sub, arguments: bool) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Encode with every layer, score task x language pair x layer as Ray tasks, "
                                     "write tables and plots, log them to MLflow. What to run: a --spec YAML "
-                                    "(the fields of distalign.eval.runner.EvalSpec), then the flags given, "
+                                    "(the fields of distalign.eval.spec.EvalSpec), then the flags given, "
                                     "then dotted key=value overrides (suite.max_queries=100).")
     if not arguments:
         return
     from distalign.eval.runner import add_eval_arguments
-    from distalign.transfer.runner import add_shared_arguments
+    from distalign.transfer.arguments import add_shared_arguments
     from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
     add_eval_arguments(ev)
@@ -348,7 +348,7 @@ def _add_transfer_command(sub, arguments: bool) -> None:
                               description=about)
     if not arguments:
         return
-    from distalign.transfer.runner import add_transfer_arguments
+    from distalign.transfer.arguments import add_transfer_arguments
 
     add_transfer_arguments(transfer)
     transfer.set_defaults(func=_transfer)

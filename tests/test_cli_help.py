@@ -12,9 +12,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "pandas", "matplotlib", "ray", "transformers")
-# eval, transfer and static still build their parsers from modules that import torch (their task plugins'
-# flags and the specs' defaults): not yet in this list
-LIGHT_HELP = [[], ["train"], ["tune"], ["mine-constraints"], ["bench"], ["bench", "synthetic"]]
+# eval and static still build their parsers from modules that import torch (the evaluation task plugins hold
+# their own flags): not yet in this list
+LIGHT_HELP = [[], ["train"], ["tune"], ["transfer"], ["mine-constraints"], ["bench"], ["bench", "synthetic"]]
 
 
 def imported_modules(argv: list[str]) -> set[str]:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -40,8 +40,8 @@ from distalign.config import (
 from distalign.data.readers import InputError
 from distalign.eval import report
 from distalign.eval.selection import encoding_settings, in_loop_settings
+from distalign.eval.spec import EvalSpec
 from distalign.eval.suite import build_tasks
-from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import EncodingSettings, EvalTask
 from distalign.eval.tasks.base import Flag, comma_list
 from distalign.eval.tasks.bli import BLISettings
@@ -52,35 +52,6 @@ from distalign.models.loading import check_hub_model, check_local_model, check_m
 ARTIFACT_DIR = "eval"
 EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
 EVALUATED_STEP_TAG = "distalign.evaluated_step"  # ... and the checkpoint's step
-
-
-@dataclass
-class EvalTrackingConfig:
-    uri: str = ""  # MLflow store; empty = $MLFLOW_TRACKING_URI, else sqlite:///<DISTALIGN_HOME or cwd>/mlflow.db
-    # experiment of the eval run (a checkpoint whose training run the store knows: a child run in the run's own)
-    experiment: str = "distalign-eval"
-    enabled: bool = True  # false: write files only
-
-
-@dataclass
-class EvalSpec:
-    """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
-
-        model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
-        suite: {eval_dir: ../shared/data/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
-        layer: -1
-        tracking: {experiment: my-evals}
-    """
-
-    checkpoint: str = ""  # distalign checkpoint directory (its eval run is a child run of its training run)
-    model: str = ""  # Hugging Face model directory or hub name; exactly one of checkpoint and model
-    suite: SuiteSpec = field(default_factory=SuiteSpec)
-    layer: int | None = None  # score only this layer (negative counts from the last); null = every layer
-    output_dir: str = ""  # tables and plots (default <DISTALIGN_HOME>/eval_results/<model>-<time>)
-    cache_dir: str = ""  # encoding cache (default <DISTALIGN_HOME>/.cache/encodings)
-    cpus_per_task: float = 1.0  # CPUs per Ray encoding/scoring task
-    use_gpu: bool = False  # encode on a GPU per encoding task
-    tracking: EvalTrackingConfig = field(default_factory=EvalTrackingConfig)
 
 
 @dataclass
@@ -337,7 +308,7 @@ def add_eval_arguments(parser) -> None:
     """``--spec FILE [key=value ...]`` and one flag per common spec key (a flag given wins over the file)."""
     d = EvalSpec()
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec (suite.max_queries=100)")
-    parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.runner.EvalSpec)")
+    parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.spec.EvalSpec)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--checkpoint", help="distalign checkpoint directory (its eval run: a child run of its "
                                              "training run; --dictionary test sets as its run's in-loop BLI)")
