@@ -321,7 +321,7 @@ def _add_eval_command(sub, arguments: bool) -> None:
                                     "then dotted key=value overrides (suite.max_queries=100).")
     if not arguments:
         return
-    from distalign.eval.runner import add_eval_arguments
+    from distalign.eval.arguments import add_eval_arguments
     from distalign.transfer.arguments import add_shared_arguments
     from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
@@ -391,8 +391,8 @@ def _add_static_command(sub, arguments: bool) -> None:
     static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI")
     if not arguments:
         return
-    from distalign.objectives.static_align import StaticMapping
-    from distalign.static.bli import add_static_bli_arguments
+    from distalign.objectives.static_mapping import StaticMapping
+    from distalign.static.arguments import add_static_bli_arguments
 
     static = static.add_subparsers(dest="static", required=True)
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",

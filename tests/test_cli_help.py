@@ -12,9 +12,8 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 HEAVY = ("torch", "pandas", "matplotlib", "ray", "transformers")
-# eval and static still build their parsers from modules that import torch (the evaluation task plugins hold
-# their own flags): not yet in this list
-LIGHT_HELP = [[], ["train"], ["tune"], ["transfer"], ["mine-constraints"], ["bench"], ["bench", "synthetic"]]
+LIGHT_HELP = [[], ["train"], ["tune"], ["eval"], ["transfer"], ["mine-constraints"], ["static"], ["static", "extract"],
+              ["static", "align"], ["static", "bli"], ["bench"], ["bench", "synthetic"], ["bench", "perf"]]
 
 
 def imported_modules(argv: list[str]) -> set[str]:

@@ -91,17 +91,6 @@ def static_bli(vectors: dict[str, str], suite: SuiteSpec) -> list[dict]:
     return rows
 
 
-def add_static_bli_arguments(parser) -> None:
-    """``--vectors LANG=PATH`` (repeatable), ``--output`` and the BLI flags of ``distalign eval``."""
-    parser.add_argument("--vectors", action="append", required=True, metavar="LANG=PATH",
-                        help="word2vec text file (.vec) of a language, repeatable")
-    parser.add_argument("--eval-dir", default=SuiteSpec.eval_dir, help="benchmark folder of --bli-pairs "
-                                                                       f"(default {SuiteSpec.eval_dir})")
-    for flag in BLITask.flags:
-        parser.add_argument(flag.name, help=flag.help, **flag.options)
-    parser.add_argument("--output", default="", help="also write the result rows to this CSV")
-
-
 def run_static_bli_cli(args) -> int:
     suite = SuiteSpec(eval_dir=args.eval_dir, tasks=("bli",), bli_pairs=())
     for flag in BLITask.flags:
