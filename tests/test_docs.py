@@ -105,6 +105,15 @@ def test_site_builds_strict_with_every_link_and_anchor_resolved(tmp_path, caplog
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
     assert_dotted_keys_are_found(tmp_path / "site")
     assert_mermaid_is_served_with_the_site(tmp_path / "site")
+    assert "\\|" not in (tmp_path / "site" / "index.html").read_text(), "a table's escaped bar shows its backslash"
+
+
+def test_the_pages_cite_no_issue_a_reader_cannot_see():
+    """The project's issue numbers live in its tracker, not on GitHub: a page says what the issue was instead."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    cited = [f"{page.relative_to(REPO)}: {hit}" for page in pages
+             for hit in re.findall(r"\bissues? #?\d+", page.read_text(encoding="utf-8"), flags=re.IGNORECASE)]
+    assert not cited, cited
 
 
 def assert_dotted_keys_are_found(site: Path) -> None:
