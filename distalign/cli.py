@@ -43,12 +43,9 @@ def _train(args) -> int:
     # `distalign check`'s checks, every problem reported at once, before training takes Ray resources
     checked = load_checked(args.config, args.overrides, extra=check_command.checks_of_train())
     config = checked.config
-    with quiet_console(command_log("train")):
-        try:
-            outcome = run_training(config, clock=clock, checked=checked)
-            transfer.transfer_after_training(config, outcome, progress=say)
-        finally:
-            shutdown_ray()
+    with quiet_console(command_log("train")), leaving_ray():  # a caller's Ray session (a test's) stays up
+        outcome = run_training(config, clock=clock, checked=checked)
+        transfer.transfer_after_training(config, outcome, progress=say)
     print_summary(config, outcome)
     return 0
 
@@ -325,12 +322,12 @@ def _add_eval_command(sub, arguments: bool) -> None:
                         formatter_class=argparse.RawDescriptionHelpFormatter,
                         description="Encode with every layer, score task x language pair x layer as Ray tasks, "
                                     "write tables and plots, log them to MLflow. What to run: a --spec YAML "
-                                    "(the fields of distalign.eval.runner.EvalSpec), then the flags given, "
+                                    "(the fields of distalign.eval.spec.EvalSpec), then the flags given, "
                                     "then dotted key=value overrides (suite.max_queries=100).")
     if not arguments:
         return
-    from distalign.eval.runner import add_eval_arguments
-    from distalign.transfer.runner import add_shared_arguments
+    from distalign.eval.arguments import add_eval_arguments
+    from distalign.transfer.arguments import add_shared_arguments
     from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
     add_eval_arguments(ev)
@@ -344,15 +341,19 @@ def _add_eval_command(sub, arguments: bool) -> None:
 
 def _add_transfer_command(sub, arguments: bool) -> None:
     """`distalign transfer ...` (its arguments live with the runner)"""
-    transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer: fine-tune on the source language, "
-                                               "test on the others (XNLI, PAWS-X, WikiANN, UD-POS; Ray Train)",
-                              description="Fine-tune on each task's source-language training set (one Ray Train "
-                                          "run per task and seed), keep the weights best on the dev set, and print "
-                                          "per-language test scores, their average and the gap to the source "
-                                          "as mean ± std over seeds.")
+    about = ("Fine-tune on each task's source-language training set (one Ray Train run per task and seed), keep "
+             "the weights best on the dev set, and print per-language test scores, their average and the gap to the "
+             "source as mean ± std over seeds.")
+    if arguments:  # the task list from the registry (not read for the command list, which names no task)
+        from distalign.transfer.tasks.registry import TRANSFER_TASKS
+
+        about += f" Tasks: {', '.join(TRANSFER_TASKS)}."
+    transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer on XTREME-style tasks: fine-tune on "
+                                               "the source language, test on the others (Ray Train)",
+                              description=about)
     if not arguments:
         return
-    from distalign.transfer.runner import add_transfer_arguments
+    from distalign.transfer.arguments import add_transfer_arguments
 
     add_transfer_arguments(transfer)
     transfer.set_defaults(func=_transfer)
@@ -396,8 +397,8 @@ def _add_static_command(sub, arguments: bool) -> None:
     static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI")
     if not arguments:
         return
-    from distalign.objectives.static_align import StaticMapping
-    from distalign.static.bli import add_static_bli_arguments
+    from distalign.objectives.static_mapping import StaticMapping
+    from distalign.static.arguments import add_static_bli_arguments
 
     static = static.add_subparsers(dest="static", required=True)
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",

@@ -465,3 +465,21 @@ def test_min_workers_below_num_workers_gives_ray_train_a_worker_range(monkeypatc
     monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, scaling_config, **kwargs: scaling.append(scaling_config))
     trainer.build_trainer(load_config(QUICKSTART, [f"train.min_workers={min_workers}"]), {}, None, {}, None)
     assert scaling[0].num_workers == expected
+
+
+def test_a_relative_path_is_the_working_directorys_first_then_the_config_files(tmp_path, monkeypatch):
+    """As docs/reference/config.md says: the working directory wins where the path exists in both places."""
+    from distalign.config import resolve_path
+    from distalign.reference import render_pages
+
+    beside_config, cwd = tmp_path / "configs", tmp_path / "work"
+    for folder in (beside_config, cwd):
+        folder.mkdir()
+    (beside_config / "only-here.tsv").write_text("a\tb\n")
+    for folder in (beside_config, cwd):
+        (folder / "both.tsv").write_text("a\tb\n")
+    monkeypatch.chdir(cwd)
+    assert resolve_path("only-here.tsv", beside_config) == str(beside_config / "only-here.tsv")
+    assert resolve_path("both.tsv", beside_config) == str(cwd / "both.tsv")
+    assert resolve_path("nowhere.tsv", beside_config) == str(cwd / "nowhere.tsv")
+    assert "working directory first, then beside the config" in render_pages()["config.md"].replace("\n", " ")

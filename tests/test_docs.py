@@ -103,6 +103,40 @@ def test_site_builds_strict_with_every_link_and_anchor_resolved(tmp_path, caplog
     warnings = _strict_build(tmp_path / "site", caplog)
     assert not warnings, "mkdocs build --strict:\n" + "\n".join(warnings)
     assert (tmp_path / "site" / "reference" / "config" / "index.html").is_file()
+    assert_dotted_keys_are_found(tmp_path / "site")
+    assert_mermaid_is_served_with_the_site(tmp_path / "site")
+    assert "\\|" not in (tmp_path / "site" / "index.html").read_text(), "a table's escaped bar shows its backslash"
+
+
+def test_the_pages_cite_no_issue_a_reader_cannot_see():
+    """The project's issue numbers live in its tracker, not on GitHub: a page says what the issue was instead."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
+    cited = [f"{page.relative_to(REPO)}: {hit}" for page in pages
+             for hit in re.findall(r"\bissues? #?\d+", page.read_text(encoding="utf-8"), flags=re.IGNORECASE)]
+    assert not cited, cited
+
+
+def assert_dotted_keys_are_found(site: Path) -> None:
+    """Search splits the pages' text and the query with the index's separator: a query's words must all be words
+    of the key's own section (lunr finds whole words and their prefixes, not the middle of a word)."""
+    import json
+
+    index = json.loads((site / "search" / "search_index.json").read_text())
+    separator = re.compile(index["config"]["separator"])
+
+    def words(text: str) -> set[str]:  # the theme's tokenizer steps over the markup in the index's text
+        return {word.lower() for word in separator.split(re.sub(r"<[^>]+>", " ", text)) if word}
+
+    config_page = words(" ".join(doc["text"] for doc in index["docs"] if doc["location"].startswith("reference/config/")))
+    for query in ("zero_stage", "train.zero_stage", "objectives.lexical.temperature", "eval.bli_max_pairs"):
+        assert words(query) <= config_page, f"search finds no {query!r} on the config reference page"
+
+
+def assert_mermaid_is_served_with_the_site(site: Path) -> None:
+    """The theme fetches mermaid from a CDN unless a page already has it: the site's own copy is on every page."""
+    home = (site / "index.html").read_text()
+    assert '<script src="assets/javascripts/mermaid.min.js"' in home
+    assert (site / "assets" / "javascripts" / "mermaid.min.js").stat().st_size > 1_000_000
 
 
 class _Links(HTMLParser):

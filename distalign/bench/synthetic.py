@@ -286,7 +286,8 @@ def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str]
     """ALIGN-MLM's alignment (input embeddings, whole vocabularies); the contextual word alignment of the
     held-out words at the embedding layer and its best layer; BLI MRR at its best layer."""
     from distalign.eval.alignment import vocabulary_alignment
-    from distalign.eval.tasks import BLITask, WordAlignmentTask, evaluate_locally
+    from distalign.eval.in_process import evaluate_locally
+    from distalign.eval.tasks import BLITask, WordAlignmentTask
     from distalign.models.adapters import load_masked_lm_with_adapters
     from distalign.models.encoder import Encoder
     from distalign.models.loading import load_tokenizer

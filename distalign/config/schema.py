@@ -311,7 +311,7 @@ class TransferEvalConfig:
     checkpoint: Literal["best", "last"] = "best"  # best: the one eval.select_by selects (the last when none does)
     at_steps: list[int] = field(default_factory=list)  # also these steps' kept checkpoints (local or remote)
     starting_model: bool = False  # also the model training started from, logged at step 0: the plots' reference bars
-    # any other key of a transfer spec (distalign.transfer.runner.TransferSpec): source, languages, seeds,
+    # any other key of a transfer spec (distalign.transfer.spec.TransferSpec): source, languages, seeds,
     # finetune: {lr, epochs, ...}, num_workers, use_gpu, ...
     spec: dict[str, Any] = field(default_factory=dict)
 

@@ -17,7 +17,8 @@ import numpy as np
 import ray
 import torch
 
-from distalign.eval.tasks import EncodingSettings, EvalTask, TextSet, encode_text_set, score_layer
+from distalign.eval.in_process import EncodingSettings, encode_text_set, score_layer
+from distalign.eval.tasks import EvalTask, TextSet
 from distalign.logs import say
 
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 import pandas as pd
@@ -41,10 +41,12 @@ from distalign.config import (
 from distalign.data.readers import InputError
 from distalign.eval import report
 from distalign.eval.selection import encoding_settings, in_loop_settings
+from distalign.eval.arguments import task_flags
+from distalign.eval.spec import EvalSpec
 from distalign.eval.suite import build_tasks
-from distalign.eval.suite_spec import BENCHMARK_DIR_TEXT, SuiteSpec
-from distalign.eval.tasks import EncodingSettings, EvalTask
-from distalign.eval.tasks.base import Flag, comma_list
+from distalign.eval.in_process import EncodingSettings
+from distalign.eval.tasks import EvalTask
+from distalign.eval.tasks.base import comma_list
 from distalign.eval.tasks.bli import BLISettings
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
@@ -53,35 +55,6 @@ from distalign.models.loading import check_hub_model, check_local_model, check_m
 ARTIFACT_DIR = "eval"
 EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
 EVALUATED_STEP_TAG = "distalign.evaluated_step"  # ... and the checkpoint's step
-
-
-@dataclass
-class EvalTrackingConfig:
-    uri: str = ""  # MLflow store; empty = $MLFLOW_TRACKING_URI, else sqlite:///<DISTALIGN_HOME or cwd>/mlflow.db
-    # experiment of the eval run (a checkpoint whose training run the store knows: a child run in the run's own)
-    experiment: str = "distalign-eval"
-    enabled: bool = True  # false: write files only
-
-
-@dataclass
-class EvalSpec:
-    """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
-
-        model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
-        suite: {eval_dir: /data/benchmarks/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
-        layer: -1
-        tracking: {experiment: my-evals}
-    """
-
-    checkpoint: str = ""  # distalign checkpoint directory (its eval run is a child run of its training run)
-    model: str = ""  # Hugging Face model directory or hub name; exactly one of checkpoint and model
-    suite: SuiteSpec = field(default_factory=SuiteSpec)
-    layer: int | None = None  # score only this layer (negative counts from the last); null = every layer
-    output_dir: str = ""  # tables and plots (default <DISTALIGN_HOME>/eval_results/<model>-<time>)
-    cache_dir: str = ""  # encoding cache (default <DISTALIGN_HOME>/.cache/encodings)
-    cpus_per_task: float = 1.0  # CPUs per Ray encoding/scoring task
-    use_gpu: bool = False  # encode on a GPU per encoding task
-    tracking: EvalTrackingConfig = field(default_factory=EvalTrackingConfig)
 
 
 @dataclass
@@ -127,14 +100,6 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         raise InputError(f"--model {model}: directory not found")
     check_hub_model(model, "--model")  # in the cache, or the Hub reachable: one look, before any work
     return ModelUnderTest(model, model)  # a hub name, loaded by transformers
-
-
-def task_flags() -> list[Flag]:
-    """The flags of the registered tasks, each once (word_alignment reads BLI's)."""
-    flags = {}
-    for plugin in EVAL_TASKS.values():
-        flags.update({flag.name: flag for flag in plugin.flags})
-    return list(flags.values())
 
 
 def _attribute(flag_name: str) -> str:
@@ -332,35 +297,3 @@ def run_prepared(prepared: PreparedEval) -> int:
     if spec.tracking.enabled:
         log_to_mlflow(df, files, model, spec)
     return 0
-
-
-def add_eval_arguments(parser) -> None:
-    """``--spec FILE [key=value ...]`` and one flag per common spec key (a flag given wins over the file)."""
-    d = EvalSpec()
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec (suite.max_queries=100)")
-    parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.runner.EvalSpec)")
-    source = parser.add_mutually_exclusive_group()
-    source.add_argument("--checkpoint", help="distalign checkpoint directory (its eval run: a child run of its "
-                                             "training run; --dictionary test sets as its run's in-loop BLI)")
-    source.add_argument("--model", help="Hugging Face model directory or hub name (e.g. xlm-roberta-base)")
-    parser.add_argument("--eval-dir", help=f"benchmark folder (default {BENCHMARK_DIR_TEXT})")
-    parser.add_argument("--tasks", help=f"comma list of {','.join(EVAL_TASKS)} (default {','.join(d.suite.tasks)}); "
-                                        "transfer task names (as in distalign transfer) run its protocol first")
-    for flag in task_flags():
-        default = getattr(d.suite, flag.key.removeprefix("suite."))
-        shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
-        parser.add_argument(flag.name, help=f"{flag.help} (default {shown})" if shown != "" else flag.help,
-                            **flag.options)
-    parser.add_argument("--layer", type=int,
-                        help="score only this layer (negative counts from the last); default: all layers, "
-                             "MLflow values at each task's best layer")
-    parser.add_argument("--output-dir", help="where tables and plots go")
-    parser.add_argument("--cache-dir", help="encoding cache (default $DISTALIGN_HOME/.cache/encodings)")
-    parser.add_argument("--cpus-per-task", type=float, help=f"CPUs per Ray encoding/scoring task "
-                                                            f"(default {d.cpus_per_task})")
-    parser.add_argument("--use-gpu", action="store_true", default=None, help="encode on a GPU per encoding task")
-    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
-                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
-    parser.add_argument("--experiment", help=f"experiment of the eval run (default {d.tracking.experiment}; a "
-                                             f"checkpoint of a known training run: that run's experiment)")
-    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")

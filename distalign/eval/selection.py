@@ -13,7 +13,7 @@ import numpy as np
 
 from distalign.config import ExperimentConfig
 from distalign.eval.mlm_loss import MLM_LOSS_METRIC
-from distalign.eval.tasks import EncodingSettings, evaluate_locally
+from distalign.eval.in_process import EncodingSettings, evaluate_locally
 from distalign.eval.tasks.bli import BLISettings, BLITask
 
 

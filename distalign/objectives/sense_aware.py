@@ -187,7 +187,7 @@ class SenseAwareConfig:
     # multi-sense MLM + sense-level translation loss; replaces objectives.mlm. Only proj_dim = 14 (BERT)
     # is the paper's; the other defaults are ours. Translations: single-token training pairs.
     weight: float = 0.0
-    mask_prob: float = 0.15  # share of words masked: whole words, the paper's masked unit (docs/fidelity.md)
+    mask_prob: float = 0.15  # share of words masked: whole words, the paper's masked unit (docs/explanations/fidelity.md)
     num_senses: int = 3  # S sense output vectors per vocabulary entry
     proj_dim: int = 14  # d': PCA projection of the states the senses are chosen in
     queue_size: int = 4096  # Q recent states the projection is fitted on

@@ -66,6 +66,7 @@ from torch.autograd.function import once_differentiable
 
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
+from distalign.objectives.static_mapping import StaticMapping
 
 log = logging.getLogger("distalign")
 
@@ -133,11 +134,6 @@ def dcca_loss(h1: torch.Tensor, h2: torch.Tensor, k: int, eps: float = 1e-8) -> 
         columns.append(A * t)
     corr = torch.linalg.svdvals(torch.cat(columns, 1))  # descending order
     return (-corr[: int(k)].sum()).to(out_dtype)
-
-
-# How a language's static space is mapped onto another (distalign.static.mapping): orthogonal Procrustes, or
-# VecMap (Artetxe et al. 2018), the static-contextual paper's choice
-StaticMapping = Literal["procrustes", "vecmap"]
 
 
 @dataclass

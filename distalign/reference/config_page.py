@@ -29,7 +29,10 @@ INTRO = """\
 A training config is a YAML file of the sections below (`distalign train CONFIG`, `jobs/train.py --config`);
 any key can also be given on the command line as a dotted override, `train.lr=1e-4`, applied after the file.
 An unknown key, a value of the wrong type or one outside the allowed values is an error naming the dotted key,
-raised before Ray starts. Paths are relative to the config file. Link to a key as `reference/config.md#train.lr`.
+raised before Ray starts. A relative path is looked up in the working directory first, then beside the config
+file (the first place where it exists; in neither, the working directory's is the one an error names): the
+shipped configs name paths from the repository root, and a config kept beside its own files works from anywhere.
+Link to a key as `reference/config.md#train.lr`.
 """
 
 ENTRY_TITLES = {"CorpusSource": "corpus entries", "DictionarySource": "dictionary entries",

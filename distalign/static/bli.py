@@ -22,7 +22,7 @@ import torch
 
 from distalign.data.readers import InputError
 from distalign.eval.bli import SIMILARITIES
-from distalign.eval.suite_spec import BENCHMARK_DIR_TEXT, SuiteSpec
+from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import BLITask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
 from distalign.static.word2vec_format import read_word2vec
@@ -89,17 +89,6 @@ def static_bli(vectors: dict[str, str], suite: SuiteSpec) -> list[dict]:
             rows += [{"task": task.task, "pair": task.pair, "metric": metric, "value": float(value)}
                      for metric, value in metrics.items()]
     return rows
-
-
-def add_static_bli_arguments(parser) -> None:
-    """``--vectors LANG=PATH`` (repeatable), ``--output`` and the BLI flags of ``distalign eval``."""
-    parser.add_argument("--vectors", action="append", required=True, metavar="LANG=PATH",
-                        help="word2vec text file (.vec) of a language, repeatable")
-    parser.add_argument("--eval-dir", default=SuiteSpec.eval_dir, help="benchmark folder of --bli-pairs "
-                                                                       f"(default {BENCHMARK_DIR_TEXT})")
-    for flag in BLITask.flags:
-        parser.add_argument(flag.name, help=flag.help, **flag.options)
-    parser.add_argument("--output", default="", help="also write the result rows to this CSV")
 
 
 def run_static_bli_cli(args) -> int:

@@ -18,7 +18,7 @@ import numpy as np
 
 from distalign.data.readers import InputError, read_dictionary
 from distalign.errors import ConfigError
-from distalign.objectives.static_align import StaticMapping as MappingMethod
+from distalign.objectives.static_mapping import StaticMapping as MappingMethod
 from distalign.static.procrustes import align_spaces, apply_map, preprocess
 from distalign.static.vecmap import VecMapSettings, apply_vecmap, vecmap_align
 from distalign.static.word2vec_format import read_word2vec, write_word2vec

@@ -17,9 +17,8 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Literal
 
 import pandas as pd
 
@@ -28,71 +27,21 @@ from distalign.data.readers import InputError, ReadReport
 from distalign.eval.runner import (
     EVALUATED_RUN_TAG,
     EVALUATED_STEP_TAG,
-    EvalTrackingConfig,
     ModelUnderTest,
     resolve_model,
 )
 from distalign.eval.tasks.base import comma_list
-from distalign.languages import LanguageCode, language_code
+from distalign.languages import language_code
 from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
 from distalign.transfer.plot import plot_task, summary_metrics
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
+from distalign.transfer.spec import FineTuneOverrides, TransferSpec
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 PREFIX = "[distalign transfer]"
-
-
-@dataclass
-class FineTuneOverrides:
-    """Hyper-parameters laid over every task's own (null: the task's value, from its named source)."""
-
-    lr: float | None = None
-    batch_size: int | None = None  # global: all workers together
-    epochs: int | None = None
-    max_length: int | None = None
-    select_every: int | None = None  # optimizer steps between dev evaluations; 0 = each epoch's end
-
-
-@dataclass
-class TransferTrackingConfig(EvalTrackingConfig):
-    experiment: str = "distalign-transfer"  # the experiment of the parent run and its child runs
-
-
-@dataclass
-class TransferSpec:
-    model: str = ""  # a Hugging Face model directory, a distalign checkpoint directory, or a hub name
-    tasks: tuple[str, ...] = ("xnli",)  # names in distalign.transfer.tasks.registry.TRANSFER_TASKS
-    data_dir: str = ""  # <data_dir>/<task>/<lang>/: a save_to_disk folder or plain files (distalign.transfer.data)
-    hub: bool = False  # load what data_dir lacks from the Hugging Face Hub (datasets.load_dataset)
-    hub_configs: dict[str, str] = field(default_factory=dict)  # "udpos:de": "de_hdt" (a Hub config per task:lang)
-    # TyDiQA-GoldP's training data (XTREME's SRC): "squad" (SQuAD v1.1, XTREME's default) or "tydiqa" (its own
-    # English train set; its English dev set selects)
-    tydiqa_train: Literal["squad", "tydiqa"] = "squad"
-    source: LanguageCode = "en"  # the fine-tuning language
-    # target languages; empty = every <data_dir>/<task>/<lang> folder but source
-    languages: tuple[LanguageCode, ...] = ()
-    targets: dict[str, tuple[LanguageCode, ...]] = field(default_factory=dict)  # per task, over `languages`
-    select_on: Literal["source", "target"] = "source"  # the dev sets that pick the epoch (XTREME: source)
-    # a model with adapters (BabelBERT's): "adapters" trains the adapters and the task head, encoder frozen
-    # (the paper's adapter regime); "all" trains every parameter
-    adapter_training: Literal["adapters", "all"] = "adapters"
-    seeds: int = 3  # fine-tuning runs per task: seeds seed, seed + 1, ...
-    seed: int = 0
-    finetune: FineTuneOverrides = field(default_factory=FineTuneOverrides)
-    max_train_examples: int = 0  # 0 = all (a quick look: the first N)
-    max_eval_examples: int = 0  # per dev/test set, 0 = all
-    num_workers: int = 1  # Ray Train workers per fine-tuning run
-    cpus_per_worker: float = 1.0
-    use_gpu: bool = False  # one GPU per worker, NCCL
-    output_dir: str = ""  # default <DISTALIGN_HOME>/transfer_results/<model>-<time>
-    # summary.csv files (or the folders holding them) of earlier evaluations, e.g. of the starting model: their
-    # scores are bars beside this model's in each task's plot, labelled by their folder's name
-    compare_to: tuple[str, ...] = ()
-    storage_path: str = ""  # Ray Train's run storage (shared by every node); default <output_dir>/ray
-    tracking: TransferTrackingConfig = field(default_factory=TransferTrackingConfig)
 
 
 @dataclass
@@ -461,54 +410,3 @@ def checkpoint_run(spec: TransferSpec, model: ModelUnderTest) -> tuple[str, int]
         say(f"{PREFIX} run {model.mlflow_run_id} of the checkpoint is not in {uri}: logging to a new run")
         return None
     return model.mlflow_run_id, model.step
-
-
-def add_transfer_arguments(parser) -> None:
-    """``distalign transfer``'s arguments: the model, the spec and its overrides, the tasks, then the flags it shares
-    with ``distalign eval`` (``add_shared_arguments``)."""
-    d = TransferSpec()
-    parser.add_argument("model", nargs="?", help="Hugging Face model directory, distalign checkpoint or hub name")
-    parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec, right after the model "
-                                                    "(finetune.epochs=1)")
-    parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.runner.TransferSpec)")
-    parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
-    add_shared_arguments(parser)
-    parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")
-    parser.add_argument("--output-dir", help="tables (default $DISTALIGN_HOME/transfer_results/<model>-<time>)")
-    parser.add_argument("--tracking-uri", help="MLflow store (default $MLFLOW_TRACKING_URI, "
-                                               "else sqlite:///$DISTALIGN_HOME/mlflow.db)")
-    parser.add_argument("--experiment", help=f"MLflow experiment (default {d.tracking.experiment})")
-    parser.add_argument("--no-mlflow", action="store_true", default=None, help="write files only")
-
-
-def add_shared_arguments(parser) -> None:
-    """The transfer flags ``distalign eval`` also takes for its transfer tasks (every one but the model, spec,
-    tasks, output and MLflow flags, which it has of its own)."""
-    d = TransferSpec()
-    parser.add_argument("--data-dir", help="<data-dir>/<task>/<lang>/: a save_to_disk folder, or train/dev/test "
-                                           "files (.tsv pairs, .conll NER, .conllu POS, .json QA)")
-    parser.add_argument("--hub", action="store_true", default=None,
-                        help="load what --data-dir lacks from the Hugging Face Hub (needs internet)")
-    parser.add_argument("--hub-config", action="append", metavar="TASK:LANG=CONFIG",
-                        help="a Hub config for one task and language (udpos:de=de_hdt); repeatable")
-    parser.add_argument("--source", help=f"fine-tuning language (default {d.source})")
-    parser.add_argument("--tydiqa-train", choices=["squad", "tydiqa"],
-                        help="tydiqa's training set: SQuAD v1.1 (default, XTREME's) or TyDiQA-GoldP's own English "
-                             "train set (XTREME's SRC=tydiqa; its English dev set selects)")
-    parser.add_argument("--langs", help="target languages (default: every <data-dir>/<task>/<lang> but the source)")
-    parser.add_argument("--select-on", choices=["source", "target"],
-                        help="dev sets that select the epoch (default source: XTREME's zero-shot protocol)")
-    parser.add_argument("--seeds", type=int, help=f"fine-tuning runs per task (default {d.seeds})")
-    parser.add_argument("--lr", type=float, help="learning rate for every task (default: each task's own)")
-    parser.add_argument("--batch-size", type=int, help="global batch for every task (default: each task's own)")
-    parser.add_argument("--epochs", type=int, help="epochs for every task (default: each task's own)")
-    parser.add_argument("--max-length", type=int, help="subword tokens per example (default: each task's own)")
-    parser.add_argument("--select-every", type=int, help="optimizer steps between dev evaluations, each a "
-                                                       "selection candidate (0 = each epoch; default: each task's)")
-    parser.add_argument("--max-train-examples", type=int, help="use the first N training examples (0 = all)")
-    parser.add_argument("--max-eval-examples", type=int, help="use the first N of each dev/test set (0 = all)")
-    parser.add_argument("--workers", type=int, help=f"Ray Train workers per run (default {d.num_workers})")
-    parser.add_argument("--cpus-per-worker", type=float, help=f"(default {d.cpus_per_worker})")
-    parser.add_argument("--compare-to", action="append", metavar="SUMMARY",
-                        help="summary.csv (or its folder) of an earlier evaluation, e.g. of the starting model: "
-                             "bars beside this model's in the plot per task; repeatable")

@@ -25,7 +25,8 @@ from distalign.checkpoint import STATE_FILE, parse_state, read_state
 from distalign.config import ConfigError, ExperimentConfig, apply_override, flatten, from_dict
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
-from distalign.transfer.runner import TransferSpec, TransferTrackingConfig, run_transfer, target_languages, validate
+from distalign.transfer.runner import run_transfer, target_languages, validate
+from distalign.transfer.spec import TransferSpec, TransferTrackingConfig
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 # TransferSpec keys the training run sets itself (eval.transfer.tasks / data_dir, its checkpoints, its MLflow run)

@@ -99,7 +99,7 @@ def test_check_batch_names_a_missing_or_mistyped_tensor():
 
 @pytest.mark.parametrize("mask_words", ["dictionary", "all"])
 def test_dict_mlm_label_rates_of_both_masking_readings(home, mask_words):
-    """What reaches DICT-MLM-50 in a run, under each reading of §2.2 (docs/fidelity.md gives the figures):
+    """What reaches DICT-MLM-50 in a run, under each reading of §2.2 (docs/explanations/fidelity.md gives the figures):
     `dictionary` masks 15% of the words with an entry, so fewer than 15% of all words carry a label but about
     x% of the labels are synonyms; `all` labels 15% of all words and only the dictionary words' x% turn
     cross-lingual."""

@@ -8,7 +8,8 @@ import yaml
 from distalign.cli import build_parser, main
 from distalign.config import ConfigError
 from distalign.data.readers import InputError
-from distalign.eval.runner import EvalSpec, EvalTrackingConfig, spec_from_args
+from distalign.eval.runner import spec_from_args
+from distalign.eval.spec import EvalSpec, EvalTrackingConfig
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from test_runner import write_eval_dir

@@ -13,12 +13,12 @@ import pandas as pd
 import pytest
 import torch
 
-import distalign.eval.tasks as tasks
+import distalign.eval.in_process as in_process
 from distalign.cli import main
+from distalign.eval.in_process import evaluate_locally
 from distalign.eval.runner import write_reports
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from distalign.eval.tasks import evaluate_locally
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.models.loading import build_tiny_model
 from test_runner import DE, EN, TINY, write_eval_dir
@@ -63,7 +63,7 @@ def test_the_readme_task_reads_its_pairs_and_scores_a_hand_computation(pair_cosi
         table = german if text_set.lang == "de" else english
         return torch.stack([table[t] for t in text_set.texts], dim=1)
 
-    monkeypatch.setattr(tasks, "encode_text_set", encode)
+    monkeypatch.setattr(in_process, "encode_text_set", encode)
     fake_model = SimpleNamespace(masked_lm=SimpleNamespace(config=SimpleNamespace(num_hidden_layers=1)))
     rows = evaluate_locally(fake_model, None, [task])
     by_layer = {r["layer"]: r["value"] for r in rows if r["metric"] == "cosine"}

@@ -13,7 +13,7 @@ from distalign.data.readers import InputError
 from distalign.errors import ConfigError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from distalign.eval.tasks import evaluate_locally
+from distalign.eval.in_process import evaluate_locally
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.tracking import PARENT_TAG, client_for, experiment_id

@@ -7,10 +7,11 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import distalign.eval.tasks as tasks
+import distalign.eval.in_process as in_process
 from distalign.config import TinyModelConfig
 from distalign.eval.bli import mrr
-from distalign.eval.tasks import WordAlignmentTask, BLITask, TatoebaTask, XLSimTask, evaluate_locally
+from distalign.eval.in_process import evaluate_locally
+from distalign.eval.tasks import WordAlignmentTask, BLITask, TatoebaTask, XLSimTask
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 
@@ -55,7 +56,7 @@ QUERIES["Y"] = QUERIES["y"]
 @pytest.fixture
 def bli_calls(monkeypatch):
     calls = []
-    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": QUERIES, "de": TARGETS}, calls))
+    monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"en": QUERIES, "de": TARGETS}, calls))
     return calls
 
 
@@ -112,7 +113,7 @@ def test_xlsim_spearman_per_layer(monkeypatch):
     fr = {f"m{i}": layers([math.cos(a), math.sin(a), 0, 0], [math.cos(a), math.sin(a), 0, 0],
                           [math.cos(1.4 - a), math.sin(1.4 - a), 0, 0]) for i, a in enumerate(angles)}
     calls = []
-    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": en, "fr": fr}, calls))
+    monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"en": en, "fr": fr}, calls))
     data = [("w0", "m0", 4.0), ("w1", "m1", 3.0), ("w2", "m2", 2.0), ("w3", "m3", 1.0), ("w0", "m3", 1.0)]
     rows = run(XLSimTask("en", "fr", data[:4]))
     assert len(rows) == NUM_LAYERS + 1 and {r["metric"] for r in rows} == {"spearman"}
@@ -127,7 +128,7 @@ def test_tatoeba_both_directions(monkeypatch):
     # layer 0 aligned; layer 1: e0 and e1 swapped on the English side; layer 2: e2 is also close to s3
     eng = {"t0": layers(E[0], E[1], E[0]), "t1": layers(E[1], E[0], E[1]), "t2": layers(E[2], E[2], [0, 0, 1, 1]),
            "t3": layers(E[3], E[3], E[3])}
-    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
+    monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
     rows = run(TatoebaTask("deu", ["s0", "s1", "s2", "s3"], ["t0", "t1", "t2", "t3"]))
     assert len(rows) == (NUM_LAYERS + 1) * 3 and {r["pair"] for r in rows} == {"deu-eng"}
     assert by_layer(rows, "acc_to_eng") == pytest.approx([1.0, 0.5, 1.0])
@@ -141,7 +142,7 @@ def test_tatoeba_headline_is_xxx_to_eng_as_xtreme_scores_it(monkeypatch):
     # eng -> deu: t0 = e0 finds s0 (cos 1 vs 0.89, hit); t1 = e1 finds s1 (0.45 vs 0, hit) -> 1.0
     src = {"s0": layers(E[0]), "s1": layers([1.0, 0.5, 0, 0])}
     eng = {"t0": layers(E[0]), "t1": layers(E[1])}
-    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
+    monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
     rows = evaluate_locally(FAKE_MODEL, None, [TatoebaTask("deu", ["s0", "s1"], ["t0", "t1"])], layers=[0])
     metrics = {r["metric"]: r["value"] for r in rows}
     assert metrics == pytest.approx({"acc": 0.5, "acc_to_eng": 0.5, "acc_from_eng": 1.0})  # not the mean 0.75
@@ -151,7 +152,7 @@ def test_tatoeba_mean_of_the_last_layers(monkeypatch):
     # s1 is e1, 2 e1, e0 at layers 0, 1, 2; s0 = t0 = e0 and t1 = e1 at every layer
     src = {"s0": layers(E[0], E[0], E[0]), "s1": layers(E[1], 2 * E[1], E[0])}
     eng = {"t0": layers(E[0], E[0], E[0]), "t1": layers(E[1], E[1], E[1])}
-    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
+    monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
     # layer 2 alone: s1 = e0 finds t0 (ties t0 and t1 count as ties only for the aligned row): a miss -> 0.5
     assert by_layer(run(TatoebaTask("deu", ["s0", "s1"], ["t0", "t1"])), "acc") == pytest.approx([1.0, 1.0, 0.5])
     rows = run(TatoebaTask("deu", ["s0", "s1"], ["t0", "t1"], mean_of_layers=2))
@@ -166,7 +167,7 @@ def test_alignment_score_per_layer(monkeypatch):
     # layer 0 aligned; layer 1 every translation shifted by one; layer 2 the last two swapped
     swapped = [0, 1, 3, 2]
     de = {w: layers(E[i], E[(i + 1) % 4], E[swapped[i]]) for i, w in enumerate(["eins", "zwei", "drei", "vier"])}
-    monkeypatch.setattr(tasks, "encode_text_set", fake_encoder({"en": en, "de": de}, []))
+    monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"en": en, "de": de}, []))
     pairs = list(zip(en, de))
     rows = run(WordAlignmentTask("en", "de", pairs))
     assert by_layer(rows, "score") == pytest.approx([100.0, 0.0, 50.0])

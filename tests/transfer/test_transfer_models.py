@@ -163,7 +163,8 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     BLI (the recipe's evaluation) adds each word set's row the same way and scores what ``distalign eval`` scores."""
     from distalign.config import load_config
     from distalign.eval.distributed import load_encoder
-    from distalign.eval.tasks import SENTENCES, TextSet, encode_text_set
+    from distalign.eval.in_process import encode_text_set
+    from distalign.eval.tasks import SENTENCES, TextSet
     from distalign.preparation.inputs import prepare_data
     from distalign.preparation.streams import local_streams
     from distalign.train.recipe import TrainingRecipe

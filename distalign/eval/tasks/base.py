@@ -26,13 +26,12 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
-import torch
-
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 
 if TYPE_CHECKING:
     import pandas as pd
+    import torch
 
     from distalign.eval.suite_spec import SuiteSpec
 

@@ -7,16 +7,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
-from distalign.eval.bli import gold_ranks, ranking_metrics
 from distalign.eval.bli_settings import BLIRanking, BLISettings
 from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct, split_pair
 from distalign.languages import language_code
 
 if TYPE_CHECKING:
+    import torch
+
     from distalign.eval.suite_spec import SuiteSpec
 
 
@@ -227,6 +227,9 @@ class BLITask(EvalTask):
         return words, [row[q] for q in self.queries]
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        # here, not at the top: the task modules import no torch, so the command line's help loads fast
+        from distalign.eval.bli import gold_ranks, ranking_metrics
+
         counts = {"oov": self.oov, **({"oov_source": self.oov_source} if self.ranking == "per_pair" else {})}
         if not self.queries:
             return {"mrr": math.nan, **{f"p_at_{k}": math.nan for k in self.k_values}, **counts}

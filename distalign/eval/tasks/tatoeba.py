@@ -5,15 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
-from distalign.config import ConfigError
 from distalign.data.readers import InputError
+from distalign.errors import ConfigError
 from distalign.eval import benchmarks
-from distalign.eval.retrieval import tatoeba_accuracy_both_directions
 from distalign.eval.tasks.base import SENTENCES, EvalTask, Flag, TextSet, comma_list
 
 if TYPE_CHECKING:
+    import torch
+
     from distalign.eval.suite_spec import SuiteSpec
 
 
@@ -78,5 +77,8 @@ class TatoebaTask(EvalTask):
         return stack[layer + 1 - self.mean_of_layers: layer + 1].mean(0)
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        # here, not at the top: the task modules import no torch, so the command line's help loads fast
+        from distalign.eval.retrieval import tatoeba_accuracy_both_directions
+
         to_eng, from_eng = tatoeba_accuracy_both_directions(vectors["src"], vectors["eng"])
         return {"acc_to_eng": to_eng, "acc_from_eng": from_eng, "acc": to_eng}

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
-from distalign.eval.alignment import alignment_score
 from distalign.eval.tasks.base import WordPairTask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
 
 if TYPE_CHECKING:
+    import torch
+
     from distalign.eval.suite_spec import SuiteSpec
 
 
@@ -47,4 +46,7 @@ class WordAlignmentTask(WordPairTask):
         return self.pairs
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        # here, not at the top: the task modules import no torch, so the command line's help loads fast
+        from distalign.eval.alignment import alignment_score
+
         return {"score": alignment_score(*self.paired_vectors(vectors))}

@@ -5,13 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-import torch
-
 from distalign.eval import benchmarks
 from distalign.eval.tasks.base import Flag, WordPairTask, benchmark_pair, comma_list
-from distalign.eval.xlsim import word_similarity_spearman
 
 if TYPE_CHECKING:
+    import torch
+
     from distalign.eval.suite_spec import SuiteSpec
 
 
@@ -54,4 +53,7 @@ class XLSimTask(WordPairTask):
         return [(w1, w2) for w1, w2, _ in self.rows]
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
+        # here, not at the top: the task modules import no torch, so the command line's help loads fast
+        from distalign.eval.xlsim import word_similarity_spearman
+
         return {"spearman": word_similarity_spearman(*self.paired_vectors(vectors), [r[2] for r in self.rows])}

@@ -21,15 +21,17 @@ import json
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
-import torch
 from tokenizers import decoders, normalizers, pre_tokenizers
 
 from distalign.data.readers import InputError, ReadReport
 from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import DataSource, FineTuneSettings, TransferTask, require_columns
+
+if TYPE_CHECKING:
+    import torch
 
 # XTREME (Hu et al. 2020) github.com/google-research/xtreme scripts/train_qa.sh at commit 0918248 (2021-08-11):
 # batch 4 per GPU x 8 accumulated = 32, lr 3e-5, 3 epochs (2 epochs with batch 4 x 4 before that commit),
@@ -261,6 +263,8 @@ class QATask(TransferTask):
     def logits(cls, outputs) -> torch.Tensor:
         """[B, 2, T]: the start and end logits as two positions to classify over the tokens, so that the shared
         cross-entropy with labels [B, 2] is (start loss + end loss) / 2, the QA heads' own loss."""
+        import torch  # here, not at the top: the task registry (the command line's help) imports no torch
+
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=1)
 
     @classmethod
