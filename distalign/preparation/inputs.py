@@ -11,6 +11,7 @@ when one reads the parallel stream, its translation pairs (``data.parallel``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -43,7 +44,7 @@ from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, require
 from distalign.eval.selection import in_loop_settings
 from distalign.models.loading import build_tiny_model, check_hub_model, max_model_positions
-from distalign.preparation.cache import cached_directory, content_key
+from distalign.preparation.cache import cached_directory, cached_json, content_key
 from distalign.preparation.prepared import BLIPairs, PreparedData
 from distalign.preparation.staging import staged_model
 from distalign.preparation.static_targets import static_targets
@@ -136,7 +137,8 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
                           "weight to 0")
 
     filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
-    listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem) for i, src in enumerate(corpora)]
+    footers = functools.partial(cached_json, d.cache_dir)
+    listed = [list_corpus_files(src, f"data.corpora[{i}]", filesystem, footers) for i, src in enumerate(corpora)]
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
 
     parallel = kept_parallel = None
