@@ -9,6 +9,7 @@ import logging
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from distalign.data.corpus_stream import CorpusStream, read_rows
 from distalign.data.readers import ReadReport
@@ -46,7 +47,7 @@ class PreparedData:
         langs = {source.lang for source in self.corpus.sources}
         for table in (self.constraints, self.parallel):
             if table is not None:
-                langs |= set(table["lang1"].to_pylist()) | set(table["lang2"].to_pylist())
+                langs |= set(pc.unique(table["lang1"]).to_pylist()) | set(pc.unique(table["lang2"]).to_pylist())
         return sorted(langs)
 
     @property
