@@ -8,8 +8,8 @@ CPU, with the project's own functions on synthetic inputs:
   ``tests/data/test_corpus_stream.py`` counts the S3 requests instead: a constant number of HEADs);
 - ``constraints``: constraint preparation as ``prepare_data`` runs it on N pairs of 10 languages (parquet read,
   evaluation words excluded, languages restricted, a nested subset of N/2 drawn, the languages listed);
-- ``deal``: one epoch's deal of U units to W = 128 workers (``corpus_plan.assign``; every worker runs it every
-  epoch), and of U = 1e5 units to W = 8…128;
+- ``deal``: one epoch's deal of U units to the largest W (``corpus_plan.assign``; every worker runs it every
+  epoch), and of the middle U to each W;
 - ``plan``: the pickled bytes of the ``TrainingPlan`` each worker receives, against N (its word pairs) and U (the
   corpus units): measured as it is today;
 - ``negatives``: one rank's peak InfoNCE memory against W (``distalign.bench.negatives``, B = 64, d = 768).
@@ -144,13 +144,12 @@ def measure_constraints(pairs: int, scratch: Path) -> Point:
     return Point("constraints", "N pairs", pairs, seconds, peak)
 
 
-def measure_deal(units: int, workers: int) -> Point:
+def measure_deal(units: int, workers: int, axis: str) -> Point:
     from distalign.data.corpus_plan import assign
 
     dealt = synthetic_units(units)
     seconds, peak, _ = peak_rss_during(lambda: assign(dealt, 0, 1, workers))
-    return Point("deal", "U units" if workers == 128 else "W workers", units if workers == 128 else workers,
-                 seconds, peak)
+    return Point("deal", axis, units if axis == "U units" else workers, seconds, peak)
 
 
 def pickled_plan_bytes(pairs: int, units: int) -> int:
@@ -203,8 +202,8 @@ def run_scale_bench(sizes: Sizes, out: Path, progress: Callable[[str], None] = p
         steps: list[Callable[[], Point | list[Point]]] = (
             [lambda f=f: measure_listing(f, Path(scratch)) for f in sizes.files]
             + [lambda n=n: measure_constraints(n, Path(scratch)) for n in sizes.pairs]
-            + [lambda u=u: measure_deal(u, 128) for u in sizes.units]
-            + [lambda w=w: measure_deal(sizes.units[len(sizes.units) // 2], w) for w in sizes.workers if w != 128]
+            + [lambda u=u: measure_deal(u, max(sizes.workers), "U units") for u in sizes.units]
+            + [lambda w=w: measure_deal(sizes.units[len(sizes.units) // 2], w, "W workers") for w in sizes.workers]
             + [lambda n=n: measure_plan(n, sizes.units[0], "N pairs") for n in sizes.pairs]
             + [lambda u=u: measure_plan(sizes.pairs[0], u, "U units") for u in sizes.units]
             + [lambda: measure_negatives(sizes.workers)])
