@@ -69,6 +69,7 @@ class CorpusFiles:
     sizes: list[int] = field(default_factory=list)  # each file's bytes when listed (a file of another size is skipped)
     pieces: list[list[int]] = field(default_factory=list)  # parquet: each file's row-group bytes (its units)
     rows: int | None = None  # a Hugging Face dataset saved to disk: its rows (None: streamed)
+    version: str = ""  # a hash of the files' sizes and mtimes as listed ("" for a Hugging Face dataset)
 
     @property
     def name(self) -> str:
@@ -166,7 +167,8 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
         raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
                          "a 'text' field a line (.jsonl)")
     pieces = parquet_pieces(fs, infos, src.text_field, cached) if kind == "parquet" else []
-    return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces)
+    version = hashlib.blake2b(repr([(f.size, str(f.mtime)) for f in infos]).encode(), digest_size=8).hexdigest()
+    return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces, version=version)
 
 
 def parquet_pieces(fs: pyarrow.fs.FileSystem, infos: list[pyarrow.fs.FileInfo], text_field: str,

@@ -177,7 +177,8 @@ def prepare_data(config: ExperimentConfig) -> PreparedData:
         static = static_targets(config, model_path, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
-                            test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel))
+                            test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel),
+                            d.cache_dir)
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
         require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")

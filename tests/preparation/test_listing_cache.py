@@ -33,3 +33,29 @@ def test_parquet_footers_are_read_once_for_the_same_files(tmp_path, monkeypatch)
     os.utime(corpus / "1.parquet", ns=(stat.st_atime_ns, stat.st_mtime_ns + 10**9))  # same size, touched
     list_corpus_files(CorpusSource(str(corpus), "en"), "data.corpora[0]", cached=footers)
     assert len(reads) == 6
+
+
+def test_the_corpus_count_is_read_once_for_the_same_files(tmp_path, monkeypatch):
+    """``corpus_rows`` (an O(bytes) read) is kept by the files' sizes and mtimes: a restart or another trial on the
+    same corpus reads nothing; a changed file is counted again."""
+    from distalign.data.corpus_stream import CorpusStream
+    from distalign.data.schema import CONSTRAINT_SCHEMA
+    from distalign.preparation import prepared as prepared_module
+    from distalign.preparation.prepared import PreparedData
+
+    corpus = tmp_path / "txt"
+    corpus.mkdir()
+    (corpus / "a.txt").write_text("one\n\ntwo\nthree\n")
+    (corpus / "b.txt").write_text("four\n")
+    reads = []
+    real = prepared_module.read_rows
+    monkeypatch.setattr(prepared_module, "read_rows", lambda stream: reads.append(1) or real(stream))
+
+    def rows() -> int:
+        stream = CorpusStream([list_corpus_files(CorpusSource(str(corpus), "en"), "data.corpora[0]")])
+        return PreparedData("", CONSTRAINT_SCHEMA.empty_table(), stream, [], cache_dir=str(tmp_path / "cache")).corpus_rows
+
+    assert rows() == 4 and len(reads) == 1
+    assert rows() == 4 and len(reads) == 1  # a second run: from the cache
+    (corpus / "b.txt").write_text("four\nfive\n")
+    assert rows() == 5 and len(reads) == 2
