@@ -95,10 +95,11 @@ def deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
     rank): two workers' totals differ by at most the largest size. O(U log W) (it runs on every worker, every
     epoch): a heap of one int per worker, total * workers + rank, whose order is that of (total, rank)."""
     heap, owners = list(range(workers)), []
+    replace, owned = heapq.heapreplace, owners.append  # bound once: the loop runs U times
     for step in (np.asarray(sizes, dtype=np.int64)[order] * workers).tolist():
         key = heap[0]
-        heapq.heapreplace(heap, key + step)
-        owners.append(key % workers)
+        replace(heap, key + step)
+        owned(key % workers)
     owner = np.asarray(owners, dtype=np.int64)
     mine = order[np.argsort(owner, kind="stable")]  # each worker's indices, in the order it was dealt them
     return [part.tolist() for part in np.split(mine, np.cumsum(np.bincount(owner, minlength=workers))[:-1])]
