@@ -121,8 +121,8 @@ def expand(path: str, filesystem: pyarrow.fs.FileSystem | None) -> list[pyarrow.
     if info.type == pyarrow.fs.FileType.File:
         return [info]
     if info.type == pyarrow.fs.FileType.Directory:
-        found = [f for f in listed_tree(fs, inner) if f.type == pyarrow.fs.FileType.File and Path(f.path).suffix in SUFFIXES]
-        return sorted(found, key=lambda f: f.path)
+        found = [f for f in listed_tree(fs, inner) if f.type == pyarrow.fs.FileType.File]
+        return sorted((f for f in found if Path(f.path).suffix in SUFFIXES), key=lambda f: f.path)
     return []
 
 
@@ -166,23 +166,23 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
     if kind != "parquet" and not any(sizes):
         raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
                          "a 'text' field a line (.jsonl)")
-    pieces = parquet_pieces(fs, infos, src.text_field, cached) if kind == "parquet" else []
     version = hashlib.blake2b(repr([(f.size, str(f.mtime)) for f in infos]).encode(), digest_size=8).hexdigest()
+    pieces = parquet_pieces(fs, paths, version, src.text_field, cached) if kind == "parquet" else []
     return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces, version=version)
 
 
-def parquet_pieces(fs: pyarrow.fs.FileSystem, infos: list[pyarrow.fs.FileInfo], text_field: str,
+def parquet_pieces(fs: pyarrow.fs.FileSystem, paths: list[str], version: str, text_field: str,
                    cached: FooterCache | None) -> list[list[int]]:
     """Each parquet file's row-group bytes (``check_parquet``), footers read ``LISTING_THREADS`` at a time (the
     first bad file in listing order raises, as a serial read would). ``cached(kind, key_parts, read)``: ``read()``
-    unless an earlier run stored its result under the same parts (paths, sizes, mtimes: the same files)."""
+    unless an earlier run stored its result under the same parts (paths and ``version``: the same files)."""
     def read_all() -> list[list[int]]:
         with ThreadPoolExecutor(LISTING_THREADS) as pool:
-            return list(pool.map(lambda info: check_parquet(fs, info.path, text_field), infos))
+            return list(pool.map(lambda path: check_parquet(fs, path, text_field), paths))
 
     if cached is None:
         return read_all()
-    return cached("parquet-footers", [text_field, [(f.path, f.size, str(f.mtime)) for f in infos]], read_all)
+    return cached("parquet-footers", [text_field, paths, version], read_all)
 
 
 def with_language_sampling(sources: list[CorpusFiles], alpha: float) -> list[CorpusFiles]:

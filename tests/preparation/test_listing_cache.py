@@ -53,7 +53,8 @@ def test_the_corpus_count_is_read_once_for_the_same_files(tmp_path, monkeypatch)
 
     def rows() -> int:
         stream = CorpusStream([list_corpus_files(CorpusSource(str(corpus), "en"), "data.corpora[0]")])
-        return PreparedData("", CONSTRAINT_SCHEMA.empty_table(), stream, [], cache_dir=str(tmp_path / "cache")).corpus_rows
+        prepared = PreparedData("", CONSTRAINT_SCHEMA.empty_table(), stream, [], cache_dir=str(tmp_path / "cache"))
+        return prepared.corpus_rows
 
     assert rows() == 4 and len(reads) == 1
     assert rows() == 4 and len(reads) == 1  # a second run: from the cache
