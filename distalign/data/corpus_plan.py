@@ -16,6 +16,7 @@ workers, so the epoch goes on with no row trained twice and none skipped. Nothin
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import asdict, dataclass
 import numpy as np
@@ -91,13 +92,17 @@ def hf_units(source: int, rows: int | None) -> list[Unit]:
 
 def deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
     """Indices of ``sizes`` in ``order``, each to the worker with the smallest total so far (ties: the lowest
-    rank): two workers' totals differ by at most the largest size."""
-    totals, out = [0] * workers, [[] for _ in range(workers)]
-    for index in order.tolist():
-        worker = min(range(workers), key=lambda w: (totals[w], w))
-        totals[worker] += sizes[index]
-        out[worker].append(index)
-    return out
+    rank): two workers' totals differ by at most the largest size. O(U log W) (it runs on every worker, every
+    epoch): a heap of one int per worker, total * workers + rank, whose order is that of (total, rank)."""
+    heap, owners = list(range(workers)), []
+    replace, owned = heapq.heapreplace, owners.append  # bound once: the loop runs U times
+    for step in (np.asarray(sizes, dtype=np.int64)[order] * workers).tolist():
+        key = heap[0]
+        replace(heap, key + step)
+        owned(key % workers)
+    owner = np.asarray(owners, dtype=np.int64)
+    mine = order[np.argsort(owner, kind="stable")]  # each worker's indices, in the order it was dealt them
+    return [part.tolist() for part in np.split(mine, np.cumsum(np.bincount(owner, minlength=workers))[:-1])]
 
 
 def assign(units: list[Unit], seed: int, epoch: int, workers: int) -> list[list[Unit]]:

@@ -9,21 +9,28 @@ every pair the same share).
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from distalign.errors import ConfigError
 
+KEYS_AT_ONCE = 100_000  # distinct words turned into Python strings at a time (memory bounded by it, not the vocabulary)
 
-def language_pair_keys(table: pa.Table) -> np.ndarray:
-    """An unordered language-pair key per row (``de-en`` for both de→en and en→de)."""
-    l1 = np.asarray(table["lang1"].to_pylist(), dtype=object)
-    l2 = np.asarray(table["lang2"].to_pylist(), dtype=object)
-    lo, hi = np.where(l1 <= l2, l1, l2), np.where(l1 <= l2, l2, l1)
-    return np.asarray([f"{a}-{b}" for a, b in zip(lo, hi)], dtype=object)
+
+def language_pairs(table: pa.Table) -> tuple[np.ndarray, np.ndarray]:
+    """(pairs, inverse): the sorted distinct unordered language pairs (``de-en`` for both de→en and en→de) and each
+    row's index among them, as ``np.unique(keys, return_inverse=True)`` would give, computed in Arrow: no Python
+    object per row (a constraint table has tens of millions)."""
+    lang1, lang2 = table["lang1"], table["lang2"]
+    in_order = pc.less_equal(lang1, lang2)
+    keys = pc.binary_join_element_wise(pc.if_else(in_order, lang1, lang2), pc.if_else(in_order, lang2, lang1), "-")
+    distinct = pc.unique(keys)
+    names = np.asarray(distinct.to_pylist(), dtype=object)
+    order = np.argsort(names, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order))
+    return names[order], rank[pc.index_in(keys, value_set=distinct).to_numpy().astype(np.int64)]
 
 
 def sampling_probabilities(counts: dict[str, int], alpha: float) -> dict[str, float]:
@@ -44,8 +51,8 @@ def nested_order(table: pa.Table, seed: int) -> np.ndarray:
     larger one, which is what a constraint-size study needs. Ties go to the larger pair.
     """
     rng = np.random.default_rng(seed)
-    keys = language_pair_keys(table)
-    _, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    pairs, inverse = language_pairs(table)
+    counts = np.bincount(inverse, minlength=len(pairs))
     rank = np.empty(len(table), dtype=np.int64)
     shuffled = rng.permutation(len(table))
     by_pair = shuffled[np.argsort(inverse[shuffled], kind="stable")]  # each pair's rows in a random order
@@ -79,21 +86,22 @@ def exactly_per_pair(table: pa.Table, per_pair: int, seed: int) -> pa.Table:
     """``per_pair`` rows of every language pair (mono- and cross-lingual), drawn without replacement and
     shuffled; as BabelBERT's language samples, which have exactly 100 constraints per pair. A pair with
     fewer rows is an error naming it: nothing is up-sampled."""
-    keys = language_pair_keys(table)
-    pairs, counts = np.unique(keys, return_counts=True)
+    pairs, inverse = language_pairs(table)
+    counts = np.bincount(inverse, minlength=len(pairs))
     short = {p: int(n) for p, n in zip(pairs, counts) if n < per_pair}
     if short:
         raise ConfigError(f"data.constraints_per_pair={per_pair}: these language pairs have fewer constraints: {short}; "
                           "lower it, or leave these languages out of data.constraint_languages")
     rng = np.random.default_rng([seed, 2])
-    chosen = [rng.choice(np.flatnonzero(keys == pair), size=per_pair, replace=False) for pair in pairs]
+    rows_of_pair = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])  # each pair's rows, ascending
+    chosen = [rng.choice(rows, size=per_pair, replace=False) for rows in rows_of_pair]
     return table.take(rng.permutation(np.concatenate(chosen))) if chosen else table
 
 
 def pair_sampling_weights(table: pa.Table, alpha: float) -> np.ndarray:
     """Per-row draw probabilities that give language pair k the share q_k of the draws (q_k / n_k each)."""
-    keys = language_pair_keys(table)
-    pairs, inverse, counts = np.unique(keys, return_inverse=True, return_counts=True)
+    pairs, inverse = language_pairs(table)
+    counts = np.bincount(inverse, minlength=len(pairs))
     q = sampling_probabilities(dict(zip(pairs, counts.tolist())), alpha)
     weights = np.array([q[p] for p in pairs])[inverse] / counts[inverse]
     return weights / weights.sum()
@@ -127,14 +135,16 @@ def exclude_words(table: pa.Table, banned: set[tuple[str, str]]) -> tuple[pa.Tab
         return table, 0
     from distalign.data.mining import normalize  # wordfreq: imported by the runs that exclude words only
 
-    forms = functools.cache(normalize)
-    banned_forms = {(lang, forms(word, lang)) for lang, word in banned}
-
-    def kept_side(side: str) -> list[bool]:
-        return [(lang, forms(word, lang)) not in banned_forms
-                for lang, word in zip(table[f"lang{side}"].to_pylist(), table[f"word{side}"].to_pylist())]
-
-    left, right = kept_side("1"), kept_side("2")
-    keep = pc.and_(pa.array(left, pa.bool_()), pa.array(right, pa.bool_()))  # typed: no rows is no null array
-    kept = table.filter(keep)
+    banned_forms = {(lang, normalize(word, lang)) for lang, word in banned}
+    # each distinct (lang, word) of either side normalised once, in Python; the rows matched to them in Arrow
+    sides = [pc.binary_join_element_wise(table[f"lang{side}"], table[f"word{side}"], "\t") for side in "12"]
+    keys = pa.chunked_array(sides[0].chunks + sides[1].chunks, pa.string())
+    distinct = pc.unique(keys)
+    kept_key = np.fromiter(((lang, normalize(word, lang)) not in banned_forms
+                            for start in range(0, len(distinct), KEYS_AT_ONCE)
+                            for lang, word in (key.split("\t", 1)
+                                               for key in distinct.slice(start, KEYS_AT_ONCE).to_pylist())),
+                           dtype=bool, count=len(distinct))
+    kept_row = kept_key[pc.index_in(keys, value_set=distinct).to_numpy().astype(np.int64)]
+    kept = table.filter(pa.array(kept_row[:len(table)] & kept_row[len(table):], pa.bool_()))
     return kept, len(table) - len(kept)

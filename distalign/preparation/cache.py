@@ -49,3 +49,13 @@ def cached_directory(root: str | Path, kind: str, key: str, build: Callable[[Pat
     finally:
         shutil.rmtree(private, ignore_errors=True)
     return final
+
+
+def cached_json(root: str | Path, kind: str, parts: Any, build: Callable[[], Any]) -> Any:
+    """``build()``'s JSON-serialisable value, stored under ``root/<kind>-<content_key(parts)>``: computed once for
+    the same ``parts`` by every later run and trial (e.g. parquet footers, keyed by the files' paths, sizes, mtimes)."""
+    def write(directory: Path) -> None:
+        directory.mkdir(parents=True)
+        (directory / "value.json").write_text(json.dumps(build()))
+
+    return json.loads((cached_directory(root, kind, content_key(parts), write) / "value.json").read_text())

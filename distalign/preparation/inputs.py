@@ -11,6 +11,7 @@ when one reads the parallel stream, its translation pairs (``data.parallel``).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import logging
 from pathlib import Path
@@ -43,7 +44,7 @@ from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, Problems, require
 from distalign.eval.selection import in_loop_settings
 from distalign.models.loading import build_tiny_model, check_hub_model, max_model_positions
-from distalign.preparation.cache import cached_directory, content_key
+from distalign.preparation.cache import cached_directory, cached_json, content_key
 from distalign.preparation.prepared import BLIPairs, PreparedData
 from distalign.preparation.staging import staged_model
 from distalign.preparation.static_targets import static_targets
@@ -130,7 +131,8 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
         for i, src in enumerate(corpora):
             with problems.check():
-                listed.append(list_corpus_files(src, f"data.corpora[{i}]", filesystem))
+                listed.append(list_corpus_files(src, f"data.corpora[{i}]", filesystem,
+                                                functools.partial(cached_json, d.cache_dir)))
         if validation_sources:
             with problems.check():
                 validation = validation_sentences(validation_sources, filesystem, reports)
@@ -189,7 +191,8 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         static = static_targets(config, model_path, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
-                            test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel))
+                            test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel),
+                            d.cache_dir)
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
         require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")

@@ -9,9 +9,11 @@ import logging
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from distalign.data.corpus_stream import CorpusStream, read_rows
 from distalign.data.readers import ReadReport
+from distalign.preparation.cache import cached_json
 
 log = logging.getLogger("distalign")
 
@@ -39,6 +41,7 @@ class PreparedData:
     validation: pa.Table | None = None  # text, lang, row, epoch: held-out sentences for the MLM validation loss
     test_pairs: list[BLIPairs] = field(default_factory=list)  # eval.test_languages' pairs, scored after training
     parallel: pa.Table | None = None  # text1, lang1, text2, lang2, row: translation pairs (objectives.tlm)
+    cache_dir: str = ""  # ``data.cache_dir``: where ``corpus_rows`` keeps its count for the next run on the same files
 
     @property
     def languages(self) -> list[str]:
@@ -46,7 +49,7 @@ class PreparedData:
         langs = {source.lang for source in self.corpus.sources}
         for table in (self.constraints, self.parallel):
             if table is not None:
-                langs |= set(table["lang1"].to_pylist()) | set(table["lang2"].to_pylist())
+                langs |= set(pc.unique(table["lang1"]).to_pylist()) | set(pc.unique(table["lang2"]).to_pylist())
         return sorted(langs)
 
     @property
@@ -56,9 +59,19 @@ class PreparedData:
 
     @functools.cached_property
     def corpus_rows(self) -> int:
-        """Sentences in the corpora: a full read in this process (only epoch-based schedules of corpus runs ask)."""
-        log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
-        return sum(len(rows["row"]) for rows in read_rows(self.corpus))
+        """Sentences in the corpora as epoch 0 keeps them: a full read in this process, O(bytes) (only epoch-based
+        schedules of corpus runs ask). Kept under ``cache_dir`` by the sources' files, sizes, mtimes and sampling
+        shares, so a restart or another trial on the same corpus reads nothing (a streamed Hugging Face dataset,
+        which has no such key, is counted every time)."""
+        def count() -> int:
+            log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
+            return sum(len(rows["row"]) for rows in read_rows(self.corpus))
+
+        sources = self.corpus.sources
+        if not self.cache_dir or any(not s.version for s in sources):
+            return count()
+        key = [(s.lang, s.kind, s.paths, s.text_field, s.keep, s.version) for s in sources]
+        return cached_json(self.cache_dir, "corpus-rows", key, count)
 
     @property
     def malformed_rows(self) -> int:

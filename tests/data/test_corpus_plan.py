@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, resume_items, within
+from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, deal, resume_items, within
 from distalign.data.streams import STREAMS, take_rows
 
 MB = 2**20
@@ -137,3 +137,23 @@ def test_take_rows_takes_across_blocks_and_leaves_the_rest():
     assert first["row"].tolist() == [0, 1, 2, 3] and first["x"].shape == (4, 2) and first["row"].flags.writeable
     assert len(pending) == 1 and pending[0]["row"].tolist() == [4, 5, 6, 7]
     assert take_rows(pending, 4)["row"].tolist() == [4, 5, 6, 7] and pending == []
+
+
+def linear_scan_deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
+    """The deal as it was before the heap (O(U·W)): the oracle the heap must match exactly."""
+    totals, out = [0] * workers, [[] for _ in range(workers)]
+    for index in order.tolist():
+        worker = min(range(workers), key=lambda w: (totals[w], w))
+        totals[worker] += sizes[index]
+        out[worker].append(index)
+    return out
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_heap_deal_matches_the_linear_scan_on_random_inputs(seed):
+    rng = np.random.default_rng(seed)
+    units, workers = int(rng.integers(0, 3000)), int(rng.integers(1, 130))
+    high = [2, 50, 4 * MB][seed % 3]  # small sizes: many ties between workers' totals
+    sizes = rng.integers(0 if seed % 2 else 1, high, units).tolist()
+    order = rng.permutation(units)
+    assert deal(sizes, order, workers) == linear_scan_deal(sizes, order, workers)

@@ -220,3 +220,21 @@ def test_an_epoch_reads_each_byte_about_once(tmp_path, monkeypatch):
     total = sum(stream.sources[0].sizes)
     assert sum(len(rows["row"]) for rows in read_rows(stream)) == 20200
     assert len(stream.units()) > 60 and 1 <= counting.read / total < 1.05
+
+
+def test_an_s3_listing_takes_sizes_from_the_listing_not_a_head_per_file(s3_endpoint):
+    """40 files under two language prefixes: the sizes come from the listing (listed in parallel per prefix), a
+    constant number of HEADs (the path itself, one file's read permission), not one per file."""
+    from distalign.bench.s3_proxy import S3Proxy
+    from distalign.storage import s3_filesystem
+
+    url, s3 = s3_endpoint
+    bodies = {f"listing/{lang}/part-{i:02d}.txt": f"{lang} sentence {i}\n".encode() * (i + 1)
+              for lang in ("de", "en") for i in range(20)}
+    for key, body in bodies.items():
+        s3.put_object(Bucket="ckpt", Key=key, Body=body)
+    with S3Proxy(url) as proxy:
+        files = list_corpus_files(CorpusSource("s3://ckpt/listing", "en"), "data.corpora[0]", s3_filesystem(proxy.url))
+    assert files.paths == [f"ckpt/{key}" for key in sorted(bodies)]
+    assert files.sizes == [len(bodies[key]) for key in sorted(bodies)]
+    assert proxy.tally.requests["HEAD"] <= 3, proxy.tally.requests

@@ -9,7 +9,9 @@ import pytest
 
 from distalign.data.sampling import (
     exclude_words,
-    language_pair_keys,
+    exactly_per_pair,
+    language_pairs,
+    nested_order,
     pair_sampling_weights,
     sampled_epoch,
     sampling_probabilities,
@@ -34,8 +36,13 @@ def make_table(spec):
     return pa.table(rows, schema=CONSTRAINT_SCHEMA)
 
 
+def pair_keys(table):
+    pairs, inverse = language_pairs(table)
+    return pairs[inverse]
+
+
 def pair_counts(table):
-    return collections.Counter(language_pair_keys(table).tolist())
+    return collections.Counter(pair_keys(table).tolist())
 
 
 def test_sampling_probabilities_hand_computed():
@@ -54,7 +61,7 @@ def test_sampling_probabilities_hand_computed():
 
 def test_language_pair_keys_are_unordered():
     table = make_table([("de", "en", 2), ("en", "de", 3), ("sw", "en", 1)])
-    assert language_pair_keys(table).tolist() == ["de-en"] * 5 + ["en-sw"]
+    assert pair_keys(table).tolist() == ["de-en"] * 5 + ["en-sw"]
 
 
 # Pool: de-en 9000 (half each direction), en-fr 900, fr-sw 100 -> p = 0.9, 0.09, 0.01.
@@ -182,3 +189,70 @@ def test_a_language_sample_keeps_its_own_pairs_with_exactly_n_each():
     assert exact.equals(exactly_per_pair(sample, 100, seed=0))
     with pytest.raises(ValueError, match=r"fewer constraints: \{'fr-sw': 90\}"):
         exactly_per_pair(restrict_to_languages(table, ["fr", "sw"]), 100, seed=0)
+
+
+# The preparation of tens of millions of pairs runs in Arrow and numpy (issue 47); the Python loops it replaced are
+# kept here as oracles: the same rows in the same order on random tables.
+
+
+def python_pair_keys(table):
+    l1, l2 = table["lang1"].to_pylist(), table["lang2"].to_pylist()
+    return np.asarray([f"{min(a, b)}-{max(a, b)}" for a, b in zip(l1, l2)], dtype=object)
+
+
+def python_exclude_words(table, banned):
+    from distalign.data.mining import normalize
+
+    forms = {(lang, normalize(word, lang)) for lang, word in banned}
+    keep = [(a, normalize(x, a)) not in forms and (b, normalize(y, b)) not in forms for a, x, b, y in
+            zip(table["lang1"].to_pylist(), table["word1"].to_pylist(), table["lang2"].to_pylist(),
+                table["word2"].to_pylist())]
+    return table.filter(pa.array(keep, pa.bool_()))
+
+
+def random_table(seed, rows=3000):
+    """Random pairs of 6 languages (some pairs rare, words in mixed case), in several chunks."""
+    rng = np.random.default_rng(seed)
+    langs = np.array(["de", "en", "fr", "sw", "tr", "zh"])
+    l1 = langs[rng.choice(6, rows, p=[0.4, 0.3, 0.15, 0.1, 0.04, 0.01])]
+    l2 = langs[rng.integers(0, 6, rows)]
+    special = ["Haus", "haus", "HAUS", "İstanbul", "straße", "STRASSE", "Ärger"]  # forms normalize() folds together
+    words = np.array(special + [f"w{i}" for i in range(300)])
+    data = {"word1": words[rng.integers(0, len(words), rows)].tolist(), "lang1": l1.tolist(),
+            "word2": words[rng.integers(0, len(words), rows)].tolist(), "lang2": l2.tolist(),
+            "synset_id": [f"bn:{i}" for i in rng.integers(0, 500, rows)], "gloss1": [None] * rows,
+            "gloss2": [None] * rows}
+    table = pa.table(data, schema=CONSTRAINT_SCHEMA)
+    return pa.concat_tables([table.slice(0, rows // 3), table.slice(rows // 3)])
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_arrow_preparation_matches_the_python_loops_it_replaced(seed):
+    table = random_table(seed)
+    pairs, inverse = language_pairs(table)
+    expected_pairs, expected_inverse = np.unique(python_pair_keys(table), return_inverse=True)
+    assert pairs.tolist() == expected_pairs.tolist() and inverse.tolist() == expected_inverse.tolist()
+
+    banned = {("de", "haus"), ("tr", "istanbul"), ("de", "Strasse"), ("fr", "w7"), ("en", "w1")}
+    kept, excluded = exclude_words(table, banned)
+    assert kept.equals(python_exclude_words(table, banned)) and excluded == len(table) - len(kept) > 0
+
+    # nested_order, exactly_per_pair and pair_sampling_weights read the pairs through language_pairs: their old
+    # outputs recomputed from np.unique over the Python keys
+    rng = np.random.default_rng(seed)
+    _, inverse, counts = np.unique(python_pair_keys(table), return_inverse=True, return_counts=True)
+    rank = np.empty(len(table), dtype=np.int64)
+    shuffled = rng.permutation(len(table))
+    by_pair = shuffled[np.argsort(inverse[shuffled], kind="stable")]
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    rank[by_pair] = np.arange(len(table)) - np.repeat(starts, counts)
+    size = counts[inverse]
+    assert nested_order(table, seed).tolist() == np.lexsort((shuffled.argsort(), -size, (rank + 0.5) / size)).tolist()
+
+    keys = python_pair_keys(table)
+    common = [p for p, n in zip(*np.unique(keys, return_counts=True)) if n >= 5]
+    subset = table.filter(pa.array(np.isin(keys, common)))
+    rng = np.random.default_rng([seed, 2])
+    sub_keys = python_pair_keys(subset)
+    chosen = [rng.choice(np.flatnonzero(sub_keys == p), size=5, replace=False) for p in np.unique(sub_keys)]
+    assert exactly_per_pair(subset, 5, seed).equals(subset.take(rng.permutation(np.concatenate(chosen))))
