@@ -119,6 +119,10 @@ def flag_overrides(args) -> list[str]:
         given = getattr(args, _attribute(flag.name))
         if given is not None:
             values[flag.key] = flag.parse(given) if flag.parse else given
+    if args.dictionary and not args.spec:  # own test dictionaries alone: no benchmark of the default suite is asked for
+        values.setdefault("suite.bli_pairs", [])
+        if args.tasks is None:
+            values["suite.tasks"] = ["bli"]
     if args.checkpoint or args.model:  # a model on the command line replaces the spec's
         values |= {"checkpoint": args.checkpoint or "", "model": args.model or ""}
     return [f"{key}={json.dumps(value)}" for key, value in values.items() if value is not None]
