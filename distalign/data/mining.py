@@ -387,6 +387,12 @@ def mine_and_write(synsets: pa.Table, read_reports: list, languages: list[str], 
     for read_report in [*read_reports, *exclusion_reports]:
         print(read_report.summary())
     print(report.summary())
+    if len(table) == 0:  # an empty constraint file would only fail later, in the training run that reads it
+        sources = ", ".join(r.path for r in read_reports)
+        raise InputError(f"0 constraint pairs mined from {sources} for languages {languages} (top-k {top_k}): "
+                         f"nothing written{f' to {out_path}' if out_path is not None else ''}; check that the "
+                         "source has synsets with words of at least two of these languages among the "
+                         "frequent words (a larger --top-k, other --languages), and the filters above")
     if out_path is not None:
         out_path = Path(out_path)
         out_path.parent.mkdir(parents=True, exist_ok=True)

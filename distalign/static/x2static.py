@@ -250,7 +250,9 @@ def extract_static_vectors(
         raise ValueError(f"lr must be > 0, got {lr}")
     vocab = build_word_vocab(sentences, min_count, max_words)
     if len(vocab.words) < 2:
-        raise ValueError(f"sentences give {len(vocab.words)} words with min_count={min_count}; at least 2 needed")
+        raise InputError(f"the corpus ({len(sentences)} sentences) gives {len(vocab.words)} words seen at least "
+                         f"min_count={min_count} times (--min-count): at least 2 are needed, so no vectors were "
+                         "written; give a larger corpus or a lower --min-count")
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     use_tensor_cores(device)
     torch.manual_seed(seed)
