@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from distalign.data.dictionary_checks import check_name, check_scripts, header_row
 from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
 from distalign.errors import InputError  # defined at the bottom layer (the CLI catches it without pyarrow)
 from distalign.languages import language_code
@@ -37,6 +38,7 @@ class ReadReport:
     rows: int = 0
     malformed: int = 0
     examples: list[str] = field(default_factory=list)
+    header: str = ""  # a first line that names the columns, skipped
 
     def skip(self, line_no: int | str, reason: str) -> None:  # a line, a row index, or a place in a JSON file
         self.malformed += 1
@@ -45,6 +47,7 @@ class ReadReport:
 
     def summary(self) -> str:
         text = f"{self.path}: {self.rows} rows read, {self.malformed} malformed rows skipped"
+        text += f" (and the header row {self.header!r})" if self.header else ""
         return text + "".join(f"\n  {e}" for e in self.examples)
 
 
@@ -65,14 +68,21 @@ def _lines(path: Path):
 
 
 def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
-    """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset."""
+    """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset. The declared pair
+    must agree with the file's name and its words' scripts, and a header row is skipped
+    (``distalign.data.dictionary_checks``)."""
     path = Path(path)
     lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
+    check_name(path, lang1, lang2)
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
     for line_no, line in _lines(path):
         fields = line.split("\t") if "\t" in line else line.split(" ")
         fields = [f.strip() for f in fields]
+        if report.rows == report.malformed == 0 and not report.header and len(fields) == 2 and \
+                header_row(fields, lang1, lang2):
+            report.header = line
+            continue
         if len(fields) != 2 or not all(fields):
             report.skip(line_no, f"expected 'src<TAB>tgt', got {line!r}")
             continue
@@ -82,6 +92,7 @@ def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table,
         rows["gloss1"].append(None)
         rows["gloss2"].append(None)
         report.rows += 1
+    check_scripts(path, lang1, lang2, rows["word1"], rows["word2"])
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
