@@ -100,8 +100,10 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
     path = Path(path)
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    two_columns = 0
     for line_no, line in _lines(path):
         fields = line.split("\t")
+        two_columns += len(fields) == 2 or len(fields) == 1 and len(line.split(" ")) == 2  # MUSE: one space
         if line_no == 1 and tuple(f.strip() for f in fields[:7]) == BABELNET_COLUMNS:
             continue  # header
         if len(fields) not in (5, 7):
@@ -115,6 +117,10 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
         for key, value in zip(CONSTRAINT_SCHEMA.names, (w1, l1, w2, l2, synset, *glosses)):
             rows[key].append(value)
         report.rows += 1
+    if report.rows == 0 and two_columns == report.malformed > 0:
+        raise InputError(f"{path}: a two-column dictionary (src<TAB>tgt, G-BLI/MUSE), not a BabelNet export of 7 "
+                         f"columns {BABELNET_COLUMNS}: give it as data.dictionaries: [{{path: {path}, lang1: ..., "
+                         "lang2: ...}], which reads that format")
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
