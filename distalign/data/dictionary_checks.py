@@ -107,3 +107,24 @@ def lower_cased(words: list[str]) -> bool:
     """Whether words with cased letters are there and every one of them is lower case."""
     cased = [w for w in words if w.lower() != w.upper()]
     return bool(cased) and all(w == w.lower() for w in cased)
+
+
+def cased_tokenizer(model_path: str) -> bool:
+    """Whether the model's tokenizer tells "Haus" from "haus" (XLM-R, cased mBERT; not uncased BERT)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(model_path)
+    return tokenizer.tokenize("Haus Berlin") != tokenizer.tokenize("haus berlin")
+
+
+def casing_note(model_path: str, dictionaries: dict[str, list[str]]) -> str | None:
+    """A line naming the test dictionaries (label -> their words) that are all lower case when the model's tokenizer
+    is cased: the model meets "berlin" and German "haus" in a form it rarely saw, and the scores differ from those of
+    the same dictionary cased. None when there is none."""
+    lowered = [label for label, words in dictionaries.items() if lower_cased(words)]
+    if not lowered or not cased_tokenizer(model_path):
+        return None
+    return (f"the test dictionaries {', '.join(lowered)} are all lower case and the tokenizer of {model_path} is "
+            "cased: their words are encoded lower-cased as written (names and German nouns in a form the model "
+            "rarely saw), so the BLI scores differ from those of a cased dictionary; give cased dictionaries to "
+            "score words as the model saw them")

@@ -230,6 +230,17 @@ def report_input_languages(model_path: str, tasks: list[EvalTask]) -> None:
         say(f"[distalign eval] WARNING no language embedding for {', '.join(missing)}: encoded without one")
 
 
+def report_casing(model_path: str, tasks: list[EvalTask]) -> None:
+    """Say when the BLI test dictionaries are lower case and the model cased (``casing_note``)."""
+    from distalign.data.dictionary_checks import casing_note
+    from distalign.eval.tasks.bli import BLITask
+
+    words = {f"bli {task.lang1}-{task.lang2}": task.queries + task.vocab for task in tasks
+             if isinstance(task, BLITask)}
+    if words and (note := casing_note(model_path, words)):
+        say(f"[distalign eval] NOTE {note}")
+
+
 @dataclass
 class PreparedEval:
     """An evaluation checked and read, ready for Ray: its spec, model, tasks and the model's layer count."""
@@ -273,6 +284,7 @@ def prepare_eval(args) -> PreparedEval:
         if read.malformed:
             say(f"[distalign eval] WARNING {read.summary()}")
     report_input_languages(model.path, tasks)
+    report_casing(model.path, tasks)
     num_layers = AutoConfig.from_pretrained(model.path).num_hidden_layers + 1
     for task in tasks:
         task.check_model(num_layers)

@@ -29,6 +29,7 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
+from distalign.data.dictionary_checks import casing_note
 from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
                                     read_parallel_tsv, require_rows)
 from distalign.data.sampling import (
@@ -185,6 +186,10 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
                 f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
                 f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
                 f"model_max_length)")
+    if (eval_pairs or test_pairs) and Path(model_path).is_dir():  # a Hub name: its tokenizer read when the run loads it
+        note = casing_note(model_path, {f"{p.lang1}-{p.lang2}": p.src + p.tgt for p in eval_pairs + test_pairs})
+        if note:
+            log.warning("%s", note)
     static = None
     # its rows: read on the driver from the vectors, or derived from the model (not by a check)
     if "static" in config.objectives.streams() and model_path != "tiny" and (build_model or d.static_vectors):
