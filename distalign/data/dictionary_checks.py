@@ -128,3 +128,34 @@ def casing_note(model_path: str, dictionaries: dict[str, list[str]]) -> str | No
             "cased: their words are encoded lower-cased as written (names and German nouns in a form the model "
             "rarely saw), so the BLI scores differ from those of a cased dictionary; give cased dictionaries to "
             "score words as the model saw them")
+
+
+def corpus_words(texts_by_lang: dict[str, list[str]]) -> dict[str, set[str]]:
+    """Each language's lower-cased words in a sample of its corpus sentences (whitespace tokens, punctuation off)."""
+    return {lang: {word.strip(".,;:!?\"'()[]«»„“”").lower() for text in texts for word in text.split()}
+            for lang, texts in texts_by_lang.items()}
+
+
+def check_against_corpora(label: str, lang1: str, lang2: str, words1: list[str], words2: list[str],
+                          words_by_lang: dict[str, set[str]]) -> None:
+    """An ``InputError`` when a column's words are clearly those of another language's corpus than its declared
+    language's: a pair declared the wrong way round, or for a language it is not in. Clearly: at least 20% of them
+    there and twice their share in their own language's corpus; with no corpus of their own language (a language
+    evaluated zero-shot, or a wrong one), at least 40% (names and loanwords are shared across languages)."""
+    def share(words: list[str], lang: str) -> float:
+        vocabulary = words_by_lang.get(lang)
+        sample = [w.lower() for w in dict.fromkeys(words[:SAMPLE])]
+        return sum(w in vocabulary for w in sample) / len(sample) if vocabulary and sample else 0.0
+
+    for column, (lang, words) in enumerate(((lang1, words1), (lang2, words2)), start=1):
+        own = share(words, lang)
+        best, best_share = max(((other, share(words, other)) for other in words_by_lang if other != lang),
+                               key=lambda item: item[1], default=(None, 0.0))
+        if best is None or best_share < (0.2 if lang in words_by_lang else 0.4) or best_share < 2 * own:
+            continue
+        swapped = " (the pair may be declared the wrong way round)" if best == (lang2 if column == 1 else lang1) \
+            else ""
+        has = f"{own:.0%} in the {lang} corpus" if lang in words_by_lang else f"no {lang} corpus to compare with"
+        raise InputError(f"{label}: declared {lang1}-{lang2}, but {best_share:.0%} of the words of column {column} "
+                         f"(lang{column}: {lang}) are words of the {best} corpus ({has}){swapped}: check lang1 "
+                         "and lang2")

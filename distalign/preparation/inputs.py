@@ -29,7 +29,7 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from distalign.data.dictionary_checks import casing_note
+from distalign.data.dictionary_checks import casing_note, check_against_corpora, corpus_words
 from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
                                     read_parallel_tsv, require_rows)
 from distalign.data.sampling import (
@@ -53,6 +53,7 @@ from distalign.storage import node_local, s3_filesystem, storage_filesystem
 
 log = logging.getLogger("distalign")
 TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokenizer is trained on
+CORPUS_CHECK_SAMPLE = 2000  # sentences per corpus source the dictionaries' declared languages are checked against
 
 
 def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str], test_languages: list[str]
@@ -76,6 +77,23 @@ def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: lis
     lang1, lang2 = table["lang1"][0].as_py(), table["lang2"][0].as_py()  # the codes read_dictionary made canonical
     return BLIPairs(lang1, lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
                     in_loop_settings(config).target_vocabulary(lang2, reports))
+
+
+def check_dictionaries_against_corpora(corpus: CorpusStream, dictionaries: list[tuple[str, pa.Table]],
+                                       held_out: list[tuple[str, BLIPairs]]) -> None:
+    """Each dictionary's columns against a sample of each language's corpus (``check_against_corpora``): a pair
+    declared the wrong way round, or for a language its words are not in, fails here, before its words decide what
+    is excluded from training."""
+    texts: dict[str, list[str]] = {}
+    for source in corpus.sources:
+        texts.setdefault(source.lang, []).extend(
+            sample_texts(dataclasses.replace(corpus, sources=[source]), CORPUS_CHECK_SAMPLE))
+    words = corpus_words(texts)
+    for label, table in dictionaries:
+        check_against_corpora(label, table["lang1"][0].as_py(), table["lang2"][0].as_py(),
+                              table["word1"].to_pylist(), table["word2"].to_pylist(), words)
+    for path, pairs in held_out:
+        check_against_corpora(str(path), pairs.lang1, pairs.lang2, pairs.src, pairs.tgt, words)
 
 
 def prepare_data(config: ExperimentConfig, build_model: bool = True) -> PreparedData:
@@ -111,21 +129,25 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
             require_rows(report, "constraint pairs")
             tables.append(table)
             reports.append(report)
-    for src in d.dictionaries:
+    dictionaries: list[tuple[str, pa.Table]] = []  # (where, table): checked against the corpora below
+    for i, src in enumerate(d.dictionaries):
         with problems.check():
             table, report = read_dictionary(src.path, src.lang1, src.lang2)
             require_rows(report, "'src<TAB>tgt' pairs")
             tables.append(table)
+            dictionaries.append((f"data.dictionaries[{i}] {src.path}", table))
             reports.append(report)
     constraints = pa.concat_tables(tables) if tables else CONSTRAINT_SCHEMA.empty_table()
 
     eval_pairs, test_pairs = [], []
+    held_out: list[tuple[str, BLIPairs]] = []  # (path, pairs): checked against the corpora below
     with problems.check():
         validation, test = split_eval_dictionaries(eval_dicts, config.eval.languages, config.eval.test_languages)
         for sources, pairs in ((validation, eval_pairs), (test, test_pairs)):
             for src in sources:
                 with problems.check():
                     pairs.append(read_bli_pairs(config, src, reports))
+                    held_out.append((src.path, pairs[-1]))
 
     filesystem, listed, parallel, validation = None, [], None, None
     with problems.check():
@@ -142,6 +164,8 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
             parallel = read_parallel(d.parallel, reports)
     problems.raise_any()  # what follows counts and samples what was read
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
+    with problems.check():
+        check_dictionaries_against_corpora(corpus, dictionaries, held_out)
 
     heldout = {(p.lang1, w) for p in eval_pairs + test_pairs for w in p.src} | \
         {(p.lang2, w) for p in eval_pairs + test_pairs for w in p.tgt}
