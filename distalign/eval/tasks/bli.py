@@ -43,6 +43,17 @@ def dictionary_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str,
     return sources
 
 
+def validate_languages(suite: SuiteSpec) -> None:
+    """The languages of ``bli_pairs`` and ``dictionaries`` (read by bli and word_alignment) are language codes: a
+    flag's wrong value is named before the model or any file is read."""
+    for pair in suite.bli_pairs:
+        for lang in split_pair(pair, "suite.bli_pairs (--bli-pairs)"):
+            language_code(lang, "suite.bli_pairs (--bli-pairs)")
+    for i, (lang1, lang2, _) in enumerate(suite.dictionaries):
+        for lang in (lang1, lang2):
+            language_code(lang, f"suite.dictionaries[{i}] (--dictionary)")
+
+
 def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``, then of the extra ``dictionaries``."""
     return gbli_sources(suite) + dictionary_sources(suite)
@@ -178,6 +189,10 @@ class BLITask(EvalTask):
         keys = [key for key, gold in translations.items() if gold]
         return cls(lang1, lang2, [written[key] for key in keys], vocab, [sorted(translations[key]) for key in keys],
                    oov=len(translations) - len(keys), source_vocab=sources, **options)
+
+    @classmethod
+    def validate(cls, suite: SuiteSpec) -> None:
+        validate_languages(suite)
 
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[BLITask]:

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from distalign.eval.tasks.base import WordPairTask
-from distalign.eval.tasks.bli import bli_sources, limit_queries
+from distalign.eval.tasks.bli import bli_sources, limit_queries, validate_languages
 
 if TYPE_CHECKING:
     import torch
@@ -35,6 +35,10 @@ class WordAlignmentTask(WordPairTask):
     name: ClassVar[str] = "word_alignment"
     task: ClassVar[str] = "word_alignment"
     main_metric: ClassVar[str] = "score"
+
+    @classmethod
+    def validate(cls, suite: SuiteSpec) -> None:
+        validate_languages(suite)
 
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[WordAlignmentTask]:
