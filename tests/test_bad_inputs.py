@@ -75,6 +75,23 @@ CASES = [
          ["{not_yaml}: not valid YAML"]),
     case("train-config-list", "train", "config whose top level is a list", "train {list_yaml}",
          ["{list_yaml}: the top level must be a mapping"]),
+    case("train-config-duplicate-key", "train", "config file giving a key twice", "train {duplicate_yaml}",
+         ["{duplicate_yaml}:3: run: given twice in one mapping (line 1 too)", "keep the one you mean"], fixed=True),
+    case("train-config-case-twins", "train", "config file with keys differing only in case",
+         "train {case_twins_yaml}", ["{case_twins_yaml}:3: train.LR: and 'lr' differ only in case or spaces"],
+         fixed=True),
+    case("train-config-octal", "train", "config number with a leading zero (YAML 1.1 octal)", "train {octal_yaml}",
+         ["{octal_yaml}:2: train.max_steps: 010 has a leading zero", "octal number (8)"], fixed=True),
+    case("train-config-empty-value", "train", "config key given no value", "train {empty_value_yaml}",
+         ["{empty_value_yaml}:2: train.lr: has no value", "write null to mean none"], fixed=True),
+    case("train-config-norwegian", "train", "language code no (Norwegian) unquoted: YAML reads false",
+         "train {norwegian_yaml}", ["{norwegian_yaml}:4: data.eval_dictionaries[0].lang2: expected a string, got false",
+                                    "write the word in quotes"], fixed=True),
+    case("train-override-empty", "train", "override given no value", f"{TRAIN} train.lr=",
+         ["override train.lr: has no value", "train.lr=null"], fixed=True),
+    case("train-override-base-60", "train", "override number with colons (YAML 1.1 base 60)",
+         f"{TRAIN} train.max_steps=1:30", ["override train.max_steps: 1:30 is a base-60 number to YAML 1.1 (90)"],
+         fixed=True),
     case("train-unknown-key", "train", "override of an unknown key", f"{TRAIN} train.learning_rate=1e-3",
          ["unknown key 'train.learning_rate'", "allowed here:", "lr"]),
     case("train-unknown-section", "train", "override of an unknown section", f"{TRAIN} trian.lr=1e-3",
@@ -118,6 +135,10 @@ CASES = [
          f"{TRAIN} data.constraints=[{{corpus}}]", ["{corpus}: 0 rows read", "expected 7 tab-separated columns",
                                                     "no usable constraint pairs in {corpus}: check its format"],
          fixed=True),
+    case("train-constraints-dictionary", "train", "a G-BLI dictionary given as constraints",
+         f"{TRAIN} data.constraints=[{{gbli_dictionary}}]",
+         ["{gbli_dictionary}: a two-column dictionary (src<TAB>tgt, G-BLI/MUSE)", "give it as data.dictionaries"],
+         fixed=True),
     case("train-corpus-missing", "train", "corpus file missing",
          f"{TRAIN} 'data.corpora=[{{{{path: {{missing}}.txt, lang: en}}}}]'",
          ["data.corpora[0].path: file not found"]),
@@ -139,6 +160,26 @@ CASES = [
     case("train-dictionary-columns", "train", "dictionary with one column a line",
          f"{TRAIN} 'data.eval_dictionaries=[{{{{path: {{one_column_tsv}}, lang1: en, lang2: de}}}}]'",
          ["{one_column_tsv}", "no usable"], fixed=True),
+    case("train-dictionary-name-swapped", "train", "dictionary declared the other way round than its file name",
+         f"{TRAIN} 'data.eval_dictionaries=[{{{{path: {{gbli_dictionary}}, lang1: de, lang2: en}}}}]'",
+         ["{gbli_dictionary}: declared de-en (lang1-lang2), but its name says it is en-de", "the other way round",
+          "declare lang1: en, lang2: de"], fixed=True),
+    case("train-dictionary-name-other-pair", "train", "dictionary declared for another pair than its file name",
+         f"{TRAIN} 'data.dictionaries=[{{{{path: {{gbli_dictionary}}, lang1: en, lang2: fr}}}}]'",
+         ["{gbli_dictionary}: declared en-fr (lang1-lang2), but its name says it is en-de"], fixed=True),
+    case("train-dictionary-words-swapped", "train", "dictionary declared the other way round than its words",
+         f"{TRAIN} 'data.eval_dictionaries=[{{{{path: {{dictionary}}, lang1: de, lang2: en}}}}]'",
+         ["{dictionary}: declared de-en, but 100% of the words of column 1 (lang1: de) are words of the en corpus",
+          "declared the wrong way round"], fixed=True),
+    case("train-dictionary-words-other-language", "train", "dictionary declared for a language it is not in",
+         f"{TRAIN} 'data.corpora=[{{{{path: {{corpus}}, lang: en}}}}, {{{{path: {{de_corpus}}, lang: de}}}}]' "
+         "'data.eval_dictionaries=[{{path: {dictionary}, lang1: en, lang2: fr}}]'",
+         ["{dictionary}: declared en-fr", "of column 2 (lang2: fr) are words of the de corpus (no fr corpus"],
+         fixed=True),
+    case("train-dictionary-script", "train", "dictionary whose column is in another script than its language's",
+         f"{TRAIN} 'data.eval_dictionaries=[{{{{path: {{ru_en_dictionary}}, lang1: en, lang2: ru}}}}]'",
+         ["{ru_en_dictionary}: declared en-ru", "column 1 (lang1: en) are in Cyrillic letters, not Latin",
+          "declared the wrong way round"], fixed=True),
     case("train-language-unknown", "train", "language code in no input",
          f"{TRAIN} eval.test_languages=[fi]", ["eval.test_languages: no evaluation dictionary between ['fi']"]),
     case("train-language-not-a-code", "train", "a language code that is no language",
@@ -290,7 +331,17 @@ CASES = [
          ["g-bli: no part de-ja", "it has: de-fi"], ray="no Ray"),
     case("eval-unknown-language", "eval", "unknown language pair",
          "eval --model {model} --tasks bli --eval-dir {eval_dir} --bli-pairs en-qq --no-mlflow",
-         ["suite.bli_pairs (--bli-pairs): 'qq' is not a language code", "holds: de, en"]),
+         ["suite.bli_pairs (--bli-pairs): 'qq' is not a language code"]),
+    case("eval-unknown-language-before-model", "eval", "language pair that is no pair, with a missing model",
+         "eval --model {missing} --tasks bli --bli-pairs en-qq --no-mlflow",
+         ["suite.bli_pairs (--bli-pairs): 'qq' is not a language code"], fixed=True),
+    case("eval-dictionary-language-before-model", "eval", "--dictionary language that is no language, with a missing "
+         "model", "eval --model {missing} --dictionary qq-de:{dictionary} --no-mlflow",
+         ["suite.dictionaries[0] (--dictionary): 'qq' is not a language code"], fixed=True),
+    case("eval-dictionary-name-swapped", "eval", "--dictionary declared the other way round than its file name",
+         "eval --model {model} --dictionary de-en:{gbli_dictionary} --no-mlflow",
+         ["{gbli_dictionary}: declared de-en (lang1-lang2), but its name says it is en-de", "the other way round"],
+         fixed=True),
     case("eval-dictionary-malformed", "eval", "--dictionary without L1-L2:",
          "eval --model {model} --tasks bli --dictionary {dictionary} --no-mlflow",
          ["--dictionary", "expected L1-L2:PATH"]),
@@ -354,6 +405,10 @@ CASES = [
          "static extract --model {model} --corpus {empty_txt} --out {out}/x.vec",
          ["{empty_txt}: no sentences", "give a corpus"],
          ray="no Ray", fixed=True),
+    case("extract-no-words", "static extract", "corpus with no word as frequent as --min-count",
+         f"{EXTRACT} --layer 1 --min-count 1000",
+         ["gives 0 words seen at least min_count=1000 times (--min-count)", "no vectors were written"],
+         ray="no Ray", fixed=True),
     case("extract-layer-out-of-range", "static extract", "layer the model does not have", f"{EXTRACT} --layer 9",
          ["layer 9 is outside [-2, 1]", "give one in that range"], ray="no Ray",
          fixed=True),
@@ -399,6 +454,9 @@ CASES = [
     case("mine-exclude-name", "mine-constraints", "--exclude file whose name does not give its pair",
          "mine-constraints {omw} --languages fr,it --exclude {dictionary} --out {out}/c.parquet",
          ["{dictionary}: evaluation file name must end in '<l1>-<l2>.tsv'"], ray="no Ray"),
+    case("mine-nothing-mined", "mine-constraints", "source with no synset shared by the languages",
+         "mine-constraints {omw_unshared} --languages fr,it --out {out}/none.parquet",
+         ["0 constraint pairs mined from", "nothing written to {out}/none.parquet"], ray="no Ray", fixed=True),
     case("mine-out-not-writable", "mine-constraints", "--out under a file",
          "mine-constraints {omw} --languages fr,it --out {corpus}/c.parquet",
          ["--out: {corpus} is not writable ({corpus} is a file)"], ray="no Ray", fixed=True),
@@ -538,6 +596,22 @@ def build_inputs(root: Path) -> dict[str, str]:
     inputs["other_dictionary"] = str(root / "other_dictionary.tsv")
     (root / "one_column.tsv").write_text("anna\nsees\nlikes\n")
     inputs["one_column_tsv"] = str(root / "one_column.tsv")
+    yaml_files = {"duplicate_yaml": "run:\n  name: a\nrun:\n  name: b\n",
+                  "case_twins_yaml": "train:\n  lr: 0.001\n  LR: 0.01\n",
+                  "octal_yaml": "train:\n  max_steps: 010\n",
+                  "empty_value_yaml": "train:\n  lr:\n",
+                  "norwegian_yaml": f"data:\n  source: files\n  eval_dictionaries:\n"
+                                    f"    - {{path: {root / 'dictionary.tsv'}, lang1: en, lang2: no}}\n"}
+    for name, text in yaml_files.items():
+        (root / f"{name}.yaml").write_text(text)
+        inputs[name] = str(root / f"{name}.yaml")
+    gbli = root / "yacle.test.freq.2k.en-de.tsv"  # a G-BLI test file: its name gives its pair
+    gbli.write_text("anna\tanna\nsees\tsieht\nlikes\tmag\nrome\trom\n")
+    inputs["gbli_dictionary"] = str(gbli)
+    (root / "ru_en.tsv").write_text("дом\thouse\nкот\tcat\nсобака\tdog\n")
+    inputs["ru_en_dictionary"] = str(root / "ru_en.tsv")
+    (root / "de_corpus.txt").write_text("anna sieht rom\npeter mag paris\nmaria besucht berlin\n" * 20)
+    inputs["de_corpus"] = str(root / "de_corpus.txt")
     (root / "not_yaml.yaml").write_text("run: {name: [unclosed\n")
     inputs["not_yaml"] = str(root / "not_yaml.yaml")
     (root / "list.yaml").write_text("- train\n- eval\n")
@@ -596,6 +670,11 @@ def build_inputs(root: Path) -> dict[str, str]:
     (omw / "wn-data-fra.tab").write_text("# fra\n00001740-n\tfra:lemma\tentité\n")
     (omw / "wn-data-ita.tab").write_text("# ita\n00001740-n\tita:lemma\tentità\n")
     inputs["omw"] = str(omw)
+    unshared = root / "omw_unshared"  # each language's lemma in a synset of its own: no pair to mine
+    unshared.mkdir()
+    (unshared / "wn-data-fra.tab").write_text("# fra\n00001740-n\tfra:lemma\tentité\n")
+    (unshared / "wn-data-ita.tab").write_text("# ita\n00002137-n\tita:lemma\tentità\n")
+    inputs["omw_unshared"] = str(unshared)
     (root / "tiny.conllu").write_text("# text = anna sees rome\n"
                                       "1\tanna\tanna\tPROPN\t_\t_\t2\tnsubj\t_\t_\n"
                                       "2\tsees\tsee\tVERB\t_\t_\t0\troot\t_\t_\n"
