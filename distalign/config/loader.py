@@ -197,7 +197,7 @@ def check_constructs(node: yaml.Node, where: str, key: str = "", lines: dict[str
         raise ConfigError(f"{where}:{at.start_mark.line + 1}: {dotted or 'the top level'}: {problem}")
 
     if lines is not None and key:
-        lines[key] = node.start_mark.line + 1
+        lines.setdefault(key, node.start_mark.line + 1)  # a mapping's key: the line of the key itself (below)
     if isinstance(node, yaml.ScalarNode):
         if (problem := _scalar_problem(node)) is not None:
             fail(node, key, problem)
@@ -215,6 +215,8 @@ def check_constructs(node: yaml.Node, where: str, key: str = "", lines: dict[str
                 fail(key_node, dotted, f"{same} in one mapping (line {twin.start_mark.line + 1} too): YAML would "
                                        "keep one silently; keep the one you mean")
             seen[name.strip().casefold()] = key_node
+            if lines is not None:
+                lines[dotted] = key_node.start_mark.line + 1
             check_constructs(value_node, where, dotted, lines)
 
 

@@ -38,7 +38,7 @@ def test_spec_file_then_flags_then_overrides(tmp_path):
     path = write_spec(tmp_path, {
         "checkpoint": "runs/x/checkpoint_000",
         "suite": {"eval_dir": "eval", "tasks": ["bli", "word_alignment"], "bli_pairs": ["de-en"],
-                  "dictionaries": [["de", "en", "eval/bli/gbli/en-de/yacle.test.freq.2k.en-de.tsv"]], "max_queries": 5},
+                  "dictionaries": [["en", "de", "eval/bli/gbli/en-de/yacle.test.freq.2k.en-de.tsv"]], "max_queries": 5},
         "layer": -1,
         "tracking": {"experiment": "mine"},
     })
@@ -46,13 +46,13 @@ def test_spec_file_then_flags_then_overrides(tmp_path):
                    "suite.max_queries=7", "tracking.experiment=theirs")
     assert (spec.model, spec.checkpoint) == ("m", "")  # a model on the command line replaces the spec's checkpoint
     assert spec.suite.eval_dir == str(eval_dir)  # relative to the spec file
-    assert spec.suite.dictionaries == (("de", "en", str(eval_dir / "bli/gbli/en-de/yacle.test.freq.2k.en-de.tsv")),)
+    assert spec.suite.dictionaries == (("en", "de", str(eval_dir / "bli/gbli/en-de/yacle.test.freq.2k.en-de.tsv")),)
     assert spec.suite.tasks == ("bli", "word_alignment") and spec.suite.similarities == ("cosine", "csls")
     assert spec.suite.max_queries == 7 and spec.layer == -1
     assert spec.tracking == EvalTrackingConfig(experiment="theirs", enabled=False)
     tasks = build_tasks(spec.suite)
-    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("bli", "de-en"),
-                                                 ("bli_csls", "de-en"), ("word_alignment", "de-en"), ("word_alignment", "de-en")]
+    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("bli", "en-de"),
+                                                 ("bli_csls", "en-de"), ("word_alignment", "de-en"), ("word_alignment", "en-de")]
     assert len(tasks[0].queries) == 7  # max_queries from the override, not the file's 5
 
 
@@ -64,7 +64,7 @@ def test_unknown_spec_key_names_the_dotted_key(tmp_path, capsys):
                                           r"tatoeba_langs, tatoeba_mean_of_layers, vocab_size, xlsim_pairs\)"):
         spec_of("--spec", str(path))
     assert main(["eval", "--spec", str(path)]) == 2  # before any Ray work
-    assert "distalign: error: unknown key 'suite.bli_pair'" in capsys.readouterr().err
+    assert f"distalign: error: {path}:3: unknown key 'suite.bli_pair'" in capsys.readouterr().err  # its line
     with pytest.raises(ConfigError, match=r"unknown key 'suite\.reports'"):  # state, not configuration
         spec_of("--model", "m", "suite.reports=[]")
     with pytest.raises(ConfigError, match=r"unknown key 'tracking\.url' \(allowed here: enabled, experiment, uri\)"):
