@@ -39,6 +39,11 @@ def _synthetic(code: str) -> bool:
     return bool(SYNTHETIC_LANGUAGE.fullmatch(code)) and not langcodes.Language.get(code).is_valid()
 
 
+def is_synthetic(code: str) -> bool:
+    """Whether ``code`` is a language of the synthetic world (x + a letter), which no real language is."""
+    return _synthetic(code)
+
+
 @lru_cache(maxsize=None)
 def _canonical(code: str) -> str | None:
     if _synthetic(code):

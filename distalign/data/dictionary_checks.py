@@ -19,7 +19,7 @@ from collections import Counter
 from pathlib import Path
 
 from distalign.errors import ConfigError, InputError
-from distalign.languages import language_code
+from distalign.languages import is_synthetic, language_code
 
 HEADER_WORDS = {"source", "target", "src", "tgt", "word", "words", "translation", "word1", "word2", "lang1",
                 "lang2", "source_word", "target_word", "term", "source word", "target word"}
@@ -64,6 +64,8 @@ def _expected_script(lang: str) -> tuple[str, tuple[str, ...]] | None:
     language, a code langcodes cannot place)."""
     import langcodes
 
+    if is_synthetic(lang):  # langcodes would guess one
+        return None
     try:
         script = langcodes.Language.get(lang).maximize().script
     except (ValueError, LookupError):
@@ -117,11 +119,13 @@ def cased_tokenizer(model_path: str) -> bool:
     return tokenizer.tokenize("Haus Berlin") != tokenizer.tokenize("haus berlin")
 
 
-def casing_note(model_path: str, dictionaries: dict[str, list[str]]) -> str | None:
-    """A line naming the test dictionaries (label -> their words) that are all lower case when the model's tokenizer
-    is cased: the model meets "berlin" and German "haus" in a form it rarely saw, and the scores differ from those of
-    the same dictionary cased. None when there is none."""
-    lowered = [label for label, words in dictionaries.items() if lower_cased(words)]
+def casing_note(model_path: str, dictionaries: list[tuple[str, str, list[str]]]) -> str | None:
+    """A line naming the test dictionaries ((lang1, lang2, their words)) that are all lower case when the model's
+    tokenizer is cased: the model meets "berlin" and German "haus" in a form it rarely saw, and the scores differ
+    from those of the same dictionary cased. None when there is none. Synthetic languages, lower case by
+    construction, are left out."""
+    lowered = [f"{lang1}-{lang2}" for lang1, lang2, words in dictionaries
+               if (_expected_script(lang1) or _expected_script(lang2)) and lower_cased(words)]
     if not lowered or not cased_tokenizer(model_path):
         return None
     return (f"the test dictionaries {', '.join(lowered)} are all lower case and the tokenizer of {model_path} is "

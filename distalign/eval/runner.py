@@ -235,8 +235,7 @@ def report_casing(model_path: str, tasks: list[EvalTask]) -> None:
     from distalign.data.dictionary_checks import casing_note
     from distalign.eval.tasks.bli import BLITask
 
-    words = {f"bli {task.lang1}-{task.lang2}": task.queries + task.vocab for task in tasks
-             if isinstance(task, BLITask)}
+    words = [(task.lang1, task.lang2, task.queries + task.vocab) for task in tasks if isinstance(task, BLITask)]
     if words and (note := casing_note(model_path, words)):
         say(f"[distalign eval] NOTE {note}")
 

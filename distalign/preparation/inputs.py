@@ -211,7 +211,7 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
                 f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
                 f"model_max_length)")
     if (eval_pairs or test_pairs) and Path(model_path).is_dir():  # a Hub name: its tokenizer read when the run loads it
-        note = casing_note(model_path, {f"{p.lang1}-{p.lang2}": p.src + p.tgt for p in eval_pairs + test_pairs})
+        note = casing_note(model_path, [(p.lang1, p.lang2, p.src + p.tgt) for p in eval_pairs + test_pairs])
         if note:
             log.warning("%s", note)
     static = None
