@@ -47,14 +47,17 @@ def test_a_column_in_another_script_than_its_language_is_named(tmp_path):
 
 
 def test_columns_are_checked_against_each_languages_corpus():
-    words = corpus_words({"en": ["The house, the cat."], "de": ["Das Haus; die Katze!"]})
-    assert words["de"] == {"das", "haus", "die", "katze"}
-    check_against_corpora("d.tsv", "en", "de", ["house", "cat"], ["Haus", "Katze"], words)
-    with pytest.raises(InputError, match=r"column 1 \(lang1: de\) are words of the en corpus \(0% in the de corpus\) .*wrong way round"):
-        check_against_corpora("d.tsv", "de", "en", ["house", "cat"], ["Haus", "Katze"], words)
-    check_against_corpora("d.tsv", "en", "fi", ["house", "cat"], ["talo", "kissa"], words)  # fi: no corpus, no match
+    words = corpus_words({"en": ["The house, the cat and the dog."], "de": ["Das Haus; die Katze und der Hund!"]})
+    assert words["de"] == {"das", "haus", "die", "katze", "und", "der", "hund"}
+    english, german = ["house", "cat", "dog"], ["Haus", "Katze", "Hund"]
+    check_against_corpora("d.tsv", "en", "de", english, german, words)
+    with pytest.raises(InputError, match=r"column 1 \(lang1: de\) are words of the en corpus \(0% in the de corpus; "
+                                         r"0% of column 2's\) \(the pair may be declared the wrong way round\)"):
+        check_against_corpora("d.tsv", "de", "en", english, german, words)
+    check_against_corpora("d.tsv", "en", "fi", english, ["talo", "kissa", "koira"], words)  # fi: zero-shot, no match
     with pytest.raises(InputError, match=r"column 2 \(lang2: fr\) are words of the de corpus \(no fr corpus"):
-        check_against_corpora("d.tsv", "en", "fr", ["house", "cat"], ["Haus", "Katze"], words)
+        check_against_corpora("d.tsv", "en", "fr", english, german, words)
+    check_against_corpora("d.tsv", "en", "fr", english[:2], german[:2], words)  # two words: too few to judge
 
 
 def test_lower_cased():
