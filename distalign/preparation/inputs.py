@@ -84,6 +84,8 @@ def check_dictionaries_against_corpora(corpus: CorpusStream, dictionaries: list[
     """Each dictionary's columns against a sample of each language's corpus (``check_against_corpora``): a pair
     declared the wrong way round, or for a language its words are not in, fails here, before its words decide what
     is excluded from training."""
+    if not dictionaries and not held_out:
+        return
     texts: dict[str, list[str]] = {}
     for source in corpus.sources:
         texts.setdefault(source.lang, []).extend(
