@@ -440,6 +440,10 @@ CASES = [
     case("bli-language-unknown", "static bli", "dictionary language without vectors",
          "static bli --vectors en={en_vec} --vectors de={de_vec} --dictionary en-fi:{dictionary}",
          ["--vectors: no vectors for 'fi' (pair en-fi); give --vectors fi=PATH"], ray="no Ray"),
+    case("bli-nothing-scored", "static bli", "dictionary none of whose words have vectors",
+         "static bli --vectors en={en_vec} --vectors de={de_vec} --dictionary en-de:{other_dictionary} "
+         "--output {out}/none.csv", ["en-de: none of its 2 test pairs has its source word in --vectors en={en_vec}",
+                                     "nothing to score"], ray="no Ray", fixed=True),
     # ---- mine-constraints
     case("mine-source-missing", "mine-constraints", "source missing",
          "mine-constraints {missing} --languages fr,it --out {out}/c.parquet",

@@ -83,6 +83,11 @@ def static_bli(vectors: dict[str, str], suite: SuiteSpec) -> list[dict]:
         for similarity in suite.similarities:
             task = BLITask.from_pairs(lang1, lang2, in_space, tgt.words, lowercase=False, source_vocab=src.words,
                                       ranking=suite.bli_ranking, similarity=similarity)
+            if not task.queries:  # every score would be NaN: say so rather than write them
+                raise InputError(f"{lang1}-{lang2}: none of its {len(pairs)} test pairs has its source word in "
+                                 f"--vectors {lang1}={vectors[lang1]} and a translation in --vectors "
+                                 f"{lang2}={vectors[lang2]} ({len(pairs) - len(in_space)} source words without a "
+                                 "vector): nothing to score; check the dictionary's languages and direction")
             vectors_of = {role: spaces[text_set.lang].lookup(text_set.texts)
                           for role, text_set in task.text_sets().items()}
             metrics = task.score(vectors_of) | {"oov_source": len(pairs) - len(in_space)}
