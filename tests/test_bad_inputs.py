@@ -345,6 +345,10 @@ CASES = [
     case("eval-dictionary-malformed", "eval", "--dictionary without L1-L2:",
          "eval --model {model} --tasks bli --dictionary {dictionary} --no-mlflow",
          ["--dictionary", "expected L1-L2:PATH"]),
+    case("eval-dictionary-nothing-scored", "eval", "--dictionary none of whose translations is in the vocabulary",
+         "eval --model {model} --dictionary en-de:{dictionary} --dictionary-vocab-dir {other_vocab_dir} --no-mlflow",
+         ["suite.dictionaries[0] (--dictionary) {dictionary}: none of its 4 test pairs has a translation among the "
+          "2 target words of de", "nothing to score"], fixed=True),
     case("eval-override-unknown", "eval", "unknown spec override", "eval --model {model} --no-mlflow suite.max_query=3",
          ["unknown key 'suite.max_query'"]),
     case("eval-spec-missing", "eval", "--spec file missing", "eval --spec {missing}.yaml",
@@ -612,6 +616,9 @@ def build_inputs(root: Path) -> dict[str, str]:
     gbli = root / "yacle.test.freq.2k.en-de.tsv"  # a G-BLI test file: its name gives its pair
     gbli.write_text("anna\tanna\nsees\tsieht\nlikes\tmag\nrome\trom\n")
     inputs["gbli_dictionary"] = str(gbli)
+    (root / "other_vocab").mkdir()
+    (root / "other_vocab" / "de_vocab.txt").write_text("katze\nhund\n")  # none of the dictionary's targets
+    inputs["other_vocab_dir"] = str(root / "other_vocab")
     (root / "ru_en.tsv").write_text("дом\thouse\nкот\tcat\nсобака\tdog\n")
     inputs["ru_en_dictionary"] = str(root / "ru_en.tsv")
     (root / "de_corpus.txt").write_text("anna sieht rom\npeter mag paris\nmaria besucht berlin\n" * 20)

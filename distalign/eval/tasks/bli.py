@@ -43,6 +43,17 @@ def dictionary_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str,
     return sources
 
 
+def scorable(task: BLITask, pairs: int, where: str) -> BLITask:
+    """``task``, unless none of its test pairs has a translation in its target vocabulary: a command asked for it
+    would write NaN scores (the in-loop BLI, which logs its OOV count each step, keeps such a task)."""
+    if not task.queries:
+        raise InputError(f"{where}: none of its {pairs} test pairs has a translation among the {len(task.vocab)} "
+                         f"target words of {task.lang2} (the vocabulary file's top --vocab-size words, or the "
+                         "dictionary's own targets): nothing to score; check the vocabulary and the dictionary's "
+                         "direction")
+    return task
+
+
 def validate_languages(suite: SuiteSpec) -> None:
     """The languages of ``bli_pairs`` and ``dictionaries`` (read by bli and word_alignment) are language codes: a
     flag's wrong value is named before the model or any file is read."""
@@ -207,14 +218,17 @@ class BLITask(EvalTask):
             pairs = limit_queries(pairs, suite.max_queries)
             vocab = _vocabulary(suite, lang2, fallback=[t for _, t in pairs])
             source_vocab = _vocabulary(suite, lang1, fallback=None)  # CSLS's r_S and per-pair OOV: the source space
-            tasks += [cls.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
-                                     ranking=suite.bli_ranking, similarity=sim) for sim in suite.similarities]
+            tasks += [scorable(cls.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
+                                              ranking=suite.bli_ranking, similarity=sim), len(pairs),
+                               f"G-BLI {lang1}-{lang2} (suite.bli_pairs, --bli-pairs)") for sim in suite.similarities]
         settings = suite.dictionary_settings
-        for lang1, lang2, pairs in dictionary_sources(suite):
+        for i, (lang1, lang2, pairs) in enumerate(dictionary_sources(suite)):
             key = "suite.dictionary_vocab_dir (a checkpoint's default: its run's eval.vocab_dir)"
             vocab = settings.target_vocabulary(lang2, suite.reports, key)
-            tasks += [build_test_set(lang1, lang2, [a for a, _ in pairs], [b for _, b in pairs], settings, vocab,
-                                     similarity=sim) for sim in suite.similarities]
+            tasks += [scorable(build_test_set(lang1, lang2, [a for a, _ in pairs], [b for _, b in pairs], settings,
+                                              vocab, similarity=sim), len(pairs),
+                               f"suite.dictionaries[{i}] (--dictionary) {suite.dictionaries[i][2]}")
+                      for sim in suite.similarities]
         return tasks
 
     def check_model(self, num_layers: int) -> None:
