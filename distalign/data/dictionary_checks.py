@@ -141,12 +141,12 @@ def corpus_words(texts_by_lang: dict[str, list[str]]) -> dict[str, set[str]]:
 
 
 def check_against_corpora(label: str, lang1: str, lang2: str, words1: list[str], words2: list[str],
-                          words_by_lang: dict[str, set[str]]) -> None:
+                          words_by_lang: dict[str, set[str]], what: str = "corpus") -> None:
     """An ``InputError`` when a column's words are clearly those of another language's corpus than its declared
     language's: a pair declared the wrong way round, or for a language it is not in. Clearly, for the corpus where
     the most of them are (at least 3): twice their share in their own language's corpus, and twice the other
     column's share there (three times when their language has no corpus to compare with: a language evaluated
-    zero-shot matches no corpus much better than another language's words do)."""
+    zero-shot matches no corpus much better than another language's words do). ``what``: the word sets' name."""
     def matches(words: list[str], lang: str) -> tuple[int, float]:
         vocabulary = words_by_lang.get(lang) or set()
         sample = list(dict.fromkeys(w.lower() for w in words[:SAMPLE]))
@@ -165,7 +165,7 @@ def check_against_corpora(label: str, lang1: str, lang2: str, words1: list[str],
             continue
         swapped = " (the pair may be declared the wrong way round)" if best == (lang2 if column == 1 else lang1) \
             else ""
-        has = f"{own:.0%} in the {lang} corpus" if has_corpus else f"no {lang} corpus to compare with"
+        has = f"{own:.0%} in the {lang} {what}" if has_corpus else f"no {lang} {what} to compare with"
         raise InputError(f"{label}: declared {lang1}-{lang2}, but {found[1]:.0%} of the words of column {column} "
-                         f"(lang{column}: {lang}) are words of the {best} corpus ({has}; {baseline:.0%} of column "
+                         f"(lang{column}: {lang}) are words of the {best} {what} ({has}; {baseline:.0%} of column "
                          f"{3 - column}'s){swapped}: check lang1 and lang2")

@@ -95,3 +95,20 @@ def test_eval_with_only_a_dictionary_needs_no_benchmark_folder_and_names_its_cas
     dictionary.write_text("Anna\tAnna\nsees\tsieht\nRome\tRom\n")
     prepared_eval(["--model", str(model), "--dictionary", f"en-de:{dictionary}", "--no-mlflow"])
     assert "NOTE" not in capsys.readouterr().out
+
+
+def test_eval_checks_a_dictionary_against_the_frequency_lists_of_the_benchmark_folder(model, tmp_path):
+    """With ``vocab/<lang>_vocab.txt`` of both languages in --eval-dir, a --dictionary declared the wrong way round
+    (and named without its pair) is refused before the model is encoded; declared right, it is prepared."""
+    vocab = tmp_path / "eval" / "vocab"
+    vocab.mkdir(parents=True)
+    (vocab / "en_vocab.txt").write_text("the\nhouse\ncat\ndog\nsees\nrome\n")
+    (vocab / "de_vocab.txt").write_text("der\nhaus\nkatze\nhund\nsieht\nrom\n")
+    dictionary = tmp_path / "mine.tsv"
+    dictionary.write_text("house\tHaus\ncat\tKatze\ndog\tHund\n")
+    flags = ["--model", str(model), "--eval-dir", str(tmp_path / "eval"), "--no-mlflow"]
+    with pytest.raises(InputError, match=r"suite.dictionaries\[0\] \(--dictionary\) .*mine.tsv: declared de-en, but "
+                                         r"100% of the words of column 1 \(lang1: de\) are words of the en frequency "
+                                         r"list .*wrong way round"):
+        prepared_eval([*flags, "--dictionary", f"de-en:{dictionary}"])
+    assert [t.pair for t in prepared_eval([*flags, "--dictionary", f"en-de:{dictionary}"]).tasks] == ["en-de"]

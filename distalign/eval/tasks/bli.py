@@ -8,11 +8,14 @@ from typing import TYPE_CHECKING, ClassVar
 
 import numpy as np
 
+from distalign.data.dictionary_checks import check_against_corpora
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli_settings import BLIRanking, BLISettings
 from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct, split_pair
 from distalign.languages import language_code
+
+FREQUENT_WORDS = 20_000  # words of each frequency list a --dictionary's columns are checked against
 
 if TYPE_CHECKING:
     import torch
@@ -39,6 +42,10 @@ def dictionary_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str,
         lang1, lang2 = (language_code(lang, f"suite.dictionaries[{i}] (--dictionary)") for lang in (lang1, lang2))
         pairs, report = benchmarks.read_bli_dictionary(path, lang1, lang2)
         suite.reports.append(report)
+        frequent = {lang: _frequent_words(suite, lang) for lang in (lang1, lang2)}
+        if all(frequent.values()):  # the languages' frequency lists: a dictionary declared the wrong way round fails
+            check_against_corpora(f"suite.dictionaries[{i}] (--dictionary) {path}", lang1, lang2,
+                                  [a for a, _ in pairs], [b for _, b in pairs], frequent, "frequency list")
         sources.append((lang1, lang2, pairs))
     return sources
 
@@ -68,6 +75,12 @@ def validate_languages(suite: SuiteSpec) -> None:
 def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``, then of the extra ``dictionaries``."""
     return gbli_sources(suite) + dictionary_sources(suite)
+
+
+def _frequent_words(suite: SuiteSpec, lang: str) -> set[str]:
+    """The top ``FREQUENT_WORDS`` of ``lang``'s frequency list in ``eval_dir``, lower case; empty without one."""
+    path = benchmarks.vocab_path(suite.eval_dir, lang)
+    return {w.lower() for w in benchmarks.read_vocabulary(path, FREQUENT_WORDS)[0]} if path.is_file() else set()
 
 
 def limit_queries(pairs: list[tuple[str, str]], max_queries: int) -> list[tuple[str, str]]:
