@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar
 
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
+from distalign.languages import language_code
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -80,6 +81,14 @@ def split_pair(pair: str, option: str) -> tuple[str, str]:
     if len(langs) != 2 or not all(langs):
         raise InputError(f"{option}: {pair!r} is not a language pair like de-en")
     return langs[0], langs[1]
+
+
+def require_language_codes(values: tuple[str, ...], option: str, pairs: bool = True) -> None:
+    """Each language of ``values`` (pairs like ``de-en``, or single languages) is a language code, checked with the
+    flags, before the model or any file is read (whether a benchmark has the language: when its files are read)."""
+    for value in values:
+        for lang in split_pair(value, option) if pairs else (value,):
+            language_code(lang, option)
 
 
 def benchmark_pair(suite: SuiteSpec, benchmark: str, pair: str, option: str) -> tuple[str, str]:

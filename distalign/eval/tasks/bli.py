@@ -12,7 +12,8 @@ from distalign.data.dictionary_checks import check_against_corpora
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli_settings import BLIRanking, BLISettings
-from distalign.eval.tasks.base import EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct, split_pair
+from distalign.eval.tasks.base import (EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct,
+                                      require_language_codes, split_pair)
 from distalign.languages import language_code
 
 FREQUENT_WORDS = 20_000  # words of each frequency list a --dictionary's columns are checked against
@@ -64,12 +65,9 @@ def scorable(task: BLITask, pairs: int, where: str) -> BLITask:
 def validate_languages(suite: SuiteSpec) -> None:
     """The languages of ``bli_pairs`` and ``dictionaries`` (read by bli and word_alignment) are language codes: a
     flag's wrong value is named before the model or any file is read."""
-    for pair in suite.bli_pairs:
-        for lang in split_pair(pair, "suite.bli_pairs (--bli-pairs)"):
-            language_code(lang, "suite.bli_pairs (--bli-pairs)")
+    require_language_codes(suite.bli_pairs, "suite.bli_pairs (--bli-pairs)")
     for i, (lang1, lang2, _) in enumerate(suite.dictionaries):
-        for lang in (lang1, lang2):
-            language_code(lang, f"suite.dictionaries[{i}] (--dictionary)")
+        require_language_codes((lang1, lang2), f"suite.dictionaries[{i}] (--dictionary)", pairs=False)
 
 
 def bli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:

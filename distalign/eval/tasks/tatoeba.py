@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, ClassVar
 from distalign.data.readers import InputError
 from distalign.errors import ConfigError
 from distalign.eval import benchmarks
-from distalign.eval.tasks.base import SENTENCES, EvalTask, Flag, TextSet, comma_list
+from distalign.eval.tasks.base import SENTENCES, EvalTask, Flag, TextSet, comma_list, require_language_codes
 
 if TYPE_CHECKING:
     import torch
@@ -43,6 +43,7 @@ class TatoebaTask(EvalTask):
 
     @classmethod
     def validate(cls, suite: SuiteSpec) -> None:
+        require_language_codes(suite.tatoeba_langs, "suite.tatoeba_langs (--tatoeba-langs)", pairs=False)
         if suite.tatoeba_mean_of_layers < 1:
             raise ConfigError("suite.tatoeba_mean_of_layers: must be >= 1")
 

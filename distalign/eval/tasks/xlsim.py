@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
 from distalign.eval import benchmarks
-from distalign.eval.tasks.base import Flag, WordPairTask, benchmark_pair, comma_list
+from distalign.eval.tasks.base import Flag, WordPairTask, benchmark_pair, comma_list, require_language_codes
 
 if TYPE_CHECKING:
     import torch
@@ -29,6 +29,11 @@ class XLSimTask(WordPairTask):
         Flag("--semeval-pairs", "suite.semeval_pairs", "SemEval-2017 Task 2 cross-lingual pairs, read by "
              "xlsim: ISO 639-1 as its files name them, or other codes or names (deu-eng: de-en)", comma_list),
     )
+
+    @classmethod
+    def validate(cls, suite: SuiteSpec) -> None:
+        require_language_codes(suite.xlsim_pairs, "suite.xlsim_pairs (--xlsim-pairs)")
+        require_language_codes(suite.semeval_pairs, "suite.semeval_pairs (--semeval-pairs)")
 
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[XLSimTask]:
