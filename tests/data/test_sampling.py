@@ -203,8 +203,8 @@ def python_pair_keys(table):
 def python_exclude_words(table, banned):
     from distalign.data.mining import normalize
 
-    forms = {(lang, normalize(word, lang)) for lang, word in banned}
-    keep = [(a, normalize(x, a)) not in forms and (b, normalize(y, b)) not in forms for a, x, b, y in
+    forms = {normalize(word, lang) for lang, word in banned}  # any language's test word, whatever its label
+    keep = [normalize(x, a) not in forms and normalize(y, b) not in forms for a, x, b, y in
             zip(table["lang1"].to_pylist(), table["word1"].to_pylist(), table["lang2"].to_pylist(),
                 table["word2"].to_pylist())]
     return table.filter(pa.array(keep, pa.bool_()))
