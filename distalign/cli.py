@@ -32,6 +32,7 @@ from distalign.bench.scale_cli import register as register_bench_scale
 from distalign.benchmark_data import command as data_command
 from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
+from distalign.model_store import fetch as model_command
 from distalign.ray_session import leaving_ray, shutdown_ray
 
 
@@ -262,12 +263,12 @@ def _bench_preset_defaults(name: str) -> dict:
 
 
 def _static_extract(args) -> int:
-    from distalign.models.loading import check_local_model
+    from distalign.model_store.locate import locate_model
     from distalign.static.x2static import extract_to_file
 
-    check_local_model(args.model, "--model")  # before the corpus is read
     require_writable(Path(args.out).parent, "--out")  # before the teacher is distilled
-    result = extract_to_file(args.model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
+    model = locate_model(args.model, "--model", os.environ.get("DISTALIGN_STORAGE_ENDPOINT", ""))  # before the corpus
+    result = extract_to_file(model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
                              negatives=args.negatives, min_count=args.min_count, seed=args.seed)
     for report in result["reports"]:
         print(report.summary())
@@ -406,7 +407,7 @@ def _add_static_command(sub, arguments: bool) -> None:
     extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
                                 description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
                                             "sentence's other token states at --layer, 10 negatives ∝ count^0.5.")
-    extract.add_argument("--model", required=True, help="teacher: HF model directory or hub name")
+    extract.add_argument("--model", required=True, help="teacher: HF model directory, hub name or s3:// URI")
     extract.add_argument("--corpus", nargs="+", required=True, help=".txt (a sentence a line), .jsonl or .parquet")
     extract.add_argument("--out", required=True, help="output .vec (word2vec text format)")
     extract.add_argument("--layer", type=int, default=6, help="teacher layer (6 for XLM-R base)")
@@ -567,6 +568,7 @@ def build_parser(bench_preset: str = "", command: str | None = None) -> argparse
     _add_static_command(sub, command in (None, "static"))
     _add_bench_command(sub, command in (None, "bench"), bench_preset)
     data_command.register(sub, command in (None, "data"))
+    model_command.register(sub, command in (None, "model"))
     return parser
 
 

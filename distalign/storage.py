@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import logging
 import os
 import shutil
 import tempfile
@@ -13,6 +15,7 @@ import pyarrow.fs
 
 from distalign.errors import ConfigError, require_writable, s3_refusal
 
+log = logging.getLogger("distalign")
 STAGED_MARKER = "_STAGED"  # written last into a staged directory: its presence means the copy is complete
 # Retries of a failed S3 request (an HTTP 5xx, throttling, a timeout, a dropped connection) after the AWS SDK's
 # default backoff, 25 ms doubling: about 25 s of outage ridden out. (pyarrow's default, 3 tries in all, failed
@@ -100,23 +103,52 @@ def node_cache_dir() -> Path:
     return Path(os.environ.get("DISTALIGN_CACHE", Path(tempfile.gettempdir()) / "distalign-cache"))
 
 
+def storage_directory(path: str, endpoint_url: str = "") -> tuple[pyarrow.fs.FileSystem, str]:
+    """The filesystem holding the storage URI ``path`` (the configured endpoint's for ``s3://``, else the one the
+    scheme names: ``gs://``, ``hdfs://``) and the directory inside it."""
+    fs = storage_filesystem(path, endpoint_url)
+    if fs is not None:
+        return fs, ray_storage_path(path, endpoint_url)
+    return pyarrow.fs.FileSystem.from_uri(path)
+
+
+def listed_files(fs: pyarrow.fs.FileSystem, directory: str) -> list[tuple[str, int, int]]:
+    """Every file under ``directory``: (path relative to it, size, modification time in ns), sorted."""
+    infos = fs.get_file_info(pyarrow.fs.FileSelector(directory, recursive=True, allow_not_found=True))
+    return sorted((info.path[len(directory.rstrip("/")) + 1:], info.size, info.mtime_ns or 0) for info in infos
+                  if info.type == pyarrow.fs.FileType.File)
+
+
 def node_local(path: str, endpoint_url: str = "") -> str:
-    """A local directory holding ``path``: itself when local (or a hub name), else this node's cached
-    copy of the staged ``s3://`` directory, downloaded once per node (the first process to finish wins)."""
-    if not path.startswith("s3://"):
+    """A local directory holding ``path``: itself when local (or a hub name), else this node's copy of the storage
+    directory ``path`` (``s3://`` and the other URIs ``storage_directory`` reads). Downloaded once per node: the copy
+    is keyed by the path and its objects' sizes and modification times (an object written again is a new copy), a
+    file lock makes the node's other processes wait for the first one's download instead of repeating it, and the
+    copy is renamed into place whole, so a half-copied directory is never read."""
+    if "://" not in path:
         return path
-    target = node_cache_dir() / hashlib.sha1(f"{endpoint_url} {path}".encode()).hexdigest()[:16]
-    if (target / STAGED_MARKER).is_file():
-        return str(target)
-    fs = storage_filesystem(path, endpoint_url) or pyarrow.fs.FileSystem.from_uri(path)[0]
+    from filelock import FileLock  # here: huggingface_hub's dependency, needed only where something is staged
+
+    fs, directory = storage_directory(path, endpoint_url)
+    files = listed_files(fs, directory)
+    if not files:
+        raise FileNotFoundError(f"{path}: nothing stored there (no object under this prefix)")
+    key = hashlib.sha1(json.dumps([endpoint_url, path, files]).encode()).hexdigest()[:16]
+    target = node_cache_dir() / key
     target.parent.mkdir(parents=True, exist_ok=True)
-    partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + "."))
-    pyarrow.fs.copy_files(path.split("://", 1)[1], str(partial), fs, pyarrow.fs.LocalFileSystem())
-    if not (partial / STAGED_MARKER).is_file():
-        shutil.rmtree(partial)
-        raise FileNotFoundError(f"{path}: not a completely staged directory (no {STAGED_MARKER})")
-    try:
-        partial.rename(target)
-    except OSError:  # another process on this node got there first
-        shutil.rmtree(partial)
+    with FileLock(f"{target}.lock"):
+        if target.is_dir():
+            return str(target)
+        partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + "."))
+        try:
+            pyarrow.fs.copy_files(directory, str(partial), fs, pyarrow.fs.LocalFileSystem())
+            changed = [name for name, size, _ in files if not (partial / name).is_file()
+                       or (partial / name).stat().st_size != size]
+            if changed:  # written to while it was copied: the next try keys the new contents
+                raise OSError(f"{path}: {changed[:3]} changed while being copied to this node; try again")
+            partial.rename(target)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+    log.info("staged %s on this node: %d files, %d bytes in %s", path, len(files), sum(s for _, s, _ in files), target)
     return str(target)

@@ -22,6 +22,7 @@ keeps): the same dictionary gives the in-loop number.
 from __future__ import annotations
 
 import json
+import os
 import time
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
@@ -50,7 +51,8 @@ from distalign.eval.tasks.base import comma_list
 from distalign.eval.tasks.bli import BLISettings
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.logs import say
-from distalign.models.loading import check_hub_model, check_local_model, check_model_files
+from distalign.model_store.locate import locate_model
+from distalign.models.loading import check_local_model, check_model_files
 
 ARTIFACT_DIR = "eval"
 EVALUATED_RUN_TAG = "distalign.evaluated_run"  # an evaluation run: the training run of its checkpoint
@@ -98,8 +100,10 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
-    check_hub_model(model, "--model")  # in the cache, or the Hub reachable: one look, before any work
-    return ModelUnderTest(model, model)  # a hub name, loaded by transformers
+    # a hub name (in the cache, or the Hub reachable: one look, before any work), or storage staged on this node
+    # (this node's copy, read by tasks on this node: on a cluster, give a directory every node reads)
+    label = model.rstrip("/").rsplit("/", 1)[-1] if "://" in model else model
+    return ModelUnderTest(locate_model(model, "--model", os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "")), label)
 
 
 def _attribute(flag_name: str) -> str:

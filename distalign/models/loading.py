@@ -101,7 +101,10 @@ def check_model_directory(name_or_path: str, key: str) -> None:
 
 def check_local_model(name_or_path: str, key: str) -> None:
     """A model named by a local path (absolute, relative, or existing here) must be a whole model directory
-    (``check_model_directory``, ``check_model_files``); a hub name (``xlm-roberta-base``, ``org/model``) passes."""
+    (``check_model_directory``, ``check_model_files``); a hub name (``xlm-roberta-base``, ``org/model``) and a
+    storage URI (``s3://...``) pass."""
+    if "://" in name_or_path:  # a storage URI: checked where it is staged (distalign.model_store.locate)
+        return
     path = Path(name_or_path).expanduser()
     if not path.exists():
         if name_or_path.startswith(("/", ".", "~")) or name_or_path.count("/") > 1:
@@ -117,7 +120,7 @@ HUB_TIMEOUT_S = 5.0  # one look at the Hub: an air-gapped node drops the packets
 def is_hub_name(name_or_path: str) -> bool:
     """``xlm-roberta-base``, ``org/model``: no local path, not the tiny model."""
     return name_or_path != "tiny" and not Path(name_or_path).expanduser().exists() and \
-        not name_or_path.startswith(("/", ".", "~", "s3://")) and name_or_path.count("/") <= 1
+        not name_or_path.startswith(("/", ".", "~")) and "://" not in name_or_path and name_or_path.count("/") <= 1
 
 
 def check_hub_model(name_or_path: str, key: str) -> None:
@@ -134,7 +137,8 @@ def check_hub_model(name_or_path: str, key: str) -> None:
         return  # cached: it loads from there (HF_HUB_OFFLINE=1 spares the Hub's checks of it)
     remedy = (f"download it where the Hub is reachable (distalign's nodes read the Hugging Face cache, "
               f"{constants.HF_HUB_CACHE}: `hf download {name_or_path}` there, or copy that cache to the "
-              f"nodes and set HF_HUB_OFFLINE=1), or save it to a directory (save_pretrained) and give its path")
+              f"nodes and set HF_HUB_OFFLINE=1), or copy it where the nodes read it (`distalign model fetch "
+              f"{name_or_path} --to DIR_OR_S3_URI` where the Hub is reachable) and give that path")
     if constants.HF_HUB_OFFLINE:
         raise ConfigError(f"{key}: {name_or_path} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
                           f"{remedy}")

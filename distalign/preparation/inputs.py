@@ -44,7 +44,8 @@ from distalign.data.sources import CorpusSource, DictionarySource, ParallelSourc
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, Problems, require
 from distalign.eval.selection import in_loop_settings
-from distalign.models.loading import build_tiny_model, check_hub_model, max_model_positions
+from distalign.model_store.locate import locate_model
+from distalign.models.loading import build_tiny_model, max_model_positions
 from distalign.preparation.cache import cached_directory, cached_json, content_key
 from distalign.preparation.prepared import BLIPairs, PreparedData
 from distalign.preparation.staging import staged_model
@@ -107,8 +108,9 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
     ``build_model=False`` (``distalign check``): the tiny model is not built (its ``model_path`` stays ``tiny``),
     nor are static targets derived from a model; everything else is read and checked as for a run."""
     problems = Problems()
-    with problems.check():
-        check_hub_model(config.model.name_or_path, "model.name_or_path")  # one short look, before the reads
+    local_model = config.model.name_or_path  # the driver's copy of the model (the workers stage theirs, node_local)
+    with problems.check():  # one short look at the Hub, or storage staged here: before the reads
+        local_model = locate_model(config.model.name_or_path, "model.name_or_path", config.storage.endpoint_url)
     d = config.data
     if d.source == "synthetic":
         world = synthetic_world(config)
@@ -198,28 +200,29 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
                  {s.lang: round(s.keep, 4) for s in corpus.sources})
 
     problems.raise_any()  # before a model is built or read
-    model_path = config.model.name_or_path
+    model_path = config.model.name_or_path  # what the workers load: a storage URI stays one (each node stages it)
     if model_path == "tiny" and (staged := staged_model(config)):
-        model_path = node_local(staged, config.storage.endpoint_url)  # a resumed run keeps its vocabulary
+        model_path = local_model = node_local(staged, config.storage.endpoint_url)  # a resumed run: its vocabulary
     elif model_path == "tiny" and build_model:  # every word read: all subsets and language samples share the model
         vocabulary_words = sorted(w for _, w in words_of(read) | heldout)
         parallel_texts = [] if parallel is None else \
             parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
-        model_path = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + parallel_texts))
+        model_path = local_model = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words +
+                                                  parallel_texts))
     if model_path != "tiny":  # the built tiny model's positions are checked with the config (model.tiny.max_length)
-        positions = max_model_positions(model_path)  # a longer sequence fails in the model's embeddings, in every retry
+        positions = max_model_positions(local_model)  # a longer sequence fails in the model's embeddings, every retry
         require(d.max_seq_length <= positions, "data.max_seq_length",
                 f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
                 f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
                 f"model_max_length)")
-    if (eval_pairs or test_pairs) and Path(model_path).is_dir():  # a Hub name: its tokenizer read when the run loads it
-        note = casing_note(model_path, [(p.lang1, p.lang2, p.src + p.tgt) for p in eval_pairs + test_pairs])
+    if (eval_pairs or test_pairs) and Path(local_model).is_dir():  # a Hub name: its tokenizer read when a run loads it
+        note = casing_note(local_model, [(p.lang1, p.lang2, p.src + p.tgt) for p in eval_pairs + test_pairs])
         if note:
             log.warning("%s", note)
     static = None
     # its rows: read on the driver from the vectors, or derived from the model (not by a check)
     if "static" in config.objectives.streams() and model_path != "tiny" and (build_model or d.static_vectors):
-        static = static_targets(config, model_path, corpus, constraints, heldout, reports)
+        static = static_targets(config, local_model, corpus, constraints, heldout, reports)
     prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
                             reports, excluded, static if static is None else with_row_index(static), validation,
                             test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel),

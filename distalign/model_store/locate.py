@@ -1,0 +1,59 @@
+"""One resolution of a model's name for every command that takes one (train, tune, eval, transfer, static extract,
+bench perf), on the driver and, through ``distalign.storage.node_local``, on the workers:
+
+- ``tiny``: built by the run itself (``distalign.preparation``); passes untouched;
+- a local directory: checked whole (config.json, tokenizer, weights);
+- a Hub name: in the Hugging Face cache, or the Hub reachable in one short look (``HF_HUB_OFFLINE=1`` or
+  ``TRANSFORMERS_OFFLINE=1``: the cache only, no look);
+- a storage URI (``s3://bucket/models/xlm-roberta-base``, as ``distalign model fetch`` writes one): its listing
+  checked for config.json, tokenizer files and weights, then staged into this node's cache, once per node.
+
+Every problem is one ``ConfigError`` naming the key (``model.name_or_path``, ``--model``) before Ray starts.
+"""
+
+from __future__ import annotations
+
+from distalign.errors import ConfigError
+from distalign.models.loading import TOKENIZER_FILES, WEIGHTS_FILES, check_hub_model, check_local_model, \
+    check_model_files
+from distalign.storage import listed_files, node_local, storage_directory
+
+
+def is_storage_uri(name_or_path: str) -> bool:
+    return "://" in name_or_path
+
+
+def check_stored_model(uri: str, key: str, endpoint_url: str = "") -> None:
+    """A model in storage, checked from its listing (no object read): it exists and holds config.json, tokenizer
+    files and weights at its top level. Else a ``ConfigError`` naming ``key``, the URI and what to do."""
+    where = f"{key}: {uri}" + (f" (endpoint {endpoint_url})" if endpoint_url else "")
+    copy = f"copy a whole model there: `distalign model fetch NAME --to {uri}`"
+    try:
+        fs, directory = storage_directory(uri, endpoint_url)
+        names = {name for name, _, _ in listed_files(fs, directory)}
+    except (OSError, ValueError) as err:  # pyarrow: an unknown scheme, no endpoint, refused credentials
+        raise ConfigError(f"{where}: the storage cannot be read ({err}); check storage.endpoint_url "
+                          "(DISTALIGN_STORAGE_ENDPOINT) and the credentials") from None
+    if not names:
+        raise ConfigError(f"{where}: nothing stored there; {copy}")
+    lacks = [what for what, files in (("config.json", ("config.json",)), ("tokenizer files", TOKENIZER_FILES),
+                                      ("weights", WEIGHTS_FILES)) if not names.intersection(files)]
+    if lacks:
+        raise ConfigError(f"{where}: not a model directory, it has no {' and no '.join(lacks)} (it holds "
+                          f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); {copy}")
+
+
+def locate_model(name_or_path: str, key: str, endpoint_url: str = "") -> str:
+    """What ``from_pretrained`` reads here for ``name_or_path`` (module docstring): the name itself for ``tiny``, a
+    local directory or a Hub name, this node's staged copy for a storage URI; checked first, each problem a
+    ``ConfigError`` naming ``key``."""
+    if name_or_path == "tiny":
+        return name_or_path
+    if is_storage_uri(name_or_path):
+        check_stored_model(name_or_path, key, endpoint_url)
+        local = node_local(name_or_path, endpoint_url)
+        check_model_files(local, f"{key} {name_or_path}")  # the tokenizer loads and the safetensors headers read
+        return local
+    check_local_model(name_or_path, key)
+    check_hub_model(name_or_path, key)
+    return name_or_path
