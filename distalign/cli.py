@@ -39,8 +39,6 @@ from distalign.ray_session import leaving_ray, shutdown_ray
 def _train(args) -> int:
     from distalign.train.preflight import load_checked
     from distalign.train.startup import since_process_start
-    from distalign.train.trainer import run_training
-    from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     # `distalign check`'s checks, every problem reported at once, before training takes Ray resources
@@ -264,10 +262,10 @@ def _bench_preset_defaults(name: str) -> dict:
 
 def _static_extract(args) -> int:
     from distalign.model_store.locate import locate_model
-    from distalign.static.x2static import extract_to_file
 
     require_writable(Path(args.out).parent, "--out")  # before the teacher is distilled
     model = locate_model(args.model, "--model", os.environ.get("DISTALIGN_STORAGE_ENDPOINT", ""))  # before the corpus
+    from distalign.static.x2static import extract_to_file  # after: torch and transformers take seconds
     result = extract_to_file(model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
                              negatives=args.negatives, min_count=args.min_count, seed=args.seed)
     for report in result["reports"]:

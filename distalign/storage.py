@@ -103,12 +103,13 @@ def node_cache_dir() -> Path:
     return Path(os.environ.get("DISTALIGN_CACHE", Path(tempfile.gettempdir()) / "distalign-cache"))
 
 
-def storage_directory(path: str, endpoint_url: str = "") -> tuple[pyarrow.fs.FileSystem, str]:
-    """The filesystem holding the storage URI ``path`` (the configured endpoint's for ``s3://``, else the one the
-    scheme names: ``gs://``, ``hdfs://``) and the directory inside it."""
-    fs = storage_filesystem(path, endpoint_url)
-    if fs is not None:
-        return fs, ray_storage_path(path, endpoint_url)
+def storage_directory(path: str, endpoint_url: str = "", attempts: int | None = None,
+                      **options) -> tuple[pyarrow.fs.FileSystem, str]:
+    """The filesystem holding the storage URI ``path`` (the configured endpoint's for ``s3://``, with ``attempts``
+    and ``options`` as ``s3_filesystem`` takes them; else the one the scheme names: AWS's S3, ``gs://``,
+    ``hdfs://``) and the directory inside it."""
+    if _at_endpoint(path, endpoint_url):
+        return s3_filesystem(endpoint_url, attempts, **options), ray_storage_path(path, endpoint_url)
     return pyarrow.fs.FileSystem.from_uri(path)
 
 

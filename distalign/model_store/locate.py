@@ -16,7 +16,9 @@ from __future__ import annotations
 from distalign.errors import ConfigError
 from distalign.models.loading import TOKENIZER_FILES, WEIGHTS_FILES, check_hub_model, check_local_model, \
     check_model_files
-from distalign.storage import listed_files, node_local, storage_directory
+
+
+CHECK_TIMEOUT_S = 5.0
 
 
 def is_storage_uri(name_or_path: str) -> bool:
@@ -27,9 +29,13 @@ def check_stored_model(uri: str, key: str, endpoint_url: str = "") -> None:
     """A model in storage, checked from its listing (no object read): it exists and holds config.json, tokenizer
     files and weights at its top level. Else a ``ConfigError`` naming ``key``, the URI and what to do."""
     where = f"{key}: {uri}" + (f" (endpoint {endpoint_url})" if endpoint_url else "")
+    from distalign.storage import listed_files, storage_directory  # pyarrow: here, where a model is in storage
+
     copy = f"copy a whole model there: `distalign model fetch NAME --to {uri}`"
     try:
-        fs, directory = storage_directory(uri, endpoint_url)
+        # one try with short timeouts: a dead endpoint is one line in seconds, not half a minute of retries
+        fs, directory = storage_directory(uri, endpoint_url, attempts=1, connect_timeout=CHECK_TIMEOUT_S,
+                                          request_timeout=CHECK_TIMEOUT_S)
         names = {name for name, _, _ in listed_files(fs, directory)}
     except (OSError, ValueError) as err:  # pyarrow: an unknown scheme, no endpoint, refused credentials
         raise ConfigError(f"{where}: the storage cannot be read ({err}); check storage.endpoint_url "
@@ -43,17 +49,27 @@ def check_stored_model(uri: str, key: str, endpoint_url: str = "") -> None:
                           f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); {copy}")
 
 
-def locate_model(name_or_path: str, key: str, endpoint_url: str = "") -> str:
-    """What ``from_pretrained`` reads here for ``name_or_path`` (module docstring): the name itself for ``tiny``, a
-    local directory or a Hub name, this node's staged copy for a storage URI; checked first, each problem a
-    ``ConfigError`` naming ``key``."""
+def check_model(name_or_path: str, key: str, endpoint_url: str = "") -> None:
+    """``locate_model``'s checks without the staging: cheap to import and run, so a command calls it before its own
+    imports (torch, Ray: seconds) and a missing model is one line at once."""
     if name_or_path == "tiny":
-        return name_or_path
+        return
     if is_storage_uri(name_or_path):
         check_stored_model(name_or_path, key, endpoint_url)
-        local = node_local(name_or_path, endpoint_url)
-        check_model_files(local, f"{key} {name_or_path}")  # the tokenizer loads and the safetensors headers read
-        return local
+        return
     check_local_model(name_or_path, key)
     check_hub_model(name_or_path, key)
-    return name_or_path
+
+
+def locate_model(name_or_path: str, key: str, endpoint_url: str = "") -> str:
+    """What ``from_pretrained`` reads here for ``name_or_path`` (module docstring): the name itself for ``tiny``, a
+    local directory or a Hub name, this node's staged copy for a storage URI; checked first (``check_model``), each
+    problem a ``ConfigError`` naming ``key``."""
+    check_model(name_or_path, key, endpoint_url)
+    if not is_storage_uri(name_or_path):
+        return name_or_path
+    from distalign.storage import node_local
+
+    local = node_local(name_or_path, endpoint_url)
+    check_model_files(local, f"{key} {name_or_path}")  # the tokenizer loads and the safetensors headers read
+    return local

@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable
 
 from distalign.errors import ConfigError
-from distalign.models.attention import prepared_masks
 
 if TYPE_CHECKING:
     import torch
     from transformers import PreTrainedTokenizerBase
 
-# transformers and torch are imported where they are used: every process that reads the configuration
-# imports this module (the driver, Ray Data's tokenising tasks), and the model classes alone take seconds.
+# transformers and torch (distalign.models.attention too) are imported where they are used: every process that
+# reads the configuration imports this module (the driver, Ray Data's tokenising tasks, a command checking its
+# model before its own imports), and the model classes alone take seconds.
 
 
 @functools.cache
@@ -218,4 +218,6 @@ def load_tokenizer(name_or_path: str) -> PreTrainedTokenizerBase:
 def load_masked_lm(name_or_path: str) -> torch.nn.Module:
     """The masked LM, its encoder given prepared attention masks (``distalign.models.attention``), in eval mode
     as ``from_pretrained`` leaves it (a trainer switches it to training)."""
+    from distalign.models.attention import prepared_masks
+
     return prepared_masks(_transformers().AutoModelForMaskedLM.from_pretrained(name_or_path))
