@@ -39,6 +39,8 @@ from distalign.ray_session import leaving_ray, shutdown_ray
 def _train(args) -> int:
     from distalign.train.preflight import load_checked
     from distalign.train.startup import since_process_start
+    from distalign.train.trainer import run_training
+    from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     # `distalign check`'s checks, every problem reported at once, before training takes Ray resources

@@ -94,7 +94,7 @@ def test_the_running_command_s_parser_is_the_one_the_full_parser_holds():
         return out
 
     full = helps(build_parser())
-    for command in ("train", "tune", "eval", "transfer", "mine-constraints", "static", "bench"):
+    for command in ("train", "tune", "eval", "transfer", "mine-constraints", "static", "bench", "model"):
         alone = {key: text for key, text in helps(build_parser(command=command)).items() if key[:1] == (command,)}
         assert alone == {key: text for key, text in full.items() if key[:1] == (command,)}, command
     assert helps(build_parser(command=""))[()] == full[()]  # `distalign --help`: every command listed with its help

@@ -11,7 +11,6 @@ Only what ``from_pretrained`` reads with PyTorch is copied: configuration, token
 
 from __future__ import annotations
 
-import argparse
 import fnmatch
 import os
 import shutil
@@ -161,7 +160,11 @@ def register(sub, arguments: bool) -> None:
         return
     commands = model.add_subparsers(dest="model_command", required=True)
     fetch = commands.add_parser(
-        "fetch", formatter_class=argparse.RawDescriptionHelpFormatter, description=__doc__,
+        "fetch", description="Copy a model with its tokenizer to where a cluster's nodes read it: a directory (a "
+        "shared file system) or a storage URI, which the nodes then name as model.name_or_path and need no Hub. A Hub "
+        "name is read through the Hugging Face cache (a cached model is not downloaded again; HF_HUB_OFFLINE=1 reads "
+        "the cache alone). Only what from_pretrained reads with PyTorch is copied: configuration, tokenizer files "
+        "and one weights format (safetensors where there are some). Nothing is overwritten.",
         help="copy a Hub model (through the Hugging Face cache; HF_HUB_OFFLINE=1 reads the cache only) or a local "
              "model directory, with its tokenizer, to a directory or s3:// URI")
     fetch.add_argument("name", help="Hub name (xlm-roberta-base, org/model) or local model directory")
