@@ -201,6 +201,14 @@ CASES = [
          fixed=True),
     case("train-tokenizer-missing", "train", "model folder without tokenizer files",
          f"{TRAIN} model.name_or_path={{model_no_tokenizer}}", ["{model_no_tokenizer}", "tokenizer"], fixed=True),
+    case("train-model-s3-unreachable", "train", "S3 model path at an endpoint not answering",
+         f"{TRAIN} model.name_or_path=s3://ckpt/models/xlmr storage.endpoint_url=http://127.0.0.1:{{closed_port}}",
+         ["model.name_or_path: s3://ckpt/models/xlmr (endpoint http://127.0.0.1:{closed_port}): the storage cannot "
+          "be read", "storage.endpoint_url"], fixed=True),
+    case("train-model-s3-absent", "train", "S3 model path with nothing stored there (moto)",
+         f"{TRAIN} model.name_or_path=s3://ckpt/models/absent storage.endpoint_url={{s3_url}}",
+         ["model.name_or_path: s3://ckpt/models/absent", "nothing stored there",
+          "distalign model fetch NAME --to s3://ckpt/models/absent"], fixed=True, heavy=True),
     # ---- train: a run started again (same run.name) whose checkpoint does not fit the config
     case("train-resume-engine", "train", "resume of a DDP run with DeepSpeed",
          f"{TRAIN} run.name=old train.engine=deepspeed",

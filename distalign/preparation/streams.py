@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import functools
 import itertools
 import logging
 import math
@@ -80,10 +81,17 @@ class StreamBatchJob:
     endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)
 
 
+@functools.lru_cache(maxsize=4)
+def staged_tokenizer(path: str, endpoint_url: str):
+    """The tokenizer of the model at ``path``, staged on this node (``node_local``) once per process: a storage
+    listing per batch would be an S3 request per batch."""
+    return load_tokenizer(node_local(path, endpoint_url))
+
+
 def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dict[str, np.ndarray]:
     """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
     row's randomness seeded by (``job.seed``, its ``epoch``, its ``row``)."""
-    tokenizer = load_tokenizer(node_local(job.tokenizer_path, job.endpoint_url))
+    tokenizer = staged_tokenizer(job.tokenizer_path, job.endpoint_url)
     out = job.stream.tokenize(batch, tokenizer, job.settings)
     if job.preparer is not None:
         epoch_of = dict(zip(batch["row"].tolist(), batch["epoch"].tolist()))  # packed rows: their first sentence's
