@@ -130,8 +130,9 @@ def check_hub_model(name_or_path: str, key: str) -> None:
     (``check_local_model`` checks paths)."""
     if not is_hub_name(name_or_path):
         return
-    from huggingface_hub import HfApi, constants, try_to_load_from_cache
+    from huggingface_hub import constants, get_token, try_to_load_from_cache
     from huggingface_hub.errors import RepositoryNotFoundError
+    from huggingface_hub.utils import get_session, hf_raise_for_status
 
     if isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
         return  # cached: it loads from there (HF_HUB_OFFLINE=1 spares the Hub's checks of it)
@@ -143,7 +144,11 @@ def check_hub_model(name_or_path: str, key: str) -> None:
         raise ConfigError(f"{key}: {name_or_path} is not in the Hugging Face cache and HF_HUB_OFFLINE is set; "
                           f"{remedy}")
     try:
-        HfApi().model_info(name_or_path, timeout=HUB_TIMEOUT_S)
+        # the model's page in one request: HfApi's user-agent header first fetches the Hub's list of agent
+        # harnesses (a second look, 3 s more where the Hub does not answer)
+        token = get_token()
+        hf_raise_for_status(get_session().get(f"{constants.ENDPOINT}/api/models/{name_or_path}", timeout=HUB_TIMEOUT_S,
+                                              headers={"authorization": f"Bearer {token}"} if token else {}))
     except RepositoryNotFoundError:
         raise ConfigError(f"{key}: {name_or_path}: no such model on the Hub ({constants.ENDPOINT}) or no access to "
                           "it (a private or gated model needs HF_TOKEN)") from None

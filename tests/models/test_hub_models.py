@@ -4,11 +4,12 @@ No test talks to the real Hub: the endpoint is a closed port on 127.0.0.1."""
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 
-from conftest import free_port
+from conftest import REPO, free_port
 from distalign.errors import ConfigError
 from distalign.models.loading import HUB_TIMEOUT_S, check_hub_model
 
@@ -48,3 +49,50 @@ def test_a_cached_model_local_paths_and_the_tiny_model_pass_without_the_hub(hub,
     (snapshot.parent.parent / "refs" / "main").write_text("abc123")
     for name in ("org/cached", "tiny", str(tmp_path), "./somewhere/model", "s3://bucket/model"):
         check_hub_model(name, "model.name_or_path")  # no look at the (unreachable) Hub
+
+
+def test_a_hub_that_never_answers_is_one_message_in_one_look(tmp_path):
+    """A Hub that takes the connection and never answers (a proxy or firewall that drops the traffic): one request
+    of HUB_TIMEOUT_S, no second look (HfApi's user-agent header fetched the Hub's agent registry first, 3 s more).
+    In a fresh process, as a command's: huggingface_hub remembers that registry for the rest of a process."""
+    import socket
+    import subprocess
+    import sys
+
+    check = ("import time; from distalign.models.loading import check_hub_model\n"
+             "started = time.monotonic()\n"
+             "try:\n    check_hub_model('org/model', '--model')\n"
+             "except ValueError as error:\n    print(round(time.monotonic() - started, 1), error)")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        env = dict(os.environ, HF_ENDPOINT=f"http://127.0.0.1:{server.getsockname()[1]}", HF_HOME=str(tmp_path),
+                   PYTHONPATH=str(REPO))
+        env.pop("HF_HUB_OFFLINE", None)
+        done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, env=env, timeout=60)
+    seconds, message = done.stdout.split(" ", 1)
+    assert message.startswith("--model: org/model: the Hub (http://127.0.0.1:") and "cannot be reached" in message
+    assert float(seconds) < HUB_TIMEOUT_S + 1
+
+
+def test_a_name_the_hub_does_not_know_is_named(hub):
+    import http.server
+    import threading
+
+    class NotFound(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(404)
+            self.send_header("X-Error-Code", "RepoNotFound")  # what the Hub answers for an unknown or private model
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.HTTPServer(("127.0.0.1", 0), NotFound)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    hub.ENDPOINT = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        with pytest.raises(ConfigError, match=r"^model.name_or_path: org/typo: no such model on the Hub .*HF_TOKEN"):
+            check_hub_model("org/typo", "model.name_or_path")
+    finally:
+        server.shutdown()
