@@ -32,6 +32,8 @@ COMMANDS = {
     "static align": (("distalign.static.mapping",), {"torch"}),
     "static bli": (("distalign.static.bli",), {"torch"}),
     "mine-constraints": (("distalign.data.mining", "distalign.data.omw"), {"wordfreq"}),
+    # the model's check before torch: an uncached Hub name offline is one line at once (transformers: its tokenizer)
+    "model fetch": (("distalign.model_store.fetch", "distalign.model_store.locate", "distalign.storage"), set()),
 }
 
 PROBE = """
