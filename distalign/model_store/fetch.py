@@ -11,10 +11,12 @@ Only what ``from_pretrained`` reads with PyTorch is copied: configuration, token
 
 from __future__ import annotations
 
+import contextlib
 import fnmatch
 import os
 import shutil
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -84,11 +86,14 @@ def source_directory(name: str) -> Path:
     return Path(name).expanduser().resolve()
 
 
-def copy_to_directory(source: Path, names: list[str], to: Path) -> None:
-    """Into a temporary sibling first, renamed into place whole: a half-copied model is never at ``to``."""
+def require_new_directory(to: Path) -> None:
     if to.exists() and (not to.is_dir() or any(to.iterdir())):
         raise ConfigError(f"--to {to}: exists and is not an empty directory: give a new one (nothing is overwritten)")
     require_writable(to.parent, "--to")
+
+
+def copy_to_directory(source: Path, names: list[str], to: Path) -> None:
+    """Into a temporary sibling first, renamed into place whole: a half-copied model is never at ``to``."""
     to.parent.mkdir(parents=True, exist_ok=True)
     partial = Path(tempfile.mkdtemp(dir=to.parent, prefix=f".{to.name}."))
     try:
@@ -103,39 +108,56 @@ def copy_to_directory(source: Path, names: list[str], to: Path) -> None:
         raise
 
 
-def copy_to_storage(source: Path, names: list[str], to: str, endpoint_url: str) -> None:
-    """Each file uploaded under ``to``; config.json last (``model_files``), so a reader never takes a part-uploaded
-    copy for a model. A storage path that holds a model already is refused."""
-    import pyarrow.fs
-
-    from distalign.storage import listed_files, storage_directory
-
+@contextlib.contextmanager
+def storage_errors(to: str, endpoint_url: str) -> Iterator[str]:
+    """pyarrow's errors of the storage at ``to`` as one ``ConfigError`` naming ``--to``; yields how to name it."""
     where = f"--to {to}" + (f" (endpoint {endpoint_url})" if endpoint_url else "")
     try:
-        fs, directory = storage_directory(to, endpoint_url)
-        if listed_files(fs, directory):
-            raise ConfigError(f"{where}: something is stored there already: give a new path (nothing is overwritten)")
-        local = pyarrow.fs.LocalFileSystem()
-        for name in names:
-            pyarrow.fs.copy_files(str(source / name), f"{directory}/{name}", local, fs)
+        yield where
     except OSError as err:
         raise s3_refusal(err, where, "list, read and write objects under this path") or ConfigError(
             f"{where}: the storage cannot be written ({err}); check --endpoint-url (DISTALIGN_STORAGE_ENDPOINT), the "
             "bucket and the credentials") from None
 
 
+def empty_storage_path(to: str, endpoint_url: str):
+    """The filesystem and directory of the storage URI ``to``, which must hold nothing yet."""
+    from distalign.storage import listed_files, storage_directory
+
+    with storage_errors(to, endpoint_url) as where:
+        fs, directory = storage_directory(to, endpoint_url)
+        if listed_files(fs, directory):
+            raise ConfigError(f"{where}: something is stored there already: give a new path (nothing is overwritten)")
+    return fs, directory
+
+
+def copy_to_storage(source: Path, names: list[str], to: str, endpoint_url: str, fs, directory: str) -> None:
+    """Each file uploaded under ``to``; config.json last (``model_files``), so a reader never takes a part-uploaded
+    copy for a model."""
+    import pyarrow.fs
+
+    with storage_errors(to, endpoint_url):
+        for name in names:
+            pyarrow.fs.copy_files(str(source / name), f"{directory}/{name}", pyarrow.fs.LocalFileSystem(), fs)
+
+
 def fetch_model(name: str, to: str, endpoint_url: str = "") -> Fetched:
     """Copy model ``name`` (a Hub name or a local directory) with its tokenizer to the directory or storage URI
-    ``to``; returns what was copied."""
+    ``to``; returns what was copied. ``to`` is checked first: a full destination is refused before the model is
+    read or downloaded."""
     from distalign.model_store.locate import is_storage_uri
 
+    if is_storage_uri(to):
+        destination = to.rstrip("/")
+        fs, directory = empty_storage_path(destination, endpoint_url)
+    else:
+        destination = str(Path(to).expanduser().resolve())
+        require_new_directory(Path(destination))
     source = source_directory(name)
     names = model_files(source)
     if is_storage_uri(to):
-        copy_to_storage(source, names, to, endpoint_url)
-        destination = to.rstrip("/")
+        copy_to_storage(source, names, destination, endpoint_url, fs, directory)
     else:
-        destination = str(Path(to).expanduser().resolve())
         copy_to_directory(source, names, Path(destination))
     return Fetched(str(source), destination, [(n, (source / n).stat().st_size) for n in names])
 

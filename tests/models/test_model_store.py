@@ -78,6 +78,8 @@ def test_model_fetch_copies_a_cached_hub_model_offline_to_s3(offline_cache, mode
               ["Contents"]}
     assert stored == {f"models/fetched/{p.name}": p.stat().st_size for p in model_dir.iterdir()}
     assert "model: {name_or_path: s3://ckpt/models/fetched}" in done.stdout
+    with pytest.raises(ConfigError, match=r"^--to s3://ckpt/models/fetched \(endpoint .*\): something is stored there"):
+        fetch_model(str(model_dir), "s3://ckpt/models/fetched", url)
 
 
 def test_model_fetch_of_an_uncached_model_offline_is_one_line(offline_cache, tmp_path):
