@@ -126,16 +126,19 @@ def is_hub_name(name_or_path: str) -> bool:
 def check_hub_model(name_or_path: str, key: str) -> None:
     """A Hub model name must be in the local Hugging Face cache or reachable on the Hub, checked in one look of at
     most ``HUB_TIMEOUT_S`` before anything starts: else one ``ConfigError`` naming ``key``, the Hub and what to do
-    (transformers would retry for about 30 s and end in a traceback naming neither). Local paths and ``tiny`` pass
-    (``check_local_model`` checks paths)."""
+    (transformers would retry for about 30 s and end in a traceback naming neither). A cached model is looked up too
+    unless HF_HUB_OFFLINE is set: a Hub that takes the connection and never answers would hold transformers' load
+    forever. Local paths and ``tiny`` pass (``check_local_model`` checks paths)."""
     if not is_hub_name(name_or_path):
         return
+    import httpx2  # huggingface_hub's HTTP client: its timeouts
     from huggingface_hub import constants, get_token, try_to_load_from_cache
     from huggingface_hub.errors import RepositoryNotFoundError
     from huggingface_hub.utils import get_session, hf_raise_for_status
 
-    if isinstance(try_to_load_from_cache(name_or_path, "config.json"), str):
-        return  # cached: it loads from there (HF_HUB_OFFLINE=1 spares the Hub's checks of it)
+    cached = isinstance(try_to_load_from_cache(name_or_path, "config.json"), str)
+    if cached and constants.HF_HUB_OFFLINE:
+        return  # loads from the cache without asking the Hub
     remedy = (f"download it where the Hub is reachable (distalign's nodes read the Hugging Face cache, "
               f"{constants.HF_HUB_CACHE}: `hf download {name_or_path}` there, or copy that cache to the "
               f"nodes and set HF_HUB_OFFLINE=1), or copy it where the nodes read it (`distalign model fetch "
@@ -150,9 +153,18 @@ def check_hub_model(name_or_path: str, key: str) -> None:
         hf_raise_for_status(get_session().get(f"{constants.ENDPOINT}/api/models/{name_or_path}", timeout=HUB_TIMEOUT_S,
                                               headers={"authorization": f"Bearer {token}"} if token else {}))
     except RepositoryNotFoundError:
+        if cached:
+            return  # gone from the Hub, or private to another account: this node's copy is what loads
         raise ConfigError(f"{key}: {name_or_path}: no such model on the Hub ({constants.ENDPOINT}) or no access to "
                           "it (a private or gated model needs HF_TOKEN)") from None
     except Exception as err:  # no route, a refused connection, a timeout, a proxy's refusal: the Hub is not there
+        if cached and not isinstance(err, httpx2.TimeoutException):
+            return  # refused at once: transformers falls back to the cached copy just as fast
+        if cached:  # transformers asks the Hub for the model's revision with no time limit: it would wait forever
+            raise ConfigError(f"{key}: {name_or_path} is in the Hugging Face cache, but the Hub ({constants.ENDPOINT}) "
+                              f"does not answer ({type(err).__name__} after {HUB_TIMEOUT_S:.0f} s) and loading the "
+                              "model would wait for it without a limit: set HF_HUB_OFFLINE=1 to load the cached copy "
+                              "without asking the Hub") from None
         raise ConfigError(f"{key}: {name_or_path}: the Hub ({constants.ENDPOINT}) cannot be reached from this "
                           f"machine ({type(err).__name__}) and the model is not in its cache; {remedy}") from None
 

@@ -96,3 +96,25 @@ def test_a_name_the_hub_does_not_know_is_named(hub):
             check_hub_model("org/typo", "model.name_or_path")
     finally:
         server.shutdown()
+
+
+def test_a_cached_model_with_a_hub_that_never_answers_names_hf_hub_offline(hub, tmp_path):
+    """transformers asks the Hub for a cached model's revision with no time limit (it waited > 10 min here)."""
+    import socket
+
+    snapshot = tmp_path / "hub" / "models--org--cached" / "snapshots" / "abc123"
+    snapshot.mkdir(parents=True)
+    (snapshot / "config.json").write_text("{}")
+    (snapshot.parent.parent / "refs").mkdir()
+    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen(16)
+        hub.ENDPOINT = f"http://127.0.0.1:{server.getsockname()[1]}"
+        started = time.monotonic()
+        with pytest.raises(ConfigError, match=r"^model.name_or_path: org/cached is in the Hugging Face cache, but the "
+                                              r"Hub .* does not answer .*set HF_HUB_OFFLINE=1"):
+            check_hub_model("org/cached", "model.name_or_path")
+        assert time.monotonic() - started < HUB_TIMEOUT_S + 1
+        hub.HF_HUB_OFFLINE = True
+        check_hub_model("org/cached", "model.name_or_path")  # offline: the cache alone, the Hub never asked
