@@ -23,12 +23,12 @@ import pyarrow as pa
 
 from distalign.config import ExperimentConfig, read_config, validate
 from distalign.errors import ConfigError, Problems, require_writable
-from distalign.models.loading import check_hub_model
+from distalign.model_store.locate import check_model
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.resume import check_resume
 from distalign.ray_session import available_resources
-from distalign.storage import check_storage
+from distalign.storage import check_storage, node_local
 from distalign.tracking import check_reachable
 
 Check = Callable[[ExperimentConfig], None]  # a caller's own check (``distalign.transfer.training.check``)
@@ -85,9 +85,9 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
             prepared = prepare_data(config, build_model)
-    else:  # the inputs are not read; a Hub model's look-up needs neither a valid config nor the storage
+    else:  # the inputs are not read; a model's look-up (Hub, storage) needs neither a valid config nor the storage
         with problems.check():
-            check_hub_model(config.model.name_or_path, "model.name_or_path")
+            check_model(config.model.name_or_path, "model.name_or_path", config.storage.endpoint_url)
     problems.raise_any()
     objectives = ", ".join(f"{name}={weight:g}" for name, weight in config.objectives.weights().items())
     settings = f"config: objectives {objectives}; {config.train.num_workers} workers ({config.train.engine})"
@@ -174,8 +174,9 @@ def describe_model(config: ExperimentConfig, prepared: PreparedData) -> str:
                 f"tokenizer of {tiny.vocab_size} tokens trained on the run's text)")
     from distalign.models.loading import load_tokenizer, max_model_positions
 
-    return f"{config.model.name_or_path}: config and tokenizer load ({len(load_tokenizer(prepared.model_path))} " \
-           f"tokens, {max_model_positions(prepared.model_path)} positions)"
+    local = node_local(prepared.model_path, config.storage.endpoint_url)  # a storage model: this node's copy
+    return f"{config.model.name_or_path}: config and tokenizer load ({len(load_tokenizer(local))} " \
+           f"tokens, {max_model_positions(local)} positions)"
 
 
 def pair_counts(table: pa.Table) -> str:
