@@ -23,7 +23,8 @@ import pyarrow as pa
 
 from distalign.config import ExperimentConfig, read_config, validate
 from distalign.errors import ConfigError, Problems, require_writable
-from distalign.model_store.locate import check_model
+from distalign.model_store.locate import check_model, is_storage_uri
+from distalign.models.loading import is_hub_name
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.resume import check_resume
@@ -85,7 +86,9 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
             prepared = prepare_data(config, build_model)
-    else:  # the inputs are not read; a model's look-up (Hub, storage) needs neither a valid config nor the storage
+    elif is_hub_name(config.model.name_or_path) or is_storage_uri(config.model.name_or_path):
+        # the inputs are not read; a model's look-up (Hub, storage) needs neither a valid config nor the storage (a
+        # local directory is the config's own check)
         with problems.check():
             check_model(config.model.name_or_path, "model.name_or_path", config.storage.endpoint_url)
     problems.raise_any()
