@@ -34,6 +34,7 @@ from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
 from distalign.model_store import fetch as model_command
 from distalign.ray_session import leaving_ray, shutdown_ray
+from distalign.transfer import hub_fetch
 
 
 def _train(args) -> int:
@@ -567,7 +568,7 @@ def build_parser(bench_preset: str = "", command: str | None = None) -> argparse
     _add_mine_constraints_command(sub, command in (None, "mine-constraints"))
     _add_static_command(sub, command in (None, "static"))
     _add_bench_command(sub, command in (None, "bench"), bench_preset)
-    data_command.register(sub, command in (None, "data"))
+    data_command.register(sub, command in (None, "data"), tuple(hub_fetch.TRANSFER_TASKS), hub_fetch.fetch_transfer_sets)
     model_command.register(sub, command in (None, "model"))
     return parser
 
