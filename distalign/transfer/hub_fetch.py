@@ -93,13 +93,17 @@ def _save(name: str, hub: str, config: str, target: Path) -> None:
         if target.exists():
             raise InputError(f"{name}: {target} exists but is no save_to_disk folder (plain files?): move it away to "
                              "fetch the Hub's data set there")
-        try:
-            splits = load_dataset(hub, config)
-        except Exception as err:  # no network, no such config: datasets' message, with what was asked
-            raise InputError(f"{name}: cannot load {hub}/{config} from the Hugging Face Hub ({type(err).__name__}: "
-                             f"{err}); behind a proxy set HF_ENDPOINT, or load it from a copy with --hub-source "
-                             f"{name}=FOLDER") from None
         partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
-        shutil.rmtree(partial, ignore_errors=True)
-        splits.save_to_disk(str(partial))
-        partial.rename(target)
+        cache = target.with_name(f".{target.name}.cache-{os.getpid()}")  # datasets' build cache: dropped once saved
+        try:
+            try:
+                splits = load_dataset(hub, config, cache_dir=str(cache))
+            except Exception as err:  # no network, no such config: datasets' message, with what was asked
+                raise InputError(f"{name}: cannot load {hub}/{config} from the Hugging Face Hub ({type(err).__name__}"
+                                 f": {err}); behind a proxy set HF_ENDPOINT, or load it from a copy with --hub-source "
+                                 f"{name}=FOLDER") from None
+            splits.save_to_disk(str(partial))
+            partial.rename(target)
+        finally:
+            shutil.rmtree(partial, ignore_errors=True)
+            shutil.rmtree(cache, ignore_errors=True)
