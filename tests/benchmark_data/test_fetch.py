@@ -31,7 +31,7 @@ def mirror():
 def home(tmp_path, monkeypatch):
     """An empty data home, online."""
     monkeypatch.setenv("DISTALIGN_DATA", str(tmp_path / "data"))
-    for name in ("DISTALIGN_OFFLINE", "HF_HUB_OFFLINE", "DISTALIGN_DATA_MIRROR"):
+    for name in ("DISTALIGN_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "DISTALIGN_DATA_MIRROR"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "data"
 
