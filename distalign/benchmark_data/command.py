@@ -59,10 +59,11 @@ def _list(args) -> int:
 
 
 def _fetch(args, transfer_tasks: tuple[str, ...], fetch_transfer: Callable[..., None] | None) -> int:
-    from distalign.benchmark_data.fetch import fetch
+    from distalign.benchmark_data.fetch import fetch, selections
 
     tasks = [name for name in args.names if name.partition(":")[0] in transfer_tasks]
     resources = [name for name in args.names if name not in tasks]
+    selections(resources)  # a misspelt resource is an error before any transfer task is loaded
     sources = dict(item.partition("=")[::2] for item in args.hub_source)
     if (tasks or sources) and fetch_transfer is not None:
         fetch_transfer(tasks, data_home(), sources, offline())

@@ -31,10 +31,6 @@ def transfer_home(home: Path) -> Path:
     return home / "transfer"
 
 
-def is_task_spec(spec: str) -> bool:
-    return spec.partition(":")[0] in TRANSFER_TASKS
-
-
 def targets(specs: list[str]) -> dict[Path, tuple[str, str, str]]:
     """Every ``TASK:LANG,LANG`` -> {its folder under the transfer home: (task, hub name, hub config)}, checked
     before anything is loaded (a task with no languages, an unknown task or language config is an error)."""
@@ -87,7 +83,9 @@ def _save(name: str, hub: str, config: str, target: Path) -> None:
     from datasets import load_dataset
 
     target.parent.mkdir(parents=True, exist_ok=True)
-    with FileLock(str(target) + ".lock"):  # nodes sharing a data home: one saves, the others find it there
+    locks = target.parents[2] / ".locks"  # the data home's, beside the catalogue's
+    locks.mkdir(exist_ok=True)
+    with FileLock(locks / f"transfer-{target.parent.name}-{target.name}.lock"):  # nodes sharing a data home: one saves, the rest wait
         if (target / "dataset_dict.json").is_file():
             return
         if target.exists():

@@ -54,6 +54,8 @@ def test_fetched_task_is_saved_whole_and_read_back_by_transfer_without_data_dir(
     assert [e.label for e in examples] == rows("xnli", "de", 6, 2)["label"] and report.malformed == 0
     assert main(["data", "fetch", "xnli:de", "--hub-source", f"xnli={hub}"]) == 0  # there already: not loaded again
     assert "there already" in capsys.readouterr().out
+    assert main(["data", "list"]) == 0
+    assert f"transfer tasks saved in {home / 'transfer'}:\n  xnli: de, en\n" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize("switch", ["DISTALIGN_OFFLINE", "HF_DATASETS_OFFLINE"])
@@ -82,6 +84,8 @@ def test_a_task_without_languages_or_an_unloadable_source_is_one_line(tmp_path, 
     err = capsys.readouterr().err
     assert "xnli: cannot load" in err and "HF_ENDPOINT" in err
     assert not (home / "transfer" / "xnli" / "fr").exists()
+    assert main(["data", "fetch", "xnli:de", "gbli"]) != 0  # a misspelt resource: nothing loaded
+    assert "no benchmark resource 'gbli'" in capsys.readouterr().err and not (home / "transfer" / "xnli" / "de").exists()
 
 
 def test_semeval17_says_where_to_download_it(home, capsys):
