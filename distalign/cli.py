@@ -568,7 +568,8 @@ def build_parser(bench_preset: str = "", command: str | None = None) -> argparse
     _add_mine_constraints_command(sub, command in (None, "mine-constraints"))
     _add_static_command(sub, command in (None, "static"))
     _add_bench_command(sub, command in (None, "bench"), bench_preset)
-    data_command.register(sub, command in (None, "data"), tuple(hub_fetch.TRANSFER_TASKS), hub_fetch.fetch_transfer_sets)
+    data_command.register(sub, command in (None, "data"), tuple(hub_fetch.TRANSFER_TASKS),
+                          hub_fetch.fetch_transfer_sets)
     model_command.register(sub, command in (None, "model"))
     return parser
 

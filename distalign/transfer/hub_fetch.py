@@ -69,13 +69,15 @@ def fetch_transfer_sets(specs: list[str], home: Path, sources: dict[str, str], o
     if offline and missing:
         lines = [f"  {root / folder} ({hub}/{config})" for folder, (_, hub, config) in missing.items()]
         raise InputError(f"offline ({' or '.join(OFFLINE_ENVS)} set): nothing loaded from the Hugging Face Hub; "
-                         f"missing from the data home {home}:\n" + "\n".join(lines) + f"\nrun `{fetch_command(' '.join(specs))}` "
-                         "where the Hub (or HF_ENDPOINT's proxy) is reachable, into this folder or one copied here")
+                         f"missing from the data home {home}:\n" + "\n".join(lines)
+                         + f"\nrun `{fetch_command(' '.join(specs))}` where the Hub (or HF_ENDPOINT's proxy) is "
+                         "reachable, into this folder or one copied here")
     for folder, (name, hub, config) in wanted.items():
+        if hub == TRANSFER_TASKS[name].hub_name:  # the task's own data set (QA's English SQuAD keeps its own)
+            hub = sources.get(name, hub)
         if folder in missing:
-            _save(name, sources.get(name, hub), config, root / folder)
-        say(f"{name}: {root / folder}" + (f" saved from {sources.get(name, hub)}/{config}" if folder in missing
-                                          else ", there already"))
+            _save(name, hub, config, root / folder)
+        say(f"{name}: {root / folder}" + (f" saved from {hub}/{config}" if folder in missing else ", there already"))
 
 
 def _save(name: str, hub: str, config: str, target: Path) -> None:
@@ -85,7 +87,8 @@ def _save(name: str, hub: str, config: str, target: Path) -> None:
     target.parent.mkdir(parents=True, exist_ok=True)
     locks = target.parents[2] / ".locks"  # the data home's, beside the catalogue's
     locks.mkdir(exist_ok=True)
-    with FileLock(locks / f"transfer-{target.parent.name}-{target.name}.lock"):  # nodes sharing a data home: one saves, the rest wait
+    # nodes sharing a data home: one saves, the others wait and find it there
+    with FileLock(locks / f"transfer-{target.parent.name}-{target.name}.lock"):
         if (target / "dataset_dict.json").is_file():
             return
         if target.exists():

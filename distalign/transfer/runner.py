@@ -65,7 +65,8 @@ def target_languages(spec: TransferSpec, name: str) -> tuple[str, ...]:
     langs = spec.targets.get(name) or spec.languages
     if not langs and spec.data_dir and (Path(spec.data_dir) / name).is_dir():
         langs = tuple(sorted(language_code(p.name, f"{p} (a language folder)")
-                             for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
+                             for p in (Path(spec.data_dir) / name).iterdir()
+                             if p.is_dir() and not p.name.startswith(".")))  # (data fetch's unfinished saves)
     langs = tuple(lang for lang in langs if lang != spec.source)
     if not langs:
         raise InputError(f"{name}: no target languages: give --langs (or targets.{name}), or put "
