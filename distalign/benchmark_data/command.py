@@ -17,11 +17,13 @@ from collections.abc import Callable
 from distalign.benchmark_data.catalog import RESOURCES, UPSTREAM_ROOT
 from distalign.benchmark_data.home import DATA_ENV, MIRROR_ENV, OFFLINE_ENVS, data_home, offline
 
+TransferFetcher = tuple[tuple[str, ...], Callable[..., None] | None]  # task names, their fetcher
 
-def register(sub, arguments: bool, transfer_tasks: tuple[str, ...] = (),
-             fetch_transfer: Callable[..., None] | None = None) -> None:
-    """The ``data`` command on the CLI's subparsers (its arguments only when ``arguments``); names of
-    ``transfer_tasks`` go to ``fetch_transfer(specs, home, sources, offline)``."""
+
+def register(sub, arguments: bool, transfer: Callable[[], TransferFetcher] | None = None) -> None:
+    """The ``data`` command on the CLI's subparsers (its arguments only when ``arguments``). ``transfer()``: the
+    transfer task names and their fetcher ``(specs, home, sources, offline)``, asked only when ``data fetch`` runs
+    (the task registry is not light)."""
     data = sub.add_parser("data", help="benchmark data by name: list the evaluation resources, fetch them into the "
                                        f"data home (${DATA_ENV})")
     if not arguments:
@@ -40,15 +42,15 @@ def register(sub, arguments: bool, transfer_tasks: tuple[str, ...] = (),
                     "transfer` and `eval --tasks xnli` read them when no --data-dir is given.")
     fetch.add_argument("names", nargs="+", metavar="NAME",
                        help=f"resource names ({', '.join(RESOURCES)}, or all), each optionally with some of its "
-                            f"parts: g-bli:de-en,en-fi; or transfer tasks with their languages "
-                            f"({', '.join(transfer_tasks)}): xnli:en,de")
+                            "parts: g-bli:de-en,en-fi; or transfer tasks (those of `distalign transfer --tasks`) "
+                            "with their languages: xnli:en,de")
     fetch.add_argument("--hub-source", action="append", default=[], metavar="TASK=REPO_OR_FOLDER",
                        help="load a transfer task from this Hub repository or local folder in the Hub's layout "
                             "instead of its default data set (repeatable)")
     fetch.add_argument("--mirror", default="", metavar="URL",
                        help=f"base URL standing in for {UPSTREAM_ROOT} (a proxy or an internal copy with the same "
                             f"<owner>/<repo>/<commit>/<path> layout); default ${MIRROR_ENV}")
-    fetch.set_defaults(func=lambda args: _fetch(args, transfer_tasks, fetch_transfer))
+    fetch.set_defaults(func=lambda args: _fetch(args, transfer() if transfer else ((), None)))
 
 
 def _list(args) -> int:
@@ -58,9 +60,10 @@ def _list(args) -> int:
     return 0
 
 
-def _fetch(args, transfer_tasks: tuple[str, ...], fetch_transfer: Callable[..., None] | None) -> int:
+def _fetch(args, transfer: TransferFetcher) -> int:
     from distalign.benchmark_data.fetch import fetch, selections
 
+    transfer_tasks, fetch_transfer = transfer
     tasks = [name for name in args.names if name.partition(":")[0] in transfer_tasks]
     resources = [name for name in args.names if name not in tasks]
     selections(resources)  # a misspelt resource is an error before any transfer task is loaded
