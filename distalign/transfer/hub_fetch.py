@@ -59,10 +59,11 @@ def fetch_transfer_sets(specs: list[str], home: Path, sources: dict[str, str], o
                         say: Callable[[str], object] = print) -> None:
     """Load and save the data sets of ``specs`` missing from ``home``; ``offline``: load nothing, and name what is
     missing in an ``InputError``."""
-    for task in sources:
-        if task not in TRANSFER_TASKS:
-            raise InputError(f"--hub-source {task}=...: no transfer task {task!r}; choose from "
-                             f"{', '.join(TRANSFER_TASKS)}")
+    fetched = {spec.partition(":")[0] for spec in specs}
+    for task, source in sources.items():
+        if task not in fetched or not source:  # a source that would be silently unused
+            raise InputError(f"--hub-source {task}={source}: give TASK=REPO_OR_FOLDER for a task fetched here "
+                             f"({', '.join(sorted(fetched)) or 'none named'})")
     root = transfer_home(home)
     wanted = targets(specs)
     missing = {folder: what for folder, what in wanted.items() if not (root / folder / "dataset_dict.json").is_file()}

@@ -84,6 +84,8 @@ def test_a_task_without_languages_or_an_unloadable_source_is_one_line(tmp_path, 
     err = capsys.readouterr().err
     assert "xnli: cannot load" in err and "HF_ENDPOINT" in err
     assert not (home / "transfer" / "xnli" / "fr").exists()
+    assert main(["data", "fetch", "pawsx:de", "--hub-source", f"xnli={tmp_path / 'hub'}"]) != 0  # unused: an error
+    assert "--hub-source xnli=" in capsys.readouterr().err
     assert main(["data", "fetch", "xnli:de", "gbli"]) != 0  # a misspelt resource: nothing loaded
     assert "no benchmark resource 'gbli'" in capsys.readouterr().err
     assert not (home / "transfer" / "xnli" / "de").exists()
