@@ -553,6 +553,13 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
     register_bench_scale(bench)
 
 
+def _transfer_data():
+    """The transfer tasks `data fetch` saves from the Hub, and their fetcher (imported when it runs: not light)."""
+    from distalign.transfer import hub_fetch
+
+    return tuple(hub_fetch.TRANSFER_TASKS), hub_fetch.fetch_transfer_sets
+
+
 def build_parser(bench_preset: str = "", command: str | None = None) -> argparse.ArgumentParser:
     """Every command listed with its help; the arguments of ``command`` alone when it is given (the console
     script's way: setting up eval's, transfer's or static's arguments imports their modules), else of them all."""
@@ -567,7 +574,7 @@ def build_parser(bench_preset: str = "", command: str | None = None) -> argparse
     _add_mine_constraints_command(sub, command in (None, "mine-constraints"))
     _add_static_command(sub, command in (None, "static"))
     _add_bench_command(sub, command in (None, "bench"), bench_preset)
-    data_command.register(sub, command in (None, "data"))
+    data_command.register(sub, command in (None, "data"), _transfer_data)
     model_command.register(sub, command in (None, "model"))
     return parser
 

@@ -10,8 +10,9 @@ The hashes were computed from the upstream repositories at the pinned commits; e
 project's reference copy was checked byte for byte against it (all of G-BLI, the vocabularies, Multi-SimLex,
 Tatoeba and the wordnets). PanLex-BLI's were computed from the upstream snapshot alone.
 
-Read by the evaluation code but not catalogued: SemEval-2017 Task 2 (``benchmarks.read_semeval2017``), whose
-upstream is a zip archive on alt.qcri.org rather than a pinned repository; docs/guides/data.md says where to put it.
+Read by the evaluation code but not catalogued (``MANUAL``): SemEval-2017 Task 2 (``benchmarks.read_semeval2017``),
+whose upstream is a zip archive on alt.qcri.org; no public GitHub repository holding its files was found to pin
+(2026-11-28), so ``data fetch semeval17`` says where to download and unpack it, and fails.
 """
 
 from __future__ import annotations
@@ -86,6 +87,16 @@ RESOURCES = {r.name: r for r in (
 )}
 
 
+# resources fetched by hand: name -> where to get them and where they go in the data home
+MANUAL = {
+    "semeval17": "SemEval-2017 Task 2 (cross-lingual word similarity) has no pinned upstream copy to download: get "
+                 "the task's release (SemEval17-Task2.zip, from https://alt.qcri.org/semeval2017/task2/) and unpack "
+                 "its SemEval17-Task2/test/subtask2-crosslingual/ folder as <data home>/eval/semeval2017/"
+                 "subtask2-crosslingual/ (data/<l1>-<l2>.test.data.txt, keys/<l1>-<l2>.test.gold.txt); "
+                 "docs/guides/data.md",
+}
+
+
 @cache
 def all_files() -> tuple[DataFile, ...]:
     files = []
@@ -115,6 +126,8 @@ def files_of(name: str, parts: tuple[str, ...] = ()) -> list[DataFile]:
 def select(spec: str) -> tuple[Resource, list[DataFile]]:
     """``NAME`` or ``NAME:PART,PART`` -> the resource and the files asked for."""
     name, _, parts = spec.partition(":")
+    if name in MANUAL:
+        raise InputError(MANUAL[name])
     if name not in RESOURCES:
         raise InputError(f"no benchmark resource {name!r}; choose from {', '.join(RESOURCES)} "
                          "(`distalign data list` describes them)")

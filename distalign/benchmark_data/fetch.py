@@ -71,5 +71,9 @@ def listing(home: Path) -> str:
         rows.append((resource.name, size_text(sum(f.size for f in files)), state, resource.licence))
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3] for row in rows)
-    return f"data home: {home}\n{table}\nget one with `{fetch_command('NAME')}`; docs/guides/data.md has sources " \
-           "and citations"
+    saved = sorted(p.parent for p in (home / "transfer").glob("*/*/dataset_dict.json"))  # `data fetch xnli:de`
+    transfer = "".join(f"\n  {task}: {', '.join(p.name for p in saved if p.parent.name == task)}"
+                       for task in dict.fromkeys(p.parent.name for p in saved))
+    return f"data home: {home}\n{table}\ntransfer tasks saved in {home / 'transfer'}:{transfer or ' none'}\n" \
+           f"get one with `{fetch_command('NAME')}` (a transfer task: `{fetch_command('xnli:en,de')}`); " \
+           "docs/guides/data.md has sources and citations"

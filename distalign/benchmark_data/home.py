@@ -14,7 +14,8 @@ from distalign.errors import InputError
 
 DATA_ENV = "DISTALIGN_DATA"
 MIRROR_ENV = "DISTALIGN_DATA_MIRROR"
-OFFLINE_ENVS = ("DISTALIGN_OFFLINE", "HF_HUB_OFFLINE")  # the Hub's switch too: one setting for an air-gapped node
+# the Hub's and datasets' switches too: one setting for an air-gapped node
+OFFLINE_ENVS = ("DISTALIGN_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
 
 
 def data_home() -> Path:

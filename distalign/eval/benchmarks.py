@@ -36,8 +36,9 @@ LANGUAGE_NAMES = {
     "SemEval-2017 Task 2": ("semeval2017/subtask2-crosslingual/data",
                             re.compile(r"([a-z]{2,3})-([a-z]{2,3})\.test\.data\.txt")),
 }
-# benchmark -> its name in `distalign data fetch` (SemEval-2017 has no pinned upstream: docs/guides/data.md)
-FETCH_NAMES = {"G-BLI": "g-bli", "Multi-SimLex": "multisimlex", "Tatoeba": "tatoeba"}
+# benchmark -> its name in `distalign data fetch` (SemEval-2017's says where to download it by hand)
+FETCH_NAMES = {"G-BLI": "g-bli", "Multi-SimLex": "multisimlex", "Tatoeba": "tatoeba",
+               "SemEval-2017 Task 2": "semeval17"}
 
 
 def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from distalign.benchmark_data.home import fetch_command
 from distalign.data.readers import InputError, ReadReport
 from distalign.errors import ConfigError
 from distalign.languages import language_code
@@ -87,5 +88,6 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
         report = ReadReport(where)
         return task.from_rows(rows, where, report, lang), report
     raise InputError(f"{task.name}: no {split} data for language {lang}: looked for "
-                     f"{', '.join(looked) or 'nothing (no data directory)'}; pass --hub to load "
-                     f"{source.hub_name} from the Hugging Face Hub")
+                     f"{', '.join(looked) or 'nothing (no data directory)'}; fetch it into the data home with "
+                     f"`{fetch_command(f'{task.name}:{lang}')}`, or pass --hub to load {source.hub_name} from the "
+                     "Hugging Face Hub")

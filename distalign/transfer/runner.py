@@ -22,6 +22,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from distalign.benchmark_data.home import data_home
 from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
 from distalign.data.readers import InputError, ReadReport
 from distalign.eval.runner import (
@@ -35,6 +36,7 @@ from distalign.languages import language_code
 from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
+from distalign.transfer.hub_fetch import transfer_home
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
 from distalign.transfer.plot import plot_task, summary_metrics
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
@@ -63,7 +65,8 @@ def target_languages(spec: TransferSpec, name: str) -> tuple[str, ...]:
     langs = spec.targets.get(name) or spec.languages
     if not langs and spec.data_dir and (Path(spec.data_dir) / name).is_dir():
         langs = tuple(sorted(language_code(p.name, f"{p} (a language folder)")
-                             for p in (Path(spec.data_dir) / name).iterdir() if p.is_dir()))
+                             for p in (Path(spec.data_dir) / name).iterdir()
+                             if p.is_dir() and not p.name.startswith(".")))  # (data fetch's unfinished saves)
     langs = tuple(lang for lang in langs if lang != spec.source)
     if not langs:
         raise InputError(f"{name}: no target languages: give --langs (or targets.{name}), or put "
@@ -83,7 +86,9 @@ def validate(spec: TransferSpec) -> None:
     if spec.seeds < 1 or spec.num_workers < 1 or spec.cpus_per_worker <= 0:
         raise ConfigError("seeds, num_workers: must be >= 1; cpus_per_worker: must be > 0")
     if not spec.data_dir and not spec.hub:
-        raise ConfigError("data_dir: give --data-dir, or --hub to load the data sets from the Hugging Face Hub")
+        raise ConfigError(f"data_dir: give --data-dir, or --hub to load the data sets from the Hugging Face Hub, or "
+                          f"fetch them into the data home ({transfer_home(data_home())}) with `distalign data fetch "
+                          f"{spec.tasks[0] if spec.tasks else 'TASK'}:{spec.source},LANG`")
     for i, path in enumerate(spec.compare_to):
         read_summary(path, f"compare_to[{i}]")
 
@@ -385,6 +390,8 @@ def spec_from_args(args, model: str | None = None, tasks: list[str] | None = Non
     spec: TransferSpec = load_dataclass(TransferSpec, spec_file, overrides + ([] if for_eval else args.overrides))
     base = Path(spec_file).parent if spec_file else Path.cwd()
     spec.data_dir = resolve_path(spec.data_dir, base)
+    if not spec.data_dir and not spec.hub and transfer_home(data_home()).is_dir():  # what `data fetch xnli:de` saved
+        spec.data_dir = str(transfer_home(data_home()))
     spec.compare_to = tuple(resolve_path(path, base) for path in spec.compare_to)
     if Path(spec.model).expanduser().exists() or spec.model.startswith((".", "/", "~")):
         spec.model = resolve_path(spec.model, base)

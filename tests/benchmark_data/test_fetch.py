@@ -31,7 +31,7 @@ def mirror():
 def home(tmp_path, monkeypatch):
     """An empty data home, online."""
     monkeypatch.setenv("DISTALIGN_DATA", str(tmp_path / "data"))
-    for name in ("DISTALIGN_OFFLINE", "HF_HUB_OFFLINE", "DISTALIGN_DATA_MIRROR"):
+    for name in ("DISTALIGN_OFFLINE", "HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "DISTALIGN_DATA_MIRROR"):
         monkeypatch.delenv(name, raising=False)
     return tmp_path / "data"
 
@@ -63,7 +63,7 @@ def test_fetch_from_a_mirror_lays_out_the_files_as_the_shared_copy(mirror, home,
     assert fetch("tatoeba", "--mirror", mirror.url) == 0 and len(mirror.requests) == served  # all there: no request
     assert "all there already" in capsys.readouterr().out
     assert main(["data", "list"]) == 0
-    table = {line.split()[0]: line.split()[2] for line in capsys.readouterr().out.splitlines()[2:-1]}
+    table = {line.split()[0]: line.split()[2] for line in capsys.readouterr().out.splitlines()[2:-2]}
     assert table == {"g-bli": "10/140", "panlex-bli": "no", "bli-vocab": "no", "multisimlex": "yes", "tatoeba": "yes",
                      "omw": "no"}
 
