@@ -56,10 +56,12 @@ def load_checked(path: str, overrides: list[str] | None = None, extra: Sequence[
 
 
 def check_run(config: ExperimentConfig, problems: Problems | None = None, extra: Sequence[Check] = (),
-              build_model: bool = True, resources: bool = True) -> Checked:
+              build_model: bool = True, resources: bool = True, prepared: PreparedData | None = None) -> Checked:
     """The checks of the module docstring on a loaded config; ``problems`` already found (its ``validate``) are
     raised with the rest. ``extra``: more checks of the caller's; ``build_model=False``: the tiny model is not built
-    (``prepare_data``); ``resources=False``: the cluster is not asked (a Tune trial's share of it is Tune's)."""
+    (``prepare_data``); ``resources=False``: the cluster is not asked (a Tune trial's share of it is Tune's);
+    ``prepared``: the config's inputs as another run of the same inputs prepared them (a study's trials share
+    theirs: ``distalign.studies.shared_inputs``), not read again."""
     problems = problems if problems is not None else Problems()
     config_valid = not problems
     found = []
@@ -84,7 +86,7 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
     prepared = None
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
-            prepared = prepare_data(config, build_model)
+            prepared = prepared or prepare_data(config, build_model)
     else:  # the inputs are not read; a Hub model's look-up needs neither a valid config nor the storage
         with problems.check():
             check_hub_model(config.model.name_or_path, "model.name_or_path")
