@@ -6,8 +6,8 @@ sizes and worker counts its checks compare against): ``inputs_key`` is the confi
 and places (``run``, ``tracking``, ``data.output_dir``) and without the train keys no input depends on (lr, steps,
 ...). Trials with the same key get the same prepared inputs by construction.
 
-On the driver, before Ray starts, each distinct input is checked and prepared once (``check_trials``), the distinct
-ones in parallel processes, and every problem is raised together, each naming its trial. Once Ray is up each
+On the driver, before Ray starts, each distinct input is checked and prepared once (``check_trials``), and every
+problem is raised together, each naming its trial. Once Ray is up each
 prepared result is put in the object store once (``share``); the trials receive the references
 (``SharedInputs``, passed with ``tune.with_parameters``) and each fetches only its own. With ``storage.path`` on
 S3 the driver's local files (the tiny model, local corpora) are staged once per distinct input under
@@ -21,9 +21,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import multiprocessing
-import os
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +34,6 @@ log = logging.getLogger("distalign")
 # ...) change no input
 INPUT_TRAIN_KEYS = ("seed", "num_workers", "min_workers", "constraint_batch_size", "corpus_batch_size",
                     "static_batch_size", "parallel_batch_size")
-MAX_PREPARING = 8  # distinct inputs prepared at once on the driver (processes)
 
 
 def inputs_key(config: ExperimentConfig) -> str:
@@ -48,13 +44,11 @@ def inputs_key(config: ExperimentConfig) -> str:
     return json.dumps(data, sort_keys=True, default=str)
 
 
-def check_trial(name: str, config: ExperimentConfig) -> tuple[PreparedData | None, list[str]]:
+def check_trial(name: str, config: ExperimentConfig) -> tuple[PreparedData | None, list[ConfigError]]:
     """``distalign train``'s checks of one trial (``distalign.train.preflight``) without the cluster's size: its
-    prepared inputs, or its problems, each naming the trial (as text: they cross a process boundary)."""
-    from distalign.logs import configure
+    prepared inputs, or its problems, each naming the trial."""
     from distalign.train.preflight import check_run
 
-    configure()  # in a preparing process: its warnings (malformed rows) reach the terminal
     found, prepared = Problems(), None
     with found.check():
         prepared = check_run(config, resources=False).prepared
@@ -62,29 +56,23 @@ def check_trial(name: str, config: ExperimentConfig) -> tuple[PreparedData | Non
             raise ConfigError(f"eval.test_languages {config.eval.test_languages} leave no validation pair to "
                               f"select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
                               f"validation pair has no test language)")
-    return (None if found else prepared), [f"trial {name}: {error}" for error in found.errors]
+    return (None if found else prepared), [ConfigError(f"trial {name}: {error}") for error in found.errors]
 
 
 def check_trials(trials: dict[str, ExperimentConfig]) -> dict[str, PreparedData]:
-    """Every distinct trial's inputs (``inputs_key``) checked and prepared once, on the driver before Ray starts,
-    several at once in processes of their own; every trial's problems are raised together. What the checks
-    build (worlds, tiny models) lands in the shared cache (``distalign.preparation.cache``), so two distinct
-    inputs built at once from one world build it once. The cluster's size is the study's to check
-    (``concurrent_trials``). Returns the prepared inputs by ``inputs_key``."""
+    """Every distinct trial's inputs (``inputs_key``) checked and prepared once, on the driver before Ray starts;
+    every trial's problems are raised together. What the checks build (worlds, tiny models) lands in the shared
+    cache (``distalign.preparation.cache``), where the next distinct input finds it. The cluster's size is the
+    study's to check (``concurrent_trials``). Returns the prepared inputs by ``inputs_key``."""
     firsts: dict[str, str] = {}  # key -> the first trial with it
     for name, config in trials.items():
         firsts.setdefault(inputs_key(config), name)
-    processes = min(len(firsts), MAX_PREPARING, os.cpu_count() or 1)
-    if processes > 1:  # spawned: the driver may hold threads (MLflow, Ray) that a fork would copy half-way
-        with ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn")) as pool:
-            outcomes = list(pool.map(check_trial, firsts.values(), [trials[n] for n in firsts.values()]))
-    else:
-        outcomes = [check_trial(name, trials[name]) for name in firsts.values()]
+    # one after another: two processes were slower here (4 distinct inputs, 2 shared cores: 5.1 s against 3.0 s)
+    outcomes = [check_trial(name, trials[name]) for name in firsts.values()]
     problems = Problems()
-    problems.errors += [ConfigError(error) for _, errors in outcomes for error in errors]
+    problems.errors += [error for _, errors in outcomes for error in errors]
     problems.raise_any()
-    log.info("inputs of the %d trials checked and prepared (%d distinct, %d at once)", len(trials), len(firsts),
-             processes)
+    log.info("inputs of the %d trials checked and prepared (%d distinct)", len(trials), len(firsts))
     return {key: prepared for key, (prepared, _) in zip(firsts, outcomes)}
 
 
