@@ -15,6 +15,7 @@ from distalign.preparation.inputs import prepare_data
 from distalign.studies.concurrency import REREAD_S, ClusterLimit, ClusterSizedVariants, autoscaler_max_resources
 from distalign.studies.shared_inputs import check_trials, inputs_key
 from distalign.studies.study import load_study, trials_that_fit
+from distalign.train.preflight import check_run
 
 STUDY = QUICKSTART.parents[2] / "tuning" / "quickstart.yaml"  # lr x data.max_constraints: 4 trials, 2 inputs
 
@@ -39,6 +40,8 @@ def test_trials_of_one_input_share_what_each_would_prepare_itself(tmp_path, capl
     shared = pickle.loads(pickle.dumps(prepared[inputs_key(later)]))  # as the object store hands it over
     own = prepare_data(later)
     assert shared == own  # every field: tables (pyarrow's equals), the corpus stream, pairs, the model's path
+    # the trial's own checks take the shared inputs as they are: nothing is read again
+    assert check_run(later, resources=False, prepared=shared).prepared is shared
 
 
 def test_the_autoscalers_maximum_from_its_node_groups():

@@ -31,10 +31,12 @@ def _run_trial(config: ExperimentConfig, shared: SharedInputs) -> None:
     from ray import tune
     from ray.tune.integration.ray_train import TuneReportCallback
 
+    from distalign.logs import configure
     from distalign.train.preflight import check_run
     from distalign.train.trainer import run_training
     from distalign.transfer.training import transfer_after_training
 
+    configure()  # the lines below reach the terminal from the trial's first one on
     # its own checks (its storage, its checkpoints to resume), on the shared inputs: not read again
     checked = check_run(config, resources=False, prepared=shared.prepared(config))
     # a one-worker trial trains in this process and reports itself; a worker group reports through the callback
@@ -153,7 +155,7 @@ def trials_at_once(study, trials: dict[str, ExperimentConfig]):
     autoscaler holds, read again as the study runs (``distalign.studies.concurrency``). Needs Ray up."""
     import ray
 
-    from distalign.studies.concurrency import ClusterLimit
+    from distalign.studies.concurrency import REREAD_S, ClusterLimit
 
     first = next(iter(trials.values()))
     if study.max_concurrent_trials:
@@ -162,10 +164,9 @@ def trials_at_once(study, trials: dict[str, ExperimentConfig]):
                  trial_resources(study, first))
         return limit
     count = study.search.num_samples * study.search.seeds if study.search.space else len(trials)
-    limit = ClusterLimit(largest_trial(study, list(trials.values())), count)
-    log.info("study %s: %d trials at once now (re-read as nodes join, or from its autoscaler's maximum), each "
-             "holding %s", study.study, limit(), trial_resources(study, first))
-    return limit
+    log.info("study %s: each trial holds %s; as many at once as the cluster (or its autoscaler) holds, read again "
+             "every %g s", study.study, trial_resources(study, first), REREAD_S)
+    return ClusterLimit(largest_trial(study, list(trials.values())), count)
 
 
 def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> list[dict[str, Any]]:

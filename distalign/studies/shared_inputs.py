@@ -87,7 +87,11 @@ class SharedInputs:
         import ray
 
         ref = self.refs.get(inputs_key(config))
-        return None if ref is None else ray.get(ref)
+        if ref is None:
+            log.info("%s: inputs the study did not prepare (a suggested point changes one): preparing them",
+                     config.run.name)
+            return None
+        return ray.get(ref)
 
 
 def share(study: str, prepared: dict[str, PreparedData], trials: dict[str, ExperimentConfig]) -> SharedInputs:

@@ -83,7 +83,6 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
     for check in extra:
         with problems.check():
             check(config)
-    prepared = None
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
             prepared = prepared or prepare_data(config, build_model)
