@@ -13,7 +13,8 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
 from distalign.studies.concurrency import REREAD_S, ClusterLimit, ClusterSizedVariants, autoscaler_max_resources
-from distalign.studies.shared_inputs import check_trials, inputs_key
+from distalign.preparation.cache import content_key
+from distalign.studies.shared_inputs import check_trials, inputs_key, staged_for_trials
 from distalign.studies.study import load_study, trials_that_fit
 from distalign.train.preflight import check_run
 
@@ -42,6 +43,23 @@ def test_trials_of_one_input_share_what_each_would_prepare_itself(tmp_path, capl
     assert shared == own  # every field: tables (pyarrow's equals), the corpus stream, pairs, the model's path
     # the trial's own checks take the shared inputs as they are: nothing is read again
     assert check_run(later, resources=False, prepared=shared).prepared is shared
+
+
+def test_on_s3_an_input_is_staged_once_for_the_study(s3_endpoint, distalign_home):
+    """Storage on S3: the driver's tiny model and generated corpora go up once per distinct input, under the
+    study's prefix, and the trials' shared inputs name the staged copies."""
+    url, s3 = s3_endpoint
+    _, trials = load_study(STUDY, [*SMALL, "storage.path=s3://ckpt/studies", f"storage.endpoint_url={url}",
+                                   f"tracking.uri=sqlite:///{distalign_home / 'm.db'}", "grid.train.lr=[1e-3]",
+                                   "grid.data.max_constraints=[400]"])
+    (key, inputs), = check_trials(trials).items()
+    staged = staged_for_trials("quickstart-tune", key, inputs, trials["quickstart-tune-000"])
+    prefix = f"studies/quickstart-tune-inputs/{content_key(key)}/inputs"
+    assert staged.model_path == f"s3://ckpt/{prefix}/model"
+    assert all(path.startswith(f"ckpt/{prefix}/corpus/") for source in staged.corpus.sources for path in source.paths)
+    listed = {o["Key"] for o in s3.list_objects_v2(Bucket="ckpt", Prefix="studies/")["Contents"]}
+    assert f"{prefix}/model/_STAGED" in listed and not any("quickstart-tune-000" in name for name in listed)
+    assert staged.constraints == inputs.constraints
 
 
 def test_the_autoscalers_maximum_from_its_node_groups():

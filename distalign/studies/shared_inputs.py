@@ -94,20 +94,24 @@ class SharedInputs:
         return ray.get(ref)
 
 
-def share(study: str, prepared: dict[str, PreparedData], trials: dict[str, ExperimentConfig]) -> SharedInputs:
-    """Each prepared result staged (``storage.path`` on S3: the trials may run on any node) and put in the object
-    store once. Needs Ray up."""
-    import ray
-
+def staged_for_trials(study: str, key: str, inputs: PreparedData, config: ExperimentConfig) -> PreparedData:
+    """``inputs`` as a trial on any node reads them: with ``storage.path`` on S3, the driver's local files (the tiny
+    model, local corpora) staged once per distinct input under ``<storage.path>/<study>-inputs/<key hash>``, not once
+    per trial; unchanged on local (shared) storage."""
     from distalign.preparation.staging import stage_inputs
 
+    if not config.storage_is_remote:
+        return inputs
+    place = dataclasses.replace(config.run, name=f"{study}-inputs/{content_key(key)}")
+    return stage_inputs(inputs, dataclasses.replace(config, run=place))
+
+
+def share(study: str, prepared: dict[str, PreparedData], trials: dict[str, ExperimentConfig]) -> SharedInputs:
+    """Each prepared result staged for the trials (``staged_for_trials``) and put in the object store once. Needs
+    Ray up."""
+    import ray
+
     configs = {inputs_key(config): config for config in reversed(trials.values())}  # a config of each key
-    refs = {}
-    for key, inputs in prepared.items():
-        config = configs[key]
-        if config.storage_is_remote:  # staged under the study, once per distinct input: not per trial
-            place = dataclasses.replace(config.run, name=f"{study}-inputs/{content_key(key)}")
-            inputs = stage_inputs(inputs, dataclasses.replace(config, run=place))
-        refs[key] = ray.put(inputs)
+    refs = {key: ray.put(staged_for_trials(study, key, inputs, configs[key])) for key, inputs in prepared.items()}
     log.info("study %s: %d prepared inputs in the object store, shared by %d trials", study, len(refs), len(trials))
     return SharedInputs(refs)
