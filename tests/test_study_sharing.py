@@ -6,14 +6,14 @@ from __future__ import annotations
 import math
 import pickle
 
-import pytest
 from ray.core.generated import autoscaler_pb2
 
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
-from distalign.studies.concurrency import REREAD_S, ClusterLimit, ClusterSizedVariants, autoscaler_max_resources
 from distalign.preparation.cache import content_key
+from distalign.studies.concurrency import (REREAD_S, ClusterLimit, ClusterSizedLimiter, ClusterSizedVariants,
+                                           autoscaler_max_resources)
 from distalign.studies.shared_inputs import check_trials, inputs_key, staged_for_trials
 from distalign.studies.study import load_study, trials_that_fit
 from distalign.train.preflight import check_run
@@ -119,3 +119,28 @@ def test_a_grid_starts_more_trials_as_nodes_join(caplog):
     assert "trials at once: 3" in caplog.text
     restored = pickle.loads(pickle.dumps(ClusterLimit({"CPU": 1.0}, 5)))
     assert (restored.need, restored.trials, restored.limit) == ({"CPU": 1.0}, 5, 0)  # read afresh once restored
+
+
+def test_a_search_suggests_more_trials_as_nodes_join():
+    """The search's limiter: one suggestion on a 1-CPU cluster, three once 3 CPUs are there and read again."""
+    from ray.tune.search import Searcher
+
+    class Counting(Searcher):  # a searcher suggesting x = 0, 1, 2, ...
+        def __init__(self):
+            super().__init__(metric="m", mode="max")
+            self.made = 0
+
+        def suggest(self, trial_id):
+            self.made += 1
+            return {"x": self.made}
+
+        def on_trial_complete(self, trial_id, result=None, error=False):
+            pass
+
+    cluster = Cluster()
+    limiter = ClusterSizedLimiter(Counting(), ClusterLimit({"CPU": 1.0}, 8, cluster.capacity, cluster.clock))
+    assert limiter.suggest("t0") == {"x": 1} and limiter.suggest("t1") is None
+    cluster.resources, cluster.now = {"CPU": 3.0}, REREAD_S
+    assert [limiter.suggest(f"t{i}") for i in (2, 3, 4)] == [{"x": 2}, {"x": 3}, None]
+    limiter.on_trial_complete("t0", {"m": 1.0})
+    assert limiter.suggest("t5") == {"x": 4}
