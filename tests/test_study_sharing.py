@@ -23,8 +23,11 @@ STUDY = QUICKSTART.parents[2] / "tuning" / "quickstart.yaml"  # lr x data.max_co
 
 def test_the_inputs_key_ignores_what_changes_no_input():
     base = load_config(QUICKSTART, SMALL)
-    assert inputs_key(base) == inputs_key(load_config(QUICKSTART, [*SMALL, "train.lr=1e-4", "run.name=another"]))
-    for changed in ("train.seed=1", "data.max_constraints=100", "train.num_workers=4", "model.tiny.vocab_size=777"):
+    for same in (["train.lr=1e-4", "run.name=another"], ["objectives.lexical.temperature=0.1"],
+                 ["objectives.lexical.weight=0.5"]):
+        assert inputs_key(base) == inputs_key(load_config(QUICKSTART, [*SMALL, *same])), same
+    for changed in ("train.seed=1", "data.max_constraints=100", "train.num_workers=4", "model.tiny.vocab_size=777",
+                    "objectives.mlm.weight=0", "objectives.static.extract_layer=2"):
         assert inputs_key(base) != inputs_key(load_config(QUICKSTART, [*SMALL, changed])), changed
 
 

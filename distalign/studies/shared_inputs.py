@@ -1,10 +1,12 @@
 """A study's prepared inputs, made once per distinct input and shared by the trials that read the same.
 
-``prepare_data``'s result depends on the config's data, model, eval, objectives and storage sections and on the
-train keys it reads (the seed that samples pairs, generates the world and initialises the tiny model; the batch
-sizes and worker counts its checks compare against): ``inputs_key`` is the config without the trial's own names
-and places (``run``, ``tracking``, ``data.output_dir``) and without the train keys no input depends on (lr, steps,
-...). Trials with the same key get the same prepared inputs by construction.
+``prepare_data``'s result depends on the config's data, model, eval and storage sections, on what it reads of
+the objectives (the streams they read, the static targets' settings, the parallel share, which objectives train on
+word pairs) and on the train keys it reads (the seed that samples pairs, generates the world and initialises the
+tiny model; the batch sizes and worker counts its checks compare against): ``inputs_key`` is the config without
+the trial's own names and places (``run``, ``tracking``, ``data.output_dir``) and without what no input depends on
+(lr, steps, objective weights and temperatures, ...). Trials with the same key get the same prepared inputs by
+construction.
 
 On the driver, before Ray starts, each distinct input is checked and prepared once (``check_trials``), and every
 problem is raised together, each naming its trial. Once Ray is up each
@@ -40,6 +42,11 @@ def inputs_key(config: ExperimentConfig) -> str:
     """What a trial's preparation and its checks read from its config: trials that share it share both."""
     data = config.to_dict()
     data["train"] = {key: data["train"][key] for key in INPUT_TRAIN_KEYS}
+    objectives = config.objectives  # what preparation reads of them: not their weights, temperatures, ...
+    data["objectives"] = {"streams": sorted(objectives.streams()), "static": data["objectives"]["static"],
+                          "parallel_share": objectives.tlm.parallel_share,
+                          "word_pairs": sorted(name for name, (plugin, _) in objectives.active().items()
+                                               if plugin.uses_word_pairs)}
     del data["run"], data["tracking"], data["data"]["output_dir"]  # the trial's own names and places
     return json.dumps(data, sort_keys=True, default=str)
 
