@@ -57,10 +57,12 @@ def load_checked(path: str, overrides: list[str] | None = None, extra: Sequence[
 
 
 def check_run(config: ExperimentConfig, problems: Problems | None = None, extra: Sequence[Check] = (),
-              build_model: bool = True, resources: bool = True) -> Checked:
+              build_model: bool = True, resources: bool = True, prepared: PreparedData | None = None) -> Checked:
     """The checks of the module docstring on a loaded config; ``problems`` already found (its ``validate``) are
     raised with the rest. ``extra``: more checks of the caller's; ``build_model=False``: the tiny model is not built
-    (``prepare_data``); ``resources=False``: the cluster is not asked (a Tune trial's share of it is Tune's)."""
+    (``prepare_data``); ``resources=False``: the cluster is not asked (a Tune trial's share of it is Tune's);
+    ``prepared``: the config's inputs as another run of the same inputs prepared them (a study's trials share
+    theirs: ``distalign.studies.shared_inputs``), not read again."""
     problems = problems if problems is not None else Problems()
     config_valid = not problems
     found = []
@@ -82,10 +84,9 @@ def check_run(config: ExperimentConfig, problems: Problems | None = None, extra:
     for check in extra:
         with problems.check():
             check(config)
-    prepared = None
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
-            prepared = prepare_data(config, build_model)
+            prepared = prepared or prepare_data(config, build_model)
     elif is_hub_name(config.model.name_or_path) or is_storage_uri(config.model.name_or_path):
         # the inputs are not read; a model's look-up (Hub, storage) needs neither a valid config nor the storage (a
         # local directory is the config's own check)

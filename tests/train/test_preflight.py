@@ -120,7 +120,7 @@ def test_the_minimum_pairs_and_the_services_are_reported_together(tmp_path, caps
 
 def test_a_study_checks_trials_with_the_same_inputs_once():
     from distalign.config import load_config
-    from distalign.studies.runner import inputs_key
+    from distalign.studies.shared_inputs import inputs_key
 
     base = load_config(QUICKSTART, SMALL)
     other_lr = load_config(QUICKSTART, [*SMALL, "train.lr=1e-4", "run.name=another"])
@@ -163,4 +163,4 @@ def test_a_study_checks_each_distinct_trial_once(tmp_path, caplog, no_ray):
                            [*SMALL, f"storage.path={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"])
     with caplog.at_level("INFO", logger="distalign"):
         check_trials(trials)
-    assert "inputs of the 4 trials checked (2 distinct)" in caplog.text
+    assert "inputs of the 4 trials checked and prepared (2 distinct" in caplog.text
