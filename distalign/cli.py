@@ -12,6 +12,7 @@
     distalign bench perf
     distalign bench memory --models base,large --batch 64 --seq 512 --gpus 8
     distalign bench scale --pairs 1e5,1e6 --units 1e4,1e5,1e6
+    distalign bench startup --rounds 3 --start-cluster
     distalign data fetch g-bli tatoeba multisimlex omw
     distalign mine-constraints ~/.cache/distalign/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
     distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.tsv --similarity csls
@@ -29,6 +30,7 @@ from typing import get_args
 # arguments are set up (build_parser), so that `distalign --help` and the commands that need no cluster start fast
 from distalign import check_command
 from distalign.bench.scale_cli import register as register_bench_scale
+from distalign.bench.startup import register as register_bench_startup
 from distalign.benchmark_data import command as data_command
 from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
@@ -439,7 +441,7 @@ def _add_static_command(sub, arguments: bool) -> None:
 
 
 def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
-    """`distalign bench synthetic|streaming|perf|memory|scale ...`; ``preset``: the synthetic bench's defaults from a
+    """`distalign bench synthetic|streaming|perf|memory|scale|startup ...`; ``preset``: the synthetic bench's defaults from a
     preset."""
     bench = sub.add_parser("bench", help="controlled benchmarks")
     if not arguments:
@@ -551,6 +553,7 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
     memory.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_memory")
     memory.set_defaults(func=_bench_memory)
     register_bench_scale(bench)
+    register_bench_startup(bench)
 
 
 def _transfer_data():

@@ -14,15 +14,15 @@ import tempfile
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
-import mlflow
 import yaml
-from mlflow.entities import Metric, Param, RunStatus
-from mlflow.exceptions import MlflowException
-from mlflow.tracking import MlflowClient
 
 from distalign.errors import ConfigError
+
+if TYPE_CHECKING:  # MLflow (~2 s) is imported where it is used: not by every process that imports this module
+    from mlflow.entities import Metric
+    from mlflow.tracking import MlflowClient
 
 RUN_NAME_TAG = "distalign.run_name"
 STORAGE_TAG = "distalign.storage"
@@ -66,6 +66,8 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
 
 
 def client_for(uri: str) -> MlflowClient:
+    from mlflow.tracking import MlflowClient
+
     return MlflowClient(tracking_uri=uri)
 
 
@@ -120,6 +122,8 @@ def find_run(client: MlflowClient, exp_id: str, run_name: str, storage: str) -> 
 
 
 def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> None:
+    from mlflow.entities import Param
+
     items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
     for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
         client.log_batch(run_id, params=items[start:start + 100])
@@ -136,6 +140,8 @@ def open_run(client: MlflowClient, experiment: str, run_name: str, storage: str,
              tags: dict[str, str] | None) -> tuple[str, bool]:
     """The id of the run created for ``run_name``, or of its run seen before in this storage (then set RUNNING
     again), and whether it was seen before."""
+    from mlflow.entities import RunStatus
+
     exp_id = experiment_id(client, experiment)
     run_id = find_run(client, exp_id, run_name, storage)
     if run_id is not None:
@@ -155,6 +161,8 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
     The run ends FINISHED, or FAILED if the body raises (the exception propagates), so a crashed
     job never leaves a run RUNNING.
     """
+    from mlflow.exceptions import MlflowException
+
     client = client_for(uri)
     try:
         run_id, resumed = open_run(client, experiment, run_name, storage, parent_run_id, tags)
@@ -220,7 +228,9 @@ class MetricLogger:
         self._thread.start()
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        timestamp = mlflow.utils.time.get_current_time_millis()
+        from mlflow.entities import Metric
+
+        timestamp = int(time.time() * 1000)  # MLflow's own stamp: milliseconds since the epoch
         with self._changed:
             self._queue.extend(Metric(k, float(v), timestamp, step) for k, v in metrics.items())
             self._changed.notify()
@@ -267,6 +277,8 @@ class MetricLogger:
         """Send the queue's first values, ``batch``, and take them off the queue. A batch the server refuses
         as a whole (a name or value it never accepts) would block every later value: its values are then sent
         singly, the refused ones counted and named once, never retried."""
+        from mlflow.exceptions import MlflowException
+
         try:
             self.client.log_batch(self.run_id, metrics=batch)
             self._done(len(batch))

@@ -9,15 +9,16 @@ import contextlib
 import logging
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import TYPE_CHECKING, Iterator
 
-import mlflow
 import ray.train
-from mlflow.entities.model_registry import ModelVersion
 
 from distalign.checkpoint import MODEL_DIR
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import CHECKPOINT_TAG, client_for
+
+if TYPE_CHECKING:  # MLflow is imported when a model is registered: the driver has not needed it before its run opens
+    from mlflow.entities.model_registry import ModelVersion
 
 log = logging.getLogger("distalign")
 
@@ -42,6 +43,7 @@ def _tracking_uri(uri: str) -> Iterator[None]:
 def register_model(uri: str, run_id: str, checkpoint_dir: Path, name: str, source: str) -> ModelVersion:
     """Log the model of a local checkpoint directory into run ``run_id`` and register it as ``name``; the
     version is tagged with ``source``, the checkpoint's location."""
+    import mlflow.transformers
     import torch
     import transformers
 
