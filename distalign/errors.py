@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import os
 import re
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -64,12 +65,23 @@ class Problems:
 
 def require_writable(path: Path, key: str) -> None:
     """Raise ``ConfigError`` naming ``key`` unless ``path`` is, or could be created as, a folder this process may
-    write in: its nearest existing ancestor is a writable directory (checked before any work, nothing created)."""
+    write in: its nearest existing ancestor is a directory where a file can be made (checked before any work; the
+    probe file is gone at once). Permission bits alone pass root on read-only pseudo-filesystems (/proc, /sys)."""
     existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir() or not os.access(existing, os.W_OK | os.X_OK):
+    if not existing.is_dir() or not _can_make_a_file_in(existing):
         why = "is a file" if not existing.is_dir() else "is not writable"
         raise ConfigError(f"{key}: {path} is not writable ({existing} {why}): give a folder this user may create "
                           "and write in")
+
+
+def _can_make_a_file_in(folder: Path) -> bool:
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return False
+    try:
+        with tempfile.TemporaryFile(dir=folder):
+            return True
+    except OSError:
+        return False
 
 
 def require(condition: bool, key: str, message: str) -> None:

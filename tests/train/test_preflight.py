@@ -164,3 +164,15 @@ def test_a_study_checks_each_distinct_trial_once(tmp_path, caplog, no_ray):
     with caplog.at_level("INFO", logger="distalign"):
         check_trials(trials)
     assert "inputs of the 4 trials checked and prepared (2 distinct" in caplog.text
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux's /proc")
+def test_a_folder_where_no_file_can_be_made_is_not_writable_even_to_root():
+    """Root passes os.access on /proc, where no file can be made: the storage check must not (it then failed later,
+    as a traceback from the preparation's mkdir)."""
+    from distalign.errors import ConfigError, require_writable
+
+    with pytest.raises(ConfigError, match=r"storage.path: /proc/nope is not writable \(/proc is not writable\)"):
+        require_writable(Path("/proc/nope"), "storage.path")
+    require_writable(Path("/tmp/distalign-probe/below"), "storage.path")  # a writable ancestor passes, nothing made
+    assert not Path("/tmp/distalign-probe").exists()
