@@ -9,9 +9,13 @@ import pytest
 
 from distalign.config import ConfigError
 from distalign.studies import runner
+from distalign.studies.shared_inputs import SharedInputs
 from distalign.studies.study import load_study
 from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
 from test_study_config import SHIPPED
+
+
+NONE_SHARED = SharedInputs({})  # the study prepared nothing for these trials
 
 
 @pytest.fixture(autouse=True)
@@ -27,13 +31,15 @@ def started(monkeypatch):
 
     configs = []
 
-    def run_training(config, callbacks=None, trial_report=None):
+    def run_training(config, callbacks=None, trial_report=None, checked=None):
         configs.append(config)
         test = {"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20} \
             if config.eval.test_languages else {}
         return trainer.TrainingOutcome("run-1", "", {"step": 40}, "", test)
 
     monkeypatch.setattr(trainer, "run_training", run_training)
+    # a trial's own checks read its inputs (tests/test_study_sharing.py): here only the config it trains matters
+    monkeypatch.setattr("distalign.train.preflight.check_run", lambda config, **kwargs: None)
     monkeypatch.setattr("ray.tune.get_context", lambda: types.SimpleNamespace(get_trial_id=lambda: "abc123"))
     monkeypatch.setattr("ray.tune.integration.ray_train.TuneReportCallback", lambda: None)  # needs a Tune session
     return configs
@@ -46,10 +52,10 @@ def test_a_trial_with_test_pairs_reports_their_scores_last(started, monkeypatch)
     monkeypatch.setattr("ray.tune.report", lambda metrics: reported.append(metrics))
     _, trials = load_study(SHIPPED.parent / "language_samples_tiny.yaml")
     name, config = next(iter(trials.items()))
-    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())})
+    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())}, NONE_SHARED)
     assert reported == [{"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20, "step": 40}]
     _, name, config = shipped_trial()
-    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())})
+    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())}, NONE_SHARED)
     assert len(reported) == 1
 
 
@@ -65,9 +71,10 @@ def test_grid_trial_is_validated_like_a_search_trial(started):
     bad = config.to_dict()
     bad["train"]["lr"] = -1.0
     with pytest.raises(ConfigError, match=r"train\.lr"):
-        runner._trial({"trial": GridTrial(identity, {}, bad)})
+        runner._trial({"trial": GridTrial(identity, {}, bad)}, NONE_SHARED)
     with pytest.raises(ConfigError, match=r"train\.lr"):
-        runner._search_trial({"trial": SearchBase("s", config.to_dict(), "parent-1"), "point": {"train.lr": -1.0}})
+        runner._search_trial({"trial": SearchBase("s", config.to_dict(), "parent-1"), "point": {"train.lr": -1.0}},
+                             NONE_SHARED)
     assert not started
 
 
@@ -76,8 +83,8 @@ def test_trial_identity_is_applied_before_validation_never_written_back(started)
     data = config.to_dict()
     before = pickle.dumps(data)
     runner._search_trial({"trial": SearchBase("s", data, "parent-1"), "point": {"train.lr": 0.002},
-                          "__trial_index__": 2})
-    runner._trial({"trial": GridTrial(TrialIdentity(name, 5, {"t": "v"}, "parent-1"), {}, data)})
+                          "__trial_index__": 2}, NONE_SHARED)
+    runner._trial({"trial": GridTrial(TrialIdentity(name, 5, {"t": "v"}, "parent-1"), {}, data)}, NONE_SHARED)
     search, grid = started
     assert (search.run.name, search.train.seed, search.train.lr) == ("s-abc123", config.train.seed + 2, 0.002)
     assert search.tracking.tags == {f"{TAG}train.lr": "0.002", f"{TAG}train.seed": str(config.train.seed + 2)}
@@ -98,7 +105,7 @@ def test_tune_trials_receive_dataclasses_not_dicts(monkeypatch):
     study, _, config = shipped_trial()
     _, trials = load_study(SHIPPED)
     grid = runner._grid_tuner(lambda params: None, trials, "parent-1", None, 1).param_space["trial"]
-    search = runner._search_tuner(study, config, "parent-1", None, 1).param_space["trial"]
+    search = runner._search_tuner(study, config, lambda params: None, "parent-1", None, 1).param_space["trial"]
     sent = list(grid["grid_search"]) + [search]
     assert len(sent) == len(trials) + 1
     for payload in sent:

@@ -30,7 +30,7 @@ def one_step(config: dict) -> None:
         vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128))
     model = prepare_model(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    ids = torch.randint(5, 1000, (16, 32))
+    ids = torch.randint(5, 1000, (16, 32))  # host-side: the floor runs on CPU workers only
     loss = model(input_ids=ids, labels=ids).loss
     loss.backward()
     optimizer.step()

@@ -64,6 +64,7 @@ def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, mo
     monkeypatch.setattr(streams, "_item_task", CapturedItemTask(sent))
     monkeypatch.setattr(streams.ray, "put", lambda value: ray.cloudpickle.loads(ray.cloudpickle.dumps(value)))
     monkeypatch.setattr(streams.ray, "get", lambda ref: ref)
+    monkeypatch.setattr(streams.ray, "cancel", lambda ref: None)  # the items left when the generator is dropped
     build_datasets(prepared, config, config.train.max_steps)
     next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
     assert len(sent) > config.train.num_workers  # a constraints dataset per worker, then the corpus's item tasks
