@@ -67,13 +67,19 @@ def _lines(path: Path):
                 yield line_no, line
 
 
-def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
+def read_dictionary(path: str | Path, lang1: str | None = None, lang2: str | None = None
+                    ) -> tuple[pa.Table, ReadReport]:
     """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset. The declared pair
     must agree with the file's name and its words' scripts, and a header row is skipped
-    (``distalign.data.dictionary_checks``)."""
+    (``distalign.data.dictionary_checks``). Without a declared pair (a seed list whose languages nobody names:
+    ``static align``), the languages are left empty and nothing is checked against them."""
     path = Path(path)
-    lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
-    check_name(path, lang1, lang2)
+    declared = lang1 is not None and lang2 is not None
+    if declared:
+        lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
+        check_name(path, lang1, lang2)
+    else:
+        lang1 = lang2 = ""
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
     for line_no, line in _lines(path):
@@ -92,7 +98,8 @@ def read_dictionary(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table,
         rows["gloss1"].append(None)
         rows["gloss2"].append(None)
         report.rows += 1
-    check_scripts(path, lang1, lang2, rows["word1"], rows["word2"])
+    if declared:
+        check_scripts(path, lang1, lang2, rows["word1"], rows["word2"])
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 

@@ -60,7 +60,7 @@ def align_files(src_vec_path: str | Path, tgt_vec_path: str | Path, dictionary_p
         raise ConfigError("method 'vecmap' moves the target space too: give an output for it (--tgt-out)")
     src_words, src_vecs, src_report = read_word2vec(src_vec_path)
     tgt_words, tgt_vecs, tgt_report = read_word2vec(tgt_vec_path)
-    pairs, dict_report = read_dictionary(dictionary_path, "src", "tgt")
+    pairs, dict_report = read_dictionary(dictionary_path)  # no languages declared
     seed_pairs = list(zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist()))
     src_vocab, tgt_vocab = set(src_words), set(tgt_words)
     if not any(src in src_vocab and tgt in tgt_vocab for src, tgt in seed_pairs):

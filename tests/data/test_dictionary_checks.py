@@ -36,6 +36,16 @@ def test_a_pair_in_the_file_name_must_be_the_declared_one(tmp_path, name):
         read_dictionary(path, "de", "en")
 
 
+def test_an_undeclared_seed_list_is_read_whatever_its_name_says(tmp_path):
+    """``static align``'s seed dictionary names no languages: its name and words are not checked against a pair (it
+    was read as declared "src-tgt", which language codes take for Sardinian and Tagbanwa)."""
+    path = tmp_path / "seed.xb-xa.tsv"
+    path.write_text("source\ttarget\nhouse\tдом\n")
+    table, report = read_dictionary(path)
+    assert table["word1"].to_pylist() == ["house"] and table["word2"].to_pylist() == ["дом"]
+    assert report.header == "source\ttarget"
+
+
 def test_a_column_in_another_script_than_its_language_is_named(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("дом\thouse\nкот\tcat\n")
