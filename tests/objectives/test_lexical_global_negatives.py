@@ -75,7 +75,8 @@ def _worker(rank, world, init_file, results):
     dist.destroy_process_group()
 
 
-@pytest.mark.parametrize("world", [2, pytest.param(4, marks=pytest.mark.heavy)])  # spawns: ~15 s, ~25 s
+@pytest.mark.heavy  # spawns gloo processes: ~15 s (2), ~25 s (4)
+@pytest.mark.parametrize("world", [2, 4])
 def test_workers_with_global_negatives_match_one_worker_with_the_whole_batch(world, tmp_path):
     results = mp.Manager().dict()
     # spawn, not fork: a child forked after this process ran autograd can deadlock in its backward
