@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -60,9 +61,20 @@ def gloo_group():
     """A gloo process group of one, for the training recipe without Ray."""
     import torch.distributed as dist
 
+    forget_deepspeed_groups()  # an earlier test's, in this process, would stand for this new group
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
     yield
     dist.destroy_process_group()
+    forget_deepspeed_groups()
+
+
+def forget_deepspeed_groups() -> None:
+    """DeepSpeed keeps the groups it made (its world clone) until ``deepspeed.comm.destroy_process_group``; a group
+    torch destroyed (a bench's, a test's) then breaks the next ``deepspeed.initialize`` in the process ("Group ... is
+    not registered")."""
+    groups = sys.modules.get("deepspeed.utils.groups")
+    if groups is not None:
+        groups._release_process_group_references()
 
 
 @pytest.fixture(scope="module")
