@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 
@@ -41,12 +42,17 @@ def test_offline_mode_without_the_model_in_the_cache_is_named(hub, monkeypatch):
         check_hub_model("org/model", "--model")
 
 
-def test_a_cached_model_local_paths_and_the_tiny_model_pass_without_the_hub(hub, tmp_path):
-    snapshot = tmp_path / "hub" / "models--org--cached" / "snapshots" / "abc123"
+def cache_org_cached(hub_cache: Path) -> None:
+    """``org/cached`` in a Hugging Face cache laid out as the Hub client writes it (a snapshot and refs/main)."""
+    snapshot = hub_cache / "models--org--cached" / "snapshots" / "abc123"
     snapshot.mkdir(parents=True)
     (snapshot / "config.json").write_text("{}")
     (snapshot.parent.parent / "refs").mkdir()
     (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+
+
+def test_a_cached_model_local_paths_and_the_tiny_model_pass_without_the_hub(hub, tmp_path):
+    cache_org_cached(tmp_path / "hub")
     for name in ("org/cached", "tiny", str(tmp_path), "./somewhere/model", "s3://bucket/model"):
         check_hub_model(name, "model.name_or_path")  # no look at the (unreachable) Hub
 
@@ -115,11 +121,7 @@ def test_a_cached_model_with_a_hub_that_never_answers_names_hf_hub_offline(hub, 
     """transformers asks the Hub for a cached model's revision with no time limit (it waited > 10 min here)."""
     import socket
 
-    snapshot = tmp_path / "hub" / "models--org--cached" / "snapshots" / "abc123"
-    snapshot.mkdir(parents=True)
-    (snapshot / "config.json").write_text("{}")
-    (snapshot.parent.parent / "refs").mkdir()
-    (snapshot.parent.parent / "refs" / "main").write_text("abc123")
+    cache_org_cached(tmp_path / "hub")
     with socket.socket() as server:
         server.bind(("127.0.0.1", 0))
         server.listen(16)
