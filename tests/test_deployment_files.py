@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
 import shlex
 from pathlib import Path
@@ -150,3 +151,49 @@ def test_cluster_nodes_keep_as_many_warm_workers_as_a_local_cluster(launcher, ku
     (group,) = kuberay["RayCluster"]["spec"]["workerGroupSpecs"]
     (worker,) = group["template"]["spec"]["containers"]
     assert setting in {f"{e['name']}={e['value']}" for e in worker["env"] if "value" in e}
+
+
+def test_the_kuberay_head_keeps_its_gcs_in_the_infra_redis_with_the_secrets_password(kuberay):
+    options = kuberay["RayCluster"]["spec"]["gcsFaultToleranceOptions"]
+    host, port = options["redisAddress"].split(":")
+    manifests = documents(INFRA / "k8s" / "services.yaml")
+    (service,) = [m for m in manifests if m["kind"] == "Service" and m["metadata"]["name"] == host.split(".")[0]]
+    assert int(port) in {p["port"] for p in service["spec"]["ports"]}
+    assert host.split(".")[1] == "distalign"  # the namespace the guides apply everything in
+    (redis,) = [m for m in manifests if m["kind"] == "StatefulSet" and m["metadata"]["name"] == "redis"]
+    (container,) = pod_containers(redis)
+    assert "--appendonly yes" in " ".join(container["command"])  # a restarted Redis pod still has the tables
+    secret = yaml.safe_load((INFRA / "k8s" / "secret.example.yaml").read_text())
+    reference = options["redisPassword"]["valueFrom"]["secretKeyRef"]
+    assert reference["name"] == secret["metadata"]["name"] and reference["key"] in secret["stringData"]
+
+
+def test_the_launcher_head_reads_its_redis_from_ssm_and_starts_without_one(launcher, tmp_path):
+    """cluster/gcs_redis.py against a real SSM endpoint (moto's server): no parameter, no exports (the GCS stays in
+    memory); with one, the exports the head's `ray start` line reads."""
+    import subprocess
+    import sys
+
+    import boto3
+
+    from conftest import moto_s3_server
+
+    (start,) = [c for c in launcher["head_start_ray_commands"] if "ray start" in c]
+    assert 'redis_env="$(python /home/ray/distalign/cluster/gcs_redis.py)" && eval "$redis_env" && ray start' in start
+    assert '--redis-password="${GCS_REDIS_PASSWORD:-}"' in start
+    (worker_start,) = [c for c in launcher["worker_start_ray_commands"] if "ray start" in c]
+    assert "RAY_gcs_rpc_server_reconnect_timeout_s=600" in worker_start  # workers outwait a head's restart
+    shell = 'redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env" && echo "address=${RAY_REDIS_ADDRESS-unset} password=${GCS_REDIS_PASSWORD-unset}"'
+    with moto_s3_server("unused") as (url, _):
+        env = {**os.environ, "DISTALIGN_SSM_ENDPOINT": url, "AWS_DEFAULT_REGION": "us-east-1",
+               "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
+               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
+        run = lambda: subprocess.run(["bash", "-c", shell], cwd=REPO, env=env, capture_output=True, text=True)
+        assert run().stdout.strip() == "address=unset password=unset"
+        ssm = boto3.client("ssm", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
+                           aws_secret_access_key="testing")
+        ssm.put_parameter(Name="/distalign/gcs-redis", Type="SecureString", Value="redis.internal:6379 s3cr'et")
+        assert run().stdout.strip() == "address=redis.internal:6379 password=s3cr'et"
+        ssm.put_parameter(Name="/distalign/gcs-redis", Type="SecureString", Value="redis.internal", Overwrite=True)
+        refused = run()
+        assert refused.returncode != 0 and "/distalign/gcs-redis" in refused.stderr
