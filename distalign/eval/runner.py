@@ -90,8 +90,9 @@ def run_bli_settings(checkpoint: Path) -> BLISettings:
         raise InputError(f"--checkpoint {checkpoint}: its {CONFIG_FILE} does not read as a config: {err}") from err
 
 
-def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
-    """A checkpoint directory (its ``model/`` and ``trainer_state.json``), a model directory or a hub name."""
+def resolve_model(checkpoint: str | None, model: str | None, endpoint_url: str | None = None) -> ModelUnderTest:
+    """A checkpoint directory (its ``model/`` and ``trainer_state.json``), a model directory, a hub name, or a model
+    in storage read through ``endpoint_url`` (default $DISTALIGN_STORAGE_ENDPOINT)."""
     if checkpoint:
         path = Path(checkpoint).expanduser().resolve()
         if not (path / MODEL_DIR / "config.json").is_file():
@@ -110,7 +111,7 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         raise InputError(f"--model {model}: directory not found")
     # a hub name (in the cache, or the Hub reachable: one look, before any work), or storage staged on this node for
     # the checks here (the Ray tasks stage theirs on their nodes: ``location``)
-    endpoint = os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "")
+    endpoint = os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "") if endpoint_url is None else endpoint_url
     local = locate_model(model, "--model", endpoint)
     if "://" in model:
         return ModelUnderTest(local, model.rstrip("/").rsplit("/", 1)[-1], uri=model, endpoint_url=endpoint)

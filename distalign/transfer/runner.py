@@ -316,12 +316,13 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
 
 def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.DataFrame] | None = None,
                  into: tuple[str, int] | None = None,
-                 evaluates: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
+                 evaluates: tuple[str, int] | None = None, endpoint_url: str | None = None) -> tuple[pd.DataFrame, str]:
     """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
 
     ``references``: label -> summary of other models (besides ``spec.compare_to``), bars beside this model's in
     the plots; ``into``: log into this (run id, step) instead of a new run; ``evaluates``: a checkpoint's (training
-    run id, step), the new run a child of that run (``log_to_mlflow``)."""
+    run id, step), the new run a child of that run (``log_to_mlflow``); ``endpoint_url``: the storage endpoint of a
+    model in storage (default $DISTALIGN_STORAGE_ENDPOINT)."""
     from distalign.ray_session import ensure_ray
 
     from distalign.tracking import check_reachable
@@ -329,7 +330,7 @@ def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.Data
     validate(spec)
     if spec.tracking.enabled:  # a dead server would stall MLflow for minutes after the fine-tuning
         check_reachable(resolve_tracking_uri(spec.tracking.uri))
-    model = resolve_model(None, spec.model)
+    model = resolve_model(None, spec.model, endpoint_url)
     prepared = prepare(spec, model, progress)
     for p in prepared:
         for report in p.reports:
