@@ -44,7 +44,8 @@ def ensure_ray() -> None:
         # otherwise always a fresh local one, never a stale cluster address left on disk.
         address = os.environ.get("RAY_ADDRESS") or "local"
         forwarded = forwarded_environment()
-        ray.init(address=address, log_to_driver=True, **({"runtime_env": {"env_vars": forwarded}} if forwarded else {}),
+        ray.init(address=address, log_to_driver=True,
+                 **({"runtime_env": {"env_vars": forwarded}} if forwarded else {}),
                  **({"_system_config": WARM_WORKER_SETTINGS} if address == "local" else {}))
 
 

@@ -61,7 +61,8 @@ def test_the_drivers_offline_mode_and_data_places_reach_workers_on_every_node(in
 def test_a_submitted_jobs_own_runtime_env_is_left_to_it():
     """Under `ray job submit` the job's runtime env already sets some (the driver sees them too): naming one again
     in ray.init is a conflict Ray refuses, so only the others are added."""
-    from ray.runtime_env.runtime_env import _merge_runtime_env  # what ray.init merges a job's runtime env with
+    # what ray.init merges a job's runtime env with
+    from ray.runtime_env.runtime_env import _merge_runtime_env
 
     job = {"working_dir": ".", "env_vars": {"HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": "http://mlflow:5000"}}
     driver = {"HF_HUB_OFFLINE": "1", "DISTALIGN_DATA": "/shared/data", "PATH": "/usr/bin",

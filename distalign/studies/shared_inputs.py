@@ -9,8 +9,8 @@ the trial's own names and places (``run``, ``tracking``, ``data.output_dir``) an
 construction.
 
 On the driver, before Ray starts, each distinct input is checked and prepared once (``check_trials``; each model
-looked up once, however many inputs name it), and every problem is raised together, each naming its trial. Once Ray is up each
-prepared result is put in the object store once (``share``); the trials receive the references
+looked up once, however many inputs name it), and every problem is raised together, each naming its trial. Once
+Ray is up each prepared result is put in the object store once (``share``); the trials receive the references
 (``SharedInputs``, passed with ``tune.with_parameters``) and each fetches only its own. With ``storage.path`` on
 S3 the driver's local files (the tiny model, local corpora) are staged once per distinct input under
 ``<storage.path>/<study>-inputs/<key>/inputs`` first, so a trial on any node reads them. A trial whose key the
