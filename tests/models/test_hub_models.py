@@ -97,7 +97,8 @@ def test_an_unreachable_hub_is_one_line_naming_the_key_and_what_to_do_after_one_
         env |= {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "DISTALIGN_HOME": str(tmp_path),
                 "RAY_ADDRESS": "", "PYTHONPATH": str(REPO)}
         train = ["train", str(QUICKSTART), "model.name_or_path=xlm-roberta-base"]
-        done = subprocess.run([sys.executable, "-m", "distalign.cli", *train], capture_output=True, text=True, env=env, check=False, timeout=120)
+        done = subprocess.run([sys.executable, "-m", "distalign.cli", *train], capture_output=True, text=True, env=env,
+                              check=False, timeout=120)
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
     assert done.stderr.startswith(f"distalign: error: model.name_or_path: xlm-roberta-base: the Hub ({endpoint}) "
