@@ -2,10 +2,13 @@
 for a run's own use. Ray is imported where it is used: the commands that need no cluster do not pay for it."""
 
 import contextlib
+import json
 import os
 import socket
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
+
+from distalign.benchmark_data.home import DATA_ENV, OFFLINE_ENVS
 
 # Idle worker processes a node keeps for the next task. Ray keeps as many as the node has free CPUs and kills the
 # rest a second after they go idle: while trials hold every CPU, the task processes that imported torch and
@@ -13,11 +16,24 @@ from collections.abc import Iterator
 # Kept up to this many, they serve the next trial's tasks warm. A cluster started with ``ray start`` takes it
 # from RAY_num_workers_soft_limit (``cluster/``).
 WARM_WORKER_SETTINGS = {"num_workers_soft_limit": 8}
+# The driver's settings every worker must share: offline mode (an air-gapped node's workers must not ask the Hub
+# either), where the benchmark data and the Hugging Face cache are. A worker on another node gets the environment of
+# that node's `ray start`, not the driver's: these travel in the job's runtime env.
+NODE_ENVIRONMENT = (*OFFLINE_ENVS, "TRANSFORMERS_OFFLINE", DATA_ENV, "HF_HOME", "HF_HUB_CACHE")
+JOB_CONFIG_ENV = "RAY_JOB_CONFIG_JSON_ENV_VAR"  # how `ray job submit` hands its runtime env to the driver (Ray's name)
 
 
 def ray_is_up() -> bool:
     """Whether this process is connected to Ray (never, if nothing imported it)."""
     return "ray" in sys.modules and sys.modules["ray"].is_initialized()
+
+
+def forwarded_environment(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The ``NODE_ENVIRONMENT`` variables set here, for the job's runtime env; those a submitted job's runtime env
+    sets already are left to it (Ray refuses a driver's runtime env that names one of them again)."""
+    job_config = json.loads(environ.get(JOB_CONFIG_ENV) or "{}")
+    submitted = (job_config.get("runtime_env") or {}).get("env_vars") or {}
+    return {name: environ[name] for name in NODE_ENVIRONMENT if environ.get(name) and name not in submitted}
 
 
 def ensure_ray() -> None:
@@ -27,7 +43,9 @@ def ensure_ray() -> None:
         # RAY_ADDRESS (set by `ray job submit`, or `auto` for a `ray start` cluster) points at a cluster;
         # otherwise always a fresh local one, never a stale cluster address left on disk.
         address = os.environ.get("RAY_ADDRESS") or "local"
+        forwarded = forwarded_environment()
         ray.init(address=address, log_to_driver=True,
+                 **({"runtime_env": {"env_vars": forwarded}} if forwarded else {}),
                  **({"_system_config": WARM_WORKER_SETTINGS} if address == "local" else {}))
 
 

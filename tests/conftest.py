@@ -135,6 +135,20 @@ def s3_endpoint():
             os.environ[key] = value
 
 
+def staged_by_ray_tasks(driver_cache: Path) -> bool:
+    """Whether the Ray cluster's tasks staged their own copy of the one model the driver staged into
+    ``driver_cache`` (its DISTALIGN_CACHE, set apart from the cluster's): what a node other than the driver's needs,
+    where the driver's copy is not on its disk. The copies are named by the same key (the URI and its listing)."""
+    import ray
+
+    from distalign.storage import node_cache_dir
+
+    (driver_copy,) = driver_cache.glob("*/config.json")
+    task_cache = ray.get(ray.remote(node_cache_dir).remote())
+    assert task_cache != driver_cache, "the test needs the driver's node cache apart from the Ray tasks'"
+    return (task_cache / driver_copy.parent.name / "config.json").is_file()
+
+
 @dataclass(frozen=True)
 class GuardedS3:
     """An S3 endpoint that checks every request's signature and the signer's IAM policy."""

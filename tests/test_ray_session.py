@@ -1,5 +1,7 @@
 """Which Ray a command joins, and the settings a local cluster starts with."""
 
+import json
+
 import pytest
 import ray
 
@@ -39,3 +41,33 @@ def test_a_command_leaves_only_the_ray_session_it_started(monkeypatch):
     with ray_session.leaving_ray():  # Ray was up before (a test's session): it stays
         pass
     assert shutdowns == [True]
+
+
+def test_the_drivers_offline_mode_and_data_places_reach_workers_on_every_node(init_calls, monkeypatch):
+    """A worker on another node has that node's environment, not the driver's: the driver's offline switches, data
+    home and Hugging Face cache travel in the job's runtime env (unset ones stay unset)."""
+    driver = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "DISTALIGN_OFFLINE": "1",
+              "DISTALIGN_DATA": "/shared/distalign-data", "HF_HOME": "/shared/hf"}
+    for name in ray_session.NODE_ENVIRONMENT:
+        monkeypatch.delenv(name, raising=False)
+    for name, value in driver.items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("RAY_ADDRESS", "auto")
+    ray_session.ensure_ray()
+    (call,) = init_calls
+    assert call["runtime_env"] == {"env_vars": driver}
+
+
+def test_a_submitted_jobs_own_runtime_env_is_left_to_it():
+    """Under `ray job submit` the job's runtime env already sets some (the driver sees them too): naming one again
+    in ray.init is a conflict Ray refuses, so only the others are added."""
+    # what ray.init merges a job's runtime env with
+    from ray.runtime_env.runtime_env import _merge_runtime_env
+
+    job = {"working_dir": ".", "env_vars": {"HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": "http://mlflow:5000"}}
+    driver = {"HF_HUB_OFFLINE": "1", "DISTALIGN_DATA": "/shared/data", "PATH": "/usr/bin",
+              ray_session.JOB_CONFIG_ENV: json.dumps({"runtime_env": job})}
+    forwarded = ray_session.forwarded_environment(driver)
+    assert forwarded == {"DISTALIGN_DATA": "/shared/data"}
+    merged = _merge_runtime_env(job, {"env_vars": forwarded})
+    assert merged is not None and merged["env_vars"]["DISTALIGN_DATA"] == "/shared/data"

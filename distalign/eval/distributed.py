@@ -20,6 +20,7 @@ import torch
 from distalign.eval.in_process import EncodingSettings, encode_text_set, score_layer
 from distalign.eval.tasks import EvalTask, TextSet
 from distalign.logs import say
+from distalign.storage import node_local
 
 
 @dataclass(frozen=True)
@@ -45,10 +46,11 @@ def load_encoder(model_path: str):
     return model.eval(), load_tokenizer(model_path)
 
 
-def _encode(model_path: str, text_set: TextSet, settings: EncodingSettings, cache_dir: str | None) -> np.ndarray:
+def _encode(model_path: str, endpoint_url: str, text_set: TextSet, settings: EncodingSettings,
+            cache_dir: str | None) -> np.ndarray:
     from distalign.eval.encoders import EncodingCache
 
-    model, tokenizer = load_encoder(model_path)
+    model, tokenizer = load_encoder(node_local(model_path, endpoint_url))  # a stored model: staged once per node
     cache = EncodingCache.for_model(cache_dir, model, tokenizer) if cache_dir else None
     return encode_text_set(model, tokenizer, text_set, settings, cache).numpy()
 
@@ -59,10 +61,12 @@ def _score(task: EvalTask, layer: int, roles: list[str], *encoded: np.ndarray) -
 
 def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int, layers: list[int] | None = None,
                          settings: EncodingSettings = EncodingSettings(), cache_dir: str | None = None,
-                         resources: Resources = Resources(), progress: Callable[[str], None] = say) -> list[dict]:
+                         resources: Resources = Resources(), progress: Callable[[str], None] = say,
+                         endpoint_url: str = "") -> list[dict]:
     """Result rows of every task at every layer (or the given ones), computed by Ray tasks.
 
-    ``model_path`` must be readable from every node (a shared directory or a hub name).
+    ``model_path`` is read on every node: a shared directory, a hub name, or a storage URI (read through
+    ``endpoint_url``), which each node's encoding tasks stage once (``node_local``).
     """
     encode = ray.remote(_encode).options(num_cpus=resources.encode_cpus, num_gpus=int(resources.use_gpu),
                                          name="distalign-eval-encode")
@@ -73,7 +77,7 @@ def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int
     for task in tasks:
         for text_set in task.text_sets().values():
             if text_set.key not in encodings:
-                encodings[text_set.key] = encode.remote(model_path, text_set, settings, cache_dir)
+                encodings[text_set.key] = encode.remote(model_path, endpoint_url, text_set, settings, cache_dir)
     pending: dict[ray.ObjectRef, str] = {}
     for task in tasks:
         sets = task.text_sets()

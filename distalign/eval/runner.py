@@ -61,11 +61,19 @@ EVALUATED_STEP_TAG = "distalign.evaluated_step"  # ... and the checkpoint's step
 
 @dataclass
 class ModelUnderTest:
-    path: str  # HF model directory or hub name
+    path: str  # HF model directory or hub name, as this process reads it (a stored model: this node's copy)
     label: str
     mlflow_run_id: str = ""  # the training run of a checkpoint
     step: int = 0
     checkpoint: str = ""  # the checkpoint directory
+    uri: str = ""  # a model in storage (s3://...): its URI, which each node stages once (storage.node_local)
+    endpoint_url: str = ""  # ... and the endpoint it is read through
+
+    @property
+    def location(self) -> str:
+        """Where a Ray task on any node reads the model, through ``node_local``: a stored model's URI (each node
+        stages its own copy: the driver's is on the driver's disk only), else ``path``."""
+        return self.uri or self.path
 
 
 def run_bli_settings(checkpoint: Path) -> BLISettings:
@@ -82,8 +90,9 @@ def run_bli_settings(checkpoint: Path) -> BLISettings:
         raise InputError(f"--checkpoint {checkpoint}: its {CONFIG_FILE} does not read as a config: {err}") from err
 
 
-def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
-    """A checkpoint directory (its ``model/`` and ``trainer_state.json``), a model directory or a hub name."""
+def resolve_model(checkpoint: str | None, model: str | None, endpoint_url: str | None = None) -> ModelUnderTest:
+    """A checkpoint directory (its ``model/`` and ``trainer_state.json``), a model directory, a hub name, or a model
+    in storage read through ``endpoint_url`` (default $DISTALIGN_STORAGE_ENDPOINT)."""
     if checkpoint:
         path = Path(checkpoint).expanduser().resolve()
         if not (path / MODEL_DIR / "config.json").is_file():
@@ -100,10 +109,13 @@ def resolve_model(checkpoint: str | None, model: str | None) -> ModelUnderTest:
         return ModelUnderTest(str(path.resolve()), path.name)
     if model.startswith((".", "/", "~")):
         raise InputError(f"--model {model}: directory not found")
-    # a hub name (in the cache, or the Hub reachable: one look, before any work), or storage staged on this node
-    # (this node's copy, read by tasks on this node: on a cluster, give a directory every node reads)
-    label = model.rstrip("/").rsplit("/", 1)[-1] if "://" in model else model
-    return ModelUnderTest(locate_model(model, "--model", os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "")), label)
+    # a hub name (in the cache, or the Hub reachable: one look, before any work), or storage staged on this node for
+    # the checks here (the Ray tasks stage theirs on their nodes: ``location``)
+    endpoint = os.environ.get("DISTALIGN_STORAGE_ENDPOINT", "") if endpoint_url is None else endpoint_url
+    local = locate_model(model, "--model", endpoint)
+    if "://" in model:
+        return ModelUnderTest(local, model.rstrip("/").rsplit("/", 1)[-1], uri=model, endpoint_url=endpoint)
+    return ModelUnderTest(local, model)
 
 
 def _attribute(flag_name: str) -> str:
@@ -191,7 +203,7 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
         except Exception:  # the checkpoint was trained against another MLflow store
             say(f"[distalign eval] run {training_run} of the checkpoint is not in {uri}: logging to a run in "
                 f"experiment {spec.tracking.experiment!r}")
-    tags = {CHECKPOINT_TAG: model.checkpoint or model.path}
+    tags = {CHECKPOINT_TAG: model.checkpoint or model.location}
     if model.checkpoint:
         tags[EVALUATED_STEP_TAG] = str(model.step)
     if exp_id is None:
@@ -202,7 +214,7 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
     settings = {f"suite.{f.name}": getattr(spec.suite, f.name) for f in fields(spec.suite) if f.init}
     if spec.suite.run_settings is not None:
         settings["suite.dictionary_settings"] = str(spec.suite.run_settings)
-    log_params(client, run_id, {"model": model.path, "layer": "best" if spec.layer is None else spec.layer,
+    log_params(client, run_id, {"model": model.location, "layer": "best" if spec.layer is None else spec.layer,
                                 **{key: ",".join(map(str, value)) if isinstance(value, tuple) else value
                                    for key, value in settings.items()}})
     metrics = report.mlflow_metrics(df, spec.layer)
@@ -306,9 +318,9 @@ def run_prepared(prepared: PreparedEval) -> int:
     say(f"[distalign eval] {model.path}: {len(tasks)} tasks, {num_layers} layers; results in {out_dir}")
 
     ensure_ray()
-    rows = evaluate_distributed(model.path, tasks, num_layers, None if spec.layer is None else [spec.layer],
+    rows = evaluate_distributed(model.location, tasks, num_layers, None if spec.layer is None else [spec.layer],
                                 prepared.encoding, cache_dir, Resources(spec.cpus_per_task, spec.cpus_per_task,
-                                                                         spec.use_gpu))
+                                                                         spec.use_gpu), endpoint_url=model.endpoint_url)
     df = pd.DataFrame(rows).sort_values(["task", "pair", "layer", "metric"]).reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = write_reports(df, tasks, out_dir)

@@ -8,10 +8,15 @@ bench perf), on the driver and, through ``distalign.storage.node_local``, on the
 - a storage URI (``s3://bucket/models/xlm-roberta-base``, as ``distalign model fetch`` writes one): its listing
   checked for config.json, tokenizer files and weights, then staged into this node's cache, once per node.
 
-Every problem is one ``ConfigError`` naming the key (``model.name_or_path``, ``--model``) before Ray starts.
+Every problem is one ``ConfigError`` naming the key (``model.name_or_path``, ``--model``) before Ray starts. A
+study checks its trials inside ``each_model_checked_once``: one look per model, not one per trial.
 """
 
 from __future__ import annotations
+
+import contextlib
+import contextvars
+from collections.abc import Iterator
 
 from distalign.errors import ConfigError
 from distalign.models.loading import TOKENIZER_FILES, WEIGHTS_FILES, check_hub_model, check_local_model, \
@@ -49,9 +54,43 @@ def check_stored_model(uri: str, key: str, endpoint_url: str = "") -> None:
                           f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); {copy}")
 
 
+# (name_or_path, key, endpoint_url) -> what its check raised (None: it passed), inside ``each_model_checked_once``
+_outcomes: contextvars.ContextVar[dict[tuple[str, str, str], ConfigError | None] | None] = \
+    contextvars.ContextVar("model_check_outcomes", default=None)
+
+
+@contextlib.contextmanager
+def each_model_checked_once() -> Iterator[None]:
+    """Inside the block ``check_model`` checks each model once and answers again with that outcome, passed or
+    refused: a study's trials mostly name one model, and a look at a Hub that does not answer costs seconds each.
+    Only for the block: a later command looks again (the network fixed, the model copied)."""
+    token = _outcomes.set({})
+    try:
+        yield
+    finally:
+        _outcomes.reset(token)
+
+
 def check_model(name_or_path: str, key: str, endpoint_url: str = "") -> None:
     """``locate_model``'s checks without the staging: cheap to import and run, so a command calls it before its own
-    imports (torch, Ray: seconds) and a missing model is one line at once."""
+    imports (torch, Ray: seconds) and a missing model is one line at once. Once per model inside
+    ``each_model_checked_once``."""
+    outcomes = _outcomes.get()
+    if outcomes is None:
+        _check_model(name_or_path, key, endpoint_url)
+        return
+    where = (name_or_path, key, endpoint_url)
+    if where not in outcomes:
+        try:
+            _check_model(name_or_path, key, endpoint_url)
+            outcomes[where] = None
+        except ConfigError as err:
+            outcomes[where] = err
+    if outcomes[where] is not None:
+        raise ConfigError(str(outcomes[where]))
+
+
+def _check_model(name_or_path: str, key: str, endpoint_url: str) -> None:
     if name_or_path == "tiny":
         return
     if is_storage_uri(name_or_path):

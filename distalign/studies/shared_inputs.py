@@ -8,9 +8,9 @@ the trial's own names and places (``run``, ``tracking``, ``data.output_dir``) an
 (lr, steps, objective weights and temperatures, ...). Trials with the same key get the same prepared inputs by
 construction.
 
-On the driver, before Ray starts, each distinct input is checked and prepared once (``check_trials``), and every
-problem is raised together, each naming its trial. Once Ray is up each
-prepared result is put in the object store once (``share``); the trials receive the references
+On the driver, before Ray starts, each distinct input is checked and prepared once (``check_trials``; each model
+looked up once, however many inputs name it), and every problem is raised together, each naming its trial. Once
+Ray is up each prepared result is put in the object store once (``share``); the trials receive the references
 (``SharedInputs``, passed with ``tune.with_parameters``) and each fetches only its own. With ``storage.path`` on
 S3 the driver's local files (the tiny model, local corpora) are staged once per distinct input under
 ``<storage.path>/<study>-inputs/<key>/inputs`` first, so a trial on any node reads them. A trial whose key the
@@ -28,6 +28,7 @@ from typing import Any
 
 from distalign.config import ConfigError, ExperimentConfig
 from distalign.errors import Problems
+from distalign.model_store.locate import each_model_checked_once
 from distalign.preparation.cache import content_key
 from distalign.preparation.prepared import PreparedData
 
@@ -75,7 +76,8 @@ def check_trials(trials: dict[str, ExperimentConfig]) -> dict[str, PreparedData]
     for name, config in trials.items():
         firsts.setdefault(inputs_key(config), name)
     # one after another: two processes were slower here (4 distinct inputs, 2 shared cores: 5.1 s against 3.0 s)
-    outcomes = [check_trial(name, trials[name]) for name in firsts.values()]
+    with each_model_checked_once():  # inputs differ, their model mostly not: one look at the Hub, not one each
+        outcomes = [check_trial(name, trials[name]) for name in firsts.values()]
     problems = Problems()
     problems.errors += [error for _, errors in outcomes for error in errors]
     problems.raise_any()

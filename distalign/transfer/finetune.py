@@ -39,6 +39,7 @@ from distalign.device import to_device, use_tensor_cores
 from distalign.models.adapters import attach_saved_adapters
 from distalign.models.attention import prepared_masks
 from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
+from distalign.storage import node_local
 from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
@@ -67,11 +68,12 @@ class TaskData:
 class FineTuneJob:
     task: str  # a name in TRANSFER_TASKS
     seed: int
-    model_path: str  # a Hugging Face model directory (readable on every node) or hub name
+    model_path: str  # a Hugging Face model directory (readable on every node), a hub name, or a storage URI
     settings: FineTuneSettings
     eval_batch_size: int = 64
     source: str = "en"  # the fine-tuning language (its row of an input language table)
     adapter_training: Literal["adapters", "all"] = "adapters"  # with adapters: adapters + head, or every parameter
+    endpoint_url: str = ""  # the storage endpoint of a model_path URI, which each node stages once (node_local)
 
 
 def task_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -215,7 +217,7 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     task, s = TRANSFER_TASKS[job.task], job.settings
     torch.manual_seed(job.seed)  # the new head's initialisation and dropout
     use_tensor_cores(device)
-    model = load_model(job.model_path, task, job.adapter_training).to(device)
+    model = load_model(node_local(job.model_path, job.endpoint_url), task, job.adapter_training).to(device)
     wrapped = torch.nn.parallel.DistributedDataParallel(
         model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
     batches = epoch_batches(len(data.train), s.batch_size, world)

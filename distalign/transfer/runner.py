@@ -200,8 +200,8 @@ def run_all(spec: TransferSpec, model: ModelUnderTest, prepared: list[PreparedTa
     for p in prepared:
         data_ref = ray.put(p.data)  # once per task, shared by its seeds
         for seed in range(spec.seed, spec.seed + spec.seeds):
-            job = FineTuneJob(p.task.name, seed, model.path, p.settings, source=spec.source,
-                              adapter_training=spec.adapter_training)
+            job = FineTuneJob(p.task.name, seed, model.location, p.settings, source=spec.source,
+                              adapter_training=spec.adapter_training, endpoint_url=model.endpoint_url)
             ref = launch.remote(job, [data_ref], pad_id, spec, storage)  # in a list: Ray passes the ref, not the data
             pending[ref] = f"{p.task.name} seed {seed}"
             order.append(ref)
@@ -270,11 +270,11 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
             training, step = evaluates
             exp_id = client.get_run(training).info.experiment_id
             tags = {PARENT_TAG: training, EVALUATED_RUN_TAG: training, EVALUATED_STEP_TAG: str(step),
-                    CHECKPOINT_TAG: model.checkpoint or model.path}
+                    CHECKPOINT_TAG: model.checkpoint or model.location}
         else:
             exp_id = experiment_id(client, spec.tracking.experiment)
         parent = client.create_run(exp_id, run_name=f"transfer-{model.label}", tags=tags).info.run_id
-        params = {"model": model.path, "tasks": ",".join(spec.tasks), "source": spec.source,
+        params = {"model": model.location, "tasks": ",".join(spec.tasks), "source": spec.source,
                   "select_on": spec.select_on, "seeds": spec.seeds, "num_workers": spec.num_workers,
                   "adapter_training": spec.adapter_training}
         for p in prepared:
@@ -286,7 +286,7 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
         child = client.create_run(exp_id, run_name=f"transfer-{model.label}-{name}-seed{result['seed']}",
                                   tags={PARENT_TAG: parent, "distalign.selected_step": str(result["selected_step"])})
         child_id = child.info.run_id
-        log_params(client, child_id, {"task": name, "seed": result["seed"], "model": model.path,
+        log_params(client, child_id, {"task": name, "seed": result["seed"], "model": model.location,
                                       "select_on": spec.select_on, "trained": result["trained"], **result["settings"]})
         values = []
         for candidate in result["history"]:  # at the candidate's optimizer step
@@ -316,12 +316,13 @@ def log_to_mlflow(spec: TransferSpec, model: ModelUnderTest, prepared: list[Prep
 
 def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.DataFrame] | None = None,
                  into: tuple[str, int] | None = None,
-                 evaluates: tuple[str, int] | None = None) -> tuple[pd.DataFrame, str]:
+                 evaluates: tuple[str, int] | None = None, endpoint_url: str | None = None) -> tuple[pd.DataFrame, str]:
     """The whole evaluation as ``spec`` says: returns the summary table and the MLflow run id ("" without).
 
     ``references``: label -> summary of other models (besides ``spec.compare_to``), bars beside this model's in
     the plots; ``into``: log into this (run id, step) instead of a new run; ``evaluates``: a checkpoint's (training
-    run id, step), the new run a child of that run (``log_to_mlflow``)."""
+    run id, step), the new run a child of that run (``log_to_mlflow``); ``endpoint_url``: the storage endpoint of a
+    model in storage (default $DISTALIGN_STORAGE_ENDPOINT)."""
     from distalign.ray_session import ensure_ray
 
     from distalign.tracking import check_reachable
@@ -329,7 +330,7 @@ def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.Data
     validate(spec)
     if spec.tracking.enabled:  # a dead server would stall MLflow for minutes after the fine-tuning
         check_reachable(resolve_tracking_uri(spec.tracking.uri))
-    model = resolve_model(None, spec.model)
+    model = resolve_model(None, spec.model, endpoint_url)
     prepared = prepare(spec, model, progress)
     for p in prepared:
         for report in p.reports:

@@ -82,13 +82,12 @@ def check(config: ExperimentConfig) -> None:
 
 def models_to_transfer(config: ExperimentConfig, run, outcome) -> list[tuple[str, str, int]]:
     """(label, model path, step) of each model to transfer, in the order they are run (and plotted)."""
-    from distalign.storage import node_local
     from distalign.tracking import START_MODEL_TAG
 
     section = config.eval.transfer
     models = []
-    if section.starting_model:
-        models.append((START_LABEL, node_local(run.data.tags[START_MODEL_TAG], config.storage.endpoint_url), 0))
+    if section.starting_model:  # a stored one (s3://) as it is: each node that fine-tunes it stages its own copy
+        models.append((START_LABEL, run.data.tags[START_MODEL_TAG], 0))
     if section.at_steps:
         kept = kept_checkpoints(config)
         for step in section.at_steps:
@@ -151,6 +150,7 @@ def transfer_after_training(config: ExperimentConfig, outcome, progress=print) -
     for label, path, step in models_to_transfer(config, run, outcome):
         progress(f"[distalign transfer] {config.run.name}: {label}: {path}")
         step_spec = replace(spec, model=path, output_dir=str(out_dir / f"step_{step}"))
-        summary, _ = run_transfer(step_spec, progress, dict(references), into=(outcome.run_id, step))
+        summary, _ = run_transfer(step_spec, progress, dict(references), into=(outcome.run_id, step),
+                                  endpoint_url=config.storage.endpoint_url)
         references[label] = summary
     return summary_metrics(summary)

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import QUICKSTART, SHARED_DATA
+from conftest import QUICKSTART, SHARED_DATA, staged_by_ray_tasks
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
@@ -184,6 +184,25 @@ def test_eval_and_train_configs_honour_mlflow_tracking_uri(ray_local, checkpoint
     [run] = client.search_runs([client.get_experiment_by_name("distalign-eval").experiment_id])
     assert run.info.status == "FINISHED" and "eval/bli/de-en/mrr" in run.data.metrics
     assert not (tmp_path / "home" / "mlflow.db").exists()
+
+
+def test_an_s3_model_is_staged_by_the_encoding_tasks_on_their_node(s3_endpoint, ray_local, checkpoint, tmp_path,
+                                                                    monkeypatch):
+    """``--model s3://...``: the driver stages a copy for its checks, the encoding tasks stage their own on their node
+    (the driver's is on the driver's disk only)."""
+    from distalign.model_store.fetch import fetch_model
+
+    url, _ = s3_endpoint
+    ckpt, _, _ = checkpoint
+    fetch_model(str(ckpt / MODEL_DIR), "s3://ckpt/models/evaluated", url)
+    monkeypatch.setenv("DISTALIGN_STORAGE_ENDPOINT", url)
+    monkeypatch.setenv("DISTALIGN_CACHE", str(tmp_path / "driver-cache"))
+    code = main(["eval", "--model", "s3://ckpt/models/evaluated", "--eval-dir", str(write_eval_dir(tmp_path / "eval")),
+                 "--tasks", "bli", "--bli-pairs", "de-en", "--layer", "-1", "--output-dir", str(tmp_path / "out"),
+                 "--no-mlflow", "--cpus-per-task", "0.5"])
+    assert code == 0
+    assert (tmp_path / "out" / "results.csv").is_file()
+    assert staged_by_ray_tasks(tmp_path / "driver-cache")
 
 
 def test_a_tatoeba_mean_over_more_layers_than_the_model_has_fails_before_ray(checkpoint, tmp_path, capsys):

@@ -116,6 +116,10 @@ def test_models_are_the_start_the_chosen_steps_and_the_selected_checkpoint(tmp_p
                       ("step 4 (best)", best, 4)]
     models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint="", checkpoint=last))
     assert [m[2] for m in models] == [0, 2, 4, 6]  # nothing selected: the last
+    # a starting model in storage stays a URI: each node that fine-tunes it stages its own copy (not the driver's)
+    stored = SimpleNamespace(data=SimpleNamespace(tags={START_MODEL_TAG: "s3://bucket/models/start"}))
+    assert models_to_transfer(config, stored, SimpleNamespace(best_checkpoint="", checkpoint=last))[0] == \
+        ("start", "s3://bucket/models/start", 0)
     config = load_config(QUICKSTART, WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.at_steps=[3]",
                                               f"storage.path={tmp_path}", "run.name=r"])
     with pytest.raises(ConfigError, match=r"eval\.transfer\.at_steps: no checkpoint of step 3 is kept \(kept: \[2, 4"):

@@ -6,7 +6,9 @@ import time
 import pandas as pd
 import pytest
 
+from conftest import staged_by_ray_tasks
 from distalign.cli import main
+from distalign.model_store.fetch import fetch_model
 from distalign.tracking import client_for
 from transfer_data import save_task, tiny_model
 
@@ -48,10 +50,15 @@ def test_a_broken_adapter_config_is_refused_before_ray(workspace, tmp_path, monk
     assert "adapters.json: not an adapter config" in capsys.readouterr().err
 
 
-def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
+def test_transfer_command_end_to_end(workspace, s3_endpoint, ray_local, tmp_path, capsys, monkeypatch):
     """UD-POS (the token family; the pair family runs in-process in test_transfer_finetune.py), 2 seeds as two
-    TorchTrainer runs side by side, 2 DDP workers each, then the protocol's table, files and MLflow runs."""
-    root, model = workspace
+    TorchTrainer runs side by side, 2 DDP workers each, then the protocol's table, files and MLflow runs. The model
+    is read from S3: the driver stages a copy for its checks, the fine-tuning workers their own on their node."""
+    root, local_model = workspace
+    model = "s3://ckpt/models/model"
+    fetch_model(local_model, model, s3_endpoint[0])
+    monkeypatch.setenv("DISTALIGN_STORAGE_ENDPOINT", s3_endpoint[0])
+    monkeypatch.setenv("DISTALIGN_CACHE", str(tmp_path / "driver-cache"))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     free_before = ray_local.available_resources().get("CPU", 0)
     started = time.time()
@@ -64,6 +71,7 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
         print(out + f"\n1 task x 2 seeds, 2 workers each: {elapsed:.1f} s")
     assert code == 0
     assert "weights selected on source dev" in out and "udpos (acc x 100, mean ± std over 2 seeds" in out
+    assert staged_by_ray_tasks(tmp_path / "driver-cache")
     summary = pd.read_csv(tmp_path / "out" / "summary.csv")
     per_seed = pd.read_csv(tmp_path / "out" / "per_seed.csv")
     runs = json.loads((tmp_path / "out" / "runs.json").read_text())["runs"]
@@ -86,6 +94,7 @@ def test_transfer_command_end_to_end(workspace, ray_local, tmp_path, capsys):
     (parent,) = client.search_runs([client.get_experiment_by_name("distalign-transfer").experiment_id],
                                    "attributes.run_name = 'transfer-model'")
     metrics = parent.data.metrics
+    assert parent.data.params["model"] == model  # where the model is, not the driver's copy
     assert {"transfer/udpos/avg/acc", "transfer/udpos/avg/delta", "transfer/udpos/de/acc", "transfer/udpos/de/delta",
             "transfer/udpos/fr/acc", "transfer/udpos/avg/acc_std"} <= set(metrics)
     assert metrics["transfer/udpos/de/acc"] == pytest.approx(row["mean"])
