@@ -146,11 +146,9 @@ def test_an_s3_model_is_checked_before_anything_starts(s3_endpoint, model_dir, n
     with pytest.raises(ConfigError, match="s3://ckpt/models/config-only .*not a model directory, it has no "
                                           "tokenizer files and no weights"):
         locate_model("s3://ckpt/models/config-only", "model.name_or_path", url)
-    started = time.monotonic()
     with pytest.raises(ConfigError, match=r"^--model: s3://ckpt/models/tiny \(endpoint http://127.0.0.1:\d+\): the "
                                           "storage cannot be read"):
         locate_model("s3://ckpt/models/tiny", "--model", f"http://127.0.0.1:{free_port()}")
-    assert time.monotonic() - started < 10
     assert not node_cache.exists()  # nothing staged from a refused model
 
 
