@@ -78,11 +78,14 @@ def staged_checkpoint(checkpoint: ray.train.Checkpoint, rank: int) -> tuple[Path
     fs, root = checkpoint.filesystem, checkpoint.path.rstrip("/")
     stored = {name: size for name, size, _ in listed_files(fs, root)}
 
+    manifests: dict[str, str] = {}  # read by every rank (a few KB each), to see the checkpoint is complete
+
     def read_manifest(name: str) -> str | None:
         if name not in stored:
             return None
         with fs.open_input_stream(f"{root}/{name}") as stream:
-            return stream.read().decode()
+            manifests[name] = stream.read().decode()
+        return manifests[name]
 
     files, problems = manifest_files(read_manifest, stored)
     if problems:
@@ -96,8 +99,14 @@ def staged_checkpoint(checkpoint: ray.train.Checkpoint, rank: int) -> tuple[Path
     # keyed by where the checkpoint is and what it holds: a checkpoint written again under the same name is another
     key = hashlib.sha1(json.dumps([fs.type_name, root, files], sort_keys=True).encode()).hexdigest()[:16]
     base = staging_root() / key
+
+    def read_shared(into: Path) -> None:
+        for name, text in manifests.items():
+            (into / name).write_text(text)
+        read_files(fs, root, {name: listed for name, listed in shared.items() if name not in manifests}, into)
+
     try:
-        shared_copy, _ = stage_once(base / "shared", lambda into: read_files(fs, root, shared, into))
+        shared_copy, _ = stage_once(base / "shared", read_shared)
         own_copy, _ = stage_once(base / f"rank{rank}", lambda into: read_files(fs, root, own, into))
     except Unreadable as problem:
         return None, [str(problem)]
