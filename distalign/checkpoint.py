@@ -11,13 +11,14 @@ One directory per checkpoint, merged by Ray Train from all ranks:
     objectives.pt        parameters and state owned by objectives, not exported with the model (rank 0):
                          DICT-MLM's language embeddings and head, sense vectors
     optimizer.pt         DDP optimizer and LR schedule (rank 0)
-    deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
+    deepspeed/           DeepSpeed engine state without the weights (``model/`` holds them), ZeRO shards from every
+                         rank (a rank reads only its own on a resume: ``private_rank``)
     rng_state.{rank}.pt  every rank's random state
     streams.{rank}.json  where every rank's streams stand (``StreamBatches.state``): a resume continues there
-    files.{rank}.json    every rank's files with their sizes and CRC-32 checksums, written last (rank 0's also holds
-                         the world size): a checkpoint is complete when every rank's list is there and every
-                         file it names has its size and checksum, whatever order the storage received the
-                         files in (a file corrupted in storage, not only cut short, shows up)
+    files.{rank}.json    every rank's files with their sizes and CRC-32 checksums, written last, by the upload (rank 0's
+                         also holds the world size): a checkpoint is complete when every rank's list is there and
+                         every file it names has its size, whatever order the storage received the files in; a
+                         file corrupted in storage, not only cut short, shows up by its checksum when it is read
 """
 
 from __future__ import annotations

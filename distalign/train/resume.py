@@ -32,8 +32,7 @@ import torch.distributed as dist
 
 from distalign import collectives
 from distalign.checkpoint import checksum_problem, crc32, manifest_files, private_rank
-from distalign.storage import checkpoint_uri, node_cache_dir, stage_once
-from distalign.storage import listed_files
+from distalign.storage import checkpoint_uri, listed_files, node_cache_dir, stage_once
 
 log = logging.getLogger("distalign")
 CHUNK = 8 * 2**20  # bytes a read asks storage for
