@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 import torch
 import torch.multiprocessing as mp
-from conftest import QUICKSTART, SMALL, free_port, moto_s3_server
 
+from conftest import QUICKSTART, SMALL, free_port, moto_s3_server
 from distalign.checkpoint import private_rank
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
