@@ -54,6 +54,7 @@ class CheckpointUploads:
             write_manifest(directory, self.rank, self.world_size)  # last into the directory: it vouches for the rest
             sent = send()
             shutil.rmtree(directory, ignore_errors=True)
+            self._failure = None  # a retry (Ray Train retries an upload that failed on a throttled request) made it
             return sent
         except Exception as error:
             self._failure = UploadFailed(f"rank {self.rank}: the checkpoint upload failed ({type(error).__name__}: "
