@@ -11,19 +11,22 @@ One directory per checkpoint, merged by Ray Train from all ranks:
     objectives.pt        parameters and state owned by objectives, not exported with the model (rank 0):
                          DICT-MLM's language embeddings and head, sense vectors
     optimizer.pt         DDP optimizer and LR schedule (rank 0)
-    deepspeed/           DeepSpeed engine state, ZeRO shards from every rank
+    deepspeed/           DeepSpeed engine state without the weights (``model/`` holds them), ZeRO shards from every
+                         rank (a rank reads only its own on a resume: ``private_rank``)
     rng_state.{rank}.pt  every rank's random state
     streams.{rank}.json  where every rank's streams stand (``StreamBatches.state``): a resume continues there
-    files.{rank}.json    every rank's files with their sizes and CRC-32 checksums, written last (rank 0's also holds
-                         the world size): a checkpoint is complete when every rank's list is there and every
-                         file it names has its size and checksum, whatever order the storage received the
-                         files in (a file corrupted in storage, not only cut short, shows up)
+    files.{rank}.json    every rank's files with their sizes and CRC-32 checksums, written last, by the upload (rank 0's
+                         also holds the world size): a checkpoint is complete when every rank's list is there and
+                         every file it names has its size, whatever order the storage received the files in; a
+                         file corrupted in storage, not only cut short, shows up by its checksum when it is read
 """
 
 from __future__ import annotations
 
 import json
+import re
 import zlib
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -42,6 +45,9 @@ DEEPSPEED_DIR = "deepspeed"
 RNG_FILE = "rng_state.{rank}.pt"  # every rank's random state (dropout), so a resume draws what the run would have
 MANIFEST_FILE = "files.{rank}.json"
 STREAMS_FILE = "streams.{rank}.json"
+# the files one rank alone reads on a resume: its random state, and its ZeRO shards (DeepSpeed's
+# ``[bf16_]zero_pp_rank_<rank>_mp_rank_<mp>_{optim,model}_states.pt``)
+PRIVATE_FILE = re.compile(r"(?:^|/)(?:rng_state\.(\d+)\.pt|(?:bf16_)?zero_pp_rank_(\d+)_[^/]*)$")
 
 
 @dataclass
@@ -162,26 +168,45 @@ def write_manifest(directory: Path, rank: int, world_size: int) -> None:
     (directory / MANIFEST_FILE.format(rank=rank)).write_text(json.dumps(manifest))
 
 
-def incomplete_files(directory: Path) -> list[str]:
-    """What a merged checkpoint lacks: ranks' file lists, files they name, or files of another size or checksum
-    (empty when complete). A checkpoint cut short while it was being written, or corrupted since, shows up here."""
-    first = directory / MANIFEST_FILE.format(rank=0)
-    if not first.is_file():
-        return [first.name]
-    world_size = json.loads(first.read_text())["world_size"]
-    problems = []
-    for rank in range(world_size):
-        manifest = directory / MANIFEST_FILE.format(rank=rank)
-        if not manifest.is_file():
-            problems.append(manifest.name)
+def private_rank(name: str) -> int | None:
+    """The rank that alone reads the checkpoint file ``name`` on a resume (its random state, its ZeRO shards:
+    DeepSpeed loads only its own rank's); None for a file every rank reads."""
+    found = PRIVATE_FILE.search(name)
+    return None if found is None else int(found.group(1) or found.group(2))
+
+
+def manifest_files(read_manifest: Callable[[str], str | None],
+                   stored: dict[str, int]) -> tuple[dict[str, dict], list[str]]:
+    """Every file a checkpoint's manifests list (name -> its size and checksum, the manifests themselves included
+    with their sizes), and what the checkpoint lacks (empty when complete): a rank's manifest, a file it lists, or
+    one of another size among the ``stored`` files (name -> size, from a listing of the checkpoint: nothing else is
+    read). ``read_manifest(name)``: a manifest's text, None where it is missing. A checkpoint cut short while it was
+    being written shows up here; a file corrupted in storage, not cut short, shows up when it is read
+    (``checksum_problem``)."""
+    texts = {0: read_manifest(MANIFEST_FILE.format(rank=0))}
+    if texts[0] is None:
+        return {}, [MANIFEST_FILE.format(rank=0)]
+    world_size = json.loads(texts[0])["world_size"]
+    texts.update({rank: read_manifest(MANIFEST_FILE.format(rank=rank)) for rank in range(1, world_size)})
+    files, problems = {}, []
+    for rank, text in texts.items():
+        manifest = MANIFEST_FILE.format(rank=rank)
+        if text is None:
+            problems.append(manifest)
             continue
-        for name, listed in json.loads(manifest.read_text())["files"].items():
+        files[manifest] = {"size": stored[manifest]}
+        for name, listed in json.loads(text)["files"].items():
             listed = listed if isinstance(listed, dict) else {"size": listed}  # checkpoints before checksums
-            path = directory / name
-            if not path.is_file():
+            files[name] = listed
+            if name not in stored:
                 problems.append(name)
-            elif path.stat().st_size != listed["size"]:
-                problems.append(f"{name} ({path.stat().st_size} of {listed['size']} bytes)")
-            elif "crc32" in listed and crc32(path) != listed["crc32"]:
-                problems.append(f"{name} (checksum differs: corrupted)")
-    return problems
+            elif stored[name] != listed["size"]:
+                problems.append(f"{name} ({stored[name]} of {listed['size']} bytes)")
+    return files, problems
+
+
+def checksum_problem(name: str, listed: dict, crc: int) -> str | None:
+    """What is wrong with a file read whole with checksum ``crc`` (None when it matches what its manifest lists)."""
+    if "crc32" in listed and crc != listed["crc32"]:
+        return f"{name} (checksum differs: corrupted)"
+    return None

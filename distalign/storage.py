@@ -9,6 +9,7 @@ import os
 import shutil
 import tempfile
 import uuid
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow.fs
@@ -128,28 +129,42 @@ def node_local(path: str, endpoint_url: str = "") -> str:
     copy is renamed into place whole, so a half-copied directory is never read."""
     if "://" not in path:
         return path
-    from filelock import FileLock  # here: huggingface_hub's dependency, needed only where something is staged
-
     fs, directory = storage_directory(path, endpoint_url)
     files = listed_files(fs, directory)
     if not files:
         raise FileNotFoundError(f"{path}: nothing stored there (no object under this prefix)")
     key = hashlib.sha1(json.dumps([endpoint_url, path, files]).encode()).hexdigest()[:16]
-    target = node_cache_dir() / key
+
+    def copy(partial: Path) -> None:
+        pyarrow.fs.copy_files(directory, str(partial), fs, pyarrow.fs.LocalFileSystem())
+        changed = [name for name, size, _ in files if not (partial / name).is_file()
+                   or (partial / name).stat().st_size != size]
+        if changed:  # written to while it was copied: the next try keys the new contents
+            raise OSError(f"{path}: {changed[:3]} changed while being copied to this node; try again")
+
+    target, fresh = stage_once(node_cache_dir() / key, copy)
+    if fresh:
+        log.info("staged %s on this node: %d files, %d bytes in %s", path, len(files), sum(s for _, s, _ in files),
+                 target)
+    return str(target)
+
+
+def stage_once(target: Path, fill: Callable[[Path], None]) -> tuple[Path, bool]:
+    """The directory ``target`` on this node, filled by ``fill(directory)`` once: a file lock makes the node's other
+    processes wait for the first one's filling instead of repeating it, and the directory is filled under another
+    name and renamed into place whole, so a half-filled one is never read (a failed ``fill`` leaves nothing).
+    Returns the directory and whether this call filled it."""
+    from filelock import FileLock  # here: huggingface_hub's dependency, needed only where something is staged
+
     target.parent.mkdir(parents=True, exist_ok=True)
     with FileLock(f"{target}.lock"):
         if target.is_dir():
-            return str(target)
+            return target, False
         partial = Path(tempfile.mkdtemp(dir=target.parent, prefix=target.name + "."))
         try:
-            pyarrow.fs.copy_files(directory, str(partial), fs, pyarrow.fs.LocalFileSystem())
-            changed = [name for name, size, _ in files if not (partial / name).is_file()
-                       or (partial / name).stat().st_size != size]
-            if changed:  # written to while it was copied: the next try keys the new contents
-                raise OSError(f"{path}: {changed[:3]} changed while being copied to this node; try again")
+            fill(partial)
             partial.rename(target)
         except BaseException:
             shutil.rmtree(partial, ignore_errors=True)
             raise
-    log.info("staged %s on this node: %d files, %d bytes in %s", path, len(files), sum(s for _, s, _ in files), target)
-    return str(target)
+    return target, True

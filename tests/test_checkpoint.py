@@ -76,12 +76,19 @@ def test_sense_state_loads_as_plain_tensors(tmp_path):
 
 def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes_and_checksums(tmp_path):
     """Two ranks write into their own directories, merged into one as Ray Train does; then a file is corrupted
-    in place, and files go missing or short, as when an upload is cut off."""
-    from distalign.checkpoint import incomplete_files, write_manifest
+    in place, and files go missing or short, as when an upload is cut off. Rank 0 checksums the files it reads
+    (the shared ones and its own), not rank 1's shard."""
+    import ray.train
+
+    from distalign.checkpoint import write_manifest
+    from distalign.train.resume import staged_checkpoint
+
+    def incomplete_files(directory):
+        return staged_checkpoint(ray.train.Checkpoint(str(directory)), rank=0)[1]
 
     merged = tmp_path / "merged"
     for rank, files in ((0, {"trainer_state.json": "{}", "model/model.safetensors": "x" * 100}),
-                        (1, {"deepspeed/state/zero_pp_rank_1.pt": "y" * 50})):
+                        (1, {"deepspeed/state/zero_pp_rank_1_mp_rank_00_optim_states.pt": "y" * 50})):
         own = tmp_path / f"rank{rank}"
         for name, text in files.items():
             (own / name).parent.mkdir(parents=True, exist_ok=True)
@@ -93,12 +100,15 @@ def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes_and
     (merged / "model" / "model.safetensors").write_text("x" * 99 + "z")  # same size, one byte flipped
     assert incomplete_files(merged) == ["model/model.safetensors (checksum differs: corrupted)"]
     (merged / "model" / "model.safetensors").write_text("x" * 100)
+    (merged / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").write_text("z" * 50)  # rank 1's: rank 1 reads it
+    assert incomplete_files(merged) == []
+    shutil.copy(tmp_path / "rank1" / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt", merged / "deepspeed" / "state")
     (merged / "files.1.json").unlink()  # rank 1's upload never finished
     assert incomplete_files(merged) == ["files.1.json"]
     shutil.copy(tmp_path / "rank1" / "files.1.json", merged)
     (merged / "model" / "model.safetensors").write_text("x" * 40)  # cut short
-    (merged / "deepspeed" / "state" / "zero_pp_rank_1.pt").unlink()
-    assert incomplete_files(merged) == ["model/model.safetensors (40 of 100 bytes)", "deepspeed/state/zero_pp_rank_1.pt"]
+    (merged / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").unlink()
+    assert incomplete_files(merged) == ["model/model.safetensors (40 of 100 bytes)", "deepspeed/state/zero_pp_rank_1_mp_rank_00_optim_states.pt"]
     (merged / "files.0.json").unlink()
     assert incomplete_files(merged) == ["files.0.json"]
 
@@ -140,3 +150,26 @@ def test_a_resume_may_change_the_objective_mix():
     assert int(resumed["align"].steps) == 7 and int(resumed["new"].steps) == 0
     assert notes == ["objective 'gone' is not in this run: its checkpointed state is left out",
                      "objective 'new' is new to this run: it starts from its initial state"]
+
+
+def test_deepspeed_checkpoints_hold_the_weights_once(tmp_path, gloo_group, monkeypatch):
+    """DeepSpeed's model states are saved without the module's weights (the exported model holds them); a module
+    built from other weights gets the trained ones back from ZeRO's fp32 master shards."""
+    from deepspeed.utils import safe_get_full_fp32_param
+
+    from distalign.train.engine import DeepSpeedEngine
+
+    for key, value in {"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1"}.items():
+        monkeypatch.setenv(key, value)
+    config = load_config(QUICKSTART, ["train.engine=deepspeed", "train.zero_stage=2"]).train
+    engine = DeepSpeedEngine(model_with_dict_mlm(0), config, config.max_steps)
+    engine.save(tmp_path, rank=0)
+    (states,) = (tmp_path / "deepspeed" / "state").glob("mp_rank_00_model_states.pt")
+    saved = torch.load(states, weights_only=False)
+    assert saved["module"] == {} and not saved.get("frozen_param_fragments")
+    trained = {name: safe_get_full_fp32_param(p).clone() for name, p in engine.module.named_parameters()}
+
+    other = DeepSpeedEngine(model_with_dict_mlm(1), config, config.max_steps)  # other initial weights
+    other.load(tmp_path)
+    for name, parameter in other.module.named_parameters():
+        assert torch.equal(parameter.detach(), trained[name]), name

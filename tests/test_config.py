@@ -249,6 +249,16 @@ def test_zero_stage_needs_deepspeed():
         load_config(QUICKSTART, ["train.zero_stage=4", "train.engine=deepspeed"])
 
 
+def test_zero_with_fewer_workers_allowed_is_refused():
+    """DeepSpeed loads ZeRO's optimizer shards only on the world size that wrote them: a ZeRO run that went on with
+    fewer workers after a lost node would fail at every restart (issue 47), so it is refused before it starts."""
+    zero = ["train.engine=deepspeed", "train.zero_stage=2", "train.num_workers=4"]
+    with pytest.raises(ConfigError, match=r"^train\.min_workers: with train\.zero_stage=2 .*train\.num_workers=4"):
+        load_config(QUICKSTART, [*zero, "train.min_workers=2"])
+    for allowed in (zero, [*zero, "train.min_workers=4"], ["train.engine=deepspeed", "train.min_workers=1"]):
+        load_config(QUICKSTART, allowed)  # a fixed world size, or no ZeRO partitions
+
+
 def test_value_checks_name_the_key():
     with pytest.raises(ConfigError, match=r"objectives\.mlm\.mask_prob"):
         load_config(QUICKSTART, ["objectives.mlm.mask_prob=1.5"])

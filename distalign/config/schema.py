@@ -242,6 +242,9 @@ class TrainConfig:
     # parallel_batch_size / (parallel_batch_size + corpus_batch_size)
     parallel_batch_size: int = 16
     checkpoint_every: int = 50  # steps between checkpoints (the last step is always one)
+    # > 0: also checkpoint once this many minutes have passed since the last checkpoint (rank 0's clock), whatever
+    # the steps: a run whose steps are slow loses at most this much work to a failure
+    checkpoint_every_minutes: float = 0.0
     # Worker failures (a killed process, a lost node) the run recovers from by itself, restarting the workers from
     # the last checkpoint at the same data position and random state. An error of the training code that comes
     # back at the same step after a restart ends the run then (distalign.train.failures)
@@ -292,6 +295,15 @@ class TrainConfig:
         require(self.grad_accum_steps >= 1, "train.grad_accum_steps", "must be >= 1")
         require(self.epochs >= 0, "train.epochs", "must be >= 0 (0 = train.max_steps)")
         require(self.checkpoint_every >= 1, "train.checkpoint_every", "must be >= 1")
+        require(self.checkpoint_every_minutes >= 0, "train.checkpoint_every_minutes", "must be >= 0 (0: steps only)")
+        # DeepSpeed partitions ZeRO's optimizer state by the data-parallel size and refuses a checkpoint of another
+        # size at load ("Automatic adjustment of ZeRO's optimizer state partitioning with a new world size is not
+        # currently supported"): a run that shrank after a lost node would fail at every restart
+        require(not (self.min_workers and self.min_workers < self.num_workers and self.zero_stage > 0),
+                "train.min_workers", f"with train.zero_stage={self.zero_stage} a run cannot continue on fewer "
+                f"workers: DeepSpeed loads ZeRO's optimizer shards only on the world size that wrote them "
+                f"(train.num_workers={self.num_workers}); set train.min_workers=0 (or ={self.num_workers}), or "
+                "train.zero_stage=0")
         require(self.max_failures >= -1, "train.max_failures", "must be >= 0, or -1 for no limit")
         require(self.log_every >= 1, "train.log_every", "must be >= 1")
         require(self.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")

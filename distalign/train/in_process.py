@@ -27,6 +27,7 @@ from distalign.ray_session import reserved
 from distalign.train.checkpoint_store import CheckpointStore
 from distalign.train.loop import run_worker
 from distalign.train.plan import TrainingPlan
+from distalign.train.uploads import CheckpointUploads
 
 
 def open_process_group_of_one(device: torch.device) -> None:
@@ -53,6 +54,7 @@ class InProcessWorker:
     node_rank: int = 0
     local_rank: int = 0
     metrics: dict[str, float] = field(default_factory=dict)  # the last report's
+    uploads: CheckpointUploads = field(default_factory=lambda: CheckpointUploads(0, 1))
 
     def dataset_shard(self, name: str) -> ray.data.DataIterator:
         return self.datasets[name].iterator()
@@ -60,11 +62,17 @@ class InProcessWorker:
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         return iter(self.store.newest_first())
 
+    def checkpoint_directory(self) -> Path:
+        return self.uploads.new_directory()
+
     def report(self, metrics: dict[str, float], directory: Path | None) -> None:
-        if directory is not None:
-            self.store.save(directory, metrics)
+        if directory is not None:  # into the store in the background: the store is read once uploads are waited for
+            self.uploads.start(directory, lambda: self.store.save(directory, metrics))
         self.metrics = metrics
         self.forward(metrics)
+
+    def wait_for_uploads(self) -> None:
+        self.uploads.wait()
 
 
 def fit_in_process(plan: TrainingPlan, datasets: dict[str, ray.data.Dataset], score: str, order: str,
@@ -81,5 +89,8 @@ def fit_in_process(plan: TrainingPlan, datasets: dict[str, ray.data.Dataset], sc
     # makes a GPU visible to the process holding it); not earlier: building the datasets ran a 1-CPU task
     cpus = config.train.cpus_per_worker
     with reserved([{"CPU": cpus}], f"train.cpus_per_worker={cpus} CPUs for the trial's worker"):
-        run_worker(plan, worker)
+        try:
+            run_worker(plan, worker)
+        finally:  # a failed run's last checkpoint, written already, is still stored
+            worker.uploads.wait()
     return worker

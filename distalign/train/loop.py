@@ -2,17 +2,16 @@
 (``train_loop_per_worker``) or by a one-worker run in the calling process (``distalign.train.in_process``).
 
 Each worker asks every stream it trains on for its batches (``Stream.worker_batches``): its own
-dataset of a table stream, its own share of the corpus. Checkpoints are saved by every rank
-(DeepSpeed shards) into a temporary directory and handed to the session (Ray Train, or the run's own checkpoint store).
+dataset of a table stream, its own share of the corpus. Checkpoints are saved by every rank (DeepSpeed shards) into a
+local directory and uploaded in the background (``distalign.train.uploads``) by the session (Ray Train, or the run's
+own checkpoint store); a resume reads each rank's own files (``distalign.train.resume``).
 """
 
 from __future__ import annotations
 
 import logging
 import os
-import shutil
-import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -22,15 +21,15 @@ import ray.train
 import ray.train.torch
 import torch
 
-from distalign.checkpoint import incomplete_files
 from distalign.logs import configure
 from distalign.preparation.streams import RayWorkerData
-from distalign.storage import checkpoint_uri
 from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.checkpoint_store import CheckpointStore
 from distalign.train.failures import recording_failures
 from distalign.train.plan import TrainingPlan
 from distalign.train.recipe import TrainingRecipe
+from distalign.train.resume import resumed_from
+from distalign.train.uploads import CheckpointUploads
 
 log = logging.getLogger("distalign")
 
@@ -51,7 +50,14 @@ class WorkerSession(Protocol):
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         """The run's checkpoints, newest first (read lazily: a resume stops at the first complete one)."""
 
-    def report(self, metrics: dict[str, float], directory: Path | None) -> None: ...
+    def checkpoint_directory(self) -> Path:
+        """An empty local directory for the next checkpoint (once the previous one is uploaded)."""
+
+    def report(self, metrics: dict[str, float], directory: Path | None) -> None:
+        """Hand the runner the metrics and, with ``directory``, a checkpoint to upload (in the background)."""
+
+    def wait_for_uploads(self) -> None:
+        """Wait for the checkpoint upload under way; raise if one failed."""
 
 
 class RayTrainWorker:
@@ -64,6 +70,9 @@ class RayTrainWorker:
         self.device = ray.train.torch.get_device()
         self.storage = plan.config.storage
         self.run_name = plan.config.run.name
+        self.uploads = CheckpointUploads(self.rank, self.world_size)
+        self.checkpoint_directory = self.uploads.new_directory
+        self.wait_for_uploads = self.uploads.wait
 
     @staticmethod
     def dataset_shard(name: str) -> ray.data.DataIterator:
@@ -81,31 +90,21 @@ class RayTrainWorker:
         older = [r for r in reported if r.checkpoint.path != latest.path]
         yield from (r.checkpoint for r in sorted(older, key=lambda r: r.metrics.get("step", 0), reverse=True))
 
-    @staticmethod
-    def report(metrics: dict[str, float], directory: Path | None) -> None:
-        checkpoint = ray.train.Checkpoint.from_directory(str(directory)) if directory is not None else None
-        ray.train.report(metrics, checkpoint=checkpoint)
+    def report(self, metrics: dict[str, float], directory: Path | None) -> None:
+        """Every rank reports (a barrier); a checkpoint is uploaded by Ray Train's upload thread (``ASYNC``) through
+        ``self.uploads``, and registered once every rank's part is up."""
+        if directory is None:
+            ray.train.report(metrics)
+            return
+        storage = ray.train.get_context().get_storage()
 
+        def upload(checkpoint: ray.train.Checkpoint, name: str) -> ray.train.Checkpoint:
+            return self.uploads.upload(directory, lambda: storage.persist_current_checkpoint(checkpoint, name))
 
-def resume_directory(checkpoints: Iterable[ray.train.Checkpoint], root: Path, is_chief: bool) -> Path | None:
-    """The newest complete one of a run's ``checkpoints`` (newest first), downloaded under ``root``; None for a
-    fresh start. A checkpoint cut short while it was being written (a lost node, a killed upload, files deleted)
-    is skipped with a warning."""
-    newest = None
-    for index, checkpoint in enumerate(checkpoints):
-        newest = newest or checkpoint
-        directory = Path(checkpoint.to_directory(str(root / f"resume{index}")))
-        missing = incomplete_files(directory)
-        if not missing:
-            return directory
-        if is_chief:
-            log.warning("checkpoint %s is incomplete (missing %s): resuming from the one before it",
-                        checkpoint_uri(checkpoint),
-                        ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else ""))
-        shutil.rmtree(directory)
-    if newest is not None:
-        raise RuntimeError(f"no complete checkpoint to resume from beside {checkpoint_uri(newest)}")
-    return None
+        self.uploads.begin()
+        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(str(directory)),
+                         checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC,
+                         delete_local_checkpoint_after_upload=False, checkpoint_upload_fn=upload)
 
 
 def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
@@ -122,14 +121,15 @@ def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
     # an error of the training code is marked with the steps done: Ray Train's controller stops restarting a
     # worker group that fails again the same way (distalign.train.failures)
     with recording_failures(lambda: recipe.state.step):
-        with tempfile.TemporaryDirectory() as tmp:
-            recipe.setup(resume_directory(session.checkpoints(), Path(tmp), rank == 0))
+        with resumed_from(session.checkpoints(), rank, session.local_rank) as directory:
+            recipe.setup(directory)
         plan.clock.mark("model")
         data, train = RayWorkerData(rank, workers, plan.corpus, session.dataset_shard), plan.config.train
         saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
         streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
                    for name, stream in plan.streams.items()}
-        recipe.run(streams, session.report, tempfile.TemporaryDirectory)
+        recipe.run(streams, session.report, session.checkpoint_directory)
+        session.wait_for_uploads()
 
 
 def train_loop_per_worker(plan: TrainingPlan) -> None:

@@ -29,7 +29,6 @@ from distalign.checkpoint import (
     read_stream_states,
     restore_objective_state,
     restore_rng_state,
-    write_manifest,
     write_rank0_files,
     write_rng_state,
     write_stream_states,
@@ -97,6 +96,30 @@ def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
                                f"side has): {differing}")
     sums = collectives.all_reduce_sum(torch.tensor([values[k] for k in keys], dtype=torch.float64))  # host-side
     return {k: v / dist.get_world_size() for k, v in zip(keys, sums.tolist())}
+
+
+class CheckpointCadence:
+    """When to checkpoint: every ``every_steps`` steps, and (``every_minutes`` > 0) once that long has passed since
+    the last checkpoint (or the start). Rank 0's clock decides for every rank (a step's collective: the ranks must
+    save together), asked only where minutes are set."""
+
+    def __init__(self, every_steps: int, every_minutes: float):
+        self.every_steps, self.every_s = every_steps, every_minutes * 60
+        self.last = time.monotonic()
+
+    def due(self, step: int) -> bool:
+        if step % self.every_steps == 0:
+            return True
+        if not self.every_s:
+            return False
+        late = torch.tensor([float(time.monotonic() - self.last >= self.every_s)])
+        if collectives.initialized():
+            late = late.to(collectives.collective_device(late.device))
+            dist.broadcast(late, src=0)  # rank 0's clock
+        return bool(late.item())
+
+    def saved(self) -> None:
+        self.last = time.monotonic()
 
 
 class TrainingRecipe:
@@ -246,18 +269,17 @@ class TrainingRecipe:
             table = self._input_table()
             write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights,
                               (table, list(self.plan.languages)) if table else None, self.config.to_dict())
-        write_manifest(directory, self.rank, self.world_size)  # last: it vouches for the files above
+        # the manifest (distalign.checkpoint.write_manifest) is written by the upload, off the training thread
 
     # -- the loop ----------------------------------------------------------------------------
 
-    def run(self, streams: dict[str, StreamBatches], report: Report,
-            checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
+    def run(self, streams: dict[str, StreamBatches], report: Report, checkpoint_dir: Callable[[], Path]) -> None:
         """Train to the schedule's ``max_steps``: log, evaluate and checkpoint on the configured intervals.
 
         ``streams``: each stream's batches from where the checkpoint resumed from left them
-        (``Stream.worker_batches`` given ``stream_states``); ``checkpoint_dir()`` gives a context manager
-        yielding an empty directory to save into;
-        ``report(metrics, directory)`` hands a saved checkpoint (or None) to the runner.
+        (``Stream.worker_batches`` given ``stream_states``); ``checkpoint_dir()`` gives an empty directory to save
+        into (``WorkerSession.checkpoint_directory``); ``report(metrics, directory)`` hands a saved checkpoint (or
+        None) to the runner, which owns the directory from then on.
         """
         if self.is_chief:
             t = self.config.train
@@ -271,8 +293,7 @@ class TrainingRecipe:
         finally:
             self._close_tracking()
 
-    def _train(self, streams: dict[str, StreamBatches], report: Report,
-               checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
+    def _train(self, streams: dict[str, StreamBatches], report: Report, checkpoint_dir: Callable[[], Path]) -> None:
         t, eval_every, max_steps = self.config.train, self.plan.schedule.eval_every, self.plan.schedule.max_steps
         accum = t.grad_accum_steps
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands
@@ -284,6 +305,7 @@ class TrainingRecipe:
                 for _ in range(self.state.step * accum):
                     next(stream)
         trace = RowTrace(t.trace_rows, self.rank, self.world_size) if t.trace_rows else None
+        cadence = CheckpointCadence(t.checkpoint_every, t.checkpoint_every_minutes)
         running: dict[str, torch.Tensor] = {}
         started, first_step = time.time(), self.state.step
         while self.state.step < max_steps:
@@ -319,10 +341,11 @@ class TrainingRecipe:
             if eval_now:
                 self.evaluate()
             # with epoch-based evaluation every evaluated model is a candidate for the best checkpoint
-            if step % t.checkpoint_every == 0 or step == max_steps or (eval_now and self.config.eval.every_epochs):
-                with checkpoint_dir() as directory:
-                    self.save(Path(directory))
-                    report({"step": step, **self.last_eval}, Path(directory))
+            if cadence.due(step) or step == max_steps or (eval_now and self.config.eval.every_epochs):
+                directory = checkpoint_dir()
+                self.save(directory)
+                report({"step": step, **self.last_eval}, directory)
+                cadence.saved()
             elif eval_now:  # every evaluation reaches the runner: Tune's early stopping (ASHA) judges each one
                 report({"step": step, **self.last_eval}, None)
         if trace is not None:

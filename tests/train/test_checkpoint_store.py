@@ -12,7 +12,7 @@ import pytest
 
 from distalign.checkpoint import MANIFEST_FILE, STATE_FILE, TrainerState, write_manifest, write_state
 from distalign.train.checkpoint_store import REPORTED_FILE, CheckpointStore
-from distalign.train.loop import resume_directory
+from distalign.train.resume import resume_directory
 
 
 def saved(tmp_path: Path, step: int) -> Path:
@@ -60,7 +60,7 @@ def test_without_a_score_the_newest_are_kept_and_there_is_no_best(tmp_path):
     assert steps(store) == [2, 3] and store.best is None
     fresh = CheckpointStore(str(tmp_path / "runs"), "", "fresh", keep=0)
     assert fresh.latest is None and fresh.newest_first() == []
-    assert resume_directory(fresh.newest_first(), tmp_path / "resume", is_chief=True) is None
+    assert resume_directory(fresh.newest_first(), rank=0) is None
 
 
 def test_keep_0_keeps_every_checkpoint(tmp_path):
@@ -84,12 +84,13 @@ def test_a_restarted_trial_finds_its_checkpoints_and_resumes_from_the_newest_com
     again = CheckpointStore(str(tmp_path / "runs"), "", "r", keep=3, score="eval/score")
     assert [s.metrics.get("step") for s in again.stored] == [None, 1, 2, 3, None]
     assert Path(again.best.path).name == first.stored[1].name  # 0.6, from the metrics stored beside it
-    resumed = resume_directory(again.newest_first(), tmp_path / "resume", is_chief=True)
+    resumed = resume_directory(again.newest_first(), rank=0)
     assert json.loads((resumed / STATE_FILE).read_text())["step"] == 3
     assert (resumed / MANIFEST_FILE.format(rank=0)).is_file()
 
 
-def test_the_store_on_s3(s3_endpoint, tmp_path):
+def test_the_store_on_s3(s3_endpoint, tmp_path, monkeypatch):
+    monkeypatch.setenv("DISTALIGN_CACHE", str(tmp_path / "node-cache"))
     url, s3 = s3_endpoint
     store = CheckpointStore("s3://ckpt/runs", url, "trial-s3", keep=1, score="eval/score")
     fill(store, tmp_path, [0.7, 0.2])
@@ -98,12 +99,12 @@ def test_the_store_on_s3(s3_endpoint, tmp_path):
     assert listed == [s.name for s in store.stored] and steps(store) == [1, 2]
     again = CheckpointStore("s3://ckpt/runs", url, "trial-s3", keep=1, score="eval/score")
     assert Path(again.best.path).name == store.stored[0].name
-    resumed = resume_directory(again.newest_first(), tmp_path / "resume", is_chief=True)
+    resumed = resume_directory(again.newest_first(), rank=0)
     assert json.loads((resumed / STATE_FILE).read_text())["step"] == 2
     with pytest.raises(RuntimeError, match="no complete checkpoint"):
         s3.delete_object(Bucket="ckpt", Key=f"runs/trial-s3/{store.stored[0].name}/{STATE_FILE}")
         s3.delete_object(Bucket="ckpt", Key=f"runs/trial-s3/{store.stored[1].name}/{STATE_FILE}")
-        resume_directory(again.newest_first(), tmp_path / "resume2", is_chief=True)
+        resume_directory(again.newest_first(), rank=0)
 
 
 def test_a_local_store_stays_local_where_an_s3_endpoint_is_configured(tmp_path):

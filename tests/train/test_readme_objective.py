@@ -3,7 +3,6 @@ registry entry makes ``objectives.pair_cosine`` a config section, and the recipe
 
 from __future__ import annotations
 
-import contextlib
 import importlib
 import re
 import sys
@@ -39,7 +38,7 @@ def test_readme_objective_trains(tmp_path, monkeypatch, gloo_group):
     step = recipe.step
     recipe.step = lambda batches: losses.append(step(batches)) or losses[-1]
     recipe.run(local_streams(prepared, config), lambda metrics, directory: None,
-               lambda: contextlib.nullcontext(str(tmp_path)))
+               lambda: tmp_path)
     assert [sorted(loss) for loss in losses] == [["Train/grad_norm", "Train/loss", "Train/pair_cosine_loss"]] * 2
     assert all(0 <= loss["Train/pair_cosine_loss"] <= 2.5 for loss in losses)
     sys.modules.pop("pair_cosine")

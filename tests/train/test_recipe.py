@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 
@@ -10,7 +9,7 @@ import pytest
 import torch
 
 from conftest import QUICKSTART, SMALL
-from distalign.checkpoint import MODEL_DIR, OPTIMIZER_FILE, STATE_FILE, read_state
+from distalign.checkpoint import MODEL_DIR, OPTIMIZER_FILE, STATE_FILE, read_state, write_manifest
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import local_streams
@@ -50,10 +49,16 @@ def run_recipe(config, prepared, checkpoints, resume_dir=None):
     def checkpoint_dir():
         directory = checkpoints / f"step{recipe.state.step}"
         directory.mkdir()
-        return contextlib.nullcontext(str(directory))
+        return directory
 
     reports = []
-    recipe.run(local_streams(prepared, config, recipe.stream_states), lambda metrics, d: reports.append(metrics), checkpoint_dir)
+
+    def report(metrics, directory):
+        if directory is not None:
+            write_manifest(directory, 0, 1)  # what the session's upload writes first
+        reports.append(metrics)
+
+    recipe.run(local_streams(prepared, config, recipe.stream_states), report, checkpoint_dir)
     return recipe, trained_on, reports, losses
 
 
