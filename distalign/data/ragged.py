@@ -57,8 +57,18 @@ class RaggedRows:
                    {name: fills[name].astype(np.int32) for name in names},
                    {name: value for name, value in block.items() if name not in fills}, width)
 
+    @classmethod
+    def of_columns(cls, columns: dict[str, np.ndarray]) -> RaggedRows:
+        """Rows with per-row columns only (rows of text before they are tokenised)."""
+        count = len(next(iter(columns.values())))
+        return cls(np.zeros(count, dtype=np.int32), {}, {}, dict(columns), 0)
+
     def __len__(self) -> int:
         return len(self.lengths)
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        """One tensor, a ``B,T`` one padded to the rows' width (tests, debugging: a worker pads whole batches)."""
+        return self.columns[name] if name in self.columns else self._padded(name, self.width)
 
     @property
     def nbytes(self) -> int:
@@ -91,14 +101,15 @@ class RaggedRows:
     def padded(self, width: int | None = None) -> dict[str, np.ndarray]:
         """Every tensor, the ``B,T`` ones as int64 [n, width] (default: the longest row); ``width`` at least the
         longest row and at most the width the rows were made at."""
+        if not self.tokens:
+            return dict(self.columns)
         longest = int(self.lengths.max(initial=0))
         width = longest if width is None else width
         if not longest <= width <= self.width:
             raise ValueError(f"width {width} outside [{longest}, {self.width}] (the longest row, the rows' width)")
-        kept = np.arange(width)[None, :] < self.lengths[:, None]
-        out = {}
-        for name, values in self.tokens.items():
-            tensor = np.repeat(self.fills[name].astype(np.int64)[:, None], width, axis=1)
-            tensor[kept] = values
-            out[name] = tensor
-        return out | self.columns
+        return {name: self._padded(name, width) for name in self.tokens} | self.columns
+
+    def _padded(self, name: str, width: int) -> np.ndarray:
+        tensor = np.repeat(self.fills[name].astype(np.int64)[:, None], width, axis=1)
+        tensor[np.arange(width)[None, :] < self.lengths[:, None]] = self.tokens[name]
+        return tensor

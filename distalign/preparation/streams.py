@@ -46,7 +46,9 @@ import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_plan import Item, Unit
+from distalign.data.batches import padded_names
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
+from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
 from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.models.loading import load_tokenizer
@@ -79,6 +81,7 @@ class StreamBatchJob:
     preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
     seed: int  # the run seed: with a row's epoch and position, it seeds the row's randomness
     endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)
+    padded: frozenset[str] = frozenset()  # its B,T tensors, the preparer's included: sent unpadded (``RaggedRows``)
 
 
 @functools.lru_cache(maxsize=4)
@@ -132,8 +135,12 @@ def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[
     ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
                       config.data.max_seq_length)
     settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx, streams)
+    active = config.objectives.active().values()
     return {stream: StreamBatchJob(STREAMS[stream], prepared.model_path, settings[stream], preparers.get(stream),
-                                   config.train.seed, endpoint)
+                                   config.train.seed, endpoint,
+                                   padded_names(STREAMS[stream].tensors + tuple(
+                                       spec for plugin, _ in active if plugin.stream == stream
+                                       for spec in plugin.prepares)))
             for stream in sorted(streams)}
 
 
@@ -187,10 +194,12 @@ def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
     return CorpusFeed(corpus, job, config.train.seed, corpus.units(), d.corpus_mix_units, d.corpus_cpus_per_worker)
 
 
-def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[dict[str, np.ndarray]]:
+def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[RaggedRows]:
     """The sequences of one item in their order, in blocks as they are prepared (the first block comes after a
     chunk of the item is tokenised, not the whole item), the first ``item.skip`` dropped; column ``item`` =
-    ``index``. The order is drawn from the item's own seed (not the worker's: the same on any worker).
+    ``index``. The order is drawn from the item's own seed (not the worker's: the same on any worker). Each
+    block is prepared padded to the stream's width (the preparers draw over it) and leaves unpadded, int32
+    (``RaggedRows``): the worker pads a batch at a time.
 
     The units' rows that the item's epoch keeps are read first (cheap next to tokenising them). One sentence a
     sequence: the rows are shuffled together, then tokenised and prepared in chunks of ``TOKENIZE_BATCH``.
@@ -215,12 +224,12 @@ def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJo
         dropped = min(skip, len(block["row"]))
         skip -= dropped
         if dropped < len(block["row"]):
-            yield {**{k: v[dropped:] for k, v in block.items()},
-                   "item": np.full(len(block["row"]) - dropped, index, dtype=np.int64)}
+            kept = RaggedRows.from_padded({k: v[dropped:] for k, v in block.items()}, job.padded)
+            yield kept.with_columns(item=np.full(len(kept), index, dtype=np.int64))
 
 
 @ray.remote
-def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> Iterator[dict[str, np.ndarray]]:
+def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> Iterator[RaggedRows]:
     """Ray streaming generator task over one item, a block at a time (``shared``: the feed's corpus and job, put
     in the object store once)."""
     yield from item_blocks(item, index, *shared)
@@ -266,7 +275,7 @@ class RayWorkerData:
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
-    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         """The items' sequences in order, a Ray streaming generator task each in this worker's reserved CPUs,
         ``CORPUS_TASK_SLOTS`` submitted at once: an item's blocks are taken as its task yields them."""
         feed = self.corpus
@@ -325,13 +334,13 @@ def row_chunks(chunks: Iterable[dict[str, np.ndarray]], size: int) -> Iterator[d
     """The rows of ``chunks`` (numpy columns) regrouped into chunks of ``size`` rows, the last one shorter."""
     pending, count = [], 0
     for chunk in chunks:
-        pending.append(chunk)
-        count += len(chunk["row"])
+        pending.append(RaggedRows.of_columns(chunk))
+        count += len(pending[-1])
         while count >= size:
-            yield take_rows(pending, size)
+            yield take_rows(pending, size).columns
             count -= size
     if count:
-        yield _concat(pending)
+        yield RaggedRows.concat(pending).columns
 
 
 def tokenized_batches(chunks: Iterable[dict[str, np.ndarray]], job: StreamBatchJob,
@@ -367,7 +376,7 @@ class LocalWorkerData:
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
-    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         return (block for index, item in enumerate(items)
                 for block in item_blocks(item, index, self.corpus.corpus, self.corpus.job))
 

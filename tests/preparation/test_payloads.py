@@ -12,6 +12,7 @@ import ray.cloudpickle
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.corpus_stream import CorpusStream
+from distalign.data.ragged import RaggedRows
 from distalign.data.streams import STREAMS
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation import streams
@@ -53,7 +54,7 @@ class CapturedItemTask:
     def remote(self, item, index, shared):
         corpus, job = shared
         self.sent.append({"job": job, "corpus": corpus})
-        return [{"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}]
+        return [RaggedRows.of_columns({"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)})]
 
 
 def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
