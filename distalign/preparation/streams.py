@@ -33,6 +33,7 @@ import functools
 import itertools
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -120,10 +121,16 @@ def table_stream_names() -> tuple[str, ...]:
     return tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
 
 
-# Item tasks a worker's corpus stream keeps submitted at once: the next item is read while the worker trains on one.
+# Item tasks a worker's corpus stream keeps submitted at least: the next item is read while the worker trains on one.
 # Each further task can start one more task process, which imports torch and transformers (~3 s of CPU) before
-# the first batch: four cost ~6 s of start-up on 2 cores.
+# the first batch: four cost ~6 s of start-up on 2 cores. A worker with more CPUs reserved runs one task per CPU
+# (``CorpusFeed.slots``): tokenising is then parallel across as many items.
 CORPUS_TASK_SLOTS = 2
+# Blocks an item task may have yielded that its worker has not taken yet (Ray's generator backpressure): the task
+# pauses there. Enough for the tasks of the items after the one being trained on to tokenise most of theirs
+# meanwhile (an item of 4 units of 1 MiB is ~160 blocks one sentence a sequence, ~40 packed), and a bound on what
+# a worker holds in the object store: slots x 64 blocks of at most TOKENIZE_BATCH sequences, unpadded int32.
+ITEM_BLOCKS_AHEAD = 64
 
 
 def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[str, ...]) -> dict[str, StreamBatchJob]:
@@ -179,9 +186,14 @@ class CorpusFeed:
     reserved: list = field(default_factory=list)  # a placement group of those CPUs per worker (reserve_corpus_cpus)
 
     @property
+    def slots(self) -> int:
+        """Item tasks submitted at once: one per reserved CPU, at least ``CORPUS_TASK_SLOTS``."""
+        return max(CORPUS_TASK_SLOTS, math.floor(self.reserved_cpus))
+
+    @property
     def cpus(self) -> float:
-        """Per item task: the reserved CPUs hold the CORPUS_TASK_SLOTS tasks submitted at once."""
-        return self.reserved_cpus / CORPUS_TASK_SLOTS
+        """Per item task: the reserved CPUs hold the ``slots`` tasks submitted at once."""
+        return self.reserved_cpus / self.slots
 
 
 def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusFeed | None:
@@ -229,9 +241,12 @@ def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJo
 
 
 @ray.remote
-def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> Iterator[RaggedRows]:
+def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob], cpus: float
+               ) -> Iterator[RaggedRows]:
     """Ray streaming generator task over one item, a block at a time (``shared``: the feed's corpus and job, put
-    in the object store once)."""
+    in the object store once). The Rust tokenizer's threads are as many as the task's CPUs (by default one per
+    core of the node in every task process); read when its thread pool starts, at the process's first encoding."""
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, math.floor(cpus))))
     yield from item_blocks(item, index, *shared)
 
 
@@ -277,11 +292,12 @@ class RayWorkerData:
 
     def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         """The items' sequences in order, a Ray streaming generator task each in this worker's reserved CPUs,
-        ``CORPUS_TASK_SLOTS`` submitted at once: an item's blocks are taken as its task yields them."""
+        ``CorpusFeed.slots`` submitted at once, each ``ITEM_BLOCKS_AHEAD`` blocks ahead at most: an item's blocks
+        are taken as its task yields them."""
         feed = self.corpus
         if self._shared is None:
             self._shared = ray.put((feed.corpus, feed.job))  # DICT-MLM's preparer holds its synonym table
-        options: dict[str, Any] = {"num_cpus": feed.cpus}
+        options: dict[str, Any] = {"num_cpus": feed.cpus, "_generator_backpressure_num_objects": ITEM_BLOCKS_AHEAD}
         if feed.reserved:  # this worker's tasks run in its own reserved CPUs
             options["scheduling_strategy"] = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(
                 feed.reserved[self.rank])
@@ -289,8 +305,8 @@ class RayWorkerData:
         submitted: collections.deque = collections.deque()
         try:
             for index, item in enumerate(items):
-                submitted.append(read.remote(item, index, self._shared))
-                if len(submitted) == CORPUS_TASK_SLOTS:
+                submitted.append(read.remote(item, index, self._shared, feed.cpus))
+                if len(submitted) == feed.slots:
                     yield from map(ray.get, submitted.popleft())
             while submitted:
                 yield from map(ray.get, submitted.popleft())
