@@ -78,10 +78,10 @@ class DataConfig:
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64  # tokens per corpus sequence, special tokens included (longer ones are cut)
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
-    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded. Off by default on every device
-    # (what a sequence is stays a choice of the experiment, not of the hardware), but on a GPU set it: one
-    # sentence a sequence leaves most positions padding (perf/padding_share), which packing fills
-    pack_sequences: bool = False
+    # ALIGN-MLM's pre-training instances; never across languages or files), else one sentence a sequence, padded,
+    # which leaves most positions padding (perf/padding_share) and a GPU waiting for tokens. false where a sentence
+    # must stay alone: dict-TLM (objectives.dict_mlm.tlm), train.epochs / eval.every_epochs counted on the corpus
+    pack_sequences: bool = True
     # The corpus is cut into units of at most this many bytes (a parquet row group is one unit), dealt to the workers
     # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
     corpus_unit_bytes: int = 2**20
@@ -440,7 +440,8 @@ def validate(config: ExperimentConfig) -> None:
     corpus_epochs = epochs and epoch_stream(o.streams()) == CorpusSentencesStream.name
     with problems.check():
         require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
-                "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
+                "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every, "
+                "or set data.pack_sequences=false")
     if config.tracking.registered_model_name:
         # MLflow's transformers flavour saves and loads the Hugging Face model alone
         extras = ["adapters"] * m.adapters.enabled + [f"objectives.{name}'s input language table"
