@@ -44,7 +44,8 @@ class RaggedRows:
         width = widths.pop()
         for name in names:
             values = block[name]
-            if values.dtype.kind not in "iu" or (values.size and (values.min() < INT32.min or values.max() > INT32.max)):
+            out_of_range = values.size and (values.min() < INT32.min or values.max() > INT32.max)
+            if values.dtype.kind not in "iu" or out_of_range:
                 raise ValueError(f"tensor '{name}' ({values.dtype}) does not fit int32")
         fills = {name: block[name][:, -1] for name in names}
         # a row's length: one past the last column where some tensor differs from its fill

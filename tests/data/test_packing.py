@@ -82,6 +82,7 @@ def test_packing_is_the_default_and_refused_by_name_where_a_sentence_must_stay_a
     with pytest.raises(ConfigError, match="data.pack_sequences.*or set data.pack_sequences=false"):
         load_config(QUICKSTART, ["train.epochs=2", "objectives.lexical.weight=0"])
     with pytest.raises(ConfigError, match="objectives.dict_mlm.tlm.*set data.pack_sequences=false"):
-        load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true"])
+        load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
+                                 "objectives.dict_mlm.tlm=true"])
     load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
                              "data.pack_sequences=false"])

@@ -153,7 +153,7 @@ def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     ["objectives.mlm.weight=0", "objectives.lexical.sense_level=true", "objectives.lexical.gloss_weight=0.5",
      "objectives.lexical.max_sense_tokens=48"],  # gloss inputs: word and gloss pooled apart
     ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.dict_mlm.weight=1",
-     "objectives.dict_mlm.tlm=true", "data.pack_sequences=false"],  # the code-switched concatenation, twice as wide as its sentence
+     "objectives.dict_mlm.tlm=true", "data.pack_sequences=false"],  # the code-switched concatenation, twice as wide
     ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.sense_aware.weight=1"],
     ["objectives.lexical.weight=0", "objectives.tlm.weight=1", "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]"],
 ], ids=["mlm-lexical-align", "sense-level-gloss", "dict-tlm", "sense-aware", "tlm"])
