@@ -89,8 +89,8 @@ class DataConfig:
     # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
-    # CPUs each worker reserves (a placement group) for its corpus stream's Ray Data tasks, which run four
-    # at a time in them (raise it on GPU nodes with CPUs to spare, e.g. 4)
+    # CPUs each worker reserves (a placement group) for its corpus stream's item tasks, one task per CPU (at least 2).
+    # A GPU at XLM-R base consumes what ~1 core tokenises and packs (~3 at 40 % MFU): set 3-4 on GPU nodes
     corpus_cpus_per_worker: float = 0.25
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
     # synthetic worlds and tiny models shared between runs and trials, one per content hash
