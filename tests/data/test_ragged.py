@@ -73,3 +73,22 @@ def test_values_beyond_int32_are_refused():
     original["input_ids"][0, 0] = 2**40
     with pytest.raises(ValueError, match="'input_ids'.*int32"):
         RaggedRows.from_padded(original, PADDED)
+
+
+@pytest.mark.parametrize("lengths", [[3, 70, 12], [5, 9], [200, 1]])
+def test_a_collated_batch_trims_to_the_batch_a_padded_one_trimmed_to(lengths):
+    """The worker pads a batch to its longest row rounded up to 64 (``collated_width``): the training loop's trim
+    (to a multiple of 8 on CUDA, of 1 on CPU) then gives what the batch padded to the stream's width gave."""
+    import torch
+
+    from distalign.data.batches import trim_padding
+    from distalign.data.streams import collated_width
+
+    original = block(lengths, width=256)
+    rows = RaggedRows.from_padded(original, PADDED)
+    collated = rows.padded(collated_width(rows))
+    assert collated["input_ids"].shape[1] == min(256, -(-max(lengths) // 64) * 64)
+    for multiple in (1, 8, 64):
+        old = trim_padding({k: torch.from_numpy(v) for k, v in original.items()}, PADDED, multiple)
+        new = trim_padding({k: torch.from_numpy(v) for k, v in collated.items()}, PADDED, multiple)
+        assert all(torch.equal(old[k], new[k]) for k in old), multiple
