@@ -82,7 +82,7 @@ class StreamBatchJob:
     preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
     seed: int  # the run seed: with a row's epoch and position, it seeds the row's randomness
     endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)
-    padded: frozenset[str] = frozenset()  # its B,T tensors, the preparer's included: sent unpadded (``RaggedRows``)
+    padded: frozenset[str]  # its B,T tensors, the preparer's included: sent unpadded (``RaggedRows``)
 
 
 @functools.lru_cache(maxsize=4)
