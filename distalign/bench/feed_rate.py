@@ -12,6 +12,7 @@ mask ones), the specials included, as the GPU's tokens/s count them. ``cores per
 
 from __future__ import annotations
 
+import hashlib
 import os
 import time
 from dataclasses import dataclass
@@ -70,7 +71,8 @@ def measure_feed(texts: list[str], out_dir: Path, size_mb: float, seq_length: in
     from distalign.objectives.mlm import MLMMasking, MLMObjective
     from distalign.preparation.streams import StreamBatchJob, item_blocks
 
-    model = out_dir / f"feed-model-{vocab_size}"
+    text_key = hashlib.blake2b("\n".join(texts).encode(), digest_size=4).hexdigest()
+    model = out_dir / f"feed-model-{vocab_size}-{text_key}"  # reused by a later invocation on the same text
     if not model.is_dir():
         build_tiny_model(model, texts, TinyModelConfig(vocab_size=vocab_size, hidden_size=16, num_layers=1,
                                                        num_heads=2, intermediate_size=16, max_length=seq_length))
