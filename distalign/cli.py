@@ -198,6 +198,13 @@ def _bench_streaming(args) -> int:
         (out / "results-io.md").write_text(table + "\n")
         if args.plot:
             plot_io(reads, Path(args.plot))
+    if "tokenize" in parts:
+        from distalign.bench.feed_rate import feed_texts, format_feed_table, measure_feed
+
+        texts = feed_texts(Path(args.text) if args.text else None, Path(args.config).resolve(), out)
+        table = format_feed_table(measure_feed(texts, out, args.tokenize_mb, args.seq_length, args.vocab_size))
+        print(table)
+        (out / "results-tokenize.md").write_text(table + "\n")
     if "train" not in parts:
         return 0
     results = run_streaming_bench(Path(args.config).resolve(), args.sizes_mb, args.steps, out, args.overrides)
@@ -508,7 +515,13 @@ def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
                     "train: train MLM on each as a subprocess, report the driver's peak RSS and the time to the first "
                     "step (results.md).")
     streaming.add_argument("--parts", default="io,train", help="io (bytes read, workers' shares, on loopback nodes "
-                                                               "and S3 on moto), train (driver memory, first step)")
+                                                               "and S3 on moto), train (driver memory, first step), "
+                                                               "tokenize (tokens a CPU core feeds, against a GPU)")
+    streaming.add_argument("--text", default="", help="tokenize: a text file, a sentence a line (default: the "
+                                                      "synthetic world's sentences)")
+    streaming.add_argument("--tokenize-mb", type=float, default=4, help="tokenize: MB of text (the text repeated)")
+    streaming.add_argument("--seq-length", type=int, default=512, help="tokenize: data.max_seq_length")
+    streaming.add_argument("--vocab-size", type=int, default=16000, help="tokenize: the Unigram tokenizer's pieces")
     streaming.add_argument("--io-sizes-mb", default="16,64", type=comma_floats,
                            help="io: comma-separated corpus sizes in MB")
     streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")

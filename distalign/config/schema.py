@@ -78,10 +78,10 @@ class DataConfig:
     dictionary_fraction: float = 1.0  # share of the (sampled) pairs used in training (ALIGN-MLM's dictionary size)
     max_seq_length: int = 64  # tokens per corpus sequence, special tokens included (longer ones are cut)
     # Corpus sequences: consecutive sentences of one language packed up to max_seq_length tokens (BERT's and
-    # ALIGN-MLM's pre-training instances), else one sentence a sequence, padded. Off by default on every device
-    # (what a sequence is stays a choice of the experiment, not of the hardware), but on a GPU set it: one
-    # sentence a sequence leaves most positions padding (perf/padding_share), which packing fills
-    pack_sequences: bool = False
+    # ALIGN-MLM's pre-training instances; never across languages or files), else one sentence a sequence, padded,
+    # which leaves most positions padding (perf/padding_share) and a GPU waiting for tokens. false where a sentence
+    # must stay alone: dict-TLM (objectives.dict_mlm.tlm), train.epochs / eval.every_epochs counted on the corpus
+    pack_sequences: bool = True
     # The corpus is cut into units of at most this many bytes (a parquet row group is one unit), dealt to the workers
     # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
     corpus_unit_bytes: int = 2**20
@@ -89,8 +89,8 @@ class DataConfig:
     # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
     # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
-    # CPUs each worker reserves (a placement group) for its corpus stream's Ray Data tasks, which run four
-    # at a time in them (raise it on GPU nodes with CPUs to spare, e.g. 4)
+    # CPUs each worker reserves (a placement group) for its corpus stream's item tasks, one task per CPU (at least 2).
+    # A GPU at XLM-R base consumes what ~1 core tokenises and packs (~3 at 40 % MFU): set 3-4 on GPU nodes
     corpus_cpus_per_worker: float = 0.25
     output_dir: str = ""  # where generated data goes (default: <storage.path>/<run.name>/data)
     # synthetic worlds and tiny models shared between runs and trials, one per content hash
@@ -452,7 +452,8 @@ def validate(config: ExperimentConfig) -> None:
     corpus_epochs = epochs and epoch_stream(o.streams()) == CorpusSentencesStream.name
     with problems.check():
         require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
-                "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every")
+                "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every, "
+                "or set data.pack_sequences=false")
     if config.tracking.registered_model_name:
         # MLflow's transformers flavour saves and loads the Hugging Face model alone
         extras = ["adapters"] * m.adapters.enabled + [f"objectives.{name}'s input language table"

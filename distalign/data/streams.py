@@ -34,6 +34,7 @@ import torch
 from distalign.data.batches import TensorSpec
 from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items, within
 from distalign.data.gloss_inputs import encode_words_with_gloss
+from distalign.data.ragged import RaggedRows
 from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
 from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
 from distalign.errors import require
@@ -56,9 +57,9 @@ class WorkerData(Protocol):
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         """The corpus cut into units, the run seed and the units a worker mixes at once (``corpus_plan``)."""
 
-    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         """The sequences of ``items`` in order (tokenised, prepared, each item's shuffled and its ``skip``
-        first ones dropped), in blocks with a column ``item``: the index in ``items`` of each sequence's."""
+        first ones dropped), in unpadded blocks with a column ``item``: the index in ``items`` of each sequence's."""
 
 
 class StreamBatches(Protocol):
@@ -111,7 +112,7 @@ class CorpusBatches:
 
     def _batches(self) -> Iterator[Batch]:
         units, seed, mix_units = self.data.corpus_units()
-        pending: list[dict[str, np.ndarray]] = []
+        pending: list[RaggedRows] = []
         count, started = 0, 0  # sequences pending; items handed to the reader
         while True:
             if started == len(self.plan):
@@ -125,11 +126,12 @@ class CorpusBatches:
                 started += 1
             read = 0
             for block in self.data.corpus_items(self.plan[first:started]):
-                read += len(block["item"])
-                pending.append({**block, "item": block["item"] + first})
-                count += len(block["item"])
+                read += len(block)
+                pending.append(block.with_columns(item=block.columns["item"] + first))
+                count += len(block)
                 while count >= self.batch_size:
-                    batch, count = take_rows(pending, self.batch_size), count - self.batch_size
+                    rows, count = take_rows(pending, self.batch_size), count - self.batch_size
+                    batch = rows.padded(collated_width(rows))
                     items = batch.pop("item")
                     batch["epoch"] = np.array([self.plan[i].epoch for i in items.tolist()], dtype=np.int64)
                     self._advance(items)
@@ -154,22 +156,31 @@ class CorpusBatches:
         return Position(rest, self.next_epoch, self.workers).to_json()
 
 
-def take_rows(pending: list[dict[str, np.ndarray]], size: int) -> dict[str, np.ndarray]:
-    """The first ``size`` rows of the blocks (numpy columns) in ``pending``, which hold at least that many, taken
-    out of it: copied into new (writable, contiguous) arrays, the rest of a block left as a view. Only the rows
-    taken are copied: a batch at a time out of an item of thousands of sequences."""
+# A corpus batch is padded to its longest row rounded up to this (never past the stream's width), not to the width:
+# every width multiple the training loop trims to (``trim_padding``, 8 on CUDA) divides it, so the trimmed batch is
+# the one a batch padded to the stream's width would give.
+COLLATE_MULTIPLE = 64
+
+
+def collated_width(rows: RaggedRows) -> int:
+    return min(rows.width, -(-int(rows.lengths.max(initial=1)) // COLLATE_MULTIPLE) * COLLATE_MULTIPLE)
+
+
+def take_rows(pending: list[RaggedRows], size: int) -> RaggedRows:
+    """The first ``size`` rows of the blocks in ``pending``, which hold at least that many, taken out of it: copied
+    into new arrays, the rest of a block left as a view. Only the rows taken are copied: a batch at a time out of
+    an item of thousands of sequences."""
     parts, needed = [], size
     while needed:
         head = pending[0]
-        rows = len(next(iter(head.values())))
-        if rows <= needed:
+        if len(head) <= needed:
             parts.append(pending.pop(0))
-            needed -= rows
+            needed -= len(head)
         else:
-            parts.append({k: v[:needed] for k, v in head.items()})
-            pending[0] = {k: v[needed:] for k, v in head.items()}
+            parts.append(head.rows(0, needed))
+            pending[0] = head.rows(needed, len(head))
             needed = 0
-    return {k: np.concatenate([part[k] for part in parts]) for k in parts[0]}
+    return RaggedRows.concat(parts)
 
 
 def passes(batches_of: Callable[[int], Iterable[Batch]], too_few: Callable[[int], str]) -> Iterator[Batch]:

@@ -33,6 +33,7 @@ import functools
 import itertools
 import logging
 import math
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -46,7 +47,9 @@ import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_plan import Item, Unit
+from distalign.data.batches import padded_names
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
+from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
 from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.models.loading import load_tokenizer
@@ -79,6 +82,7 @@ class StreamBatchJob:
     preparer: BatchPreparer | None  # the active objective's data-side transformation of the stream, if any
     seed: int  # the run seed: with a row's epoch and position, it seeds the row's randomness
     endpoint_url: str  # the S3 endpoint of a staged tokenizer ("" = AWS's or local)
+    padded: frozenset[str]  # its B,T tensors, the preparer's included: sent unpadded (``RaggedRows``)
 
 
 @functools.lru_cache(maxsize=4)
@@ -117,10 +121,16 @@ def table_stream_names() -> tuple[str, ...]:
     return tuple(name for name, stream in STREAMS.items() if stream.read_on_driver)
 
 
-# Item tasks a worker's corpus stream keeps submitted at once: the next item is read while the worker trains on one.
+# Item tasks a worker's corpus stream keeps submitted at least: the next item is read while the worker trains on one.
 # Each further task can start one more task process, which imports torch and transformers (~3 s of CPU) before
-# the first batch: four cost ~6 s of start-up on 2 cores.
+# the first batch: four cost ~6 s of start-up on 2 cores. A worker with more CPUs reserved runs one task per CPU
+# (``CorpusFeed.slots``): tokenising is then parallel across as many items.
 CORPUS_TASK_SLOTS = 2
+# Blocks an item task may have yielded that its worker has not taken yet (Ray's generator backpressure): the task
+# pauses there. Enough for the tasks of the items after the one being trained on to tokenise most of theirs
+# meanwhile (an item of 4 units of 1 MiB is ~160 blocks one sentence a sequence, ~40 packed), and a bound on what
+# a worker holds in the object store: slots x 64 blocks of at most TOKENIZE_BATCH sequences, unpadded int32.
+ITEM_BLOCKS_AHEAD = 64
 
 
 def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[str, ...]) -> dict[str, StreamBatchJob]:
@@ -132,8 +142,12 @@ def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[
     ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
                       config.data.max_seq_length)
     settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx, streams)
+    active = config.objectives.active().values()
     return {stream: StreamBatchJob(STREAMS[stream], prepared.model_path, settings[stream], preparers.get(stream),
-                                   config.train.seed, endpoint)
+                                   config.train.seed, endpoint,
+                                   padded_names(STREAMS[stream].tensors + tuple(
+                                       spec for plugin, _ in active if plugin.stream == stream
+                                       for spec in plugin.prepares)))
             for stream in sorted(streams)}
 
 
@@ -172,9 +186,14 @@ class CorpusFeed:
     reserved: list = field(default_factory=list)  # a placement group of those CPUs per worker (reserve_corpus_cpus)
 
     @property
+    def slots(self) -> int:
+        """Item tasks submitted at once: one per reserved CPU, at least ``CORPUS_TASK_SLOTS``."""
+        return max(CORPUS_TASK_SLOTS, math.floor(self.reserved_cpus))
+
+    @property
     def cpus(self) -> float:
-        """Per item task: the reserved CPUs hold the CORPUS_TASK_SLOTS tasks submitted at once."""
-        return self.reserved_cpus / CORPUS_TASK_SLOTS
+        """Per item task: the reserved CPUs hold the ``slots`` tasks submitted at once."""
+        return self.reserved_cpus / self.slots
 
 
 def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusFeed | None:
@@ -187,10 +206,12 @@ def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = 
     return CorpusFeed(corpus, job, config.train.seed, corpus.units(), d.corpus_mix_units, d.corpus_cpus_per_worker)
 
 
-def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[dict[str, np.ndarray]]:
+def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[RaggedRows]:
     """The sequences of one item in their order, in blocks as they are prepared (the first block comes after a
     chunk of the item is tokenised, not the whole item), the first ``item.skip`` dropped; column ``item`` =
-    ``index``. The order is drawn from the item's own seed (not the worker's: the same on any worker).
+    ``index``. The order is drawn from the item's own seed (not the worker's: the same on any worker). Each
+    block is prepared padded to the stream's width (the preparers draw over it) and leaves unpadded, int32
+    (``RaggedRows``): the worker pads a batch at a time.
 
     The units' rows that the item's epoch keeps are read first (cheap next to tokenising them). One sentence a
     sequence: the rows are shuffled together, then tokenised and prepared in chunks of ``TOKENIZE_BATCH``.
@@ -215,14 +236,17 @@ def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJo
         dropped = min(skip, len(block["row"]))
         skip -= dropped
         if dropped < len(block["row"]):
-            yield {**{k: v[dropped:] for k, v in block.items()},
-                   "item": np.full(len(block["row"]) - dropped, index, dtype=np.int64)}
+            kept = RaggedRows.from_padded({k: v[dropped:] for k, v in block.items()}, job.padded)
+            yield kept.with_columns(item=np.full(len(kept), index, dtype=np.int64))
 
 
 @ray.remote
-def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob]) -> Iterator[dict[str, np.ndarray]]:
+def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob], cpus: float
+               ) -> Iterator[RaggedRows]:
     """Ray streaming generator task over one item, a block at a time (``shared``: the feed's corpus and job, put
-    in the object store once)."""
+    in the object store once). The Rust tokenizer's threads are as many as the task's CPUs (by default one per
+    core of the node in every task process); read when its thread pool starts, at the process's first encoding."""
+    os.environ.setdefault("RAYON_NUM_THREADS", str(max(1, math.floor(cpus))))
     yield from item_blocks(item, index, *shared)
 
 
@@ -266,13 +290,14 @@ class RayWorkerData:
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
-    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         """The items' sequences in order, a Ray streaming generator task each in this worker's reserved CPUs,
-        ``CORPUS_TASK_SLOTS`` submitted at once: an item's blocks are taken as its task yields them."""
+        ``CorpusFeed.slots`` submitted at once, each ``ITEM_BLOCKS_AHEAD`` blocks ahead at most: an item's blocks
+        are taken as its task yields them."""
         feed = self.corpus
         if self._shared is None:
             self._shared = ray.put((feed.corpus, feed.job))  # DICT-MLM's preparer holds its synonym table
-        options: dict[str, Any] = {"num_cpus": feed.cpus}
+        options: dict[str, Any] = {"num_cpus": feed.cpus, "_generator_backpressure_num_objects": ITEM_BLOCKS_AHEAD}
         if feed.reserved:  # this worker's tasks run in its own reserved CPUs
             options["scheduling_strategy"] = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(
                 feed.reserved[self.rank])
@@ -280,8 +305,8 @@ class RayWorkerData:
         submitted: collections.deque = collections.deque()
         try:
             for index, item in enumerate(items):
-                submitted.append(read.remote(item, index, self._shared))
-                if len(submitted) == CORPUS_TASK_SLOTS:
+                submitted.append(read.remote(item, index, self._shared, feed.cpus))
+                if len(submitted) == feed.slots:
                     yield from map(ray.get, submitted.popleft())
             while submitted:
                 yield from map(ray.get, submitted.popleft())
@@ -325,13 +350,13 @@ def row_chunks(chunks: Iterable[dict[str, np.ndarray]], size: int) -> Iterator[d
     """The rows of ``chunks`` (numpy columns) regrouped into chunks of ``size`` rows, the last one shorter."""
     pending, count = [], 0
     for chunk in chunks:
-        pending.append(chunk)
-        count += len(chunk["row"])
+        pending.append(RaggedRows.of_columns(chunk))
+        count += len(pending[-1])
         while count >= size:
-            yield take_rows(pending, size)
+            yield take_rows(pending, size).columns
             count -= size
     if count:
-        yield _concat(pending)
+        yield RaggedRows.concat(pending).columns
 
 
 def tokenized_batches(chunks: Iterable[dict[str, np.ndarray]], job: StreamBatchJob,
@@ -367,7 +392,7 @@ class LocalWorkerData:
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
-    def corpus_items(self, items: list[Item]) -> Iterable[dict[str, np.ndarray]]:
+    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         return (block for index, item in enumerate(items)
                 for block in item_blocks(item, index, self.corpus.corpus, self.corpus.job))
 

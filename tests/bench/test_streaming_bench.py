@@ -68,3 +68,18 @@ def test_the_io_part_without_token_auth_stops_before_starting_anything(tmp_path,
     with pytest.raises(SystemExit, match="RAY_AUTH_MODE=token distalign bench streaming"):
         main(["bench", "streaming", "--parts", "io", "--output-dir", str(tmp_path / "out")])
     assert not (tmp_path / "out").exists()  # no corpus written, no node started
+
+
+def test_the_feed_rate_counts_tokens_per_cpu_second_and_the_object_store_s_bytes(tmp_path):
+    """``--parts tokenize`` on a little text: packed sequences are fewer and fuller, both kinds leave the item path
+    unpadded (bytes per token far below the padded int64 blocks), and the table sets them against a GPU."""
+    from distalign.bench.feed_rate import FeedResult, format_feed_table, measure_feed
+
+    texts = [f"sentence number {i} of the feed with words {' '.join(['w%d' % (i * j % 97) for j in range(i % 9)])}"
+             for i in range(400)]
+    packed, alone = measure_feed(texts, tmp_path, 0.1, 256, 300)
+    assert packed.packed and not alone.packed and packed.sequences < alone.sequences / 2
+    for result in (packed, alone):
+        assert result.tokens > 0 and result.cpu_s > 0 and result.stored_bytes < result.padded_bytes / 2
+    table = format_feed_table([FeedResult(True, 512, 2**20, 10, 200_000, 1.0, 1.0, 4_000_000, 9_000_000)], 100_000)
+    assert "| packed | 512 | 1.0 MB | 200,000 | 1,049 KB/s | 20.0 B (45 B) | 0.50 | 1.60 |" in table

@@ -24,14 +24,16 @@ def test_every_plugin_reads_what_its_stream_carries(name):
     assert plugin.Config().weight >= 0 and plugin.reference
 
 
-# Run settings that between them activate every stream, every preparer and the sense-level inputs.
+# Run settings that between them activate every stream, every preparer and the sense-level inputs (corpus sequences
+# packed unless a mix says otherwise: data.pack_sequences is on by default).
 MIXES = {
     "mlm+sense-level lexical+align": ["objectives.align.weight=1", "objectives.lexical.sense_level=true"],
-    "dict_mlm (dict-TLM)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true"],
+    "dict_mlm (dict-TLM)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
+                            "data.pack_sequences=false"],
     "sense_aware": ["objectives.mlm.weight=0", "objectives.sense_aware.weight=1"] + SENSE_AWARE_SMALL,
-    "mlm (packed sequences)": ["data.pack_sequences=true"],
+    "mlm (one sentence a sequence)": ["data.pack_sequences=false"],
     "dict_mlm (packed, every word maskable)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
-                                               "objectives.dict_mlm.mask_words=all", "data.pack_sequences=true"],
+                                               "objectives.dict_mlm.mask_words=all"],
 }
 
 

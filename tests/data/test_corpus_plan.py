@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, deal, resume_items, within
+from distalign.data.ragged import RaggedRows
 from distalign.data.streams import STREAMS, take_rows
 
 MB = 2**20
@@ -59,7 +60,8 @@ class FakeData:
             rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip:]
             for start in range(0, len(rows), 3):
                 block = rows[start:start + 3]
-                yield {"row": block, "epoch": np.full(len(block), item.epoch), "item": np.full(len(block), index)}
+                yield RaggedRows.of_columns({"row": block, "epoch": np.full(len(block), item.epoch),
+                                             "item": np.full(len(block), index)})
 
 
 # a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch
@@ -132,11 +134,23 @@ def test_a_resume_leaves_out_units_of_files_that_changed_since_the_checkpoint():
 
 
 def test_take_rows_takes_across_blocks_and_leaves_the_rest():
-    pending = [{"row": np.arange(3), "x": np.arange(6).reshape(3, 2)}, {"row": np.arange(3, 8), "x": np.zeros((5, 2))}]
+    pending = [RaggedRows.of_columns({"row": np.arange(3), "x": np.arange(6).reshape(3, 2)}),
+               RaggedRows.of_columns({"row": np.arange(3, 8), "x": np.zeros((5, 2))})]
     first = take_rows(pending, 4)
     assert first["row"].tolist() == [0, 1, 2, 3] and first["x"].shape == (4, 2) and first["row"].flags.writeable
     assert len(pending) == 1 and pending[0]["row"].tolist() == [4, 5, 6, 7]
     assert take_rows(pending, 4)["row"].tolist() == [4, 5, 6, 7] and pending == []
+
+
+def test_take_rows_of_unpadded_blocks_keeps_each_row_s_tokens():
+    lengths = [[2, 3, 1], [4, 2]]
+    blocks = [{"ids": np.where(np.arange(6)[None] < np.array(ls)[:, None], np.arange(6)[None] + 10 * r, -1),
+               "row": np.arange(len(ls)) + 3 * r} for r, ls in enumerate(lengths)]
+    pending = [RaggedRows.from_padded(block, {"ids"}) for block in blocks]
+    batch = take_rows(pending, 4)
+    assert batch.lengths.tolist() == [2, 3, 1, 4] and len(pending[0]) == 1
+    np.testing.assert_array_equal(batch.padded(6)["ids"], np.concatenate([blocks[0]["ids"], blocks[1]["ids"][:1]]))
+    np.testing.assert_array_equal(take_rows(pending, 1)["ids"], blocks[1]["ids"][1:])
 
 
 def linear_scan_deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:

@@ -77,9 +77,12 @@ def test_packing_fills_the_mlm_s_sequences_and_keeps_its_share_of_masked_words(t
     assert filled[True] > 3 * filled[False] and filled[True] > 0.7  # 0.76 against 0.21 here
 
 
-def test_packing_is_refused_where_a_sentence_must_stay_alone():
-    with pytest.raises(ConfigError, match="data.pack_sequences"):
-        load_config(QUICKSTART, ["data.pack_sequences=true", "train.epochs=2", "objectives.lexical.weight=0"])
-    with pytest.raises(ConfigError, match="objectives.dict_mlm.tlm"):
-        load_config(QUICKSTART, ["data.pack_sequences=true", "objectives.dict_mlm.weight=1",
+def test_packing_is_the_default_and_refused_by_name_where_a_sentence_must_stay_alone():
+    assert load_config(QUICKSTART).data.pack_sequences
+    with pytest.raises(ConfigError, match="data.pack_sequences.*or set data.pack_sequences=false"):
+        load_config(QUICKSTART, ["train.epochs=2", "objectives.lexical.weight=0"])
+    with pytest.raises(ConfigError, match="objectives.dict_mlm.tlm.*set data.pack_sequences=false"):
+        load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
                                  "objectives.dict_mlm.tlm=true"])
+    load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
+                             "data.pack_sequences=false"])

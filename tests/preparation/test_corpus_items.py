@@ -37,7 +37,8 @@ def unit_rows(feed, item):
 
 
 def joined(blocks):
-    blocks = list(blocks)
+    """The blocks' rows padded back to the stream's width (they leave the item task unpadded)."""
+    blocks = [block.padded(block.width) for block in blocks]
     return {k: np.concatenate([b[k] for b in blocks]) for k in blocks[0]}
 
 

@@ -12,6 +12,7 @@ import ray.cloudpickle
 from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.corpus_stream import CorpusStream
+from distalign.data.ragged import RaggedRows
 from distalign.data.streams import STREAMS
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation import streams
@@ -45,15 +46,16 @@ class CapturedItemTask:
     """Stands in for the corpus's item task (and the blocks it yields): keeps what each call would send."""
 
     def __init__(self, sent):
-        self.sent = sent
+        self.sent, self.options_given = sent, {}
 
     def options(self, **kwargs):
+        self.options_given = kwargs
         return self
 
-    def remote(self, item, index, shared):
+    def remote(self, item, index, shared, cpus):
         corpus, job = shared
         self.sent.append({"job": job, "corpus": corpus})
-        return [{"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)}]
+        return [RaggedRows.of_columns({"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)})]
 
 
 def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
@@ -61,13 +63,16 @@ def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, mo
     prepared = prepare_data(config)
     sent, plans = [], []
     monkeypatch.setattr("ray.data.from_arrow", lambda rows: CapturedDataset(sent))
-    monkeypatch.setattr(streams, "_item_task", CapturedItemTask(sent))
+    item_task = CapturedItemTask(sent)
+    monkeypatch.setattr(streams, "_item_task", item_task)
     monkeypatch.setattr(streams.ray, "put", lambda value: ray.cloudpickle.loads(ray.cloudpickle.dumps(value)))
     monkeypatch.setattr(streams.ray, "get", lambda ref: ref)
     monkeypatch.setattr(streams.ray, "cancel", lambda ref: None)  # the items left when the generator is dropped
     build_datasets(prepared, config, config.train.max_steps)
     next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
     assert len(sent) > config.train.num_workers  # a constraints dataset per worker, then the corpus's item tasks
+    # an item task pauses with so many blocks not yet taken: what a worker holds in the object store is bounded
+    assert item_task.options_given["_generator_backpressure_num_objects"] == streams.ITEM_BLOCKS_AHEAD
     for payload in sent[config.train.num_workers:]:
         assert_typed(payload.pop("corpus"), CorpusStream)  # the corpus tasks also get the corpus
     for fn_kwargs in sent:

@@ -30,7 +30,7 @@ def shard_rows(datasets, stream: str, workers: int, column: str) -> list[list]:
 
 
 def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home):
-    config = load_config(QUICKSTART, SMALL + ["run.name=pipeline"])
+    config = load_config(QUICKSTART, SMALL + ["run.name=pipeline", "data.pack_sequences=false"])  # a sentence a row
     prepared = prepare_data(config)
     datasets = build_datasets(prepared, config, config.train.max_steps)
     assert set(datasets) == {shard_name("constraints", r) for r in (0, 1)}  # the corpus streams on the workers
@@ -69,7 +69,7 @@ def test_workers_read_different_rows_at_every_step_across_epochs(ray_local, dist
 def test_packed_corpus_sequences_through_ray_data(ray_local, distalign_home):
     """data.pack_sequences in the workers' Ray Data stream: fewer, fuller rows, each starting with its row's
     sentence and masked by the MLM's preparer."""
-    config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-packed", "data.pack_sequences=true",
+    config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-packed",
                                               "objectives.lexical.weight=0"])
     prepared = prepare_data(config)
     stream = STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8)

@@ -85,8 +85,10 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     caplog.set_level(logging.INFO, logger="distalign")
     monkeypatch.setattr(logging.getLogger("distalign"), "handlers", [caplog.handler])  # it may not propagate
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
+    # one sentence a sequence: corpus rows end before the width, so the trim to the longest row shows
     config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1",
-                                              f"train.grad_accum_steps={accum}", f"train.trace_rows={tmp_path / 'rows'}"])
+                                              f"train.grad_accum_steps={accum}", f"train.trace_rows={tmp_path / 'rows'}",
+                                              "data.pack_sequences=false"])
     prepared = prepare_data(config)
     (tmp_path / "first").mkdir()
     recipe, first, reports, first_losses = run_recipe(config, prepared, tmp_path / "first")
@@ -158,7 +160,7 @@ def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     ["objectives.mlm.weight=0", "objectives.lexical.sense_level=true", "objectives.lexical.gloss_weight=0.5",
      "objectives.lexical.max_sense_tokens=48"],  # gloss inputs: word and gloss pooled apart
     ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.dict_mlm.weight=1",
-     "objectives.dict_mlm.tlm=true"],  # the code-switched concatenation, twice as wide as its sentence
+     "objectives.dict_mlm.tlm=true", "data.pack_sequences=false"],  # the code-switched concatenation, twice as wide
     ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.sense_aware.weight=1"],
     ["objectives.lexical.weight=0", "objectives.tlm.weight=1", "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]"],
 ], ids=["mlm-lexical-align", "sense-level-gloss", "dict-tlm", "sense-aware", "tlm"])

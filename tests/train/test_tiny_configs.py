@@ -89,7 +89,8 @@ class TinyCase:
 # (align: under ZeRO-3 below; static: its run trains towards the user's vectors, below)
 RESUMED_CONFIGS = {
     "babelbert_sense_adapters_tiny.yaml": TinyCase("lexical", only_the_adapters_trained),
-    "dict_mlm_tiny.yaml": TinyCase("dict_mlm", language_table_exported, ["objectives.dict_mlm.tlm=true"]),
+    "dict_mlm_tiny.yaml": TinyCase("dict_mlm", language_table_exported, ["objectives.dict_mlm.tlm=true",
+                                                                      "data.pack_sequences=false"]),
     "sense_aware_tiny.yaml": TinyCase("sense_aware", original_architecture_exported, SENSE_AWARE_SMALL),
 }
 

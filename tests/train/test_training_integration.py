@@ -17,8 +17,7 @@ from transformers import AutoModelForMaskedLM
 from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import read_stream_states
 from distalign.config import load_config
-from distalign.data.corpus_plan import Position
-from distalign.data.corpus_stream import read_rows
+from distalign.data.corpus_plan import Position, grouped
 from distalign.metric_names import TRAINING, family_of
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.staging import stage_inputs
@@ -160,7 +159,9 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     feed = corpus_feed(prepared, resumed_config)
     left = [int(row) for item in Position.from_json(final).items if item.epoch == 0
             for block in item_blocks(item, 0, feed.corpus, feed.job) for row in block["row"]]
-    epoch = [int(row) for rows in read_rows(prepared.corpus) for row in rows["row"]]
+    # the epoch's sequences (packed: each by its first sentence's row), whichever items their units are read in
+    epoch = [int(row) for item in grouped(feed.units, 0, feed.mix_units)
+             for block in item_blocks(item, 0, feed.corpus, feed.job) for row in block["row"]]
     assert len(trained) == 2 * 3 * 8 + 7 * 8 and sorted(trained + left) == sorted(epoch)
 
 
