@@ -1,8 +1,8 @@
-"""A training worker: the recipe fed by this worker's datasets, run by Ray Train on every worker
+"""A training worker: the recipe fed by this worker's own rows of the run's streams, run by Ray Train on every worker
 (``train_loop_per_worker``) or by a one-worker run in the calling process (``distalign.train.in_process``).
 
-Each worker asks every stream it trains on for its batches (``Stream.worker_batches``): its own
-dataset of a table stream, its own share of the corpus. Checkpoints are saved by every rank
+Each worker asks every stream it trains on for its batches (``Stream.worker_batches``): its share of each
+step's rows of a table stream, its own share of the corpus. Checkpoints are saved by every rank
 (DeepSpeed shards) into a temporary directory and handed to the session (Ray Train, or the run's own checkpoint store).
 """
 
@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Protocol
 
 import ray
-import ray.data
 import ray.train
 import ray.train.torch
 import torch
@@ -36,7 +35,7 @@ log = logging.getLogger("distalign")
 
 
 class WorkerSession(Protocol):
-    """What a training worker needs from whoever runs it: who it is, its datasets, its run's checkpoints,
+    """What a training worker needs from whoever runs it: who it is, its run's checkpoints,
     where its reports go. A Ray Train worker's (``RayTrainWorker``), or a one-worker run's in the calling
     process (``distalign.train.in_process``)."""
 
@@ -45,8 +44,6 @@ class WorkerSession(Protocol):
     node_rank: int
     local_rank: int
     device: torch.device
-
-    def dataset_shard(self, name: str) -> ray.data.DataIterator: ...
 
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         """The run's checkpoints, newest first (read lazily: a resume stops at the first complete one)."""
@@ -64,10 +61,6 @@ class RayTrainWorker:
         self.device = ray.train.torch.get_device()
         self.storage = plan.config.storage
         self.run_name = plan.config.run.name
-
-    @staticmethod
-    def dataset_shard(name: str) -> ray.data.DataIterator:
-        return ray.train.get_dataset_shard(name)
 
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         latest = ray.train.get_checkpoint()
@@ -125,7 +118,7 @@ def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
         with tempfile.TemporaryDirectory() as tmp:
             recipe.setup(resume_directory(session.checkpoints(), Path(tmp), rank == 0))
         plan.clock.mark("model")
-        data, train = RayWorkerData(rank, workers, plan.corpus, session.dataset_shard), plan.config.train
+        data, train = RayWorkerData(rank, workers, plan.corpus, plan.tables), plan.config.train
         saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
         streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
                    for name, stream in plan.streams.items()}
