@@ -86,8 +86,8 @@ class DataConfig:
     # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
     corpus_unit_bytes: int = 2**20
     corpus_mix_units: int = 4  # units a worker reads at once and whose sequences it shuffles together
-    # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
-    # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
+    # CPUs per Ray task reading a batch of a table stream (constraints, static, parallel): fractional so a small
+    # machine running Train workers (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
     # CPUs each worker reserves (a placement group) for its corpus stream's Ray Data tasks, which run four
     # at a time in them (raise it on GPU nodes with CPUs to spare, e.g. 4)

@@ -67,8 +67,8 @@ def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str,
 
 @dataclass(frozen=True)
 class StreamBatchJob:
-    """What each task tokenising a stream's rows is sent (a table stream's Ray Data ``map_batches``, as
-    ``fn_kwargs={"job": ...}``; the corpus's item tasks): how to tokenise and prepare them."""
+    """What each task tokenising a stream's rows is sent (in a table stream's ``TableStream``; the corpus's item
+    tasks): how to tokenise and prepare them."""
 
     stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
     tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
@@ -86,8 +86,8 @@ def staged_tokenizer(path: str, endpoint_url: str):
 
 
 def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dict[str, np.ndarray]:
-    """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
-    row's randomness seeded by (``job.seed``, its ``epoch``, its ``row``)."""
+    """Rows (numpy columns) tokenised, then prepared by the stream's preparer (if any), each row's randomness
+    seeded by (``job.seed``, its ``epoch``, its ``row``)."""
     tokenizer = staged_tokenizer(job.tokenizer_path, job.endpoint_url)
     out = job.stream.tokenize(batch, tokenizer, job.settings)
     if job.preparer is not None:
