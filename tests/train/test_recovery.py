@@ -4,6 +4,7 @@ the run finishes by itself from its last checkpoint, at the same data position, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,19 +36,29 @@ def losses_by_step(client: MlflowClient, run_id: str) -> dict[int, list[float]]:
     return out
 
 
+def own_processes(word: str) -> list[psutil.Process]:
+    """This process's descendants with ``word`` in their command line: its own Ray cluster's (the raylet is its
+    child), never another cluster's on the same machine."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # gone since it was listed
+            if any(word in part for part in child.cmdline()):
+                found.append(child)
+    return found
+
+
 def kill_a_worker_once_past(client: MlflowClient, experiment: str, run_name: str, step: int, killed: list[int],
                             deadline_s: float = 300, process: str = "RayTrainWorker", settle_s: float = 2.5) -> None:
     """Wait for the run to log ``step`` and for Ray Train to register the checkpoints before it (its
     controller polls the workers every 2 s: ``settle_s``), then SIGKILL one training worker process (``process``:
-    a word of its command line)."""
+    a word of its command line) of this process's own Ray cluster."""
     deadline = time.time() + deadline_s
     while time.time() < deadline:
         exp = client.get_experiment_by_name(experiment)
         runs = client.search_runs([exp.experiment_id], f"tags.`{RUN_NAME_TAG}` = '{run_name}'") if exp else []
         if runs and max(losses_by_step(client, runs[0].info.run_id), default=0) >= step:
             time.sleep(settle_s)
-            workers = [p for p in psutil.process_iter(["cmdline"])
-                       if any(process in part for part in (p.info["cmdline"] or []))]
+            workers = own_processes(process)
             if workers:
                 os.kill(workers[-1].pid, signal.SIGKILL)
                 killed.append(workers[-1].pid)
