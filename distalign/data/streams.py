@@ -7,14 +7,15 @@ typed tokenisation settings, which the objectives reading it refine (``Objective
 its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
 per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterator over its batches
 (``worker_batches``), which says where it stands (``StreamBatches.state``, saved in every checkpoint, so
-a resume continues there, on any number of workers for the corpus); its data sources' checks; the CPUs
-its Ray Data tasks take. How rows become batches is the ``WorkerData`` a worker passes in: Ray Data in a Ray Train worker, or this process
+a resume continues there, on any number of workers); its data sources' checks; the CPUs its Ray tasks take.
+How rows become batches is the ``WorkerData`` a worker passes in: Ray tasks in a Ray Train worker, or this process
 (tests, debugging), both in ``distalign.preparation.streams``, which runs every stream from here.
 
 Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
 Every stream carries ``row``, the row's identity: its position in its epoch for a table stream, a hash
 of its place in the corpus files for the corpus. With the epoch and the run seed it seeds the row's
-data-side randomness (``distalign.data.row_random``).
+data-side randomness (``distalign.data.row_random``). A stream that declares ``epoch`` (``DRAW_EPOCH`` for a
+table stream) has it in its batches: ``train.trace_rows`` then records where each row was drawn.
 
 Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
 """

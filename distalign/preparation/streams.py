@@ -45,7 +45,7 @@ from distalign.config import ExperimentConfig
 from distalign.data.corpus_plan import Item, Unit
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches, take_rows
+from distalign.data.streams import DRAW_EPOCH, STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.preparation.table_rows import EpochRows, MappedTable, StoredTable, store_table
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
@@ -190,10 +190,11 @@ def _epoch_rows(stream: TableStream) -> EpochRows:
 
 def table_batch(stream: TableStream, positions: np.ndarray) -> dict[str, np.ndarray]:
     """The stream's rows at the global ``positions``, tokenised and prepared (``build_stream_batch``), with their
-    ``epoch``."""
+    ``epoch`` where the stream declares it (``DRAW_EPOCH``)."""
     rows = _epoch_rows(stream).at(positions)
     columns = {name: rows.column(name).to_numpy(zero_copy_only=False) for name in rows.column_names}
-    return build_stream_batch(columns, stream.job) | {"epoch": columns["epoch"]}
+    out = build_stream_batch(columns, stream.job)
+    return out | {"epoch": columns["epoch"]} if DRAW_EPOCH.name in stream.job.stream.names else out
 
 
 @ray.remote
