@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -115,7 +116,7 @@ def store_table(table: pa.Table, storage_path: str, endpoint_url: str, run_name:
         fs.create_dir(directory, recursive=True)
         local = isinstance(fs, pyarrow.fs.LocalFileSystem)
         # an S3 object appears whole when its upload completes; a local file is renamed into place whole
-        partial = f"{target}.partial" if local else target
+        partial = f"{target}.{uuid.uuid4().hex}.partial" if local else target  # another writer's its own
         with fs.open_output_stream(partial) as out, pa.ipc.new_file(out, table.schema) as writer:
             writer.write_table(table, max_chunksize=RECORD_BATCH_ROWS)
         if local:
