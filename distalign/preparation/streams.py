@@ -325,7 +325,9 @@ class RayWorkerData:
 
     def table_batches(self, stream: Stream, positions: Iterable[np.ndarray]) -> Iterator[Batch]:
         table = self.tables[stream.name]
-        shared, read = ray.put(table), _table_task.options(num_cpus=table.cpus)
+        # the cluster's CPUs, not the caller's placement group: a Tune trial's would capture them (and hold none)
+        anywhere = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(placement_group=None)
+        shared, read = ray.put(table), _table_task.options(num_cpus=table.cpus, scheduling_strategy=anywhere)
         for ref in submitted_ahead((read.remote(shared, batch) for batch in positions), TABLE_TASK_SLOTS):
             yield host_tensors(ray.get(ref))
 
