@@ -473,7 +473,7 @@ def test_min_workers_below_num_workers_gives_ray_train_a_worker_range(monkeypatc
 
     scaling = []
     monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, scaling_config, **kwargs: scaling.append(scaling_config))
-    trainer.build_trainer(load_config(QUICKSTART, [f"train.min_workers={min_workers}"]), {}, None, {}, None)
+    trainer.build_trainer(load_config(QUICKSTART, [f"train.min_workers={min_workers}"]), None, {}, None)
     assert scaling[0].num_workers == expected
 
 

@@ -331,20 +331,20 @@ def plain_script_figures(home: Path, steps: int, steady_from: int, processes: in
 # ---------------------------------------------------------------------------------------------- data path
 
 def ingest_rates(home: Path, batches: int) -> dict[str, float]:
-    """Batches per second Ray Data delivers to a consumer that does nothing: the quickstart's constraint
-    stream (1 worker's dataset), and one worker's corpus stream of a 2-worker MLM run; after the first
-    batch (whose wait is the start-up's ``first_batch`` phase)."""
+    """Batches per second the data path delivers to a consumer that does nothing: the quickstart's constraint
+    stream (1 worker's batches, read by Ray tasks from the stored table), and one worker's corpus stream of a
+    2-worker MLM run; after the first batch (whose wait is the start-up's ``first_batch`` phase)."""
     import ray
 
     from distalign.data.streams import STREAMS
-    from distalign.preparation.streams import RayWorkerData, build_datasets, corpus_feed
+    from distalign.preparation.streams import RayWorkerData, corpus_feed, store_tables, table_streams
     from distalign.ray_session import ensure_ray
 
     ensure_ray()
     rates = {}
     config, prepared = _prepared(home, batch_overrides(32, 1))
-    dataset = build_datasets(prepared, config, config.train.max_steps)["constraints@0"]
-    rates["constraints"] = _rate(iter(dataset.iter_torch_batches(batch_size=32, drop_last=True)), batches)
+    tables = table_streams(prepared, config, store_tables(prepared, config))
+    rates["constraints"] = _rate(STREAMS["constraints"].worker_batches(RayWorkerData(0, 1, None, tables), 32), batches)
     config, prepared = _prepared(home, batch_overrides(32, 2) + ["objectives.lexical.weight=0"])
     corpus = STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 16)
     rates["corpus"] = _rate(corpus, batches)

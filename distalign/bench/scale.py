@@ -10,8 +10,11 @@ CPU, with the project's own functions on synthetic inputs:
   evaluation words excluded, languages restricted, a nested subset of N/2 drawn, the languages listed);
 - ``deal``: one epoch's deal of U units to the largest W (``corpus_plan.assign``; every worker runs it every
   epoch), and of the middle U to each W;
-- ``plan``: the pickled bytes of the ``TrainingPlan`` each worker receives, against N (its word pairs) and U (the
-  corpus units): measured as it is today;
+- ``table streams``: what the driver does to hand a table stream of N pairs to the workers: the table written once
+  to the run's storage (``store_table``; the workers then draw their own rows from it), its peak memory on the head
+  node (before issue 47 it materialised epochs × N rows, and a copy per worker, in the head node's object store);
+- ``plan``: the pickled bytes of the ``TrainingPlan`` each worker receives, against N and U: where the word pairs
+  and the constraint stream's table are (``StoredTable``), not their rows, and the corpus units;
 - ``negatives``: one rank's peak InfoNCE memory against W (``distalign.bench.negatives``, B = 64, d = 768).
 
 Time is wall-clock of one call; memory is the process's peak RSS above its RSS before the call (Linux
@@ -152,26 +155,46 @@ def measure_deal(units: int, workers: int, axis: str) -> Point:
     return Point("deal", axis, units if axis == "U units" else workers, seconds, peak)
 
 
-def pickled_plan_bytes(pairs: int, units: int) -> int:
-    """Bytes of the ``TrainingPlan`` pickled into each worker, with ``pairs`` word pairs and ``units`` corpus units
-    of 100 files (the tokenising job left out: it does not grow with the data)."""
+def store_pairs(pairs: int, scratch: Path):
+    """``pairs`` synthetic constraint pairs written to a run's storage under ``scratch`` as a run writes its table
+    streams' tables; the ``StoredTable``."""
+    from distalign.preparation.table_rows import store_table
+
+    return store_table(synthetic_pairs(pairs), str(scratch / "storage"), "", f"pairs-{pairs}", "constraints")
+
+
+def measure_table_streams(pairs: int, scratch: Path) -> Point:
+    from distalign.preparation.inputs import with_row_index, with_synset_index
+    from distalign.preparation.table_rows import store_table
+
+    table = with_row_index(with_synset_index(synthetic_pairs(pairs)))  # as prepare_data hands it over
+    storage = str(scratch / "storage")
+    seconds, peak, _ = peak_rss_during(lambda: store_table(table, storage, "", f"streams-{pairs}", "constraints"))
+    return Point("table streams", "N pairs", pairs, seconds, peak)
+
+
+def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
+    """Bytes of the ``TrainingPlan`` pickled into each worker, with ``pairs`` stored word pairs (read by an
+    objective and by the constraint stream) and ``units`` corpus units of 100 files (the tokenising jobs left out:
+    they do not grow with the data)."""
     from distalign.config import ExperimentConfig
     from distalign.data.corpus_stream import CorpusFiles, CorpusStream
     from distalign.preparation.schedule import RunSchedule
-    from distalign.preparation.streams import CorpusFeed
+    from distalign.preparation.streams import CorpusFeed, TableStream
     from distalign.train.plan import TrainingPlan
 
     cut = synthetic_units(units)
     paths = sorted({u.path for u in cut})
     sources = [CorpusFiles("en", "text", paths, sizes=[UNIT_BYTES * units // 100] * len(paths))]
     feed = CorpusFeed(CorpusStream(sources), None, 0, cut, 4, 0.25)
-    plan = TrainingPlan(ExperimentConfig(), RunSchedule(1000, 100), "model", languages=list(LANGUAGES),
-                        word_pairs=synthetic_pairs(pairs).select(["word1", "lang1", "word2", "lang2"]), corpus=feed)
+    stored, config = store_pairs(pairs, scratch), ExperimentConfig()
+    plan = TrainingPlan(config, RunSchedule(1000, 100), "model", languages=list(LANGUAGES), word_pairs=stored,
+                        corpus=feed, tables={"constraints": TableStream(stored, None, config, 0.25)})
     return len(pickle.dumps(plan, protocol=5))
 
 
-def measure_plan(pairs: int, units: int, axis: str) -> Point:
-    return Point("plan", axis, pairs if axis == "N pairs" else units, None, pickled_plan_bytes(pairs, units))
+def measure_plan(pairs: int, units: int, axis: str, scratch: Path) -> Point:
+    return Point("plan", axis, pairs if axis == "N pairs" else units, None, pickled_plan_bytes(pairs, units, scratch))
 
 
 def measure_negatives(worlds: list[int], pairs: int = 64, dim: int = 768) -> list[Point]:
@@ -204,8 +227,9 @@ def run_scale_bench(sizes: Sizes, out: Path, progress: Callable[[str], None] = p
             + [lambda n=n: measure_constraints(n, Path(scratch)) for n in sizes.pairs]
             + [lambda u=u: measure_deal(u, max(sizes.workers), "U units") for u in sizes.units]
             + [lambda w=w: measure_deal(sizes.units[len(sizes.units) // 2], w, "W workers") for w in sizes.workers]
-            + [lambda n=n: measure_plan(n, sizes.units[0], "N pairs") for n in sizes.pairs]
-            + [lambda u=u: measure_plan(sizes.pairs[0], u, "U units") for u in sizes.units]
+            + [lambda n=n: measure_table_streams(n, Path(scratch)) for n in sizes.pairs]
+            + [lambda n=n: measure_plan(n, sizes.units[0], "N pairs", Path(scratch)) for n in sizes.pairs]
+            + [lambda u=u: measure_plan(sizes.pairs[0], u, "U units", Path(scratch)) for u in sizes.units]
             + [lambda: measure_negatives(sizes.workers)])
         for step in steps:
             measured = step()

@@ -86,8 +86,8 @@ class DataConfig:
     # each epoch: each unit read by one worker; the workers' bytes differ by at most one unit
     corpus_unit_bytes: int = 2**20
     corpus_mix_units: int = 4  # units a worker reads at once and whose sequences it shuffles together
-    # CPUs per Ray Data task of the constraint and static streams: fractional so a small machine running Train workers
-    # (and a Tune trial) still has room for data tasks, which otherwise wait forever.
+    # CPUs per Ray task reading a batch of a table stream (constraints, static, parallel): fractional so a small
+    # machine running Train workers (and a Tune trial) still has room for data tasks, which otherwise wait forever.
     tokenize_cpus: float = 0.25
     # CPUs each worker reserves (a placement group) for its corpus stream's item tasks, one task per CPU (at least 2).
     # A GPU at XLM-R base consumes what ~1 core tokenises and packs (~3 at 40 % MFU): set 3-4 on GPU nodes

@@ -2,7 +2,7 @@
 
 Two different things, as in the paper: constraint-set *subsets* (the size study) keep the full
 set's shares p_k, nested (``subsample_constraints``); *batches* are drawn from q (``pair_sampling_weights``,
-``sampled_epoch``), whatever the set size. α < 1 flattens the distribution so low-resource pairs
+``sampled_order``), whatever the set size. α < 1 flattens the distribution so low-resource pairs
 are not drowned by large ones (α = 0.5 as in BabelBERT; α = 1 keeps the shares p, α → 0 gives
 every pair the same share).
 """
@@ -107,17 +107,17 @@ def pair_sampling_weights(table: pa.Table, alpha: float) -> np.ndarray:
     return weights / weights.sum()
 
 
-def sampled_epoch(table: pa.Table, weights: np.ndarray, seed: int, epoch: int) -> pa.Table:
-    """One epoch of ``len(table)`` rows drawn with replacement by ``weights`` (a weighted random sampler,
-    as the BabelBERT authors use), reproducible per (seed, epoch)."""
+def sampled_order(weights: np.ndarray, seed: int, epoch: int) -> np.ndarray:
+    """One epoch's row indices: ``len(weights)`` rows drawn with replacement by ``weights`` (a weighted random
+    sampler, as the BabelBERT authors use), reproducible per (seed, epoch)."""
     rng = np.random.default_rng([seed, epoch])
-    return table.take(rng.choice(len(table), size=len(table), replace=True, p=weights))
+    return rng.choice(len(weights), size=len(weights), replace=True, p=weights)
 
 
-def shuffled_epoch(table: pa.Table, seed: int, epoch: int) -> pa.Table:
-    """One epoch of every row once, in an order of its own per (seed, epoch) (a random sampler that
+def shuffled_order(rows: int, seed: int, epoch: int) -> np.ndarray:
+    """One epoch's row indices: every row once, in an order of its own per (seed, epoch) (a random sampler that
     reshuffles each epoch, as the X2Static alignment's authors use)."""
-    return table.take(np.random.default_rng([seed, epoch]).permutation(len(table)))
+    return np.random.default_rng([seed, epoch]).permutation(rows)
 
 
 def words_of(table: pa.Table) -> set[tuple[str, str]]:

@@ -7,14 +7,15 @@ typed tokenisation settings, which the objectives reading it refine (``Objective
 its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
 per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterator over its batches
 (``worker_batches``), which says where it stands (``StreamBatches.state``, saved in every checkpoint, so
-a resume continues there, on any number of workers for the corpus); its data sources' checks; the CPUs
-its Ray Data tasks take. How rows become batches is the ``WorkerData`` a worker passes in: Ray Data in a Ray Train worker, or this process
+a resume continues there, on any number of workers); its data sources' checks; the CPUs its Ray tasks take.
+How rows become batches is the ``WorkerData`` a worker passes in: Ray tasks in a Ray Train worker, or this process
 (tests, debugging), both in ``distalign.preparation.streams``, which runs every stream from here.
 
 Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
 Every stream carries ``row``, the row's identity: its position in its epoch for a table stream, a hash
 of its place in the corpus files for the corpus. With the epoch and the run seed it seeds the row's
-data-side randomness (``distalign.data.row_random``).
+data-side randomness (``distalign.data.row_random``). A stream that declares ``epoch`` (``DRAW_EPOCH`` for a
+table stream) has it in its batches: ``train.trace_rows`` then records where each row was drawn.
 
 Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
 """
@@ -35,12 +36,13 @@ from distalign.data.batches import TensorSpec
 from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items, within
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.ragged import RaggedRows
-from distalign.data.sampling import pair_sampling_weights, sampled_epoch, shuffled_epoch
+from distalign.data.sampling import pair_sampling_weights, sampled_order, shuffled_order
 from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
 from distalign.errors import require
 
 log = logging.getLogger("distalign")
 ROW = TensorSpec("row", "int64", "B", "identity of the row: position in its epoch, or place in the corpus files")
+DRAW_EPOCH = TensorSpec("epoch", "int64", "B", "the epoch of the stream's draw the row is in")
 Batch = dict[str, Any]  # tensor name -> torch.Tensor, as a worker's objectives read it
 
 
@@ -51,8 +53,10 @@ class WorkerData(Protocol):
     rank: int
     workers: int
 
-    def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
-        """One pass over this worker's share of the stream's driver-read rows (every epoch the run needs)."""
+    def table_batches(self, stream: Stream, positions: Iterable[np.ndarray]) -> Iterator[Batch]:
+        """A batch for each array of ``positions``: the driver-read stream's rows there (global positions in its
+        endless sequence of epochs, ``distalign.preparation.table_rows``), tokenised and prepared, in order. The
+        positions are taken as needed (an implementation may read a few batches ahead)."""
 
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         """The corpus cut into units, the run seed and the units a worker mixes at once (``corpus_plan``)."""
@@ -70,25 +74,39 @@ class StreamBatches(Protocol):
     def state(self) -> dict: ...
 
 
-class CountedBatches:
-    """Batches that resume by counting: a resume passes over the ones given before (the table streams, whose
-    batches every worker draws at the same pace)."""
+class GlobalRowBatches:
+    """A worker's batches of a driver-read stream: at each step the W workers take the next W·B global positions
+    of the stream's rows (``distalign.preparation.table_rows``), worker r the r-th B of them. Its state is the next global
+    position, the same on every worker: a resume on any number of workers continues there, every position
+    trained once."""
 
-    def __init__(self, batches: Iterator[Batch], saved: list[dict] | None):
-        self.batches, self.given = batches, 0
-        for _ in range(saved[0]["batches"] if saved else 0):
-            next(self)
+    def __init__(self, data: WorkerData, stream: Stream, batch_size: int, saved: list[dict] | None):
+        self.position = resumed_position(saved, batch_size)  # after the last batch given
+        self.step_rows = data.workers * batch_size
+        first = self.position + data.rank * batch_size
+        self.batches = data.table_batches(stream, (np.arange(start, start + batch_size)
+                                                   for start in itertools.count(first, self.step_rows)))
 
     def __iter__(self):
         return self
 
     def __next__(self) -> Batch:
         batch = next(self.batches)
-        self.given += 1
+        self.position += self.step_rows
         return batch
 
     def state(self) -> dict:
-        return {"batches": self.given}
+        return {"position": self.position}
+
+
+def resumed_position(saved: list[dict] | None, batch_size: int) -> int:
+    """The global position a table stream resumes at: where every worker's saved state says (a checkpoint written
+    before global positions counted the batches each worker had taken: as many rows of W·B)."""
+    if not saved:
+        return 0
+    if "position" in saved[0]:
+        return int(saved[0]["position"])
+    return int(saved[0]["batches"]) * len(saved) * batch_size
 
 
 class CorpusBatches:
@@ -183,17 +201,6 @@ def take_rows(pending: list[RaggedRows], size: int) -> RaggedRows:
     return RaggedRows.concat(parts)
 
 
-def passes(batches_of: Callable[[int], Iterable[Batch]], too_few: Callable[[int], str]) -> Iterator[Batch]:
-    """The batches of pass 0, 1, 2, ... for ever; a pass without a batch raises ``ValueError(too_few(pass))``."""
-    for number in itertools.count():
-        empty = True
-        for batch in batches_of(number):
-            empty = False
-            yield batch
-        if empty:
-            raise ValueError(too_few(number))
-
-
 class Stream:
     name: ClassVar[str]
     doc: ClassVar[str]
@@ -230,17 +237,15 @@ class Stream:
         """Rows in one epoch."""
         return len(self.table(prepared))
 
-    def draw(self, table: pa.Table, config) -> Callable[[int], pa.Table]:
-        """Epoch -> its rows of that epoch: every row once, reshuffled per (seed, epoch) (the same batches
-        every epoch would repeat batch statistics, e.g. Deep CCA's)."""
-        return lambda epoch: shuffled_epoch(table, config.train.seed, epoch)
+    def epoch_order(self, table: pa.Table, config) -> Callable[[int], np.ndarray]:
+        """Epoch -> the row indices of ``table`` in that epoch's order: every row once, reshuffled per (seed, epoch)
+        (the same batches every epoch would repeat batch statistics, e.g. Deep CCA's)."""
+        return lambda epoch: shuffled_order(len(table), config.train.seed, epoch)
 
     def worker_batches(self, data: WorkerData, batch_size: int, saved: list[dict] | None = None) -> StreamBatches:
-        """A worker's batches, endless: its share of the stream's rows (as many epochs of the draw as the
-        run needs), pass after pass; ``saved``: every worker's ``state()`` at the checkpoint resumed from."""
-        return CountedBatches(passes(lambda _: data.table_pass(self, batch_size),
-                                     lambda _: f"dataset '{self.name}@{data.rank}' has fewer rows per worker than "
-                                               f"one batch of {batch_size}"), saved)
+        """A worker's batches, endless: its share of every step's global positions, epoch after epoch of the
+        stream's draw; ``saved``: every worker's ``state()`` at the checkpoint resumed from."""
+        return GlobalRowBatches(data, self, batch_size, saved)
 
     def check_sources(self, data, readers: list[str]) -> None:
         """Raise ``ConfigError`` if the active objectives ``readers`` read it but ``data`` (a files run) has
@@ -273,7 +278,7 @@ class ConstraintsStream(Stream):
     doc = "word pairs (lexical constraints / dictionary entries), each word encoded on its own"
     batch_size_key = "train.constraint_batch_size"
     tensors = _word_pair_side("1") + _word_pair_side("2") + (
-        TensorSpec("synset", "int64", "B", "dense synset label of the pair"), ROW)
+        TensorSpec("synset", "int64", "B", "dense synset label of the pair"), ROW, DRAW_EPOCH)
     Settings = WordPairTokens
     epoch_rank = 0
     holds_word_pairs = True
@@ -298,11 +303,11 @@ class ConstraintsStream(Stream):
     def table(self, prepared) -> pa.Table:
         return prepared.constraints
 
-    def draw(self, table: pa.Table, config) -> Callable[[int], pa.Table]:
-        """Batches drawn with replacement so that language pair k makes up q_k ∝ p_k^α of them
+    def epoch_order(self, table: pa.Table, config) -> Callable[[int], np.ndarray]:
+        """Rows drawn with replacement so that language pair k makes up q_k ∝ p_k^α of them
         (``data.sampling_alpha``, BabelBERT)."""
         weights = pair_sampling_weights(table, config.data.sampling_alpha)
-        return lambda epoch: sampled_epoch(table, weights, config.train.seed, epoch)
+        return lambda epoch: sampled_order(weights, config.train.seed, epoch)
 
     def check_sources(self, data, readers: list[str]) -> None:
         require(bool(data.constraints or data.dictionaries) or not readers, "data.constraints",
@@ -381,7 +386,7 @@ class StaticVectorsStream(Stream):
     doc = "words with their fixed static vectors"
     batch_size_key = "train.static_batch_size"
     tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
-               TensorSpec("word_mask", "int64", "B,T"), TensorSpec("vector", "float32", "B,D"), ROW)
+               TensorSpec("word_mask", "int64", "B,T"), TensorSpec("vector", "float32", "B,D"), ROW, DRAW_EPOCH)
     Settings = WordTokens
 
     def settings(self, config, languages: list[str]) -> WordTokens:
@@ -419,7 +424,7 @@ class ParallelSentencesStream(Stream):
                TensorSpec("lang_ids", "int64", "B,T", "each token's sentence language's index in the run's languages"),
                TensorSpec("positions", "int64", "B,T",
                           "position in its own sentence (restarting on the second), 0 on padding"),
-               ROW)
+               ROW, DRAW_EPOCH)
     Settings = SentencePairTokens
 
     def settings(self, config, languages: list[str]) -> SentencePairTokens:

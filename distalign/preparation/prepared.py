@@ -16,6 +16,7 @@ from distalign.data.readers import ReadReport
 from distalign.preparation.cache import cached_json
 
 log = logging.getLogger("distalign")
+WORD_PAIR_COLUMNS = ("word1", "lang1", "word2", "lang2")  # of the constraint table: the run's training word pairs
 
 
 @dataclass
@@ -55,7 +56,7 @@ class PreparedData:
     @property
     def word_pairs(self) -> pa.Table:
         """The training word pairs as (word1, lang1, word2, lang2): DICT-MLM's synonyms, sense-aware translations."""
-        return self.constraints.select(["word1", "lang1", "word2", "lang2"])
+        return self.constraints.select(list(WORD_PAIR_COLUMNS))
 
     @functools.cached_property
     def corpus_rows(self) -> int:

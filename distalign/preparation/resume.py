@@ -1,6 +1,8 @@
 """What a run started again under the same ``run.name`` (a resume) must agree with: its newest checkpoint.
 
-A resume continues the checkpoint's own model and optimizer state. A config that names another engine, another
+A resume continues the checkpoint's own model and optimizer state, and the run's schedule as its first start
+derived it (``kept_schedule``): ``train.epochs`` counts steps of W workers' batches, and a resume on another W would
+otherwise stretch or shrink the learning-rate schedule it is in the middle of. A config that names another engine, another
 model, or adapters where the checkpoint has none (or the other way round) would fail inside the workers, retried
 ``train.max_failures`` times, or (a changed model) train the old model silently. Checked on the driver before
 anything is prepared, from the files of the checkpoint where the run keeps them (local or object storage).
@@ -8,6 +10,7 @@ anything is prepared, from the files of the checkpoint where the run keeps them 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -17,8 +20,10 @@ from distalign.checkpoint import DEEPSPEED_DIR, MODEL_DIR, OPTIMIZER_FILE, STATE
 from distalign.config import ExperimentConfig
 from distalign.errors import ConfigError
 from distalign.models.adapters import ADAPTER_WEIGHTS
+from distalign.preparation.schedule import RunSchedule
 from distalign.storage import run_location
 
+SCHEDULE_FILE = "schedule.json"  # in the run's directory: the schedule its first start derived
 CHECKPOINT_PREFIX = "checkpoint_"  # Ray Train's directory names, which sort by time
 # the model settings a checkpoint's config.json must share with the configured model
 ARCHITECTURE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_attention_heads", "intermediate_size")
@@ -76,3 +81,23 @@ def check_resume(config: ExperimentConfig) -> None:
         raise ConfigError(f"model.name_or_path: {where}, whose model is another architecture than "
                           f"model.name_or_path={config.model.name_or_path} ({shown}): a resume continues the "
                           f"checkpoint's model; name that model to resume, {other_run}")
+
+
+def kept_schedule(config: ExperimentConfig, derived: RunSchedule) -> RunSchedule:
+    """The run's schedule: on a resume (a checkpoint to continue), the one its first start derived, where the config
+    still asks for the same (``train.epochs``, ``eval.every_epochs``, ``train.max_steps``, ``eval.every``): a
+    schedule in epochs is counted in steps of the first start's W workers, and kept so on any W; else ``derived``
+    (this config's, from now on the run's)."""
+    t, e = config.train, config.eval
+    asked = [t.epochs, e.every_epochs, t.max_steps, e.every]
+    fs, root, _ = run_location(config.storage.path, config.storage.endpoint_url, config.run.name)
+    path = f"{root}/{SCHEDULE_FILE}"
+    if newest_checkpoint(fs, root) is not None and fs.get_file_info(path).type == pyarrow.fs.FileType.File:
+        with fs.open_input_stream(path) as stream:
+            saved = json.loads(stream.read().decode())
+        if saved["asked"] == asked:
+            return RunSchedule(**saved["schedule"])
+    fs.create_dir(root, recursive=True)
+    with fs.open_output_stream(path) as out:
+        out.write(json.dumps({"asked": asked, "schedule": dataclasses.asdict(derived)}).encode())
+    return derived

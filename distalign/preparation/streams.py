@@ -5,11 +5,12 @@ that stream (masking), prepared on CPU by the objective's preparer with per-row 
 seeded by (run seed, epoch, row), so each epoch draws new masks and every batch is regenerated
 identically on resume.
 
-- Table streams (``read_on_driver``: constraints, static vectors; small): as many epochs of the
-  table, one after the other, as the run's steps need (``RunSchedule.max_steps``), each epoch the
-  stream's draw (``Stream.draw``: static rows reshuffled per (seed, epoch), constraint pairs drawn by
-  language pair with q ∝ p^α). Each worker gets datasets of its own (``shard_name``): rows r, r + W,
-  ... (``worker_rows``, ``build_datasets``).
+- Table streams (``read_on_driver``: constraints, static vectors, translation pairs): each table written once
+  to the run's storage (``store_tables``, ``distalign.preparation.table_rows``), the plan carrying where it is. A worker
+  draws its own rows: epoch after epoch of the stream's draw (``Stream.epoch_order``: static rows reshuffled per
+  (seed, epoch), constraint pairs drawn by language pair with q ∝ p^α), at global positions (``GlobalRowBatches``:
+  the W workers of a step take its W·B consecutive positions). Ray tasks of ``data.tokenize_cpus`` read and
+  tokenise a batch each, ``TABLE_TASK_SLOTS`` ahead of the step (``RayWorkerData.table_batches``).
 - The corpus stream: never on the driver. The driver cuts the corpus into units (byte ranges, row
   groups; ``distalign.data.corpus_plan``); each epoch every worker reads the units dealt to it, a
   few at a time as one item, in Ray tasks that read an item's rows, shuffle them and yield its sequences
@@ -31,17 +32,14 @@ import collections
 import contextlib
 import functools
 import itertools
-import logging
+import json
 import math
 import os
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Protocol
 
 import numpy as np
-import pyarrow as pa
 import ray
-import ray.data
-import ray.train
 import ray.util.scheduling_strategies
 import torch
 
@@ -51,16 +49,16 @@ from distalign.data.batches import padded_names
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS, Batch, Stream, StreamBatches, take_rows
+from distalign.data.streams import DRAW_EPOCH, STREAMS, Batch, Stream, StreamBatches, take_rows
+from distalign.preparation.table_rows import EpochRows, MappedTable, StoredTable, store_table
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.schedule import run_schedule
 from distalign.ray_session import reserved
 from distalign.storage import node_local
 
 TOKENIZE_BATCH = 256
-log = logging.getLogger("distalign")
+TABLE_TASK_SLOTS = 2  # batches of a table stream each worker has submitted at once (its tasks: data.tokenize_cpus)
 
 
 def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, Any]:
@@ -73,8 +71,8 @@ def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str,
 
 @dataclass(frozen=True)
 class StreamBatchJob:
-    """What each task tokenising a stream's rows is sent (a table stream's Ray Data ``map_batches``, as
-    ``fn_kwargs={"job": ...}``; the corpus's item tasks): how to tokenise and prepare them."""
+    """What each task tokenising a stream's rows is sent (in a table stream's ``TableStream``; the corpus's item
+    tasks): how to tokenise and prepare them."""
 
     stream: Stream  # the plugin itself: a task needs no registry (a test's stream is not in the workers' one)
     tokenizer_path: str  # the run's model directory (``s3://`` when staged: read from the node's cache)
@@ -93,8 +91,8 @@ def staged_tokenizer(path: str, endpoint_url: str):
 
 
 def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dict[str, np.ndarray]:
-    """Ray Data ``map_batches`` function: tokenise, then apply the stream's preparer (if any), each
-    row's randomness seeded by (``job.seed``, its ``epoch``, its ``row``)."""
+    """Rows (numpy columns) tokenised, then prepared by the stream's preparer (if any), each row's randomness
+    seeded by (``job.seed``, its ``epoch``, its ``row``)."""
     tokenizer = staged_tokenizer(job.tokenizer_path, job.endpoint_url)
     out = job.stream.tokenize(batch, tokenizer, job.settings)
     if job.preparer is not None:
@@ -109,11 +107,6 @@ def stream_preparers(config: ExperimentConfig, ctx: DataContext, streams: set[st
     active = config.objectives.active().values()
     return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in active
             if plugin.prepares and plugin.stream in streams}
-
-
-def epochs_needed(rows: int, batch_size: int, num_workers: int, max_steps: int) -> int:
-    """Passes over a table of ``rows`` that feed ``max_steps`` batches to every worker (one row each spare)."""
-    return max(1, math.ceil((max_steps * batch_size + 1) * num_workers / max(rows, 1)))
 
 
 def table_stream_names() -> tuple[str, ...]:
@@ -151,26 +144,95 @@ def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[
             for stream in sorted(streams)}
 
 
+class TableSource(Protocol):
+    """Where a table stream's rows are: a ``StoredTable`` (a run's), or a ``MappedTable`` in memory (``local_streams``)."""
+
+    def open(self) -> MappedTable: ...
+
+
 @dataclass(frozen=True)
 class TableStream:
-    """A table stream read by an active objective: the rows of all the epochs the run needs, and their job."""
+    """A table stream an active objective reads: where its rows are, how they are drawn and tokenised."""
 
-    table: pa.Table  # columns of the stream's table, plus ``epoch`` and ``row`` (the position in its epoch)
+    source: TableSource
     job: StreamBatchJob
+    config: ExperimentConfig  # its draw's settings (``Stream.epoch_order``: train.seed, data.sampling_alpha)
+    cpus: float  # of each Ray task reading and tokenising a batch (``data.tokenize_cpus``)
+
+    @functools.cached_property
+    def draw_key(self) -> str:
+        """Names this stream's draw in a process's cache of opened draws (``_epoch_rows``)."""
+        return json.dumps([self.job.stream.name, getattr(self.source, "uri", id(self.source)), self.config.flat()],
+                          sort_keys=True, default=str)
 
 
-def table_streams(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, TableStream]:
-    """Every table stream an active objective reads, with as many epochs of rows as ``max_steps`` need."""
-    t, streams = config.train, {}
-    for stream, job in stream_jobs(prepared, config, table_stream_names()).items():
-        table = STREAMS[stream].table(prepared)
-        epochs = epochs_needed(len(table), STREAMS[stream].batch_size(t), t.num_workers,
-                               max_steps * t.grad_accum_steps)
-        if epochs > 1000:
-            log.warning("stream '%s': %d epochs of %d rows for %d steps", stream, epochs, len(table), max_steps)
-        rows_of = epoch_tables(stream, table, config)
-        streams[stream] = TableStream(pa.concat_tables([rows_of(epoch) for epoch in range(epochs)]), job)
-    return streams
+def store_tables(prepared: PreparedData, config: ExperimentConfig) -> dict[str, StoredTable]:
+    """Every table the run's workers read, written once to the run's storage (``store_table``): each active table
+    stream's, the constraint pairs where an objective trains on word pairs, and the held-out sentences of the MLM
+    validation loss (``validation``)."""
+    names = set(stream_jobs(prepared, config, table_stream_names()))
+    if config.objectives.uses_word_pairs:
+        names.add("constraints")
+    tables = {name: STREAMS[name].table(prepared) for name in sorted(names)}
+    if prepared.validation is not None:
+        tables["validation"] = prepared.validation
+    s = config.storage
+    return {name: store_table(table, s.path, s.endpoint_url, config.run.name, name) for name, table in tables.items()}
+
+
+def table_streams(prepared: PreparedData, config: ExperimentConfig,
+                  sources: dict[str, TableSource]) -> dict[str, TableStream]:
+    """Every table stream an active objective reads, its rows at ``sources`` (``store_tables``'s)."""
+    return {stream: TableStream(sources[stream], job, config, config.data.tokenize_cpus)
+            for stream, job in stream_jobs(prepared, config, table_stream_names()).items()}
+
+
+OPENED_DRAWS = 4  # table streams whose draw a process keeps open (each holds an epoch's order, 8 bytes a row)
+_opened_draws: collections.OrderedDict[str, EpochRows] = collections.OrderedDict()
+
+
+def _epoch_rows(stream: TableStream) -> EpochRows:
+    """The stream's rows by global position, opened once per process (a task process serves many batches)."""
+    key = stream.draw_key
+    if key not in _opened_draws:
+        table = stream.source.open()
+        _opened_draws[key] = EpochRows(table, stream.job.stream.epoch_order(table.table(), stream.config))
+        if len(_opened_draws) > OPENED_DRAWS:
+            _opened_draws.popitem(last=False)
+    _opened_draws.move_to_end(key)
+    return _opened_draws[key]
+
+
+def table_batch(stream: TableStream, positions: np.ndarray) -> dict[str, np.ndarray]:
+    """The stream's rows at the global ``positions``, tokenised and prepared (``build_stream_batch``), with their
+    ``epoch`` where the stream declares it (``DRAW_EPOCH``)."""
+    rows = _epoch_rows(stream).at(positions)
+    columns = {name: rows.column(name).to_numpy(zero_copy_only=False) for name in rows.column_names}
+    out = build_stream_batch(columns, stream.job)
+    return out | {"epoch": columns["epoch"]} if DRAW_EPOCH.name in stream.job.stream.names else out
+
+
+@ray.remote
+def _table_task(stream: TableStream, positions: np.ndarray) -> dict[str, np.ndarray]:
+    """A Ray task reading and tokenising one batch of a table stream (``stream``: put in the object store once)."""
+    return table_batch(stream, positions)
+
+
+def submitted_ahead(refs: Iterable[Any], slots: int) -> Iterator[Any]:
+    """The Ray object references of ``refs`` in order, each yielded once the ``slots - 1`` after it are submitted
+    (the next reads run while the worker trains on one); the ones still submitted are cancelled when the caller
+    stops (a process that lives on, a reused trial's, must not keep them running)."""
+    submitted: collections.deque = collections.deque()
+    try:
+        for ref in refs:
+            submitted.append(ref)
+            if len(submitted) == slots:
+                yield submitted.popleft()
+        while submitted:
+            yield submitted.popleft()
+    finally:
+        for ref in submitted:
+            ray.cancel(ref)
 
 
 @dataclass
@@ -254,8 +316,8 @@ def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJo
 def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float = 600) -> Iterator[None]:
     """Reserve ``data.corpus_cpus_per_worker`` CPUs per worker for the corpus streams while the run lasts.
 
-    Reserved before the run's datasets start, the CPUs are the workers' item tasks': Ray Data's table
-    stream executions take a cluster's leftover CPUs, and on a small cluster would leave them none.
+    Reserved before the workers start, the CPUs are the workers' item tasks': the table streams' tasks take a
+    cluster's leftover CPUs, and on a small cluster would leave them none.
     """
     if feed is None:
         yield
@@ -269,23 +331,30 @@ def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float 
             feed.reserved = []
 
 
+def host_tensors(batch: dict[str, np.ndarray]) -> Batch:
+    """A batch as host tensors: the recipe trims and counts them on the host and moves them in its step. Arrays
+    read from the object store are read-only: those are copied (torch's tensors assume they may write)."""
+    return {k: torch.from_numpy(np.require(v, requirements="W")) for k, v in batch.items()}
+
+
 @dataclass
 class RayWorkerData:
-    """A Ray Train worker's ``WorkerData`` (``distalign.data.streams``): its datasets of the table streams
-    (``build_datasets``), and its share of the corpus read by Ray tasks in its reserved CPUs."""
+    """A Ray Train worker's ``WorkerData`` (``distalign.data.streams``): its batches of the table streams, each
+    read and tokenised by a Ray task, and its share of the corpus read by Ray tasks in its reserved CPUs."""
 
     rank: int
     workers: int
     corpus: CorpusFeed | None = None
-    # a dataset's iterator by name: Ray Train's shard in its workers, the dataset's own in a run in this process
-    dataset_shard: Callable[[str], ray.data.DataIterator] = ray.train.get_dataset_shard
+    tables: dict[str, TableStream] = field(default_factory=dict)  # the active table streams (``table_streams``)
     _shared: Any = None  # the object reference of (corpus, job), once put
 
-    def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
-        shard = self.dataset_shard(shard_name(stream.name, self.rank))
-        # host tensors: the recipe trims and counts them on the host and moves them in its step (Ray's default
-        # device, "auto", would put them on the worker's GPU here)
-        return shard.iter_torch_batches(batch_size=batch_size, drop_last=True, device="cpu")
+    def table_batches(self, stream: Stream, positions: Iterable[np.ndarray]) -> Iterator[Batch]:
+        table = self.tables[stream.name]
+        # the cluster's CPUs, not the caller's placement group: a Tune trial's would capture them (and hold none)
+        anywhere = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(placement_group=None)
+        shared, read = ray.put(table), _table_task.options(num_cpus=table.cpus, scheduling_strategy=anywhere)
+        for ref in submitted_ahead((read.remote(shared, batch) for batch in positions), TABLE_TASK_SLOTS):
+            yield host_tensors(ray.get(ref))
 
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
@@ -302,38 +371,9 @@ class RayWorkerData:
             options["scheduling_strategy"] = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(
                 feed.reserved[self.rank])
         read = _item_task.options(**options)
-        submitted: collections.deque = collections.deque()
-        try:
-            for index, item in enumerate(items):
-                submitted.append(read.remote(item, index, self._shared, feed.cpus))
-                if len(submitted) == feed.slots:
-                    yield from map(ray.get, submitted.popleft())
-            while submitted:
-                yield from map(ray.get, submitted.popleft())
-        finally:  # the run ended before them: a process that lives on (a reused trial's) must not keep them running
-            for generator in submitted:
-                ray.cancel(generator)
-
-
-def epoch_tables(stream: str, table: pa.Table, config: ExperimentConfig) -> Callable[[int], pa.Table]:
-    """Epoch -> the rows of that epoch (the stream's draw) with columns ``epoch`` and ``row`` (the
-    position in it), which seed the rows' data-side randomness."""
-    draw = STREAMS[stream].draw(table, config)
-
-    def rows_of(epoch: int) -> pa.Table:
-        rows = draw(epoch)
-        position = pa.array(np.arange(len(rows), dtype=np.int64))
-        rows = rows.set_column(rows.schema.get_field_index("row"), "row", position)
-        return rows.append_column("epoch", pa.array(np.full(len(rows), epoch, dtype=np.int64)))
-
-    return rows_of
-
-
-def worker_rows(table: pa.Table, rank: int, workers: int) -> pa.Table:
-    """Worker ``rank``'s rows of a table stream: rows r, r + W, r + 2W, ... (a distributed sampler's
-    interleaving), trimmed to the same count for every worker."""
-    per_worker = len(table) // workers
-    return table.take(np.arange(rank, per_worker * workers, workers))
+        for generator in submitted_ahead((read.remote(item, index, self._shared, feed.cpus)
+                                          for index, item in enumerate(items)), feed.slots):
+            yield from map(ray.get, generator)
 
 
 def shuffled(columns: dict[str, np.ndarray], rng: np.random.Generator) -> dict[str, np.ndarray]:
@@ -359,19 +399,6 @@ def row_chunks(chunks: Iterable[dict[str, np.ndarray]], size: int) -> Iterator[d
         yield RaggedRows.concat(pending).columns
 
 
-def tokenized_batches(chunks: Iterable[dict[str, np.ndarray]], job: StreamBatchJob,
-                      batch_size: int) -> Iterator[dict[str, torch.Tensor]]:  # host-side: to_device moves them
-    """Rows tokenised (and prepared) in this process in Ray Data's chunks of ``TOKENIZE_BATCH`` rows, then
-    cut into batches of ``batch_size``, the last one dropped if short (packing makes fewer rows than sentences)."""
-    pending: list[dict[str, np.ndarray]] = []
-    for rows in row_chunks(chunks, TOKENIZE_BATCH):
-        tensors = _concat(pending + [build_stream_batch(rows, job)])
-        full = len(tensors["row"]) // batch_size * batch_size
-        for start in range(0, full, batch_size):
-            yield {k: torch.from_numpy(v[start:start + batch_size]) for k, v in tensors.items()}
-        pending = [{k: v[full:] for k, v in tensors.items()}]
-
-
 @dataclass
 class LocalWorkerData:
     """A ``WorkerData`` in this process, without Ray: the same rows, tokenisation, preparers and seeds as
@@ -382,12 +409,8 @@ class LocalWorkerData:
     rank: int = 0
     workers: int = 1
 
-    def table_pass(self, stream: Stream, batch_size: int) -> Iterable[Batch]:
-        table = self.tables[stream.name]
-        rows = worker_rows(table.table, self.rank, self.workers)
-        chunks = ({name: chunk.column(name).to_numpy() for name in chunk.column_names}  # as Ray Data's numpy
-                  for chunk in (rows.slice(start, TOKENIZE_BATCH) for start in range(0, len(rows), TOKENIZE_BATCH)))
-        return tokenized_batches(chunks, table.job, batch_size)
+    def table_batches(self, stream: Stream, positions: Iterable[np.ndarray]) -> Iterator[Batch]:
+        return (host_tensors(table_batch(self.tables[stream.name], batch)) for batch in positions)
 
     def corpus_units(self) -> tuple[list[Unit], int, int]:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
@@ -399,34 +422,12 @@ class LocalWorkerData:
 
 def local_streams(prepared: PreparedData, config: ExperimentConfig, saved: dict[str, list[dict]] | None = None,
                   rank: int = 0, workers: int = 1) -> dict[str, StreamBatches]:
-    """The batches worker ``rank`` of ``workers`` would read, built in this process without Ray
-    (``LocalWorkerData``), from where ``saved`` (a checkpoint's stream states) left them: for tests and debugging."""
-    data = LocalWorkerData(table_streams(prepared, config, run_schedule(config, prepared).max_steps),
-                           corpus_feed(prepared, config), rank, workers)
+    """The batches worker ``rank`` of ``workers`` would read, built in this process without Ray or storage
+    (``LocalWorkerData``, the tables held in memory), from where ``saved`` (a checkpoint's stream states) left
+    them: for tests and debugging."""
+    held = {name: MappedTable.of(STREAMS[name].table(prepared)) for name in table_stream_names()
+            if STREAMS[name].table(prepared) is not None}
+    data = LocalWorkerData(table_streams(prepared, config, held), corpus_feed(prepared, config), rank, workers)
     saved = saved or {}
     return {name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train), saved.get(name))
             for name in sorted(config.objectives.streams())}
-
-
-def shard_name(stream: str, rank: int) -> str:
-    """The Ray Train dataset holding worker ``rank``'s rows of ``stream``."""
-    return f"{stream}@{rank}"
-
-
-def build_datasets(prepared: PreparedData, config: ExperimentConfig, max_steps: int) -> dict[str, ray.data.Dataset]:
-    """One Ray Dataset per stream an active objective reads and per worker (see the module docstring).
-
-    Worker r reads its rows of the stream's epochs (``worker_rows``): which rows a worker sees at a step
-    is fixed by the data alone, not by how Ray Data schedules blocks, so it is the same on a resume.
-    """
-    context = ray.data.DataContext.get_current()
-    context.execution_options.preserve_order = True
-    context.enable_progress_bars = False  # they would drown the training progress lines
-    workers, datasets = config.train.num_workers, {}
-    for name, stream in table_streams(prepared, config, max_steps).items():
-        for rank in range(workers):
-            rows = worker_rows(stream.table, rank, workers)
-            datasets[shard_name(name, rank)] = ray.data.from_arrow(rows).map_batches(
-                build_stream_batch, batch_size=TOKENIZE_BATCH, batch_format="numpy",
-                num_cpus=config.data.tokenize_cpus, fn_kwargs={"job": stream.job})
-    return datasets

@@ -1,22 +1,40 @@
-"""The held-out sentences of the MLM validation loss, prepared once on the driver as the corpus stream
-prepares its batches: the same tokenisation (packing included) and the run's MLM masking, each row's mask
-seeded by (run seed, epoch 0, row), so the targets stay fixed for the whole run and across resumes."""
+"""The held-out sentences of the MLM validation loss, prepared as the corpus stream prepares its batches: the same
+tokenisation (packing included) and the run's MLM masking, each row's mask seeded by (run seed, epoch 0, row), so
+the targets stay fixed for the whole run and across resumes.
+
+The sentences are stored once with the run's tables (``store_tables``); each worker tokenises and masks its own
+share, rows r, r + W, ... (``worker_validation_rows``), and keeps it as int32 without padding (``HeldOutRows``):
+nothing of them is pickled into the workers, and a worker holds 1/W of them."""
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from distalign.config import ExperimentConfig
 from distalign.data.streams import CorpusSentencesStream
+from distalign.preparation.table_rows import StoredTable
+from distalign.eval.mlm_loss import HeldOutRows
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.streams import build_stream_batch, stream_jobs
+from distalign.preparation.streams import StreamBatchJob, build_stream_batch, stream_jobs
 
 
-def mlm_validation_batch(prepared: PreparedData, config: ExperimentConfig) -> dict[str, np.ndarray] | None:
-    """The corpus stream's tensors plus ``masked_ids`` and ``labels`` for every held-out row, or None
-    without held-out sentences (``data.validation_corpora``, ``data.synthetic.validation_sentences``)."""
+def validation_rows(rows: pa.Table, job: StreamBatchJob) -> HeldOutRows:
+    """Held-out sentences (text, lang, row, epoch) tokenised and masked by the corpus stream's ``job``."""
+    columns = {name: rows[name].to_numpy(zero_copy_only=False) for name in rows.column_names}
+    return HeldOutRows.of(build_stream_batch(columns, job))
+
+
+def worker_validation_rows(stored: StoredTable, job: StreamBatchJob, rank: int, workers: int) -> HeldOutRows:
+    """Worker ``rank``'s share of the stored held-out sentences: rows rank, rank + workers, ..."""
+    table = stored.open()
+    return validation_rows(table.take(np.arange(rank, len(table), workers)), job)
+
+
+def mlm_validation_rows(prepared: PreparedData, config: ExperimentConfig) -> HeldOutRows | None:
+    """Every held-out row, in this process (tests, debugging), or None without held-out sentences
+    (``data.validation_corpora``, ``data.synthetic.validation_sentences``)."""
     if prepared.validation is None:
         return None
     job = stream_jobs(prepared, config, (CorpusSentencesStream.name,))[CorpusSentencesStream.name]
-    rows = {name: prepared.validation[name].to_numpy(zero_copy_only=False) for name in prepared.validation.column_names}
-    return build_stream_batch(rows, job)
+    return validation_rows(prepared.validation, job)

@@ -5,7 +5,7 @@ group cost about two thirds of a short trial here (docs/benchmarks.md, "Per Tune
 the next trial starts in a process that has torch, transformers and the tokenizer loaded already.
 
 The worker (``distalign.train.loop.run_worker``) runs here in a process group of one (gloo; NCCL on a GPU), fed
-by the run's Ray Data datasets and corpus tasks as a Ray Train worker is. Its checkpoints go to the run's own
+by the run's table and corpus tasks as a Ray Train worker is. Its checkpoints go to the run's own
 ``CheckpointStore`` (Ray Train's layout and retention), and each report also goes to ``forward`` (the trial's
 ``ray.tune.report``). There are no worker restarts: a failure fails the trial, Tune restarts it (the study's
 ``max_failures``) and the run resumes from its store.
@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import ray.data
 import ray.train
 import torch
 import torch.distributed as dist
@@ -45,7 +44,6 @@ def open_process_group_of_one(device: torch.device) -> None:
 class InProcessWorker:
     """The ``WorkerSession`` of the only worker, in this process."""
 
-    datasets: dict[str, ray.data.Dataset]
     store: CheckpointStore
     device: torch.device
     forward: Callable[[dict[str, float]], None]
@@ -55,9 +53,6 @@ class InProcessWorker:
     local_rank: int = 0
     metrics: dict[str, float] = field(default_factory=dict)  # the last report's
     uploads: CheckpointUploads = field(default_factory=lambda: CheckpointUploads(0, 1))
-
-    def dataset_shard(self, name: str) -> ray.data.DataIterator:
-        return self.datasets[name].iterator()
 
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         return iter(self.store.newest_first())
@@ -75,7 +70,7 @@ class InProcessWorker:
         self.uploads.wait()
 
 
-def fit_in_process(plan: TrainingPlan, datasets: dict[str, ray.data.Dataset], score: str, order: str,
+def fit_in_process(plan: TrainingPlan, score: str, order: str,
                    forward: Callable[[dict[str, float]], None]) -> InProcessWorker:
     """Train ``plan`` on one worker in this process; returns the worker, its store holding the run's checkpoints
     (``score``: the selection metric the best is kept by, "" for none)."""
@@ -83,10 +78,10 @@ def fit_in_process(plan: TrainingPlan, datasets: dict[str, ray.data.Dataset], sc
     device = torch.device("cuda", 0) if config.train.use_gpu else torch.device("cpu")
     store = CheckpointStore(config.storage.path, config.storage.endpoint_url, config.run.name,
                             config.storage.keep_checkpoints, score, order)
-    worker = InProcessWorker(datasets, store, device, forward)
+    worker = InProcessWorker(store, device, forward)
     open_process_group_of_one(device)
     # the worker's CPUs, held from here on as a worker group's are (the trial holds its GPU from the start: Ray
-    # makes a GPU visible to the process holding it); not earlier: building the datasets ran a 1-CPU task
+    # makes a GPU visible to the process holding it)
     cpus = config.train.cpus_per_worker
     with reserved([{"CPU": cpus}], f"train.cpus_per_worker={cpus} CPUs for the trial's worker"):
         try:

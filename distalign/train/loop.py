@@ -1,10 +1,10 @@
-"""A training worker: the recipe fed by this worker's datasets, run by Ray Train on every worker
+"""A training worker: the recipe fed by this worker's own rows of the run's streams, run by Ray Train on every worker
 (``train_loop_per_worker``) or by a one-worker run in the calling process (``distalign.train.in_process``).
 
-Each worker asks every stream it trains on for its batches (``Stream.worker_batches``): its own
-dataset of a table stream, its own share of the corpus. Checkpoints are saved by every rank (DeepSpeed shards) into a
-local directory and uploaded in the background (``distalign.train.uploads``) by the session (Ray Train, or the run's
-own checkpoint store); a resume reads each rank's own files (``distalign.train.resume``).
+Each worker asks every stream it trains on for its batches (``Stream.worker_batches``): its share of each
+step's rows of a table stream, its own share of the corpus. Checkpoints are saved by every rank (DeepSpeed shards)
+into a local directory and uploaded in the background (``distalign.train.uploads``) by the session (Ray Train, or
+the run's own checkpoint store); a resume reads each rank's own files (``distalign.train.resume``).
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Protocol
 
 import ray
-import ray.data
 import ray.train
 import ray.train.torch
 import torch
@@ -35,7 +34,7 @@ log = logging.getLogger("distalign")
 
 
 class WorkerSession(Protocol):
-    """What a training worker needs from whoever runs it: who it is, its datasets, its run's checkpoints,
+    """What a training worker needs from whoever runs it: who it is, its run's checkpoints,
     where its reports go. A Ray Train worker's (``RayTrainWorker``), or a one-worker run's in the calling
     process (``distalign.train.in_process``)."""
 
@@ -44,8 +43,6 @@ class WorkerSession(Protocol):
     node_rank: int
     local_rank: int
     device: torch.device
-
-    def dataset_shard(self, name: str) -> ray.data.DataIterator: ...
 
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         """The run's checkpoints, newest first (read lazily: a resume stops at the first complete one)."""
@@ -73,10 +70,6 @@ class RayTrainWorker:
         self.uploads = CheckpointUploads(self.rank, self.world_size)
         self.checkpoint_directory = self.uploads.new_directory
         self.wait_for_uploads = self.uploads.wait
-
-    @staticmethod
-    def dataset_shard(name: str) -> ray.data.DataIterator:
-        return ray.train.get_dataset_shard(name)
 
     def checkpoints(self) -> Iterator[ray.train.Checkpoint]:
         latest = ray.train.get_checkpoint()
@@ -124,7 +117,7 @@ def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
         with resumed_from(session.checkpoints(), rank, session.local_rank) as directory:
             recipe.setup(directory)
         plan.clock.mark("model")
-        data, train = RayWorkerData(rank, workers, plan.corpus, session.dataset_shard), plan.config.train
+        data, train = RayWorkerData(rank, workers, plan.corpus, plan.tables), plan.config.train
         saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
         streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
                    for name, stream in plan.streams.items()}

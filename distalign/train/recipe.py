@@ -16,7 +16,6 @@ import uuid
 from pathlib import Path
 from typing import Callable, ContextManager
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -36,13 +35,15 @@ from distalign.checkpoint import (
 from distalign.data.batches import padded_names, trim_padding, with_label_index
 from distalign.data.streams import StreamBatches
 from distalign.device import to_device, use_tensor_cores
-from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
+from distalign.eval.mlm_loss import HeldOutRows, mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
 from distalign.models.language_embeddings import training_input_languages
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import ObjectiveContext
+from distalign.preparation.prepared import WORD_PAIR_COLUMNS
+from distalign.preparation.validation import worker_validation_rows
 from distalign.storage import node_local
 from distalign.train.engine import build_engine
 from distalign.train.module import TrainingModule
@@ -137,6 +138,7 @@ class TrainingRecipe:
         self.stream_states: dict[str, list[dict]] | None = None  # every saved rank's, per stream (a resume)
         self.streams: dict = {}
         self.last_eval: dict[str, float] = {}
+        self.validation_rows: HeldOutRows | None = None  # this rank's share of the held-out rows, once tokenised
         self.logger = self.system_metrics = None
 
     # -- set up or resume ------------------------------------------------------------------
@@ -168,7 +170,9 @@ class TrainingRecipe:
                                                                  if plugin.stream == name for spec in plugin.prepares))
                        for name, stream in self.plan.streams.items()}
         self.width_multiple = CUDA_WIDTH_MULTIPLE if self.device.type == "cuda" else 1
-        context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, self.plan.word_pairs, t.seed)
+        stored_pairs = self.plan.word_pairs  # the constraint table, memory-mapped: its word columns only
+        word_pairs = stored_pairs.open().table(list(WORD_PAIR_COLUMNS)) if stored_pairs is not None else None
+        context = ObjectiveContext(masked_lm, self.tokenizer, self.plan.languages, word_pairs, t.seed)
         objectives = {name: plugin.build(section, context) for name, (plugin, section) in active.items()}
         model = TrainingModule(masked_lm, objectives, config.objectives.weights(), config.model.word_layer)
         if resume_dir is not None and (objective_state := read_objective_state(resume_dir)) is not None:
@@ -244,12 +248,14 @@ class TrainingRecipe:
         return training_input_languages(module.masked_lm, module.objectives.get_parameter(key), self.plan.languages)
 
     def _mlm_validation_loss(self) -> dict[str, float]:
-        """Each rank scores every world_size-th held-out row, all ranks in as many forward passes as rank 0's
-        share (the longest) needs; the summed losses and token counts are added up."""
-        batch, batch_size = self.plan.mlm_validation, self.config.train.corpus_batch_size
-        rows = np.arange(self.rank, len(batch["row"]), self.world_size)
-        longest_share = -(-len(batch["row"]) // self.world_size)
-        sums = mlm_loss_sums(self.engine.module.masked_lm, batch, rows, len(self.plan.languages), batch_size,
+        """Each rank scores its share of the held-out rows, every world_size-th (tokenised and masked here at the
+        first evaluation), all ranks in as many forward passes as rank 0's share (the longest) needs; the summed
+        losses and token counts are added up."""
+        stored, batch_size = self.plan.mlm_validation, self.config.train.corpus_batch_size
+        if self.validation_rows is None:
+            self.validation_rows = worker_validation_rows(stored, self.plan.corpus.job, self.rank, self.world_size)
+        longest_share = -(-stored.rows // self.world_size)
+        sums = mlm_loss_sums(self.engine.module.masked_lm, self.validation_rows, len(self.plan.languages), batch_size,
                              self.device, forwards=-(-longest_share // batch_size))
         return mlm_loss_metrics(collectives.all_reduce_sum(sums), self.plan.languages)
 

@@ -25,10 +25,10 @@ from distalign.data.streams import STREAMS
 from distalign.eval.selection import selection_score
 from distalign.logs import configure
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.schedule import run_schedule
+from distalign.preparation.resume import kept_schedule
+from distalign.preparation.schedule import RunSchedule, run_schedule
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import build_datasets, corpus_feed, reserve_corpus_cpus
-from distalign.preparation.validation import mlm_validation_batch
+from distalign.preparation.streams import corpus_feed, reserve_corpus_cpus, store_tables, table_streams
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
@@ -60,16 +60,19 @@ class TrainingOutcome:
     test_metrics: dict = field(default_factory=dict)  # test/bli/... of the selected checkpoint (eval.test_languages)
 
 
-def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str,
-                  ledger: str = "", clock: StartupClock | None = None) -> TrainingPlan:
-    """The workers' plan: model, languages, held-out pairs for model selection, the word pairs if used,
-    the corpus stream (``ledger``: the actor that counts the corpus rows skipped on the cluster)."""
+def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str, ledger: str = "",
+                  clock: StartupClock | None = None, schedule: RunSchedule | None = None) -> TrainingPlan:
+    """The workers' plan: model, languages, held-out pairs for model selection, where the run's tables are (written
+    to its storage here, once: ``store_tables``), the corpus stream (``ledger``: the actor that counts the corpus
+    rows skipped on the cluster); ``schedule``: the run's (default: the config's, ``run_schedule``)."""
     test_sets = bli_test_sets(config, prepared.eval_pairs)
-    word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None  # evaluation words removed
+    stored = store_tables(prepared, config)
+    word_pairs = stored["constraints"] if config.objectives.uses_word_pairs else None  # evaluation words removed
     streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
-    return TrainingPlan(config, run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
-                        prepared.languages, word_pairs, test_sets, mlm_validation_batch(prepared, config), streams,
-                        corpus_feed(prepared, config, ledger), clock or StartupClock())
+    return TrainingPlan(config, schedule or run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
+                        prepared.languages, word_pairs, test_sets, stored.get("validation"), streams,
+                        corpus_feed(prepared, config, ledger), table_streams(prepared, config, stored),
+                        clock or StartupClock())
 
 
 @contextlib.contextmanager
@@ -94,9 +97,8 @@ def reporting_skips(ledger, run_id: str, tracking_uri: str):
             ray.kill(ledger)
 
 
-def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, score: dict,
-                  callbacks: list | None) -> TorchTrainer:
-    """The ``TorchTrainer`` of a run: its workers, storage and checkpoints, and the table-stream datasets."""
+def build_trainer(config: ExperimentConfig, plan: TrainingPlan, score: dict, callbacks: list | None) -> TorchTrainer:
+    """The ``TorchTrainer`` of a run: its workers, storage and checkpoints."""
     t = config.train
     return TorchTrainer(
         train_loop_per_worker,
@@ -115,9 +117,6 @@ def build_trainer(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, 
             # a deterministic error of the training code is retried once, not max_failures times
             callbacks=[FailFast(), *(callbacks or [])],
         ),
-        datasets=datasets,
-        # each worker has datasets of its own rows (build_datasets): Ray must not split them again
-        dataset_config=ray.train.DataConfig(datasets_to_split=[]),
     )
 
 
@@ -130,16 +129,16 @@ class Fitted:
     metrics: dict
 
 
-def fit(config: ExperimentConfig, datasets: dict, plan: TrainingPlan, score: dict, callbacks: list | None,
+def fit(config: ExperimentConfig, plan: TrainingPlan, score: dict, callbacks: list | None,
         trial_report: Callable[[dict], None] | None) -> Fitted:
     """Train ``plan``: in this process for a one-worker Tune trial (``train.in_trial_process``), else on a Ray
     Train worker group."""
     selection, order = score.get("checkpoint_score_attribute", ""), score.get("checkpoint_score_order", "max")
     if trial_report is not None and config.train.in_trial_process:
-        worker = fit_in_process(plan, datasets, selection, order, trial_report)
+        worker = fit_in_process(plan, selection, order, trial_report)
         return Fitted(worker.store.latest, worker.store.best, worker.metrics)
     with raising_worker_exceptions():  # a worker's own error, not Ray Train's wrapper of it
-        result = build_trainer(config, datasets, plan, score, callbacks).fit()
+        result = build_trainer(config, plan, score, callbacks).fit()
     best = result.get_best_checkpoint(selection, order) if selection and result.best_checkpoints else None
     return Fitted(result.checkpoint, best, dict(result.metrics or {}))
 
@@ -150,7 +149,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
 
     Inputs are prepared (and every bad input reported) on the driver first; then a Ray cluster is
     joined or started, the MLflow run opened (or reopened on resume), and a ``TorchTrainer`` runs
-    ``train_loop_per_worker`` on ``train.num_workers`` workers fed by the Ray Data streams.
+    ``train_loop_per_worker`` on ``train.num_workers`` workers, each drawing its own rows of the run's streams.
     In a Tune trial (``trial_report``: its ``ray.tune.report``; ``callbacks``: Ray Train's, for a worker group) a
     one-worker run trains in this process instead (``distalign.train.in_process``).
     ``checked``: the config's checks already run by the caller (``distalign.train.preflight``), else run here.
@@ -165,7 +164,7 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
              "(streamed); model %s", len(prepared.constraints), prepared.excluded_constraints, prepared.malformed_rows,
              ", ".join(f"{s.lang}: {s.name}" for s in prepared.corpus.sources) or "none", prepared.model_path)
-    schedule = run_schedule(config, prepared)
+    schedule = kept_schedule(config, run_schedule(config, prepared))  # a resume keeps its first start's
     if config.train.epochs:
         log.info("train.epochs=%s: %d steps", config.train.epochs, schedule.max_steps)
     if config.eval.every_epochs:
@@ -188,12 +187,10 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
             reporting_skips(ledger, run_id, config.tracking.uri):
         client = client_for(config.tracking.uri)
         client.set_tag(run_id, START_MODEL_TAG, prepared.model_path)
-        plan = plan_training(config, prepared, run_id, ledger_name, clock)
-        # before the reservation: from_arrow runs a 1-CPU task
-        datasets = build_datasets(prepared, config, plan.schedule.max_steps)
+        plan = plan_training(config, prepared, run_id, ledger_name, clock, schedule)
         with reserve_corpus_cpus(plan.corpus, t.num_workers):  # before the trainer takes the plan
             clock.mark("trainer")
-            fitted = fit(config, datasets, plan, score, callbacks, trial_report)
+            fitted = fit(config, plan, score, callbacks, trial_report)
         checkpoint = checkpoint_uri(fitted.checkpoint) if fitted.checkpoint is not None else ""
         best_checkpoint = checkpoint_uri(fitted.best) if fitted.best is not None else ""
         if checkpoint:

@@ -11,11 +11,12 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import ConfigError, load_config
 from distalign.data.row_random import RowRandom
 from distalign.data.synthetic import SyntheticConfig, generate_world
-from distalign.eval.mlm_loss import MLM_LOSS_METRIC, mlm_loss_metrics, mlm_loss_sums
+from distalign.eval.mlm_loss import MLM_LOSS_METRIC, HeldOutRows, mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, selection_score
 from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.validation import mlm_validation_batch
+from distalign.preparation.streams import staged_tokenizer, stream_jobs
+from distalign.preparation.validation import mlm_validation_rows
 
 V, T = 40, 9
 
@@ -40,7 +41,7 @@ def model():
 
 def test_the_loss_is_hugging_faces_masked_lm_loss_per_language_and_overall(model):
     batch = masked_batch()
-    sums = mlm_loss_sums(model, batch, np.arange(7), num_languages=3, batch_size=3, device=torch.device("cpu"))
+    sums = mlm_loss_sums(model, HeldOutRows.of(batch), num_languages=3, batch_size=3, device=torch.device("cpu"))
     metrics = mlm_loss_metrics(sums, ["xa", "xb", "xc"])
     model.eval()
     with torch.no_grad():
@@ -60,8 +61,9 @@ def test_the_loss_is_hugging_faces_masked_lm_loss_per_language_and_overall(model
 def test_ranks_scoring_disjoint_rows_add_up_to_the_whole_and_dropout_is_off(model):
     batch, cpu = masked_batch(), torch.device("cpu")
     model.train()
-    whole = mlm_loss_sums(model, batch, np.arange(7), 2, 4, cpu)
-    parts = sum(mlm_loss_sums(model, batch, np.arange(rank, 7, 2), 2, 4, cpu) for rank in (0, 1))
+    whole = mlm_loss_sums(model, HeldOutRows.of(batch), 2, 4, cpu)
+    parts = sum(mlm_loss_sums(model, HeldOutRows.of({k: v[rank::2] for k, v in batch.items()}), 2, 4, cpu)
+                for rank in (0, 1))
     assert torch.allclose(whole, parts)
     assert model.training  # left as it was found
 
@@ -93,17 +95,22 @@ def test_held_out_rows_are_masked_as_the_corpus_stream_masks_and_the_same_every_
                                               "eval.select_by=mlm_loss"])
     prepared = prepare_data(config)
     assert sorted(prepared.validation["lang"].to_pylist()) == sorted(["xa", "xb", "xc"] * 30)
-    batch = mlm_validation_batch(prepared, config)
-    again = mlm_validation_batch(prepared, config)
-    assert all(np.array_equal(batch[key], again[key]) for key in batch)
+    held = mlm_validation_rows(prepared, config)
+    again = mlm_validation_rows(prepared, config)
+    assert all(np.array_equal(held.tokens[key], again.tokens[key]) for key in held.tokens)
+    assert all(values.dtype == np.int32 for values in held.tokens.values())  # unpadded int32
+    assert held.lengths.sum() == len(held.tokens["labels"]) < held.lengths.max() * len(held)
     # the run's masking (quickstart: whole words, mask_prob 0.15) drawn per row from (seed, epoch 0, row)
+    job = stream_jobs(prepared, config, ("corpus",))["corpus"]
+    columns = {name: prepared.validation[name].to_numpy(zero_copy_only=False) for name in prepared.validation.column_names}
+    batch = job.stream.tokenize(columns, staged_tokenizer(job.tokenizer_path, ""), job.settings)
     masking = MLMMasking.for_tokenizer(prepared.model_path, config.objectives.mlm.mask_prob,
                                        config.objectives.mlm.granularity)
     expected = masking({"input_ids": batch["input_ids"], "word_ids": batch["word_ids"]},
                        RowRandom(config.train.seed, [0] * len(batch["row"]), batch["row"].tolist()))
-    assert np.array_equal(expected["labels"], batch["labels"])
+    assert np.array_equal(expected["labels"][batch["attention_mask"] == 1], held.tokens["labels"])
     words = {(r, batch["word_ids"][r, c]) for r, c in zip(*np.nonzero(batch["word_ids"] >= 0))}
-    masked_words = {(r, batch["word_ids"][r, c]) for r, c in zip(*np.nonzero(batch["labels"] != IGNORE_INDEX))}
+    masked_words = {(r, batch["word_ids"][r, c]) for r, c in zip(*np.nonzero(expected["labels"] != IGNORE_INDEX))}
     assert 0.08 < len(masked_words) / len(words) < 0.22  # about mask_prob of the words
 
 

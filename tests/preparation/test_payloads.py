@@ -1,5 +1,5 @@
-"""What crosses a process boundary is a dataclass, never a plain dict: the job each Ray Data task of a
-table stream gets (``fn_kwargs``) and each corpus item task, the plan each Ray Train worker gets
+"""What crosses a process boundary is a dataclass, never a plain dict: the table stream each Ray task reading a
+table stream's batch gets and each corpus item task, the plan each Ray Train worker gets
 (``train_loop_config``). Intercepted at
 the real call sites; each payload must also survive the pickling that carries it. (Tune trials:
 ``tests/test_trials.py``.)"""
@@ -16,8 +16,10 @@ from distalign.data.ragged import RaggedRows
 from distalign.data.streams import STREAMS
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation import streams
-from distalign.preparation.streams import RayWorkerData, StreamBatchJob, build_datasets, corpus_feed
+from distalign.preparation.streams import (RayWorkerData, StreamBatchJob, TableStream, corpus_feed, store_tables,
+                                           table_streams)
 from distalign.train import trainer
+from distalign.preparation.table_rows import StoredTable
 from distalign.train.plan import TrainingPlan
 
 
@@ -28,18 +30,19 @@ def assert_typed(payload, cls):
     assert type(again) is cls
 
 
-class CapturedDataset:
-    """Stands in for a Ray Dataset: keeps what ``map_batches`` would send to its tasks."""
+class CapturedTableTask:
+    """Stands in for the table streams' batch task: keeps what each call would send."""
 
     def __init__(self, sent):
         self.sent = sent
 
-    def map_batches(self, fn, **kwargs):
-        self.sent.append(kwargs["fn_kwargs"])
+    def options(self, **kwargs):
         return self
 
-    def iter_torch_batches(self, **kwargs):
-        yield {}
+    def remote(self, stream, positions):
+        assert_typed(stream, TableStream)
+        self.sent.append({"job": stream.job})
+        return {"row": positions}
 
 
 class CapturedItemTask:
@@ -58,22 +61,28 @@ class CapturedItemTask:
         return [RaggedRows.of_columns({"item": np.full(8, index, dtype=np.int64), "row": np.zeros(8, dtype=np.int64)})]
 
 
-def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
+def test_ray_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeypatch):
     config = load_config(QUICKSTART, SMALL + ["run.name=payloads"])
     prepared = prepare_data(config)
     sent, plans = [], []
-    monkeypatch.setattr("ray.data.from_arrow", lambda rows: CapturedDataset(sent))
+    monkeypatch.setattr(streams, "_table_task", CapturedTableTask(sent))
     item_task = CapturedItemTask(sent)
     monkeypatch.setattr(streams, "_item_task", item_task)
     monkeypatch.setattr(streams.ray, "put", lambda value: ray.cloudpickle.loads(ray.cloudpickle.dumps(value)))
     monkeypatch.setattr(streams.ray, "get", lambda ref: ref)
     monkeypatch.setattr(streams.ray, "cancel", lambda ref: None)  # the items left when the generator is dropped
-    build_datasets(prepared, config, config.train.max_steps)
-    next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
-    assert len(sent) > config.train.num_workers  # a constraints dataset per worker, then the corpus's item tasks
+    tables = table_streams(prepared, config, store_tables(prepared, config))
+    pairs = STREAMS["constraints"].worker_batches(RayWorkerData(0, 2, None, tables), 16)
+    next(pairs)
+    tasks = len(sent)  # the constraints' batches submitted ahead, then the corpus's item tasks
+    corpus = STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8)
+    next(corpus)
+    for stream in (pairs, corpus):  # their tasks left are cancelled now, by the stand-in (not by Ray, later)
+        stream.batches.close()
+    assert 0 < tasks < len(sent)
     # an item task pauses with so many blocks not yet taken: what a worker holds in the object store is bounded
     assert item_task.options_given["_generator_backpressure_num_objects"] == streams.ITEM_BLOCKS_AHEAD
-    for payload in sent[config.train.num_workers:]:
+    for payload in sent[tasks:]:
         assert_typed(payload.pop("corpus"), CorpusStream)  # the corpus tasks also get the corpus
     for fn_kwargs in sent:
         assert set(fn_kwargs) == {"job"}  # one typed argument, not the job's fields as loose keys
@@ -82,8 +91,10 @@ def test_ray_data_tasks_and_train_workers_receive_dataclasses(distalign_home, mo
     assert {kwargs["job"].stream.name for kwargs in sent} == {"constraints", "corpus"}
 
     monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, train_loop_config, **kwargs: plans.append(train_loop_config))
-    trainer.build_trainer(config, {}, trainer.plan_training(config, prepared, ""), {}, None)
+    trainer.build_trainer(config, trainer.plan_training(config, prepared, ""), {}, None)
     (plan,) = plans
     assert_typed(plan, TrainingPlan)
     assert_typed(plan.schedule, type(plan.schedule))
     assert_typed(plan.corpus.job, StreamBatchJob)
+    assert_typed(plan.tables["constraints"], TableStream)
+    assert isinstance(plan.tables["constraints"].source, StoredTable)  # where the rows are, not the rows

@@ -1,8 +1,7 @@
-"""Ray Data streams: tokenised in map_batches, equal shards per worker, the same for the same seed."""
+"""The streams through Ray: a table stream's batches read and tokenised by Ray tasks from the table stored in the
+run's storage, the same rows for the same seed; the corpus tokenised in the workers' item tasks."""
 
 from __future__ import annotations
-
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
@@ -11,29 +10,25 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.streams import STREAMS
 from distalign.data.corpus_stream import read_rows
-from distalign.preparation.streams import RayWorkerData, build_datasets, corpus_feed, shard_name
+from distalign.preparation.streams import RayWorkerData, corpus_feed, local_streams, store_tables, table_streams
 from distalign.preparation.inputs import prepare_data
 from distalign.models.loading import load_tokenizer
 
 pytestmark = pytest.mark.slow
 
 
-def shard_rows(datasets, stream: str, workers: int, column: str) -> list[list]:
-    """Every worker's rows of a stream (each worker has a dataset of its own)."""
-    def read(rank: int) -> list:
-        dataset = datasets[shard_name(stream, rank)]
-        return [np.asarray(row).tolist() for batch in dataset.iter_batches(batch_size=64, batch_format="numpy")
-                for row in batch[column]]
-
-    with ThreadPoolExecutor(workers) as pool:
-        return list(pool.map(read, range(workers)))
+def ray_batches(config, prepared, stream: str, rank: int, workers: int, count: int) -> list[dict]:
+    """``count`` batches of worker ``rank``'s ``stream`` as a Ray Train worker reads them: Ray tasks over the stored
+    table."""
+    tables = table_streams(prepared, config, store_tables(prepared, config))
+    batches = STREAMS[stream].worker_batches(RayWorkerData(rank, workers, None, tables),
+                                             STREAMS[stream].batch_size(config.train))
+    return [next(batches) for _ in range(count)]
 
 
-def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home):
+def test_streams_are_tokenised_and_reproducible(ray_local, distalign_home):
     config = load_config(QUICKSTART, SMALL + ["run.name=pipeline", "data.pack_sequences=false"])  # a sentence a row
     prepared = prepare_data(config)
-    datasets = build_datasets(prepared, config, config.train.max_steps)
-    assert set(datasets) == {shard_name("constraints", r) for r in (0, 1)}  # the corpus streams on the workers
 
     batch = next(STREAMS["corpus"].worker_batches(RayWorkerData(0, 2, corpus_feed(prepared, config)), 8))
     texts = {key: text for rows in read_rows(prepared.corpus) for key, text in zip(rows["row"], rows["text"])}
@@ -42,28 +37,18 @@ def test_streams_are_tokenised_equal_and_reproducible(ray_local, distalign_home)
     expected = tokenizer(first_text.split(), is_split_into_words=True)["input_ids"]
     assert batch["input_ids"][0, : len(expected)].tolist() == expected
     assert batch["input_ids"].shape == (8, config.data.max_seq_length)
-    assert set(datasets[shard_name("constraints", 0)].take(1)[0]) >= {"input_ids1", "word_mask1", "input_ids2",
-                                                                      "synset"}
 
-    first = shard_rows(datasets, "constraints", 2, "input_ids1")
-    assert len(first[0]) == len(first[1]) >= len(prepared.constraints) // 2
-    again = shard_rows(build_datasets(prepare_data(config), config, config.train.max_steps), "constraints", 2, "input_ids1")
-    assert first == again
+    first = ray_batches(config, prepared, "constraints", 1, 2, 3)
+    assert set(first[0]) >= {"input_ids1", "word_mask1", "input_ids2", "synset", "row", "epoch"}
+    local = local_streams(prepared, config, rank=1, workers=2)["constraints"]  # the same rows without Ray
+    for batch in first:
+        assert all(np.array_equal(batch[key].numpy(), value.numpy()) for key, value in next(local).items())
+    again = ray_batches(config, prepare_data(config), "constraints", 1, 2, 3)
+    assert all(np.array_equal(a["input_ids1"], b["input_ids1"]) for a, b in zip(first, again))
     other_seed = load_config(QUICKSTART, SMALL + ["run.name=pipeline-seed1", "train.seed=1"])
-    reshuffled = shard_rows(build_datasets(prepare_data(other_seed), other_seed, other_seed.train.max_steps), "constraints", 2, "input_ids1")
-    assert reshuffled[0] != first[0]
-
-
-def test_workers_read_different_rows_at_every_step_across_epochs(ray_local, distalign_home):
-    """Worker r reads rows r, r + W, ... of every epoch: never the rows another worker reads (a split of
-    per-epoch datasets once gave every worker a whole epoch of its own, in the same order)."""
-    config = load_config(QUICKSTART, SMALL + ["run.name=pipeline-epochs", "train.max_steps=80"])
-    prepared = prepare_data(config)
-    first, second = shard_rows(build_datasets(prepared, config, config.train.max_steps), "constraints", 2, "row")
-    per_epoch = len(prepared.constraints) // 2
-    assert len(first) == len(second) >= 2 * per_epoch  # at least two epochs of rows each
-    assert first[:per_epoch] == list(range(0, 2 * per_epoch, 2))
-    assert second[:per_epoch] == list(range(1, 2 * per_epoch, 2))
+    reshuffled = ray_batches(other_seed, prepare_data(other_seed), "constraints", 1, 2, 3)
+    assert not all(np.array_equal(a["row"], b["row"]) and np.array_equal(a["synset"], b["synset"])
+                   for a, b in zip(first, reshuffled))
 
 
 def test_packed_corpus_sequences_through_ray_data(ray_local, distalign_home):

@@ -37,6 +37,7 @@ def _rank(rank: int, port: int, validation_run, sense_run, results) -> None:
     import torch.distributed as dist
 
     from distalign.preparation.streams import local_streams
+    from distalign.preparation.table_rows import store_table
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 
@@ -49,7 +50,8 @@ def _rank(rank: int, port: int, validation_run, sense_run, results) -> None:
         config, prepared = validation_run  # the MLM with held-out sentences, VALIDATION_ROWS of them scored
         recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""), rank, 2)
         recipe.setup()
-        recipe.plan.mlm_validation = {key: value[:VALIDATION_ROWS] for key, value in recipe.plan.mlm_validation.items()}
+        recipe.plan.mlm_validation = store_table(prepared.validation.slice(0, VALIDATION_ROWS), config.storage.path,
+                                                 config.storage.endpoint_url, config.run.name, "validation")
         mlm_loss = recipe.evaluate()["eval/mlm/loss"]
 
         config, prepared = sense_run

@@ -119,14 +119,15 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     if accum > 1:  # the micro-batches of a step are different batches
         assert not torch.equal(first[1][0]["corpus"]["row"], first[1][1]["corpus"]["row"])
 
-    # train.trace_rows: every step's rows per stream, and the corpus rows' epoch
+    # train.trace_rows: every step's rows per stream, and their epoch
     (trace,) = (tmp_path / "rows").iterdir()
     traced = {line["step"]: line["streams"] for line in map(json.loads, trace.read_text().splitlines())}
     assert sorted(traced) == [1, 2, 3, 4]
     for step, batches in first.items():
         for stream in ("corpus", "constraints"):
             assert traced[step][stream]["row"] == [row for b in batches for row in b[stream]["row"].tolist()]
-        assert traced[step]["corpus"]["epoch"] == [0] * accum * 8 and "epoch" not in traced[step]["constraints"]
+        assert traced[step]["corpus"]["epoch"] == [0] * accum * 8
+        assert traced[step]["constraints"]["epoch"] == [0] * accum * 16  # the epoch of the stream's draw
 
     # a resumed recipe continues at step 3 and trains step 4 on exactly the batch of the first run
     (tmp_path / "resumed").mkdir()

@@ -4,6 +4,7 @@ the run finishes by itself from its last checkpoint, at the same data position, 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -35,19 +36,29 @@ def losses_by_step(client: MlflowClient, run_id: str) -> dict[int, list[float]]:
     return out
 
 
+def own_processes(word: str) -> list[psutil.Process]:
+    """This process's descendants with ``word`` in their command line: its own Ray cluster's (the raylet is its
+    child), never another cluster's on the same machine."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        with contextlib.suppress(psutil.Error):  # gone since it was listed
+            if any(word in part for part in child.cmdline()):
+                found.append(child)
+    return found
+
+
 def kill_a_worker_once_past(client: MlflowClient, experiment: str, run_name: str, step: int, killed: list[int],
                             deadline_s: float = 300, process: str = "RayTrainWorker", settle_s: float = 2.5) -> None:
     """Wait for the run to log ``step`` and for Ray Train to register the checkpoints before it (its
     controller polls the workers every 2 s: ``settle_s``), then SIGKILL one training worker process (``process``:
-    a word of its command line)."""
+    a word of its command line) of this process's own Ray cluster."""
     deadline = time.time() + deadline_s
     while time.time() < deadline:
         exp = client.get_experiment_by_name(experiment)
         runs = client.search_runs([exp.experiment_id], f"tags.`{RUN_NAME_TAG}` = '{run_name}'") if exp else []
         if runs and max(losses_by_step(client, runs[0].info.run_id), default=0) >= step:
             time.sleep(settle_s)
-            workers = [p for p in psutil.process_iter(["cmdline"])
-                       if any(process in part for part in (p.info["cmdline"] or []))]
+            workers = own_processes(process)
             if workers:
                 os.kill(workers[-1].pid, signal.SIGKILL)
                 killed.append(workers[-1].pid)
@@ -92,17 +103,17 @@ def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(
     assert optimizer["state"] and all(s["step"] == 40 for s in optimizer["state"].values())  # LAMB's, not AdamW's
 
 
-def trained_corpus_rows(trace_dir) -> list[tuple[int, int, int]]:
-    """(workers, epoch, row) of every corpus sequence a run's optimizer steps kept (``train.trace_rows``): the
-    size of the worker group that trained it, its corpus epoch and row. A worker group that starts from a
-    checkpoint at step s trains the steps after s again: the lines an earlier group wrote for them are dropped."""
+def trained_rows(trace_dir, stream: str) -> list[tuple[int, int, int]]:
+    """(workers, epoch, row) of every row of ``stream`` a run's optimizer steps kept (``train.trace_rows``): the
+    size of the worker group that trained it, its epoch and row. A worker group that starts from a checkpoint at
+    step s trains the steps after s again: the lines an earlier group wrote for them are dropped."""
     lines = [json.loads(line) for path in trace_dir.iterdir() for line in path.read_text().splitlines()]
     first_step: dict[str, int] = {}
     for line in lines:
         first_step[line["group"]] = min(first_step.get(line["group"], line["step"]), line["step"])
     return [(line["workers"], epoch, row) for line in lines
             if not any(later > line["group"] and start <= line["step"] for later, start in first_step.items())
-            for epoch, row in zip(line["streams"]["corpus"]["epoch"], line["streams"]["corpus"]["row"])]
+            for epoch, row in zip(line["streams"][stream]["epoch"], line["streams"][stream]["row"])]
 
 
 def epoch_rows(config) -> list[int]:
@@ -112,13 +123,14 @@ def epoch_rows(config) -> list[int]:
     return [row for block in LocalWorkerData({}, feed).corpus_items(items) for row in block["row"].tolist()]
 
 
-def test_a_run_stopped_on_4_workers_resumes_on_2_and_trains_each_corpus_row_of_the_epoch_once(
-        ray_local, distalign_home, tmp_path):
+def test_a_run_stopped_on_4_workers_resumes_on_2_and_trains_each_row_once(ray_local, distalign_home, tmp_path):
+    """Each corpus row of the epoch, and each position of the constraint stream's draws (table rows by global
+    position: ``distalign.preparation.table_rows``), trained once across the change of W."""
     trace = tmp_path / "rows"
-    # 4 + 4 corpus reservations of 0.2 CPU fit the suite's 2-CPU cluster; an item a unit, so 4 workers all get some.
-    # Ray Train takes one report a worker per 2-second poll: checkpoints every 2 steps keep the kill mid-epoch (the
-    # slowest worker's epoch is ~19 steps)
-    base = SMALL + ["objectives.lexical.weight=0", "data.synthetic.sentences_per_language=150",
+    # 4 + 4 corpus reservations of 0.2 CPU fit the suite's 2-CPU cluster, the constraint batches' tasks the rest;
+    # an item a unit, so 4 workers all get some. Ray Train takes one report a worker per 2-second poll: checkpoints
+    # every 2 steps keep the kill mid-epoch (the slowest worker's epoch is ~19 steps)
+    base = SMALL + ["data.synthetic.sentences_per_language=150", "data.tokenize_cpus=0.1",
                     "data.corpus_mix_units=1", "data.corpus_cpus_per_worker=0.2", "train.cpus_per_worker=0.2",
                     "train.max_steps=40", "train.checkpoint_every=2", "train.log_every=1", "eval.every=0",
                     "train.max_failures=0", f"train.trace_rows={trace}", "run.name=elastic"]
@@ -137,8 +149,15 @@ def test_a_run_stopped_on_4_workers_resumes_on_2_and_trains_each_corpus_row_of_t
     outcome = run_training(load_config(QUICKSTART, base + ["train.num_workers=2", "train.checkpoint_every=40",
                                                            "train.log_every=40"]))
     assert outcome.metrics["step"] == 40
-    rows = trained_corpus_rows(trace)
+    rows = trained_rows(trace, "corpus")
     assert {(workers, epoch) for workers, epoch, _ in rows} >= {(4, 0), (2, 0)}  # stopped mid-epoch
     first_epoch = [row for _, epoch, row in rows if epoch == 0]
     assert len(first_epoch) == len(set(first_epoch))  # no row trained twice
     assert sorted(first_epoch) == sorted(epoch_rows(config))  # and none skipped
+
+    pairs = trained_rows(trace, "constraints")
+    table_rows = len(prepare_data(config).constraints)
+    positions = [epoch * table_rows + row for _, epoch, row in pairs]
+    assert {workers for workers, _, _ in pairs} == {4, 2}
+    assert sorted(positions) == list(range(len(positions)))  # each position once, none skipped, from the start
+    assert max(positions) >= table_rows  # across an epoch of the draw
