@@ -19,7 +19,7 @@ from distalign.train.uploads import UploadFailed
 
 def session(url: str, bucket: str) -> InProcessWorker:
     store = CheckpointStore(f"s3://{bucket}/runs", url, "uploads", keep=0)
-    return InProcessWorker(datasets={}, store=store, device=torch.device("cpu"), forward=lambda metrics: None)
+    return InProcessWorker(store=store, device=torch.device("cpu"), forward=lambda metrics: None)
 
 
 def test_an_upload_failure_is_raised_at_the_next_checkpoint_and_its_files_are_kept(s3_endpoint, caplog):

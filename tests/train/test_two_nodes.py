@@ -24,7 +24,7 @@ from mlflow.tracking import MlflowClient
 from conftest import QUICKSTART, SMALL, free_port
 from distalign.bench.loopback import start_node, wait_for_nodes
 from test_job_submit import BIN, forget_cluster_address, stop_by_pid
-from test_recovery import trained_corpus_rows
+from test_recovery import trained_rows
 
 pytestmark = pytest.mark.slow
 
@@ -117,7 +117,7 @@ def test_two_nodes_train_from_staged_inputs_on_s3_go_on_after_a_node_is_lost_and
     assert run.info.run_name == "two-nodes" and run.info.status == "FINISHED"
     logged = sorted(m.step for m in client.get_metric_history(run.info.run_id, "Train/loss"))
     assert set(logged) == set(range(2, 17, 2)) and logged.count(2) == 1  # no resume started again from step 0
-    traced = trained_corpus_rows(trace)
+    traced = trained_rows(trace, "corpus")
     assert {workers for workers, _, _ in traced} == {2, 1}
     rows = [(epoch, row) for _, epoch, row in traced]
     assert len(rows) == len(set(rows))  # no corpus row trained twice in an epoch
