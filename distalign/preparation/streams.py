@@ -230,8 +230,8 @@ def submitted_ahead(refs: Iterable[Any], slots: int) -> Iterator[Any]:
                 yield submitted.popleft()
         while submitted:
             yield submitted.popleft()
-    finally:
-        for ref in submitted:
+    finally:  # (a generator closed after its Ray session ended has nothing left to cancel: no new session)
+        for ref in submitted if ray.is_initialized() else ():
             ray.cancel(ref)
 
 
