@@ -35,7 +35,8 @@ from distalign.checkpoint import (
 from distalign.data.batches import padded_names, trim_padding, with_label_index
 from distalign.data.streams import StreamBatches
 from distalign.device import to_device, use_tensor_cores
-from distalign.eval.mlm_loss import HeldOutRows, mlm_loss_metrics, mlm_loss_sums
+from distalign.data.ragged import RaggedRows
+from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
 from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
@@ -138,7 +139,7 @@ class TrainingRecipe:
         self.stream_states: dict[str, list[dict]] | None = None  # every saved rank's, per stream (a resume)
         self.streams: dict = {}
         self.last_eval: dict[str, float] = {}
-        self.validation_rows: HeldOutRows | None = None  # this rank's share of the held-out rows, once tokenised
+        self.validation_rows: RaggedRows | None = None  # this rank's share of the held-out rows, once tokenised
         self.logger = self.system_metrics = None
 
     # -- set up or resume ------------------------------------------------------------------

@@ -11,7 +11,7 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import ConfigError, load_config
 from distalign.data.row_random import RowRandom
 from distalign.data.synthetic import SyntheticConfig, generate_world
-from distalign.eval.mlm_loss import MLM_LOSS_METRIC, HeldOutRows, mlm_loss_metrics, mlm_loss_sums
+from distalign.eval.mlm_loss import MLM_LOSS_METRIC, held_out_rows, mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, selection_score
 from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking
 from distalign.preparation.inputs import prepare_data
@@ -41,7 +41,7 @@ def model():
 
 def test_the_loss_is_hugging_faces_masked_lm_loss_per_language_and_overall(model):
     batch = masked_batch()
-    sums = mlm_loss_sums(model, HeldOutRows.of(batch), num_languages=3, batch_size=3, device=torch.device("cpu"))
+    sums = mlm_loss_sums(model, held_out_rows(batch), num_languages=3, batch_size=3, device=torch.device("cpu"))
     metrics = mlm_loss_metrics(sums, ["xa", "xb", "xc"])
     model.eval()
     with torch.no_grad():
@@ -61,8 +61,8 @@ def test_the_loss_is_hugging_faces_masked_lm_loss_per_language_and_overall(model
 def test_ranks_scoring_disjoint_rows_add_up_to_the_whole_and_dropout_is_off(model):
     batch, cpu = masked_batch(), torch.device("cpu")
     model.train()
-    whole = mlm_loss_sums(model, HeldOutRows.of(batch), 2, 4, cpu)
-    parts = sum(mlm_loss_sums(model, HeldOutRows.of({k: v[rank::2] for k, v in batch.items()}), 2, 4, cpu)
+    whole = mlm_loss_sums(model, held_out_rows(batch), 2, 4, cpu)
+    parts = sum(mlm_loss_sums(model, held_out_rows({k: v[rank::2] for k, v in batch.items()}), 2, 4, cpu)
                 for rank in (0, 1))
     assert torch.allclose(whole, parts)
     assert model.training  # left as it was found
@@ -108,7 +108,7 @@ def test_held_out_rows_are_masked_as_the_corpus_stream_masks_and_the_same_every_
                                        config.objectives.mlm.granularity)
     expected = masking({"input_ids": batch["input_ids"], "word_ids": batch["word_ids"]},
                        RowRandom(config.train.seed, [0] * len(batch["row"]), batch["row"].tolist()))
-    assert np.array_equal(expected["labels"][batch["attention_mask"] == 1], held.tokens["labels"])
+    assert np.array_equal(held.padded(held.width)["labels"], expected["labels"])  # padded back: the same targets
     words = {(r, batch["word_ids"][r, c]) for r, c in zip(*np.nonzero(batch["word_ids"] >= 0))}
     masked_words = {(r, batch["word_ids"][r, c]) for r, c in zip(*np.nonzero(expected["labels"] != IGNORE_INDEX))}
     assert 0.08 < len(masked_words) / len(words) < 0.22  # about mask_prob of the words
