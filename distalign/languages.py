@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import NewType
 
 import langcodes
@@ -44,7 +44,7 @@ def is_synthetic(code: str) -> bool:
     return _synthetic(code)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _canonical(code: str) -> str | None:
     if _synthetic(code):
         return code

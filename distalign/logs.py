@@ -16,8 +16,9 @@ import io
 import logging
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, TextIO, TypeVar
+from typing import TextIO, TypeVar
 
 LOGGER_NAME = "distalign"
 PREFIX = "[distalign]"

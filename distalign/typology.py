@@ -19,7 +19,7 @@ import math
 import sys
 import warnings
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -52,7 +52,7 @@ def _uriel_data() -> Path:
     return Path(importlib.metadata.distribution("lang2vec").locate_file("lang2vec/data"))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _known_codes(feature_set: str) -> frozenset[str]:
     """The ISO 639-3 codes that have vectors in ``feature_set`` (the sets cover different languages)."""
     # the *_knn sets are lang2vec's predictions file: read without the import (one member of the npz)
@@ -83,7 +83,7 @@ def uriel_vectors(languages: list[str], feature_set: str = FEATURE_SET) -> np.nd
     return rows.astype(float)
 
 
-@lru_cache(maxsize=None)
+@cache
 def word_order_features(lang: str, feature_set: str = FEATURE_SET) -> dict[str, float]:
     """URIEL's named syntax features of one language (``S_OBJECT_BEFORE_VERB`` -> 0 or 1, ...); NaN where the
     set has no value (``syntax_wals`` has gaps; the ``*_knn`` sets predict every value)."""

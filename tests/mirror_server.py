@@ -37,7 +37,7 @@ def _url_path(file: DataFile) -> str:
 class _Handler(BaseHTTPRequestHandler):
     mirror: Mirror
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         mirror = self.mirror
         mirror.requests.append((self.path, self.headers.get("Range")))
         if self.path not in mirror.files:

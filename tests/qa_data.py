@@ -13,7 +13,6 @@ import random
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, Features, List, Value
-
 from transfer_data import LEXICON
 
 ANSWERS = {"text": List(Value("string")), "answer_start": List(Value("int32"))}

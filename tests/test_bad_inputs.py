@@ -21,12 +21,11 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from conftest import REPO, free_port
 
 PAGE = REPO / "docs" / "reference" / "bad-inputs.md"
@@ -564,9 +563,10 @@ def write_parquet(path: Path, columns: dict) -> str:
 
 
 def build_inputs(root: Path) -> dict[str, str]:
+    from transfer_data import rows, save_task, tiny_model
+
     from distalign.data.schema import CONSTRAINT_SCHEMA
     from distalign.models.loading import TinyModelConfig, build_tiny_model
-    from transfer_data import rows, save_task, tiny_model
 
     inputs: dict[str, str] = {"missing": str(root / "missing"), "out": str(root / "out"),
                               "closed_port": str(free_port())}
@@ -724,8 +724,9 @@ def build_inputs(root: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory, distalign_home):
-    import distalign.train.trainer  # noqa: F401  the imports every command pays once, outside the cases' clocks
     import transformers  # noqa: F401
+
+    import distalign.train.trainer  # noqa: F401  the imports every command pays once, outside the cases' clocks
 
     return build_inputs(tmp_path_factory.mktemp("bad_inputs"))
 

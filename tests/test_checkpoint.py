@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 import torch
+from conftest import QUICKSTART
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from conftest import QUICKSTART
 from distalign.checkpoint import OBJECTIVES_FILE, OPTIMIZER_FILE, read_objective_state
 from distalign.config import load_config
 from distalign.objectives.dict_mlm import DictMLMObjective

@@ -10,7 +10,6 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import SMALL, free_port
 
 pytestmark = pytest.mark.gpu

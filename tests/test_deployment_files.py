@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 import ray
 import yaml
+from conftest import REPO
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from conftest import REPO
 from distalign.config import ExperimentConfig, load_dataclass
 
 CLUSTER, INFRA = REPO / "cluster", REPO / "infra"

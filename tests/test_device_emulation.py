@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL, free_port
 from device_emulation import EMULATED, DeviceEmulation, DeviceMixError, Sync, summary
 
@@ -120,7 +119,7 @@ def test_a_cuda_correct_snippet_passes_without_syncs():
 
 # ------------------------------------------------------------------------------------------------ the objectives
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _parallel_pairs(directory: str) -> str:
     """Translation pairs of 1 to 8 made-up words a side, for TLM (as test_recipe.py makes them)."""
     path = Path(directory) / "pairs.tsv"
@@ -141,12 +140,12 @@ class Measured:
 def run_under_emulation(name: str, home: Path, count_eval: bool = False) -> Measured:
     """The objective's setup, 2 warm-up steps and one counted step under the emulation; with ``count_eval`` also
     ``recipe.evaluate()``'s syncs. A mix is returned, not raised."""
+    import distalign.train.recipe as recipe_module
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
     from distalign.preparation.streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
-    import distalign.train.recipe as recipe_module
 
     path, overrides = OBJECTIVES[name]
     overrides = [o.replace("PAIRS", _parallel_pairs(str(home))) for o in overrides]

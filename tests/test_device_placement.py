@@ -71,7 +71,7 @@ class Names:
     modules' names (``from distalign import collectives; collectives.dist.all_reduce`` is ``torch.distributed.
     all_reduce``). ``getattr`` with a string, ``importlib`` and names passed in from outside are not followed."""
 
-    _cache: dict[tuple[Path, str], "Names"] = {}
+    _cache: dict[tuple[Path, str], Names] = {}
 
     def __init__(self) -> None:
         self.bound: dict[str, set[str]] = {}
@@ -107,7 +107,7 @@ class Names:
         self.bound.setdefault(name, set()).add(target)
 
     @classmethod
-    def of(cls, path: Path) -> "Names":
+    def of(cls, path: Path) -> Names:
         source = path.read_text()
         if (path, source) not in cls._cache:
             cls._cache[path, source] = names = cls()  # cached before it is read: modules may name each other

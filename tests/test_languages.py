@@ -11,8 +11,8 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import ConfigError, load_config
 from distalign.data.corpus_stream import list_corpus_files
 from distalign.data.readers import read_constraints, read_dictionary, read_parallel_tsv

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from mlflow.tracking import MlflowClient
-
 from conftest import QUICKSTART, SMALL, free_port
+from mlflow.tracking import MlflowClient
+from mlflow_server import TrackingServer, postgres
+
 from distalign.config import load_config
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
-from mlflow_server import TrackingServer, postgres
 
 pytestmark = pytest.mark.heavy
 MODEL_NAME = "distalign-stack"

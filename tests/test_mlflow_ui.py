@@ -9,8 +9,8 @@ import os
 import shutil
 
 import pytest
-
 from conftest import REPO
+
 from distalign.tracking import MetricLogger, run_url, tracked_run
 
 

@@ -7,9 +7,9 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from distalign.tracking import PARENT_TAG
 from distalign.studies.report import log_study_summary
 from distalign.studies.study import LanguageSampleStudy, StudyConfig
+from distalign.tracking import PARENT_TAG
 
 
 @pytest.fixture

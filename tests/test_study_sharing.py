@@ -6,14 +6,19 @@ from __future__ import annotations
 import math
 import pickle
 
+from conftest import QUICKSTART, SMALL
 from ray.core.generated import autoscaler_pb2
 
-from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
-from distalign.preparation.inputs import prepare_data
 from distalign.preparation.cache import content_key
-from distalign.studies.concurrency import (REREAD_S, ClusterLimit, ClusterSizedLimiter, ClusterSizedVariants,
-                                           autoscaler_max_resources)
+from distalign.preparation.inputs import prepare_data
+from distalign.studies.concurrency import (
+    REREAD_S,
+    ClusterLimit,
+    ClusterSizedLimiter,
+    ClusterSizedVariants,
+    autoscaler_max_resources,
+)
 from distalign.studies.shared_inputs import check_trials, inputs_key, staged_for_trials
 from distalign.studies.study import load_study, trials_that_fit
 from distalign.train.preflight import check_run

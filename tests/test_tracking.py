@@ -6,8 +6,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from distalign.config import load_config
 from distalign import tracking
+from distalign.config import load_config
 from distalign.tracking import PARENT_TAG, RUN_NAME_TAG, STORAGE_TAG, MetricLogger, tracked_run
 
 

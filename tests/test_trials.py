@@ -6,14 +6,13 @@ import pickle
 import types
 
 import pytest
+from test_study_config import SHIPPED
 
 from distalign.config import ConfigError
 from distalign.studies import runner
 from distalign.studies.shared_inputs import SharedInputs
 from distalign.studies.study import load_study
 from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
-from test_study_config import SHIPPED
-
 
 NONE_SHARED = SharedInputs({})  # the study prepared nothing for these trials
 

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, SHARED_DATA, SMALL
+
 from distalign.gpu_check.wheelhouse import CARRY_LIMIT_MIB, find_python, megabytes
 
 pytestmark = pytest.mark.wheelhouse

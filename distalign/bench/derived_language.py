@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 TRANSFORMATIONS = ("translit", "translit_inv", "translit_perm", "translit_syn")
 NEEDS_PARSE = {"translit_syn"}
@@ -42,7 +42,7 @@ class Transliteration:
     kept: frozenset[str] = frozenset()
 
     @classmethod
-    def for_text(cls, sentences: list[str]) -> "Transliteration":
+    def for_text(cls, sentences: list[str]) -> Transliteration:
         chars = sorted({c for s in sentences for c in s if not c.isspace()})
         table = dict(zip(chars, derived_letters(set(chars))))
         if len(table) < len(chars):

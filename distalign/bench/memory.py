@@ -27,7 +27,6 @@ the CUDA context, cuBLAS workspaces and the allocator's fragmentation are not co
 from __future__ import annotations
 
 # host-side module: it builds its inputs and models on the CPU (fake floating-point tensors), never on a GPU
-
 import contextlib
 import dataclasses
 import math

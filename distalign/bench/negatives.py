@@ -14,7 +14,6 @@ either. ``distalign bench scale`` (issue 47) reads ``measure`` for its per-rank 
 from __future__ import annotations
 
 # host-side module: fake tensors on the CPU, never a device
-
 import argparse
 import contextlib
 import math

@@ -20,7 +20,6 @@ import yaml
 from distalign.errors import ConfigError
 from distalign.languages import LanguageCode, language_code
 
-
 _FLOAT_RE = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 

@@ -17,7 +17,6 @@ from distalign.languages import LanguageCode
 from distalign.models.loading import TinyModelConfig, check_local_model
 
 
-
 @dataclass
 class AdaptersConfig:
     # Bottleneck adapters in every layer (BabelBERT's adapter variant); only adapters are trained.

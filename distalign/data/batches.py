@@ -14,8 +14,8 @@ batch with ``labels`` the flat positions of its labelled tokens (``with_label_in
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Collection, Iterable
 
 import numpy as np
 import torch

@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import asdict, dataclass
+
 import numpy as np
 
 MIN_UNITS = 256  # a small corpus is cut finer (down to MIN_UNIT_BYTES), so a few workers all get units

@@ -9,8 +9,7 @@ resumed run regenerates exactly the batches it would have seen.
 from __future__ import annotations
 
 # host-side module: the draws are made on the data side, on CPU, before a batch reaches any device
-
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

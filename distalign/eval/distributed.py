@@ -10,8 +10,8 @@ several BLI pairs) is encoded once.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import ray
@@ -33,8 +33,8 @@ class Resources:
 def load_encoder(model_path: str):
     """The ``Encoder`` of a model directory (on the GPU when there is one, in eval mode) and its tokenizer; the
     adapters and input language table saved beside the model are attached."""
-    from distalign.models.encoder import Encoder
     from distalign.models.adapters import load_masked_lm_with_adapters
+    from distalign.models.encoder import Encoder
     from distalign.models.language_embeddings import attach_input_languages
     from distalign.models.loading import load_tokenizer
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -128,7 +128,7 @@ class EncodingCache:
     model_id: str
 
     @classmethod
-    def for_model(cls, directory: str | Path, model, tokenizer) -> "EncodingCache":
+    def for_model(cls, directory: str | Path, model, tokenizer) -> EncodingCache:
         return cls(Path(directory), model_identity(model, tokenizer))
 
 

@@ -41,11 +41,11 @@ from distalign.config import (
 )
 from distalign.data.readers import InputError
 from distalign.eval import report
-from distalign.eval.selection import encoding_settings, in_loop_settings
 from distalign.eval.arguments import task_flags
+from distalign.eval.in_process import EncodingSettings
+from distalign.eval.selection import encoding_settings, in_loop_settings
 from distalign.eval.spec import EvalSpec
 from distalign.eval.suite import build_tasks
-from distalign.eval.in_process import EncodingSettings
 from distalign.eval.tasks import EvalTask
 from distalign.eval.tasks.base import comma_list
 from distalign.eval.tasks.bli import BLISettings

@@ -12,7 +12,6 @@ from typing import Literal
 from distalign.data.readers import ReadReport
 from distalign.eval.bli_settings import BLISettings
 
-
 # what an empty eval_dir means, for help texts (not the path itself: the docs are generated from them)
 BENCHMARK_DIR_TEXT = ("the data home's eval/ ($DISTALIGN_DATA/eval, default ~/.cache/distalign/data/eval), filled by "
                       "`distalign data fetch`")

@@ -19,9 +19,13 @@ import contextvars
 from collections.abc import Iterator
 
 from distalign.errors import ConfigError
-from distalign.models.loading import TOKENIZER_FILES, WEIGHTS_FILES, check_hub_model, check_local_model, \
-    check_model_files
-
+from distalign.models.loading import (
+    TOKENIZER_FILES,
+    WEIGHTS_FILES,
+    check_hub_model,
+    check_local_model,
+    check_model_files,
+)
 
 CHECK_TIMEOUT_S = 5.0
 

@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F

@@ -9,9 +9,10 @@ Hugging Face directory so every other code path loads it the same way.
 from __future__ import annotations
 
 import functools
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 from distalign.errors import ConfigError
 

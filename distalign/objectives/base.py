@@ -26,8 +26,9 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, ContextManager, Protocol
 
 import numpy as np
 import torch

@@ -50,8 +50,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa

@@ -49,17 +49,17 @@ vector, which would be a meaningless item), and is 0 when no pair has both.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from distalign import collectives
 from distalign.data.streams import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
-from distalign import collectives
 
 
 @dataclass

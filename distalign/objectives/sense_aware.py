@@ -33,17 +33,17 @@ Decisions made here:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distalign.errors import require
 from distalign.collectives import all_gather_rows
 from distalign.data.batches import LABEL_INDEX
+from distalign.errors import require
 from distalign.objectives.base import DataContext, EditParameters, Objective, ObjectiveContext, edit_in_place
 from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking, labelled_rows
 from distalign.objectives.sense_state import SenseState
@@ -144,7 +144,7 @@ class SenseOutputLayer(nn.Module):
         self.bias = nn.Parameter(decoder_bias.detach().repeat_interleave(num_senses).clone())
 
     @classmethod
-    def from_masked_lm(cls, masked_lm: nn.Module, num_senses: int) -> "SenseOutputLayer":
+    def from_masked_lm(cls, masked_lm: nn.Module, num_senses: int) -> SenseOutputLayer:
         decoder = masked_lm.get_output_embeddings()
         bias = decoder.bias if decoder.bias is not None else decoder.weight.new_zeros(decoder.weight.shape[0])
         return cls(decoder.weight, bias, num_senses)

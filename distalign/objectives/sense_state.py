@@ -150,7 +150,7 @@ class SenseState:
     _TENSORS = ("centres", "counts", "active", "queue", "proj")
     _SCALARS = ("queue_filled", "queue_next", "fitted", "last_fit_step", "step")
 
-    def to(self, device: torch.device | str) -> "SenseState":
+    def to(self, device: torch.device | str) -> SenseState:
         for name in (*self._TENSORS, "projected_centres"):
             setattr(self, name, getattr(self, name).to(device))
         return self

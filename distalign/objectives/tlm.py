@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from distalign.data.batches import LABEL_INDEX
 from distalign.errors import require
 from distalign.models.language_embeddings import LanguageEmbeddings, position_ids
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
-from distalign.data.batches import LABEL_INDEX
 from distalign.objectives.mlm import MASKED_TENSORS, Granularity, MLMMasking, mlm_loss
 
 

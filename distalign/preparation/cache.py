@@ -17,8 +17,9 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger("distalign")
 COMPLETE_MARKER = "_COMPLETE"

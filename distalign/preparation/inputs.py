@@ -30,8 +30,14 @@ from distalign.data.corpus_stream import (
     with_language_sampling,
 )
 from distalign.data.dictionary_checks import casing_note, check_against_corpora, corpus_words
-from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
-                                    read_parallel_tsv, require_rows)
+from distalign.data.readers import (
+    ReadReport,
+    read_constraints,
+    read_dictionary,
+    read_parallel_files,
+    read_parallel_tsv,
+    require_rows,
+)
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,

@@ -33,8 +33,9 @@ import functools
 import itertools
 import logging
 import math
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -10,10 +10,10 @@ import dataclasses
 import importlib
 import types
 import typing
-from typing import Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
-from distalign.config import ExperimentConfig, ObjectivesConfig
-from distalign.config import schema
+from distalign.config import ExperimentConfig, ObjectivesConfig, schema
 from distalign.data import streams
 from distalign.objectives.registry import OBJECTIVES
 from distalign.reference import markdown as md

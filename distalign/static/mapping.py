@@ -11,8 +11,9 @@ VecMap > 0 means semi-supervised, at most that many rounds, fewer when it conver
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, get_args
+from typing import get_args
 
 import numpy as np
 

@@ -19,7 +19,7 @@ the new dictionary is those pairs united with the seed, and W is refitted. This 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch

@@ -25,8 +25,9 @@ mean best similarity improves by less than ``threshold``. VecMap's stochastic di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 

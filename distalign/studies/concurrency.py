@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 

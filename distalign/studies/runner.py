@@ -12,13 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from distalign.config import ExperimentConfig
+from distalign.studies.progress import TrialProgress
 from distalign.studies.report import child_runs, log_study_summary, tag_value
 from distalign.studies.shared_inputs import SharedInputs, check_trials, share
-from distalign.studies.study import (concurrent_trials, largest_trial, load_study, trial_function_resources,
-                                     trial_resources)
-from distalign.studies.progress import TrialProgress
-from distalign.studies.trials import (TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config,
-                                     trial_train)
+from distalign.studies.study import (
+    concurrent_trials,
+    largest_trial,
+    load_study,
+    trial_function_resources,
+    trial_resources,
+)
+from distalign.studies.trials import (
+    TAG,
+    GridTrial,
+    SearchBase,
+    TrialIdentity,
+    describe_trial,
+    trial_config,
+    trial_train,
+)
 
 log = logging.getLogger("distalign")
 STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it

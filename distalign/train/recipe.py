@@ -13,8 +13,9 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, ContextManager
+from typing import ContextManager
 
 import numpy as np
 import torch
@@ -40,15 +41,15 @@ from distalign.device import to_device, use_tensor_cores
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
-from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
+from distalign.models.adapters import adapter_state_dict, add_bottleneck_adapters, load_masked_lm_with_adapters
 from distalign.models.language_embeddings import training_input_languages
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import ObjectiveContext
 from distalign.storage import node_local
 from distalign.train.engine import build_engine
+from distalign.train.model_flops import ModelFlops
 from distalign.train.module import TrainingModule
 from distalign.train.plan import TrainingPlan
-from distalign.train.model_flops import ModelFlops
 from distalign.train.step_timing import StepTimer, totals
 
 log = logging.getLogger("distalign")

@@ -29,8 +29,8 @@ bf16 peak (``PEAK_BF16_TFLOPS``, also for fp32 runs).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 

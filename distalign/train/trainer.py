@@ -9,8 +9,8 @@ from its last checkpoint and continues its step count and its MLflow run.
 
 from __future__ import annotations
 
-import logging
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field

@@ -16,7 +16,7 @@ import string
 import sys
 import unicodedata
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 IGNORE = -100  # the label of positions the loss and the metrics leave out (PyTorch's cross-entropy default)
 

@@ -36,11 +36,11 @@ from distalign.languages import language_code
 from distalign.logs import say
 from distalign.transfer import protocol
 from distalign.transfer.data import read_split
-from distalign.transfer.hub_fetch import transfer_home
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
+from distalign.transfer.hub_fetch import transfer_home
 from distalign.transfer.plot import plot_task, summary_metrics
-from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.spec import FineTuneOverrides, TransferSpec
+from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 PREFIX = "[distalign transfer]"
@@ -324,7 +324,6 @@ def run_transfer(spec: TransferSpec, progress=say, references: dict[str, pd.Data
     run id, step), the new run a child of that run (``log_to_mlflow``); ``endpoint_url``: the storage endpoint of a
     model in storage (default $DISTALIGN_STORAGE_ENDPOINT)."""
     from distalign.ray_session import ensure_ray
-
     from distalign.tracking import check_reachable
 
     validate(spec)

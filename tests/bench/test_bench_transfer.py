@@ -4,16 +4,25 @@ their labels, and the Δ / Spearman / shape bookkeeping against hand computation
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import random
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from distalign.bench.derived_language import Transliteration
 from distalign.bench.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
-from distalign.bench.transfer_study import (all_hold, cell_means, correlations, labels_used, markdown, shape_checks,
-                                           shortcut_checks, spread, transfer_scores)
+from distalign.bench.transfer_study import (
+    all_hold,
+    cell_means,
+    correlations,
+    labels_used,
+    markdown,
+    shape_checks,
+    shortcut_checks,
+    spread,
+    transfer_scores,
+)
 from distalign.data.readers import InputError
 from distalign.data.synthetic import SyntheticConfig, generate_world
 from distalign.transfer.data import read_split

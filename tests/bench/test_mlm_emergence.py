@@ -4,10 +4,10 @@ import csv
 import time
 
 import pytest
+from test_synthetic_bench import corpus
 
 from distalign.bench import mlm_emergence
 from distalign.bench.mlm_emergence import Setting
-from test_synthetic_bench import corpus
 
 
 def test_a_curve_has_the_alignment_at_step_zero_and_every_n_steps(tmp_path, monkeypatch):

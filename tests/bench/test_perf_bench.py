@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.bench.perf import BareObjectives, authors_ranks, batch_overrides, step_timings, trial_overhead
 from distalign.config import load_config
 from distalign.eval.bli import gold_ranks

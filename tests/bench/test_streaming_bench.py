@@ -7,9 +7,20 @@ import os
 
 import pytest
 
-from distalign.bench.streaming import (SHARD_MB, COUNTED, CountingFile, ReadResult, StreamingResult,
-                                       counting_local_filesystem, format_io_table, format_table, merge_io_results,
-                                       read_share, rss_mb, write_corpus)
+from distalign.bench.streaming import (
+    COUNTED,
+    SHARD_MB,
+    CountingFile,
+    ReadResult,
+    StreamingResult,
+    counting_local_filesystem,
+    format_io_table,
+    format_table,
+    merge_io_results,
+    read_share,
+    rss_mb,
+    write_corpus,
+)
 from distalign.data.corpus_stream import CorpusStream, list_corpus_files
 from distalign.data.sources import CorpusSource
 

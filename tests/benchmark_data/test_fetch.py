@@ -7,14 +7,14 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
 from conftest import SHARED_DATA, free_port
+from mirror_server import mirror_server
+
 from distalign.benchmark_data.catalog import RESOURCES, all_files, select
 from distalign.cli import main
 from distalign.data.readers import InputError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from mirror_server import mirror_server
 
 needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data (the mirror's files) is absent")
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
+
 from distalign.config import load_config
 from distalign.data.streams import STREAMS, check_batch
 from distalign.objectives.mlm import IGNORE_INDEX

@@ -10,6 +10,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from corpus_files import write_corpus
 
 from distalign.data.corpus_stream import (
     CorpusStream,
@@ -22,7 +23,6 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from corpus_files import write_corpus
 from distalign.data.sources import CorpusSource
 
 

@@ -2,12 +2,12 @@
 
 import numpy as np
 import pytest
+from tiny_tokenizers import wordpiece_tokenizer
 
 from distalign.config import TinyModelConfig
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.tokenize import encode_words
 from distalign.models.loading import build_tiny_model, load_tokenizer
-from tiny_tokenizers import wordpiece_tokenizer
 
 TEXTS = [
     "the cat sat on the mat", "a small domesticated carnivorous mammal", "der hund bellt laut",

@@ -3,12 +3,12 @@ sequence length, as BERT's and ALIGN-MLM's pre-training instances; what reaches 
 
 import numpy as np
 import pytest
-
 from conftest import QUICKSTART, SMALL
+from tiny_tokenizers import wordpiece_tokenizer
+
 from distalign.config import ConfigError, TinyModelConfig, load_config
 from distalign.data.tokenize import encode_packed_sentences, encode_sentences, special_tokens_around
 from distalign.models.loading import build_tiny_model, load_tokenizer
-from tiny_tokenizers import wordpiece_tokenizer
 
 SENTENCES = ["the cat sat on the mat", "der hund bellt", "a dog barked at the cat", "die katze schlaeft",
              "it rained", "es regnet heute nicht", "the end"]

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from distalign.data.sampling import (
-    exclude_words,
     exactly_per_pair,
+    exclude_words,
     language_pairs,
     nested_order,
     pair_sampling_weights,

@@ -7,8 +7,8 @@ import random
 
 import pandas as pd
 import pytest
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.cli import main
 from distalign.config import load_config
 from distalign.eval.runner import EVALUATED_RUN_TAG, EVALUATED_STEP_TAG

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 import yaml
+from test_runner import write_eval_dir
 
 from distalign.cli import build_parser, main
 from distalign.config import ConfigError
@@ -12,7 +13,6 @@ from distalign.eval.runner import spec_from_args
 from distalign.eval.spec import EvalSpec, EvalTrackingConfig
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from test_runner import write_eval_dir
 
 
 def spec_of(*argv: str) -> EvalSpec:

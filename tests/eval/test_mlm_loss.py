@@ -5,9 +5,9 @@ and a config that selects by it without held-out sentences is refused."""
 import numpy as np
 import pytest
 import torch
+from conftest import QUICKSTART, SMALL
 from transformers import BertConfig, BertForMaskedLM
 
-from conftest import QUICKSTART, SMALL
 from distalign.config import ConfigError, load_config
 from distalign.data.row_random import RowRandom
 from distalign.data.synthetic import SyntheticConfig, generate_world

@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import torch
+from test_runner import DE, EN, TINY, write_eval_dir
 
 import distalign.eval.in_process as in_process
 from distalign.cli import main
@@ -21,7 +22,6 @@ from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.models.loading import build_tiny_model
-from test_runner import DE, EN, TINY, write_eval_dir
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "explanations" / "architecture.md"
 

@@ -5,19 +5,19 @@ import random
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import QUICKSTART, SHARED_DATA, staged_by_ray_tasks
+
+from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
 from distalign.errors import ConfigError
+from distalign.eval.in_process import evaluate_locally
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from distalign.eval.in_process import evaluate_locally
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.tracking import PARENT_TAG, client_for, experiment_id
-from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 
 EN = ["dog", "cat", "house", "tree", "river", "stone", "bird", "sun", "moon", "water"]
 DE = ["hund", "katze", "haus", "baum", "fluss", "stein", "vogel", "sonne", "mond", "wasser"]

@@ -87,6 +87,7 @@ def test_a_frequency_list_is_the_candidate_set_when_given():
 
 def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path, monkeypatch):
     from conftest import QUICKSTART, SMALL
+
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
 

@@ -3,12 +3,12 @@ task. The data are not in ../shared/data, so the files here are written in exact
 
 import pytest
 import torch
+from test_eval_spec import spec_of
 
 from distalign.data.readers import InputError
 from distalign.eval.benchmarks import read_semeval2017, semeval2017_paths
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from test_eval_spec import spec_of
 
 # de-en as released: word pairs (multi-word expressions allowed) and, line by line, their gold scores (0-4)
 DATA = "Hund\tdog\nEiscreme\tice cream\nnur_ein_feld\nHaus\thouse\nBaum\t\nStein\tstone\nAuto\tcar\n"

@@ -11,7 +11,7 @@ import distalign.eval.in_process as in_process
 from distalign.config import TinyModelConfig
 from distalign.eval.bli import mrr
 from distalign.eval.in_process import evaluate_locally
-from distalign.eval.tasks import WordAlignmentTask, BLITask, TatoebaTask, XLSimTask
+from distalign.eval.tasks import BLITask, TatoebaTask, WordAlignmentTask, XLSimTask
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 

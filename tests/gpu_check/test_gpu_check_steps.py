@@ -3,15 +3,14 @@
 import argparse
 
 import pytest
+from conftest import REPO
 
 from distalign.cli import build_parser
 from distalign.config import load_config
 from distalign.gpu_check.check import fail_without_figures, selected
-from distalign.gpu_check.run import StepResult
-from distalign.gpu_check.run import Places, step_argv
-from distalign.gpu_check.steps import CPU, GPU, TINY_ENGINES, check_steps, engine_label
 from distalign.gpu_check.figures import READERS
-from conftest import REPO
+from distalign.gpu_check.run import Places, StepResult, step_argv
+from distalign.gpu_check.steps import CPU, GPU, TINY_ENGINES, check_steps, engine_label
 
 
 def places(tmp_path):

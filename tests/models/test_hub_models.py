@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART, REPO, SMALL, free_port
+
 from distalign.errors import ConfigError
 from distalign.models.loading import check_hub_model
 from distalign.studies.shared_inputs import check_trials

@@ -14,13 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART, REPO, SMALL, free_port
+from transfer_data import tiny_model
+
 from distalign.errors import ConfigError
 from distalign.model_store.fetch import fetch_model
 from distalign.model_store.locate import locate_model
 from distalign.storage import node_local
-from transfer_data import tiny_model
 
 
 def distalign(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from tiny_tokenizers import wordpiece_tokenizer
 from transformers import (
     AutoModelForMaskedLM,
     AutoTokenizer,
@@ -12,14 +13,12 @@ from transformers import (
     BertForMaskedLM,
 )
 
-from distalign.config import TinyModelConfig
+from distalign.config import SyntheticConfig, TinyModelConfig
 from distalign.data.synthetic import generate_world
-from distalign.config import SyntheticConfig
 from distalign.data.tokenize import encode_words
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.models.pooling import mean_pool
-from tiny_tokenizers import wordpiece_tokenizer
 
 
 # ------------------------------------------------------------------------------ mean_pool

@@ -174,6 +174,7 @@ def test_pairs_per_step_draws_new_pairs_each_step_the_same_on_every_rank_and_on_
 
 def test_a_run_with_no_dictionary_pair_left_is_refused_on_the_driver(tmp_path, monkeypatch):
     from conftest import QUICKSTART, SMALL
+
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
 

@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.train.module import TrainingModule
 from distalign.data.row_random import RowRandom
 from distalign.models.encoder import Encoder
 from distalign.objectives.dict_mlm import (
@@ -25,6 +24,7 @@ from distalign.objectives.dict_mlm import (
     splice_synonyms,
 )
 from distalign.objectives.mlm import IGNORE_INDEX, whole_word_mask
+from distalign.train.module import TrainingModule
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 # Hand-made WordPiece vocabulary: maison = ma ##ison, chien = chi ##en, cane = ca ##ne, gatto = gat ##to.

@@ -4,10 +4,9 @@ import pytest
 import torch
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.train.module import TrainingModule
 from distalign.models.encoder import Encoder
-from distalign.objectives.lexical import info_nce
-from distalign.objectives.lexical import LexicalConfig, LexicalObjective, sense_info_nce
+from distalign.objectives.lexical import LexicalConfig, LexicalObjective, info_nce, sense_info_nce
+from distalign.train.module import TrainingModule
 
 
 def local_lexical(temperature: float, gloss_weight: float) -> LexicalObjective:

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM, XLMRobertaConfig, \
-    XLMRobertaForMaskedLM
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+)
 
 from distalign.models.adapters import add_bottleneck_adapters
 from distalign.models.language_embeddings import known_lm_head

@@ -4,7 +4,6 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.train.module import TrainingModule
 from distalign.collectives import all_gather_rows
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.sense_aware import (
@@ -22,6 +21,7 @@ from distalign.objectives.sense_state import (
     principal_components,
     prune_mask,
 )
+from distalign.train.module import TrainingModule
 
 V, D = 30, 16
 

@@ -8,11 +8,15 @@ import torch
 
 from distalign.config import ExperimentConfig, load_dataclass
 from distalign.data.sources import StaticVectorsSource
-from distalign.objectives.static_align import (StaticAlignObjective, _LeadingSingular, dcca_forced_correlations,
-                                               dcca_loss, mse_loss)
+from distalign.objectives.static_align import (
+    StaticAlignObjective,
+    _LeadingSingular,
+    dcca_forced_correlations,
+    dcca_loss,
+    mse_loss,
+)
 from distalign.preparation.static_targets import read_static_targets
 from distalign.static.word2vec_format import write_word2vec
-
 
 # ---------------------------------------------------------------- mse
 

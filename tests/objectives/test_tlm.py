@@ -12,8 +12,9 @@ import pyarrow as pa
 import pytest
 import torch
 import transformers
-
 from conftest import QUICKSTART, SMALL
+from tiny_tokenizers import wordpiece_tokenizer
+
 from distalign.config import load_config
 from distalign.data.readers import InputError, read_parallel_files, read_parallel_tsv
 from distalign.data.row_random import RowRandom
@@ -23,7 +24,6 @@ from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking
 from distalign.objectives.tlm import TLMObjective
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import local_streams
-from tiny_tokenizers import wordpiece_tokenizer
 
 STREAM = STREAMS["parallel"]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART
+
 from distalign.config import load_config
 from distalign.preparation import inputs
 from distalign.preparation.cache import COMPLETE_MARKER, cached_directory, content_key

@@ -6,8 +6,8 @@ import collections
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-
 from conftest import QUICKSTART
+
 from distalign.config import load_config
 from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.preparation.inputs import prepare_data

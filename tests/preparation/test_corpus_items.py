@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.corpus_plan import Item
 from distalign.data.corpus_stream import SkipLedger, read_unit, row_keys

@@ -4,6 +4,7 @@ is read by one of them and comes out with the same masked tokens and labels (in 
 from __future__ import annotations
 
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.corpus_plan import fresh_items
 from distalign.preparation.inputs import prepare_data

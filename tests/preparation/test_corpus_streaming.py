@@ -9,8 +9,9 @@ import json
 
 import pytest
 import ray
-
 from conftest import QUICKSTART, SMALL
+from corpus_files import write_corpus
+
 from distalign.config import load_config
 from distalign.data.corpus_plan import Item
 from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_ledger
@@ -18,7 +19,6 @@ from distalign.data.sources import CorpusSource
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import LocalWorkerData, RayWorkerData, corpus_feed
 from distalign.storage import s3_filesystem
-from corpus_files import write_corpus
 
 pytestmark = pytest.mark.slow
 

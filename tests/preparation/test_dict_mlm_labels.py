@@ -4,10 +4,9 @@ synonyms of any subword length are spliced in at the configured share."""
 from __future__ import annotations
 
 import pytest
-
 import torch
-
 from conftest import QUICKSTART, REPO, SMALL
+
 from distalign.config import load_config
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.mlm import IGNORE_INDEX

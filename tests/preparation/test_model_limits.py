@@ -1,11 +1,11 @@
 """The run's settings checked against its model on the driver, before Ray starts."""
 
 import pytest
-
 from conftest import QUICKSTART
+from transfer_data import tiny_model
+
 from distalign.config import ConfigError, load_config
 from distalign.preparation import inputs
-from transfer_data import tiny_model
 
 
 def test_a_max_seq_length_past_the_models_positions_names_both_settings_before_ray(tmp_path, monkeypatch):

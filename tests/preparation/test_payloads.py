@@ -8,13 +8,13 @@ import dataclasses
 
 import numpy as np
 import ray.cloudpickle
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.corpus_stream import CorpusStream
 from distalign.data.streams import STREAMS
-from distalign.preparation.inputs import prepare_data
 from distalign.preparation import streams
+from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import RayWorkerData, StreamBatchJob, build_datasets, corpus_feed
 from distalign.train import trainer
 from distalign.train.plan import TrainingPlan

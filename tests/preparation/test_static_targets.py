@@ -82,6 +82,7 @@ def test_no_seed_pairs_with_the_pivot_is_an_error_naming_both_languages(world):
 def test_the_static_stream_passes_every_row_once_an_epoch_in_a_new_order():
     """Deep CCA's statistics are those of a batch: the same batches every epoch would repeat them."""
     from conftest import QUICKSTART
+
     from distalign.config import load_config
     from distalign.preparation.streams import epoch_tables
 

@@ -6,14 +6,14 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pytest
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
-from distalign.data.streams import STREAMS
 from distalign.data.corpus_stream import read_rows
-from distalign.preparation.streams import RayWorkerData, build_datasets, corpus_feed, shard_name
-from distalign.preparation.inputs import prepare_data
+from distalign.data.streams import STREAMS
 from distalign.models.loading import load_tokenizer
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import RayWorkerData, build_datasets, corpus_feed, shard_name
 
 pytestmark = pytest.mark.slow
 

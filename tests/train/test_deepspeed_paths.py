@@ -15,8 +15,8 @@ import os
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL, free_port
+
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from conftest import QUICKSTART
+
 from distalign.config import ConfigError, load_config
 from distalign.train.engine import deepspeed_settings
 

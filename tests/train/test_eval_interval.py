@@ -4,6 +4,7 @@ epoch of the main stream; derived once, never written back into the config."""
 from types import SimpleNamespace
 
 from conftest import QUICKSTART
+
 from distalign.config import load_config
 from distalign.preparation.schedule import RunSchedule, run_schedule
 

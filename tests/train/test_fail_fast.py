@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import ray.cloudpickle
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.objectives import registry
 from distalign.objectives.base import Objective

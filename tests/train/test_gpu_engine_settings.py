@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import QUICKSTART
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from conftest import QUICKSTART
 from distalign.config import ConfigError, TrainConfig, load_config
 from distalign.objectives.mlm import IGNORE_INDEX, MLMObjective
 from distalign.train.engine import build_engine, fused_on

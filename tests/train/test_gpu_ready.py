@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from conftest import QUICKSTART, SMALL, free_port
 
 

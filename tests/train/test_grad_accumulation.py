@@ -5,9 +5,9 @@ position counts micro-batches."""
 from __future__ import annotations
 
 import torch
+from conftest import QUICKSTART
 from torch import nn
 
-from conftest import QUICKSTART
 from distalign.config import load_config
 from distalign.train.engine import DDPEngine, deepspeed_settings
 

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO, SMALL, free_port
 from mlflow.tracking import MlflowClient
+from mlflow_server import TrackingServer
 
 from distalign.bench.loopback import stop_group as stop_by_pid  # SIGTERM a node's process group, then SIGKILL
-from conftest import REPO, SMALL, free_port
-from mlflow_server import TrackingServer
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

@@ -7,8 +7,8 @@ import math
 
 import pytest
 import torch
-
 from conftest import QUICKSTART
+
 from distalign.config import ConfigError, load_config
 from distalign.train.engine import _optimizer_and_schedule, parameter_groups
 from distalign.train.lamb import Lamb

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART, free_port
 
 # a small quickstart world: its generation is the check's main work

@@ -9,6 +9,7 @@ import re
 import sys
 
 from conftest import QUICKSTART, REPO, SMALL
+
 from distalign.config import load_config
 from distalign.objectives import registry
 from distalign.preparation.inputs import prepare_data

@@ -8,8 +8,8 @@ import logging
 
 import pytest
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.checkpoint import MODEL_DIR, OPTIMIZER_FILE, STATE_FILE, read_state
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data

@@ -14,9 +14,9 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import OPTIMIZER_FILE
 from distalign.config import load_config
 from distalign.data.corpus_plan import fresh_items

@@ -5,8 +5,8 @@ import random
 
 import pytest
 import ray.train
-
 from conftest import QUICKSTART
+
 from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 from distalign.config import TinyModelConfig, load_config
 from distalign.eval.distributed import load_encoder

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import torch
+from conftest import REPO, SENSE_AWARE_SMALL, SMALL
 from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 
-from conftest import REPO, SENSE_AWARE_SMALL, SMALL
-from distalign.config import load_config
 from distalign.checkpoint import MODEL_DIR, OBJECTIVES_FILE, STATE_FILE
+from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.language_embeddings import read_input_languages
 from distalign.models.loading import load_masked_lm

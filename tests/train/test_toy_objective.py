@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.batches import TensorSpec
 from distalign.errors import require
 from distalign.objectives import registry
 from distalign.objectives.base import DataContext, Objective
+
 
 @dataclass
 class ToyConfig:

@@ -13,11 +13,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import ray.cloudpickle
+import test_toy_objective
 import torch
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 
-import test_toy_objective
-from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.batches import TensorSpec
 from distalign.data.streams import STREAMS, Stream

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 from transformers import AutoModelForMaskedLM
 
-from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import read_stream_states
 from distalign.config import load_config
 from distalign.data.corpus_plan import Position

@@ -10,21 +10,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import MODEL_DIR, read_state
+from distalign.config import load_config
 from distalign.eval.distributed import load_encoder
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings
 from distalign.logs import quiet_console
 from distalign.preparation.inputs import prepare_data
-from distalign.config import load_config
-from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
-from distalign.train.checkpoint_store import REPORTED_FILE
-from distalign.train.trainer import run_training
-from distalign.train.test_scores import bli_test_sets
 from distalign.studies import load_study, run_study
 from distalign.studies.runner import STOPPED_EARLY_TAG
+from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
+from distalign.train.checkpoint_store import REPORTED_FILE
+from distalign.train.test_scores import bli_test_sets
+from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -19,12 +19,12 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
-
 from conftest import QUICKSTART, SMALL, free_port
-from distalign.bench.loopback import start_node, wait_for_nodes
+from mlflow.tracking import MlflowClient
 from test_job_submit import BIN, forget_cluster_address, stop_by_pid
 from test_recovery import trained_corpus_rows
+
+from distalign.bench.loopback import start_node, wait_for_nodes
 
 pytestmark = pytest.mark.slow
 

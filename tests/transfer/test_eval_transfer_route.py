@@ -3,12 +3,12 @@ input fails before Ray; a checkpoint's training run known to the store receives 
 
 import pytest
 from mlflow.tracking import MlflowClient
+from transfer_data import save_task, tiny_model
 
 import distalign.ray_session
 from distalign.cli import build_parser, main
 from distalign.eval.runner import ModelUnderTest
 from distalign.transfer.runner import checkpoint_run, spec_from_args
-from transfer_data import save_task, tiny_model
 
 
 @pytest.fixture(scope="module")

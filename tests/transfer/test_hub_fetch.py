@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from transfer_data import FEATURES, rows
 
 from distalign.cli import build_parser, main
 from distalign.data.readers import InputError
 from distalign.transfer.data import read_split
 from distalign.transfer.runner import spec_from_args, validate
 from distalign.transfer.tasks.pair import XNLITask
-from transfer_data import FEATURES, rows
 
 SPLITS = ("train", "validation", "test")
 

@@ -4,6 +4,9 @@ loss, the span chosen over several windows, and a tiny fine-tune scored per lang
 import numpy as np
 import pytest
 import torch
+from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
+from tiny_tokenizers import wordpiece_tokenizer
+from transfer_data import LEXICON, tiny_model
 
 from distalign.data.readers import InputError
 from distalign.models.loading import load_tokenizer
@@ -13,9 +16,6 @@ from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tun
 from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.qa import MAX_ANSWER_TOKENS, MLQATask, QAExample, QATask, TyDiQATask, XQuADTask
-from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
-from tiny_tokenizers import wordpiece_tokenizer
-from transfer_data import LEXICON, tiny_model
 
 MAX_LENGTH, STRIDE = 24, 4  # windows of 24 tokens, 4 context tokens apart: most contexts take several
 
@@ -143,7 +143,6 @@ def test_squad_json_with_bad_questions(tmp_path):
 
 def test_the_hub_path_asks_for_each_data_set_config_and_split(monkeypatch):
     import datasets
-
     from qa_data import FEATURES
 
     asked = []

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from distalign.config import ConfigError, load_config
-from distalign.transfer.training import check, transfer_spec
 from distalign.studies import load_study
+from distalign.transfer.training import check, transfer_spec
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = str(REPO / "jobs" / "configs" / "quickstart.yaml")

@@ -5,12 +5,12 @@ import time
 
 import pandas as pd
 import pytest
+from transfer_data import save_task, tiny_model
 
 from conftest import staged_by_ray_tasks
 from distalign.cli import main
 from distalign.model_store.fetch import fetch_model
 from distalign.tracking import client_for
-from transfer_data import save_task, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -116,8 +116,9 @@ def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkp
     training run itself is left as it was."""
     import shutil
 
-    from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
     from transfer_data import LEXICON
+
+    from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 
     root, model = workspace
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"

@@ -2,12 +2,12 @@
 
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+from transfer_data import FEATURES, rows, save_task
 
 from distalign.data.readers import InputError
 from distalign.transfer.data import read_split
 from distalign.transfer.tasks.pair import PairExample, PAWSXTask, XNLITask
 from distalign.transfer.tasks.tagging import UPOS, TaggedSentence, UDPOSTask, WikiANNTask
-from transfer_data import FEATURES, rows, save_task
 
 
 @pytest.mark.parametrize("task", [XNLITask, PAWSXTask, WikiANNTask, UDPOSTask])

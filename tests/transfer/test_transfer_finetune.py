@@ -4,6 +4,7 @@ from dataclasses import replace
 
 import pytest
 import torch
+from transfer_data import save_task, tiny_model
 
 from distalign.models.loading import load_tokenizer
 from distalign.transfer import finetune
@@ -12,7 +13,6 @@ from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tun
 from distalign.transfer.tasks.base import IGNORE, FineTuneSettings
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import UDPOSTask
-from transfer_data import save_task, tiny_model
 
 SETTINGS = FineTuneSettings(lr=1e-3, batch_size=8, epochs=3, max_length=32, source="test")
 

@@ -2,6 +2,7 @@
 splits with no usable row."""
 
 import pytest
+from transfer_data import FEATURES, rows, save_task, tiny_model
 from transformers import BertConfig
 
 from distalign.data.readers import InputError
@@ -10,7 +11,6 @@ from distalign.models.loading import max_model_positions
 from distalign.transfer.data import read_split
 from distalign.transfer.runner import TransferSpec, prepare
 from distalign.transfer.tasks.pair import XNLITask
-from transfer_data import FEATURES, rows, save_task, tiny_model
 
 
 @pytest.fixture(scope="module")

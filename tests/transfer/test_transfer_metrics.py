@@ -1,12 +1,12 @@
 """The transfer metrics and the first-subword alignment against hand computations."""
 
 import pytest
+from tiny_tokenizers import wordpiece_tokenizer
 
 from distalign.transfer.metrics import accuracy, entity_scores, first_subword_labels
 from distalign.transfer.tasks.base import IGNORE
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import TaggedSentence, UDPOSTask, WikiANNTask
-from tiny_tokenizers import wordpiece_tokenizer
 
 
 def test_accuracy_by_hand():

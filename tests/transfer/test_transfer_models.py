@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 from conftest import REPO, SMALL
+from safetensors.torch import load_file
+from test_transfer_finetune import task_data
+from transfer_data import save_task, tiny_model
+
 from distalign.models.adapters import ADAPTER_WEIGHTS, add_bottleneck_adapters, save_pretrained_with_adapters
 from distalign.models.language_embeddings import (
     LANGUAGE_CONFIG,
@@ -24,8 +26,6 @@ from distalign.transfer.finetune import FineTuneJob, fine_tune, load_model, trai
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import UDPOSTask
-from test_transfer_finetune import task_data
-from transfer_data import save_task, tiny_model
 
 SETTINGS = FineTuneSettings(lr=1e-2, batch_size=8, epochs=1, max_length=32, source="test")
 

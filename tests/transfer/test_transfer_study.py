@@ -12,11 +12,11 @@ import time
 import pandas as pd
 import pytest
 import yaml
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICKSTART, SMALL
-from distalign.tracking import PARENT_TAG
 from distalign.studies import run_study
+from distalign.tracking import PARENT_TAG
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -12,8 +12,17 @@ from distalign.data.dictionary_checks import check_against_corpora
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli_settings import BLIRanking, BLISettings
-from distalign.eval.tasks.base import (EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct,
-                                      require_language_codes, split_pair)
+from distalign.eval.tasks.base import (
+    WORDS,
+    EvalTask,
+    Flag,
+    TextSet,
+    benchmark_pair,
+    comma_list,
+    distinct,
+    require_language_codes,
+    split_pair,
+)
 from distalign.languages import language_code
 
 FREQUENT_WORDS = 20_000  # words of each frequency list a --dictionary's columns are checked against
@@ -110,7 +119,7 @@ def _dictionaries(items: list[str]) -> list[list[str]]:
 
 
 def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], settings: BLISettings = BLISettings(),
-                   vocab: list[str] | None = None, **options) -> "BLITask":
+                   vocab: list[str] | None = None, **options) -> BLITask:
     """The BLI task of dictionary pairs ``zip(src, tgt)``, in-loop and in ``distalign eval`` alike: the pairs of
     ``settings.max_pairs`` source words (seeded), ranked among ``vocab`` (its words and the lookups in it
     lower-cased, like the shared frequency lists) or, without one, among the pairs' own targets as written (a cased
@@ -183,7 +192,7 @@ class BLITask(EvalTask):
     @classmethod
     def from_pairs(cls, lang1: str, lang2: str, pairs: list[tuple[str, str]], vocab_words: list[str] | None = None,
                    *, lowercase: bool = True, source_vocab: list[str] | None = None,
-                   ranking: BLIRanking = "grouped", **options) -> "BLITask":
+                   ranking: BLIRanking = "grouped", **options) -> BLITask:
         """Queries from test pairs; the target vocabulary is ``vocab_words`` (never extended with gold
         words: a query whose translations are all missing is OOV, counted and skipped) or, when None,
         the distinct targets of the pairs. ``lowercase`` applies to the vocabularies and to looking words
