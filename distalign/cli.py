@@ -171,7 +171,7 @@ def _mine(args) -> int:
                          "stopwords, or leave --stopwords out") from None
     require_writable(Path(args.out).parent, "--out")  # before the mining
     try:
-        mine(args.source, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
+        mine(args.source, [lang for lang in args.languages.split(",") if lang], args.top_k, args.exclude, args.out,
              cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
              unique_pairs=args.unique_pairs, min_glosses=min_glosses,
              seeds=english_seed_words(seed_words, stopwords) if seed_words else None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import cache, lru_cache
+from functools import cache
 from typing import NewType
 
 import langcodes

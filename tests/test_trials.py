@@ -12,7 +12,7 @@ from distalign.config import ConfigError
 from distalign.studies import runner
 from distalign.studies.shared_inputs import SharedInputs
 from distalign.studies.study import load_study
-from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
+from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity
 
 NONE_SHARED = SharedInputs({})  # the study prepared nothing for these trials
 

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from conftest import REPO, SHARED_DATA, SMALL

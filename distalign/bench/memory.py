@@ -344,7 +344,9 @@ def trace_step(config, row: dict[str, dict], sequences: int, length: int, bf16_w
     with step.fake_mode or contextlib.nullcontext(), tracker:
         step.run()
         gradients = {tracker.serial_of(p.grad) for p in model.parameters() if p.grad is not None}
-    trainable = lambda module: sum(p.numel() for p in module.parameters() if p.requires_grad)
+    def trainable(module: torch.nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
     return Trace(trainable(model.masked_lm), trainable(model.objectives), largest,
                  sum(nbytes(t) for t in {id(t): t for t in states.values()}.values()),

@@ -120,7 +120,7 @@ def time_steps(home: Path, overrides: list[str], steps: int, rounds: int = 3) ->
     runs: dict[str, Callable[[dict], None]] = {"distalign": lambda b: recipe.step([b]),
                                                "bare": lambda b: bare_step(bare, optimizer, b)}
     seconds = dict.fromkeys(runs, 0.0)
-    for name, run in runs.items():  # warm-up: first-call allocations, DDP's first bucket rebuild
+    for run in runs.values():  # warm-up: first-call allocations, DDP's first bucket rebuild
         for i in range(3):
             run(batches[i])
     for _ in range(rounds):

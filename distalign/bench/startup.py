@@ -128,7 +128,7 @@ def start_head(out: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
 
 def checked_run(command: list[str], env: dict[str, str], what: str) -> str:
     """``command``'s stdout; its exit status and the end of its stderr in the error when it fails."""
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{what} exited with {done.returncode}:\n{done.stderr[-4000:]}")
     return done.stdout

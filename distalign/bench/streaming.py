@@ -274,8 +274,8 @@ def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, uni
                 for w in workers:
                     for storage, stream in listings.items():
                         proxy.reset()
-                        count = ((lambda shares: proxy.tally.bytes_under(f"corpus/{prefix}/")) if storage == "s3"
-                                 else (lambda shares: sum(s["counted"] for s in shares)))
+                        count = ((lambda shares, under=f"corpus/{prefix}/": proxy.tally.bytes_under(under))
+                                 if storage == "s3" else (lambda shares: sum(s["counted"] for s in shares)))
                         result = read_epoch(stream, storage, size, w, unit_bytes, count)
                         print(f"  {storage} {size:.0f} MB, {w} workers: read {result.amplification:.3f}x, rows "
                               f"max/mean {result.rows_spread:.3f}, {min(result.rows_per_s):.0f}-"

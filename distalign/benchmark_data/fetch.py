@@ -22,8 +22,8 @@ def selections(specs: list[str]) -> list[tuple[Resource, list[DataFile]]]:
     """Every ``NAME[:PART,...]`` (``all``: every resource) checked before anything is fetched; one entry per
     resource, its parts merged."""
     chosen: dict[str, tuple[Resource, dict[str, DataFile]]] = {}
-    for spec in (name for spec in specs for name in (RESOURCES if spec == "all" else [spec])):
-        resource, files = select(spec)
+    for name in (name for spec in specs for name in (RESOURCES if spec == "all" else [spec])):
+        resource, files = select(name)
         chosen.setdefault(resource.name, (resource, {}))[1].update((f.path, f) for f in files)
     return [(resource, list(files.values())) for resource, files in chosen.values()]
 

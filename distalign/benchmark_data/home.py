@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distalign.benchmark_data.catalog import RESOURCES, DataFile, files_of
+from distalign.benchmark_data.catalog import DataFile, files_of
 from distalign.errors import InputError
 
 DATA_ENV = "DISTALIGN_DATA"

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import ContextManager
 
 import numpy as np
 import torch
@@ -212,7 +211,7 @@ class TrainingRecipe:
                   if objective.exported_input_table]
         return tables[0] if tables else None
 
-    def _input_languages(self) -> ContextManager[None]:
+    def _input_languages(self) -> contextlib.AbstractContextManager[None]:
         """The exported input language table added while evaluating, each word set's language its row, as
         ``distalign eval`` adds it to the checkpoint (a no-op without one)."""
         key = self._input_table()
@@ -252,7 +251,7 @@ class TrainingRecipe:
     # -- the loop ----------------------------------------------------------------------------
 
     def run(self, streams: dict[str, StreamBatches], report: Report,
-            checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
+            checkpoint_dir: Callable[[], contextlib.AbstractContextManager[str]]) -> None:
         """Train to the schedule's ``max_steps``: log, evaluate and checkpoint on the configured intervals.
 
         ``streams``: each stream's batches from where the checkpoint resumed from left them
@@ -273,7 +272,7 @@ class TrainingRecipe:
             self._close_tracking()
 
     def _train(self, streams: dict[str, StreamBatches], report: Report,
-               checkpoint_dir: Callable[[], ContextManager[str]]) -> None:
+               checkpoint_dir: Callable[[], contextlib.AbstractContextManager[str]]) -> None:
         t, eval_every, max_steps = self.config.train, self.plan.schedule.eval_every, self.plan.schedule.max_steps
         accum = t.grad_accum_steps
         self.evaluate()  # the vanilla model's scores, or where a resumed run stands

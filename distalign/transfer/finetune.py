@@ -41,7 +41,8 @@ from distalign.models.attention import prepared_masks
 from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
 from distalign.storage import node_local
 from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
-from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
+from distalign.transfer.metrics import IGNORE
+from distalign.transfer.tasks.base import FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 RESULT_FILE = "transfer_result.json"

@@ -38,9 +38,10 @@ from distalign.transfer import protocol
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, compact, load_model, trained_parameters
 from distalign.transfer.hub_fetch import transfer_home
+from distalign.transfer.metrics import IGNORE
 from distalign.transfer.plot import plot_task, summary_metrics
 from distalign.transfer.spec import FineTuneOverrides, TransferSpec
-from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
+from distalign.transfer.tasks.base import FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 PREFIX = "[distalign transfer]"

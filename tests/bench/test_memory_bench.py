@@ -4,7 +4,6 @@ activation peak against the CPU allocator's own count of a real step (torch.prof
 from __future__ import annotations
 
 import pytest
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 from distalign.bench import memory

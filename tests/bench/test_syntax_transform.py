@@ -47,7 +47,7 @@ def test_uriel_word_order_gives_the_target_preferences():
 
 def test_orders_counted_in_a_target_treebank(tmp_path):
     # a "treebank": adjectives after their noun in 3 of 4 cases, objects always before the verb
-    rows = lambda adjective_after: ([("x", "NOUN", 3, "nsubj"), ("y", "NOUN", 3, "obj"), ("v", "VERB", 0, "root")]
+    rows = lambda adjective_after: ([("x", "NOUN", 3, "nsubj"), ("y", "NOUN", 3, "obj"), ("v", "VERB", 0, "root")]  # noqa: E731
                                     + [("z", "ADJ", 1, "amod")] if adjective_after else
                                     [("z", "ADJ", 2, "amod"), ("x", "NOUN", 3, "nsubj"), ("v", "VERB", 0, "root")])
     path = tmp_path / "target.conllu"

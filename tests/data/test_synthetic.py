@@ -103,7 +103,7 @@ def test_constraints_pair_translations_of_one_concept(constraints):
     by_synset = collections.defaultdict(set)
     for r in constraints:
         by_synset[r["synset_id"]].add(frozenset([(r["lang1"], r["word1"]), (r["lang2"], r["word2"])]))
-    for synset, edges in by_synset.items():
+    for edges in by_synset.values():
         words = set().union(*edges)
         assert sorted(lang for lang, _ in words) == LANGS
         assert len(edges) == 3  # all cross-lingual pairs of 3 words
@@ -128,7 +128,7 @@ def test_synonyms_give_monolingual_pairs(tmp_path):
 
 
 def test_corpora_use_only_their_own_language(world, concept_of):
-    vocab = {lang: {w for (l, w) in concept_of if l == lang} for lang in LANGS}
+    vocab = {lang: {w for (word_lang, w) in concept_of if word_lang == lang} for lang in LANGS}
     for lang in LANGS:
         tokens = [w for s in sentences(world, lang) for w in s.split()]
         assert set(tokens) <= vocab[lang], f"{lang} corpus has words outside its lexicon"
@@ -175,7 +175,7 @@ def test_languages_differ_in_word_order(world, concept_of):
 def test_deterministic_for_a_seed(tmp_path):
     cfg = SyntheticConfig(num_concepts=40, sentences_per_language=100)
     a = generate_world(cfg, tmp_path / "a", seed=5)
-    b = generate_world(cfg, tmp_path / "b", seed=5)
+    generate_world(cfg, tmp_path / "b", seed=5)
     c = generate_world(cfg, tmp_path / "c", seed=6)
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "b").iterdir())

@@ -74,7 +74,7 @@ def test_pair_task_is_balanced_and_same_topic(world_dir):
 def test_corpora_do_not_change_with_transfer_examples(world_dir, tmp_path):
     plain = generate_world(dataclasses.replace(CFG, transfer_examples=0), tmp_path, seed=0)
     assert not (tmp_path / "transfer").exists()
-    for lang, path in plain.corpora.items():
+    for path in plain.corpora.values():
         assert path.read_bytes() == (world_dir / path.name).read_bytes()
     assert plain.constraints.read_bytes() == (world_dir / "constraints.parquet").read_bytes()
 

@@ -1,6 +1,5 @@
 """The GPU check's step list: what runs, on which engine, with which sizes; every command it names exists."""
 
-import argparse
 
 import pytest
 from conftest import REPO
@@ -22,7 +21,7 @@ def test_every_tiny_config_trains_on_the_gpu_and_every_engine_is_covered():
     tiny = sorted(p.stem for p in (REPO / "jobs" / "configs").glob("*_tiny.yaml"))
     assert sorted(TINY_ENGINES) == tiny
     labels = {engine_label(TINY_ENGINES[name]) for name in tiny}
-    assert {"DeepSpeed ZeRO-2, bf16", "DeepSpeed ZeRO-3, bf16"} <= labels and any(l.startswith("DDP") for l in labels)
+    assert {"DeepSpeed ZeRO-2, bf16", "DeepSpeed ZeRO-3, bf16"} <= labels and any(label.startswith("DDP") for label in labels)
     for name in tiny:
         argv = steps[f"train_{name}"].argv
         assert "train.use_gpu=true" in argv and "train.num_workers=1" in argv and "train.max_steps=100" in argv

@@ -90,7 +90,7 @@ def test_synonym_table_by_hand(table):
     # pairs of different subword lengths are kept (before: dropped as "length_mismatch")
     assert table.dropped == {"same_language": 1, "multiword": 1}
     # each synonym's own entry is the (its language, its tokens) key
-    for key, e in table.entries.items():
+    for e in table.entries.values():
         for g in range(table.group_offsets[e], table.group_offsets[e + 1]):
             for s in range(table.synonym_offsets[g], table.synonym_offsets[g + 1]):
                 own = (int(table.group_lang[g]), tuple(t for t in table.synonym_ids[s].tolist() if t >= 0))

@@ -105,7 +105,7 @@ def naive_share(items, labels, taking, rows, temperature):
             if j == i or labels[j] != labels[i] or not (taking[i] and taking[j]):
                 continue
             negatives = [n for n in range(len(items)) if n != i and labels[n] != labels[i] and taking[n]]
-            s = lambda n: float(x[i] @ x[n]) / temperature
+            s = lambda n: float(x[i] @ x[n]) / temperature  # noqa: B023, E731 (used within this iteration)
             total += math.log(math.exp(s(j)) + sum(math.exp(s(n)) for n in negatives)) - s(j)
             count += 1
     return total, count

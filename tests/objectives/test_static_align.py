@@ -159,7 +159,7 @@ def test_leading_singular_backward_matches_torch_svd():
         W, w = torch.randn(shape[0], 3, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
 
         def f(A, s):  # sign-invariant, as the loss is
-            return ((A @ A.T) * (W @ W.T)).sum() + (s * w).sum()
+            return ((A @ A.T) * (W @ W.T)).sum() + (s * w).sum()  # noqa: B023 (called within this iteration)
 
         ours, = torch.autograd.grad(f(*_LeadingSingular.apply(H, 3)), H)
         U, S, _ = torch.linalg.svd(H, full_matrices=False)

@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import torch
 import transformers

@@ -14,7 +14,6 @@ import pyarrow.compute as pc
 import pytest
 import ray.cloudpickle
 import test_toy_objective
-import torch
 from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 

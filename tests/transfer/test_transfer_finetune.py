@@ -10,7 +10,8 @@ from distalign.models.loading import load_tokenizer
 from distalign.transfer import finetune
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tune
-from distalign.transfer.tasks.base import IGNORE, FineTuneSettings
+from distalign.transfer.metrics import IGNORE
+from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import UDPOSTask
 

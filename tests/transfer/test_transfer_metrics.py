@@ -3,8 +3,7 @@
 import pytest
 from tiny_tokenizers import wordpiece_tokenizer
 
-from distalign.transfer.metrics import accuracy, entity_scores, first_subword_labels
-from distalign.transfer.tasks.base import IGNORE
+from distalign.transfer.metrics import IGNORE, accuracy, entity_scores, first_subword_labels
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import TaggedSentence, UDPOSTask, WikiANNTask
 

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distalign.data.readers import InputError, ReadReport
-from distalign.transfer.metrics import IGNORE  # the tasks' label convention lives with the metrics that read it
 
 if TYPE_CHECKING:
     import torch

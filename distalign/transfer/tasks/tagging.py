@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from distalign.data.readers import InputError, ReadReport
-from distalign.transfer.metrics import accuracy, entity_scores, first_subword_labels
+from distalign.transfer.metrics import IGNORE, accuracy, entity_scores, first_subword_labels
 from distalign.transfer.tasks.base import (
-    IGNORE,
     XTREME_TAG,
     FineTuneSettings,
     TransferTask,
