@@ -441,8 +441,8 @@ def _add_static_command(sub, arguments: bool) -> None:
 
 
 def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
-    """`distalign bench synthetic|streaming|perf|memory|scale|startup ...`; ``preset``: the synthetic bench's defaults from a
-    preset."""
+    """`distalign bench synthetic|streaming|perf|memory|scale|startup ...`; ``preset``: the synthetic bench's defaults
+    from a preset."""
     bench = sub.add_parser("bench", help="controlled benchmarks")
     if not arguments:
         return

@@ -4,8 +4,8 @@
 called in a process; it does not propagate to the root logger, so a line is printed once.
 
 ``quiet_console(log_file)`` keeps the terminal to distalign's own lines while a ``train``, ``tune``, ``eval`` or
-``transfer`` command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker output
-Ray forwards, other libraries' log records, warnings) goes to a log file instead. distalign writes to the
+``transfer`` command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker
+output Ray forwards, other libraries' log records, warnings) goes to a log file instead. distalign writes to the
 terminal through its logger, ``console()`` or ``say``. ``progress(...)`` is the progress bar of long non-training work.
 """
 

@@ -15,11 +15,11 @@ a host tensor and its device copy are distinct objects, as on a GPU. The recipe 
 Marking rule (the placement of every tensor, kept in a ``WeakIdKeyDictionary``, never by data pointer):
 
 - DEVICE: the parameters and buffers of the trained module once it is built (``mark_module``; ``Module.to``'s
-  ``param.data = moved`` already moves a parameter's place, so DDP's gradient buckets are device tensors); the batch tensors
-  ``distalign.train.recipe.to_device`` returns (``patch_to_device`` makes it clone and mark them; the originals
+  ``param.data = moved`` already moves a parameter's place, so DDP's gradient buckets are device tensors); the batch
+  tensors ``distalign.train.recipe.to_device`` returns (``patch_to_device`` makes it clone and mark them; the originals
   are registered HOST); the output of a factory or copy op whose ``device=`` argument is ``EMULATED``
-  (``torch.zeros(n, device=x.device)``, ``t.to(x.device)``); the outputs of any other op with a DEVICE input
-  (views included, backward ops included: autograd runs them under the same mode).
+  (``torch.zeros(n, device=x.device)``, ``t.to(x.device)``); the outputs of any other op with a DEVICE input (views
+  included, backward ops included: autograd runs them under the same mode).
 - HOST: everything else. A factory op without ``device=`` or with ``device="cpu"`` makes a host tensor, as it
   does on a GPU run (no default device is set), whoever calls it; so does an op on host tensors only; tensors
   that existed before the emulation began (the prepared data, the plan) are host, as on a GPU run.

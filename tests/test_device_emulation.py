@@ -234,8 +234,11 @@ def transfer(group, tmp_path_factory):
     model_path = str(tiny_model(root / "model"))
     tokenizer = load_tokenizer(model_path)
     settings = FineTuneSettings(lr=1e-3, batch_size=8, epochs=1, max_length=32, source="test")
-    encode = lambda lang, split: finetune.compact(XNLITask.encode(  # noqa: E731
-        read_split(XNLITask, str(root / "data"), lang, split)[0], tokenizer, settings.max_length))
+
+    def encode(lang, split):
+        examples = read_split(XNLITask, str(root / "data"), lang, split)[0]
+        return finetune.compact(XNLITask.encode(examples, tokenizer, settings.max_length))
+
     data = finetune.TaskData(encode("en", "train"), {"en": encode("en", "validation")},
                              {lang: encode(lang, "test") for lang in ("en", "de")})
     emulation = DeviceEmulation()

@@ -336,7 +336,8 @@ def test_the_constructor_check_finds_what_it_should(tmp_path, snippet, expected)
     ("from distalign import collectives\ncollectives.dist.all_reduce(t)\n", 1),
     ("from .collectives import dist_fn\ndist_fn.all_gather(t)\n", 1),
     ("from . import collectives\ncollectives.torch.distributed.broadcast(t, 0)\n", 1),
-    # object collectives and barrier pick their device; distalign.collectives is the way; torch.gather is no collective
+    # object collectives and barrier pick their device; distalign.collectives is the way;
+    # torch.gather is no collective
     ("import torch.distributed as dist\ndist.all_gather_object(out, x)\ndist.broadcast_object_list(xs, 0)\n"
      "dist.barrier()\n", 0),
     ("from distalign import collectives\ncollectives.all_reduce_sum(t)\ncollectives.all_gather_rows(t)\n", 0),

@@ -1,11 +1,13 @@
 """``make wheelhouse`` and the GPU check's installer, end to end: the wheelhouse built for CPython 3.12, its site
 archive installed with the network blocked into a Python 3.12 that holds only the GPU image's base packages, a
 real training run (Ray, DeepSpeed ZeRO-2, MLflow) there, then ``make gpu-check``'s test collection (``-m gpu``) and
-its whole CPU rehearsal (``python -m distalign.gpu_check --cpu``) in those packages, not the dev venv's. Downloads (the first time, the stand-in image too: torch's
-CUDA build from PyPI, several GB) and takes minutes: marker ``wheelhouse``, run by ``make test-wheelhouse`` only.
+its whole CPU rehearsal (``python -m distalign.gpu_check --cpu``) in those packages, not the dev venv's. Downloads (the
+first time, the stand-in image too: torch's CUDA build from PyPI, several GB) and takes minutes: marker ``wheelhouse``,
+run by ``make test-wheelhouse`` only.
 
-The stand-in image is a venv of Python 3.12 (``.wheelhouse/image-py312``) with ``IMAGE_STAND_IN`` (the image's versions where the registry has
-them; its torch is PyPI's 2.11.0, the CUDA build, which runs on CPU here); ``$DISTALIGN_IMAGE_PYTHON`` names another.
+The stand-in image is a venv of Python 3.12 (``.wheelhouse/image-py312``) with ``IMAGE_STAND_IN`` (the image's versions
+where the registry has them; its torch is PyPI's 2.11.0, the CUDA build, which runs on CPU here);
+``$DISTALIGN_IMAGE_PYTHON`` names another.
 ``$DISTALIGN_TATOEBA``: the bench corpus's source where ../shared/data is not beside the checkout.
 """
 

@@ -188,8 +188,8 @@ def synthetic_dictionary(vocab: int, max_translations: int, seed: int = 0) -> tu
 
 def build_objectives(row: dict[str, dict], masked_lm: torch.nn.Module, dictionary: tuple[torch.Tensor, ...],
                      seed: int = 0) -> dict[str, torch.nn.Module]:
-    """The row's objectives as ``TrainingRecipe.setup`` builds them (``plugin.build``), from the ``synthetic_dictionary``
-    where the build reads the run's word pairs through a tokenizer (ALIGN-MLM, sense-aware)."""
+    """The row's objectives as ``TrainingRecipe.setup`` builds them (``plugin.build``), from the
+    ``synthetic_dictionary`` where the build reads the run's word pairs through a tokenizer (ALIGN-MLM, sense-aware)."""
     context = ObjectiveContext(masked_lm, None, [f"l{i}" for i in range(LANGUAGES)], None, seed)
     src, tgt, table = dictionary
     built = {}

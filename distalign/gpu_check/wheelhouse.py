@@ -57,7 +57,8 @@ STRIPPED_BINARIES = ("ray/core/src/ray/gcs/gcs_server", "ray/core/src/ray/raylet
 # the one-page build: its index and the static folder the dashboard serves (aiohttp refuses a missing one, and the
 # dashboard then fails to start: the first GPU run's Ray took 70 s to start for it)
 DASHBOARD_PAGES = {"ray/dashboard/client/build/index.html":
-                   "<!doctype html><title>Ray</title><p>The dashboard's pages were left out of this install.",
+                   "<!doctype html><title>Ray</title>"
+                   "<p>The dashboard's pages were left out of this install.",
                    "ray/dashboard/client/build/static/README.txt": "The dashboard's pages were left out of this "
                                                                     "install.\n"}
 CARRY_LIMIT_MIB = 60

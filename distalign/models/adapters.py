@@ -135,7 +135,8 @@ def _adapter_names(model: nn.Module) -> set[str]:
 
 
 def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The adapters' weights, keyed by their names in ``model`` (e.g. ``roberta.encoder.layer.0.output.adapter.down.weight``)."""
+    """The adapters' weights, keyed by their names in ``model`` (e.g.
+    ``roberta.encoder.layer.0.output.adapter.down.weight``)."""
     names = _adapter_names(model)
     return {name: value for name, value in model.state_dict().items() if name in names}
 

@@ -63,8 +63,8 @@ def check_resume(config: ExperimentConfig) -> None:
     saved_adapters = exists(f"{MODEL_DIR}/{ADAPTER_WEIGHTS}")
     if saved_adapters != config.model.adapters.enabled:
         trained = "with" if saved_adapters else "without"
-        raise ConfigError(f"model.adapters.enabled: {where}, which was trained {trained} adapters: set model.adapters.enabled={str(saved_adapters).lower()} to resume it, "
-                          f"{other_run}")
+        raise ConfigError(f"model.adapters.enabled: {where}, which was trained {trained} adapters: set "
+                          f"model.adapters.enabled={str(saved_adapters).lower()} to resume it, {other_run}")
     wanted = configured_architecture(config)
     if wanted is None or not exists(f"{MODEL_DIR}/config.json"):
         return

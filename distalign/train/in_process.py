@@ -1,8 +1,8 @@
 """A one-worker run in the calling process: what a worker group of one does, without starting one.
 
 A Tune trial trains this way when it has one worker (``train.trial_in_process``): starting a Ray Train worker
-group cost about two thirds of a short trial here (docs/benchmarks.md, "Per Tune trial"), and with Tune's ``reuse_actors``
-the next trial starts in a process that has torch, transformers and the tokenizer loaded already.
+group cost about two thirds of a short trial here (docs/benchmarks.md, "Per Tune trial"), and with Tune's
+``reuse_actors`` the next trial starts in a process that has torch, transformers and the tokenizer loaded already.
 
 The worker (``distalign.train.loop.run_worker``) runs here in a process group of one (gloo; NCCL on a GPU), fed
 by the run's Ray Data datasets and corpus tasks as a Ray Train worker is. Its checkpoints go to the run's own

@@ -132,7 +132,8 @@ class TrainingRecipe:
         use_tensor_cores(self.device)  # fp32 runs and the in-loop evaluation on tensor cores (TF32)
         self.tokenizer = load_tokenizer(tokenizer_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
-        masked_lm.train()  # from_pretrained leaves it in eval mode: pre-training with dropout, as BERT's and the papers'
+        # from_pretrained leaves it in eval mode: pre-training with dropout, as BERT's and the papers'
+        masked_lm.train()
         if t.gradient_checkpointing:
             masked_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         adapters = config.model.adapters

@@ -1,10 +1,10 @@
 """Where a worker's training steps spend their time, logged as ``perf/...`` at ``train.log_every``.
 
 Each step is cut into phases by marks: ``data_wait`` (blocked on the streams' iterators, Ray Data's
-or a local one, and trimming each batch to its longest row), ``forward_backward`` (the batches' copy to the device, forward and backward of
-every micro-batch) and ``optimizer`` (clipping, the optimizer and schedule step; DeepSpeed's step
-with its ZeRO collectives). ``step_ms`` is the wall time per step, the phases' sum plus what lies
-between them (the objectives' per-step state hooks).
+or a local one, and trimming each batch to its longest row), ``forward_backward`` (the batches' copy to the device,
+forward and backward of every micro-batch) and ``optimizer`` (clipping, the optimizer and schedule step; DeepSpeed's
+step with its ZeRO collectives). ``step_ms`` is the wall time per step, the phases' sum plus what lies between them (the
+objectives' per-step state hooks).
 
 No host synchronisation is added per step. On CPU the marks read the wall clock. On a GPU the
 device phases are CUDA events, read when the window is logged: the window's last event is waited

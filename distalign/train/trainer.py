@@ -3,8 +3,8 @@
     run_training(load_config("jobs/configs/quickstart.yaml"))
 
 Everything that can fail on bad input (config, files, rows, storage, tracking, the cluster's size) fails in
-``distalign.train.preflight`` before any Ray resources are taken, all problems reported at once. A run started again with the same ``run.name`` and storage resumes
-from its last checkpoint and continues its step count and its MLflow run.
+``distalign.train.preflight`` before any Ray resources are taken, all problems reported at once. A run started again
+with the same ``run.name`` and storage resumes from its last checkpoint and continues its step count and its MLflow run.
 """
 
 from __future__ import annotations

@@ -64,7 +64,8 @@ def test_the_gpu_row_s_engines_run_on_a_small_model():
             "print('PEAK', peak_flops(torch.device('cuda' if torch.cuda.is_available() else 'cpu')))\n"
             "tiny = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, "
             "intermediate_size=64, max_position_embeddings=80)\n"
-            "for t in throughput(tiny, Shape(4, 16, 8, 8), steps=1, warmup=1): print('ENGINE', t.engine, t.tokens_per_s, t.mfu)")
+            "for t in throughput(tiny, Shape(4, 16, 8, 8), steps=1, warmup=1):\n"
+            "    print('ENGINE', t.engine, t.tokens_per_s, t.mfu)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     rows = [line.split() for line in out.stdout.splitlines() if line.startswith("ENGINE")]
     assert [r[1] for r in rows] == ["ddp", "zero2", "hf-trainer"], out.stderr[-3000:]

@@ -47,9 +47,12 @@ def test_uriel_word_order_gives_the_target_preferences():
 
 def test_orders_counted_in_a_target_treebank(tmp_path):
     # a "treebank": adjectives after their noun in 3 of 4 cases, objects always before the verb
-    rows = lambda adjective_after: ([("x", "NOUN", 3, "nsubj"), ("y", "NOUN", 3, "obj"), ("v", "VERB", 0, "root")]  # noqa: E731
-                                    + [("z", "ADJ", 1, "amod")] if adjective_after else
-                                    [("z", "ADJ", 2, "amod"), ("x", "NOUN", 3, "nsubj"), ("v", "VERB", 0, "root")])
+
+    def rows(adjective_after):
+        if adjective_after:
+            return [("x", "NOUN", 3, "nsubj"), ("y", "NOUN", 3, "obj"), ("v", "VERB", 0, "root"), ("z", "ADJ", 1, "amod")]
+        return [("z", "ADJ", 2, "amod"), ("x", "NOUN", 3, "nsubj"), ("v", "VERB", 0, "root")]
+
     path = tmp_path / "target.conllu"
     path.write_text(conllu(rows(True), rows(True), rows(True), rows(False)), encoding="utf-8")
     p_after = after_probabilities(str(path))

@@ -1,5 +1,5 @@
-"""The docs' "Adding an evaluation task" (docs/explanations/architecture.md), run as written: its code block is executed here, its class
-registered under ``pair_cosine`` for the test, scored against a hand computation and run by
+"""The docs' "Adding an evaluation task" (docs/explanations/architecture.md), run as written: its code block is executed
+here, its class registered under ``pair_cosine`` for the test, scored against a hand computation and run by
 ``distalign eval`` over Ray, with no other file touched."""
 
 from __future__ import annotations

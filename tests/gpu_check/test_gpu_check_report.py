@@ -12,7 +12,8 @@ from distalign.gpu_check.run import StepResult
 REPO = Path(__file__).resolve().parents[2]
 JUNIT = """<?xml version="1.0" encoding="utf-8"?><testsuites><testsuite name="pytest" tests="3">
 <testcase classname="tests.train.test_step_timing" name="test_timer[cuda]" time="1.2"/>
-<testcase classname="tests.test_x" name="test_nccl" time="0.3"><failure message="RuntimeError: No backend">tb</failure></testcase>
+<testcase classname="tests.test_x" name="test_nccl" time="0.3">
+<failure message="RuntimeError: No backend">tb</failure></testcase>
 <testcase classname="tests.test_x" name="test_other" time="0"><skipped message="no CUDA"/></testcase>
 </testsuite></testsuites>"""
 

@@ -1,4 +1,5 @@
-"""Bottleneck adapters: BERT or identity initialisation, only adapters train, hand parameter count, save/load round trip."""
+"""Bottleneck adapters: BERT or identity initialisation, only adapters train, hand parameter count, save/load round
+trip."""
 
 import copy
 import json

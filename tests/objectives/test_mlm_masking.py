@@ -1,4 +1,5 @@
-"""whole_word_mask: word-level selection (and token-level through token_units), 80/10/10 replacement, labels, specials never masked."""
+"""whole_word_mask: word-level selection (and token-level through token_units), 80/10/10 replacement, labels, specials
+never masked."""
 
 import numpy as np
 import torch

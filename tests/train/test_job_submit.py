@@ -1,7 +1,7 @@
-"""`ray job submit` as an operator runs it (docs/guides/clusters.md, "A team's cluster"): a head from `ray start`, the job's runtime
-environment from cluster/runtime_env.yaml, the tracking server of infra/ (basic auth, artifacts proxied to S3)
-and checkpoints on S3 (moto's server). The tracking server stops and starts again mid-run; AWS credentials and
-the MLflow password sit in the cluster's environment and must show up nowhere the run writes."""
+"""`ray job submit` as an operator runs it (docs/guides/clusters.md, "A team's cluster"): a head from `ray start`, the
+job's runtime environment from cluster/runtime_env.yaml, the tracking server of infra/ (basic auth, artifacts proxied to
+S3) and checkpoints on S3 (moto's server). The tracking server stops and starts again mid-run; AWS credentials and the
+MLflow password sit in the cluster's environment and must show up nowhere the run writes."""
 
 from __future__ import annotations
 

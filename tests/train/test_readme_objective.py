@@ -1,5 +1,5 @@
-"""The docs' "Adding an objective" example (docs/explanations/architecture.md), run as written: its code block becomes a module, one
-registry entry makes ``objectives.pair_cosine`` a config section, and the recipe trains it (no Ray)."""
+"""The docs' "Adding an objective" example (docs/explanations/architecture.md), run as written: its code block becomes a
+module, one registry entry makes ``objectives.pair_cosine`` a config section, and the recipe trains it (no Ray)."""
 
 from __future__ import annotations
 

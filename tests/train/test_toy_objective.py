@@ -1,6 +1,6 @@
-"""Adding an objective as docs/explanations/architecture.md says, without touching any other file: a toy plugin defined here,
-registered under ``objectives.toy``, with a data-side preparer. It is trained on 2 Ray workers in one run
-with the toy stream's objective (``test_toy_stream.py``): one Ray Train start for both plugins."""
+"""Adding an objective as docs/explanations/architecture.md says, without touching any other file: a toy plugin defined
+here, registered under ``objectives.toy``, with a data-side preparer. It is trained on 2 Ray workers in one run with the
+toy stream's objective (``test_toy_stream.py``): one Ray Train start for both plugins."""
 
 from __future__ import annotations
 

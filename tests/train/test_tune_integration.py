@@ -1,6 +1,6 @@
 """A language-sample study (BabelBERT §5.1) at the smallest scale: two samples from two d_typ bins, each trial a
-one-worker run in its trial's process; one MLflow parent run with nested, tagged children and the study's tables and plots, all read
-back through the MLflow client; started again, the study resumes and runs nothing twice."""
+one-worker run in its trial's process; one MLflow parent run with nested, tagged children and the study's tables and
+plots, all read back through the MLflow client; started again, the study resumes and runs nothing twice."""
 
 from __future__ import annotations
 

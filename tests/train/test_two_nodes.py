@@ -6,7 +6,8 @@ again on the node that is left resumes the run (its MLflow run and step count) f
 corpus row is trained twice.
 
 The resumed run asks for a fixed worker count: an elastic run started within ~3 minutes of a driver's death
-waits for Ray Train's resource requests of the dead run to expire (docs/guides/operations.md, "Failures and recovery")."""
+waits for Ray Train's resource requests of the dead run to expire (docs/guides/operations.md, "Failures and
+recovery")."""
 
 from __future__ import annotations
 

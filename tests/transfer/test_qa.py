@@ -87,8 +87,10 @@ def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
     save_qa(tmp_path, "squad", "en", (5, 3))
     save_qa(tmp_path, "tydiqa", "en", (4, 2), seed=1, other_lang="sw")  # every language in one Hub config
     save_qa(tmp_path, "tydiqa", "sw", (3, 4), other_lang="en")
-    read = lambda lang, split, train_set: read_split(TyDiQATask, str(tmp_path), lang, split,  # noqa: E731
-                                                     train_set=train_set)
+
+    def read(lang, split, train_set):
+        return read_split(TyDiQATask, str(tmp_path), lang, split, train_set=train_set)
+
     train, report = read("en", "train", "tydiqa")
     assert [e.question for e in train] == rows("tydiqa", "en", 4, 10)["question"]
     assert [e.id.split("-")[0] for e in train] == ["english"] * 4 and report.path.endswith("tydiqa/en[train]")

@@ -36,8 +36,9 @@ def test_grid_study_selects_by_a_transfer_metric(ray_local, distalign_home, tmp_
         "grid": {"train.lr": [1.0e-3, 1.0e-2]},
         "metric": METRIC,
         "mode": "max",
-        # one at a time: two trials' workers and their data tasks, next to what earlier tests of the session still
-        # hold, do not fit the shared 2-CPU cluster (seen: both trials waiting on Ray Data tasks for good)
+        # one at a time: two trials' workers and their data tasks, next to what earlier tests of the
+        # session still hold, do not fit the shared 2-CPU cluster (seen: both trials waiting on Ray Data
+        # tasks for good)
         "max_concurrent_trials": 1,
     }))
     started = time.time()
