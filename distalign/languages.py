@@ -104,7 +104,7 @@ def code_in_data(code: str, available: Iterable[str], where: str, data: str) -> 
     except ConfigError as err:
         raise ConfigError(f"{err}; {holds}") from None
     same = [other for other in available if _canonical(other) == canonical] or \
-        [other for other in available if MACROLANGUAGES.get(_canonical(other)) == canonical]  # no: nob, nno
+        [other for other in available if MACROLANGUAGES.get(_canonical(other) or "") == canonical]  # no: nob, nno
     alpha3 = iso639_3(canonical, where)
     if alpha3 in same:
         return alpha3

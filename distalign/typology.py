@@ -18,6 +18,7 @@ import importlib.metadata
 import math
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from pathlib import Path
@@ -49,7 +50,7 @@ def _lang2vec():
 def _uriel_data() -> Path:
     """lang2vec's data folder, found without importing it: its import reads its feature files (5-15 s here), too
     long to learn that a language code is wrong."""
-    return Path(importlib.metadata.distribution("lang2vec").locate_file("lang2vec/data"))
+    return Path(str(importlib.metadata.distribution("lang2vec").locate_file("lang2vec/data")))
 
 
 @cache
@@ -142,8 +143,8 @@ def random_subsets(rng: np.random.Generator, pool_size: int, size: int, count: i
     return drawn[rng.permutation(len(drawn))[:count]]
 
 
-def diverse_samples(candidates: list[str], size: int, num_samples: int, num_bins: int, seed: int,
-                    test_languages: list[str] = ()) -> list[LanguageSample]:
+def diverse_samples(candidates: Sequence[str], size: int, num_samples: int, num_bins: int, seed: int,
+                    test_languages: Sequence[str] = ()) -> list[LanguageSample]:
     """One sample of ``size`` languages per d_typ bin, least diverse first (empty bins yield none).
 
     ``num_samples`` random samples (distinct sets, drawn uniformly) of the candidates not in

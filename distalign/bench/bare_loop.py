@@ -28,7 +28,7 @@ class BareObjectives(nn.Module):
     def forward(self, corpus: dict[str, torch.Tensor], pairs: dict[str, torch.Tensor]) -> torch.Tensor:
         mlm = mlm_loss(self.masked_lm, corpus["labels"], input_ids=corpus["masked_ids"],
                        attention_mask=corpus["attention_mask"])
-        states = self.masked_lm.base_model(input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),
+        states = self.masked_lm.base_model(input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),  # type: ignore[operator]
                                            attention_mask=torch.cat([pairs["attention_mask1"],
                                                                      pairs["attention_mask2"]])).last_hidden_state
         mask = torch.cat([pairs["word_mask1"], pairs["word_mask2"]]).unsqueeze(-1).to(states.dtype)

@@ -68,7 +68,8 @@ def derived_letters(base: set[str]) -> Iterator[str]:
 
 def invert_sentences(words: list[str], period: str | None) -> list[int]:
     """The positions of ``words`` with each period-delimited sentence reversed, its period (if any) kept last."""
-    out, sentence = [], []
+    out: list[int] = []
+    sentence: list[int] = []
     for i, word in enumerate(words):
         if word == period:
             out += sentence[::-1] + [i]

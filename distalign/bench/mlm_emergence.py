@@ -126,7 +126,9 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, o
     src, tgt, candidates, _ = vocabulary_counterparts(vocab, bench.translit, recipe.tokenizer.all_special_tokens)
     masked_lm = recipe.engine.module.masked_lm
     streams = local_streams(prepared, config)
-    rows, losses, started, cpu = [], [], time.time(), time.process_time()
+    rows: list[dict] = []
+    losses: list[float] = []
+    started, cpu = time.time(), time.process_time()
 
     def record(step: int) -> None:
         with torch.no_grad():

@@ -58,7 +58,7 @@ def tokens_per_s(case: Case, steps: int, rounds: int = 3) -> dict[str, float]:
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     torch.manual_seed(0)
     masked_lm = XLMRobertaForMaskedLM(XLMRobertaConfig(**case.model, max_position_embeddings=case.shape.sequence_length
-                                                       + 2, pad_token_id=1)).to(device)
+                                                       + 2, pad_token_id=1)).to(device)  # type: ignore[arg-type]
     optimizer = torch.optim.AdamW(masked_lm.parameters(), lr=1e-4)
     corpus = random_batches(case.shape, case.model["vocab_size"], device)["corpus"]
     ways = {"every position": full_logit_loss, "labelled positions": labelled_loss}

@@ -26,7 +26,7 @@ def one_step(config: dict) -> None:
     from ray.train.torch import prepare_model
 
     torch.manual_seed(0)
-    model = transformers.BertForMaskedLM(transformers.BertConfig(
+    model: torch.nn.Module = transformers.BertForMaskedLM(transformers.BertConfig(
         vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128))
     model = prepare_model(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)

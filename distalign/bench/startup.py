@@ -152,6 +152,7 @@ def run_phases(out: Path, env: dict[str, str], steps: int, overrides: list[str])
     wall = time.time() - start
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     experiment = client.get_experiment_by_name("distalign")
+    assert experiment is not None, "the run made no MLflow experiment 'distalign'"
     (logged,) = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{name}'")
     phases = {k.removeprefix("startup/").removesuffix("_s"): v for k, v in logged.data.metrics.items()
               if k.startswith("startup/")}

@@ -159,12 +159,14 @@ def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) ->
 
 def reordered_words(words: list[Word], p_after: dict[str, float], rng: random.Random) -> list[Word]:
     """The sentence's words in the target's order, each with its tag (labelled data keeps its labels)."""
-    children: dict[int, list[Word]] = {w.index: [] for w in words} | {0: []}
+    children: dict[int, list[Word]] = {w.index: [] for w in words}
+    children[0] = []
     for word in words:
         children[word.head].append(word)  # in sentence order
 
     def linear(head: Word) -> list[Word]:
-        before, after = [], []
+        before: list[Word] = []
+        after: list[Word] = []
         for dependent in children[head.index]:
             stem = dependent_class(head, dependent)
             goes_after = dependent.index > head.index if stem is None else rng.random() < p_after[stem]

@@ -44,8 +44,9 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     data.constraints = [resolve_path(p, base) for p in data.constraints]
     for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.validation_corpora + data.static_vectors:
         src.path = resolve_path(src.path, base)
-    for src in data.parallel:
-        src.path, src.path1, src.path2 = (resolve_path(p, base) for p in (src.path, src.path1, src.path2))
+    for pair_source in data.parallel:
+        pair_source.path, pair_source.path1, pair_source.path2 = (
+            resolve_path(p, base) for p in (pair_source.path, pair_source.path1, pair_source.path2))
     for src in data.corpora + data.validation_corpora:  # a local save_to_disk directory, not a hub dataset name
         if src.hf_dataset and Path(resolve_path(src.hf_dataset, base)).is_dir():
             src.hf_dataset = resolve_path(src.hf_dataset, base)

@@ -29,7 +29,7 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         return value
     if isinstance(hint, type) and hasattr(hint, "from_config_value"):  # a section that builds itself
         return hint.from_config_value(value, key)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
         return from_dict(hint, value, key)

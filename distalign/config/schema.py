@@ -7,7 +7,7 @@ import dataclasses
 import glob
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
@@ -15,6 +15,9 @@ from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, Problems, require
 from distalign.languages import LanguageCode
 from distalign.models.loading import TinyModelConfig, check_local_model
+
+if TYPE_CHECKING:
+    from distalign.objectives.base import Objective
 
 
 @dataclass
@@ -149,7 +152,7 @@ class ObjectivesConfig(dict):
     YAML names none); ``plugins`` keeps the plugin classes so workers need no registry lookup.
     """
 
-    def __init__(self, sections: dict[str, Any] | None = None, plugins: dict[str, type] | None = None):
+    def __init__(self, sections: dict[str, Any] | None = None, plugins: dict[str, type[Objective]] | None = None):
         super().__init__(sections or {})
         self.plugins = dict(plugins or {})
 
@@ -163,7 +166,7 @@ class ObjectivesConfig(dict):
         except KeyError:
             raise AttributeError(f"no objective section '{name}'") from None
 
-    def active(self) -> dict[str, tuple[type, Any]]:
+    def active(self) -> dict[str, tuple[type[Objective], Any]]:
         """name -> (plugin, section) of every objective with weight > 0."""
         return {name: (self.plugins[name], section) for name, section in self.items() if section.weight > 0}
 
@@ -187,7 +190,7 @@ class ObjectivesConfig(dict):
         return any(plugin.uses_word_pairs for plugin, _ in self.active().values())
 
 
-def _registered_objectives() -> dict[str, type]:
+def _registered_objectives() -> dict[str, type[Objective]]:
     from distalign.objectives import registry  # read at call time: a test may register a plugin
 
     return dict(registry.OBJECTIVES)

@@ -95,7 +95,7 @@ def deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
     """Indices of ``sizes`` in ``order``, each to the worker with the smallest total so far (ties: the lowest
     rank): two workers' totals differ by at most the largest size. O(U log W) (it runs on every worker, every
     epoch): a heap of one int per worker, total * workers + rank, whose order is that of (total, rank)."""
-    heap, owners = list(range(workers)), []
+    heap, owners = list(range(workers)), list[int]()
     replace, owned = heapq.heapreplace, owners.append  # bound once: the loop runs U times
     for step in (np.asarray(sizes, dtype=np.int64)[order] * workers).tolist():
         key = heap[0]

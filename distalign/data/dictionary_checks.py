@@ -98,8 +98,9 @@ def check_scripts(path: Path, lang1: str, lang2: str, words1: list[str], words2:
         if found is None or want is None or found[0] in want[1] or found[1] < 0.5:
             continue
         other = lang2 if lang == lang1 else lang1
+        other_script = expected[other]
         hint = f"; they look like {other}'s: the pair may be declared the wrong way round" \
-            if expected[other] is not None and found[0] in expected[other][1] else ""
+            if other_script is not None and found[0] in other_script[1] else ""
         raise InputError(f"{path}: declared {lang1}-{lang2}, but {found[1]:.0%} of the words of column {column} "
                          f"(lang{column}: {lang}) are in {found[0].title()} letters, not {want[0]} ({lang}'s "
                          f"script){hint}: check lang1 and lang2")

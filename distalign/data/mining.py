@@ -98,7 +98,7 @@ def top_words(lang: str, top_k: int) -> frozenset[str]:
 
 def normalize(word: str, lang: str) -> str:
     """The form in which wordfreq lists ``word``."""
-    return preprocess_text(word.strip(), lang)
+    return preprocess_text(word.strip(), lang)  # type: ignore[arg-type]  # a code: wordfreq reads it with langcodes
 
 
 NAMED_ENTITY = "NAMED_ENTITY"  # BabelNet's SynsetType of named entities
@@ -111,7 +111,9 @@ def english_seed_words(count: int, stopwords: Iterable[str] | None = None) -> fr
     if count < 1:
         raise ValueError(f"seed words: must be a positive count, got {count}")
     if stopwords is None:
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stopwords
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        stopwords = ENGLISH_STOP_WORDS
     banned = {normalize(w, "en") for w in stopwords}
     words = [w for w in wordfreq.top_n_list("en", count + len(banned) + 1000) if w not in banned]
     if len(words) < count:

@@ -75,7 +75,7 @@ def read_dictionary(path: str | Path, lang1: str | None = None, lang2: str | Non
     ``static align``), the languages are left empty and nothing is checked against them."""
     path = Path(path)
     declared = lang1 is not None and lang2 is not None
-    if declared:
+    if lang1 is not None and lang2 is not None:  # declared
         lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
         check_name(path, lang1, lang2)
     else:

@@ -265,7 +265,7 @@ def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:
 
 def _constraint_table(lexicon, languages: list[str], train_concepts: np.ndarray, topic: np.ndarray) -> pa.Table:
     """All mono- and cross-lingual synonym pairs of the training concepts (BabelBERT §3.1 style), with glosses."""
-    rows = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
     for c in np.flatnonzero(train_concepts):
         items = [(w, lang) for lang in languages for w in lexicon[lang][c]]
         for (w1, l1), (w2, l2) in itertools.combinations(items, 2):

@@ -26,7 +26,7 @@ SHOWN = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "pyarrow"
 def device() -> dict:
     import torch
 
-    found = {"torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
+    found: dict[str, object] = {"torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
         found |= {"device": torch.cuda.get_device_name(0), "devices": torch.cuda.device_count(),

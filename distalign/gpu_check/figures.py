@@ -56,7 +56,7 @@ def bench_rows(out: Path, home: Path, child: ChildPython) -> dict:
 
 def emergence_curves(out: Path, home: Path, child: ChildPython) -> dict:
     """Per setting: its last row (step, alignment, MLM loss) and the milliseconds a step took."""
-    settings = {}
+    settings: dict[str, list[dict]] = {}
     tables = sorted((out / "emergence").rglob("curves.csv"))
     if not tables:
         raise FileNotFoundError(f"no curves.csv under {out / 'emergence'}")

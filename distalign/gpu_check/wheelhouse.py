@@ -66,7 +66,7 @@ CARRY_LIMIT_MIB = 60
 
 def image_packages(path: Path = IMAGE_PACKAGES) -> dict[str, str]:
     """name -> version ("" where unknown) of the packages the GPU image has."""
-    found = {}
+    found: dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.split("#")[0].strip()
         if line:

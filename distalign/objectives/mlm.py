@@ -147,7 +147,7 @@ def labelled_logits(masked_lm: torch.nn.Module, labels: torch.Tensor, label_inde
     head = known_lm_head(masked_lm)
     if head is None:
         return labelled_rows(masked_lm(**inputs).logits, labels, label_index)
-    return head(labelled_rows(masked_lm.base_model(**inputs).last_hidden_state, labels, label_index))
+    return head(labelled_rows(masked_lm.base_model(**inputs).last_hidden_state, labels, label_index))  # type: ignore[operator]
 
 
 def mlm_loss(masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None,

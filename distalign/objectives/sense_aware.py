@@ -145,7 +145,7 @@ class SenseOutputLayer(nn.Module):
 
     @classmethod
     def from_masked_lm(cls, masked_lm: nn.Module, num_senses: int) -> SenseOutputLayer:
-        decoder = masked_lm.get_output_embeddings()
+        decoder = masked_lm.get_output_embeddings()  # type: ignore[operator]
         bias = decoder.bias if decoder.bias is not None else decoder.weight.new_zeros(decoder.weight.shape[0])
         return cls(decoder.weight, bias, num_senses)
 
@@ -220,7 +220,7 @@ class SenseAwareObjective(Objective):
                  warmup_steps: int = 1000, prune_beta: float = 0.0, prune_min_count: int = 100,
                  translation_weight: float = 0.5, seed: int = 0):
         super().__init__()
-        vocab_size, hidden_size = masked_lm.get_output_embeddings().weight.shape
+        vocab_size, hidden_size = masked_lm.get_output_embeddings().weight.shape  # type: ignore[operator]
         if translation_table.dim() != 2 or translation_table.shape[0] != vocab_size:
             raise ValueError(f"translation_table must be [{vocab_size}, K], got {tuple(translation_table.shape)}")
         if not 0.0 < alpha <= 1.0:
@@ -234,7 +234,7 @@ class SenseAwareObjective(Objective):
         self.sense_state = SenseState(vocab_size, num_senses, hidden_size, proj_dim, queue_size, refit_every,
                                       warmup_steps, seed=seed)
         self.translation_table = translation_table.long()
-        self._pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @classmethod
     def validate(cls, cfg: SenseAwareConfig, experiment, key: str) -> None:

@@ -91,7 +91,7 @@ def _command(parser: argparse.ArgumentParser, about: str) -> list[str]:
     for group in parser._action_groups:
         if group.title in standard or not group._group_actions:
             continue
-        out.append(f"**{md.text(group.title)}**" + (f": {md.text(group.description)}" if group.description else ""))
+        out.append(f"**{md.text(group.title or '')}**" + (f": {md.text(group.description)}" if group.description else ""))
         out.append(_arguments_table(group._group_actions, parser.prog))
     subs = _subcommands(parser)
     if subs:

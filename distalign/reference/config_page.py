@@ -59,7 +59,7 @@ def _sections(key: str, cls: type) -> Iterator[Section]:
                 yield Section(f"objectives.{objective}", plugin.Config,
                               f"The `{objective}` objective ({plugin.reference}); "
                               f"active when its weight is > 0.")
-        elif dataclasses.is_dataclass(hint):
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
             yield from _sections(f"{key}.{name}" if key else name, hint)
 
 
@@ -98,10 +98,10 @@ def _type(hint: Any) -> str:
 def _default(f: dataclasses.Field) -> object:
     if f.default is not dataclasses.MISSING:
         return f.default
-    return f.default_factory()
+    return f.default_factory()  # type: ignore[operator]
 
 
-def _rows(section: Section, checked: dict[str, list[str]], anchor_prefix: str) -> list[tuple[str, ...]]:
+def _rows(section: Section, checked: dict[str, list[str]], anchor_prefix: str) -> list[tuple[str, str, str, str]]:
     comments = field_comments(section.cls)
     hints = _init_hints(section.cls)
     rows = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 
 _CODE_SPAN = re.compile(r"(`[^`]*`)")
 _SPECIAL = re.compile(r"([\\*_\[\]|])")
@@ -26,7 +27,7 @@ def code(value: object) -> str:
     return f"`{json.dumps(value, ensure_ascii=False)}`".replace("|", "\\|")
 
 
-def table(header: tuple[str, ...], rows: list[tuple[str, ...]]) -> str:
+def table(header: tuple[str, ...], rows: Sequence[tuple[str, ...]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
     lines += ["| " + " | ".join(row) + " |" for row in rows]
     return "\n".join(lines)

@@ -42,7 +42,7 @@ class StaticSpace:
 
 def parse_vectors(items: list[str]) -> dict[str, str]:
     """``--vectors LANG=PATH`` flags as {lang: path}."""
-    vectors = {}
+    vectors: dict[str, str] = {}
     for item in items:
         lang, sep, path = item.partition("=")
         if not sep or not lang or not path:

@@ -20,6 +20,7 @@ the new dictionary is those pairs united with the seed, and W is refitted. This 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -109,7 +110,7 @@ def align_spaces(
         raise ValueError("src_words/tgt_words must have one word per row of src_vecs/tgt_vecs")
     if iterations < 0 or top_n < 1:
         raise ValueError(f"iterations must be >= 0 and top_n >= 1, got {iterations} and {top_n}")
-    report = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
+    report: dict[str, Any] = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
               "iterations_run": 0, "converged": False}
     seed = seed_index_pairs(src_words, tgt_words, seed_pairs, report)
     if not seed:

@@ -77,7 +77,7 @@ class ClusterLimit:
         return {"need": self.need, "trials": self.trials, "capacity": self.capacity, "clock": self.clock}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
+        self.__init__(**state)  # type: ignore[misc]
 
 
 class ClusterSizedVariants(BasicVariantGenerator):

@@ -84,8 +84,9 @@ class CheckpointStore:
 
         def rank(item: tuple[int, Stored]):
             value = item[1].metrics.get(self.score)
-            valid = isinstance(value, (int, float)) and not math.isnan(value)
-            return valid, sign * value if valid else 0.0, item[0]
+            if isinstance(value, (int, float)) and not math.isnan(value):
+                return True, sign * value, item[0]
+            return False, 0.0, item[0]
 
         return [s for _, s in sorted(enumerate(self.stored), key=rank)]
 

@@ -20,6 +20,7 @@ class TrainingModule(Encoder):
         self.weights = dict(weights)
 
     def forward(self, batches: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        losses = {name: objective(self, batches[objective.stream]) for name, objective in self.objectives.items()}
+        losses = {name: objective(self, batches[objective.stream])  # type: ignore[index]
+                  for name, objective in self.objectives.items()}
         losses["loss"] = sum(self.weights[name] * loss for name, loss in losses.items())
         return losses

@@ -137,7 +137,7 @@ class StepTimer:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
         start, start_event = self._last
-        if self.cuda and phase not in HOST_PHASES and start_event is not None:
+        if event is not None and phase not in HOST_PHASES and start_event is not None:  # event: set when cuda
             self._events.append((phase, start_event, event))
         else:
             self.window.phase_s[phase] = self.window.phase_s.get(phase, 0.0) + now - start

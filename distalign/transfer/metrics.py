@@ -80,7 +80,9 @@ def mlqa_punctuation() -> frozenset[str]:
 
 def _mixed_segmentation(text: str) -> list[str]:
     """MLQA's Chinese tokens: each CJK ideograph (and punctuation mark) alone, whitespace splits the rest."""
-    tokens, run, punctuation = [], [], mlqa_punctuation()
+    tokens: list[str] = []
+    run: list[str] = []
+    punctuation = mlqa_punctuation()
     for char in text:
         if CJK.match(char) or char in punctuation:
             tokens += "".join(run).split()

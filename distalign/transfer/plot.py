@@ -26,7 +26,7 @@ def summary_metrics(summary: pd.DataFrame) -> dict[str, float]:
 def summary_from_metrics(metrics: dict[str, float]) -> pd.DataFrame:
     """``summary_metrics``' inverse (without ``n``): a run's ``transfer/<task>/<lang>/<metric>`` values; other
     metrics (the fine-tuning runs' ``transfer/<task>/dev/...``, anything else) are left out."""
-    rows = {}
+    rows: dict[tuple[str, ...], dict[str, str | float]] = {}
     for key, value in metrics.items():
         parts = key.removesuffix(STD).split("/")
         if len(parts) != 4 or parts[0] != "transfer" or parts[2] == "dev":

@@ -48,7 +48,7 @@ def text_table(summary: pd.DataFrame, main_metrics: dict[str, str], source: str)
         lines.append(f"{task} ({metric} x 100, mean ± std over {value[(source, metric)][2]} seeds; "
                      f"Δ = {source} - language)")
         for lang in langs:
-            score = value.get((lang, metric))
+            score = value[lang, metric]
             delta = value.get((lang, DELTA))
             text = f"  {lang:>6}  {metric} {100 * score[0]:6.2f} ± {100 * score[1]:5.2f}"
             lines.append(text + (f"   Δ {100 * delta[0]:6.2f} ± {100 * delta[1]:5.2f}" if delta else ""))

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -112,7 +112,7 @@ class EvalTask:
         """Raise ``ConfigError`` naming ``suite.<key>`` for values the types alone do not rule out."""
 
     @classmethod
-    def from_suite(cls, suite: SuiteSpec) -> list[EvalTask]:
+    def from_suite(cls, suite: SuiteSpec) -> Sequence[EvalTask]:
         raise NotImplementedError
 
     def check_model(self, num_layers: int) -> None:
