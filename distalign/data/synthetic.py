@@ -43,7 +43,8 @@ Token = tuple[str, str, int, str]
 class SyntheticConfig:
     """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
 
-    languages: list[LanguageCode] = field(default_factory=lambda: ["xa", "xb", "xc"])  # x + a letter: invented
+    # x + a letter: invented
+    languages: list[LanguageCode] = field(default_factory=lambda: [LanguageCode(c) for c in ("xa", "xb", "xc")])
     num_concepts: int = 300  # shared meanings: each language has a word for each
     sentences_per_language: int = 1500  # corpus size of each language
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
@@ -69,7 +70,8 @@ class SyntheticWorld:
 def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
     """The files of a world of ``languages`` written to ``directory`` by ``generate_world``."""
     out = Path(directory)
-    eval_dicts = [DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"), lang1=l1, lang2=l2)
+    eval_dicts = [DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"),
+                                   lang1=LanguageCode(l1), lang2=LanguageCode(l2))
                   for l1, l2 in itertools.combinations(languages, 2)]
     return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
                           {lang: out / f"corpus.{lang}.conllu" for lang in languages},
@@ -176,9 +178,8 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
                 encoding="utf-8")
     for lang in languages:  # after every corpus: the corpora do not change with validation_sentences
         if cfg.validation_sentences:
-            sentences = [grammar.text(rng, lang)
-                         for _ in range(cfg.validation_sentences)]
-            world.validation_corpora[lang.name].write_text("\n".join(sentences) + "\n")
+            texts = [grammar.text(rng, lang) for _ in range(cfg.validation_sentences)]
+            world.validation_corpora[lang.name].write_text("\n".join(texts) + "\n")
 
     pq.write_table(_constraint_table(lexicon, world.languages, ~heldout, topic), world.constraints)
     for source in world.eval_dictionaries:
@@ -266,7 +267,7 @@ def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:
 def _constraint_table(lexicon, languages: list[str], train_concepts: np.ndarray, topic: np.ndarray) -> pa.Table:
     """All mono- and cross-lingual synonym pairs of the training concepts (BabelBERT §3.1 style), with glosses."""
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
-    for c in np.flatnonzero(train_concepts):
+    for c in np.flatnonzero(train_concepts).tolist():
         items = [(w, lang) for lang in languages for w in lexicon[lang][c]]
         for (w1, l1), (w2, l2) in itertools.combinations(items, 2):
             values = (w1, l1, w2, l2, f"c{c}", _gloss(lexicon, l1, c, topic), _gloss(lexicon, l2, c, topic))

@@ -34,6 +34,7 @@ from distalign.data.corpus_stream import CorpusStream
 from distalign.data.readers import ReadReport
 from distalign.data.sources import StaticVectorsSource
 from distalign.errors import ConfigError
+from distalign.languages import LanguageCode
 from distalign.objectives.static_align import StaticAlignObjective
 from distalign.static.mapping import MappingMethod, map_spaces
 from distalign.static.procrustes import preprocess
@@ -68,7 +69,7 @@ def derive_static_vectors(model_path: str, corpora: list[tuple[str, str]], pairs
         paths_by_lang[lang].append(path)
     languages = sorted(paths_by_lang)
     pivot = languages[0]
-    sources = [StaticVectorsSource(str(out_dir / f"{lang}.aligned.vec"), lang) for lang in languages]
+    sources = [StaticVectorsSource(str(out_dir / f"{lang}.aligned.vec"), LanguageCode(lang)) for lang in languages]
     if all(Path(s.path).is_file() for s in sources):  # a resumed run
         return sources
 

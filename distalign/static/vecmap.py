@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 
@@ -144,7 +144,7 @@ def vecmap_align(src_words: Sequence[str], src_vecs: np.ndarray, tgt_words: Sequ
         raise ValueError(f"src_vecs and tgt_vecs must be [n, d] with one d, got {src_vecs.shape} and {tgt_vecs.shape}")
     if len(src_words) != len(src_vecs) or len(tgt_words) != len(tgt_vecs):
         raise ValueError("src_words/tgt_words must have one word per row of src_vecs/tgt_vecs")
-    report = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
+    report: dict[str, Any] = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
               "objectives": [], "iterations_run": 0, "converged": False}
     dictionary = seed_index_pairs(src_words, tgt_words, seed_pairs, report)
     if not dictionary:

@@ -244,8 +244,8 @@ def load_study(path: str | Path,
         raise ConfigError(f"base: experiment config not found: {base if study.base else '(empty)'}")
     trial_overrides = study.overrides + [o for o in extra_overrides if not _is_study_override(o)]
     if study.search.space:  # trials are suggested while the study runs: check the space's corners now
-        for point in search_points(study):
-            load_config(base, trial_overrides + [point])
+        for corner in search_points(study):
+            load_config(base, trial_overrides + [corner])
         trials = {f"{study.study}-base": load_config(base, trial_overrides + [f"run.name={study.study}-base"])}
         check_transfer(study, trials)
         return study, trials
