@@ -59,8 +59,11 @@ def drill(gcs_storage: str, work: Path) -> dict[str, str]:
         wait_for_nodes(address, 1, env=env)
         worker = start_node([f"--address={address}"], 1, env, work / "worker.log")
         wait_for_nodes(address, 2, env=env)
-        python = lambda code: subprocess.run([sys.executable, "-c", code.format(address=address)], env=env,
-                                             capture_output=True, text=True, timeout=300).stdout.strip()
+
+        def python(code: str) -> str:
+            return subprocess.run([sys.executable, "-c", code.format(address=address)], env=env,
+                                  capture_output=True, text=True, timeout=300).stdout.strip()
+
         before = python(ACTOR).splitlines()[-1]
         os.killpg(head.pid, signal.SIGKILL)  # a crashed head: no orderly shutdown
         head.wait()

@@ -175,7 +175,6 @@ def test_the_launcher_head_reads_its_redis_from_ssm_and_starts_without_one(launc
     import sys
 
     import boto3
-
     from conftest import moto_s3_server
 
     (start,) = [c for c in launcher["head_start_ray_commands"] if "ray start" in c]
@@ -188,7 +187,7 @@ def test_the_launcher_head_reads_its_redis_from_ssm_and_starts_without_one(launc
         env = {**os.environ, "DISTALIGN_SSM_ENDPOINT": url, "AWS_DEFAULT_REGION": "us-east-1",
                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
                "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-        run = lambda: subprocess.run(["bash", "-c", shell], cwd=REPO, env=env, capture_output=True, text=True)
+        run = lambda: subprocess.run(["bash", "-c", shell], cwd=REPO, env=env, capture_output=True, text=True)  # noqa: E731
         assert run().stdout.strip() == "address=unset password=unset"
         ssm = boto3.client("ssm", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
                            aws_secret_access_key="testing")

@@ -5,9 +5,9 @@ import time
 
 import pandas as pd
 import pytest
+from conftest import staged_by_ray_tasks
 from transfer_data import save_task, tiny_model
 
-from conftest import staged_by_ray_tasks
 from distalign.cli import main
 from distalign.model_store.fetch import fetch_model
 from distalign.tracking import client_for
