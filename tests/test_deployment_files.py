@@ -182,7 +182,8 @@ def test_the_launcher_head_reads_its_redis_from_ssm_and_starts_without_one(launc
     assert '--redis-password="${GCS_REDIS_PASSWORD:-}"' in start
     (worker_start,) = [c for c in launcher["worker_start_ray_commands"] if "ray start" in c]
     assert "RAY_gcs_rpc_server_reconnect_timeout_s=600" in worker_start  # workers outwait a head's restart
-    shell = 'redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env" && echo "address=${RAY_REDIS_ADDRESS-unset} password=${GCS_REDIS_PASSWORD-unset}"'
+    shell = ('redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env" && '
+             'echo "address=${RAY_REDIS_ADDRESS-unset} password=${GCS_REDIS_PASSWORD-unset}"')
     with moto_s3_server("unused") as (url, _):
         env = {**os.environ, "DISTALIGN_SSM_ENDPOINT": url, "AWS_DEFAULT_REGION": "us-east-1",
                "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
