@@ -3,7 +3,8 @@ exports `ray start --head` needs, read from the SSM parameter /distalign/gcs-red
 "host:port password", e.g. an ElastiCache endpoint and its AUTH token), with the instance profile's credentials.
 Prints nothing when the parameter does not exist, so the head starts with the GCS in memory as before.
 
-    redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env" && ray start --head ... --redis-password="${GCS_REDIS_PASSWORD:-}"
+    redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env"
+    ray start --head ... --redis-password="${GCS_REDIS_PASSWORD:-}"
 """
 
 from __future__ import annotations

@@ -46,9 +46,23 @@ def drill(gcs_storage: str, work: Path) -> dict[str, str]:
     head_env, head_args, redis = dict(env), [], None
     if gcs_storage == "redis":
         port = free_port()
-        redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--requirepass", "drill",
-                                  "--appendonly", "yes", "--dir", str(work)], stdout=open(work / "redis.log", "w"),
-                                 start_new_session=True)
+        redis = subprocess.Popen(
+            [
+                "redis-server",
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--requirepass",
+                "drill",
+                "--appendonly",
+                "yes",
+                "--dir",
+                str(work),
+            ],
+            stdout=open(work / "redis.log", "w"),
+            start_new_session=True,
+        )
         head_env["RAY_REDIS_ADDRESS"], head_args = f"127.0.0.1:{port}", ["--redis-password=drill"]
     gcs_port = free_port()
     address = f"127.0.0.1:{gcs_port}"
@@ -59,8 +73,16 @@ def drill(gcs_storage: str, work: Path) -> dict[str, str]:
         wait_for_nodes(address, 1, env=env)
         worker = start_node([f"--address={address}"], 1, env, work / "worker.log")
         wait_for_nodes(address, 2, env=env)
-        python = lambda code: subprocess.run([sys.executable, "-c", code.format(address=address)], env=env,
-                                             capture_output=True, text=True, timeout=300).stdout.strip()
+
+        def python(code: str) -> str:
+            return subprocess.run(
+                [sys.executable, "-c", code.format(address=address)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=300,
+            ).stdout.strip()
+
         before = python(ACTOR).splitlines()[-1]
         os.killpg(head.pid, signal.SIGKILL)  # a crashed head: no orderly shutdown
         head.wait()
@@ -69,16 +91,22 @@ def drill(gcs_storage: str, work: Path) -> dict[str, str]:
         # Ray mistaking them for a running head)
         while subprocess.run(["pgrep", "-f", f"gcs_server .*{gcs_port}"], capture_output=True).returncode == 0:
             time.sleep(0.5)
-        head = start_node(["--head", *head_args, f"--temp-dir={tempfile.mkdtemp(prefix='rd', dir='/tmp')}"], 0,
-                          head_env, work / "head-again.log")
+        head = start_node(
+            ["--head", *head_args, f"--temp-dir={tempfile.mkdtemp(prefix='rd', dir='/tmp')}"],
+            0,
+            head_env,
+            work / "head-again.log",
+        )
         started = time.time()
         try:
             wait_for_nodes(address, 2, timeout=120, env=env)
             node = f"alive (rejoined {time.time() - started:.1f} s after the head started)"
         except TimeoutError:
             node = "gone (not back within 120 s)"
-        return {"worker node after the head's restart": node,
-                "the actor's state (5 calls, then one more)": f"{before} -> {python(CALL_AGAIN).splitlines()[-1]}"}
+        return {
+            "worker node after the head's restart": node,
+            "the actor's state (5 calls, then one more)": f"{before} -> {python(CALL_AGAIN).splitlines()[-1]}",
+        }
     finally:
         for process in (worker, head, redis):
             if process is not None:

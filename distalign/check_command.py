@@ -32,12 +32,14 @@ def run_check(args) -> int:
 
 def register(subparsers, arguments: bool) -> None:
     check = subparsers.add_parser(
-        "check", help="run every check `distalign train` makes before Ray, without training; report all problems",
+        "check",
+        help="run every check `distalign train` makes before Ray, without training; report all problems",
         description="Check an experiment config as `distalign train` would before it starts Ray: the config's values, "
-                    "the storage (writable), the tracking server (answers), the cluster's CPUs and GPUs (RAY_ADDRESS, "
-                    "else this machine), every input read and counted (constraints, dictionaries, corpora, "
-                    "evaluation data) and the model's config and tokenizer (never its weights). Every problem is "
-                    "reported, each naming its key, with exit status 2; else a short report of what was found.")
+        "the storage (writable), the tracking server (answers), the cluster's CPUs and GPUs (RAY_ADDRESS, "
+        "else this machine), every input read and counted (constraints, dictionaries, corpora, "
+        "evaluation data) and the model's config and tokenizer (never its weights). Every problem is "
+        "reported, each naming its key, with exit status 2; else a short report of what was found.",
+    )
     if not arguments:
         return
     check.add_argument("config", help="experiment YAML (e.g. jobs/configs/quickstart.yaml)")

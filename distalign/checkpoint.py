@@ -76,9 +76,16 @@ def read_config_mapping(directory: Path) -> dict | None:
     return yaml.safe_load(path.read_text()) if path.is_file() else None
 
 
-def write_rank0_files(directory: Path, masked_lm, tokenizer, objective_state: dict, state: TrainerState,
-                      model_weights: dict | None = None, input_table: tuple[str, list[str]] | None = None,
-                      config: dict | None = None) -> None:
+def write_rank0_files(
+    directory: Path,
+    masked_lm,
+    tokenizer,
+    objective_state: dict,
+    state: TrainerState,
+    model_weights: dict | None = None,
+    input_table: tuple[str, list[str]] | None = None,
+    config: dict | None = None,
+) -> None:
     """Everything rank 0 writes (the engine writes optimizer state or ZeRO shards itself); ``config``: the run's
     experiment config as a mapping (``ExperimentConfig.to_dict``); ``model_weights``
     replaces ``masked_lm``'s own state dict (ZeRO-3: gathered to rank 0, the module holds only partitions).
@@ -140,8 +147,10 @@ def restore_objective_state(objectives: torch.nn.ModuleDict, state: dict) -> lis
     out, and an objective new to the run keeps its initial state: a resume may change the objective mix.
     Returns what happened, for the log."""
     saved = {key.split(".", 1)[0] for key in state}
-    notes = [f"objective '{name}' is not in this run: its checkpointed state is left out"
-             for name in sorted(saved - set(objectives))]
+    notes = [
+        f"objective '{name}' is not in this run: its checkpointed state is left out"
+        for name in sorted(saved - set(objectives))
+    ]
     for name, objective in objectives.items():
         own = {key.split(".", 1)[1]: value for key, value in state.items() if key.split(".", 1)[0] == name}
         if own:
@@ -162,8 +171,11 @@ def crc32(path: Path) -> int:
 def write_manifest(directory: Path, rank: int, world_size: int) -> None:
     """List this rank's files in its checkpoint directory with their sizes and checksums; call it after
     everything else."""
-    files = {p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "crc32": crc32(p)}
-             for p in sorted(directory.rglob("*")) if p.is_file()}
+    files = {
+        p.relative_to(directory).as_posix(): {"size": p.stat().st_size, "crc32": crc32(p)}
+        for p in sorted(directory.rglob("*"))
+        if p.is_file()
+    }
     manifest = {"files": files, **({"world_size": world_size} if rank == 0 else {})}
     (directory / MANIFEST_FILE.format(rank=rank)).write_text(json.dumps(manifest))
 
@@ -175,8 +187,9 @@ def private_rank(name: str) -> int | None:
     return None if found is None else int(found.group(1) or found.group(2))
 
 
-def manifest_files(read_manifest: Callable[[str], str | None],
-                   stored: dict[str, int]) -> tuple[dict[str, dict], list[str]]:
+def manifest_files(
+    read_manifest: Callable[[str], str | None], stored: dict[str, int]
+) -> tuple[dict[str, dict], list[str]]:
     """Every file a checkpoint's manifests list (name -> its size and checksum, the manifests themselves included
     with their sizes), and what the checkpoint lacks (empty when complete): a rank's manifest, a file it lists, or
     one of another size among the ``stored`` files (name -> size, from a listing of the checkpoint: nothing else is

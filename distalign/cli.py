@@ -1,21 +1,21 @@
 """``distalign`` command line: train, tune, eval.
 
-    distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
-    distalign check jobs/configs/quickstart.yaml storage.path=s3://bucket/runs
-    distalign tune tuning/quickstart.yaml
-    distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
-    distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,udpos --data-dir data/transfer --seeds 3
-    distalign eval --spec my_eval.yaml suite.max_queries=100
-    distalign transfer runs/quickstart/checkpoint_... --tasks xnli,udpos --data-dir data/transfer --seeds 3
-    distalign bench synthetic
-    distalign bench streaming --sizes-mb 20,2048 --steps 100
-    distalign bench perf
-    distalign bench memory --models base,large --batch 64 --seq 512 --gpus 8
-    distalign bench scale --pairs 1e5,1e6 --units 1e4,1e5,1e6
-    distalign bench startup --rounds 3 --start-cluster
-    distalign data fetch g-bli tatoeba multisimlex omw
-    distalign mine-constraints ~/.cache/distalign/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
-    distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.tsv --similarity csls
+distalign train jobs/configs/quickstart.yaml train.max_steps=50 train.engine=deepspeed train.zero_stage=2
+distalign check jobs/configs/quickstart.yaml storage.path=s3://bucket/runs
+distalign tune tuning/quickstart.yaml
+distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,xlsim,tatoeba
+distalign eval --checkpoint runs/quickstart/checkpoint_... --tasks bli,udpos --data-dir data/transfer --seeds 3
+distalign eval --spec my_eval.yaml suite.max_queries=100
+distalign transfer runs/quickstart/checkpoint_... --tasks xnli,udpos --data-dir data/transfer --seeds 3
+distalign bench synthetic
+distalign bench streaming --sizes-mb 20,2048 --steps 100
+distalign bench perf
+distalign bench memory --models base,large --batch 64 --seq 512 --gpus 8
+distalign bench scale --pairs 1e5,1e6 --units 1e4,1e5,1e6
+distalign bench startup --rounds 3 --start-cluster
+distalign data fetch g-bli tatoeba multisimlex omw
+distalign mine-constraints ~/.cache/distalign/data/lexicons/omw --languages fr,it,hr --out constraints.parquet
+distalign static bli --vectors de=de.vec --vectors en=en.vec --dictionary de-en:test.tsv --similarity csls
 """
 
 from __future__ import annotations
@@ -101,8 +101,10 @@ def synthetic_transfer_command(config, checkpoint: str) -> str:
     from distalign.preparation.inputs import synthetic_world
 
     tasks = synthetic_world(config).transfer_tasks  # the cached world: found, not generated again
-    return (f"distalign transfer {checkpoint} {SYNTHETIC_TRANSFER_FLAGS} --data-dir {tasks} "
-            f"--source {synthetic.languages[0]}")
+    return (
+        f"distalign transfer {checkpoint} {SYNTHETIC_TRANSFER_FLAGS} --data-dir {tasks} "
+        f"--source {synthetic.languages[0]}"
+    )
 
 
 def _tune(args) -> int:
@@ -157,8 +159,9 @@ def _mine(args) -> int:
     from distalign.data.omw import mine_omw
 
     if not Path(args.source).exists():
-        raise InputError(f"{args.source}: not found: give the folder of OMW wn-data-<lang>.tab files, or a BabelNet "
-                         "export .tsv")
+        raise InputError(
+            f"{args.source}: not found: give the folder of OMW wn-data-<lang>.tab files, or a BabelNet export .tsv"
+        )
     omw = Path(args.source).is_dir()
     mine = mine_omw if omw else mine_babelnet
     # BabelBERT §3.1/§4's synset filters by default on BabelNet, its resource; OMW has no English here and few glosses
@@ -167,14 +170,24 @@ def _mine(args) -> int:
     try:
         stopwords = Path(args.stopwords).read_text().split() if args.stopwords else None
     except OSError as err:
-        raise InputError(f"--stopwords {args.stopwords}: {err.strerror}: give a file of whitespace-separated "
-                         "stopwords, or leave --stopwords out") from None
+        raise InputError(
+            f"--stopwords {args.stopwords}: {err.strerror}: give a file of whitespace-separated "
+            "stopwords, or leave --stopwords out"
+        ) from None
     require_writable(Path(args.out).parent, "--out")  # before the mining
     try:
-        mine(args.source, [l for l in args.languages.split(",") if l], args.top_k, args.exclude, args.out,
-             cross_lingual=not args.no_cross_lingual, monolingual=not args.no_monolingual,
-             unique_pairs=args.unique_pairs, min_glosses=min_glosses,
-             seeds=english_seed_words(seed_words, stopwords) if seed_words else None)
+        mine(
+            args.source,
+            [lang for lang in args.languages.split(",") if lang],
+            args.top_k,
+            args.exclude,
+            args.out,
+            cross_lingual=not args.no_cross_lingual,
+            monolingual=not args.no_monolingual,
+            unique_pairs=args.unique_pairs,
+            min_glosses=min_glosses,
+            seeds=english_seed_words(seed_words, stopwords) if seed_words else None,
+        )
     except ValueError as err:  # unknown language for the frequency lists, bad top-k
         raise InputError(str(err)) from err
     return 0
@@ -188,11 +201,18 @@ def _bench_streaming(args) -> int:
     if "io" in parts and os.environ.get("RAY_AUTH_MODE") != "token":
         # Ray reads the auth mode once, when first imported: from the command's environment it holds for this
         # process and the nodes it starts alike
-        raise SystemExit("distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
-                         "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ...")
+        raise SystemExit(
+            "distalign bench streaming --parts io starts `ray start` nodes, which Ray 2.60 runs with "
+            "token auth: run it as RAY_AUTH_MODE=token distalign bench streaming --parts io ..."
+        )
     if "io" in parts:
-        reads = run_io_bench(write_corpora(Path(args.config).resolve(), args.io_sizes_mb, out),
-                             [int(w) for w in args.workers.split(",")], args.nodes, args.unit_bytes, out)
+        reads = run_io_bench(
+            write_corpora(Path(args.config).resolve(), args.io_sizes_mb, out),
+            [int(w) for w in args.workers.split(",")],
+            args.nodes,
+            args.unit_bytes,
+            out,
+        )
         table = format_io_table(reads)
         print(table)
         (out / "results-io.md").write_text(table + "\n")
@@ -231,7 +251,12 @@ def bench_output_dir(args, name: str) -> Path:
 def _bench_perf(args) -> int:
     from distalign.bench.perf import run_perf_bench
 
-    run_perf_bench(bench_output_dir(args, "bench_perf"), args.steps, log_to_mlflow=not args.no_mlflow, areas=tuple(args.rows.split(",")))
+    run_perf_bench(
+        bench_output_dir(args, "bench_perf"),
+        args.steps,
+        log_to_mlflow=not args.no_mlflow,
+        areas=tuple(args.rows.split(",")),
+    )
     return 0
 
 
@@ -252,12 +277,32 @@ def _bench_synthetic(args) -> int:
     from distalign.bench.synthetic import BenchSpec, run_bench
 
     bench_output_dir(args, "bench_synthetic")  # its default is the bench's own
-    run_bench(BenchSpec(args.corpus, args.max_sentences, tuple(args.transformations.split(",")),
-                        tuple(args.objectives.split(",")), args.dictionary_share, args.eval_words, args.min_count,
-                        args.seed, args.output_dir, [*args.preset_overrides, *args.overrides], args.syntax_target,
-                        args.seeds, args.train_seed, args.parallel_share,
-                        tuple(filter(None, args.transfer_tasks.split(","))), args.transfer_data, args.transfer_lang,
-                        args.world, args.world_concepts, args.finetune_lr, args.finetune_epochs, args.shared_words))
+    run_bench(
+        BenchSpec(
+            args.corpus,
+            args.max_sentences,
+            tuple(args.transformations.split(",")),
+            tuple(args.objectives.split(",")),
+            args.dictionary_share,
+            args.eval_words,
+            args.min_count,
+            args.seed,
+            args.output_dir,
+            [*args.preset_overrides, *args.overrides],
+            args.syntax_target,
+            args.seeds,
+            args.train_seed,
+            args.parallel_share,
+            tuple(filter(None, args.transfer_tasks.split(","))),
+            args.transfer_data,
+            args.transfer_lang,
+            args.world,
+            args.world_concepts,
+            args.finetune_lr,
+            args.finetune_epochs,
+            args.shared_words,
+        )
+    )
     return 0
 
 
@@ -266,7 +311,9 @@ def _bench_preset_defaults(name: str) -> dict:
     command's own, which win)."""
     from distalign.bench.synthetic import load_preset
 
-    values = {key: ",".join(value) if isinstance(value, tuple) else value for key, value in vars(load_preset(name)).items()}
+    values = {
+        key: ",".join(value) if isinstance(value, tuple) else value for key, value in vars(load_preset(name)).items()
+    }
     values["preset_overrides"] = values.pop("overrides")
     return values
 
@@ -277,8 +324,18 @@ def _static_extract(args) -> int:
     require_writable(Path(args.out).parent, "--out")  # before the teacher is distilled
     model = locate_model(args.model, "--model", os.environ.get("DISTALIGN_STORAGE_ENDPOINT", ""))  # before the corpus
     from distalign.static.x2static import extract_to_file  # after: torch and transformers take seconds
-    result = extract_to_file(model, args.corpus, args.out, layer=args.layer, epochs=args.epochs, lr=args.lr,
-                             negatives=args.negatives, min_count=args.min_count, seed=args.seed)
+
+    result = extract_to_file(
+        model,
+        args.corpus,
+        args.out,
+        layer=args.layer,
+        epochs=args.epochs,
+        lr=args.lr,
+        negatives=args.negatives,
+        min_count=args.min_count,
+        seed=args.seed,
+    )
     for report in result["reports"]:
         print(report.summary())
     print(f"[distalign] {result['words']} static vectors from {result['sentences']} sentences -> {result['path']}")
@@ -288,10 +345,19 @@ def _static_extract(args) -> int:
 def _static_align(args) -> int:
     from distalign.static.mapping import align_files
 
-    report = align_files(args.src, args.tgt, args.dictionary, args.out, iterations=args.iterations,
-                         tgt_out_path=args.tgt_out or None, method=args.method)
-    print(f"[distalign] seed pairs {report['seed_pairs']} ({report['seed_missing']} with a missing word), "
-          f"dictionary sizes {report['dictionary_sizes']} -> {args.out}")
+    report = align_files(
+        args.src,
+        args.tgt,
+        args.dictionary,
+        args.out,
+        iterations=args.iterations,
+        tgt_out_path=args.tgt_out or None,
+        method=args.method,
+    )
+    print(
+        f"[distalign] seed pairs {report['seed_pairs']} ({report['seed_missing']} with a missing word), "
+        f"dictionary sizes {report['dictionary_sizes']} -> {args.out}"
+    )
     return 0
 
 
@@ -303,10 +369,13 @@ def _static_bli(args) -> int:
 
 def _add_train_command(sub, arguments: bool) -> None:
     """`distalign train CONFIG [key=value ...]`"""
-    train = sub.add_parser("train", help="run one training job (local Ray, or the cluster in RAY_ADDRESS)",
-                           description="Train with the objectives of an experiment config. Overrides are "
-                                       "dotted key=value pairs (train.lr=1e-4). A run started again with the "
-                                       "same run.name resumes from its last checkpoint.")
+    train = sub.add_parser(
+        "train",
+        help="run one training job (local Ray, or the cluster in RAY_ADDRESS)",
+        description="Train with the objectives of an experiment config. Overrides are "
+        "dotted key=value pairs (train.lr=1e-4). A run started again with the "
+        "same run.name resumes from its last checkpoint.",
+    )
     if not arguments:
         return
     train.add_argument("config", help="experiment YAML (e.g. jobs/configs/quickstart.yaml)")
@@ -316,26 +385,35 @@ def _add_train_command(sub, arguments: bool) -> None:
 
 def _add_tune_command(sub, arguments: bool) -> None:
     """`distalign tune STUDY [key=value ...]`"""
-    tune = sub.add_parser("tune", help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
-                          description="A study over config keys (grid or search); each trial is a full training "
-                                      "run (a one-worker trial trains in the trial's own process).")
+    tune = sub.add_parser(
+        "tune",
+        help="run a Ray Tune study (one MLflow parent run, a child run per trial)",
+        description="A study over config keys (grid or search); each trial is a full training "
+        "run (a one-worker trial trains in the trial's own process).",
+    )
     if not arguments:
         return
     tune.add_argument("study", help="study YAML (e.g. tuning/quickstart.yaml)")
-    tune.add_argument("overrides", nargs="*",
-                      help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
-                           "max_concurrent_trials=2), else of every trial (train.max_steps=60)")
+    tune.add_argument(
+        "overrides",
+        nargs="*",
+        help="key.sub=value overrides: of the study for a study key (grid.train.lr=[1e-3,3e-4], "
+        "max_concurrent_trials=2), else of every trial (train.max_steps=60)",
+    )
     tune.set_defaults(func=_tune)
 
 
 def _add_eval_command(sub, arguments: bool) -> None:
     """`distalign eval ...` (its arguments live with the runner)"""
-    ev = sub.add_parser("eval", help="evaluate a checkpoint or model on BLI, XLSIM, Tatoeba, alignment (Ray)",
-                        formatter_class=argparse.RawDescriptionHelpFormatter,
-                        description="Encode with every layer, score task x language pair x layer as Ray tasks, "
-                                    "write tables and plots, log them to MLflow. What to run: a --spec YAML "
-                                    "(the fields of distalign.eval.spec.EvalSpec), then the flags given, "
-                                    "then dotted key=value overrides (suite.max_queries=100).")
+    ev = sub.add_parser(
+        "eval",
+        help="evaluate a checkpoint or model on BLI, XLSIM, Tatoeba, alignment (Ray)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description="Encode with every layer, score task x language pair x layer as Ray tasks, "
+        "write tables and plots, log them to MLflow. What to run: a --spec YAML "
+        "(the fields of distalign.eval.spec.EvalSpec), then the flags given, "
+        "then dotted key=value overrides (suite.max_queries=100).",
+    )
     if not arguments:
         return
     from distalign.eval.arguments import add_eval_arguments
@@ -343,26 +421,35 @@ def _add_eval_command(sub, arguments: bool) -> None:
     from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
     add_eval_arguments(ev)
-    add_shared_arguments(ev.add_argument_group(
-        "zero-shot transfer tasks", f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
-        "as `distalign transfer` does (these flags, as there), logged as a child run of the checkpoint's training "
-        "run at its step when the MLflow store knows it, else a new run in --experiment "
-        "(default distalign-transfer)"))
+    add_shared_arguments(
+        ev.add_argument_group(
+            "zero-shot transfer tasks",
+            f"--tasks may also name {', '.join(TRANSFER_TASKS)}: each fine-tuned and tested "
+            "as `distalign transfer` does (these flags, as there), logged as a child run of the checkpoint's training "
+            "run at its step when the MLflow store knows it, else a new run in --experiment "
+            "(default distalign-transfer)",
+        )
+    )
     ev.set_defaults(func=_eval)
 
 
 def _add_transfer_command(sub, arguments: bool) -> None:
     """`distalign transfer ...` (its arguments live with the runner)"""
-    about = ("Fine-tune on each task's source-language training set (one Ray Train run per task and seed), keep "
-             "the weights best on the dev set, and print per-language test scores, their average and the gap to the "
-             "source as mean ± std over seeds.")
+    about = (
+        "Fine-tune on each task's source-language training set (one Ray Train run per task and seed), keep "
+        "the weights best on the dev set, and print per-language test scores, their average and the gap to the "
+        "source as mean ± std over seeds."
+    )
     if arguments:  # the task list from the registry (not read for the command list, which names no task)
         from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
         about += f" Tasks: {', '.join(TRANSFER_TASKS)}."
-    transfer = sub.add_parser("transfer", help="zero-shot cross-lingual transfer on XTREME-style tasks: fine-tune on "
-                                               "the source language, test on the others (Ray Train)",
-                              description=about)
+    transfer = sub.add_parser(
+        "transfer",
+        help="zero-shot cross-lingual transfer on XTREME-style tasks: fine-tune on "
+        "the source language, test on the others (Ray Train)",
+        description=about,
+    )
     if not arguments:
         return
     from distalign.transfer.arguments import add_transfer_arguments
@@ -373,49 +460,82 @@ def _add_transfer_command(sub, arguments: bool) -> None:
 
 def _add_mine_constraints_command(sub, arguments: bool) -> None:
     """`distalign mine-constraints SOURCE ...`"""
-    mine = sub.add_parser("mine-constraints", help="lexical constraints from multilingual synsets (OMW, BabelNet)",
-                          description="BabelBERT-style mining: all monolingual and cross-lingual synonym pairs per "
-                                      "synset, words in the top-k of their language's frequency list (wordfreq), "
-                                      "multi-word expressions and evaluation words removed, glosses attached.")
+    mine = sub.add_parser(
+        "mine-constraints",
+        help="lexical constraints from multilingual synsets (OMW, BabelNet)",
+        description="BabelBERT-style mining: all monolingual and cross-lingual synonym pairs per "
+        "synset, words in the top-k of their language's frequency list (wordfreq), "
+        "multi-word expressions and evaluation words removed, glosses attached.",
+    )
     if not arguments:
         return
-    mine.add_argument("source", help="folder of OMW wn-data-<lang>.tab files (`distalign data fetch omw` puts them in "
-                                     "<data home>/lexicons/omw), "
-                                     "or a BabelNet export .tsv (synsetID lang1 lang2 word1 word2 sent1 sent2)")
-    mine.add_argument("--languages", required=True,
-                      help="comma-separated codes or English names (fr,it,hr = fra,ita,hrv = French,Italian,Croatian)")
+    mine.add_argument(
+        "source",
+        help="folder of OMW wn-data-<lang>.tab files (`distalign data fetch omw` puts them in "
+        "<data home>/lexicons/omw), "
+        "or a BabelNet export .tsv (synsetID lang1 lang2 word1 word2 sent1 sent2)",
+    )
+    mine.add_argument(
+        "--languages",
+        required=True,
+        help="comma-separated codes or English names (fr,it,hr = fra,ita,hrv = French,Italian,Croatian)",
+    )
     mine.add_argument("--top-k", type=int, default=15000, help="frequency-list cut-off per language")
-    mine.add_argument("--exclude", nargs="*", default=[], metavar="TSV",
-                      help="evaluation dictionaries whose words must not appear (file names carry the pair)")
+    mine.add_argument(
+        "--exclude",
+        nargs="*",
+        default=[],
+        metavar="TSV",
+        help="evaluation dictionaries whose words must not appear (file names carry the pair)",
+    )
     mine.add_argument("--out", required=True, help="output parquet (use as data.constraints)")
     mine.add_argument("--no-monolingual", action="store_true")
     mine.add_argument("--no-cross-lingual", action="store_true")
     mine.add_argument("--unique-pairs", action="store_true", help="keep a pair only for its first synset")
-    mine.add_argument("--seed-words", type=int, default=None, metavar="N",
-                      help="only synsets with one of the N most frequent English words (stopwords removed; needs en "
-                           "in --languages); 0 = every synset. Default: 1000 for a BabelNet export (BabelBERT), "
-                           "0 for OMW")
-    mine.add_argument("--stopwords", default="", metavar="FILE",
-                      help="stopwords left out of the seeds, whitespace-separated (default: scikit-learn's English "
-                           "list; the paper used NLTK's)")
-    mine.add_argument("--min-glosses", type=int, default=None, metavar="K",
-                      help="only synsets with glosses in at least K of --languages. Default: 2 for a BabelNet "
-                           "export (BabelBERT), 0 for OMW")
+    mine.add_argument(
+        "--seed-words",
+        type=int,
+        default=None,
+        metavar="N",
+        help="only synsets with one of the N most frequent English words (stopwords removed; needs en "
+        "in --languages); 0 = every synset. Default: 1000 for a BabelNet export (BabelBERT), "
+        "0 for OMW",
+    )
+    mine.add_argument(
+        "--stopwords",
+        default="",
+        metavar="FILE",
+        help="stopwords left out of the seeds, whitespace-separated (default: scikit-learn's English "
+        "list; the paper used NLTK's)",
+    )
+    mine.add_argument(
+        "--min-glosses",
+        type=int,
+        default=None,
+        metavar="K",
+        help="only synsets with glosses in at least K of --languages. Default: 2 for a BabelNet "
+        "export (BabelBERT), 0 for OMW",
+    )
     mine.set_defaults(func=_mine)
 
 
 def _add_static_command(sub, arguments: bool) -> None:
     """`distalign static extract|align|bli ...`"""
-    static = sub.add_parser("static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI")
+    static = sub.add_parser(
+        "static", help="static word vectors: X2Static extraction, Procrustes / VecMap alignment, BLI"
+    )
     if not arguments:
         return
     from distalign.objectives.static_mapping import StaticMapping
     from distalign.static.arguments import add_static_bli_arguments
 
     static = static.add_subparsers(dest="static", required=True)
-    extract = static.add_parser("extract", help="X2Static vectors from an encoder (word2vec text format)",
-                                description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
-                                            "sentence's other token states at --layer, 10 negatives ∝ count^0.5.")
+    extract = static.add_parser(
+        "extract",
+        help="X2Static vectors from an encoder (word2vec text format)",
+        description="CBOW-like distillation (Gupta & Jaggi 2021): context = mean of the "
+        "sentence's other token states at --layer, 10 negatives ∝ count^0.5.",
+    )
     extract.add_argument("--model", required=True, help="teacher: HF model directory, hub name or s3:// URI")
     extract.add_argument("--corpus", nargs="+", required=True, help=".txt (a sentence a line), .jsonl or .parquet")
     extract.add_argument("--out", required=True, help="output .vec (word2vec text format)")
@@ -426,139 +546,221 @@ def _add_static_command(sub, arguments: bool) -> None:
     extract.add_argument("--min-count", type=int, default=1)
     extract.add_argument("--seed", type=int, default=0)
     extract.set_defaults(func=_static_extract)
-    align = static.add_parser("align", help="map one static space onto another (Procrustes or VecMap)",
-                              description="Fit with a seed dictionary, optionally with self-learning rounds.")
+    align = static.add_parser(
+        "align",
+        help="map one static space onto another (Procrustes or VecMap)",
+        description="Fit with a seed dictionary, optionally with self-learning rounds.",
+    )
     align.add_argument("--src", required=True, help="source .vec")
     align.add_argument("--tgt", required=True, help="target .vec")
     align.add_argument("--dictionary", required=True, help="seed dictionary src<TAB>tgt")
     align.add_argument("--out", required=True, help="mapped source .vec")
     align.add_argument("--tgt-out", default="", help="also write the mapped target space here (required by vecmap)")
-    align.add_argument("--iterations", type=int, default=0,
-                       help="self-learning rounds (0 = seed only; vecmap: at most this many, semi-supervised)")
-    align.add_argument("--method", choices=get_args(StaticMapping), default="procrustes",
-                       help="procrustes: orthogonal map onto the normalised target; vecmap: Artetxe et al. 2018's "
-                            "whitening, orthogonal map, re-weighting, de-whitening (the static-contextual paper's)")
+    align.add_argument(
+        "--iterations",
+        type=int,
+        default=0,
+        help="self-learning rounds (0 = seed only; vecmap: at most this many, semi-supervised)",
+    )
+    align.add_argument(
+        "--method",
+        choices=get_args(StaticMapping),
+        default="procrustes",
+        help="procrustes: orthogonal map onto the normalised target; vecmap: Artetxe et al. 2018's "
+        "whitening, orthogonal map, re-weighting, de-whitening (the static-contextual paper's)",
+    )
     align.set_defaults(func=_static_align)
-    bli = static.add_parser("bli", help="BLI of static vectors (.vec files), ranked as distalign eval's bli task",
-                            description="Rank each test dictionary's queries among the target language's vectors "
-                                        "(cosine or CSLS, grouped or per-pair queries): the static-contextual "
-                                        "paper's Tables 1 and 5.")
+    bli = static.add_parser(
+        "bli",
+        help="BLI of static vectors (.vec files), ranked as distalign eval's bli task",
+        description="Rank each test dictionary's queries among the target language's vectors "
+        "(cosine or CSLS, grouped or per-pair queries): the static-contextual "
+        "paper's Tables 1 and 5.",
+    )
     add_static_bli_arguments(bli)
     bli.set_defaults(func=_static_bli)
 
 
 def _add_bench_command(sub, arguments: bool, preset: str = "") -> None:
-    """`distalign bench synthetic|streaming|perf|memory|scale|startup ...`; ``preset``: the synthetic bench's defaults from a
-    preset."""
+    """`distalign bench synthetic|streaming|perf|memory|scale|startup ...`; ``preset``: the synthetic bench's defaults
+    from a preset."""
     bench = sub.add_parser("bench", help="controlled benchmarks")
     if not arguments:
         return
     bench = bench.add_subparsers(dest="bench", required=True)
     synthetic = bench.add_parser(
-        "synthetic", help="align a language with a transformed copy of itself (ALIGN-MLM's controlled setting)",
+        "synthetic",
+        help="align a language with a transformed copy of itself (ALIGN-MLM's controlled setting)",
         description="Derive a second language from a base corpus (transliteration, + inversion, + permutation, "
-                    "+ syntax from a parsed corpus), "
-                    "train a small model from scratch per transformation x objective set, report the alignment "
-                    "score and BLI MRR on held-out dictionary words (printed, results.md, MLflow).")
+        "+ syntax from a parsed corpus), "
+        "train a small model from scratch per transformation x objective set, report the alignment "
+        "score and BLI MRR on held-out dictionary words (printed, results.md, MLflow).",
+    )
     synthetic.add_argument("overrides", nargs="*", help="training-config overrides (jobs/configs/bench_synthetic.yaml)")
-    synthetic.add_argument("--corpus", default="", help="base corpus, one sentence a line, or parsed sentences "
-                                                       "(.conllu, needed by translit_syn) (default: English side "
-                                                       "of Tatoeba in the data home: distalign data fetch tatoeba)")
+    synthetic.add_argument(
+        "--corpus",
+        default="",
+        help="base corpus, one sentence a line, or parsed sentences "
+        "(.conllu, needed by translit_syn) (default: English side "
+        "of Tatoeba in the data home: distalign data fetch tatoeba)",
+    )
     synthetic.add_argument("--max-sentences", type=int, default=20_000)
-    synthetic.add_argument("--transformations", default="translit,translit_inv,translit_perm",
-                           help="of translit, translit_inv, translit_perm, translit_syn (needs a .conllu corpus)")
-    synthetic.add_argument("--syntax-target", default="fra",
-                           help="translit_syn: the language whose word order the sentences take, a code (its URIEL "
-                                "word-order features) or a treebank of it (.conllu) (ALIGN-MLM: French)")
-    synthetic.add_argument("--objectives", default="mlm,align",
-                           help="objective sets: mlm, align, lexical, xlm, dict_mlm")
-    synthetic.add_argument("--dictionary-share", type=float, default=0.25,
-                           help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)")
+    synthetic.add_argument(
+        "--transformations",
+        default="translit,translit_inv,translit_perm",
+        help="of translit, translit_inv, translit_perm, translit_syn (needs a .conllu corpus)",
+    )
+    synthetic.add_argument(
+        "--syntax-target",
+        default="fra",
+        help="translit_syn: the language whose word order the sentences take, a code (its URIEL "
+        "word-order features) or a treebank of it (.conllu) (ALIGN-MLM: French)",
+    )
+    synthetic.add_argument(
+        "--objectives", default="mlm,align", help="objective sets: mlm, align, lexical, xlm, dict_mlm"
+    )
+    synthetic.add_argument(
+        "--dictionary-share",
+        type=float,
+        default=0.25,
+        help="dictionary words as a share of the base corpus's word types (ALIGN-MLM: 0.25)",
+    )
     synthetic.add_argument("--eval-words", type=int, default=300, help="dictionary words held out for evaluation")
-    synthetic.add_argument("--shared-words", type=float, default=0.0,
-                           help="share of the base corpus's word types the derived language keeps untransliterated "
-                                "(shared vocabulary; never dictionary words)")
+    synthetic.add_argument(
+        "--shared-words",
+        type=float,
+        default=0.0,
+        help="share of the base corpus's word types the derived language keeps untransliterated "
+        "(shared vocabulary; never dictionary words)",
+    )
     synthetic.add_argument("--min-count", type=int, default=3, help="rarer words get no dictionary entry")
     synthetic.add_argument("--seed", type=int, default=0)
-    synthetic.add_argument("--seeds", type=int, default=1, help="pre-training (and fine-tuning) runs per cell, "
-                           "seeds --train-seed, +1, ...: mean ± std (ALIGN-MLM's table: 3 or more)")
+    synthetic.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        help="pre-training (and fine-tuning) runs per cell, "
+        "seeds --train-seed, +1, ...: mean ± std (ALIGN-MLM's table: 3 or more)",
+    )
     synthetic.add_argument("--train-seed", type=int, default=None, help="the first cell seed (default --seed)")
-    synthetic.add_argument("--parallel-share", type=float, default=None,
-                           help="xlm: TLM's pairs as a share of the base corpus, 0-1 (ALIGN-MLM Table 1; 0 = MLM "
-                                "alone; default every sentence's twin)")
-    synthetic.add_argument("--transfer-tasks", default="", help="measure transfer (Δ, Spearman ρ): comma list of "
-                           "udpos, pawsx, xnli, read from --transfer-data in --transfer-lang (default with --world: "
-                           "udpos,pawsx)")
-    synthetic.add_argument("--transfer-data", default="", help="<DIR>/<task>/<lang>/: the base language's labelled "
-                                                               "data, as distalign transfer reads it")
+    synthetic.add_argument(
+        "--parallel-share",
+        type=float,
+        default=None,
+        help="xlm: TLM's pairs as a share of the base corpus, 0-1 (ALIGN-MLM Table 1; 0 = MLM "
+        "alone; default every sentence's twin)",
+    )
+    synthetic.add_argument(
+        "--transfer-tasks",
+        default="",
+        help="measure transfer (Δ, Spearman ρ): comma list of "
+        "udpos, pawsx, xnli, read from --transfer-data in --transfer-lang (default with --world: "
+        "udpos,pawsx)",
+    )
+    synthetic.add_argument(
+        "--transfer-data",
+        default="",
+        help="<DIR>/<task>/<lang>/: the base language's labelled data, as distalign transfer reads it",
+    )
     synthetic.add_argument("--transfer-lang", default="", help="the base language's name in --transfer-data")
-    synthetic.add_argument("--world", type=int, default=0, metavar="N",
-                           help="base corpus and tasks from a synthetic world (N task examples per split; parsed by "
-                                "its grammar for translit_syn, which takes --transfer-tasks udpos)")
+    synthetic.add_argument(
+        "--world",
+        type=int,
+        default=0,
+        metavar="N",
+        help="base corpus and tasks from a synthetic world (N task examples per split; parsed by "
+        "its grammar for translit_syn, which takes --transfer-tasks udpos)",
+    )
     synthetic.add_argument("--world-concepts", type=int, default=2000, help="--world: its concepts (vocabulary)")
-    synthetic.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_synthetic "
-                                                           "(an existing one reuses the cells finished with the same inputs)")
+    synthetic.add_argument(
+        "--output-dir",
+        default="",
+        help="default $DISTALIGN_HOME/bench_synthetic (an existing one reuses the cells finished with the same inputs)",
+    )
     synthetic.add_argument("--finetune-lr", type=float, default=1e-3, help="transfer: fine-tuning learning rate")
     synthetic.add_argument("--finetune-epochs", type=int, default=5, help="transfer: fine-tuning epochs")
-    synthetic.add_argument("--preset", default="", help="the defaults of every flag above and training overrides "
-                           "from jobs/bench_presets/<PRESET>.yaml (paper-shape: ALIGN-MLM's Table 8 pattern) or a YAML "
-                           "file; flags and overrides given win")
+    synthetic.add_argument(
+        "--preset",
+        default="",
+        help="the defaults of every flag above and training overrides "
+        "from jobs/bench_presets/<PRESET>.yaml (paper-shape: ALIGN-MLM's Table 8 pattern) or a YAML "
+        "file; flags and overrides given win",
+    )
     synthetic.set_defaults(func=_bench_synthetic, preset_overrides=[])
     if preset:
         synthetic.set_defaults(**_bench_preset_defaults(preset))
 
     streaming = bench.add_parser(
-        "streaming", help="bytes read and workers' shares for 1-8 workers; driver memory and time to the first step "
-                          "vs corpus size (streamed corpora)",
+        "streaming",
+        help="bytes read and workers' shares for 1-8 workers; driver memory and time to the first step "
+        "vs corpus size (streamed corpora)",
         description="Write corpora of the given sizes (many .txt shards). io: read an epoch with W workers on loopback "
-                    "Ray nodes, from S3 (moto) and local files, counting the bytes storage served (results-io.md). "
-                    "train: train MLM on each as a subprocess, report the driver's peak RSS and the time to the first "
-                    "step (results.md).")
-    streaming.add_argument("--parts", default="io,train", help="io (bytes read, workers' shares, on loopback nodes "
-                                                               "and S3 on moto), train (driver memory, first step), "
-                                                               "tokenize (tokens a CPU core feeds, against a GPU)")
-    streaming.add_argument("--text", default="", help="tokenize: a text file, a sentence a line (default: the "
-                                                      "synthetic world's sentences)")
+        "Ray nodes, from S3 (moto) and local files, counting the bytes storage served (results-io.md). "
+        "train: train MLM on each as a subprocess, report the driver's peak RSS and the time to the first "
+        "step (results.md).",
+    )
+    streaming.add_argument(
+        "--parts",
+        default="io,train",
+        help="io (bytes read, workers' shares, on loopback nodes "
+        "and S3 on moto), train (driver memory, first step), "
+        "tokenize (tokens a CPU core feeds, against a GPU)",
+    )
+    streaming.add_argument(
+        "--text", default="", help="tokenize: a text file, a sentence a line (default: the synthetic world's sentences)"
+    )
     streaming.add_argument("--tokenize-mb", type=float, default=4, help="tokenize: MB of text (the text repeated)")
     streaming.add_argument("--seq-length", type=int, default=512, help="tokenize: data.max_seq_length")
     streaming.add_argument("--vocab-size", type=int, default=16000, help="tokenize: the Unigram tokenizer's pieces")
-    streaming.add_argument("--io-sizes-mb", default="16,64", type=comma_floats,
-                           help="io: comma-separated corpus sizes in MB")
+    streaming.add_argument(
+        "--io-sizes-mb", default="16,64", type=comma_floats, help="io: comma-separated corpus sizes in MB"
+    )
     streaming.add_argument("--workers", default="1,2,4,8", help="io: numbers of workers")
     streaming.add_argument("--nodes", type=int, default=2, help="io: ray start nodes on loopback")
     streaming.add_argument("--unit-bytes", type=int, default=2**20, help="io: data.corpus_unit_bytes")
     streaming.add_argument("--plot", default="", help="io: write the figures to this PNG")
     streaming.add_argument("--config", default="jobs/configs/quickstart.yaml")
-    streaming.add_argument("--sizes-mb", default="20,2048", type=comma_floats,
-                           help="train: comma-separated corpus sizes in MB")
+    streaming.add_argument(
+        "--sizes-mb", default="20,2048", type=comma_floats, help="train: comma-separated corpus sizes in MB"
+    )
     streaming.add_argument("--steps", type=int, default=100)
-    streaming.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_streaming "
-                                                           "(corpora already written there are reused)")
+    streaming.add_argument(
+        "--output-dir",
+        default="",
+        help="default $DISTALIGN_HOME/bench_streaming (corpora already written there are reused)",
+    )
     streaming.add_argument("overrides", nargs="*", help="training-config overrides")
     streaming.set_defaults(func=_bench_streaming)
 
     perf = bench.add_parser(
-        "perf", help="step overhead, start-up, data path, evaluation, scaling and fine-tuning against their anchors",
+        "perf",
+        help="step overhead, start-up, data path, evaluation, scaling and fine-tuning against their anchors",
         description="Each row pairs distalign with an anchor timed in the same run (a bare PyTorch loop, the "
-                    "BabelBERT authors' BLI method, the step's consumption rate, the Hugging Face Trainer): printed, "
-                    "results.md, MLflow.")
+        "BabelBERT authors' BLI method, the step's consumption rate, the Hugging Face Trainer): printed, "
+        "results.md, MLflow.",
+    )
     perf.add_argument("--steps", type=int, default=20, help="timed steps per round (3 rounds per side)")
     perf.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_perf")
     perf.add_argument("--no-mlflow", action="store_true", help="do not log the results to MLflow")
-    perf.add_argument("--rows", default="step,evaluation,startup,run,run2,data,gpu,finetune",
-                      help="comma-separated areas to measure (step includes scaling; data times the steps too; run, "
-                           "run2: a real quickstart run with 1, 2 workers against a plain PyTorch script in as many "
-                           "processes; finetune: distalign transfer's step "
-                           "against the Hugging Face Trainer); "
-                           "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow")
+    perf.add_argument(
+        "--rows",
+        default="step,evaluation,startup,run,run2,data,gpu,finetune",
+        help="comma-separated areas to measure (step includes scaling; data times the steps too; run, "
+        "run2: a real quickstart run with 1, 2 workers against a plain PyTorch script in as many "
+        "processes; finetune: distalign transfer's step "
+        "against the Hugging Face Trainer); "
+        "--rows gpu on a GPU node needs neither Ray nor MLflow with --no-mlflow",
+    )
     perf.set_defaults(func=_bench_perf)
 
     memory = bench.add_parser(
-        "memory", help="peak GPU memory per GPU of each objective's step (XLM-R base/large; DDP, ZeRO-2, ZeRO-3) and "
-                       "the largest batch that fits 80 and 141 GB",
+        "memory",
+        help="peak GPU memory per GPU of each objective's step (XLM-R base/large; DDP, ZeRO-2, ZeRO-3) and "
+        "the largest batch that fits 80 and 141 GB",
         description="Weights, gradients and optimizer state by the ZeRO accounting, the objectives' own parameters "
-                    "and state sized from the built objectives, and the activations of one forward and backward "
-                    "traced on CPU with fake tensors (no GPU, seconds per objective): printed and results.md.")
+        "and state sized from the built objectives, and the activations of one forward and backward "
+        "traced on CPU with fake tensors (no GPU, seconds per objective): printed and results.md.",
+    )
     memory.add_argument("--models", default="base,large", help="comma list of base, large (XLM-R)")
     memory.add_argument("--batch", type=int, default=64, help="sequences per GPU")
     memory.add_argument("--seq", type=int, default=512, help="tokens per sequence")
@@ -579,8 +781,9 @@ def _transfer_data():
 def build_parser(bench_preset: str = "", command: str | None = None) -> argparse.ArgumentParser:
     """Every command listed with its help; the arguments of ``command`` alone when it is given (the console
     script's way: setting up eval's, transfer's or static's arguments imports their modules), else of them all."""
-    parser = argparse.ArgumentParser(prog="distalign", description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="distalign", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_train_command(sub, command in (None, "train"))
     check_command.register(sub, command in (None, "check"))

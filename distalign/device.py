@@ -27,5 +27,9 @@ def to_device(batch: dict[str, torch.Tensor], device: torch.device) -> dict[str,
     """``batch``'s tensors on ``device``: from pinned host memory without a host sync on CUDA, as they are else."""
     if device.type != "cuda":
         return {name: tensor.to(device) for name, tensor in batch.items()}
-    return {name: (tensor if tensor.is_pinned() else tensor.pin_memory()).to(device, non_blocking=True)
-            if tensor.device.type == "cpu" else tensor.to(device) for name, tensor in batch.items()}
+    return {
+        name: (tensor if tensor.is_pinned() else tensor.pin_memory()).to(device, non_blocking=True)
+        if tensor.device.type == "cpu"
+        else tensor.to(device)
+        for name, tensor in batch.items()
+    }

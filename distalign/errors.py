@@ -70,8 +70,9 @@ def require_writable(path: Path, key: str) -> None:
     existing = next(p for p in (path, *path.parents) if p.exists())
     if not existing.is_dir() or not _can_make_a_file_in(existing):
         why = "is a file" if not existing.is_dir() else "is not writable"
-        raise ConfigError(f"{key}: {path} is not writable ({existing} {why}): give a folder this user may create "
-                          "and write in")
+        raise ConfigError(
+            f"{key}: {path} is not writable ({existing} {why}): give a folder this user may create and write in"
+        )
 
 
 def _can_make_a_file_in(folder: Path) -> bool:
@@ -92,9 +93,18 @@ def require(condition: bool, key: str, message: str) -> None:
 
 # The AWS error codes (as pyarrow's S3 errors spell them) of a request S3 refused for its credentials or their
 # permissions. A refused HEAD request has no body to say which: it reads ACCESS_DENIED for an unknown key too.
-S3_REFUSALS = {"ACCESS_DENIED", "INVALID_ACCESS_KEY_ID", "SIGNATURE_DOES_NOT_MATCH", "INVALID_SIGNATURE",
-               "INCOMPLETE_SIGNATURE", "INVALID_CLIENT_TOKEN_ID", "UNRECOGNIZED_CLIENT", "MISSING_AUTHENTICATION_TOKEN",
-               "REQUEST_EXPIRED", "EXPIRED_TOKEN"}
+S3_REFUSALS = {
+    "ACCESS_DENIED",
+    "INVALID_ACCESS_KEY_ID",
+    "SIGNATURE_DOES_NOT_MATCH",
+    "INVALID_SIGNATURE",
+    "INCOMPLETE_SIGNATURE",
+    "INVALID_CLIENT_TOKEN_ID",
+    "UNRECOGNIZED_CLIENT",
+    "MISSING_AUTHENTICATION_TOKEN",
+    "REQUEST_EXPIRED",
+    "EXPIRED_TOKEN",
+}
 
 
 def s3_refusal(err: OSError, where: str, needs: str) -> ConfigError | None:
@@ -107,6 +117,8 @@ def s3_refusal(err: OSError, where: str, needs: str) -> ConfigError | None:
     key = os.environ.get("AWS_ACCESS_KEY_ID")
     who = f"access key {key}" if key else "the credentials AWS's default chain found (no AWS_ACCESS_KEY_ID set)"
     operation = re.search(r"during (\w+) operation", str(err))
-    return ConfigError(f"{where}: S3 refuses {who} ({code.group(1)}"
-                       f"{f' on {operation.group(1)}' if operation else ''}): check AWS_ACCESS_KEY_ID / "
-                       f"AWS_SECRET_ACCESS_KEY, or that the bucket policy lets this key {needs}")
+    return ConfigError(
+        f"{where}: S3 refuses {who} ({code.group(1)}"
+        f"{f' on {operation.group(1)}' if operation else ''}): check AWS_ACCESS_KEY_ID / "
+        f"AWS_SECRET_ACCESS_KEY, or that the bucket policy lets this key {needs}"
+    )

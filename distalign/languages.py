@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from functools import lru_cache
+from functools import cache
 from typing import NewType
 
 import langcodes
@@ -44,7 +44,7 @@ def is_synthetic(code: str) -> bool:
     return _synthetic(code)
 
 
-@lru_cache(maxsize=None)
+@cache
 def _canonical(code: str) -> str | None:
     if _synthetic(code):
         return code
@@ -70,8 +70,10 @@ def language_code(code: str, where: str) -> str:
     ``where`` (a config key such as ``data.corpora[0].lang``, or a file and its column)."""
     canonical = _canonical(str(code).strip()) if str(code).strip() else None
     if canonical is None:
-        raise ConfigError(f"{where}: {code!r} is not a language code (ISO 639-1 like 'de', ISO 639-3 like 'deu', or a "
-                         f"language name like 'German'; the synthetic world's languages are x + a letter, like 'xa')")
+        raise ConfigError(
+            f"{where}: {code!r} is not a language code (ISO 639-1 like 'de', ISO 639-3 like 'deu', or a "
+            f"language name like 'German'; the synthetic world's languages are x + a letter, like 'xa')"
+        )
     return canonical
 
 
@@ -103,14 +105,17 @@ def code_in_data(code: str, available: Iterable[str], where: str, data: str) -> 
         canonical = language_code(code, where)
     except ConfigError as err:
         raise ConfigError(f"{err}; {holds}") from None
-    same = [other for other in available if _canonical(other) == canonical] or \
-        [other for other in available if MACROLANGUAGES.get(_canonical(other)) == canonical]  # no: nob, nno
+    same = [other for other in available if _canonical(other) == canonical] or [
+        other for other in available if MACROLANGUAGES.get(_canonical(other) or "") == canonical
+    ]  # no: nob, nno
     alpha3 = iso639_3(canonical, where)
     if alpha3 in same:
         return alpha3
     if len(same) == 1:
         return same[0]
     if same:
-        raise ConfigError(f"{where}: {code!r} (language {canonical}) is in {data} under several codes "
-                          f"({', '.join(same)}): give one of them")
+        raise ConfigError(
+            f"{where}: {code!r} (language {canonical}) is in {data} under several codes "
+            f"({', '.join(same)}): give one of them"
+        )
     raise ConfigError(f"{where}: no data for {code!r} (language {canonical}, ISO 639-3 {alpha3}); {holds}")

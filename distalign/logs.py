@@ -4,8 +4,8 @@
 called in a process; it does not propagate to the root logger, so a line is printed once.
 
 ``quiet_console(log_file)`` keeps the terminal to distalign's own lines while a ``train``, ``tune``, ``eval`` or
-``transfer`` command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker output
-Ray forwards, other libraries' log records, warnings) goes to a log file instead. distalign writes to the
+``transfer`` command runs: whatever else reaches ``sys.stdout``/``sys.stderr`` (Ray's and Tune's output, the worker
+output Ray forwards, other libraries' log records, warnings) goes to a log file instead. distalign writes to the
 terminal through its logger, ``console()`` or ``say``. ``progress(...)`` is the progress bar of long non-training work.
 """
 
@@ -16,8 +16,9 @@ import io
 import logging
 import re
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator, TextIO, TypeVar
+from typing import TextIO, TypeVar
 
 LOGGER_NAME = "distalign"
 PREFIX = "[distalign]"
@@ -25,8 +26,9 @@ ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 # how Ray prefixes a line it forwards from a worker process: "(RayTrainWorker pid=123, ip=10.0.0.2) ...", "(raylet) "
 RAY_WORKER_PREFIX = re.compile(r"^\([^()]*\)\s")
 TOKEN_AUTH_NOTICE = "Token authentication is enabled"
-TOKEN_AUTH_LINE = (f"{PREFIX} Ray token authentication is on for this cluster (Ray's default; "
-                   "RAY_AUTH_MODE=disabled turns it off)")
+TOKEN_AUTH_LINE = (
+    f"{PREFIX} Ray token authentication is on for this cluster (Ray's default; RAY_AUTH_MODE=disabled turns it off)"
+)
 T = TypeVar("T")
 _terminal: TextIO | None = None  # the terminal while quiet_console routes sys.stdout and sys.stderr away
 
@@ -102,10 +104,10 @@ class ConsoleRouter:
     def _shown(self, plain: str) -> str | None:
         worker = RAY_WORKER_PREFIX.match(plain)
         if worker:
-            message = plain[worker.end():]
+            message = plain[worker.end() :]
             if not message.startswith(PREFIX):
                 return None
-            level = message[len(PREFIX):].split(maxsplit=1)[:1]
+            level = message[len(PREFIX) :].split(maxsplit=1)[:1]
             return message if self.worker_lines == "all" or level in (["WARNING"], ["ERROR"]) else None
         if TOKEN_AUTH_NOTICE in plain:
             if self._said_token_auth:
@@ -185,8 +187,9 @@ def _rebind_handlers(targets: list[tuple[TextIO, TextIO]]) -> list[tuple[logging
         for handler in logger.handlers:
             # Ray's handler is a StreamHandler bound to the stderr of its import; handlers whose stream is a
             # property (logging's _StderrHandler, distalign's) follow the current stream by themselves
-            if not isinstance(handler, logging.StreamHandler) or isinstance(getattr(type(handler), "stream", None),
-                                                                              property):
+            if not isinstance(handler, logging.StreamHandler) or isinstance(
+                getattr(type(handler), "stream", None), property
+            ):
                 continue
             routed = next((new for old, new in targets if handler.stream is old), None)
             if routed is not None:
@@ -208,5 +211,4 @@ def progress(items: Iterable[T], total: int | None = None, description: str = ""
         return items
     from tqdm import tqdm
 
-    return tqdm(items, total=total, desc=description, file=terminal, leave=False, dynamic_ncols=True,
-                mininterval=0.5)
+    return tqdm(items, total=total, desc=description, file=terminal, leave=False, dynamic_ncols=True, mininterval=0.5)

@@ -7,6 +7,7 @@ import os
 import socket
 import sys
 from collections.abc import Iterator, Mapping
+from typing import Any
 
 from distalign.benchmark_data.home import DATA_ENV, OFFLINE_ENVS
 
@@ -44,9 +45,10 @@ def ensure_ray() -> None:
         # otherwise always a fresh local one, never a stale cluster address left on disk.
         address = os.environ.get("RAY_ADDRESS") or "local"
         forwarded = forwarded_environment()
-        ray.init(address=address, log_to_driver=True,
-                 **({"runtime_env": {"env_vars": forwarded}} if forwarded else {}),
-                 **({"_system_config": WARM_WORKER_SETTINGS} if address == "local" else {}))
+        options: dict[str, Any] = {"runtime_env": {"env_vars": forwarded}} if forwarded else {}
+        if address == "local":
+            options["_system_config"] = WARM_WORKER_SETTINGS
+        ray.init(address=address, log_to_driver=True, **options)
 
 
 def shutdown_ray() -> None:
@@ -82,8 +84,9 @@ def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600)
         try:
             ray.get([group.ready() for group in groups], timeout=timeout_s)
         except ray.exceptions.GetTimeoutError:
-            raise RuntimeError(f"could not reserve {what} in {timeout_s:.0f} s: the cluster has too few free "
-                               f"resources") from None
+            raise RuntimeError(
+                f"could not reserve {what} in {timeout_s:.0f} s: the cluster has too few free resources"
+            ) from None
         yield groups
     finally:
         for group in groups:
@@ -100,11 +103,13 @@ def available_resources(gpus_wanted: bool) -> tuple[dict[str, float], str]:
 
         with leaving_ray():
             if not ray.is_initialized():
+                assert address, "Ray was not up: RAY_ADDRESS brought us here"
                 answering(address)
                 ray.init(address=address, log_to_driver=False)
             resources = ray.cluster_resources()
-        return {"CPU": resources.get("CPU", 0.0), "GPU": resources.get("GPU", 0.0)}, \
-            "the Ray cluster" + (f" at {address}" if address else "")
+        return {"CPU": resources.get("CPU", 0.0), "GPU": resources.get("GPU", 0.0)}, "the Ray cluster" + (
+            f" at {address}" if address else ""
+        )
     gpus = 0
     if gpus_wanted:
         import torch

@@ -30,9 +30,12 @@ def s3_filesystem(endpoint_url: str = "", attempts: int | None = None, **options
     of ``S3FileSystem``'s."""
     explicit = {}
     if endpoint_url:  # credentials are read here, on the driver, and travel with the filesystem to the workers
-        explicit = dict(endpoint_override=endpoint_url, region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
-                        access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
-                        secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"))
+        explicit = dict(
+            endpoint_override=endpoint_url,
+            region=os.environ.get("AWS_DEFAULT_REGION", "us-east-1"),
+            access_key=os.environ.get("AWS_ACCESS_KEY_ID"),
+            secret_key=os.environ.get("AWS_SECRET_ACCESS_KEY"),
+        )
     retries = pyarrow.fs.AwsDefaultS3RetryStrategy(max_attempts=S3_RETRIES if attempts is None else attempts)
     return pyarrow.fs.S3FileSystem(retry_strategy=retries, **explicit, **options)
 
@@ -60,7 +63,8 @@ def check_storage(path: str, endpoint_url: str, timeout_s: float = 5.0) -> None:
             probe.delete_file(written)
     except OSError as err:
         raise s3_refusal(err, where, needs) or ConfigError(
-            f"{where}: the storage cannot be reached ({err}); check storage.endpoint_url") from None
+            f"{where}: the storage cannot be reached ({err}); check storage.endpoint_url"
+        ) from None
     if not found:
         raise ConfigError(f"{where}: bucket '{bucket}' does not exist: create it, or name an existing one")
 
@@ -104,8 +108,9 @@ def node_cache_dir() -> Path:
     return Path(os.environ.get("DISTALIGN_CACHE", Path(tempfile.gettempdir()) / "distalign-cache"))
 
 
-def storage_directory(path: str, endpoint_url: str = "", attempts: int | None = None,
-                      **options) -> tuple[pyarrow.fs.FileSystem, str]:
+def storage_directory(
+    path: str, endpoint_url: str = "", attempts: int | None = None, **options
+) -> tuple[pyarrow.fs.FileSystem, str]:
     """The filesystem holding the storage URI ``path`` (the configured endpoint's for ``s3://``, with ``attempts``
     and ``options`` as ``s3_filesystem`` takes them; else the one the scheme names: AWS's S3, ``gs://``,
     ``hdfs://``) and the directory inside it."""
@@ -117,8 +122,11 @@ def storage_directory(path: str, endpoint_url: str = "", attempts: int | None = 
 def listed_files(fs: pyarrow.fs.FileSystem, directory: str) -> list[tuple[str, int, int]]:
     """Every file under ``directory``: (path relative to it, size, modification time in ns), sorted."""
     infos = fs.get_file_info(pyarrow.fs.FileSelector(directory, recursive=True, allow_not_found=True))
-    return sorted((info.path[len(directory.rstrip("/")) + 1:], info.size, info.mtime_ns or 0) for info in infos
-                  if info.type == pyarrow.fs.FileType.File)
+    return sorted(
+        (info.path[len(directory.rstrip("/")) + 1 :], info.size, info.mtime_ns or 0)
+        for info in infos
+        if info.type == pyarrow.fs.FileType.File
+    )
 
 
 def node_local(path: str, endpoint_url: str = "") -> str:
@@ -137,15 +145,17 @@ def node_local(path: str, endpoint_url: str = "") -> str:
 
     def copy(partial: Path) -> None:
         pyarrow.fs.copy_files(directory, str(partial), fs, pyarrow.fs.LocalFileSystem())
-        changed = [name for name, size, _ in files if not (partial / name).is_file()
-                   or (partial / name).stat().st_size != size]
+        changed = [
+            name for name, size, _ in files if not (partial / name).is_file() or (partial / name).stat().st_size != size
+        ]
         if changed:  # written to while it was copied: the next try keys the new contents
             raise OSError(f"{path}: {changed[:3]} changed while being copied to this node; try again")
 
     target, fresh = stage_once(node_cache_dir() / key, copy)
     if fresh:
-        log.info("staged %s on this node: %d files, %d bytes in %s", path, len(files), sum(s for _, s, _ in files),
-                 target)
+        log.info(
+            "staged %s on this node: %d files, %d bytes in %s", path, len(files), sum(s for _, s, _ in files), target
+        )
     return str(target)
 
 

@@ -13,8 +13,9 @@ import re
 import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -52,17 +53,28 @@ def check_reachable(uri: str, timeout_s: float = 5.0) -> None:
     from mlflow.utils.rest_utils import http_request
 
     try:
-        response = http_request(get_default_host_creds(uri), "/api/2.0/mlflow/experiments/search", "GET",
-                                max_retries=0, timeout=timeout_s, raise_on_status=False, params={"max_results": 1})
+        response = http_request(
+            get_default_host_creds(uri),
+            "/api/2.0/mlflow/experiments/search",
+            "GET",
+            max_retries=0,
+            timeout=timeout_s,
+            raise_on_status=False,
+            params={"max_results": 1},
+        )
     except Exception as err:  # MLflow wraps the connection error (refused, timed out, no such host)
         cause = re.search(r"\[Errno -?\d+\] [^\"')]*|Read timed out|timed out", str(err))
         reason = cause.group(0) if cause else str(err)[-300:]
-        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server does not answer ({reason}); start it, "
-                          "or give a reachable tracking.uri (or a sqlite:/// file)") from None
+        raise ConfigError(
+            f"tracking.uri {uri}: the MLflow tracking server does not answer ({reason}); start it, "
+            "or give a reachable tracking.uri (or a sqlite:/// file)"
+        ) from None
     if response.status_code in (401, 403):
-        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server refuses the request (HTTP "
-                          f"{response.status_code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
-                          "MLFLOW_TRACKING_TOKEN) to an account of that server")
+        raise ConfigError(
+            f"tracking.uri {uri}: the MLflow tracking server refuses the request (HTTP "
+            f"{response.status_code}): set MLFLOW_TRACKING_USERNAME and MLFLOW_TRACKING_PASSWORD (or "
+            "MLFLOW_TRACKING_TOKEN) to an account of that server"
+        )
 
 
 def client_for(uri: str) -> MlflowClient:
@@ -74,6 +86,7 @@ def client_for(uri: str) -> MlflowClient:
 def open_store_in_background(uri: str) -> threading.Thread:
     """Open the tracking store on a thread (MLflow keeps it for the process): a sqlite store checks its schema
     (~0.6 s) or creates it (~1.5 s), which the driver can do while Ray starts instead of after."""
+
     def open_store() -> None:
         try:
             client_for(uri).search_experiments(max_results=1)
@@ -116,7 +129,8 @@ def find_run(client: MlflowClient, exp_id: str, run_name: str, storage: str) -> 
     runs = client.search_runs(
         [exp_id],
         filter_string=f"tags.`{RUN_NAME_TAG}` = '{run_name}' and tags.`{STORAGE_TAG}` = '{storage}'",
-        order_by=["attributes.start_time DESC"], max_results=1,
+        order_by=["attributes.start_time DESC"],
+        max_results=1,
     )
     return runs[0].info.run_id if runs else None
 
@@ -126,7 +140,7 @@ def log_params(client: MlflowClient, run_id: str, params: dict[str, Any]) -> Non
 
     items = [Param(k, str(v)[:MAX_PARAM_LENGTH]) for k, v in params.items()]
     for start in range(0, len(items), 100):  # MLflow accepts at most 100 params per batch
-        client.log_batch(run_id, params=items[start:start + 100])
+        client.log_batch(run_id, params=items[start : start + 100])
 
 
 def log_dict_artifact(client: MlflowClient, run_id: str, data: dict, name: str) -> None:
@@ -136,8 +150,9 @@ def log_dict_artifact(client: MlflowClient, run_id: str, data: dict, name: str) 
         client.log_artifact(run_id, str(path))
 
 
-def open_run(client: MlflowClient, experiment: str, run_name: str, storage: str, parent_run_id: str,
-             tags: dict[str, str] | None) -> tuple[str, bool]:
+def open_run(
+    client: MlflowClient, experiment: str, run_name: str, storage: str, parent_run_id: str, tags: dict[str, str] | None
+) -> tuple[str, bool]:
     """The id of the run created for ``run_name``, or of its run seen before in this storage (then set RUNNING
     again), and whether it was seen before."""
     from mlflow.entities import RunStatus
@@ -154,8 +169,16 @@ def open_run(client: MlflowClient, experiment: str, run_name: str, storage: str,
 
 
 @contextlib.contextmanager
-def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: dict[str, Any],
-                config: dict, parent_run_id: str = "", tags: dict[str, str] | None = None) -> Iterator[str]:
+def tracked_run(
+    uri: str,
+    experiment: str,
+    run_name: str,
+    storage: str,
+    params: dict[str, Any],
+    config: dict,
+    parent_run_id: str = "",
+    tags: dict[str, str] | None = None,
+) -> Iterator[str]:
     """Create (or, for a run name seen before in this storage, reopen) the MLflow run; yield its id.
 
     The run ends FINISHED, or FAILED if the body raises (the exception propagates), so a crashed
@@ -171,10 +194,12 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
             raise
         user = os.environ.get("MLFLOW_TRACKING_USERNAME")
         who = f"user {user}" if user else "this client"
-        raise ConfigError(f"tracking.uri {uri}: the MLflow tracking server refuses {who} a run in experiment "
-                          f"'{experiment}' ({err.error_code}: {str(err).splitlines()[0][-200:]}): ask its admin for "
-                          "EDIT permission on the experiment, or set tracking.experiment to a new name (created as "
-                          "yours)") from None
+        raise ConfigError(
+            f"tracking.uri {uri}: the MLflow tracking server refuses {who} a run in experiment "
+            f"'{experiment}' ({err.error_code}: {str(err).splitlines()[0][-200:]}): ask its admin for "
+            "EDIT permission on the experiment, or set tracking.experiment to a new name (created as "
+            "yours)"
+        ) from None
     try:
         if not resumed:  # MLflow params are immutable: a resumed run keeps its first params; its config goes beside
             log_params(client, run_id, params)
@@ -193,11 +218,13 @@ def tracked_run(uri: str, experiment: str, run_name: str, storage: str, params: 
 def unwritable_artifacts(client: MlflowClient, uri: str, run_id: str, err: Exception) -> ConfigError:
     """The error of a run whose artifacts cannot be written: where they go and what to check there."""
     location = client.get_run(run_id).info.artifact_uri
-    return ConfigError(f"tracking.uri {uri}: run {run_id}'s artifacts cannot be written to {location} "
-                       f"({type(err).__name__}: {str(err)[-300:]}): for s3:// artifacts check AWS_ACCESS_KEY_ID / "
-                       "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy; for "
-                       "mlflow-artifacts:/ the tracking server's own access to its artifact store. The run is marked "
-                       "FAILED")
+    return ConfigError(
+        f"tracking.uri {uri}: run {run_id}'s artifacts cannot be written to {location} "
+        f"({type(err).__name__}: {str(err)[-300:]}): for s3:// artifacts check AWS_ACCESS_KEY_ID / "
+        "AWS_SECRET_ACCESS_KEY (and MLFLOW_S3_ENDPOINT_URL) or the bucket policy; for "
+        "mlflow-artifacts:/ the tracking server's own access to its artifact store. The run is marked "
+        "FAILED"
+    )
 
 
 # A training worker sends everything through MetricLogger, whose queue retries by itself: one attempt per
@@ -246,8 +273,12 @@ class MetricLogger:
             dropped, self._abandoned = len(self._queue), True
             self._queue.clear()
         if dropped:
-            log.warning("tracking server %s did not answer: %d metric values of run %s were dropped", self.uri,
-                        dropped, self.run_id)
+            log.warning(
+                "tracking server %s did not answer: %d metric values of run %s were dropped",
+                self.uri,
+                dropped,
+                self.run_id,
+            )
         return dropped + self.refused
 
     def _send_until_closed(self) -> None:
@@ -264,13 +295,20 @@ class MetricLogger:
             except Exception as err:  # any failure but a refusal: keep the values, try again
                 if unreachable_since is None:
                     unreachable_since = time.monotonic()
-                    log.warning("tracking server %s unreachable (%s): training goes on, metrics are queued",
-                                self.uri, str(err).splitlines()[0][:200] if str(err) else type(err).__name__)
+                    log.warning(
+                        "tracking server %s unreachable (%s): training goes on, metrics are queued",
+                        self.uri,
+                        str(err).splitlines()[0][:200] if str(err) else type(err).__name__,
+                    )
                 time.sleep(self.retry_every_s)
                 continue
             if unreachable_since is not None:
-                log.info("tracking server %s answers again after %.0f s: sending %d queued metric values",
-                         self.uri, time.monotonic() - unreachable_since, len(self._queue) + len(batch))
+                log.info(
+                    "tracking server %s answers again after %.0f s: sending %d queued metric values",
+                    self.uri,
+                    time.monotonic() - unreachable_since,
+                    len(self._queue) + len(batch),
+                )
                 unreachable_since = None
 
     def _send(self, batch: list[Metric]) -> None:
@@ -297,8 +335,13 @@ class MetricLogger:
                 self.refused += 1
             self._done(1)  # sent or refused: never sent twice when the server goes away mid-batch
         if refused:  # else the batch was refused only as a whole
-            log.error("tracking server %s refused %d metric values of run %s, not retried: %s", self.uri, len(refused),
-                      self.run_id, "; ".join(refused))
+            log.error(
+                "tracking server %s refused %d metric values of run %s, not retried: %s",
+                self.uri,
+                len(refused),
+                self.run_id,
+                "; ".join(refused),
+            )
 
     def _done(self, count: int) -> None:
         with self._changed:
@@ -325,8 +368,7 @@ class SystemMetricsSampler:
             pass
         self.logger, self.prefix, self.current_step, self.every_s = logger, f"system/{node}/", current_step, every_s
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample_until_stopped, name="distalign-system-metrics",
-                                        daemon=True)
+        self._thread = threading.Thread(target=self._sample_until_stopped, name="distalign-system-metrics", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:

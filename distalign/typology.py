@@ -18,8 +18,9 @@ import importlib.metadata
 import math
 import sys
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from pathlib import Path
 
 import numpy as np
@@ -49,15 +50,16 @@ def _lang2vec():
 def _uriel_data() -> Path:
     """lang2vec's data folder, found without importing it: its import reads its feature files (5-15 s here), too
     long to learn that a language code is wrong."""
-    return Path(importlib.metadata.distribution("lang2vec").locate_file("lang2vec/data"))
+    return Path(str(importlib.metadata.distribution("lang2vec").locate_file("lang2vec/data")))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _known_codes(feature_set: str) -> frozenset[str]:
     """The ISO 639-3 codes that have vectors in ``feature_set`` (the sets cover different languages)."""
     # the *_knn sets are lang2vec's predictions file: read without the import (one member of the npz)
-    filename = "feature_predictions.npz" if feature_set.endswith("_knn") else \
-        _lang2vec().FEATURE_SETS_DICT[feature_set][0]
+    filename = (
+        "feature_predictions.npz" if feature_set.endswith("_knn") else _lang2vec().FEATURE_SETS_DICT[feature_set][0]
+    )
     return frozenset(np.load(_uriel_data() / filename, allow_pickle=True)["langs"].tolist())
 
 
@@ -67,8 +69,10 @@ def uriel_code(lang: str, feature_set: str = FEATURE_SET, where: str = "") -> st
     where = f"{where}: language '{lang}'" if where else f"language '{lang}'"
     code = iso639_3(lang, where)
     if code not in _known_codes(feature_set):
-        raise ConfigError(f"{where}: URIEL (lang2vec) has no {feature_set} vector for it: give an ISO 639-1 "
-                          "or 639-3 code it knows (fr, fra)")
+        raise ConfigError(
+            f"{where}: URIEL (lang2vec) has no {feature_set} vector for it: give an ISO 639-1 "
+            "or 639-3 code it knows (fr, fra)"
+        )
     return code
 
 
@@ -83,7 +87,7 @@ def uriel_vectors(languages: list[str], feature_set: str = FEATURE_SET) -> np.nd
     return rows.astype(float)
 
 
-@lru_cache(maxsize=None)
+@cache
 def word_order_features(lang: str, feature_set: str = FEATURE_SET) -> dict[str, float]:
     """URIEL's named syntax features of one language (``S_OBJECT_BEFORE_VERB`` -> 0 or 1, ...); NaN where the
     set has no value (``syntax_wals`` has gaps; the ``*_knn`` sets predict every value)."""
@@ -122,12 +126,12 @@ def sample_diversities(vectors: np.ndarray, samples: np.ndarray) -> np.ndarray:
     values = np.unique(vectors)
     out = np.empty(len(samples))
     for start in range(0, len(samples), 50_000):
-        chunk = vectors[samples[start:start + 50_000]]  # samples x languages x features
+        chunk = vectors[samples[start : start + 50_000]]  # samples x languages x features
         entropy = np.zeros((chunk.shape[0], chunk.shape[2]))
         for value in values:
             share = (chunk == value).mean(axis=1)
             entropy -= share * np.log(np.where(share > 0, share, 1.0))
-        out[start:start + 50_000] = entropy.mean(axis=1)
+        out[start : start + 50_000] = entropy.mean(axis=1)
     return out
 
 
@@ -142,8 +146,9 @@ def random_subsets(rng: np.random.Generator, pool_size: int, size: int, count: i
     return drawn[rng.permutation(len(drawn))[:count]]
 
 
-def diverse_samples(candidates: list[str], size: int, num_samples: int, num_bins: int, seed: int,
-                    test_languages: list[str] = ()) -> list[LanguageSample]:
+def diverse_samples(
+    candidates: Sequence[str], size: int, num_samples: int, num_bins: int, seed: int, test_languages: Sequence[str] = ()
+) -> list[LanguageSample]:
     """One sample of ``size`` languages per d_typ bin, least diverse first (empty bins yield none).
 
     ``num_samples`` random samples (distinct sets, drawn uniformly) of the candidates not in
@@ -152,8 +157,9 @@ def diverse_samples(candidates: list[str], size: int, num_samples: int, num_bins
     """
     pool = sorted(set(candidates) - set(test_languages))
     if len(pool) < size:
-        raise ConfigError(f"language sample of {size}: only {len(pool)} candidate languages ({pool}) "
-                          f"outside the test languages")
+        raise ConfigError(
+            f"language sample of {size}: only {len(pool)} candidate languages ({pool}) outside the test languages"
+        )
     rng = np.random.default_rng(seed)
     vectors = uriel_vectors(pool)
     drawn = random_subsets(rng, len(pool), size, num_samples)

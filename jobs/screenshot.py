@@ -18,15 +18,20 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 from mlflow.tracking import MlflowClient
 
 ML_VIEW = "workflowType=machine_learning"  # distalign.tracking.ML_VIEW (this script needs no distalign import)
 # page -> (path under the run, the text the page shows once drawn); "runs" is the experiment's run list
-PAGES = {"runs": ("", "Run Name"), "overview": ("", "Parameters"), "metrics": ("/model-metrics", "Step"),  # a line chart drawn
-         "system": ("/system-metrics", "system/"), "artifacts": ("/artifacts", "config.yaml")}
+PAGES = {
+    "runs": ("", "Run Name"),
+    "overview": ("", "Parameters"),
+    "metrics": ("/model-metrics", "Step"),  # a line chart drawn
+    "system": ("/system-metrics", "system/"),
+    "artifacts": ("/artifacts", "config.yaml"),
+}
 
 
 def free_port() -> int:
@@ -39,11 +44,27 @@ def free_port() -> int:
 def mlflow_ui(tracking_uri: str, timeout_s: float = 120) -> Iterator[str]:
     """`mlflow ui` for the store on a free loopback port; yields its base URL."""
     port = free_port()
-    ui = subprocess.Popen([sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri,
-                           "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-                          # no background job runner (GenAI scorers): it only slows the start
-                          env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"})
+    ui = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "mlflow",
+            "ui",
+            "--backend-store-uri",
+            tracking_uri,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        # no background job runner (GenAI scorers): it only slows the start
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+    )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + timeout_s
@@ -73,16 +94,18 @@ def page_url(base: str, experiment_id: str, run_id: str, page: str, artifact: st
     return f"{base}/#/experiments/{experiment_id}/runs/{run_id}{path}?{ML_VIEW}"
 
 
-def visit(urls: dict[str, tuple[str, str]], out: Path | None = None, timeout_s: float = 30,
-          height: int = 1000) -> dict[str, str]:
+def visit(
+    urls: dict[str, tuple[str, str]], out: Path | None = None, timeout_s: float = 30, height: int = 1000
+) -> dict[str, str]:
     """Open each page (name -> (URL, text to wait for)) in headless Chromium; returns each page's visible text,
     and saves ``<out>/<name>.png`` when ``out`` is given."""
     from playwright.sync_api import sync_playwright
 
     texts = {}
     with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=shutil.which("chromium"),
-                                             args=["--no-sandbox", "--disable-gpu"])
+        browser = playwright.chromium.launch(
+            executable_path=shutil.which("chromium"), args=["--no-sandbox", "--disable-gpu"]
+        )
         try:
             page = browser.new_page(viewport={"width": 1600, "height": height})
             for name, (url, text) in urls.items():
@@ -110,8 +133,16 @@ def main(argv: list[str] | None = None) -> int:
 
     client = MlflowClient(args.tracking_uri)
     experiment = client.get_experiment_by_name(args.experiment)
-    runs = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{args.run}'",
-                              order_by=["attributes.start_time DESC"], max_results=1) if experiment else []
+    runs = (
+        client.search_runs(
+            [experiment.experiment_id],
+            f"attributes.run_name = '{args.run}'",
+            order_by=["attributes.start_time DESC"],
+            max_results=1,
+        )
+        if experiment
+        else []
+    )
     if not runs:
         print(f"no run named {args.run} in experiment {args.experiment} of {args.tracking_uri}", file=sys.stderr)
         return 2
@@ -119,8 +150,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with mlflow_ui(args.tracking_uri) as base:
-        urls = {f"{args.run}-{page}": (page_url(base, run.experiment_id, run.run_id, page, args.artifact),
-                                       PAGES[page][1]) for page in args.pages.split(",")}
+        urls = {
+            f"{args.run}-{page}": (page_url(base, run.experiment_id, run.run_id, page, args.artifact), PAGES[page][1])
+            for page in args.pages.split(",")
+        }
         visit(urls, out, height=args.height)
     for name in urls:
         print(out / f"{name}.png")

@@ -1,6 +1,6 @@
 """Training entrypoint for ``ray job submit``:
 
-    ray job submit --working-dir . -- python jobs/train.py --config jobs/configs/quickstart.yaml [key=value ...]
+ray job submit --working-dir . -- python jobs/train.py --config jobs/configs/quickstart.yaml [key=value ...]
 """
 
 import argparse

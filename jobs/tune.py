@@ -1,6 +1,6 @@
 """Study entrypoint for ``ray job submit``:
 
-    ray job submit --working-dir . -- python jobs/tune.py tuning/language_samples_tiny.yaml [key=value ...]
+ray job submit --working-dir . -- python jobs/tune.py tuning/language_samples_tiny.yaml [key=value ...]
 """
 
 import sys

@@ -31,9 +31,14 @@ SMALL = [
     "eval.bli_max_pairs=40",
 ]
 # sense-aware's warm-up, refits and pruning brought inside those few steps
-SENSE_AWARE_SMALL = ["objectives.sense_aware.warmup_steps=2", "objectives.sense_aware.refit_every=2",
-                     "objectives.sense_aware.queue_size=64", "objectives.sense_aware.proj_dim=4",
-                     "objectives.sense_aware.prune_beta=0.2", "objectives.sense_aware.prune_min_count=1"]
+SENSE_AWARE_SMALL = [
+    "objectives.sense_aware.warmup_steps=2",
+    "objectives.sense_aware.refit_every=2",
+    "objectives.sense_aware.queue_size=64",
+    "objectives.sense_aware.proj_dim=4",
+    "objectives.sense_aware.prune_beta=0.2",
+    "objectives.sense_aware.prune_min_count=1",
+]
 
 
 def free_port() -> int:
@@ -103,11 +108,15 @@ def moto_s3_server(bucket: str):
     import boto3
 
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
-    s3 = boto3.client("s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                      aws_secret_access_key="testing")
+    s3 = boto3.client(
+        "s3", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing", aws_secret_access_key="testing"
+    )
     try:
         for _ in range(150):
             try:
@@ -152,6 +161,7 @@ def staged_by_ray_tasks(driver_cache: Path) -> bool:
 @dataclass(frozen=True)
 class GuardedS3:
     """An S3 endpoint that checks every request's signature and the signer's IAM policy."""
+
     url: str
     keys: dict[str, tuple[str, str]]  # user -> (access key id, secret): see ``guarded_s3``
     unknown_key: str = "AKIAUNKNOWN000000000"  # an access key id the endpoint never issued
@@ -171,16 +181,27 @@ def guarded_s3():
         s3.create_bucket(Bucket="sealed")
         for bucket in ("guarded", "sealed"):
             s3.put_object(Bucket=bucket, Key="corpus/en.txt", Body=b"anna sees rome\npeter likes paris\n" * 10)
-        iam = boto3.client("iam", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                           aws_secret_access_key="testing")
+        iam = boto3.client(
+            "iam",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         keys = {}
         for user, actions in policies.items():
             iam.create_user(UserName=user)
             if actions:
-                statement = {"Effect": "Allow", "Action": actions,
-                             "Resource": ["arn:aws:s3:::guarded", "arn:aws:s3:::guarded/*"]}
-                iam.put_user_policy(UserName=user, PolicyName="s3", PolicyDocument=json.dumps(
-                    {"Version": "2012-10-17", "Statement": [statement]}))
+                statement = {
+                    "Effect": "Allow",
+                    "Action": actions,
+                    "Resource": ["arn:aws:s3:::guarded", "arn:aws:s3:::guarded/*"],
+                }
+                iam.put_user_policy(
+                    UserName=user,
+                    PolicyName="s3",
+                    PolicyDocument=json.dumps({"Version": "2012-10-17", "Statement": [statement]}),
+                )
             key = iam.create_access_key(UserName=user)["AccessKey"]
             keys[user] = (key["AccessKeyId"], key["SecretAccessKey"])
         # from here on every request is authenticated (moto's INITIAL_NO_AUTH_ACTION_COUNT, reset to 0)

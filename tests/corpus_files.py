@@ -15,8 +15,15 @@ def write_corpus(root):
     (root / "txt" / "b.txt").write_text("a bird sings\n")
     (root / "jsonl").mkdir()
     (root / "jsonl" / "c.jsonl").write_text(
-        json.dumps({"text": "ein hund"}) + "\n" + '{"text": "abgeschnit' + "\n" + json.dumps({"txt": "x"}) + "\n"
-        + json.dumps({"text": "eine katze"}) + "\n")
+        json.dumps({"text": "ein hund"})
+        + "\n"
+        + '{"text": "abgeschnit'
+        + "\n"
+        + json.dumps({"txt": "x"})
+        + "\n"
+        + json.dumps({"text": "eine katze"})
+        + "\n"
+    )
     (root / "pq").mkdir()
     pq.write_table(pa.table({"text": ["un chat", None, "  ", "un chien"]}), root / "pq" / "d.parquet")
     return root

@@ -15,11 +15,11 @@ a host tensor and its device copy are distinct objects, as on a GPU. The recipe 
 Marking rule (the placement of every tensor, kept in a ``WeakIdKeyDictionary``, never by data pointer):
 
 - DEVICE: the parameters and buffers of the trained module once it is built (``mark_module``; ``Module.to``'s
-  ``param.data = moved`` already moves a parameter's place, so DDP's gradient buckets are device tensors); the batch tensors
-  ``distalign.train.recipe.to_device`` returns (``patch_to_device`` makes it clone and mark them; the originals
+  ``param.data = moved`` already moves a parameter's place, so DDP's gradient buckets are device tensors); the batch
+  tensors ``distalign.train.recipe.to_device`` returns (``patch_to_device`` makes it clone and mark them; the originals
   are registered HOST); the output of a factory or copy op whose ``device=`` argument is ``EMULATED``
-  (``torch.zeros(n, device=x.device)``, ``t.to(x.device)``); the outputs of any other op with a DEVICE input
-  (views included, backward ops included: autograd runs them under the same mode).
+  (``torch.zeros(n, device=x.device)``, ``t.to(x.device)``); the outputs of any other op with a DEVICE input (views
+  included, backward ops included: autograd runs them under the same mode).
 - HOST: everything else. A factory op without ``device=`` or with ``device="cpu"`` makes a host tensor, as it
   does on a GPU run (no default device is set), whoever calls it; so does an op on host tensors only; tensors
   that existed before the emulation began (the prepared data, the plan) are host, as on a GPU run.
@@ -86,10 +86,23 @@ DEVICE, HOST, UNKNOWN = "device", "host", "unknown"
 
 aten = torch.ops.aten
 # the explicit moves between host and device: no mix
-MOVES = {aten._to_copy, aten.copy_, aten.copy, aten.lift_fresh, aten.lift_fresh_copy, aten._copy_from,
-         aten._copy_from_and_resize}
-INDEXING = {aten.index, aten.index_put, aten.index_put_, aten._index_put_impl_, aten._unsafe_index,
-            aten._unsafe_index_put}
+MOVES = {
+    aten._to_copy,
+    aten.copy_,
+    aten.copy,
+    aten.lift_fresh,
+    aten.lift_fresh_copy,
+    aten._copy_from,
+    aten._copy_from_and_resize,
+}
+INDEXING = {
+    aten.index,
+    aten.index_put,
+    aten.index_put_,
+    aten._index_put_impl_,
+    aten._unsafe_index,
+    aten._unsafe_index_put,
+}
 SYNC_OPS = {
     aten._local_scalar_dense: "item",
     aten.nonzero: "nonzero",
@@ -110,16 +123,39 @@ SYNC_OPS = {
 DEVICE_GET = torch._C.TensorBase.device.__get__
 DATA_SET = torch._C.TensorBase.data.__set__
 # Python-level factories: without ``device=`` (or with a host one) they make host tensors
-FACTORIES = {getattr(torch, name) for name in (
-    "zeros", "ones", "empty", "full", "arange", "range", "eye", "rand", "randn", "randint", "randperm", "linspace",
-    "logspace", "tensor", "as_tensor", "asarray", "from_numpy", "scalar_tensor", "empty_strided", "tril_indices",
-    "triu_indices", "frombuffer")}
+FACTORIES = {
+    getattr(torch, name)
+    for name in (
+        "zeros",
+        "ones",
+        "empty",
+        "full",
+        "arange",
+        "range",
+        "eye",
+        "rand",
+        "randn",
+        "randint",
+        "randperm",
+        "linspace",
+        "logspace",
+        "tensor",
+        "as_tensor",
+        "asarray",
+        "from_numpy",
+        "scalar_tensor",
+        "empty_strided",
+        "tril_indices",
+        "triu_indices",
+        "frombuffer",
+    )
+}
 # factories from a tensor: they inherit its place unless given ``device=``
-LIKE_FACTORIES = {getattr(torch, name) for name in (
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like")} | {
-    getattr(torch.Tensor, name) for name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor")}
-HOST_READS = {torch._C.TensorBase.tolist: "tolist", torch._C.TensorBase.numpy: "numpy",
-              torch.Tensor.__array__: "numpy"}
+LIKE_FACTORIES = {
+    getattr(torch, name)
+    for name in ("zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like")
+} | {getattr(torch.Tensor, name) for name in ("new_zeros", "new_ones", "new_empty", "new_full", "new_tensor")}
+HOST_READS = {torch._C.TensorBase.tolist: "tolist", torch._C.TensorBase.numpy: "numpy", torch.Tensor.__array__: "numpy"}
 
 
 class DeviceMixError(AssertionError):
@@ -150,7 +186,7 @@ def _short(frame, root: Path = PACKAGE) -> str:
         name = str(path.resolve().relative_to(root.parent))
     except ValueError:
         parts = path.parts
-        name = "/".join(parts[parts.index("site-packages") + 1:]) if "site-packages" in parts else path.name
+        name = "/".join(parts[parts.index("site-packages") + 1 :]) if "site-packages" in parts else path.name
     return f"{name}:{frame.f_lineno} ({frame.f_code.co_name})"
 
 
@@ -160,11 +196,22 @@ def responsible(limit: int = 1, root: Path = PACKAGE) -> tuple[list[str], str]:
     frames = [f for f in _frames() if f.f_code.co_filename != _THIS]
     mine = lambda f: f.f_code.co_filename.startswith(str(root) + "/")  # noqa: E731
     ours = [_short(f, root) for f in frames if mine(f)][:limit]
-    outside = next((f for f in frames if not f.f_code.co_filename.startswith(_TORCH) and not mine(f)
-                    and "/contextlib.py" not in f.f_code.co_filename), None)
+    outside = next(
+        (
+            f
+            for f in frames
+            if not f.f_code.co_filename.startswith(_TORCH)
+            and not mine(f)
+            and "/contextlib.py" not in f.f_code.co_filename
+        ),
+        None,
+    )
     first_ours = next((f for f in frames if mine(f)), None)
-    via = _short(outside, root) if outside is not None and (first_ours is None or frames.index(outside) <
-                                                      frames.index(first_ours)) else ""
+    via = (
+        _short(outside, root)
+        if outside is not None and (first_ours is None or frames.index(outside) < frames.index(first_ours))
+        else ""
+    )
     return ours or ["<outside distalign>"], via
 
 
@@ -172,8 +219,10 @@ def _called_from_torch() -> bool:
     """Whether torch itself called the op: its code moves a tensor to a device it read from C++ (``clip_grad_norm_``
     groups gradients by their real device, ``cpu``), which is the tensor's own device, not the host."""
     frame = sys._getframe(1)
-    while frame is not None and (frame.f_code.co_filename == _THIS or frame.f_code.co_filename.endswith(
-            ("torch/overrides.py", "torch/_compile.py", "torch/_dynamo/eval_frame.py"))):
+    while frame is not None and (
+        frame.f_code.co_filename == _THIS
+        or frame.f_code.co_filename.endswith(("torch/overrides.py", "torch/_compile.py", "torch/_dynamo/eval_frame.py"))
+    ):
         frame = frame.f_back
     return frame is not None and frame.f_code.co_filename.startswith(_TORCH)
 
@@ -272,8 +321,9 @@ class _Dispatch(TorchDispatchMode):
         else:
             # ``device=cpu`` here may be C++ passing on an input's real options (``grad.new_zeros(size, options)``
             # in a backward): only the Python-level calls (``_Functions``) tell a host request apart
-            placement = DEVICE if on_device else (UNKNOWN if any(em.placement.get(t) == UNKNOWN for t in inputs)
-                                                  else HOST)
+            placement = (
+                DEVICE if on_device else (UNKNOWN if any(em.placement.get(t) == UNKNOWN for t in inputs) else HOST)
+            )
         if packet in (aten.copy_, aten.copy) and em.on_host(args[0]) and em.on_device(args[1]):
             em.record("copy to host")
         for tensor in _tensors(out):
@@ -286,6 +336,7 @@ class _Dispatch(TorchDispatchMode):
 class DeviceEmulation:
     """``with DeviceEmulation() as em:`` everything run inside is placed (module docstring); ``em.counting()``
     opens a window whose syncs ``em.syncs`` holds; ``em.checking`` (on) raises ``DeviceMixError`` on a mix."""
+
     placement: WeakIdKeyDictionary = field(default_factory=WeakIdKeyDictionary)
     origin: WeakIdKeyDictionary = field(default_factory=WeakIdKeyDictionary)  # where a host factory was called
     syncs: list[Sync] | None = None  # None outside a window
@@ -365,8 +416,11 @@ class DeviceEmulation:
             self._mix(func, host[0], inputs)
         if packet in SYNC_OPS:
             self.record(SYNC_OPS[packet])
-        elif packet is aten.repeat_interleave and func._overloadname in ("Tensor", "self_Tensor") \
-                and kwargs.get("output_size") is None:
+        elif (
+            packet is aten.repeat_interleave
+            and func._overloadname in ("Tensor", "self_Tensor")
+            and kwargs.get("output_size") is None
+        ):
             self.record("repeat_interleave")
         elif packet is aten.linalg_cholesky_ex and (len(args) < 3 or args[2]):
             self.record("linalg info check (cholesky)")
@@ -377,9 +431,12 @@ class DeviceEmulation:
         ours, via = responsible(limit=5, root=self.root)
         places = ", ".join(f"{tuple(t.shape)} {self.placement.get(t, HOST)}" for t in inputs)
         made = self.origin.get(host)
-        raise DeviceMixError(f"{func}: a host tensor {tuple(host.shape)} {host.dtype}"
-                             + (f" (made by {made})" if made else "") + f" meets tensors on the training device "
-                             f"(inputs: {places})\n  at " + "\n  from ".join(ours) + (f"\n  via {via}" if via else ""))
+        raise DeviceMixError(
+            f"{func}: a host tensor {tuple(host.shape)} {host.dtype}"
+            + (f" (made by {made})" if made else "")
+            + f" meets tensors on the training device "
+            f"(inputs: {places})\n  at " + "\n  from ".join(ours) + (f"\n  via {via}" if via else "")
+        )
 
     @contextlib.contextmanager
     def counting(self):

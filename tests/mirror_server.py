@@ -22,7 +22,9 @@ class Mirror:
     url: str
     files: dict[str, Path]  # URL path -> file served
     corrupt: set[str] = field(default_factory=set)
-    drop_after: dict[str, int] = field(default_factory=dict)  # URL path -> bytes sent before the connection drops (once)
+    drop_after: dict[str, int] = field(
+        default_factory=dict
+    )  # URL path -> bytes sent before the connection drops (once)
     requests: list[tuple[str, str | None]] = field(default_factory=list)  # (URL path, Range header)
 
     def path_of(self, home_path: str) -> str:
@@ -37,7 +39,7 @@ def _url_path(file: DataFile) -> str:
 class _Handler(BaseHTTPRequestHandler):
     mirror: Mirror
 
-    def do_GET(self):  # noqa: N802 (http.server's name)
+    def do_GET(self):
         mirror = self.mirror
         mirror.requests.append((self.path, self.headers.get("Range")))
         if self.path not in mirror.files:
@@ -56,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
         if drop is None:
             self.wfile.write(body[start:])
         else:  # part of the promised bytes, then the connection closes
-            self.wfile.write(body[start:start + drop])
+            self.wfile.write(body[start : start + drop])
             self.wfile.flush()
             self.close_connection = True
 

@@ -12,9 +12,9 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from conftest import REPO
 
@@ -43,23 +43,39 @@ class TrackingServer:
     @property
     def client_env(self) -> dict[str, str]:
         """What a client sets to reach it: the URI and the basic-auth user."""
-        return {"MLFLOW_TRACKING_URI": self.url, "MLFLOW_TRACKING_USERNAME": ADMIN,
-                "MLFLOW_TRACKING_PASSWORD": self.password}
+        return {
+            "MLFLOW_TRACKING_URI": self.url,
+            "MLFLOW_TRACKING_USERNAME": ADMIN,
+            "MLFLOW_TRACKING_PASSWORD": self.password,
+        }
 
     def start(self, timeout: float = 120) -> None:
-        env = {**os.environ, **self.aws,
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-               **({"MLFLOW_BACKEND_STORE_URI": self.database} if self.database else
-                  {"MLFLOW_BACKEND_STORE_URI": f"sqlite:///{self.directory}/mlflow.db",
-                   "MLFLOW_AUTH_DATABASE_URI": f"sqlite:///{self.directory}/auth.db"}),
-               "MLFLOW_ARTIFACTS_DESTINATION": self.artifacts, "MLFLOW_S3_ENDPOINT_URL": self.s3_endpoint,
-               "MLFLOW_AUTH_ADMIN_PASSWORD": self.password, "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-secret-key",
-               "MLFLOW_HOST": "127.0.0.1", "MLFLOW_PORT": str(self.port), "MLFLOW_WORKERS": "1"}
+        env = {
+            **os.environ,
+            **self.aws,
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+            **(
+                {"MLFLOW_BACKEND_STORE_URI": self.database}
+                if self.database
+                else {
+                    "MLFLOW_BACKEND_STORE_URI": f"sqlite:///{self.directory}/mlflow.db",
+                    "MLFLOW_AUTH_DATABASE_URI": f"sqlite:///{self.directory}/auth.db",
+                }
+            ),
+            "MLFLOW_ARTIFACTS_DESTINATION": self.artifacts,
+            "MLFLOW_S3_ENDPOINT_URL": self.s3_endpoint,
+            "MLFLOW_AUTH_ADMIN_PASSWORD": self.password,
+            "MLFLOW_FLASK_SERVER_SECRET_KEY": "test-secret-key",
+            "MLFLOW_HOST": "127.0.0.1",
+            "MLFLOW_PORT": str(self.port),
+            "MLFLOW_WORKERS": "1",
+        }
         for key in ("MLFLOW_TRACKING_URI", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD"):
             env.pop(key, None)
         log = open(self.directory / "server.log", "a")
-        self.process = subprocess.Popen(["sh", str(SERVE)], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
+        self.process = subprocess.Popen(
+            ["sh", str(SERVE)], env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
         deadline = time.time() + timeout
         while time.time() < deadline:
             if self.process.poll() is not None:

@@ -13,24 +13,40 @@ import random
 from pathlib import Path
 
 from datasets import Dataset, DatasetDict, Features, List, Value
-
 from transfer_data import LEXICON
 
 ANSWERS = {"text": List(Value("string")), "answer_start": List(Value("int32"))}
-SQUAD_FEATURES = Features({"id": Value("string"), "title": Value("string"), "context": Value("string"),
-                           "question": Value("string"), "answers": ANSWERS})
+SQUAD_FEATURES = Features(
+    {
+        "id": Value("string"),
+        "title": Value("string"),
+        "context": Value("string"),
+        "question": Value("string"),
+        "answers": ANSWERS,
+    }
+)
 FEATURES = {
     "squad": SQUAD_FEATURES,
-    "xquad": Features({"id": Value("string"), "context": Value("string"), "question": Value("string"),
-                       "answers": ANSWERS}),
-    "mlqa": Features({"context": Value("string"), "question": Value("string"),
-                      "answers": {"answer_start": List(Value("int32")), "text": List(Value("string"))},
-                      "id": Value("string")}),
+    "xquad": Features(
+        {"id": Value("string"), "context": Value("string"), "question": Value("string"), "answers": ANSWERS}
+    ),
+    "mlqa": Features(
+        {
+            "context": Value("string"),
+            "question": Value("string"),
+            "answers": {"answer_start": List(Value("int32")), "text": List(Value("string"))},
+            "id": Value("string"),
+        }
+    ),
     "tydiqa": SQUAD_FEATURES,
 }
 # the Hub splits of each data set, in the order the sizes are given
-SPLITS = {"squad": ("train", "validation"), "xquad": ("validation",), "mlqa": ("validation", "test"),
-          "tydiqa": ("train", "validation")}
+SPLITS = {
+    "squad": ("train", "validation"),
+    "xquad": ("validation",),
+    "mlqa": ("validation", "test"),
+    "tydiqa": ("train", "validation"),
+}
 TYDIQA_PREFIX = {"en": "english", "sw": "swahili"}
 
 
@@ -78,8 +94,7 @@ def rows(data_set: str, lang: str, n: int, seed: int) -> dict[str, list]:
     return out
 
 
-def save_qa(root: Path, data_set: str, lang: str, sizes: tuple[int, ...], seed: int = 0,
-            other_lang: str = "") -> Path:
+def save_qa(root: Path, data_set: str, lang: str, sizes: tuple[int, ...], seed: int = 0, other_lang: str = "") -> Path:
     """``<root>/<data_set>/<lang>/``: a DatasetDict with the data set's Hub splits; for tydiqa, ``other_lang``'s
     rows are mixed in (the Hub's config holds every language)."""
     out = root / data_set / lang
@@ -96,10 +111,21 @@ def save_qa(root: Path, data_set: str, lang: str, sizes: tuple[int, ...], seed: 
 
 def squad_json(path: Path, data: dict[str, list]) -> Path:
     """The rows as SQuAD v1.1's JSON: one article, a paragraph per question."""
-    paragraphs = [{"context": context, "qas": [{"id": id_, "question": q, "answers": [
-        {"text": t, "answer_start": s} for t, s in zip(a["text"], a["answer_start"])]}]}
-        for id_, context, q, a in zip(data["id"], data["context"], data["question"], data["answers"])]
+    paragraphs = [
+        {
+            "context": context,
+            "qas": [
+                {
+                    "id": id_,
+                    "question": q,
+                    "answers": [{"text": t, "answer_start": s} for t, s in zip(a["text"], a["answer_start"])],
+                }
+            ],
+        }
+        for id_, context, q, a in zip(data["id"], data["context"], data["question"], data["answers"])
+    ]
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}),
-                    encoding="utf-8")
+    path.write_text(
+        json.dumps({"version": "1.1", "data": [{"title": "t", "paragraphs": paragraphs}]}), encoding="utf-8"
+    )
     return path

@@ -6,9 +6,9 @@ import shutil
 
 import pytest
 import torch
+from conftest import QUICKSTART
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from conftest import QUICKSTART
 from distalign.checkpoint import OBJECTIVES_FILE, OPTIMIZER_FILE, read_objective_state
 from distalign.config import load_config
 from distalign.objectives.dict_mlm import DictMLMObjective
@@ -19,9 +19,16 @@ from distalign.train.module import TrainingModule
 
 def model_with_dict_mlm(seed):
     torch.manual_seed(seed)
-    lm = XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=30, hidden_size=16, num_hidden_layers=1,
-                                                num_attention_heads=2, intermediate_size=32,
-                                                max_position_embeddings=20))
+    lm = XLMRobertaForMaskedLM(
+        XLMRobertaConfig(
+            vocab_size=30,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=20,
+        )
+    )
     return TrainingModule(lm, {"dict_mlm": DictMLMObjective.for_model(lm, 3)}, {"dict_mlm": 1.0})
 
 
@@ -31,8 +38,10 @@ def test_objective_state_round_trip(tmp_path):
         trained.objectives["dict_mlm"].language_embeddings.embedding.weight.normal_()
     torch.save(trained.objectives.state_dict(), tmp_path / OBJECTIVES_FILE)
     fresh = model_with_dict_mlm(1)
-    assert not torch.equal(fresh.objectives.state_dict()["dict_mlm.head.dense.weight"],
-                           trained.objectives.state_dict()["dict_mlm.head.dense.weight"])
+    assert not torch.equal(
+        fresh.objectives.state_dict()["dict_mlm.head.dense.weight"],
+        trained.objectives.state_dict()["dict_mlm.head.dense.weight"],
+    )
     fresh.objectives.load_state_dict(read_objective_state(tmp_path))
     for key, value in trained.objectives.state_dict().items():
         assert torch.equal(fresh.objectives.state_dict()[key], value), key
@@ -57,8 +66,13 @@ def test_checkpoint_files_that_would_run_code_are_refused(tmp_path, gloo_group):
     torch.save({"optimizer": RunsCode(marker), "schedule": {}}, tmp_path / OPTIMIZER_FILE)
     with pytest.raises(pickle.UnpicklingError):
         read_objective_state(tmp_path)
-    engine = DDPEngine(model_with_dict_mlm(0), load_config(QUICKSTART).train, 10, find_unused_parameters=True,
-                       device=torch.device("cpu"))
+    engine = DDPEngine(
+        model_with_dict_mlm(0),
+        load_config(QUICKSTART).train,
+        10,
+        find_unused_parameters=True,
+        device=torch.device("cpu"),
+    )
     with pytest.raises(pickle.UnpicklingError):
         engine.load(tmp_path)
     assert not marker.exists()
@@ -87,8 +101,10 @@ def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes_and
         return staged_checkpoint(ray.train.Checkpoint(str(directory)), rank=0)[1]
 
     merged = tmp_path / "merged"
-    for rank, files in ((0, {"trainer_state.json": "{}", "model/model.safetensors": "x" * 100}),
-                        (1, {"deepspeed/state/zero_pp_rank_1_mp_rank_00_optim_states.pt": "y" * 50})):
+    for rank, files in (
+        (0, {"trainer_state.json": "{}", "model/model.safetensors": "x" * 100}),
+        (1, {"deepspeed/state/zero_pp_rank_1_mp_rank_00_optim_states.pt": "y" * 50}),
+    ):
         own = tmp_path / f"rank{rank}"
         for name, text in files.items():
             (own / name).parent.mkdir(parents=True, exist_ok=True)
@@ -100,15 +116,23 @@ def test_a_checkpoint_is_complete_only_with_every_ranks_files_at_their_sizes_and
     (merged / "model" / "model.safetensors").write_text("x" * 99 + "z")  # same size, one byte flipped
     assert incomplete_files(merged) == ["model/model.safetensors (checksum differs: corrupted)"]
     (merged / "model" / "model.safetensors").write_text("x" * 100)
-    (merged / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").write_text("z" * 50)  # rank 1's: rank 1 reads it
+    (merged / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").write_text(
+        "z" * 50
+    )  # rank 1's: rank 1 reads it
     assert incomplete_files(merged) == []
-    shutil.copy(tmp_path / "rank1" / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt", merged / "deepspeed" / "state")
+    shutil.copy(
+        tmp_path / "rank1" / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt",
+        merged / "deepspeed" / "state",
+    )
     (merged / "files.1.json").unlink()  # rank 1's upload never finished
     assert incomplete_files(merged) == ["files.1.json"]
     shutil.copy(tmp_path / "rank1" / "files.1.json", merged)
     (merged / "model" / "model.safetensors").write_text("x" * 40)  # cut short
     (merged / "deepspeed" / "state" / "zero_pp_rank_1_mp_rank_00_optim_states.pt").unlink()
-    assert incomplete_files(merged) == ["model/model.safetensors (40 of 100 bytes)", "deepspeed/state/zero_pp_rank_1_mp_rank_00_optim_states.pt"]
+    assert incomplete_files(merged) == [
+        "model/model.safetensors (40 of 100 bytes)",
+        "deepspeed/state/zero_pp_rank_1_mp_rank_00_optim_states.pt",
+    ]
     (merged / "files.0.json").unlink()
     assert incomplete_files(merged) == ["files.0.json"]
 
@@ -148,8 +172,10 @@ def test_a_resume_may_change_the_objective_mix():
     resumed = torch.nn.ModuleDict({"align": align(0), "new": align(0)})
     notes = restore_objective_state(resumed, saved)
     assert int(resumed["align"].steps) == 7 and int(resumed["new"].steps) == 0
-    assert notes == ["objective 'gone' is not in this run: its checkpointed state is left out",
-                     "objective 'new' is new to this run: it starts from its initial state"]
+    assert notes == [
+        "objective 'gone' is not in this run: its checkpointed state is left out",
+        "objective 'new' is new to this run: it starts from its initial state",
+    ]
 
 
 def test_deepspeed_checkpoints_hold_the_weights_once(tmp_path, gloo_group, monkeypatch):

@@ -32,9 +32,14 @@ def every_command() -> list[list[str]]:
 
 def imported_modules(argv: list[str]) -> set[str]:
     """The top-level packages `distalign ARGV --help` imports, from ``python -X importtime``."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-m", "distalign.cli", *argv, "--help"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "distalign.cli", *argv, "--help"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "usage: distalign" in done.stdout
     names = re.findall(r"^import time:\s+\d+ \|\s+\d+ \|\s*(\S+)$", done.stderr, flags=re.MULTILINE)
@@ -61,7 +66,12 @@ def test_transfer_help_names_every_registered_task(capsys):
 
 def test_the_task_registry_imports_no_torch():
     """The transfer help's task list comes from the registry: reading it must not load the models' library."""
-    done = subprocess.run([sys.executable, "-X", "importtime", "-c", "import distalign.transfer.tasks.registry"],
-                          capture_output=True, text=True, cwd=REPO, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(REPO)})
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", "import distalign.transfer.tasks.registry"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=120,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
     assert not re.search(r"\|\s*torch$", done.stderr, flags=re.MULTILINE)

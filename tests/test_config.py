@@ -32,8 +32,9 @@ def data_files(tmp_path):
     d = tmp_path / "inputs"
     d.mkdir()
     constraints = d / "c.parquet"
-    pq.write_table(pa.table({"word1": ["a"], "lang1": ["en"], "word2": ["b"], "lang2": ["de"],
-                             "synset_id": ["s"]}), constraints)
+    pq.write_table(
+        pa.table({"word1": ["a"], "lang1": ["en"], "word2": ["b"], "lang2": ["de"], "synset_id": ["s"]}), constraints
+    )
     dictionary = d / "en-de.tsv"
     dictionary.write_text("dog\tHund\n")
     corpus = d / "en.txt"
@@ -75,8 +76,10 @@ def stand_in_data_files(raw: dict, root: Path) -> None:
     """Empty files where a published-setting config names the data its user brings (corpora, dictionaries)."""
     data = raw.get("data", {})
     paths = list(data.get("constraints", [])) + [
-        source["path"] for key in ("dictionaries", "eval_dictionaries", "corpora", "validation_corpora", "static_vectors")
-        for source in data.get(key, [])]
+        source["path"]
+        for key in ("dictionaries", "eval_dictionaries", "corpora", "validation_corpora", "static_vectors")
+        for source in data.get(key, [])
+    ]
     for path in paths:
         (root / path).parent.mkdir(parents=True, exist_ok=True)
         (root / path).touch()
@@ -85,8 +88,9 @@ def stand_in_data_files(raw: dict, root: Path) -> None:
 
 
 # bench_synthetic.yaml gets its data paths from the bench; tests/bench loads it with them
-@pytest.mark.parametrize("path", sorted(set(CONFIG_DIR.glob("*.yaml")) - {CONFIG_DIR / "bench_synthetic.yaml"}),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "path", sorted(set(CONFIG_DIR.glob("*.yaml")) - {CONFIG_DIR / "bench_synthetic.yaml"}), ids=lambda p: p.name
+)
 def test_every_shipped_config_loads(path, tmp_path, monkeypatch):
     raw = yaml.safe_load(path.read_text())
     monkeypatch.chdir(tmp_path)  # relative data paths resolve against the working directory first
@@ -131,24 +135,34 @@ def test_published_settings_are_the_papers():
         return yaml.safe_load((CONFIG_DIR / name).read_text())
 
     # BabelBERT §4 and Table 4 (mBERT): lr / batch per variant, 15 epochs, quarter-epoch validation
-    for name, lr, batch in (("babelbert.yaml", 1e-6, 64), ("babelbert_adapters.yaml", 5e-6, 32),
-                            ("babelbert_gloss.yaml", 1e-6, 64)):
+    for name, lr, batch in (
+        ("babelbert.yaml", 1e-6, 64),
+        ("babelbert_adapters.yaml", 5e-6, 32),
+        ("babelbert_gloss.yaml", 1e-6, 64),
+    ):
         babel = raw(name)
         assert babel["objectives"]["lexical"]["temperature"] == 0.07, name
-        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["constraint_batch_size"]) == \
-            (lr, batch), name
+        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["constraint_batch_size"]) == (
+            lr,
+            batch,
+        ), name
         assert babel["train"]["epochs"] == 15 and babel["train"]["lr_schedule"] == "constant", name
         assert babel["eval"]["every_epochs"] == 0.25 and babel["eval"]["bli_ranking"] == "per_pair", name
         assert babel["data"]["sampling_alpha"] == 0.5, name
-    assert raw("babelbert_adapters.yaml")["model"]["adapters"] == {"enabled": True, "reduction_factor": 16,
-                                                                   "placement": "pfeiffer"}
+    assert raw("babelbert_adapters.yaml")["model"]["adapters"] == {
+        "enabled": True,
+        "reduction_factor": 16,
+        "placement": "pfeiffer",
+    }
     assert raw("babelbert_gloss.yaml")["objectives"]["lexical"]["sense_level"] is True
     # ALIGN-MLM (and its DICT-MLM re-run): a dictionary of 25% of the vocabulary by default, sized by the bench
     # that writes it (tests/bench/test_synthetic_bench.py), and used whole
     from distalign.bench.synthetic import BenchSpec
 
     assert BenchSpec().dictionary_share == 0.25
-    assert all("dictionary_fraction" not in raw(name)["data"] for name in ("align_mlm.yaml", "dict_mlm_align_rerun.yaml"))
+    assert all(
+        "dictionary_fraction" not in raw(name)["data"] for name in ("align_mlm.yaml", "dict_mlm_align_rerun.yaml")
+    )
     assert raw("sense_aware.yaml")["objectives"]["sense_aware"]["prune_beta"] == 0.0  # pruning: SaELMo only (§4)
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
@@ -156,16 +170,22 @@ def test_published_settings_are_the_papers():
     # DICT-MLM §3.1: mBERT's shape from scratch, LAMB lr 0.0016, 8,192 sequences a step, 500K steps
     dict_mlm = raw("dict_mlm.yaml")
     assert dict_mlm["objectives"]["dict_mlm"]["synonym_label_percent"] == 50  # DICT-MLM-50
-    assert {k: dict_mlm["model"]["tiny"][k] for k in ("hidden_size", "num_layers", "num_heads")} == \
-        {"hidden_size": 768, "num_layers": 12, "num_heads": 12}
+    assert {k: dict_mlm["model"]["tiny"][k] for k in ("hidden_size", "num_layers", "num_heads")} == {
+        "hidden_size": 768,
+        "num_layers": 12,
+        "num_heads": 12,
+    }
     t = dict_mlm["train"]
     assert (t["optimizer"], t["lr"], t["max_steps"]) == ("lamb", 0.0016, 500000)
     assert t["num_workers"] * t["corpus_batch_size"] * t["grad_accum_steps"] == 8192
     rerun = raw("dict_mlm_align_rerun.yaml")  # ALIGN-MLM's re-run: AdamW 1e-4, its 8-layer model, App. G.4's variant
     assert "optimizer" not in rerun["train"] and rerun["train"]["lr"] == 1e-4
     objective = rerun["objectives"]["dict_mlm"]
-    assert (objective["mask_words"], objective["conditioned_head"], objective["synonym_label_percent"]) == \
-        ("all", False, 50)
+    assert (objective["mask_words"], objective["conditioned_head"], objective["synonym_label_percent"]) == (
+        "all",
+        False,
+        50,
+    )
     sense_config = raw("sense_aware.yaml")  # Bi-SaELMo's cross-lingual S and steps (App. D.2), BERT's d' (D.1)
     sense = sense_config["objectives"]["sense_aware"]
     assert (sense["num_senses"], sense["proj_dim"], sense["alpha"], sense["warmup_steps"]) == (3, 14, 0.01, 20000)
@@ -175,7 +195,13 @@ def test_published_settings_are_the_papers():
     assert static["train"]["max_steps"] == 7500 and static["model"]["name_or_path"] == "xlm-roberta-base"
     assert static["eval"]["select_by"] == "mlm_loss" and static["data"]["validation_corpora"]  # App. C's selection
     # BERT-style instances: sentences packed up to the sequence length (ALIGN-MLM G.3; run_mlm's group_texts)
-    for name in ("align_mlm.yaml", "dict_mlm.yaml", "dict_mlm_align_rerun.yaml", "sense_aware.yaml", "static_align.yaml"):
+    for name in (
+        "align_mlm.yaml",
+        "dict_mlm.yaml",
+        "dict_mlm_align_rerun.yaml",
+        "sense_aware.yaml",
+        "static_align.yaml",
+    ):
         assert raw(name)["data"]["pack_sequences"] is True, name
     # the authors' scripts: 4 sequences and 64 words per micro-batch, 16 accumulated (64 and 1,024 a step)
     t = static["train"]
@@ -215,16 +241,19 @@ def test_unknown_key_in_file_is_named(tmp_path):
         load_config(path)
 
 
-@pytest.mark.parametrize("override,key", [
-    ("train.max_steps=abc", "train.max_steps"),
-    ("train.max_steps=1.5", "train.max_steps"),
-    ("train.use_gpu=3", "train.use_gpu"),
-    ("train.lr=fast", "train.lr"),
-    ("train.lr=true", "train.lr"),
-    ("run.name=7", "run.name"),
-    ("data.synthetic.languages=xa", "data.synthetic.languages"),
-    ("model.tiny=5", "model.tiny"),
-])
+@pytest.mark.parametrize(
+    "override,key",
+    [
+        ("train.max_steps=abc", "train.max_steps"),
+        ("train.max_steps=1.5", "train.max_steps"),
+        ("train.use_gpu=3", "train.use_gpu"),
+        ("train.lr=fast", "train.lr"),
+        ("train.lr=true", "train.lr"),
+        ("run.name=7", "run.name"),
+        ("data.synthetic.languages=xa", "data.synthetic.languages"),
+        ("model.tiny=5", "model.tiny"),
+    ],
+)
 def test_wrong_type_names_the_key(override, key):
     with pytest.raises(ConfigError) as err:
         load_config(QUICKSTART, [override])
@@ -271,8 +300,9 @@ def test_value_checks_name_the_key():
 
 
 def test_files_source_with_existing_files_loads(data_files):
-    config = load_config(QUICKSTART, files_overrides(data_files["constraints"], data_files["corpus"],
-                                                     data_files["dictionary"]))
+    config = load_config(
+        QUICKSTART, files_overrides(data_files["constraints"], data_files["corpus"], data_files["dictionary"])
+    )
     assert config.data.constraints == [str(data_files["constraints"])]
     assert config.data.corpora[0].path == str(data_files["corpus"]) and config.data.corpora[0].lang == "en"
     assert config.data.dictionaries[0].lang2 == "de"
@@ -311,9 +341,17 @@ def test_files_source_needs_data_for_active_objectives(data_files):
 
 def test_relative_data_path_resolves_next_to_the_config(tmp_path, data_files, monkeypatch):
     config_path = data_files["dir"] / "exp.yaml"
-    config_path.write_text(yaml.safe_dump({
-        "data": {"source": "files", "constraints": ["c.parquet"], "corpora": [{"path": "en.txt", "lang": "en"}]},
-    }))
+    config_path.write_text(
+        yaml.safe_dump(
+            {
+                "data": {
+                    "source": "files",
+                    "constraints": ["c.parquet"],
+                    "corpora": [{"path": "en.txt", "lang": "en"}],
+                },
+            }
+        )
+    )
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     monkeypatch.chdir(elsewhere)
@@ -344,10 +382,17 @@ def test_malformed_override():
 
 # ------------------------------------------------------------------------------------ overrides
 def test_overrides_parse_yaml_values():
-    config = load_config(QUICKSTART, [
-        "train.lr=1e-4", "train.weight_decay=0", "train.max_steps=7", "train.use_gpu=true",
-        "data.synthetic.languages=[xa, xb, xc, xd]", "run.name=my-run",
-    ])
+    config = load_config(
+        QUICKSTART,
+        [
+            "train.lr=1e-4",
+            "train.weight_decay=0",
+            "train.max_steps=7",
+            "train.use_gpu=true",
+            "data.synthetic.languages=[xa, xb, xc, xd]",
+            "run.name=my-run",
+        ],
+    )
     assert isinstance(config.train.lr, float) and config.train.lr == pytest.approx(1e-4)
     assert isinstance(config.train.weight_decay, float) and config.train.weight_decay == 0.0
     assert config.train.max_steps == 7
@@ -444,12 +489,14 @@ def test_load_dataclass_reads_any_section_with_the_same_checks(tmp_path):
     assert section.names == ("p", "q") and section.inner == _Inner(("c", "d"), -1)
     assert section.table == {"train.lr": [1, "two"], "data.seed": [3]}  # a dotted override sets one mapping key
     assert load_dataclass(_Section, path, ["inner.layer=null"]).inner.layer is None
-    for overrides, message in ((["seen=[a]"], r"unknown key 'seen' \(allowed here: inner, names, table\)"),
-                               (["inner.pairs=[a, b]"], r"unknown key 'inner\.pairs' \(allowed here: layer, pair\)"),
-                               (["inner.pair=[a]"], r"inner\.pair: expected a list of 2 items"),
-                               (["inner.layer=top"], r"inner\.layer: expected an integer"),
-                               (["names=[1]"], r"names\[0\]: expected a string"),
-                               (["table=[1]"], r"table: expected a mapping")):
+    for overrides, message in (
+        (["seen=[a]"], r"unknown key 'seen' \(allowed here: inner, names, table\)"),
+        (["inner.pairs=[a, b]"], r"unknown key 'inner\.pairs' \(allowed here: layer, pair\)"),
+        (["inner.pair=[a]"], r"inner\.pair: expected a list of 2 items"),
+        (["inner.layer=top"], r"inner\.layer: expected an integer"),
+        (["names=[1]"], r"names\[0\]: expected a string"),
+        (["table=[1]"], r"table: expected a mapping"),
+    ):
         with pytest.raises(ConfigError, match=message):
             load_dataclass(_Section, path, overrides)
 

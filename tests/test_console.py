@@ -20,9 +20,9 @@ RAY_OUTPUT = [  # as Ray writes them to the driver's standard streams
     "\x1b[36m(RayTrainWorker pid=25295, ip=10.0.0.2)\x1b[0m [distalign] WARNING checkpoint x is incomplete",
     "\x1b[36m(RayTrainWorker pid=25295)\x1b[0m Checkpoint successfully created at: Checkpoint(...)",
     "2026-11-25 12:54:54,161\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled for "
-     "this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.",
+    "this Ray cluster. Set RAY_AUTH_MODE=disabled to opt out.",
     "2026-11-25 12:54:58,720\tINFO worker.py:2029 -- Started a local Ray instance. View the dashboard at "
-     "\x1b[1m\x1b[32mhttp://127.0.0.1:8265 \x1b[39m\x1b[22m",
+    "\x1b[1m\x1b[32mhttp://127.0.0.1:8265 \x1b[39m\x1b[22m",
     "2026-11-25 12:55:54,161\tWARNING authentication_token_setup.py:85 -- Token authentication is enabled",
     "2026/11/25 12:54:59 INFO mlflow.store.db.utils: Creating initial MLflow database tables...",
     "╭──────────────────────────────────────────╮",  # Tune's tables, printed whatever its verbosity
@@ -40,13 +40,17 @@ def routed(worker_lines: str) -> tuple[list[str], list[str]]:
 
 def test_train_console_shows_distalign_lines_without_ray_prefixes_or_ansi_and_logs_everything():
     shown, logged = routed("all")
-    assert shown == ["[distalign] data: 200 constraint pairs",
-                     "[distalign] step 20/60 loss 3.1 (2.0 steps/s, ETA 0:20)",
-                     "[distalign] WARNING checkpoint x is incomplete",
-                     TOKEN_AUTH_LINE]  # Ray's notice, once, in distalign's words
+    assert shown == [
+        "[distalign] data: 200 constraint pairs",
+        "[distalign] step 20/60 loss 3.1 (2.0 steps/s, ETA 0:20)",
+        "[distalign] WARNING checkpoint x is incomplete",
+        TOKEN_AUTH_LINE,
+    ]  # Ray's notice, once, in distalign's words
     assert len(logged) == len(RAY_OUTPUT) and not any("\x1b" in line for line in logged)
-    assert "2026-11-25 12:54:58,720\tINFO worker.py:2029 -- Started a local Ray instance. View the dashboard at " \
-           "http://127.0.0.1:8265 " in logged
+    assert (
+        "2026-11-25 12:54:58,720\tINFO worker.py:2029 -- Started a local Ray instance. View the dashboard at "
+        "http://127.0.0.1:8265 " in logged
+    )
 
 
 def test_study_console_shows_only_the_workers_warnings():
@@ -71,12 +75,21 @@ def test_quiet_console_keeps_the_terminal_to_distalign_and_restores_the_streams(
     finally:
         library.removeHandler(handler)
     out, err = capsys.readouterr()
-    assert out.splitlines() == [f"[distalign] Ray's and the libraries' output: {path}", "[distalign] step 2/4",
-                                "[distalign] trial t started", "summary table", "after"]
+    assert out.splitlines() == [
+        f"[distalign] Ray's and the libraries' output: {path}",
+        "[distalign] step 2/4",
+        "[distalign] trial t started",
+        "summary table",
+        "after",
+    ]
     assert err == "" and "\x1b" not in out
-    assert path.read_text().splitlines() == ["View detailed results here", "(RayTrainWorker pid=1) some worker chatter",
-                                             "(RayTrainWorker pid=1) [distalign] step 2/4", "a Python warning",
-                                             "library record"]
+    assert path.read_text().splitlines() == [
+        "View detailed results here",
+        "(RayTrainWorker pid=1) some worker chatter",
+        "(RayTrainWorker pid=1) [distalign] step 2/4",
+        "a Python warning",
+        "library record",
+    ]
     assert handler.stream is sys.stderr
 
 
@@ -95,8 +108,11 @@ def test_eta_and_duration():
 def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
     clock = iter([0.0, 40.0, 70.0])
     monkeypatch.setattr("distalign.studies.progress.time.monotonic", lambda: next(clock))
-    grid = GridTrial(TrialIdentity("quickstart-tune-001", 0), {"train.lr": 0.001, "data.max_constraints": 400},
-                     {"train": {"max_steps": 60}})
+    grid = GridTrial(
+        TrialIdentity("quickstart-tune-001", 0),
+        {"train.lr": 0.001, "data.max_constraints": 400},
+        {"train": {"max_steps": 60}},
+    )
     trial = SimpleNamespace(trial_id="a1_00001", config={"trial": grid})
     progress_view = TrialProgress("eval/bli/avg/mrr")
     with caplog.at_level(logging.INFO, logger="distalign"):
@@ -108,9 +124,16 @@ def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
         "trial quickstart-tune-001 started: train.lr=0.001 data.max_constraints=400 (60 steps)",
         "trial quickstart-tune-001 step 20/60 eval/bli/avg/mrr=0.1000 ETA 1:20",  # 20 steps in 40 s, 40 to go
         "trial quickstart-tune-001 step 60/60 eval/bli/avg/mrr=0.2500",
-        "trial quickstart-tune-001 finished"]
-    search = SimpleNamespace(trial_id="b2", config={"trial": SearchBase("s", {"train": {"seed": 3, "max_steps": 6}}),
-                                                    "point": {"train.lr": 0.01}, "__trial_index__": 1})
+        "trial quickstart-tune-001 finished",
+    ]
+    search = SimpleNamespace(
+        trial_id="b2",
+        config={
+            "trial": SearchBase("s", {"train": {"seed": 3, "max_steps": 6}}),
+            "point": {"train.lr": 0.01},
+            "__trial_index__": 1,
+        },
+    )
     caplog.clear()
     with caplog.at_level(logging.INFO, logger="distalign"):
         progress_view.on_trial_error(0, [], search)
@@ -137,4 +160,6 @@ def test_eval_and_transfer_keep_rays_lines_off_the_terminal_as_train_does(comman
     [log] = (tmp_path / "logs").iterdir()
     assert out == [f"[distalign] Ray's and the libraries' output: {log}", "[distalign eval] results in out/"]
     assert log.name.startswith(f"{command}-") and log.read_text().splitlines() == [
-        "(raylet) worker started", "2026-11-27 06:20:14,720\tINFO worker.py:2029 -- Started a local Ray instance."]
+        "(raylet) worker started",
+        "2026-11-27 06:20:14,720\tINFO worker.py:2029 -- Started a local Ray instance.",
+    ]

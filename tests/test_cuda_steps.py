@@ -10,7 +10,6 @@ import warnings
 
 import pytest
 import torch
-
 from conftest import SMALL, free_port
 
 pytestmark = pytest.mark.gpu
@@ -40,12 +39,16 @@ def cuda_syncs(call) -> list[str]:
             call()
         finally:
             torch.cuda.set_sync_debug_mode("default")
-    return [f"{w.filename}:{w.lineno}: {str(w.message)[:120]}" for w in caught
-            if "called a synchronizing CUDA operation" in str(w.message)]  # (not the mode's own prototype notice)
+    return [
+        f"{w.filename}:{w.lineno}: {str(w.message)[:120]}"
+        for w in caught
+        if "called a synchronizing CUDA operation" in str(w.message)
+    ]  # (not the mode's own prototype notice)
 
 
-@pytest.mark.parametrize("name", ["mlm", "lexical_type", "lexical_sense", "align_mlm", "dict_mlm", "static_align",
-                                  "sense_aware", "tlm"])
+@pytest.mark.parametrize(
+    "name", ["mlm", "lexical_type", "lexical_sense", "align_mlm", "dict_mlm", "static_align", "sense_aware", "tlm"]
+)
 def test_a_steady_state_step_on_cuda_stays_within_the_emulation_s_sync_budget(name, nccl_group, distalign_home):
     from test_device_emulation import OBJECTIVES, SYNC_BUDGET, WARMUP_STEPS, _parallel_pairs
 
@@ -58,8 +61,10 @@ def test_a_steady_state_step_on_cuda_stays_within_the_emulation_s_sync_budget(na
 
     path, overrides = OBJECTIVES[name]
     overrides = [o.replace("PAIRS", _parallel_pairs(str(distalign_home))) for o in overrides]
-    config = load_config(path, SMALL + overrides + [f"run.name=cuda-{name.replace('_', '-')}", "train.use_gpu=true",
-                                                    "train.precision=bf16"])
+    config = load_config(
+        path,
+        SMALL + overrides + [f"run.name=cuda-{name.replace('_', '-')}", "train.use_gpu=true", "train.precision=bf16"],
+    )
     prepared = prepare_data(config)
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""), device=torch.device("cuda", 0))
     recipe.setup()

@@ -15,9 +15,9 @@ import jsonschema
 import pytest
 import ray
 import yaml
+from conftest import REPO
 from ray.autoscaler._private.util import prepare_config, validate_config
 
-from conftest import REPO
 from distalign.config import ExperimentConfig, load_dataclass
 
 CLUSTER, INFRA = REPO / "cluster", REPO / "infra"
@@ -119,21 +119,35 @@ def test_the_infra_services_run_the_pinned_mlflow_with_auth_postgres_and_minio()
     serve = (INFRA / "mlflow" / "serve.sh").read_text()
     assert "--app-name basic-auth" in serve and "--serve-artifacts" in serve
     required = set(re.findall(r'"\$\{(\w+):\?\}"', serve))
-    assert required == {"MLFLOW_BACKEND_STORE_URI", "MLFLOW_ARTIFACTS_DESTINATION", "MLFLOW_AUTH_ADMIN_PASSWORD",
-                        "MLFLOW_FLASK_SERVER_SECRET_KEY"}
+    assert required == {
+        "MLFLOW_BACKEND_STORE_URI",
+        "MLFLOW_ARTIFACTS_DESTINATION",
+        "MLFLOW_AUTH_ADMIN_PASSWORD",
+        "MLFLOW_FLASK_SERVER_SECRET_KEY",
+    }
     assert required <= set(mlflow["environment"])
 
     manifests = documents(INFRA / "k8s" / "services.yaml")
     kinds = {(m["kind"], m["metadata"]["name"]) for m in manifests}
-    assert {("Deployment", "mlflow"), ("Service", "mlflow"), ("StatefulSet", "postgres"), ("StatefulSet", "minio"),
-            ("Job", "minio-bucket")} <= kinds
+    assert {
+        ("Deployment", "mlflow"),
+        ("Service", "mlflow"),
+        ("StatefulSet", "postgres"),
+        ("StatefulSet", "minio"),
+        ("Job", "minio-bucket"),
+    } <= kinds
     (deployment,) = [m for m in manifests if m["kind"] == "Deployment"]
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     secret = yaml.safe_load((INFRA / "k8s" / "secret.example.yaml").read_text())["stringData"]
     # every variable serve.sh requires comes from the container's env or the secret it loads
     assert required <= {e["name"] for e in container["env"]} | set(secret)
-    refs = [e["valueFrom"]["secretKeyRef"]["key"] for m in manifests for c in pod_containers(m)
-            for e in c.get("env", []) if "valueFrom" in e]
+    refs = [
+        e["valueFrom"]["secretKeyRef"]["key"]
+        for m in manifests
+        for c in pod_containers(m)
+        for e in c.get("env", [])
+        if "valueFrom" in e
+    ]
     assert refs and set(refs) <= set(secret)
 
 
@@ -175,7 +189,6 @@ def test_the_launcher_head_reads_its_redis_from_ssm_and_starts_without_one(launc
     import sys
 
     import boto3
-
     from conftest import moto_s3_server
 
     (start,) = [c for c in launcher["head_start_ray_commands"] if "ray start" in c]
@@ -183,15 +196,28 @@ def test_the_launcher_head_reads_its_redis_from_ssm_and_starts_without_one(launc
     assert '--redis-password="${GCS_REDIS_PASSWORD:-}"' in start
     (worker_start,) = [c for c in launcher["worker_start_ray_commands"] if "ray start" in c]
     assert "RAY_gcs_rpc_server_reconnect_timeout_s=600" in worker_start  # workers outwait a head's restart
-    shell = 'redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env" && echo "address=${RAY_REDIS_ADDRESS-unset} password=${GCS_REDIS_PASSWORD-unset}"'
+    shell = (
+        'redis_env="$(python cluster/gcs_redis.py)" && eval "$redis_env" && '
+        'echo "address=${RAY_REDIS_ADDRESS-unset} password=${GCS_REDIS_PASSWORD-unset}"'
+    )
     with moto_s3_server("unused") as (url, _):
-        env = {**os.environ, "DISTALIGN_SSM_ENDPOINT": url, "AWS_DEFAULT_REGION": "us-east-1",
-               "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing",
-               "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
-        run = lambda: subprocess.run(["bash", "-c", shell], cwd=REPO, env=env, capture_output=True, text=True)
+        env = {
+            **os.environ,
+            "DISTALIGN_SSM_ENDPOINT": url,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ACCESS_KEY_ID": "testing",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+            "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        }
+        run = lambda: subprocess.run(["bash", "-c", shell], cwd=REPO, env=env, capture_output=True, text=True)  # noqa: E731
         assert run().stdout.strip() == "address=unset password=unset"
-        ssm = boto3.client("ssm", endpoint_url=url, region_name="us-east-1", aws_access_key_id="testing",
-                           aws_secret_access_key="testing")
+        ssm = boto3.client(
+            "ssm",
+            endpoint_url=url,
+            region_name="us-east-1",
+            aws_access_key_id="testing",
+            aws_secret_access_key="testing",
+        )
         ssm.put_parameter(Name="/distalign/gcs-redis", Type="SecureString", Value="redis.internal:6379 s3cr'et")
         assert run().stdout.strip() == "address=redis.internal:6379 password=s3cr'et"
         ssm.put_parameter(Name="/distalign/gcs-redis", Type="SecureString", Value="redis.internal", Overwrite=True)

@@ -15,7 +15,6 @@ from pathlib import Path
 import pytest
 import torch
 import torch.distributed as dist
-
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL, free_port
 from device_emulation import EMULATED, DeviceEmulation, DeviceMixError, Sync, summary
 
@@ -30,19 +29,41 @@ OBJECTIVES = {
     "lexical_sense": (CONFIGS / "babelbert_sense_adapters_tiny.yaml", []),  # through adapters, with the gloss term
     "align_mlm": (CONFIGS / "align_mlm_tiny.yaml", []),  # MLM + the alignment term
     "dict_mlm": (CONFIGS / "dict_mlm_tiny.yaml", []),
-    "static_align": (CONFIGS / "static_align_tiny.yaml", [  # MLM + MSE to the derived vectors, derived cheaply
-        "train.static_batch_size=64", "data.synthetic.validation_sentences=24", "objectives.static.extract_epochs=1",
-        "objectives.static.align_iterations=0"]),
+    "static_align": (
+        CONFIGS / "static_align_tiny.yaml",
+        [  # MLM + MSE to the derived vectors, derived cheaply
+            "train.static_batch_size=64",
+            "data.synthetic.validation_sentences=24",
+            "objectives.static.extract_epochs=1",
+            "objectives.static.align_iterations=0",
+        ],
+    ),
     "sense_aware": (CONFIGS / "sense_aware_tiny.yaml", SENSE_AWARE_SMALL),  # past its warm-up (2 steps)
-    "tlm": (QUICKSTART, ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.tlm.weight=1",
-                         "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]"]),
+    "tlm": (
+        QUICKSTART,
+        [
+            "objectives.mlm.weight=0",
+            "objectives.lexical.weight=0",
+            "objectives.tlm.weight=1",
+            "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]",
+        ],
+    ),
 }
 # Host syncs a steady-state step may make (never raise one without a reason in the commit): none, but at
 # sense-aware's refits (every objectives.sense_aware.refit_every steps, here every 2nd: the SVD's error check, two
 # on CUDA, and the pruning's two counts), which the counted step is. tests/test_cuda_steps.py holds a GPU to it
 # (2026-11-28, H200: 0 in every other objective's step, CUDA's own sync debugging counting).
-SYNC_BUDGET = {"mlm": 0, "lexical_type": 0, "lexical_sense": 0, "align_mlm": 0, "dict_mlm": 0, "static_align": 0,
-               "sense_aware": 4, "tlm": 0, "transfer_step": 0}
+SYNC_BUDGET = {
+    "mlm": 0,
+    "lexical_type": 0,
+    "lexical_sense": 0,
+    "align_mlm": 0,
+    "dict_mlm": 0,
+    "static_align": 0,
+    "sense_aware": 4,
+    "tlm": 0,
+    "transfer_step": 0,
+}
 
 
 @pytest.fixture(scope="module")
@@ -54,6 +75,7 @@ def group():
 
 
 # ------------------------------------------------------------------------------------------------ the emulation itself
+
 
 def _host_mix(device_tensor, host_tensor):  # this file is the "package" of the self-tests
     return device_tensor + host_tensor
@@ -78,8 +100,9 @@ def test_a_host_tensor_meeting_a_device_tensor_fails_at_its_line():
         _host_mix(on_device, torch.arange(4, device=on_device.device))  # on the data's device: fine
         _host_mix(on_device, torch.tensor(2.0))  # a 0-dim host scalar: CUDA takes it
     assert "aten.add.Tensor" in str(raised.value)
-    assert f"test_device_emulation.py:{_line_of(_host_mix, 'device_tensor + host_tensor')} (_host_mix)" \
-        in str(raised.value)
+    assert f"test_device_emulation.py:{_line_of(_host_mix, 'device_tensor + host_tensor')} (_host_mix)" in str(
+        raised.value
+    )
     assert "made by arange" in str(raised.value)
 
 
@@ -93,8 +116,9 @@ def test_host_syncs_are_counted_with_their_lines_and_host_reads_are_free():
         moved = on_device.cpu()
     line = _line_of(_reads_the_host, "return device_tensor.sum()")
     where = f"tests/test_device_emulation.py:{line} (_reads_the_host)"
-    assert [(s.kind, s.where) for s in syncs] == [(kind, where) for kind in
-                                                  ("item", "boolean-mask index", "tolist", "cpu")]
+    assert [(s.kind, s.where) for s in syncs] == [
+        (kind, where) for kind in ("item", "boolean-mask index", "tolist", "cpu")
+    ]
     assert moved is not on_device and not emulation.on_device(moved) and emulation.on_host(moved)
 
 
@@ -110,8 +134,9 @@ def test_a_cuda_correct_snippet_passes_without_syncs():
             keep = batch["labels"] != -100
             positions = torch.arange(5, device=batch["x"].device)
             weights = keep.float() / keep.sum().clamp(min=1)  # no boolean-mask selection
-            loss = (torch.nn.functional.cross_entropy(logits, batch["labels"].clamp(min=0), reduction="none")
-                    * weights).sum() + 0 * positions.sum()
+            loss = (
+                torch.nn.functional.cross_entropy(logits, batch["labels"].clamp(min=0), reduction="none") * weights
+            ).sum() + 0 * positions.sum()
             loss.backward()
             logits[torch.tensor(1)]  # a 0-dim host index
             torch.optim.SGD(layer.parameters(), lr=0.1).step()
@@ -120,12 +145,17 @@ def test_a_cuda_correct_snippet_passes_without_syncs():
 
 # ------------------------------------------------------------------------------------------------ the objectives
 
-@functools.lru_cache(maxsize=None)
+
+@functools.cache
 def _parallel_pairs(directory: str) -> str:
     """Translation pairs of 1 to 8 made-up words a side, for TLM (as test_recipe.py makes them)."""
     path = Path(directory) / "pairs.tsv"
-    path.write_text("".join(" ".join(f"ka{i}" for i in range(n % 8 + 1)) + "\t" +
-                            " ".join(f"bo{i}" for i in range(n % 5 + 1)) + "\n" for n in range(64)))
+    path.write_text(
+        "".join(
+            " ".join(f"ka{i}" for i in range(n % 8 + 1)) + "\t" + " ".join(f"bo{i}" for i in range(n % 5 + 1)) + "\n"
+            for n in range(64)
+        )
+    )
     return str(path)
 
 
@@ -133,20 +163,21 @@ class Measured:
     """What one objective's run under the emulation gave: the steady-state step's syncs, the evaluation's (where
     evaluated), or the mix it failed on."""
 
-    def __init__(self, step: list[Sync] | None = None, evaluation: list[Sync] | None = None,
-                 mix: DeviceMixError | None = None):
+    def __init__(
+        self, step: list[Sync] | None = None, evaluation: list[Sync] | None = None, mix: DeviceMixError | None = None
+    ):
         self.step, self.evaluation, self.mix = step, evaluation, mix
 
 
 def run_under_emulation(name: str, home: Path, count_eval: bool = False) -> Measured:
     """The objective's setup, 2 warm-up steps and one counted step under the emulation; with ``count_eval`` also
     ``recipe.evaluate()``'s syncs. A mix is returned, not raised."""
+    import distalign.train.recipe as recipe_module
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
     from distalign.preparation.streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
-    import distalign.train.recipe as recipe_module
 
     path, overrides = OBJECTIVES[name]
     overrides = [o.replace("PAIRS", _parallel_pairs(str(home))) for o in overrides]
@@ -217,6 +248,7 @@ def test_the_objectives_step_keeps_host_and_device_apart(measure, name):
 
 # ------------------------------------------------------------------------------------------------ transfer fine-tuning
 
+
 @pytest.fixture(scope="module")
 def transfer(group, tmp_path_factory):
     """One steady-state ``finetune.train_step`` (XNLI, the model's DDP wrapper) and a whole one-epoch ``fine_tune``
@@ -235,17 +267,21 @@ def transfer(group, tmp_path_factory):
     model_path = str(tiny_model(root / "model"))
     tokenizer = load_tokenizer(model_path)
     settings = FineTuneSettings(lr=1e-3, batch_size=8, epochs=1, max_length=32, source="test")
-    encode = lambda lang, split: finetune.compact(XNLITask.encode(  # noqa: E731
-        read_split(XNLITask, str(root / "data"), lang, split)[0], tokenizer, settings.max_length))
-    data = finetune.TaskData(encode("en", "train"), {"en": encode("en", "validation")},
-                             {lang: encode(lang, "test") for lang in ("en", "de")})
+
+    def encode(lang, split):
+        examples = read_split(XNLITask, str(root / "data"), lang, split)[0]
+        return finetune.compact(XNLITask.encode(examples, tokenizer, settings.max_length))
+
+    data = finetune.TaskData(
+        encode("en", "train"), {"en": encode("en", "validation")}, {lang: encode(lang, "test") for lang in ("en", "de")}
+    )
     emulation = DeviceEmulation()
     with emulation:
         model = finetune.load_model(model_path, XNLITask).to(EMULATED)
         wrapped = torch.nn.parallel.DistributedDataParallel(model)
         optimizer, schedule = finetune.optimizer_and_schedule(model, settings, 10)
         for step in range(WARMUP_STEPS + 1):
-            features = data.train[8 * (step % 2): 8 * (step % 2) + 8]
+            features = data.train[8 * (step % 2) : 8 * (step % 2) + 8]
             batch = {k: v.to(EMULATED) for k, v in finetune.collate(features, tokenizer.pad_token_id).items()}
             with emulation.counting() as syncs:
                 finetune.train_step(XNLITask, wrapped, model, optimizer, schedule, batch)
@@ -262,6 +298,7 @@ def test_a_transfer_fine_tuning_step_keeps_host_and_device_apart(transfer):
 
 # ------------------------------------------------------------------------------------------------ table and budget
 
+
 def sync_table(measure, transfer) -> str:
     rows = []
     for name in sorted(OBJECTIVES):
@@ -276,8 +313,10 @@ def sync_table(measure, transfer) -> str:
             rows += [f"{'':<22}{count} x {what}" for what, count in summary(measured.evaluation).items()]
     step, whole = transfer
     for label, syncs in (("transfer_step", step), ("transfer run", whole)):
-        rows.append(f"{label:<16} {len(syncs):>3} syncs" + (" / step" if label == "transfer_step" else
-                                                           " / fine_tune (1 epoch: 2 steps, dev, test)"))
+        rows.append(
+            f"{label:<16} {len(syncs):>3} syncs"
+            + (" / step" if label == "transfer_step" else " / fine_tune (1 epoch: 2 steps, dev, test)")
+        )
         rows += [f"{'':<22}{count} x {what}" for what, count in summary(syncs).items()]
     return "\n".join(rows)
 

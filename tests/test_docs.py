@@ -26,9 +26,11 @@ def pages() -> dict[str, str]:
 
 
 def test_generated_reference_pages_are_current(pages):
-    stale = [name for name, content in pages.items()
-             if not (REPO / OUTPUT_DIR / name).is_file()
-             or (REPO / OUTPUT_DIR / name).read_text(encoding="utf-8") != content]
+    stale = [
+        name
+        for name, content in pages.items()
+        if not (REPO / OUTPUT_DIR / name).is_file() or (REPO / OUTPUT_DIR / name).read_text(encoding="utf-8") != content
+    ]
     assert not stale, f"docs/reference/{', '.join(stale)} differ from what the code generates: {REGENERATE}"
 
 
@@ -43,15 +45,22 @@ def test_every_config_key_has_a_meaning(pages):
 
 def test_the_pages_name_every_key_command_and_metric(pages):
     config, cli, metrics = pages["config.md"], pages["cli.md"], pages["metrics.md"]
-    for key in ("train.lr", "objectives.lexical.temperature", "data.synthetic.num_concepts", "eval.transfer.tasks",
-                "study.grid", "study.search.scheduler", "study.language_samples.per_pair"):
+    for key in (
+        "train.lr",
+        "objectives.lexical.temperature",
+        "data.synthetic.num_concepts",
+        "eval.transfer.tasks",
+        "study.grid",
+        "study.search.scheduler",
+        "study.language_samples.per_pair",
+    ):
         assert f'<a id="{key}"></a>' in config, key
-    assert "`\"ddp\"` or `\"deepspeed\"`" in config  # a Literal's allowed values
+    assert '`"ddp"` or `"deepspeed"`' in config  # a Literal's allowed values
     assert "Checked: must be &gt;= 1" in config  # a require() check
     assert "### Corpus entries {#CorpusSource}" in config and "`hf_dataset`" in config
     for command in ("distalign train", "distalign static align", "distalign bench synthetic"):
         assert f"## `{command}`" in cli, command
-    assert "| `--method {procrustes,vecmap}` | `\"procrustes\"` |" in cli
+    assert '| `--method {procrustes,vecmap}` | `"procrustes"` |' in cli
     assert "`Train/<objective>_loss`" in metrics and "`perf/step_ms`" in metrics
 
 
@@ -72,8 +81,10 @@ def _comment_example():
 
 def test_field_comments_are_the_block_above_and_the_line_own():
     assert field_comments(_comment_example()) == {
-        "both": "above, line one line two; and its own", "own": "only its own",
-        "spaced": "a blank line above: still the block right above"}
+        "both": "above, line one line two; and its own",
+        "own": "only its own",
+        "spaced": "a blank line above: still the block right above",
+    }
 
 
 def test_checks_are_read_from_require_calls_of_the_section():
@@ -111,8 +122,11 @@ def test_site_builds_strict_with_every_link_and_anchor_resolved(tmp_path, caplog
 def test_the_pages_cite_no_issue_a_reader_cannot_see():
     """The project's issue numbers live in its tracker, not on GitHub: a page says what the issue was instead."""
     pages = [REPO / "README.md", *sorted((REPO / "docs").rglob("*.md"))]
-    cited = [f"{page.relative_to(REPO)}: {hit}" for page in pages
-             for hit in re.findall(r"\bissues? #?\d+", page.read_text(encoding="utf-8"), flags=re.IGNORECASE)]
+    cited = [
+        f"{page.relative_to(REPO)}: {hit}"
+        for page in pages
+        for hit in re.findall(r"\bissues? #?\d+", page.read_text(encoding="utf-8"), flags=re.IGNORECASE)
+    ]
     assert not cited, cited
 
 
@@ -127,7 +141,9 @@ def assert_dotted_keys_are_found(site: Path) -> None:
     def words(text: str) -> set[str]:  # the theme's tokenizer steps over the markup in the index's text
         return {word.lower() for word in separator.split(re.sub(r"<[^>]+>", " ", text)) if word}
 
-    config_page = words(" ".join(doc["text"] for doc in index["docs"] if doc["location"].startswith("reference/config/")))
+    config_page = words(
+        " ".join(doc["text"] for doc in index["docs"] if doc["location"].startswith("reference/config/"))
+    )
     for query in ("zero_stage", "train.zero_stage", "objectives.lexical.temperature", "eval.bli_max_pairs"):
         assert words(query) <= config_page, f"search finds no {query!r} on the config reference page"
 
@@ -159,8 +175,11 @@ def relative_link_targets(markdown_text: str) -> list[str]:
 
 
 def missing_targets(path: Path) -> list[str]:
-    return [t for t in relative_link_targets(path.read_text(encoding="utf-8"))
-            if not (path.parent / t.split("#")[0].split("?")[0]).exists()]
+    return [
+        t
+        for t in relative_link_targets(path.read_text(encoding="utf-8"))
+        if not (path.parent / t.split("#")[0].split("?")[0]).exists()
+    ]
 
 
 def test_readme_links_point_at_files_that_exist():
@@ -171,9 +190,11 @@ def test_readme_links_point_at_files_that_exist():
 def test_the_link_check_finds_a_missing_file(tmp_path):
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "here.md").write_text("# here\n")
-    (tmp_path / "README.md").write_text("[a](docs/here.md#x) [b](docs/gone.md) [c](https://example.org/x.md) "
-                                        "[d](#top) ![e](docs/img.png)\n\n[ref]: docs/ref.md\n\nsee [f][ref]\n"
-                                        '<img src="docs/raw.png">\n')
+    (tmp_path / "README.md").write_text(
+        "[a](docs/here.md#x) [b](docs/gone.md) [c](https://example.org/x.md) "
+        "[d](#top) ![e](docs/img.png)\n\n[ref]: docs/ref.md\n\nsee [f][ref]\n"
+        '<img src="docs/raw.png">\n'
+    )
     assert missing_targets(tmp_path / "README.md") == ["docs/gone.md", "docs/img.png", "docs/ref.md", "docs/raw.png"]
 
 
@@ -189,10 +210,27 @@ def test_metric_names_built_in_code_are_registered():
     clock = StartupClock()
     for phase in ("imports", "prepare", "first_step"):
         clock.mark(phase)
-    perf = window_metrics(Window(steps=2, step_s=1.0, phase_s={"data_wait": 0.1, "optimizer": 0.2}, sequences=4,
-                                 tokens=64, padding=8, flops=1e9), peak=1e12)
-    names = [MLM_LOSS_METRIC, SELECTION_METRIC, TEST_METRIC, TEST_STEP, *clock.phases(), *perf,
-             *totals(perf, world_size=2)]
+    perf = window_metrics(
+        Window(
+            steps=2,
+            step_s=1.0,
+            phase_s={"data_wait": 0.1, "optimizer": 0.2},
+            sequences=4,
+            tokens=64,
+            padding=8,
+            flops=1e9,
+        ),
+        peak=1e12,
+    )
+    names = [
+        MLM_LOSS_METRIC,
+        SELECTION_METRIC,
+        TEST_METRIC,
+        TEST_STEP,
+        *clock.phases(),
+        *perf,
+        *totals(perf, world_size=2),
+    ]
     unregistered = [name for name in names if family_of(name, (TRAINING,)) is None]
     assert not unregistered, f"add these to distalign/metric_names.py: {unregistered}"
     assert family_of("Train/new_thing", (TRAINING,)) is None  # the registry is no catch-all

@@ -51,8 +51,13 @@ print(json.dumps(sorted(name for name in heavy if name in sys.modules)))
 def _loaded(command: str, modules: tuple[str, ...], home: Path) -> set[str]:
     argv = command.split() + ([] if command == "--help" else ["--help"])
     env = {**os.environ, "PYTHONPATH": str(REPO), "DISTALIGN_HOME": str(home)}
-    done = subprocess.run([sys.executable, "-c", PROBE, json.dumps([argv, modules, HEAVY])], env=env,
-                          capture_output=True, text=True, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, json.dumps([argv, modules, HEAVY])],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, f"{command}: {done.stderr[-2000:]}"
     return set(json.loads(done.stdout.splitlines()[-1]))
 
@@ -71,14 +76,20 @@ def test_a_command_loads_only_the_heavy_libraries_it_needs(loaded, command):
     assert not extra, f"`distalign {command}` loads {sorted(extra)} before it runs"
 
 
-
 def test_leaving_a_ray_session_that_never_started_imports_no_ray():
     """eval and transfer leave the Ray they started on the way out (``ray_session.leaving_ray``): when they never
     started one (an error before, or nothing to run), finding that out must not import Ray."""
-    code = ("import sys\nfrom distalign.ray_session import leaving_ray\nwith leaving_ray():\n    pass\n"
-            "print('ray' in sys.modules)")
-    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(REPO)},
-                          capture_output=True, text=True, timeout=120)
+    code = (
+        "import sys\nfrom distalign.ray_session import leaving_ray\nwith leaving_ray():\n    pass\n"
+        "print('ray' in sys.modules)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "False"
 

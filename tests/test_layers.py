@@ -16,8 +16,13 @@ LINT = Path(sys.executable).with_name("lint-imports")
 
 def lint(package_parent: Path) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(package_parent)}
-    return subprocess.run([str(LINT), "--config", str(REPO / "pyproject.toml"), "--no-cache"], cwd=package_parent,
-                          env=env, capture_output=True, text=True)
+    return subprocess.run(
+        [str(LINT), "--config", str(REPO / "pyproject.toml"), "--no-cache"],
+        cwd=package_parent,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
 
 
 def test_the_layers_hold():
@@ -49,9 +54,11 @@ def test_a_cycle_inside_a_package_breaks_the_contract(tmp_path):
 def test_the_driver_and_the_tokenising_code_import_no_model_classes():
     """Start-up (issue 14): transformers' model modules (torch's compiler, DeepSpeed through accelerate) cost
     every process seconds; the driver of a run on a cached model and Ray Data's tokenising tasks never need them."""
-    code = ("import sys, distalign.cli, distalign.train.trainer, distalign.preparation.streams; "
-            "print(sorted(m for m in ('transformers.modeling_utils', 'transformers.activations', 'deepspeed') "
-            "if m in sys.modules))")
+    code = (
+        "import sys, distalign.cli, distalign.train.trainer, distalign.preparation.streams; "
+        "print(sorted(m for m in ('transformers.modeling_utils', 'transformers.activations', 'deepspeed') "
+        "if m in sys.modules))"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"

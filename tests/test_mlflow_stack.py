@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from mlflow.tracking import MlflowClient
-
 from conftest import QUICKSTART, SMALL, free_port
+from mlflow.tracking import MlflowClient
+from mlflow_server import TrackingServer, postgres
+
 from distalign.config import load_config
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
-from mlflow_server import TrackingServer, postgres
 
 pytestmark = pytest.mark.heavy
 MODEL_NAME = "distalign-stack"
@@ -32,8 +32,9 @@ def stack(s3_endpoint, tmp_path_factory):
     s3.create_bucket(Bucket="mlflow")
     directory = tmp_path_factory.mktemp("stack")
     with postgres() as database:
-        server = TrackingServer(directory, free_port(), "s3://mlflow/artifacts", "pw-stack-test", s3_url,
-                                database=database)
+        server = TrackingServer(
+            directory, free_port(), "s3://mlflow/artifacts", "pw-stack-test", s3_url, database=database
+        )
         server.start(timeout=300)  # its app imports for minutes on a busy machine
         try:
             yield server, s3_url, s3
@@ -56,9 +57,18 @@ def wait_for_console(path: Path, text: str, process: subprocess.Popen, timeout: 
 @pytest.mark.timeout(900)  # 5-7 min on 2 cores at a load of 15-30 (other jobs), more at 50
 def test_a_run_rides_out_a_server_restart_and_registers_its_selected_model(stack, tmp_path, monkeypatch):
     server, s3_url, s3 = stack
-    overrides = [*SMALL, "run.name=stack", "train.num_workers=1", f"train.max_steps={STEPS}", "train.log_every=1",
-                 "train.checkpoint_every=15", "eval.every=15", "storage.path=s3://ckpt/stack",
-                 f"storage.endpoint_url={s3_url}", f"tracking.registered_model_name={MODEL_NAME}"]
+    overrides = [
+        *SMALL,
+        "run.name=stack",
+        "train.num_workers=1",
+        f"train.max_steps={STEPS}",
+        "train.log_every=1",
+        "train.checkpoint_every=15",
+        "eval.every=15",
+        "storage.path=s3://ckpt/stack",
+        f"storage.endpoint_url={s3_url}",
+        f"tracking.registered_model_name={MODEL_NAME}",
+    ]
     env = {**os.environ, **server.client_env, "DISTALIGN_HOME": str(tmp_path / "home")}
     console_path = tmp_path / "train.log"
     log = open(console_path, "w+")
@@ -73,8 +83,9 @@ def test_a_run_rides_out_a_server_restart_and_registers_its_selected_model(stack
         # the 30 steps take seconds, fewer than a restart)
         assert wait_for_console(console_path, "starting step 0", train, timeout=480), console_path.read_text()[-5000:]
         server.stop(crash=True)  # SIGKILL: no request it was serving gets an answer
-        assert wait_for_console(console_path, f"tracking server {server.url} unreachable", train, timeout=240), \
+        assert wait_for_console(console_path, f"tracking server {server.url} unreachable", train, timeout=240), (
             console_path.read_text()[-5000:]
+        )
         server.start(timeout=300)
         assert train.wait(timeout=300) == 0, console_path.read_text()[-5000:]
     finally:

@@ -14,8 +14,19 @@ from pathlib import Path
 
 from conftest import REPO
 
-RANDOM_CALLS = {"rand", "randn", "randint", "randperm", "bernoulli", "multinomial", "normal", "rand_like",
-                "randn_like", "randint_like", "Generator"}
+RANDOM_CALLS = {
+    "rand",
+    "randn",
+    "randint",
+    "randperm",
+    "bernoulli",
+    "multinomial",
+    "normal",
+    "rand_like",
+    "randn_like",
+    "randint_like",
+    "Generator",
+}
 # (file, function): reviewed draws made once at construction on the CPU; the state moves to the batch's
 # device before use (SenseState.to in SenseAwareObjective.forward)
 REVIEWED = {("distalign/objectives/sense_state.py", "__init__")}
@@ -40,15 +51,19 @@ def random_calls_without_device(path: Path) -> list[tuple[str, int]]:
 
 
 def test_training_side_random_draws_take_their_device_from_the_inputs():
-    offenders = {str(p.relative_to(REPO)): calls
-                 for package in ("objectives", "models", "train")
-                 for p in sorted((REPO / "distalign" / package).rglob("*.py"))
-                 if (calls := random_calls_without_device(p))}
+    offenders = {
+        str(p.relative_to(REPO)): calls
+        for package in ("objectives", "models", "train")
+        for p in sorted((REPO / "distalign" / package).rglob("*.py"))
+        if (calls := random_calls_without_device(p))
+    }
     assert offenders == {}
 
 
 def test_the_scan_finds_a_draw_without_a_device(tmp_path):
     source = tmp_path / "probe.py"
-    source.write_text("import torch\n\ndef noise(x):\n    return x + torch.randn(x.shape)\n\n"
-                      "def fine(x):\n    return x + torch.randn(x.shape, device=x.device)\n")
+    source.write_text(
+        "import torch\n\ndef noise(x):\n    return x + torch.randn(x.shape)\n\n"
+        "def fine(x):\n    return x + torch.randn(x.shape, device=x.device)\n"
+    )
     assert random_calls_without_device(source) == [("noise", 4)]

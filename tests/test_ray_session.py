@@ -46,8 +46,13 @@ def test_a_command_leaves_only_the_ray_session_it_started(monkeypatch):
 def test_the_drivers_offline_mode_and_data_places_reach_workers_on_every_node(init_calls, monkeypatch):
     """A worker on another node has that node's environment, not the driver's: the driver's offline switches, data
     home and Hugging Face cache travel in the job's runtime env (unset ones stay unset)."""
-    driver = {"HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "DISTALIGN_OFFLINE": "1",
-              "DISTALIGN_DATA": "/shared/distalign-data", "HF_HOME": "/shared/hf"}
+    driver = {
+        "HF_HUB_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "DISTALIGN_OFFLINE": "1",
+        "DISTALIGN_DATA": "/shared/distalign-data",
+        "HF_HOME": "/shared/hf",
+    }
     for name in ray_session.NODE_ENVIRONMENT:
         monkeypatch.delenv(name, raising=False)
     for name, value in driver.items():
@@ -65,8 +70,12 @@ def test_a_submitted_jobs_own_runtime_env_is_left_to_it():
     from ray.runtime_env.runtime_env import _merge_runtime_env
 
     job = {"working_dir": ".", "env_vars": {"HF_HUB_OFFLINE": "1", "MLFLOW_TRACKING_URI": "http://mlflow:5000"}}
-    driver = {"HF_HUB_OFFLINE": "1", "DISTALIGN_DATA": "/shared/data", "PATH": "/usr/bin",
-              ray_session.JOB_CONFIG_ENV: json.dumps({"runtime_env": job})}
+    driver = {
+        "HF_HUB_OFFLINE": "1",
+        "DISTALIGN_DATA": "/shared/data",
+        "PATH": "/usr/bin",
+        ray_session.JOB_CONFIG_ENV: json.dumps({"runtime_env": job}),
+    }
     forwarded = ray_session.forwarded_environment(driver)
     assert forwarded == {"DISTALIGN_DATA": "/shared/data"}
     merged = _merge_runtime_env(job, {"env_vars": forwarded})

@@ -32,8 +32,14 @@ KINDS_WITH_FILE = ("config", "study")
 
 # Appended to every `distalign train` of a marked block: the command as written, shrunk to seconds (the
 # documented settings still parse and validate; later overrides win)
-SMALLEST = ["train.max_steps=2", "train.checkpoint_every=2", "train.log_every=1", "train.warmup_steps=1",
-            "eval.every=0", "eval.bli_max_pairs=40"]
+SMALLEST = [
+    "train.max_steps=2",
+    "train.checkpoint_every=2",
+    "train.log_every=1",
+    "train.warmup_steps=1",
+    "eval.every=0",
+    "eval.bli_max_pairs=40",
+]
 
 
 @dataclass(frozen=True)
@@ -58,12 +64,15 @@ def marked_blocks() -> list[Block]:
                 continue
             kind, file = marker.group(1), marker.group(2) or ""
             where = f"{page.relative_to(REPO)}:{i + 1}"
-            assert i + 1 < len(lines) and lines[i + 1].startswith("```"), f"{where}: a runnable marker must be " \
-                                                                          "right before a fenced block"
-            assert (kind in KINDS_WITH_FILE) == bool(file), f"{where}: {kind} blocks " \
+            assert i + 1 < len(lines) and lines[i + 1].startswith("```"), (
+                f"{where}: a runnable marker must be right before a fenced block"
+            )
+            assert (kind in KINDS_WITH_FILE) == bool(file), (
+                f"{where}: {kind} blocks "
                 f"{'name the file they are written to' if kind in KINDS_WITH_FILE else 'take no file name'}"
+            )
             end = next(j for j in range(i + 2, len(lines)) if lines[j].startswith("```"))
-            blocks.append(Block(str(page.relative_to(REPO)), i + 2, kind, file, "\n".join(lines[i + 2:end]) + "\n"))
+            blocks.append(Block(str(page.relative_to(REPO)), i + 2, kind, file, "\n".join(lines[i + 2 : end]) + "\n"))
     return blocks
 
 
@@ -78,16 +87,22 @@ def test_the_marker_convention_is_used():
     """The own-data example (README and guide) and the tour's commands are among the marked blocks."""
     blocks = marked_blocks()
     pages = {(b.page, b.kind) for b in blocks}
-    assert {("README.md", "config"), ("README.md", "shell"), ("docs/guides/own-data.md", "config"),
-            ("docs/guides/own-data.md", "study"), ("docs/getting-started.md", "shell")} <= pages
+    assert {
+        ("README.md", "config"),
+        ("README.md", "shell"),
+        ("docs/guides/own-data.md", "config"),
+        ("docs/guides/own-data.md", "study"),
+        ("docs/getting-started.md", "shell"),
+    } <= pages
     texts: dict[str, str] = {}
     for block in blocks:
         if block.file:  # one file, one content: every YAML block is written before any block runs
             assert texts.setdefault(block.file, block.text) == block.text, f"{block}: another block writes {block.file}"
         if block.kind == "shell":
             for words in commands(block):
-                assert words[0] == "distalign", f"{block}: a runnable shell block holds distalign commands only, " \
-                                                f"not {shlex.join(words)!r}"
+                assert words[0] == "distalign", (
+                    f"{block}: a runnable shell block holds distalign commands only, not {shlex.join(words)!r}"
+                )
 
 
 def own_data_files(root: Path) -> None:
@@ -97,8 +112,9 @@ def own_data_files(root: Path) -> None:
 
     from distalign.data.synthetic import SyntheticConfig, generate_world
 
-    world = generate_world(SyntheticConfig(languages=["en", "de"], num_concepts=80, sentences_per_language=300),
-                           root / "world")
+    world = generate_world(
+        SyntheticConfig(languages=["en", "de"], num_concepts=80, sentences_per_language=300), root / "world"
+    )
     (root / "corpora" / "en").mkdir(parents=True)
     shutil.copy(world.corpora["en"], root / "corpora" / "en" / "part-0.txt")
     shutil.copy(world.corpora["de"], root / "corpora" / "de-0.txt")
@@ -106,8 +122,9 @@ def own_data_files(root: Path) -> None:
     (root / "dict").mkdir()
     shutil.copy(world.eval_dictionaries[0].path, root / "dict" / "en-de.test.tsv")
     pairs = pq.read_table(world.constraints).to_pylist()
-    (root / "dict" / "en-de.train.tsv").write_text("".join(f"{p['word1']}\t{p['word2']}\n" for p in pairs
-                                                            if (p["lang1"], p["lang2"]) == ("en", "de")))
+    (root / "dict" / "en-de.train.tsv").write_text(
+        "".join(f"{p['word1']}\t{p['word2']}\n" for p in pairs if (p["lang1"], p["lang2"]) == ("en", "de"))
+    )
 
 
 @pytest.fixture(scope="module")

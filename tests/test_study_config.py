@@ -32,16 +32,23 @@ def test_shipped_study_file_loads_as_a_dataclass():
     study, trials = load_study(SHIPPED)
     raw = yaml.safe_load(SHIPPED.read_text())
     assert isinstance(study, StudyConfig)
-    assert (study.study, study.base, study.metric, study.mode) == (raw["study"], "../jobs/configs/quickstart.yaml",
-                                                                    raw["metric"], "max")
+    assert (study.study, study.base, study.metric, study.mode) == (
+        raw["study"],
+        "../jobs/configs/quickstart.yaml",
+        raw["metric"],
+        "max",
+    )
     assert study.grid == {"train.lr": [1.0e-3, 3.0e-4], "data.max_constraints": [400, 1200]}
     assert study.overrides == raw["overrides"] and study.trial_cpus == 0.1
     assert len(trials) == 4 and all(isinstance(c, ExperimentConfig) for c in trials.values())
 
 
 def test_unknown_study_key_names_it_and_the_allowed_keys(tmp_path):
-    with pytest.raises(ConfigError, match=r"unknown key 'grids' \(allowed here: base, grid, language_samples, max_concurrent_trials, "
-                                          r"max_failures, metric, mode, overrides, search, study, trial_cpus\)"):
+    with pytest.raises(
+        ConfigError,
+        match=r"unknown key 'grids' \(allowed here: base, grid, language_samples, max_concurrent_trials, "
+        r"max_failures, metric, mode, overrides, search, study, trial_cpus\)",
+    ):
         load_study(write_study(tmp_path, grids={"train.lr": [1e-3]}))
 
 
@@ -50,24 +57,28 @@ def test_unknown_grid_key_is_named_with_its_dotted_path(tmp_path):
         load_study(write_study(tmp_path, grid={"train.lrr": [1e-3]}))
 
 
-@pytest.mark.parametrize("changes,message", [
-    ({"mode": "best"}, r"mode: 'best' is not one of \['min', 'max'\]"),
-    ({"max_concurrent_trials": "two"}, r"max_concurrent_trials: expected an integer"),
-    ({"max_concurrent_trials": -1}, r"max_concurrent_trials: must be >= 0"),
-    ({"grid": {"train.lr": 0.1}}, r"grid\.train\.lr: expected a list"),
-    ({"grid": {"train.lr": []}}, r"grid\.train\.lr: must be a non-empty list"),
-    ({"grid": {}}, r"^grid: must map"),
-    ({"overrides": "train.lr=1"}, r"overrides: expected a list"),
-    ({"base": "absent.yaml"}, r"base: experiment config not found: .*absent\.yaml"),
-])
+@pytest.mark.parametrize(
+    "changes,message",
+    [
+        ({"mode": "best"}, r"mode: 'best' is not one of \['min', 'max'\]"),
+        ({"max_concurrent_trials": "two"}, r"max_concurrent_trials: expected an integer"),
+        ({"max_concurrent_trials": -1}, r"max_concurrent_trials: must be >= 0"),
+        ({"grid": {"train.lr": 0.1}}, r"grid\.train\.lr: expected a list"),
+        ({"grid": {"train.lr": []}}, r"grid\.train\.lr: must be a non-empty list"),
+        ({"grid": {}}, r"^grid: must map"),
+        ({"overrides": "train.lr=1"}, r"overrides: expected a list"),
+        ({"base": "absent.yaml"}, r"base: experiment config not found: .*absent\.yaml"),
+    ],
+)
 def test_wrong_study_values_name_the_key(tmp_path, changes, message):
     with pytest.raises(ConfigError, match=message):
         load_study(write_study(tmp_path, **changes))
 
 
 def test_overrides_of_the_study_and_of_every_trial():
-    study, trials = load_study(SHIPPED, ["grid.train.lr=[1.0e-2]", "max_concurrent_trials=2", "mode=min",
-                                         "train.max_steps=7"])
+    study, trials = load_study(
+        SHIPPED, ["grid.train.lr=[1.0e-2]", "max_concurrent_trials=2", "mode=min", "train.max_steps=7"]
+    )
     assert study.grid == {"train.lr": [1.0e-2], "data.max_constraints": [400, 1200]}  # one grid key replaced
     assert (study.max_concurrent_trials, study.mode) == (2, "min")
     assert {(c.train.lr, c.data.max_constraints) for c in trials.values()} == {(1e-2, 400), (1e-2, 1200)}
@@ -92,10 +103,12 @@ def test_a_search_study_checks_its_space_before_it_runs(tmp_path):
     assert study.search.space == {"train.lr": {"loguniform": [1e-4, 1e-2]}} and study.search.scheduler == "asha"
     (base,) = trials.values()  # the config every suggested trial starts from
     assert base.train.max_steps == 60
-    for space, message in [({"train.lr": {"loguniform": [1e-2, 1e-4]}}, r"search\.space\.train\.lr: one of"),
-                           ({"train.lr": {"normal": [0, 1]}}, r"search\.space\.train\.lr: one of"),
-                           ({"train.lrr": {"choice": [1e-3]}}, r"unknown key 'train\.lrr'"),
-                           ({"train.max_steps": {"randint": [-5, 10]}}, r"train\.max_steps")]:
+    for space, message in [
+        ({"train.lr": {"loguniform": [1e-2, 1e-4]}}, r"search\.space\.train\.lr: one of"),
+        ({"train.lr": {"normal": [0, 1]}}, r"search\.space\.train\.lr: one of"),
+        ({"train.lrr": {"choice": [1e-3]}}, r"unknown key 'train\.lrr'"),
+        ({"train.max_steps": {"randint": [-5, 10]}}, r"train\.max_steps"),
+    ]:
         with pytest.raises(ConfigError, match=message):
             load_study(write_study(tmp_path, grid={}, search={"space": space}))
     with pytest.raises(ConfigError, match="seeds > 1 with scheduler asha"):
@@ -143,8 +156,11 @@ def test_a_language_sample_short_of_constraints_fails_before_ray_naming_the_tria
     monkeypatch.setattr("distalign.ray_session.ensure_ray", lambda: pytest.fail("Ray was started"))
     assert main(["tune", str(STUDIES / "language_samples_tiny.yaml"), "language_samples.per_pair=500"]) == 2
     err = capsys.readouterr().err
-    trials = re.findall(r"trial (language-samples-tiny-\d+): data.constraints_per_pair=500: these language pairs have "
-                        r"fewer constraints", err)
+    trials = re.findall(
+        r"trial (language-samples-tiny-\d+): data.constraints_per_pair=500: these language pairs have "
+        r"fewer constraints",
+        err,
+    )
     assert err.startswith(f"distalign: error: {len(trials)} problems:") and len(set(trials)) == len(trials) > 1, err
 
 
@@ -185,8 +201,10 @@ def test_split_of_evaluation_dictionaries_into_validation_and_test():
     from distalign.data.sources import DictionarySource
     from distalign.preparation.inputs import split_eval_dictionaries
 
-    sources = [DictionarySource(f"{a}-{b}.tsv", a, b) for a, b in
-               [("en", "it"), ("de", "ru"), ("en", "fi"), ("fi", "tr"), ("tr", "ko"), ("de", "it")]]
+    sources = [
+        DictionarySource(f"{a}-{b}.tsv", a, b)
+        for a, b in [("en", "it"), ("de", "ru"), ("en", "fi"), ("fi", "tr"), ("tr", "ko"), ("de", "it")]
+    ]
     validation, test = split_eval_dictionaries(sources, [], ["fi", "tr", "ko"])
     assert [s.path for s in validation] == ["en-it.tsv", "de-ru.tsv", "de-it.tsv"]  # en-fi: a test language
     assert [s.path for s in test] == ["fi-tr.tsv", "tr-ko.tsv"]

@@ -6,14 +6,19 @@ from __future__ import annotations
 import math
 import pickle
 
+from conftest import QUICKSTART, SMALL
 from ray.core.generated import autoscaler_pb2
 
-from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
-from distalign.preparation.inputs import prepare_data
 from distalign.preparation.cache import content_key
-from distalign.studies.concurrency import (REREAD_S, ClusterLimit, ClusterSizedLimiter, ClusterSizedVariants,
-                                           autoscaler_max_resources)
+from distalign.preparation.inputs import prepare_data
+from distalign.studies.concurrency import (
+    REREAD_S,
+    ClusterLimit,
+    ClusterSizedLimiter,
+    ClusterSizedVariants,
+    autoscaler_max_resources,
+)
 from distalign.studies.shared_inputs import check_trials, inputs_key, staged_for_trials
 from distalign.studies.study import load_study, trials_that_fit
 from distalign.train.preflight import check_run
@@ -23,19 +28,29 @@ STUDY = QUICKSTART.parents[2] / "tuning" / "quickstart.yaml"  # lr x data.max_co
 
 def test_the_inputs_key_ignores_what_changes_no_input():
     base = load_config(QUICKSTART, SMALL)
-    for same in (["train.lr=1e-4", "run.name=another"], ["objectives.lexical.temperature=0.1"],
-                 ["objectives.lexical.weight=0.5"]):
+    for same in (
+        ["train.lr=1e-4", "run.name=another"],
+        ["objectives.lexical.temperature=0.1"],
+        ["objectives.lexical.weight=0.5"],
+    ):
         assert inputs_key(base) == inputs_key(load_config(QUICKSTART, [*SMALL, *same])), same
-    for changed in ("train.seed=1", "data.max_constraints=100", "train.num_workers=4", "model.tiny.vocab_size=777",
-                    "objectives.mlm.weight=0", "objectives.static.extract_layer=2"):
+    for changed in (
+        "train.seed=1",
+        "data.max_constraints=100",
+        "train.num_workers=4",
+        "model.tiny.vocab_size=777",
+        "objectives.mlm.weight=0",
+        "objectives.static.extract_layer=2",
+    ):
         assert inputs_key(base) != inputs_key(load_config(QUICKSTART, [*SMALL, changed])), changed
 
 
 def test_trials_of_one_input_share_what_each_would_prepare_itself(tmp_path, caplog):
     """The first trial of each input is prepared; the other trial of that input gets
     that result, equal field by field to what it prepares itself."""
-    _, trials = load_study(STUDY, [*SMALL, f"storage.path={tmp_path / 'runs'}",
-                                   f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"])
+    _, trials = load_study(
+        STUDY, [*SMALL, f"storage.path={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"]
+    )
     with caplog.at_level("INFO", logger="distalign"):
         prepared = check_trials(trials)
     assert "inputs of the 4 trials checked and prepared (2 distinct)" in caplog.text
@@ -52,10 +67,18 @@ def test_on_s3_an_input_is_staged_once_for_the_study(s3_endpoint, distalign_home
     """Storage on S3: the driver's tiny model and generated corpora go up once per distinct input, under the
     study's prefix, and the trials' shared inputs name the staged copies."""
     url, s3 = s3_endpoint
-    _, trials = load_study(STUDY, [*SMALL, "storage.path=s3://ckpt/studies", f"storage.endpoint_url={url}",
-                                   f"tracking.uri=sqlite:///{distalign_home / 'm.db'}", "grid.train.lr=[1e-3]",
-                                   "grid.data.max_constraints=[400]"])
-    (key, inputs), = check_trials(trials).items()
+    _, trials = load_study(
+        STUDY,
+        [
+            *SMALL,
+            "storage.path=s3://ckpt/studies",
+            f"storage.endpoint_url={url}",
+            f"tracking.uri=sqlite:///{distalign_home / 'm.db'}",
+            "grid.train.lr=[1e-3]",
+            "grid.data.max_constraints=[400]",
+        ],
+    )
+    ((key, inputs),) = check_trials(trials).items()
     staged = staged_for_trials("quickstart-tune", key, inputs, trials["quickstart-tune-000"])
     prefix = f"studies/quickstart-tune-inputs/{content_key(key)}/inputs"
     assert staged.model_path == f"s3://ckpt/{prefix}/model"
@@ -67,13 +90,17 @@ def test_on_s3_an_input_is_staged_once_for_the_study(s3_endpoint, distalign_home
 
 def test_the_autoscalers_maximum_from_its_node_groups():
     config = autoscaler_pb2.ClusterConfig(
-        node_group_configs=[autoscaler_pb2.NodeGroupConfig(name="head", resources={"CPU": 4}, max_count=1),
-                            autoscaler_pb2.NodeGroupConfig(name="gpu", resources={"CPU": 16, "GPU": 8}, max_count=16),
-                            autoscaler_pb2.NodeGroupConfig(name="none", resources={"CPU": 64}, max_count=0)],
-        max_resources={"GPU": 100})
+        node_group_configs=[
+            autoscaler_pb2.NodeGroupConfig(name="head", resources={"CPU": 4}, max_count=1),
+            autoscaler_pb2.NodeGroupConfig(name="gpu", resources={"CPU": 16, "GPU": 8}, max_count=16),
+            autoscaler_pb2.NodeGroupConfig(name="none", resources={"CPU": 64}, max_count=0),
+        ],
+        max_resources={"GPU": 100},
+    )
     assert autoscaler_max_resources(config) == {"CPU": 4 + 16 * 16, "GPU": 100}
     unbounded = autoscaler_pb2.ClusterConfig(
-        node_group_configs=[autoscaler_pb2.NodeGroupConfig(name="cpu", resources={"CPU": 8}, max_count=-1)])
+        node_group_configs=[autoscaler_pb2.NodeGroupConfig(name="cpu", resources={"CPU": 8}, max_count=-1)]
+    )
     assert autoscaler_max_resources(unbounded) == {"CPU": math.inf}
     assert autoscaler_max_resources(None) == {}  # no autoscaler (a local cluster, nodes joined by hand)
 

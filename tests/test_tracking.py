@@ -6,8 +6,8 @@ import pytest
 import yaml
 from mlflow.tracking import MlflowClient
 
-from distalign.config import load_config
 from distalign import tracking
+from distalign.config import load_config
 from distalign.tracking import PARENT_TAG, RUN_NAME_TAG, STORAGE_TAG, MetricLogger, tracked_run
 
 
@@ -66,10 +66,14 @@ def test_experiments_are_created_as_model_training_and_older_ones_tagged(uri, cl
     older = client.create_experiment(f"{experiment}-older")  # made before distalign tagged its experiments
     assert tracking.experiment_id(client, f"{experiment}-older") == older
     assert client.get_experiment(older).tags[tracking.EXPERIMENT_KIND_TAG] == "custom_model_development"
-    assert tracking.run_url(uri, "3", run_id) == \
-        f"http://127.0.0.1:5000/#/experiments/3/runs/{run_id}?workflowType=machine_learning"
-    assert tracking.run_url("https://mlflow.example.org/", "3", "abc") == \
-        "https://mlflow.example.org/#/experiments/3/runs/abc?workflowType=machine_learning"
+    assert (
+        tracking.run_url(uri, "3", run_id)
+        == f"http://127.0.0.1:5000/#/experiments/3/runs/{run_id}?workflowType=machine_learning"
+    )
+    assert (
+        tracking.run_url("https://mlflow.example.org/", "3", "abc")
+        == "https://mlflow.example.org/#/experiments/3/runs/abc?workflowType=machine_learning"
+    )
 
 
 def test_body_exception_marks_failed_and_propagates(uri, client, experiment):
@@ -235,8 +239,7 @@ def test_values_still_queued_when_the_server_stays_away_are_counted_as_dropped(t
     assert f"tracking server {uri} did not answer: 3 metric values of run {'0' * 32} were dropped" in caplog.text
 
 
-def test_a_value_the_server_refuses_is_named_and_counted_and_never_blocks_the_later_ones(tmp_path, monkeypatch,
-                                                                                        caplog):
+def test_a_value_the_server_refuses_is_named_and_counted_and_never_blocks_the_later_ones(tmp_path, monkeypatch, caplog):
     """A metric name MLflow never accepts (a plugin objective's, say) used to be retried as if the server were
     down, holding every later value behind it until close dropped them all."""
     watch_distalign_log(caplog, monkeypatch)
@@ -247,7 +250,8 @@ def test_a_value_the_server_refuses_is_named_and_counted_and_never_blocks_the_la
     logger.log({"Train/loss": 1.0, "Train/bad~name_loss": 2.0}, step=1)
     logger.log({"Train/loss": 0.5}, step=2)
     assert logger.close() == 1
-    assert [(m.step, m.value) for m in sorted(client.get_metric_history(run_id, "Train/loss"),
-                                              key=lambda m: m.step)] == [(1, 1.0), (2, 0.5)]
+    assert [
+        (m.step, m.value) for m in sorted(client.get_metric_history(run_id, "Train/loss"), key=lambda m: m.step)
+    ] == [(1, 1.0), (2, 0.5)]
     assert "refused 1 metric values" in caplog.text and "Train/bad~name_loss at step 1" in caplog.text
     assert "unreachable" not in caplog.text

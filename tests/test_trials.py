@@ -6,14 +6,13 @@ import pickle
 import types
 
 import pytest
+from test_study_config import SHIPPED
 
 from distalign.config import ConfigError
 from distalign.studies import runner
 from distalign.studies.shared_inputs import SharedInputs
 from distalign.studies.study import load_study
-from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity, trial_config
-from test_study_config import SHIPPED
-
+from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity
 
 NONE_SHARED = SharedInputs({})  # the study prepared nothing for these trials
 
@@ -33,8 +32,11 @@ def started(monkeypatch):
 
     def run_training(config, callbacks=None, trial_report=None, checked=None):
         configs.append(config)
-        test = {"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20} \
-            if config.eval.test_languages else {}
+        test = (
+            {"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20}
+            if config.eval.test_languages
+            else {}
+        )
         return trainer.TrainingOutcome("run-1", "", {"step": 40}, "", test)
 
     monkeypatch.setattr(trainer, "run_training", run_training)
@@ -73,8 +75,9 @@ def test_grid_trial_is_validated_like_a_search_trial(started):
     with pytest.raises(ConfigError, match=r"train\.lr"):
         runner._trial({"trial": GridTrial(identity, {}, bad)}, NONE_SHARED)
     with pytest.raises(ConfigError, match=r"train\.lr"):
-        runner._search_trial({"trial": SearchBase("s", config.to_dict(), "parent-1"), "point": {"train.lr": -1.0}},
-                             NONE_SHARED)
+        runner._search_trial(
+            {"trial": SearchBase("s", config.to_dict(), "parent-1"), "point": {"train.lr": -1.0}}, NONE_SHARED
+        )
     assert not started
 
 
@@ -82,8 +85,9 @@ def test_trial_identity_is_applied_before_validation_never_written_back(started)
     _, name, config = shipped_trial()
     data = config.to_dict()
     before = pickle.dumps(data)
-    runner._search_trial({"trial": SearchBase("s", data, "parent-1"), "point": {"train.lr": 0.002},
-                          "__trial_index__": 2}, NONE_SHARED)
+    runner._search_trial(
+        {"trial": SearchBase("s", data, "parent-1"), "point": {"train.lr": 0.002}, "__trial_index__": 2}, NONE_SHARED
+    )
     runner._trial({"trial": GridTrial(TrialIdentity(name, 5, {"t": "v"}, "parent-1"), {}, data)}, NONE_SHARED)
     search, grid = started
     assert (search.run.name, search.train.seed, search.train.lr) == ("s-abc123", config.train.seed + 2, 0.002)

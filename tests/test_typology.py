@@ -17,11 +17,16 @@ from distalign.typology import (
 
 PL_BLI = "bg ca eo et eu fi he hu id ka ko lt no th tr".split()  # BabelBERT §4, the test languages of §5.1
 TABLE_2 = [  # language sample, d_typ, sim_train-test
-    ("af de el en es fr nl pt ro uk", 0.1830, 0.7369), ("af en hi it ms nl pt ro ru uk", 0.2406, 0.7275),
-    ("af de en fr it pl pt ta uk ur", 0.2661, 0.7113), ("bn de en es hi it jv ro ru uk", 0.2906, 0.7114),
-    ("en it mr ms pl pt ru ta uk zh", 0.3180, 0.6953), ("az de en fa fr it pt sw ta uk", 0.3576, 0.6764),
-    ("af de el fr jv ml mr qu ta uk", 0.3746, 0.6520), ("bn el fr hi jv mr ms qu ro tl", 0.4022, 0.6530),
-    ("bn gu it my pt ro sw ta vi zh", 0.4231, 0.6345), ("ar de el en ja jv kk my sw ur", 0.4600, 0.6207),
+    ("af de el en es fr nl pt ro uk", 0.1830, 0.7369),
+    ("af en hi it ms nl pt ro ru uk", 0.2406, 0.7275),
+    ("af de en fr it pl pt ta uk ur", 0.2661, 0.7113),
+    ("bn de en es hi it jv ro ru uk", 0.2906, 0.7114),
+    ("en it mr ms pl pt ru ta uk zh", 0.3180, 0.6953),
+    ("az de en fa fr it pt sw ta uk", 0.3576, 0.6764),
+    ("af de el fr jv ml mr qu ta uk", 0.3746, 0.6520),
+    ("bn el fr hi jv mr ms qu ro tl", 0.4022, 0.6530),
+    ("bn gu it my pt ro sw ta vi zh", 0.4231, 0.6345),
+    ("ar de el en ja jv kk my sw ur", 0.4600, 0.6207),
 ]
 
 
@@ -81,7 +86,9 @@ def test_the_package_is_found_when_the_lang2vec_script_comes_first_on_the_path()
 
     scripts = Path(sys.executable).parent
     assert (scripts / "lang2vec.py").is_file()  # else this test proves nothing
-    probe = (f"import sys; sys.path.insert(0, {str(scripts)!r}); from distalign.typology import uriel_vectors; "
-             "print(uriel_vectors(['en', 'de']).shape)")
+    probe = (
+        f"import sys; sys.path.insert(0, {str(scripts)!r}); from distalign.typology import uriel_vectors; "
+        "print(uriel_vectors(['en', 'de']).shape)"
+    )
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0 and out.stdout.strip() == "(2, 103)", out.stderr[-2000:]

@@ -10,10 +10,22 @@ def wordpiece_tokenizer(texts, vocab_size: int) -> PreTrainedTokenizerFast:
     wp.normalizer = normalizers.BertNormalizer(lowercase=True)
     wp.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     wp.decoder = decoders.WordPiece()
-    wp.train_from_iterator(texts, trainers.WordPieceTrainer(
-        vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    wp.train_from_iterator(
+        texts,
+        trainers.WordPieceTrainer(
+            vocab_size=vocab_size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False
+        ),
+    )
     cls, sep = wp.token_to_id("[CLS]"), wp.token_to_id("[SEP]")
     wp.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
-    return PreTrainedTokenizerFast(tokenizer_object=wp, cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]",
-                                   mask_token="[MASK]", unk_token="[UNK]", model_max_length=64)
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B [SEP]", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
+    return PreTrainedTokenizerFast(
+        tokenizer_object=wp,
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        pad_token="[PAD]",
+        mask_token="[MASK]",
+        unk_token="[UNK]",
+        model_max_length=64,
+    )

@@ -21,14 +21,37 @@ LEXICON = {
 }
 FEATURES = {
     "xnli": Features({"premise": Value("string"), "hypothesis": Value("string"), "label": ClassLabel(names=NLI)}),
-    "pawsx": Features({"id": Value("int32"), "sentence1": Value("string"), "sentence2": Value("string"),
-                       "label": ClassLabel(names=["0", "1"])}),
-    "wikiann": Features({"tokens": List(Value("string")), "ner_tags": List(ClassLabel(names=NER)),
-                         "langs": List(Value("string")), "spans": List(Value("string"))}),
-    "udpos": Features({"idx": Value("string"), "text": Value("string"), "tokens": List(Value("string")),
-                       "lemmas": List(Value("string")), "upos": List(ClassLabel(names=list(UPOS))),
-                       "xpos": List(Value("string")), "feats": List(Value("string")), "head": List(Value("string")),
-                       "deprel": List(Value("string")), "deps": List(Value("string")), "misc": List(Value("string"))}),
+    "pawsx": Features(
+        {
+            "id": Value("int32"),
+            "sentence1": Value("string"),
+            "sentence2": Value("string"),
+            "label": ClassLabel(names=["0", "1"]),
+        }
+    ),
+    "wikiann": Features(
+        {
+            "tokens": List(Value("string")),
+            "ner_tags": List(ClassLabel(names=NER)),
+            "langs": List(Value("string")),
+            "spans": List(Value("string")),
+        }
+    ),
+    "udpos": Features(
+        {
+            "idx": Value("string"),
+            "text": Value("string"),
+            "tokens": List(Value("string")),
+            "lemmas": List(Value("string")),
+            "upos": List(ClassLabel(names=list(UPOS))),
+            "xpos": List(Value("string")),
+            "feats": List(Value("string")),
+            "head": List(Value("string")),
+            "deprel": List(Value("string")),
+            "deps": List(Value("string")),
+            "misc": List(Value("string")),
+        }
+    ),
 }
 
 
@@ -58,20 +81,35 @@ def rows(task: str, lang: str, n: int, seed: int) -> dict[str, list]:
         return {"id": list(range(n)), "sentence1": firsts, "sentence2": seconds, "label": labels}
     sentences = [tagged_sentence(lang, rng) for _ in range(n)]
     if task == "wikiann":
-        return {"tokens": [w for w, _, _ in sentences], "ner_tags": [[NER.index(t) for t in tags] for _, tags, _ in sentences],
-                "langs": [[lang] * len(w) for w, _, _ in sentences], "spans": [[] for _ in sentences]}
+        return {
+            "tokens": [w for w, _, _ in sentences],
+            "ner_tags": [[NER.index(t) for t in tags] for _, tags, _ in sentences],
+            "langs": [[lang] * len(w) for w, _, _ in sentences],
+            "spans": [[] for _ in sentences],
+        }
     empty = [["_"] * len(w) for w, _, _ in sentences]
-    return {"idx": [f"{lang}-{i}" for i in range(n)], "text": [" ".join(w) for w, _, _ in sentences],
-            "tokens": [w for w, _, _ in sentences], "lemmas": empty,
-            "upos": [[UPOS.index(t) for t in tags] for _, _, tags in sentences], "xpos": empty, "feats": empty,
-            "head": empty, "deprel": empty, "deps": empty, "misc": empty}
+    return {
+        "idx": [f"{lang}-{i}" for i in range(n)],
+        "text": [" ".join(w) for w, _, _ in sentences],
+        "tokens": [w for w, _, _ in sentences],
+        "lemmas": empty,
+        "upos": [[UPOS.index(t) for t in tags] for _, _, tags in sentences],
+        "xpos": empty,
+        "feats": empty,
+        "head": empty,
+        "deprel": empty,
+        "deps": empty,
+        "misc": empty,
+    }
 
 
 def save_task(root: Path, task: str, lang: str, sizes=(32, 12, 12), seed: int = 0) -> Path:
     """``<root>/<task>/<lang>/``: a DatasetDict (train, validation, test) in the task's Hub schema."""
     out = root / task / lang
-    splits = {split: Dataset.from_dict(rows(task, lang, n, seed * 10 + i), features=FEATURES[task])
-              for i, (split, n) in enumerate(zip(("train", "validation", "test"), sizes))}
+    splits = {
+        split: Dataset.from_dict(rows(task, lang, n, seed * 10 + i), features=FEATURES[task])
+        for i, (split, n) in enumerate(zip(("train", "validation", "test"), sizes))
+    }
     DatasetDict(splits).save_to_disk(str(out))
     return out
 
@@ -80,5 +118,8 @@ def tiny_model(out: Path) -> Path:
     """A random-init XLM-R-style model whose tokenizer is trained on the fixtures' words."""
     words = [w for names, places, verbs in LEXICON.values() for w in names + places + verbs]
     texts = [" ".join(random.Random(i).sample(words, 5)) for i in range(200)]
-    return build_tiny_model(out, texts, TinyModelConfig(vocab_size=80, hidden_size=16, num_layers=1, num_heads=2,
-                                                        intermediate_size=32, max_length=64))
+    return build_tiny_model(
+        out,
+        texts,
+        TinyModelConfig(vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=32, max_length=64),
+    )

@@ -26,17 +26,19 @@ class BareObjectives(nn.Module):
         self.masked_lm, self.temperature = masked_lm, temperature
 
     def forward(self, corpus: dict[str, torch.Tensor], pairs: dict[str, torch.Tensor]) -> torch.Tensor:
-        mlm = mlm_loss(self.masked_lm, corpus["labels"], input_ids=corpus["masked_ids"],
-                       attention_mask=corpus["attention_mask"])
-        states = self.masked_lm.base_model(input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),
-                                           attention_mask=torch.cat([pairs["attention_mask1"],
-                                                                     pairs["attention_mask2"]])).last_hidden_state
+        mlm = mlm_loss(
+            self.masked_lm, corpus["labels"], input_ids=corpus["masked_ids"], attention_mask=corpus["attention_mask"]
+        )
+        states = self.masked_lm.base_model(
+            input_ids=torch.cat([pairs["input_ids1"], pairs["input_ids2"]]),  # type: ignore[operator]
+            attention_mask=torch.cat([pairs["attention_mask1"], pairs["attention_mask2"]]),
+        ).last_hidden_state
         mask = torch.cat([pairs["word_mask1"], pairs["word_mask2"]]).unsqueeze(-1).to(states.dtype)
         words, synsets = (states * mask).sum(1) / mask.sum(1).clamp(min=1), pairs["synset"]
         if collectives.distributed():
             n = len(synsets)
             sides = torch.cat(collectives.all_gather_with_grad(torch.cat([words[:n], words[n:]], 1)))  # [N_all, 2d]
-            words = torch.cat([sides[:, : words.shape[1]], sides[:, words.shape[1]:]])
+            words = torch.cat([sides[:, : words.shape[1]], sides[:, words.shape[1] :]])
             synsets = torch.cat(collectives.all_gather_tensors(synsets))
         return mlm + self.info_nce(F.normalize(words, dim=-1), synsets.repeat(2))
 

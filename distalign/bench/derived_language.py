@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import random
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Iterator
 
 TRANSFORMATIONS = ("translit", "translit_inv", "translit_perm", "translit_syn")
 NEEDS_PARSE = {"translit_syn"}
@@ -42,12 +42,14 @@ class Transliteration:
     kept: frozenset[str] = frozenset()
 
     @classmethod
-    def for_text(cls, sentences: list[str]) -> "Transliteration":
+    def for_text(cls, sentences: list[str]) -> Transliteration:
         chars = sorted({c for s in sentences for c in s if not c.isspace()})
         table = dict(zip(chars, derived_letters(set(chars))))
         if len(table) < len(chars):
-            raise ValueError(f"the base corpus uses {len(chars)} distinct characters; transliteration supports "
-                             f"{len(table)} (use a smaller or cleaner corpus)")
+            raise ValueError(
+                f"the base corpus uses {len(chars)} distinct characters; transliteration supports "
+                f"{len(table)} (use a smaller or cleaner corpus)"
+            )
         return cls(table)
 
     def word(self, word: str) -> str:
@@ -68,7 +70,8 @@ def derived_letters(base: set[str]) -> Iterator[str]:
 
 def invert_sentences(words: list[str], period: str | None) -> list[int]:
     """The positions of ``words`` with each period-delimited sentence reversed, its period (if any) kept last."""
-    out, sentence = [], []
+    out: list[int] = []
+    sentence: list[int] = []
     for i, word in enumerate(words):
         if word == period:
             out += sentence[::-1] + [i]
@@ -90,8 +93,13 @@ def word_order(words: list[str], transformation: str, rng: random.Random, period
     return order
 
 
-def derive(sentences: list[str], transformation: str, translit: Transliteration, seed: int = 0,
-           reordered: list[str] | None = None) -> list[str]:
+def derive(
+    sentences: list[str],
+    transformation: str,
+    translit: Transliteration,
+    seed: int = 0,
+    reordered: list[str] | None = None,
+) -> list[str]:
     """The derived-language corpus, sentence i translating base sentence i. ``translit_syn`` takes the
     sentences already re-ordered by their parses (``reordered``, in the same order)."""
     if transformation not in TRANSFORMATIONS:

@@ -35,18 +35,23 @@ SUPPORTED = tuple(name for name, task in TRANSFER_TASKS.items() if issubclass(ta
 def check_tasks(tasks: tuple[str, ...], transformations: tuple[str, ...]) -> None:
     unknown = [name for name in tasks if name not in SUPPORTED]
     if unknown:
-        raise InputError(f"--transfer-tasks {','.join(unknown)}: the bench carries {', '.join(SUPPORTED)} into the "
-                         "derived language (NER's B-/I- tags would need repairing after inversion)")
+        raise InputError(
+            f"--transfer-tasks {','.join(unknown)}: the bench carries {', '.join(SUPPORTED)} into the "
+            "derived language (NER's B-/I- tags would need repairing after inversion)"
+        )
     pairs = [name for name in tasks if issubclass(TRANSFER_TASKS[name], SentencePairTask)]
     if pairs and NEEDS_PARSE & set(transformations):
-        raise InputError(f"--transfer-tasks {','.join(pairs)} with translit_syn: the pairs' sentences have no "
-                         "dependency parses to re-order; run translit_syn with --transfer-tasks udpos (parsed CoNLL-U)")
+        raise InputError(
+            f"--transfer-tasks {','.join(pairs)} with translit_syn: the pairs' sentences have no "
+            "dependency parses to re-order; run translit_syn with --transfer-tasks udpos (parsed CoNLL-U)"
+        )
 
 
 def read_examples(data_dir: str, lang: str, tasks: tuple[str, ...]) -> dict[tuple[str, str], list]:
     """(task, split) -> the base language's examples, read and checked by ``distalign transfer``'s readers."""
-    return {(name, split): read_split(TRANSFER_TASKS[name], data_dir, lang, split)[0]
-            for name in tasks for split in SPLITS}
+    return {
+        (name, split): read_split(TRANSFER_TASKS[name], data_dir, lang, split)[0] for name in tasks for split in SPLITS
+    }
 
 
 def example_texts(examples: dict[tuple[str, str], list]) -> list[str]:
@@ -58,8 +63,9 @@ def example_texts(examples: dict[tuple[str, str], list]) -> list[str]:
     return texts
 
 
-def transform_tagged(words: list[str], tags: list, transformation: str, translit: Transliteration,
-                     rng: random.Random) -> tuple[list[str], list]:
+def transform_tagged(
+    words: list[str], tags: list, transformation: str, translit: Transliteration, rng: random.Random
+) -> tuple[list[str], list]:
     """A tagged sentence in the derived language: words transliterated and re-ordered, each tag moved with its word."""
     derived = [translit.word(w) for w in words]
     order = word_order(derived, transformation, rng, translit.table.get("."))
@@ -73,8 +79,10 @@ def transform_sentence(sentence: str, transformation: str, translit: Translitera
 
 def conllu_text(sentences: list[tuple[list[str], list[str]]]) -> str:
     """(words, UPOS tags) per sentence as CoNLL-U without trees."""
-    blocks = ["\n".join(f"{i}\t{w}\t_\t{t}\t_\t_\t_\t_\t_\t_" for i, (w, t) in enumerate(zip(words, tags), 1))
-              for words, tags in sentences]
+    blocks = [
+        "\n".join(f"{i}\t{w}\t_\t{t}\t_\t_\t_\t_\t_\t_" for i, (w, t) in enumerate(zip(words, tags), 1))
+        for words, tags in sentences
+    ]
     return "\n\n".join(blocks) + "\n\n"
 
 
@@ -91,30 +99,54 @@ def syntax_trees(data_dir: str, name: str, lang: str, split: str) -> list[list[W
         raise InputError(f"translit_syn re-orders {name} by its dependency trees: {error}") from None
 
 
-def write_derived_tasks(examples: dict[tuple[str, str], list], data_dir: str, lang: str, transformation: str,
-                        translit: Transliteration, seed: int, out: Path, base: str, derived: str,
-                        syntax_target: str = "fra") -> Path:
+def write_derived_tasks(
+    examples: dict[tuple[str, str], list],
+    data_dir: str,
+    lang: str,
+    transformation: str,
+    translit: Transliteration,
+    seed: int,
+    out: Path,
+    base: str,
+    derived: str,
+    syntax_target: str = "fra",
+) -> Path:
     """``out/<task>/{base,derived}/<split>.<suffix>``: the examples as they are, and transformed; returns ``out``."""
     p_after = after_probabilities(syntax_target) if transformation in NEEDS_PARSE else None
     for (name, split), items in examples.items():
         task = TRANSFER_TASKS[name]
         rng = random.Random(f"{seed}:{name}:{split}")  # translit_perm: a fresh permutation per sentence
         if issubclass(task, SentencePairTask):
-            texts = {base: pairs_text(task, items), derived: pairs_text(task, [PairExample(
-                transform_sentence(e.first, transformation, translit, rng),
-                transform_sentence(e.second, transformation, translit, rng), e.label) for e in items])}
+            texts = {
+                base: pairs_text(task, items),
+                derived: pairs_text(
+                    task,
+                    [
+                        PairExample(
+                            transform_sentence(e.first, transformation, translit, rng),
+                            transform_sentence(e.second, transformation, translit, rng),
+                            e.label,
+                        )
+                        for e in items
+                    ],
+                ),
+            }
         elif p_after is not None:  # the parsed file itself: read_split keeps no trees
             trees = syntax_trees(data_dir, name, lang, split)
-            reordered = [reordered_words(t, p_after, random.Random(f"{seed}:{name}:{split}:{i}"))
-                         for i, t in enumerate(trees)]
-            texts = {base: conllu_text([([w.form for w in t], [w.upos for w in t]) for t in trees]),
-                     derived: conllu_text([([translit.word(w.form) for w in t], [w.upos for w in t])
-                                           for t in reordered])}
+            reordered = [
+                reordered_words(t, p_after, random.Random(f"{seed}:{name}:{split}:{i}")) for i, t in enumerate(trees)
+            ]
+            texts = {
+                base: conllu_text([([w.form for w in t], [w.upos for w in t]) for t in trees]),
+                derived: conllu_text([([translit.word(w.form) for w in t], [w.upos for w in t]) for t in reordered]),
+            }
         else:
             sentences: list[TaggedSentence] = items
             tagged = [(list(s.words), [task.labels[t] for t in s.tags]) for s in sentences]
-            texts = {base: conllu_text(tagged),
-                     derived: conllu_text([transform_tagged(w, t, transformation, translit, rng) for w, t in tagged])}
+            texts = {
+                base: conllu_text(tagged),
+                derived: conllu_text([transform_tagged(w, t, transformation, translit, rng) for w, t in tagged]),
+            }
         for language, text in texts.items():
             folder = out / name / language
             folder.mkdir(parents=True, exist_ok=True)

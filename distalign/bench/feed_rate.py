@@ -57,8 +57,14 @@ def feed_texts(text: Path | None, config: Path, out_dir: Path) -> list[str]:
     return Path(next(iter(world.corpora.values()))).read_text().splitlines()
 
 
-def measure_feed(texts: list[str], out_dir: Path, size_mb: float, seq_length: int, vocab_size: int,
-                 packs: tuple[bool, ...] = (True, False)) -> list[FeedResult]:
+def measure_feed(
+    texts: list[str],
+    out_dir: Path,
+    size_mb: float,
+    seq_length: int,
+    vocab_size: int,
+    packs: tuple[bool, ...] = (True, False),
+) -> list[FeedResult]:
     """The item path over ``size_mb`` of ``texts`` (repeated to the size), once per packing setting."""
     os.environ.setdefault("RAYON_NUM_THREADS", "1")  # before the tokenizer's thread pool starts: one core
     from distalign.config import TinyModelConfig
@@ -67,6 +73,7 @@ def measure_feed(texts: list[str], out_dir: Path, size_mb: float, seq_length: in
     from distalign.data.corpus_stream import CorpusStream, list_corpus_files
     from distalign.data.sources import CorpusSource
     from distalign.data.streams import STREAMS, SentenceTokens
+    from distalign.languages import LanguageCode
     from distalign.models.loading import build_tiny_model
     from distalign.objectives.mlm import MLMMasking, MLMObjective
     from distalign.preparation.streams import StreamBatchJob, item_blocks
@@ -74,19 +81,30 @@ def measure_feed(texts: list[str], out_dir: Path, size_mb: float, seq_length: in
     text_key = hashlib.blake2b("\n".join(texts).encode(), digest_size=4).hexdigest()
     model = out_dir / f"feed-model-{vocab_size}-{text_key}"  # reused by a later invocation on the same text
     if not model.is_dir():
-        build_tiny_model(model, texts, TinyModelConfig(vocab_size=vocab_size, hidden_size=16, num_layers=1,
-                                                       num_heads=2, intermediate_size=16, max_length=seq_length))
+        build_tiny_model(
+            model,
+            texts,
+            TinyModelConfig(
+                vocab_size=vocab_size,
+                hidden_size=16,
+                num_layers=1,
+                num_heads=2,
+                intermediate_size=16,
+                max_length=seq_length,
+            ),
+        )
     corpus = out_dir / "feed-corpus.txt"
     block = ("\n".join(texts) + "\n").encode()
     corpus.write_bytes(block * max(1, round(size_mb * 2**20 / len(block))))
-    stream = CorpusStream([list_corpus_files(CorpusSource(str(corpus), "xa"), "feed")])
+    stream = CorpusStream([list_corpus_files(CorpusSource(str(corpus), LanguageCode("xa")), "feed")])
     corpus_stream = STREAMS["corpus"]
     padded = padded_names(corpus_stream.tensors + MLMObjective.prepares)
     masking = MLMMasking.for_tokenizer(str(model), 0.15, "word")
     results = []
     for pack in packs:
-        job = StreamBatchJob(corpus_stream, str(model), SentenceTokens(seq_length, ("xa",), pack), masking, 0, "",
-                             padded)
+        job = StreamBatchJob(
+            corpus_stream, str(model), SentenceTokens(seq_length, ("xa",), pack), masking, 0, "", padded
+        )
         items = grouped(stream.units(), 0, 4)
         list(item_blocks(items[0], 0, stream, job))  # warm: the tokenizer loaded, its pool started
         started, cpu = time.perf_counter(), time.process_time()
@@ -96,22 +114,38 @@ def measure_feed(texts: list[str], out_dir: Path, size_mb: float, seq_length: in
                 sequences += len(rows)
                 tokens += int(rows.tokens["attention_mask"].sum())
                 stored += rows.nbytes
-                padded_bytes += len(rows) * seq_length * 8 * len(rows.tokens) + \
-                    sum(column.nbytes for column in rows.columns.values())
-        results.append(FeedResult(pack, seq_length, corpus.stat().st_size, sequences, tokens,
-                                  time.process_time() - cpu, time.perf_counter() - started, stored, padded_bytes))
+                padded_bytes += len(rows) * seq_length * 8 * len(rows.tokens) + sum(
+                    column.nbytes for column in rows.columns.values()
+                )
+        results.append(
+            FeedResult(
+                pack,
+                seq_length,
+                corpus.stat().st_size,
+                sequences,
+                tokens,
+                time.process_time() - cpu,
+                time.perf_counter() - started,
+                stored,
+                padded_bytes,
+            )
+        )
     return results
 
 
 def format_feed_table(results: list[FeedResult], gpu_tokens_per_s: float = GPU_TOKENS_PER_S) -> str:
     goal = gpu_tokens_per_s * MFU_GOAL / GPU_MFU
-    rows = [f"| sequences | T | text | tokens / CPU s | text / CPU s | object store / token (before: padded int64) | "
-            f"cores per GPU at {gpu_tokens_per_s:,.0f} tokens/s | at {goal:,.0f} tokens/s (40 % MFU) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        f"| sequences | T | text | tokens / CPU s | text / CPU s | object store / token (before: padded int64) | "
+        f"cores per GPU at {gpu_tokens_per_s:,.0f} tokens/s | at {goal:,.0f} tokens/s (40 % MFU) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
-        rows.append(f"| {'packed' if r.packed else 'one sentence each'} | {r.seq_length} | "
-                    f"{r.text_bytes / 2**20:.1f} MB | {r.tokens_per_cpu_s:,.0f} | "
-                    f"{r.text_bytes / r.cpu_s / 1e3:,.0f} KB/s | {r.stored_bytes / r.tokens:.1f} B "
-                    f"({r.padded_bytes / r.tokens:.0f} B) | {r.cores_per_gpu(gpu_tokens_per_s):.2f} | "
-                    f"{r.cores_per_gpu(goal):.2f} |")
+        rows.append(
+            f"| {'packed' if r.packed else 'one sentence each'} | {r.seq_length} | "
+            f"{r.text_bytes / 2**20:.1f} MB | {r.tokens_per_cpu_s:,.0f} | "
+            f"{r.text_bytes / r.cpu_s / 1e3:,.0f} KB/s | {r.stored_bytes / r.tokens:.1f} B "
+            f"({r.padded_bytes / r.tokens:.0f} B) | {r.cores_per_gpu(gpu_tokens_per_s):.2f} | "
+            f"{r.cores_per_gpu(goal):.2f} |"
+        )
     return "\n".join(rows)

@@ -38,21 +38,40 @@ def pair_features(count: int, vocab_size: int, max_length: int, seed: int = 0) -
     for _ in range(count):
         length = int(rng.integers(MIN_LENGTH, max_length + 1))
         ids = rng.integers(5, vocab_size, length).astype(np.int32)  # past the tiny tokenizer's specials
-        features.append({"input_ids": ids, "attention_mask": np.ones(length, dtype=np.int32),
-                         "labels": int(rng.integers(len(XNLITask.labels)))})
+        features.append(
+            {
+                "input_ids": ids,
+                "attention_mask": np.ones(length, dtype=np.int32),
+                "labels": int(rng.integers(len(XNLITask.labels))),
+            }
+        )
     return features
 
 
-def tiny_classifier_dir(out: Path, vocab_size: int = 2000, hidden_size: int = 64, layers: int = 2,
-                        max_length: int = 64, seed: int = 0, dropout: float = 0.1) -> Path:
+def tiny_classifier_dir(
+    out: Path,
+    vocab_size: int = 2000,
+    hidden_size: int = 64,
+    layers: int = 2,
+    max_length: int = 64,
+    seed: int = 0,
+    dropout: float = 0.1,
+) -> Path:
     """The tiny model's shape (``TinyModelConfig``'s defaults) saved as a masked LM, as a checkpoint holds it."""
     from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
     torch.manual_seed(seed)
-    config = XLMRobertaConfig(vocab_size=vocab_size, hidden_size=hidden_size, num_hidden_layers=layers,
-                              num_attention_heads=2, intermediate_size=2 * hidden_size,
-                              max_position_embeddings=max_length + 2, pad_token_id=1, hidden_dropout_prob=dropout,
-                              attention_probs_dropout_prob=dropout)
+    config = XLMRobertaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden_size,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        intermediate_size=2 * hidden_size,
+        max_position_embeddings=max_length + 2,
+        pad_token_id=1,
+        hidden_dropout_prob=dropout,
+        attention_probs_dropout_prob=dropout,
+    )
     XLMRobertaForMaskedLM(config).save_pretrained(out)
     return out
 
@@ -68,8 +87,9 @@ def task_model(model_dir: str) -> torch.nn.Module:
     return load_model(model_dir, XNLITask).train()
 
 
-def distalign_seconds(model: torch.nn.Module, batches: list[list[dict]], pad_id: int, warmup: int,
-                      steps: int) -> np.ndarray:
+def distalign_seconds(
+    model: torch.nn.Module, batches: list[list[dict]], pad_id: int, warmup: int, steps: int
+) -> np.ndarray:
     """(wall, CPU) seconds of ``steps`` steps of distalign's fine-tuning loop after ``warmup`` steps."""
     optimizer, schedule = optimizer_and_schedule(model, XNLITask.settings, len(batches))
     for index in range(warmup):
@@ -80,8 +100,9 @@ def distalign_seconds(model: torch.nn.Module, batches: list[list[dict]], pad_id:
     return _clocks() - start
 
 
-def trainer_seconds(model: torch.nn.Module, batches: list[list[dict]], pad_id: int, warmup: int,
-                    steps: int) -> np.ndarray:
+def trainer_seconds(
+    model: torch.nn.Module, batches: list[list[dict]], pad_id: int, warmup: int, steps: int
+) -> np.ndarray:
     """(wall, CPU) seconds of ``steps`` steps of ``Trainer.train`` after ``warmup`` steps."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
 
@@ -98,14 +119,31 @@ def trainer_seconds(model: torch.nn.Module, batches: list[list[dict]], pad_id: i
 
     s = XNLITask.settings
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(out, per_device_train_batch_size=1, max_steps=warmup + steps, learning_rate=s.lr,
-                                 weight_decay=s.weight_decay, adam_epsilon=1e-8, max_grad_norm=1.0,
-                                 lr_scheduler_type="linear", warmup_steps=s.warmup_steps, use_cpu=True,
-                                 save_strategy="no", report_to=[], logging_steps=10**9, dataloader_pin_memory=False,
-                                 disable_tqdm=True)
+        args = TrainingArguments(
+            out,
+            per_device_train_batch_size=1,
+            max_steps=warmup + steps,
+            learning_rate=s.lr,
+            weight_decay=s.weight_decay,
+            adam_epsilon=1e-8,
+            max_grad_norm=1.0,
+            lr_scheduler_type="linear",
+            warmup_steps=s.warmup_steps,
+            use_cpu=True,
+            save_strategy="no",
+            report_to=[],
+            logging_steps=10**9,
+            dataloader_pin_memory=False,
+            disable_tqdm=True,
+        )
         # item i = batch i, in order: the Trainer's shuffling reorders items, so ask for one per data set pass
-        trainer = Trainer(model=model, args=args, train_dataset=_InOrder(batches[:warmup + steps]),
-                          data_collator=lambda items: collate(items[0], pad_id), callbacks=[Clock()])
+        trainer = Trainer(
+            model=model,
+            args=args,
+            train_dataset=_InOrder(batches[: warmup + steps]),
+            data_collator=lambda items: collate(items[0], pad_id),
+            callbacks=[Clock()],
+        )
         trainer.train()
     return Clock.ended - Clock.started
 
@@ -131,11 +169,12 @@ def finetune_step_times(steps: int = 20, rounds: int = 5, warmup: int = 3) -> di
     with tempfile.TemporaryDirectory() as scratch:
         model_dir = str(tiny_classifier_dir(Path(scratch) / "model"))
         features = pair_features(BATCH * (warmup + steps), 2000, 64)
-        batches = [features[i * BATCH:(i + 1) * BATCH] for i in range(warmup + steps)]
+        batches = [features[i * BATCH : (i + 1) * BATCH] for i in range(warmup + steps)]
         seconds: dict[str, list[np.ndarray]] = {"distalign": [], "hf_trainer": []}
         for _ in range(rounds):
             seconds["distalign"].append(distalign_seconds(task_model(model_dir), batches, 1, warmup, steps) / steps)
             seconds["hf_trainer"].append(trainer_seconds(task_model(model_dir), batches, 1, warmup, steps) / steps)
     fastest = {name: np.min(values, axis=0) for name, values in seconds.items()}
-    return {name: float(wall) for name, (wall, _) in fastest.items()} | \
-        {f"{name}_cpu": float(cpu) for name, (_, cpu) in fastest.items()}
+    return {name: float(wall) for name, (wall, _) in fastest.items()} | {
+        f"{name}_cpu": float(cpu) for name, (_, cpu) in fastest.items()
+    }

@@ -26,8 +26,14 @@ from distalign.bench.bare_loop import BareObjectives
 from distalign.train.model_flops import ModelFlops
 from distalign.train.step_timing import peak_flops
 
-XLMR_BASE = {"vocab_size": 250002, "hidden_size": 768, "num_hidden_layers": 12, "num_attention_heads": 12,
-             "intermediate_size": 3072, "max_position_embeddings": 514}
+XLMR_BASE = {
+    "vocab_size": 250002,
+    "hidden_size": 768,
+    "num_hidden_layers": 12,
+    "num_attention_heads": 12,
+    "intermediate_size": 3072,
+    "max_position_embeddings": 514,
+}
 
 
 @dataclass
@@ -47,25 +53,38 @@ class Throughput:
     mfu: float | None  # None where the device's peak is unknown
 
 
-def random_batches(shape: Shape, vocab: int, device: torch.device,  # host-side: drawn on CPU, moved at the end
-                   seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
+def random_batches(
+    shape: Shape,
+    vocab: int,
+    device: torch.device,  # host-side: drawn on CPU, moved at the end
+    seed: int = 0,
+) -> dict[str, dict[str, torch.Tensor]]:
     """One step's batches in the batch contract's shapes: ``shape.mask_prob`` of corpus tokens masked, words
     of 1-6 subwords."""
     g = torch.Generator().manual_seed(seed)
     ids = torch.randint(5, vocab, (shape.sequences, shape.sequence_length), generator=g)
     labelled = torch.rand(ids.shape, generator=g) < shape.mask_prob
-    corpus = {"masked_ids": ids.masked_fill(labelled, 4), "attention_mask": torch.ones_like(ids),
-              "labels": ids.masked_fill(~labelled, -100)}
+    corpus = {
+        "masked_ids": ids.masked_fill(labelled, 4),
+        "attention_mask": torch.ones_like(ids),
+        "labels": ids.masked_fill(~labelled, -100),
+    }
     pairs = {"synset": torch.arange(shape.pairs)}
     for side in ("1", "2"):
         lengths = torch.randint(1, min(6, shape.word_tokens - 2) + 1, (shape.pairs,), generator=g)
         positions = torch.arange(shape.word_tokens)
         attention = (positions[None] < lengths[:, None] + 2).long()
         word = ((positions[None] >= 1) & (positions[None] <= lengths[:, None])).long()
-        pairs |= {f"input_ids{side}": torch.randint(5, vocab, (shape.pairs, shape.word_tokens), generator=g) * attention,
-                  f"attention_mask{side}": attention, f"word_mask{side}": word, f"gloss_mask{side}": torch.zeros_like(word)}
-    return {"corpus": {k: v.to(device) for k, v in corpus.items()},
-            "constraints": {k: v.to(device) for k, v in pairs.items()}}
+        pairs |= {
+            f"input_ids{side}": torch.randint(5, vocab, (shape.pairs, shape.word_tokens), generator=g) * attention,
+            f"attention_mask{side}": attention,
+            f"word_mask{side}": word,
+            f"gloss_mask{side}": torch.zeros_like(word),
+        }
+    return {
+        "corpus": {k: v.to(device) for k, v in corpus.items()},
+        "constraints": {k: v.to(device) for k, v in pairs.items()},
+    }
 
 
 def step_model_flops(model_config: dict, batches: dict[str, dict[str, torch.Tensor]]) -> float:
@@ -96,8 +115,9 @@ def _masked_lm(model_config: dict, seed: int):
     return XLMRobertaForMaskedLM(XLMRobertaConfig(**model_config))
 
 
-def distalign_engine_step_s(engine: str, model_config: dict, batches, steps: int, warmup: int, precision: str,
-                            device: torch.device) -> float:
+def distalign_engine_step_s(
+    engine: str, model_config: dict, batches, steps: int, warmup: int, precision: str, device: torch.device
+) -> float:
     """Seconds per step of distalign's engine (``ddp`` or ``zero2``) with the quickstart's MLM + lexical."""
     from distalign.config import TrainConfig
     from distalign.objectives.lexical import LexicalConfig, LexicalObjective
@@ -105,11 +125,20 @@ def distalign_engine_step_s(engine: str, model_config: dict, batches, steps: int
     from distalign.train.engine import build_engine
     from distalign.train.module import TrainingModule
 
-    module = TrainingModule(_masked_lm(model_config, 0), {"mlm": MLMObjective(), "lexical": LexicalObjective(
-        LexicalConfig(temperature=0.07, global_negatives=True))}, {"mlm": 1.0, "lexical": 1.0})
-    cfg = TrainConfig(engine="deepspeed" if engine == "zero2" else "ddp", zero_stage=2 if engine == "zero2" else 0,
-                      precision=precision, lr=1e-4, warmup_steps=0, max_steps=steps + warmup,
-                      constraint_batch_size=len(batches["constraints"]["synset"]))
+    module = TrainingModule(
+        _masked_lm(model_config, 0),
+        {"mlm": MLMObjective(), "lexical": LexicalObjective(LexicalConfig(temperature=0.07, global_negatives=True))},
+        {"mlm": 1.0, "lexical": 1.0},
+    )
+    cfg = TrainConfig(
+        engine="deepspeed" if engine == "zero2" else "ddp",
+        zero_stage=2 if engine == "zero2" else 0,
+        precision=precision,
+        lr=1e-4,
+        warmup_steps=0,
+        max_steps=steps + warmup,
+        constraint_batch_size=len(batches["constraints"]["synset"]),
+    )
     trainer = build_engine(module, cfg, cfg.max_steps, uses_lm_head=True, device=device)
     for _ in range(warmup):
         trainer.step([batches])
@@ -121,8 +150,9 @@ def distalign_engine_step_s(engine: str, model_config: dict, batches, steps: int
     return (time.perf_counter() - start) / steps
 
 
-def hf_trainer_step_s(model_config: dict, batches, steps: int, warmup: int, precision: str,
-                      device: torch.device) -> float:
+def hf_trainer_step_s(
+    model_config: dict, batches, steps: int, warmup: int, precision: str, device: torch.device
+) -> float:
     """Seconds per step of the Hugging Face Trainer on the same model, batches and loss (the bench's bare
     objectives), AdamW with clipping, timed by a callback over the steps after the warm-up."""
     from transformers import Trainer, TrainerCallback, TrainingArguments
@@ -147,19 +177,40 @@ def hf_trainer_step_s(model_config: dict, batches, steps: int, warmup: int, prec
             return {"corpus": batches["corpus"], "constraints": batches["constraints"]}
 
     with tempfile.TemporaryDirectory() as out:
-        args = TrainingArguments(out, per_device_train_batch_size=1, max_steps=steps + warmup, learning_rate=1e-4,
-                                 weight_decay=0.0, max_grad_norm=1.0, bf16=precision == "bf16",
-                                 use_cpu=device.type == "cpu", save_strategy="no", report_to=[], logging_steps=10**9,
-                                 dataloader_pin_memory=False, disable_tqdm=True)
-        trainer = Trainer(model=Objectives(_masked_lm(model_config, 0), 0.07), args=args, train_dataset=SameBatch(),
-                          data_collator=lambda items: items[0], callbacks=[Clock()])
+        args = TrainingArguments(
+            out,
+            per_device_train_batch_size=1,
+            max_steps=steps + warmup,
+            learning_rate=1e-4,
+            weight_decay=0.0,
+            max_grad_norm=1.0,
+            bf16=precision == "bf16",
+            use_cpu=device.type == "cpu",
+            save_strategy="no",
+            report_to=[],
+            logging_steps=10**9,
+            dataloader_pin_memory=False,
+            disable_tqdm=True,
+        )
+        trainer = Trainer(
+            model=Objectives(_masked_lm(model_config, 0), 0.07),
+            args=args,
+            train_dataset=SameBatch(),
+            data_collator=lambda items: items[0],
+            callbacks=[Clock()],
+        )
         trainer.train()
     _synchronize(device)
     return (time.perf_counter() - Clock.started) / steps
 
 
-def throughput(model_config: dict | None = None, shape: Shape | None = None, steps: int = 20, warmup: int = 5,
-               precision: str = "bf16") -> list[Throughput]:
+def throughput(
+    model_config: dict | None = None,
+    shape: Shape | None = None,
+    steps: int = 20,
+    warmup: int = 5,
+    precision: str = "bf16",
+) -> list[Throughput]:
     """DDP, ZeRO-2 and the Hugging Face Trainer on this process's device, in a process group of one."""
     model_config, shape = model_config or XLMR_BASE, shape or Shape()
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
@@ -168,12 +219,15 @@ def throughput(model_config: dict | None = None, shape: Shape | None = None, ste
         for key in ("RANK", "LOCAL_RANK"):  # DeepSpeed reads them
             os.environ.setdefault(key, "0")
         os.environ.setdefault("WORLD_SIZE", "1")
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method=_local_address(),
-                                rank=0, world_size=1)
+        dist.init_process_group(
+            "nccl" if device.type == "cuda" else "gloo", init_method=_local_address(), rank=0, world_size=1
+        )
     try:
         batches = random_batches(shape, model_config["vocab_size"], device)
-        seconds = {engine: distalign_engine_step_s(engine, model_config, batches, steps, warmup, precision, device)
-                   for engine in ("ddp", "zero2")}
+        seconds = {
+            engine: distalign_engine_step_s(engine, model_config, batches, steps, warmup, precision, device)
+            for engine in ("ddp", "zero2")
+        }
         seconds["hf-trainer"] = hf_trainer_step_s(model_config, batches, steps, warmup, precision, device)
     finally:
         if started_group:

@@ -10,8 +10,8 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 BIN = Path(sys.executable).parent
 
@@ -45,8 +45,12 @@ def moto_server() -> Iterator[str]:
         os.environ.setdefault(key, "testing")
     os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
     port = free_port()
-    server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         s3 = boto3.client("s3", endpoint_url=url)
@@ -67,7 +71,9 @@ def moto_server() -> Iterator[str]:
 @contextlib.contextmanager
 def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
     """A head and ``count - 1`` worker nodes of ``cpus`` CPUs each on 127.0.0.1; yields the GCS address."""
-    os.environ.setdefault("RAY_AUTH_MODE", "token")  # Ray 2.60 heads from `ray start` require the token (docs/guides/clusters.md)
+    os.environ.setdefault(
+        "RAY_AUTH_MODE", "token"
+    )  # Ray 2.60 heads from `ray start` require the token (docs/guides/clusters.md)
     env = {k: v for k, v in os.environ.items() if k != "RAY_ADDRESS"}
     env["PATH"] = f"{BIN}{os.pathsep}{env['PATH']}"
     log_dir.mkdir(parents=True, exist_ok=True)
@@ -76,8 +82,9 @@ def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
     nodes: list[subprocess.Popen] = []
 
     try:
-        nodes.append(start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], cpus, env,
-                                log_dir / "head.log"))
+        nodes.append(
+            start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], cpus, env, log_dir / "head.log")
+        )
         wait_for_nodes(address, 1)
         for i in range(1, count):  # one at a time: raylets starting together overloaded a 2-core machine's GCS
             nodes.append(start_node([f"--address={address}"], cpus, env, log_dir / f"node{i}.log"))
@@ -94,11 +101,33 @@ def ray_nodes(count: int, cpus: int, log_dir: Path) -> Iterator[str]:
 def start_node(args: list[str], cpus: int, env: dict, log: Path) -> subprocess.Popen:
     """``ray start`` on 127.0.0.1 with ``cpus`` CPUs, every port free (several nodes on one machine), its own
     process group (``stop_group``)."""
-    ports = [f"--{p}-port={free_port()}" for p in ("node-manager", "object-manager", "dashboard-agent-listen",
-                                                   "dashboard-agent-grpc", "metrics-export", "runtime-env-agent")]
-    return subprocess.Popen([str(BIN / "ray"), "start", "--block", f"--num-cpus={cpus}", "--node-ip-address=127.0.0.1",
-                             "--disable-usage-stats", *ports, *args], env=env, stdout=open(log, "w"),
-                            stderr=subprocess.STDOUT, start_new_session=True)
+    ports = [
+        f"--{p}-port={free_port()}"
+        for p in (
+            "node-manager",
+            "object-manager",
+            "dashboard-agent-listen",
+            "dashboard-agent-grpc",
+            "metrics-export",
+            "runtime-env-agent",
+        )
+    ]
+    return subprocess.Popen(
+        [
+            str(BIN / "ray"),
+            "start",
+            "--block",
+            f"--num-cpus={cpus}",
+            "--node-ip-address=127.0.0.1",
+            "--disable-usage-stats",
+            *ports,
+            *args,
+        ],
+        env=env,
+        stdout=open(log, "w"),
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
 
 
 def wait_for_nodes(address: str, count: int, timeout: float = 180, env: dict | None = None) -> None:

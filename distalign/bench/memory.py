@@ -27,7 +27,6 @@ the CUDA context, cuBLAS workspaces and the allocator's fragmentation are not co
 from __future__ import annotations
 
 # host-side module: it builds its inputs and models on the CPU (fake floating-point tensors), never on a GPU
-
 import contextlib
 import dataclasses
 import math
@@ -52,8 +51,15 @@ MODELS = {  # XLM-R's configs (Conneau et al. 2020; the Hugging Face checkpoints
     "base": dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072),
     "large": dict(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096),
 }
-XLMR = dict(vocab_size=250002, max_position_embeddings=514, type_vocab_size=1, layer_norm_eps=1e-5, pad_token_id=1,
-            bos_token_id=0, eos_token_id=2)
+XLMR = dict(
+    vocab_size=250002,
+    max_position_embeddings=514,
+    type_vocab_size=1,
+    layer_norm_eps=1e-5,
+    pad_token_id=1,
+    bos_token_id=0,
+    eos_token_id=2,
+)
 # Each row's objectives (weight 1 each) and their config fields; ALIGN-MLM's term reads no batch: it runs beside MLM
 ROWS = {
     "mlm": {"mlm": {}},
@@ -138,8 +144,10 @@ class LiveBytes(TorchDispatchMode):
         any_fake = any(self._is_fake(t) for t in tensors)
         if func is torch.ops.aten._local_scalar_dense.default and any_fake:
             return {torch.bool: True}.get(args[0].dtype, 1)
-        if any(isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in a)
-               for a in args):
+        if any(
+            isinstance(a, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in a)
+            for a in args
+        ):
             args = tuple(self._positions(a) if isinstance(a, (list, tuple)) else a for a in args)
         if not any_fake and (tensors or kwargs.get("dtype") in INTEGER_TYPES):
             with _disable_current_modes():  # the integer side runs for real
@@ -172,8 +180,9 @@ def xlmr(model: str, **overrides):
     tokens). The hidden dropouts, which keep [B, T, d] masks on a GPU too, stay."""
     from transformers import XLMRobertaConfig
 
-    return XLMRobertaConfig(**(XLMR | MODELS.get(model, {}) | {"attention_probs_dropout_prob": 0.0} | overrides),
-                            attn_implementation="sdpa")
+    return XLMRobertaConfig(
+        **(XLMR | MODELS.get(model, {}) | {"attention_probs_dropout_prob": 0.0} | overrides), attn_implementation="sdpa"
+    )
 
 
 def synthetic_dictionary(vocab: int, max_translations: int, seed: int = 0) -> tuple[torch.Tensor, ...]:
@@ -182,15 +191,17 @@ def synthetic_dictionary(vocab: int, max_translations: int, seed: int = 0) -> tu
     generator = torch.Generator().manual_seed(seed)
     src, tgt = (torch.randint(3, vocab, (DICTIONARY_PAIRS, WORD_TOKENS), generator=generator) for _ in "st")
     table = torch.full((vocab, max_translations), -1, dtype=torch.long)
-    table[torch.randint(3, vocab, (DICTIONARY_PAIRS,), generator=generator), 0] = \
-        torch.randint(3, vocab, (DICTIONARY_PAIRS,), generator=generator)
+    table[torch.randint(3, vocab, (DICTIONARY_PAIRS,), generator=generator), 0] = torch.randint(
+        3, vocab, (DICTIONARY_PAIRS,), generator=generator
+    )
     return src, tgt, table
 
 
-def build_objectives(row: dict[str, dict], masked_lm: torch.nn.Module, dictionary: tuple[torch.Tensor, ...],
-                     seed: int = 0) -> dict[str, torch.nn.Module]:
-    """The row's objectives as ``TrainingRecipe.setup`` builds them (``plugin.build``), from the ``synthetic_dictionary``
-    where the build reads the run's word pairs through a tokenizer (ALIGN-MLM, sense-aware)."""
+def build_objectives(
+    row: dict[str, dict], masked_lm: torch.nn.Module, dictionary: tuple[torch.Tensor, ...], seed: int = 0
+) -> dict[str, torch.nn.Module]:
+    """The row's objectives as ``TrainingRecipe.setup`` builds them (``plugin.build``), from the
+    ``synthetic_dictionary`` where the build reads the run's word pairs through a tokenizer (ALIGN-MLM, sense-aware)."""
     context = ObjectiveContext(masked_lm, None, [f"l{i}" for i in range(LANGUAGES)], None, seed)
     src, tgt, table = dictionary
     built = {}
@@ -201,8 +212,11 @@ def build_objectives(row: dict[str, dict], masked_lm: torch.nn.Module, dictionar
             with unset_fake_temporarily():  # its dictionary's rows are made on the host, from the real ids
                 built[name] = AlignObjective(src, tgt, cfg.pairs_per_step, seed)
         elif plugin is SenseAwareObjective:
-            fields = {f.name: getattr(cfg, f.name) for f in dataclasses.fields(cfg)
-                      if f.name not in ("weight", "mask_prob", "max_translations")}
+            fields = {
+                f.name: getattr(cfg, f.name)
+                for f in dataclasses.fields(cfg)
+                if f.name not in ("weight", "mask_prob", "max_translations")
+            }
             built[name] = SenseAwareObjective(masked_lm, table[:, : cfg.max_translations], **fields, seed=seed)
         else:
             built[name] = plugin.build(cfg, context)
@@ -214,8 +228,10 @@ def to_bf16(model: torch.nn.Module) -> None:
     ones once: fake tensors cannot be swapped in place."""
     done: dict[int, torch.Tensor] = {}
     for module in model.modules():
-        for table, make in ((module._parameters, lambda t, p: torch.nn.Parameter(t, p.requires_grad)),
-                            (module._buffers, lambda t, p: t)):
+        for table, make in (
+            (module._parameters, lambda t, p: torch.nn.Parameter(t, p.requires_grad)),
+            (module._buffers, lambda t, p: t),
+        ):
             for name, value in table.items():
                 if value is not None and value.is_floating_point():
                     if id(value) not in done:
@@ -223,8 +239,9 @@ def to_bf16(model: torch.nn.Module) -> None:
                     table[name] = done[id(value)]
 
 
-def synthetic_batches(objectives: dict[str, torch.nn.Module], sequences: int, length: int, vocab: int,
-                      hidden: int, seed: int = 0) -> dict[str, dict[str, torch.Tensor]]:
+def synthetic_batches(
+    objectives: dict[str, torch.nn.Module], sequences: int, length: int, vocab: int, hidden: int, seed: int = 0
+) -> dict[str, dict[str, torch.Tensor]]:
     """Full rows (no padding) of every stream the objectives read, ``MASK_SHARE`` of the tokens labelled; a pair
     stream (lexical) holds ``sequences / 2`` pairs, so every objective's encoder sees ``sequences`` rows."""
     generator = torch.Generator().manual_seed(seed)
@@ -241,16 +258,38 @@ def synthetic_batches(objectives: dict[str, torch.nn.Module], sequences: int, le
     word_mask = torch.zeros(shape, dtype=torch.long)
     word_mask[:, 1:4] = 1  # a word of 3 subwords after <s>
     streams = {
-        "corpus": {"masked_ids": ids(), "attention_mask": ones, "labels": labels, "lang_ids": lang,
-                   "label_lang_ids": torch.where(labels != IGNORE_INDEX, lang, IGNORE_INDEX), "word_ids": ones},
-        "parallel": {"masked_ids": ids(), "attention_mask": ones, "labels": labels, "lang_ids": lang,
-                     "positions": torch.arange(length).repeat(sequences, 1)},
-        "constraints": {f"{key}{side}": value[: sequences // 2] for side in (1, 2) for key, value in
-                        (("input_ids", ids()), ("attention_mask", ones), ("word_mask", word_mask),
-                         ("gloss_mask", torch.zeros_like(word_mask)))}
+        "corpus": {
+            "masked_ids": ids(),
+            "attention_mask": ones,
+            "labels": labels,
+            "lang_ids": lang,
+            "label_lang_ids": torch.where(labels != IGNORE_INDEX, lang, IGNORE_INDEX),
+            "word_ids": ones,
+        },
+        "parallel": {
+            "masked_ids": ids(),
+            "attention_mask": ones,
+            "labels": labels,
+            "lang_ids": lang,
+            "positions": torch.arange(length).repeat(sequences, 1),
+        },
+        "constraints": {
+            f"{key}{side}": value[: sequences // 2]
+            for side in (1, 2)
+            for key, value in (
+                ("input_ids", ids()),
+                ("attention_mask", ones),
+                ("word_mask", word_mask),
+                ("gloss_mask", torch.zeros_like(word_mask)),
+            )
+        }
         | {"synset": torch.arange(sequences // 2)},
-        "static": {"input_ids": ids(), "attention_mask": ones, "word_mask": word_mask,
-                   "vector": torch.randn(sequences, hidden, generator=generator)},
+        "static": {
+            "input_ids": ids(),
+            "attention_mask": ones,
+            "word_mask": word_mask,
+            "vector": torch.randn(sequences, hidden, generator=generator),
+        },
     }
     return {objective.stream: streams[objective.stream] for objective in objectives.values()}
 
@@ -302,12 +341,16 @@ class Step:
         loss.backward()
 
     def states(self) -> dict[str, torch.Tensor]:
-        return {f"{name}.{key}": t for name, objective in self.model.objectives.items()
-                for key, t in state_tensors(objective).items()}
+        return {
+            f"{name}.{key}": t
+            for name, objective in self.model.objectives.items()
+            for key, t in state_tensors(objective).items()
+        }
 
 
-def build_step(config, row: dict[str, dict], sequences: int, length: int, bf16_weights: bool, fake: bool = True,
-               seed: int = 0) -> Step:
+def build_step(
+    config, row: dict[str, dict], sequences: int, length: int, bf16_weights: bool, fake: bool = True, seed: int = 0
+) -> Step:
     """``TrainingModule`` with the row's objectives on a masked LM of ``config``, fp32 weights (DDP) or bf16 ones
     (DeepSpeed's bf16 module). ``fake``: floating weights and state are fake tensors; else real (the validation's
     reference on a small model)."""
@@ -332,8 +375,9 @@ def build_step(config, row: dict[str, dict], sequences: int, length: int, bf16_w
     return Step(model, batches, bf16_weights, fake_mode)
 
 
-def trace_step(config, row: dict[str, dict], sequences: int, length: int, bf16_weights: bool, fake: bool = True,
-               seed: int = 0) -> Trace:
+def trace_step(
+    config, row: dict[str, dict], sequences: int, length: int, bf16_weights: bool, fake: bool = True, seed: int = 0
+) -> Trace:
     """One step (``build_step``, ``Step.run``) counted by ``LiveBytes``: the batches from the start, the weights and
     the objective state not (they are counted apart)."""
     step = build_step(config, row, sequences, length, bf16_weights, fake, seed)
@@ -345,11 +389,19 @@ def trace_step(config, row: dict[str, dict], sequences: int, length: int, bf16_w
     with step.fake_mode or contextlib.nullcontext(), tracker:
         step.run()
         gradients = {tracker.serial_of(p.grad) for p in model.parameters() if p.grad is not None}
-    trainable = lambda module: sum(p.numel() for p in module.parameters() if p.requires_grad)
+
+    def trainable(module: torch.nn.Module) -> int:
+        return sum(p.numel() for p in module.parameters() if p.requires_grad)
+
     largest = max(sum(p.numel() for p in m.parameters(recurse=False)) for m in model.modules())
-    return Trace(trainable(model.masked_lm), trainable(model.objectives), largest,
-                 sum(nbytes(t) for t in {id(t): t for t in states.values()}.values()),
-                 tracker.peak(gradients - {None}), tracker.peak())
+    return Trace(
+        trainable(model.masked_lm),
+        trainable(model.objectives),
+        largest,
+        sum(nbytes(t) for t in {id(t): t for t in states.values()}.values()),
+        tracker.peak(gradients - {None}),
+        tracker.peak(),
+    )
 
 
 def model_state_bytes(params: int, engine: str, gpus: int) -> float:
@@ -389,8 +441,9 @@ class Row:
         return self.total - self.per_sequence * self.sequences
 
 
-def measure(models: list[str], sequences: int, length: int, gpus: int, configs: dict | None = None,
-            progress=lambda line: None) -> list[Row]:
+def measure(
+    models: list[str], sequences: int, length: int, gpus: int, configs: dict | None = None, progress=lambda line: None
+) -> list[Row]:
     """Every objective row on every model under DDP, ZeRO-2 and ZeRO-3; activations traced at ``sequences`` and at
     half of it, so that the largest batch that fits can be found (``largest_batch``)."""
     out = []
@@ -398,15 +451,30 @@ def measure(models: list[str], sequences: int, length: int, gpus: int, configs: 
         config = (configs or {}).get(model) or xlmr(model)
         for objective, row in ROWS.items():
             progress(f"{model} {objective}")
-            traces = {bf16: (trace_step(config, row, sequences, length, bf16),
-                             trace_step(config, row, max(1, sequences // 2), length, bf16))
-                      for bf16 in (False, True)}
+            traces = {
+                bf16: (
+                    trace_step(config, row, sequences, length, bf16),
+                    trace_step(config, row, max(1, sequences // 2), length, bf16),
+                )
+                for bf16 in (False, True)
+            }
             for engine in ENGINES:
                 full, half = traces[engine != "ddp"]
                 slope = (full.activation_bytes - half.activation_bytes) / max(1, sequences - max(1, sequences // 2))
-                out.append(Row(model, objective, engine, model_state_bytes(full.model_params, engine, gpus),
-                               model_state_bytes(full.objective_params, engine, gpus), full.state_bytes,
-                               engine_buffer_bytes(full, engine), full.activation_bytes, slope, sequences))
+                out.append(
+                    Row(
+                        model,
+                        objective,
+                        engine,
+                        model_state_bytes(full.model_params, engine, gpus),
+                        model_state_bytes(full.objective_params, engine, gpus),
+                        full.state_bytes,
+                        engine_buffer_bytes(full, engine),
+                        full.activation_bytes,
+                        slope,
+                        sequences,
+                    )
+                )
     return out
 
 
@@ -427,24 +495,37 @@ ENGINE_NAMES = {"ddp": "DDP bf16 autocast", "zero2": "ZeRO-2 bf16", "zero3": "Ze
 
 
 def format_table(rows: list[Row], sequences: int, length: int, gpus: int) -> str:
-    head = (f"Peak GPU memory per GPU, GB (1e9 bytes), at {sequences} x {length} tokens per GPU, N = {gpus} GPUs. "
-            "model / objective states: formula (ZeRO accounting, per trainable parameter: DDP 4+4+8, "
-            f"ZeRO-2 2+(2+12)/N, ZeRO-3 (2+2+12)/N); objective state: sized from the built objective; engine "
-            "buffers: formula; activations: traced (one forward + backward, fake floating tensors).\n\n"
-            "| model | objective | engine | model states | objective params+grads+opt | objective state | "
-            "engine buffers | activations (traced) | total | largest batch 80 GB | largest batch 141 GB |\n"
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n")
-    lines = [f"| {r.model} | {r.objective} | {ENGINE_NAMES[r.engine]} | {r.model_states / GB:.2f} | "
-             f"{r.objective_states / GB:.2f} | {r.objective_state / GB:.2f} | {r.engine_buffers / GB:.2f} | "
-             f"{r.activations / GB:.2f} | {r.total / GB:.2f} | "
-             + " | ".join(str(largest_batch(r, capacity)) for capacity in CARDS.values()) + " |" for r in rows]
-    return head + "\n".join(lines) + (f"\n\nLargest batch: sequences of {length} tokens per GPU that fit the card "
-                                      f"with {HEADROOM:.0%} headroom (a power of two up to 8, then a multiple of 8), "
-                                      "activations linear in the batch (traced at the batch and at half of it).")
+    head = (
+        f"Peak GPU memory per GPU, GB (1e9 bytes), at {sequences} x {length} tokens per GPU, N = {gpus} GPUs. "
+        "model / objective states: formula (ZeRO accounting, per trainable parameter: DDP 4+4+8, "
+        f"ZeRO-2 2+(2+12)/N, ZeRO-3 (2+2+12)/N); objective state: sized from the built objective; engine "
+        "buffers: formula; activations: traced (one forward + backward, fake floating tensors).\n\n"
+        "| model | objective | engine | model states | objective params+grads+opt | objective state | "
+        "engine buffers | activations (traced) | total | largest batch 80 GB | largest batch 141 GB |\n"
+        "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|\n"
+    )
+    lines = [
+        f"| {r.model} | {r.objective} | {ENGINE_NAMES[r.engine]} | {r.model_states / GB:.2f} | "
+        f"{r.objective_states / GB:.2f} | {r.objective_state / GB:.2f} | {r.engine_buffers / GB:.2f} | "
+        f"{r.activations / GB:.2f} | {r.total / GB:.2f} | "
+        + " | ".join(str(largest_batch(r, capacity)) for capacity in CARDS.values())
+        + " |"
+        for r in rows
+    ]
+    return (
+        head
+        + "\n".join(lines)
+        + (
+            f"\n\nLargest batch: sequences of {length} tokens per GPU that fit the card "
+            f"with {HEADROOM:.0%} headroom (a power of two up to 8, then a multiple of 8), "
+            "activations linear in the batch (traced at the batch and at half of it)."
+        )
+    )
 
 
-def run_memory_bench(output_dir: Path, models: list[str], sequences: int, length: int, gpus: int,
-                     progress=print) -> str:
+def run_memory_bench(
+    output_dir: Path, models: list[str], sequences: int, length: int, gpus: int, progress=print
+) -> str:
     """Measure, print, and write ``<output_dir>/results.md``."""
     table = format_table(measure(models, sequences, length, gpus, progress=progress), sequences, length, gpus)
     print(table)

@@ -59,30 +59,49 @@ class Setting:
 
 SETTINGS = {
     "default": Setting("the bench: 20K sentences, 2 layers x 64, vocabulary 4,000"),
-    "wide": Setting("4 layers x 128 (4 heads, FFN 512)", overrides=(
-        "model.tiny.hidden_size=128", "model.tiny.num_layers=4", "model.tiny.num_heads=4",
-        "model.tiny.intermediate_size=512")),
-    "narrow": Setting("1 layer x 32 (FFN 64)", overrides=(
-        "model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tiny.intermediate_size=64")),
+    "wide": Setting(
+        "4 layers x 128 (4 heads, FFN 512)",
+        overrides=(
+            "model.tiny.hidden_size=128",
+            "model.tiny.num_layers=4",
+            "model.tiny.num_heads=4",
+            "model.tiny.intermediate_size=512",
+        ),
+    ),
+    "narrow": Setting(
+        "1 layer x 32 (FFN 64)",
+        overrides=("model.tiny.hidden_size=32", "model.tiny.num_layers=1", "model.tiny.intermediate_size=64"),
+    ),
     "small_corpus": Setting("5K sentences", {"max_sentences": 5_000}),
     "large_corpus": Setting("80K sentences (all of Tatoeba's English)", {"max_sentences": 80_000}),
     "small_vocab": Setting("vocabulary 1,000", overrides=("model.tiny.vocab_size=1000",)),
     "packed": Setting("sentences packed to 64 tokens a sequence", overrides=("data.pack_sequences=true",)),
     "shared10": Setting("10 % of the word types untransliterated", {"shared_words": 0.1}),
     "shared30": Setting("30 % of the word types untransliterated", {"shared_words": 0.3}),
-    "world": Setting("the synthetic world's corpus (5K sentences, 2,000 concepts) and tasks: the bench's --world",
-                     {"world": 100, "max_sentences": 5_000}),
+    "world": Setting(
+        "the synthetic world's corpus (5K sentences, 2,000 concepts) and tasks: the bench's --world",
+        {"world": 100, "max_sentences": 5_000},
+    ),
     "translit_inv": Setting("Trans + Inv: the derived sentences inverted (paper: 0.3)", transformation="translit_inv"),
-    "small_corpus_inv": Setting("Trans + Inv on 5K sentences (the paper-shape preset's)", {"max_sentences": 5_000},
-                                transformation="translit_inv"),
+    "small_corpus_inv": Setting(
+        "Trans + Inv on 5K sentences (the paper-shape preset's)",
+        {"max_sentences": 5_000},
+        transformation="translit_inv",
+    ),
 }
 
 
-def bench_spec(setting: Setting, out_dir: Path, steps: int, seed: int, overrides: tuple[str, ...] = (),
-               corpus: str = "") -> BenchSpec:
-    spec = BenchSpec(transformations=(setting.transformation,), objectives=("mlm",), seed=seed, corpus=corpus,
-                     output_dir=str(out_dir), overrides=[f"train.max_steps={steps}", f"train.checkpoint_every={steps}",
-                                                         *setting.overrides, *overrides])
+def bench_spec(
+    setting: Setting, out_dir: Path, steps: int, seed: int, overrides: tuple[str, ...] = (), corpus: str = ""
+) -> BenchSpec:
+    spec = BenchSpec(
+        transformations=(setting.transformation,),
+        objectives=("mlm",),
+        seed=seed,
+        corpus=corpus,
+        output_dir=str(out_dir),
+        overrides=[f"train.max_steps={steps}", f"train.checkpoint_every={steps}", *setting.overrides, *overrides],
+    )
     return replace(spec, **setting.spec)
 
 
@@ -95,8 +114,17 @@ def resolve_device(name: str) -> torch.device:
     return torch.device(name)
 
 
-def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, overrides: tuple[str, ...] = (),
-              device: str = "cpu", deadline: float = 0, corpus: str = "") -> list[dict]:
+def run_curve(
+    name: str,
+    out_dir: Path,
+    steps: int,
+    every: int,
+    seed: int = 0,
+    overrides: tuple[str, ...] = (),
+    device: str = "cpu",
+    deadline: float = 0,
+    corpus: str = "",
+) -> list[dict]:
     """The setting's MLM cell trained for ``steps`` on ``device`` (``overrides``: training-config changes on top of
     the setting's), its alignment every ``every`` steps (and at step 0), each row appended to ``out_dir/curves.csv``
     as it comes (a run stopped early keeps its curve so far); with a ``deadline`` (``time.time()`` seconds), the
@@ -126,21 +154,40 @@ def run_curve(name: str, out_dir: Path, steps: int, every: int, seed: int = 0, o
     src, tgt, candidates, _ = vocabulary_counterparts(vocab, bench.translit, recipe.tokenizer.all_special_tokens)
     masked_lm = recipe.engine.module.masked_lm
     streams = local_streams(prepared, config)
-    rows, losses, started, cpu = [], [], time.time(), time.process_time()
+    rows: list[dict] = []
+    losses: list[float] = []
+    started, cpu = time.time(), time.process_time()
 
     def record(step: int) -> None:
         with torch.no_grad():
             score = vocabulary_alignment(masked_lm.get_input_embeddings().weight, src, tgt, candidates)
         loss = sum(losses) / len(losses) if losses else float("nan")
-        rows.append({"setting": name, "step": step, "alignment": score, "mlm_loss": loss, "tokens": len(src),
-                     "vocab": len(vocab), "sentences": bench.params["sentences"],
-                     "epochs": step * config.train.corpus_batch_size / corpus_sentences,
-                     "lr": recipe.engine.lr, "seconds": time.time() - started,
-                     "cpu_seconds": time.process_time() - cpu})
+        rows.append(
+            {
+                "setting": name,
+                "step": step,
+                "alignment": score,
+                "mlm_loss": loss,
+                "tokens": len(src),
+                "vocab": len(vocab),
+                "sentences": bench.params["sentences"],
+                "epochs": step * config.train.corpus_batch_size / corpus_sentences,
+                "lr": recipe.engine.lr,
+                "seconds": time.time() - started,
+                "cpu_seconds": time.process_time() - cpu,
+            }
+        )
         losses.clear()
         append_row(out_dir / "curves.csv", rows[-1])
-        log.info("%s step %d: alignment %.2f (%d tokens), MLM loss %.3f, %.0f s", name, step, score, len(src), loss,
-                 rows[-1]["seconds"])
+        log.info(
+            "%s step %d: alignment %.2f (%d tokens), MLM loss %.3f, %.0f s",
+            name,
+            step,
+            score,
+            len(src),
+            loss,
+            rows[-1]["seconds"],
+        )
 
     try:
         record(0)
@@ -200,8 +247,13 @@ def plot(rows: list[dict], path: Path) -> None:
         for curve in curves:
             name = curve[0]["setting"]
             label = f"{name}: {SETTINGS[name].about}" if name in SETTINGS else name
-            ax.plot([float(r[x]) for r in curve], [float(r["alignment"]) for r in curve], marker="o", markersize=2,
-                    label=f"{label}, {int(curve[-1]['step'])} steps")
+            ax.plot(
+                [float(r[x]) for r in curve],
+                [float(r["alignment"]) for r in curve],
+                marker="o",
+                markersize=2,
+                label=f"{label}, {int(curve[-1]['step'])} steps",
+            )
         ax.set(xlabel=xlabel, ylabel="alignment, % (ALIGN-MLM's score; paper, MLM on Trans: 90.0)")
         ax.grid(alpha=0.3)
     axes[0][0].set_title("MLM alone: alignment over training")
@@ -215,8 +267,10 @@ def crossings(rows: list[dict], thresholds: tuple[float, ...] = (10, 25, 50, 80)
     """A markdown table: per curve, the first step (and epoch) its alignment reached each threshold, and where
     it ended."""
     head = " | ".join(f"≥ {t:g} %" for t in thresholds)
-    lines = [f"| setting | {head} | last step | alignment there | MLM loss there |",
-             "|---|" + "---|" * (len(thresholds) + 3)]
+    lines = [
+        f"| setting | {head} | last step | alignment there | MLM loss there |",
+        "|---|" + "---|" * (len(thresholds) + 3),
+    ]
     for curve in split_curves(rows):
         cells = []
         for threshold in thresholds:
@@ -224,8 +278,10 @@ def crossings(rows: list[dict], thresholds: tuple[float, ...] = (10, 25, 50, 80)
             epochs = f" ({float(first['epochs']):.0f} epochs)" if first and "epochs" in first else ""
             cells.append("–" if first is None else f"{int(first['step']):,}{epochs}")
         last = curve[-1]
-        lines.append(f"| {last['setting']} | {' | '.join(cells)} | {int(last['step']):,} "
-                     f"| {float(last['alignment']):.1f} | {float(last['mlm_loss']):.2f} |")
+        lines.append(
+            f"| {last['setting']} | {' | '.join(cells)} | {int(last['step']):,} "
+            f"| {float(last['alignment']):.1f} | {float(last['mlm_loss']):.2f} |"
+        )
     return "\n".join(lines) + "\n"
 
 
@@ -252,19 +308,39 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=3000)
     parser.add_argument("--every", type=int, default=250, help="alignment every this many steps")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
-                        help="training-config override for every setting, e.g. train.lr_schedule=constant "
-                             "(repeatable)")
+    parser.add_argument(
+        "--override",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="training-config override for every setting, e.g. train.lr_schedule=constant (repeatable)",
+    )
     parser.add_argument("--parallel", type=int, default=1, help="settings trained at a time, one process each")
     parser.add_argument("--output-dir", default="mlm_emergence", help="curves.csv (appended), curves.png, crossings.md")
-    parser.add_argument("--plot", nargs="+", metavar="CSV", help="only plot these curves.csv files (runs made side "
-                                                                  "by side) into --output-dir/curves.png, crossings.md")
-    parser.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto",
-                        help="where the recipe trains (default auto: CUDA where there is a GPU)")
-    parser.add_argument("--max-seconds", type=float, default=0, help="end each curve at the first alignment row "
-                                                                     "this long after the command started (0: never)")
-    parser.add_argument("--corpus", default="", help="base corpus, one sentence a line (default: the English side "
-                                                     "of Tatoeba in the data home: distalign data fetch tatoeba)")
+    parser.add_argument(
+        "--plot",
+        nargs="+",
+        metavar="CSV",
+        help="only plot these curves.csv files (runs made side by side) into --output-dir/curves.png, crossings.md",
+    )
+    parser.add_argument(
+        "--device",
+        choices=("auto", "cpu", "cuda"),
+        default="auto",
+        help="where the recipe trains (default auto: CUDA where there is a GPU)",
+    )
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=0,
+        help="end each curve at the first alignment row this long after the command started (0: never)",
+    )
+    parser.add_argument(
+        "--corpus",
+        default="",
+        help="base corpus, one sentence a line (default: the English side "
+        "of Tatoeba in the data home: distalign data fetch tatoeba)",
+    )
     args = parser.parse_args(argv)
     one_thread()
     names = args.settings.split(",")

@@ -32,12 +32,16 @@ class Case:
 
 
 CASES = (
-    Case("quickstart model (vocabulary 2,000, hidden 64, 2 layers), 16 x 64 tokens",
-         dict(vocab_size=2000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
-         Shape(sequences=16, sequence_length=64)),
-    Case("XLM-R vocabulary (250,002), hidden 64, 2 layers, 4 x 64 tokens",
-         dict(vocab_size=250002, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
-         Shape(sequences=4, sequence_length=64)),
+    Case(
+        "quickstart model (vocabulary 2,000, hidden 64, 2 layers), 16 x 64 tokens",
+        dict(vocab_size=2000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
+        Shape(sequences=16, sequence_length=64),
+    ),
+    Case(
+        "XLM-R vocabulary (250,002), hidden 64, 2 layers, 4 x 64 tokens",
+        dict(vocab_size=250002, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128),
+        Shape(sequences=4, sequence_length=64),
+    ),
 )
 
 
@@ -48,7 +52,9 @@ def full_logit_loss(masked_lm, corpus: dict[str, torch.Tensor]) -> torch.Tensor:
 
 
 def labelled_loss(masked_lm, corpus: dict[str, torch.Tensor]) -> torch.Tensor:
-    return mlm_loss(masked_lm, corpus["labels"], input_ids=corpus["masked_ids"], attention_mask=corpus["attention_mask"])
+    return mlm_loss(
+        masked_lm, corpus["labels"], input_ids=corpus["masked_ids"], attention_mask=corpus["attention_mask"]
+    )
 
 
 def tokens_per_s(case: Case, steps: int, rounds: int = 3) -> dict[str, float]:
@@ -57,8 +63,9 @@ def tokens_per_s(case: Case, steps: int, rounds: int = 3) -> dict[str, float]:
 
     device = torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
     torch.manual_seed(0)
-    masked_lm = XLMRobertaForMaskedLM(XLMRobertaConfig(**case.model, max_position_embeddings=case.shape.sequence_length
-                                                       + 2, pad_token_id=1)).to(device)
+    masked_lm = XLMRobertaForMaskedLM(
+        XLMRobertaConfig(**case.model, max_position_embeddings=case.shape.sequence_length + 2, pad_token_id=1)
+    ).to(device)  # type: ignore[arg-type]
     optimizer = torch.optim.AdamW(masked_lm.parameters(), lr=1e-4)
     corpus = random_batches(case.shape, case.model["vocab_size"], device)["corpus"]
     ways = {"every position": full_logit_loss, "labelled positions": labelled_loss}

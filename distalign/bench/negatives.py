@@ -14,7 +14,6 @@ either. ``distalign bench scale`` (issue 47) reads ``measure`` for its per-rank 
 from __future__ import annotations
 
 # host-side module: fake tensors on the CPU, never a device
-
 import argparse
 import contextlib
 import math
@@ -30,21 +29,26 @@ from distalign.objectives.lexical import global_info_nce, info_nce
 MB = 2**20
 
 
-def gather_everything_info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float,
-                               pairs: torch.Tensor | None = None) -> torch.Tensor:
+def gather_everything_info_nce(
+    a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float, pairs: torch.Tensor | None = None
+) -> torch.Tensor:
     """The cross-worker InfoNCE before the split, kept as the baseline: every rank gathers all pairs in fp32
     (with their gradients) and computes the whole [2WB, 2WB] loss."""
+
     def gather(rows: torch.Tensor) -> torch.Tensor:
         return collectives.all_gather_rows(rows, with_grad=rows.is_floating_point(), same_size=True)
-    return info_nce(gather(a.float()), gather(b.float()), gather(synset_ids), temperature,
-                    None if pairs is None else gather(pairs))
+
+    return info_nce(
+        gather(a.float()), gather(b.float()), gather(synset_ids), temperature, None if pairs is None else gather(pairs)
+    )
 
 
 CONTRASTS = {"before": gather_everything_info_nce, "after": global_info_nce}
 
 
-def rank_peak_bytes(world: int, pairs: int, dim: int, contrast: str, dtype: torch.dtype = torch.bfloat16,
-                    fake: bool = True) -> int:
+def rank_peak_bytes(
+    world: int, pairs: int, dim: int, contrast: str, dtype: torch.dtype = torch.bfloat16, fake: bool = True
+) -> int:
     """The most bytes live at once on one rank of ``world`` during ``CONTRASTS[contrast]`` of its ``pairs`` pairs
     of ``dim``-wide pooled rows in ``dtype``, and its backward (the rows themselves counted). ``fake``: traced
     without computing; else computed on real (random) rows, the check of the trace at small sizes."""
@@ -83,8 +87,10 @@ class Row:
 
 
 def measure(worlds: list[int], pairs: int = 64, dim: int = 768) -> list[Row]:
-    return [Row(w, pairs, dim, rank_peak_bytes(w, pairs, dim, "before"), rank_peak_bytes(w, pairs, dim, "after"))
-            for w in worlds]
+    return [
+        Row(w, pairs, dim, rank_peak_bytes(w, pairs, dim, "before"), rank_peak_bytes(w, pairs, dim, "after"))
+        for w in worlds
+    ]
 
 
 def slope(rows: list[Row], side: str) -> float:
@@ -94,15 +100,21 @@ def slope(rows: list[Row], side: str) -> float:
 
 
 def format_table(rows: list[Row]) -> str:
-    lines = ["| W | items W·2B | before: peak MiB | before / one [W·2B]² fp32 | after: peak MiB "
-             "| after: bytes per item |", "|---:|---:|---:|---:|---:|---:|"]
+    lines = [
+        "| W | items W·2B | before: peak MiB | before / one [W·2B]² fp32 | after: peak MiB | after: bytes per item |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for row in rows:
-        lines.append(f"| {row.world} | {row.items} | {row.before / MB:,.1f} | {row.before / (4 * row.items ** 2):.1f} "
-                     f"| {row.after / MB:,.1f} | {row.after / row.items:,.0f} |")
+        lines.append(
+            f"| {row.world} | {row.items} | {row.before / MB:,.1f} | {row.before / (4 * row.items**2):.1f} "
+            f"| {row.after / MB:,.1f} | {row.after / row.items:,.0f} |"
+        )
     if len(rows) > 1:
-        lines.append(f"\nB = {rows[0].pairs} pairs a rank, d = {rows[0].dim}; peak ∝ W^k from W = {rows[0].world} "
-                     f"to {rows[-1].world}: before k = {slope(rows, 'before'):.2f}, "
-                     f"after k = {slope(rows, 'after'):.2f}")
+        lines.append(
+            f"\nB = {rows[0].pairs} pairs a rank, d = {rows[0].dim}; peak ∝ W^k from W = {rows[0].world} "
+            f"to {rows[-1].world}: before k = {slope(rows, 'before'):.2f}, "
+            f"after k = {slope(rows, 'after'):.2f}"
+        )
     return "\n".join(lines)
 
 

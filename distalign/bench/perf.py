@@ -50,9 +50,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
@@ -86,6 +87,7 @@ class PerfReport:
 
 # ---------------------------------------------------------------------------------------------- step timing
 
+
 def _prepared(home: Path, overrides: list[str]):
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
@@ -116,10 +118,12 @@ def time_steps(home: Path, overrides: list[str], steps: int, rounds: int = 3) ->
     if dist.get_world_size() > 1:
         bare = nn.parallel.DistributedDataParallel(bare)
     optimizer = torch.optim.AdamW(bare.parameters(), lr=config.train.lr, weight_decay=config.train.weight_decay)
-    runs: dict[str, Callable[[dict], None]] = {"distalign": lambda b: recipe.step([b]),
-                                               "bare": lambda b: bare_step(bare, optimizer, b)}
+    runs: dict[str, Callable[[dict], None]] = {
+        "distalign": lambda b: recipe.step([b]),
+        "bare": lambda b: bare_step(bare, optimizer, b),
+    }
     seconds = dict.fromkeys(runs, 0.0)
-    for name, run in runs.items():  # warm-up: first-call allocations, DDP's first bucket rebuild
+    for run in runs.values():  # warm-up: first-call allocations, DDP's first bucket rebuild
         for i in range(3):
             run(batches[i])
     for _ in range(rounds):
@@ -161,11 +165,17 @@ def step_timings(home: Path, world: int, plans: list[dict]) -> list[dict]:
 
 
 def batch_overrides(pairs: int, workers: int) -> list[str]:
-    return [f"train.constraint_batch_size={pairs}", f"train.corpus_batch_size={pairs // 2}",
-            f"train.num_workers={workers}", "train.max_steps=400", "eval.every=0"]
+    return [
+        f"train.constraint_batch_size={pairs}",
+        f"train.corpus_batch_size={pairs // 2}",
+        f"train.num_workers={workers}",
+        "train.max_steps=400",
+        "eval.every=0",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------- start-up
+
 
 def _client(home: Path):
     from mlflow.tracking import MlflowClient
@@ -183,16 +193,22 @@ def _command_env(home: Path) -> dict[str, str]:
 def logged_run(home: Path, run_name: str):
     """The MLflow run named ``run_name`` in ``home``'s store."""
     client = _client(home)
-    (run,) = client.search_runs([client.get_experiment_by_name("distalign").experiment_id],
-                                f"attributes.run_name = '{run_name}'")
+    (run,) = client.search_runs(
+        [client.get_experiment_by_name("distalign").experiment_id], f"attributes.run_name = '{run_name}'"
+    )
     return run
 
 
 def distalign_command(home: Path, args: list[str], run_name: str):
     """``distalign <args>`` as a subprocess on local Ray with ``home`` as DISTALIGN_HOME; returns the MLflow
     run named ``run_name`` that it logged."""
-    done = subprocess.run([sys.executable, "-m", "distalign.cli", *args], env=_command_env(home),
-                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "distalign.cli", *args],
+        env=_command_env(home),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     if done.returncode:  # the command's own words, not only its exit status
         raise RuntimeError(f"distalign {' '.join(args)} exited with {done.returncode}:\n{done.stderr[-4000:]}")
     return logged_run(home, run_name)
@@ -202,8 +218,11 @@ def startup_figures(home: Path) -> dict[str, float]:
     """``distalign train`` on the quickstart as a subprocess: its logged start-up phases and its wall time."""
     start = time.time()
     name = f"bench-startup-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
-    run = distalign_command(home, ["train", str(QUICKSTART), f"run.name={name}", "train.max_steps=3",
-                                   "train.checkpoint_every=3", "eval.every=0"], name)
+    run = distalign_command(
+        home,
+        ["train", str(QUICKSTART), f"run.name={name}", "train.max_steps=3", "train.checkpoint_every=3", "eval.every=0"],
+        name,
+    )
     wall = time.time() - start
     return {k: v for k, v in run.data.metrics.items() if k.startswith("startup/")} | {"wall_s": wall}
 
@@ -218,18 +237,29 @@ def trial_startup(home: Path) -> dict[str, float]:
 
     name = f"bench-trials-{time.strftime('%Y%m%d-%H%M%S')}"  # a new study: the same name would resume
     study = home / "bench-study.yaml"
-    study.write_text(yaml.safe_dump({
-        "study": name, "base": str(QUICKSTART),
-        "overrides": ["train.num_workers=1", "train.max_steps=4", "train.checkpoint_every=4", "eval.every=0"],
-        "grid": TRIAL_GRID}))
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "study": name,
+                "base": str(QUICKSTART),
+                "overrides": ["train.num_workers=1", "train.max_steps=4", "train.checkpoint_every=4", "eval.every=0"],
+                "grid": TRIAL_GRID,
+            }
+        )
+    )
     parent = distalign_command(home, ["tune", str(study)], name)
     client = _client(home)
     trials = []
     for run in client.search_runs([parent.info.experiment_id], f"tags.mlflow.parentRunId = '{parent.info.run_id}'"):
         (first_step,) = client.get_metric_history(run.info.run_id, "startup/total_s")  # logged at the first step
-        trials.append({"start": run.info.start_time / 1000, "first_step": first_step.timestamp / 1000,
-                       "end": run.info.end_time / 1000} | {k: v for k, v in run.data.metrics.items()
-                                                           if k.startswith("startup/")})
+        trials.append(
+            {
+                "start": run.info.start_time / 1000,
+                "first_step": first_step.timestamp / 1000,
+                "end": run.info.end_time / 1000,
+            }
+            | {k: v for k, v in run.data.metrics.items() if k.startswith("startup/")}
+        )
     return trial_overhead(trials)
 
 
@@ -270,15 +300,22 @@ def watched_command(home: Path, args: list[str], marks: tuple[int, int]) -> dict
     from distalign.bench.plain_script import tree_cpu_s
 
     seen = {}
-    with subprocess.Popen([sys.executable, "-m", "distalign.cli", *args], env=_command_env(home), text=True,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT) as process:
+    with subprocess.Popen(
+        [sys.executable, "-m", "distalign.cli", *args],
+        env=_command_env(home),
+        text=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    ) as process:
         for line in process.stdout:
             step = re.search(r"\bstep (\d+)/", line)
             if step and int(step.group(1)) in marks:
                 seen[int(step.group(1))] = (time.time(), tree_cpu_s(process.pid), os.getloadavg()[0])
     if process.returncode or set(seen) != set(marks):
-        raise RuntimeError(f"distalign {' '.join(args)}: exit status {process.returncode}, console showed steps "
-                           f"{sorted(seen)} of {list(marks)}")
+        raise RuntimeError(
+            f"distalign {' '.join(args)}: exit status {process.returncode}, console showed steps "
+            f"{sorted(seen)} of {list(marks)}"
+        )
     return seen
 
 
@@ -288,9 +325,19 @@ def real_run_figures(home: Path, steps: int, steady_from: int, workers: int = 1)
     ``steady_from`` and ``steps``, per step: ``wall_ms`` and ``cpu_ms`` (CPU time of every process of the run);
     ``load``: the load average over the two."""
     name = f"bench-run-{workers}w-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run: the same name would resume
-    marks = watched_command(home, ["train", str(QUICKSTART), f"run.name={name}", f"train.num_workers={workers}",
-                                   f"train.max_steps={steps}", f"train.checkpoint_every={steps}", "eval.every=0"],
-                            (steady_from, steps))
+    marks = watched_command(
+        home,
+        [
+            "train",
+            str(QUICKSTART),
+            f"run.name={name}",
+            f"train.num_workers={workers}",
+            f"train.max_steps={steps}",
+            f"train.checkpoint_every={steps}",
+            "eval.every=0",
+        ],
+        (steady_from, steps),
+    )
     client, run = _client(home), logged_run(home, name)
     figures = {}
     for key in ("perf/step_ms", "perf/padding_share", "perf/tokens_per_s", *(f"perf/{p}_ms" for p in PERF_PHASES)):
@@ -316,19 +363,45 @@ def plain_script_figures(home: Path, steps: int, steady_from: int, processes: in
     corpus = [path for source in prepared.corpus.sources for path in source.paths]
     t = config.train
     load = os.getloadavg()[0]
-    out = subprocess.run([sys.executable, "-m", "distalign.bench.plain_script", prepared.model_path, str(constraints),
-                          *corpus, "--steps", str(steps), "--sentences-per-step", str(t.corpus_batch_size),
-                          "--pairs-per-step", str(t.constraint_batch_size), "--lr", str(t.lr),
-                          "--max-length", str(config.model.tiny.max_length),
-                          "--word-tokens", str(config.model.max_word_tokens), "--steady-from", str(steady_from),
-                          "--processes", str(processes)],
-                         check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "distalign.bench.plain_script",
+            prepared.model_path,
+            str(constraints),
+            *corpus,
+            "--steps",
+            str(steps),
+            "--sentences-per-step",
+            str(t.corpus_batch_size),
+            "--pairs-per-step",
+            str(t.constraint_batch_size),
+            "--lr",
+            str(t.lr),
+            "--max-length",
+            str(config.model.tiny.max_length),
+            "--word-tokens",
+            str(config.model.max_word_tokens),
+            "--steady-from",
+            str(steady_from),
+            "--processes",
+            str(processes),
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     result = json.loads(out.stdout.splitlines()[-1])
-    return {"step_ms": 1e3 * float(np.mean(result["step_s"][steady_from:])),
-            "cpu_ms": 1e3 * result["cpu_s"] / (steps - steady_from), "load": (load + os.getloadavg()[0]) / 2}
+    return {
+        "step_ms": 1e3 * float(np.mean(result["step_s"][steady_from:])),
+        "cpu_ms": 1e3 * result["cpu_s"] / (steps - steady_from),
+        "load": (load + os.getloadavg()[0]) / 2,
+    }
 
 
 # ---------------------------------------------------------------------------------------------- data path
+
 
 def ingest_rates(home: Path, batches: int) -> dict[str, float]:
     """Batches per second the data path delivers to a consumer that does nothing: the quickstart's constraint
@@ -361,6 +434,7 @@ def _rate(stream, batches: int) -> float:
 
 
 # ---------------------------------------------------------------------------------------------- evaluation
+
 
 def authors_ranks(queries: np.ndarray, vocabulary: np.ndarray, words: list[str], gold: list[str]) -> list[int]:
     """BabelBERT's authors' BLI ranking as they describe it: for each query, the cosine to every vocabulary
@@ -396,11 +470,15 @@ def bli_comparison(layers: int, dim: int, seed: int = 0) -> dict[str, float]:
         sample = authors_ranks(queries[:AUTHORS_SAMPLE], vocabulary, words, [words[g] for g in gold[:AUTHORS_SAMPLE]])
         theirs += time.perf_counter() - start
         agree &= ranks[:AUTHORS_SAMPLE].tolist() == sample
-    return {"distalign_s_per_query": ours / (layers * BLI_QUERIES),
-            "authors_s_per_query": theirs / (layers * AUTHORS_SAMPLE), "same_ranks": float(agree)}
+    return {
+        "distalign_s_per_query": ours / (layers * BLI_QUERIES),
+        "authors_s_per_query": theirs / (layers * AUTHORS_SAMPLE),
+        "same_ranks": float(agree),
+    }
 
 
 # ---------------------------------------------------------------------------------------------- GPU
+
 
 def _gpu_worker(rank: int, steps: int, scratch: str) -> None:
     from distalign.bench.gpu import throughput
@@ -419,8 +497,9 @@ def gpu_throughput(steps: int) -> list[dict]:
 AREAS = ("step", "evaluation", "startup", "run", "run2", "data", "gpu", "finetune")
 
 
-def run_perf_bench(output_dir: Path, steps: int = 20, log_to_mlflow: bool = True,
-                   areas: tuple[str, ...] = AREAS) -> PerfReport:
+def run_perf_bench(
+    output_dir: Path, steps: int = 20, log_to_mlflow: bool = True, areas: tuple[str, ...] = AREAS
+) -> PerfReport:
     """The rows of ``areas`` (module docstring); the bench's own runs live under ``<output_dir>/home``, the
     results go to the user's tracking store. ``data`` compares with the step's consumption, so it times the
     steps too."""
@@ -469,79 +548,133 @@ def _measure(home: Path, steps: int, areas: tuple[str, ...]) -> PerfReport:
 
 
 def _step_rows(report: PerfReport, home: Path, steps: int) -> None:
-    one = _timed("step overhead, 1 process", lambda: step_timings(home, 1, [
-        {"pairs": p, "overrides": batch_overrides(p, 1), "steps": steps} for p in BATCH_SIZES]))
-    two = _timed("step overhead, 2 processes", lambda: step_timings(home, 2, [
-        {"pairs": p, "overrides": batch_overrides(p, 2), "steps": steps} for p in BATCH_SIZES]))
+    one = _timed(
+        "step overhead, 1 process",
+        lambda: step_timings(
+            home, 1, [{"pairs": p, "overrides": batch_overrides(p, 1), "steps": steps} for p in BATCH_SIZES]
+        ),
+    )
+    two = _timed(
+        "step overhead, 2 processes",
+        lambda: step_timings(
+            home, 2, [{"pairs": p, "overrides": batch_overrides(p, 2), "steps": steps} for p in BATCH_SIZES]
+        ),
+    )
     report.scaling = [{"processes": 1, **r} for r in one] + [{"processes": 2, **r} for r in two]
     for processes, results in ((1, one), (2, two)):
         main = next(r for r in results if r["pairs"] == 32)
         ratio = main["distalign"] / main["bare"]
         report.metrics[f"step/{processes}p/ratio"] = ratio
         anchor = "bare PyTorch loop" if processes == 1 else "bare DDP gloo loop"
-        report.rows.append(Row("step overhead", f"s/step, quickstart model and batch, {processes} process"
-                               + ("es" if processes > 1 else ""), f"{main['distalign'] * 1000:.1f} ms",
-                               f"{main['bare'] * 1000:.1f} ms ({anchor})", f"{ratio:.3f}x", "<= 1.05x"))
+        report.rows.append(
+            Row(
+                "step overhead",
+                f"s/step, quickstart model and batch, {processes} process" + ("es" if processes > 1 else ""),
+                f"{main['distalign'] * 1000:.1f} ms",
+                f"{main['bare'] * 1000:.1f} ms ({anchor})",
+                f"{ratio:.3f}x",
+                "<= 1.05x",
+            )
+        )
 
 
 def _evaluation_row(report: PerfReport) -> None:
     bli = _timed("BLI ranking", lambda: bli_comparison(layers=3, dim=64))
     speedup = bli["authors_s_per_query"] / bli["distalign_s_per_query"]
     report.metrics |= {f"bli/{k}": v for k, v in bli.items()} | {"bli/speedup": speedup}
-    report.rows.append(Row("evaluation", f"BLI, {BLI_QUERIES:,} queries x {BLI_VOCABULARY:,} words x 3 layers, "
-                           "s per query", f"{bli['distalign_s_per_query'] * 1e3:.3f} ms",
-                           f"{bli['authors_s_per_query'] * 1e3:.1f} ms (authors' method, {AUTHORS_SAMPLE} queries "
-                           "per layer)", f"{speedup:.0f}x faster", ">= 10x",
-                           "same ranks" if bli["same_ranks"] else "RANKS DIFFER"))
+    report.rows.append(
+        Row(
+            "evaluation",
+            f"BLI, {BLI_QUERIES:,} queries x {BLI_VOCABULARY:,} words x 3 layers, s per query",
+            f"{bli['distalign_s_per_query'] * 1e3:.3f} ms",
+            f"{bli['authors_s_per_query'] * 1e3:.1f} ms (authors' method, {AUTHORS_SAMPLE} queries per layer)",
+            f"{speedup:.0f}x faster",
+            ">= 10x",
+            "same ranks" if bli["same_ranks"] else "RANKS DIFFER",
+        )
+    )
 
 
 def _startup_rows(report: PerfReport, home: Path) -> None:
     startup = _timed("start-up of distalign train", lambda: startup_figures(home))
     report.metrics |= {f"startup/{k.removeprefix('startup/')}": v for k, v in startup.items()}
-    phases = ", ".join(f"{k.removeprefix('startup/').removesuffix('_s')} {v:.1f}" for k, v in startup.items()
-                       if k.startswith("startup/") and k != "startup/total_s")
-    report.rows.append(Row("start-up", "command to first optimizer step, quickstart",
-                           f"{startup['startup/total_s']:.1f} s", f"{startup['wall_s']:.1f} s whole command "
-                           "(3 steps)", "", "<= 30 s", phases))
+    phases = ", ".join(
+        f"{k.removeprefix('startup/').removesuffix('_s')} {v:.1f}"
+        for k, v in startup.items()
+        if k.startswith("startup/") and k != "startup/total_s"
+    )
+    report.rows.append(
+        Row(
+            "start-up",
+            "command to first optimizer step, quickstart",
+            f"{startup['startup/total_s']:.1f} s",
+            f"{startup['wall_s']:.1f} s whole command (3 steps)",
+            "",
+            "<= 30 s",
+            phases,
+        )
+    )
     trials = _timed("start-up per Tune trial", lambda: trial_startup(home))
     report.metrics |= {f"trial/{k.replace('startup/', '')}": v for k, v in trials.items()}
     for label, measure in (("first", "first trials (a cold cluster)"), ("later", "per trial after the first")):
         if not trials.get(f"{label}/trials"):
             continue
-        phases = {k.removeprefix(f"{label}/startup/").removesuffix("_s"): v for k, v in trials.items()
-                  if k.startswith(f"{label}/startup/") and k != f"{label}/startup/total_s"}
+        phases = {
+            k.removeprefix(f"{label}/startup/").removesuffix("_s"): v
+            for k, v in trials.items()
+            if k.startswith(f"{label}/startup/") and k != f"{label}/startup/total_s"
+        }
         note = ", ".join(f"{name} {v:.1f}" for name, v in sorted(phases.items(), key=lambda p: -p[1]))  # largest first
         gap = trials.get(f"{label}/gap_s")
-        report.rows.append(Row("start-up", f"Tune trial to its first step, {measure}; quickstart study, "
-                               f"{trials[f'{label}/trials']:.0f} of 4 trials, 1 worker each",
-                               f"{trials[f'{label}/startup/total_s']:.1f} s",
-                               f"{gap:.1f} s from the end of the trial before" if gap is not None else "", "",
-                               "<= 5 s" if label == "later" else "", note))
+        report.rows.append(
+            Row(
+                "start-up",
+                f"Tune trial to its first step, {measure}; quickstart study, "
+                f"{trials[f'{label}/trials']:.0f} of 4 trials, 1 worker each",
+                f"{trials[f'{label}/startup/total_s']:.1f} s",
+                f"{gap:.1f} s from the end of the trial before" if gap is not None else "",
+                "",
+                "<= 5 s" if label == "later" else "",
+                note,
+            )
+        )
 
 
 def _real_run_row(report: PerfReport, home: Path, workers: int, steps: int = 300, steady_from: int = 100) -> None:
     """``workers`` workers against the plain script in as many processes, run before and after the run (the
     machine's load moves between them: the mean of the two is the anchor, both are in the note)."""
-    plain = [_timed(f"the plain script, {workers} process(es)",
-                    lambda: plain_script_figures(home, steps, steady_from, workers))]
+    plain = [
+        _timed(
+            f"the plain script, {workers} process(es)", lambda: plain_script_figures(home, steps, steady_from, workers)
+        )
+    ]
     run = _timed(f"a real run, {workers} worker(s)", lambda: real_run_figures(home, steps, steady_from, workers))
     plain.append(plain_script_figures(home, steps, steady_from, workers))
     anchor = {key: float(np.mean([p[key] for p in plain])) for key in ("step_ms", "cpu_ms", "load")}
     ratio, cpu_ratio = run["wall_ms"] / anchor["step_ms"], run["cpu_ms"] / anchor["cpu_ms"]
-    report.metrics |= {f"run/{workers}w/{k}": v for k, v in run.items()} | {
-        f"run/{workers}w/plain_{k}": v for k, v in anchor.items()} | {
-        f"run/{workers}w/ratio": ratio, f"run/{workers}w/cpu_ratio": cpu_ratio}
+    report.metrics |= (
+        {f"run/{workers}w/{k}": v for k, v in run.items()}
+        | {f"run/{workers}w/plain_{k}": v for k, v in anchor.items()}
+        | {f"run/{workers}w/ratio": ratio, f"run/{workers}w/cpu_ratio": cpu_ratio}
+    )
     where = ", ".join(f"{p.replace('_', ' ')} {run[f'{p}_ms']:.1f} ms" for p in PERF_PHASES if f"{p}_ms" in run)
     before_after = " / ".join(f"{p['step_ms']:.1f}" for p in plain)
-    report.rows.append(Row(
-        "real run", f"ms/step, `distalign train` quickstart, {workers} worker{'s' if workers > 1 else ''}, "
-        f"steps {steady_from}-{steps}", f"{run['wall_ms']:.1f} ms (CPU {run['cpu_ms']:.1f} ms)",
-        f"{anchor['step_ms']:.1f} ms (CPU {anchor['cpu_ms']:.1f} ms; plain script, DataLoader"
-        + (f", {workers} DDP processes" if workers > 1 else "") + ")",
-        f"{ratio:.2f}x (CPU {cpu_ratio:.2f}x)", "<= 1.10x",
-        f"{where}; padding {100 * run['padding_share']:.0f} %; perf/step_ms {run['step_ms']:.1f}; plain script "
-        f"{before_after} ms before / after; load {run['load']:.1f} "
-        f"(plain {anchor['load']:.1f})"))
+    report.rows.append(
+        Row(
+            "real run",
+            f"ms/step, `distalign train` quickstart, {workers} worker{'s' if workers > 1 else ''}, "
+            f"steps {steady_from}-{steps}",
+            f"{run['wall_ms']:.1f} ms (CPU {run['cpu_ms']:.1f} ms)",
+            f"{anchor['step_ms']:.1f} ms (CPU {anchor['cpu_ms']:.1f} ms; plain script, DataLoader"
+            + (f", {workers} DDP processes" if workers > 1 else "")
+            + ")",
+            f"{ratio:.2f}x (CPU {cpu_ratio:.2f}x)",
+            "<= 1.10x",
+            f"{where}; padding {100 * run['padding_share']:.0f} %; perf/step_ms {run['step_ms']:.1f}; plain script "
+            f"{before_after} ms before / after; load {run['load']:.1f} "
+            f"(plain {anchor['load']:.1f})",
+        )
+    )
 
 
 def _data_rows(report: PerfReport, home: Path, steps: int) -> None:
@@ -549,18 +682,37 @@ def _data_rows(report: PerfReport, home: Path, steps: int) -> None:
     rates = _timed("data path", lambda: ingest_rates(home, batches=4 * steps))
     step_s = {(r["processes"], r["pairs"]): r["distalign"] for r in report.scaling}
     consumption = {"constraints": 1 / step_s[1, 32], "corpus": 1 / step_s[2, 32]}
-    for stream, label in (("constraints", "constraint stream, quickstart (1 worker)"),
-                          ("corpus", "corpus stream, 2-worker MLM run (per worker)")):
+    for stream, label in (
+        ("constraints", "constraint stream, quickstart (1 worker)"),
+        ("corpus", "corpus stream, 2-worker MLM run (per worker)"),
+    ):
         ratio = rates[stream] / consumption[stream]
         report.metrics |= {f"data/{stream}_batches_per_s": rates[stream], f"data/{stream}_ratio": ratio}
-        report.rows.append(Row("data path", f"batches/s, {label}", f"{rates[stream]:.0f} delivered",
-                               f"{consumption[stream]:.1f} consumed by the step", f"{ratio:.1f}x", ">= 5x"))
+        report.rows.append(
+            Row(
+                "data path",
+                f"batches/s, {label}",
+                f"{rates[stream]:.0f} delivered",
+                f"{consumption[stream]:.1f} consumed by the step",
+                f"{ratio:.1f}x",
+                ">= 5x",
+            )
+        )
 
 
 def _gpu_rows(report: PerfReport, steps: int) -> None:
     if not torch.cuda.is_available():
-        report.rows.append(Row("GPU", "tokens/s and MFU, XLM-R-base size, bf16, DDP and ZeRO-2 vs HF Trainer",
-                               "-", "-", "", ">= 45 % MFU", "not measured: no GPU on this machine"))
+        report.rows.append(
+            Row(
+                "GPU",
+                "tokens/s and MFU, XLM-R-base size, bf16, DDP and ZeRO-2 vs HF Trainer",
+                "-",
+                "-",
+                "",
+                ">= 45 % MFU",
+                "not measured: no GPU on this machine",
+            )
+        )
         return
     from distalign.bench.gpu import Shape
 
@@ -570,15 +722,23 @@ def _gpu_rows(report: PerfReport, steps: int) -> None:
     anchor = next(t for t in gpu if t["engine"] == "hf-trainer")
     for t in gpu:
         report.metrics |= {f"gpu/{t['engine']}/tokens_per_s": t["tokens_per_s"]} | (
-            {f"gpu/{t['engine']}/mfu": t["mfu"]} if t["mfu"] is not None else {})
+            {f"gpu/{t['engine']}/mfu": t["mfu"]} if t["mfu"] is not None else {}
+        )
     for t in gpu:
         mfu = f"{100 * t['mfu']:.1f} % MFU" if t["mfu"] is not None else "MFU: peak of this GPU unknown"
         is_anchor = t["engine"] == "hf-trainer"
-        report.rows.append(Row("GPU", f"tokens/s, XLM-R-base size, bf16, MLM + lexical, {batch}, {t['engine']} "
-                               f"({torch.cuda.get_device_name()})", f"{t['tokens_per_s']:,.0f}",
-                               "" if is_anchor else f"{anchor['tokens_per_s']:,.0f} (Hugging Face Trainer)",
-                               "" if is_anchor else f"{t['tokens_per_s'] / anchor['tokens_per_s']:.2f}x",
-                               "" if is_anchor else ">= 45 % MFU", mfu))
+        report.rows.append(
+            Row(
+                "GPU",
+                f"tokens/s, XLM-R-base size, bf16, MLM + lexical, {batch}, {t['engine']} "
+                f"({torch.cuda.get_device_name()})",
+                f"{t['tokens_per_s']:,.0f}",
+                "" if is_anchor else f"{anchor['tokens_per_s']:,.0f} (Hugging Face Trainer)",
+                "" if is_anchor else f"{t['tokens_per_s'] / anchor['tokens_per_s']:.2f}x",
+                "" if is_anchor else ">= 45 % MFU",
+                mfu,
+            )
+        )
 
 
 def _finetune_worker(rank: int, steps: int, scratch: str) -> None:
@@ -591,25 +751,45 @@ def _finetune_worker(rank: int, steps: int, scratch: str) -> None:
 def _finetune_row(report: PerfReport, steps: int) -> None:
     from distalign.bench.finetune_speed import BATCH
 
-    times = _timed("fine-tuning step vs the Hugging Face Trainer",
-                   lambda: in_fresh_processes(_finetune_worker, (steps,)))
+    times = _timed(
+        "fine-tuning step vs the Hugging Face Trainer", lambda: in_fresh_processes(_finetune_worker, (steps,))
+    )
     ratio, cpu_ratio = times["distalign"] / times["hf_trainer"], times["distalign_cpu"] / times["hf_trainer_cpu"]
     report.metrics |= {f"finetune/{side}_s_per_step": s for side, s in times.items()} | {
-        "finetune/ratio": ratio, "finetune/cpu_ratio": cpu_ratio}
+        "finetune/ratio": ratio,
+        "finetune/cpu_ratio": cpu_ratio,
+    }
     # the ratio of CPU times: on a shared machine the wall times swing with the other processes' load
-    report.rows.append(Row("fine-tuning", f"CPU s/step, transfer fine-tuning (XNLI head), tiny model, batch {BATCH}, "
-                           "1 process, 1 thread", f"{times['distalign_cpu'] * 1000:.1f} ms",
-                           f"{times['hf_trainer_cpu'] * 1000:.1f} ms (Hugging Face Trainer)", f"{cpu_ratio:.3f}x",
-                           "<= 1.05x", f"fastest of 5 rounds; wall {times['distalign'] * 1000:.1f} / "
-                           f"{times['hf_trainer'] * 1000:.1f} ms = {ratio:.3f}x"))
+    report.rows.append(
+        Row(
+            "fine-tuning",
+            f"CPU s/step, transfer fine-tuning (XNLI head), tiny model, batch {BATCH}, 1 process, 1 thread",
+            f"{times['distalign_cpu'] * 1000:.1f} ms",
+            f"{times['hf_trainer_cpu'] * 1000:.1f} ms (Hugging Face Trainer)",
+            f"{cpu_ratio:.3f}x",
+            "<= 1.05x",
+            f"fastest of 5 rounds; wall {times['distalign'] * 1000:.1f} / "
+            f"{times['hf_trainer'] * 1000:.1f} ms = {ratio:.3f}x",
+        )
+    )
 
 
 def _scaling_rows(report: PerfReport) -> None:
     for processes in (1, 2):
-        times = ", ".join(f"{r['pairs']}: {r['distalign'] * 1000:.0f} ms" for r in report.scaling
-                          if r["processes"] == processes)
-        report.rows.append(Row("scaling", f"s/step by pairs per worker, {processes} process"
-                               + ("es" if processes > 1 else ""), times, "", "", "", "scaling.png"))
+        times = ", ".join(
+            f"{r['pairs']}: {r['distalign'] * 1000:.0f} ms" for r in report.scaling if r["processes"] == processes
+        )
+        report.rows.append(
+            Row(
+                "scaling",
+                f"s/step by pairs per worker, {processes} process" + ("es" if processes > 1 else ""),
+                times,
+                "",
+                "",
+                "",
+                "scaling.png",
+            )
+        )
 
 
 def machine() -> str:
@@ -619,8 +799,12 @@ def machine() -> str:
 def write_results(report: PerfReport, output_dir: Path) -> list[Path]:
     """``results.md`` and, where the steps were timed, ``scaling.png``: the files written."""
     header = ["area", "measure", "distalign", "anchor", "ratio", "goal", "note"]
-    lines = [f"`distalign bench perf`, {time.strftime('%Y-%m-%d')}, {machine()}", "",
-             "| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    lines = [
+        f"`distalign bench perf`, {time.strftime('%Y-%m-%d')}, {machine()}",
+        "",
+        "| " + " | ".join(header) + " |",
+        "|" + "---|" * len(header),
+    ]
     lines += ["| " + " | ".join(str(getattr(row, h)) for h in header) + " |" for row in report.rows]
     text = "\n".join(lines) + "\n"
     (output_dir / "results.md").write_text(text)
@@ -635,10 +819,18 @@ def write_results(report: PerfReport, output_dir: Path) -> list[Path]:
     fig, ax = plt.subplots(figsize=(5, 3.2))
     for processes in (1, 2):
         points = [r for r in report.scaling if r["processes"] == processes]
-        ax.plot([r["pairs"] for r in points], [1000 * r["distalign"] for r in points], "o-",
-                label=f"distalign, {processes} process{'es' if processes > 1 else ''}")
-        ax.plot([r["pairs"] for r in points], [1000 * r["bare"] for r in points], "x--",
-                label=f"bare loop, {processes} process{'es' if processes > 1 else ''}")
+        ax.plot(
+            [r["pairs"] for r in points],
+            [1000 * r["distalign"] for r in points],
+            "o-",
+            label=f"distalign, {processes} process{'es' if processes > 1 else ''}",
+        )
+        ax.plot(
+            [r["pairs"] for r in points],
+            [1000 * r["bare"] for r in points],
+            "x--",
+            label=f"bare loop, {processes} process{'es' if processes > 1 else ''}",
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(BATCH_SIZES, [str(b) for b in BATCH_SIZES])
     ax.set_xlabel("constraint pairs per worker per step (corpus: half)")

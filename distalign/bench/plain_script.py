@@ -46,8 +46,9 @@ class StepRows(torch.utils.data.Dataset):
     """Step ``i``'s raw rows: ``sentences`` corpus sentences and ``pairs`` constraint pairs, drawn at random
     (each rank its own: ``seed`` holds the rank)."""
 
-    def __init__(self, sentences: list[str], pairs: dict[str, list], per_step: tuple[int, int], steps: int,
-                 seed: tuple[int, int]):
+    def __init__(
+        self, sentences: list[str], pairs: dict[str, list], per_step: tuple[int, int], steps: int, seed: tuple[int, int]
+    ):
         self.sentences, self.pairs, self.per_step, self.steps, self.seed = sentences, pairs, per_step, steps, seed
 
     def __len__(self) -> int:
@@ -72,12 +73,26 @@ class Collate:
     def __call__(self, step: tuple[list[str], dict[str, list]]) -> dict[str, dict[str, torch.Tensor]]:
         sentences, pairs = step
         encoded = self.tokenizer(sentences, truncation=True, max_length=self.max_length)
-        masked = self.masking([{"input_ids": ids, "attention_mask": mask}
-                               for ids, mask in zip(encoded["input_ids"], encoded["attention_mask"])])
-        corpus = {"masked_ids": masked["input_ids"], "labels": masked["labels"], "attention_mask": masked["attention_mask"]}
+        masked = self.masking(
+            [
+                {"input_ids": ids, "attention_mask": mask}
+                for ids, mask in zip(encoded["input_ids"], encoded["attention_mask"])
+            ]
+        )
+        corpus = {
+            "masked_ids": masked["input_ids"],
+            "labels": masked["labels"],
+            "attention_mask": masked["attention_mask"],
+        }
         # both sides in one call: one padded width, as the loss encodes them together
-        words = self.tokenizer(pairs["word1"] + pairs["word2"], truncation=True, max_length=self.word_tokens,
-                               padding=True, return_special_tokens_mask=True, return_tensors="pt")
+        words = self.tokenizer(
+            pairs["word1"] + pairs["word2"],
+            truncation=True,
+            max_length=self.word_tokens,
+            padding=True,
+            return_special_tokens_mask=True,
+            return_tensors="pt",
+        )
         words["word_mask"] = words["attention_mask"] * (1 - words["special_tokens_mask"])
         constraints = {"synset": torch.tensor(pairs["synset_index"])}  # host-side: a DataLoader collate
         for side, half in (("1", slice(None, len(pairs["word1"]))), ("2", slice(len(pairs["word1"]), None))):
@@ -85,10 +100,22 @@ class Collate:
         return {"corpus": corpus, "constraints": constraints}
 
 
-def train(model_dir: str, constraints: str, corpus: list[str], steps: int, sentences_per_step: int = 16,
-          pairs_per_step: int = 32, lr: float = 1e-3, temperature: float = 0.07, max_length: int = 64,
-          word_tokens: int = 16, mask_prob: float = 0.15, seed: int = 0, steady_from: int = 0,
-          cpu_of: int | None = None) -> dict:
+def train(
+    model_dir: str,
+    constraints: str,
+    corpus: list[str],
+    steps: int,
+    sentences_per_step: int = 16,
+    pairs_per_step: int = 32,
+    lr: float = 1e-3,
+    temperature: float = 0.07,
+    max_length: int = 64,
+    word_tokens: int = 16,
+    mask_prob: float = 0.15,
+    seed: int = 0,
+    steady_from: int = 0,
+    cpu_of: int | None = None,
+) -> dict:
     """Train ``steps`` steps in this process (a rank of the process group, if one is initialised); returns each
     step's wall time in seconds (data wait included) and ``cpu_s``: the CPU time of process ``cpu_of``'s tree
     (default this process's) from the end of step ``steady_from`` to the end of the last step."""
@@ -107,8 +134,9 @@ def train(model_dir: str, constraints: str, corpus: list[str], steps: int, sente
     sentences = [line.strip() for path in corpus for line in open(path, encoding="utf-8") if line.strip()]
     pairs = pq.read_table(constraints, columns=["word1", "word2", "synset_index"]).to_pydict()
     rows = StepRows(sentences, pairs, (sentences_per_step, pairs_per_step), steps, (seed, rank))
-    loader = torch.utils.data.DataLoader(rows, batch_size=None, num_workers=1,
-                                         collate_fn=Collate(tokenizer, max_length, word_tokens, mask_prob))
+    loader = torch.utils.data.DataLoader(
+        rows, batch_size=None, num_workers=1, collate_fn=Collate(tokenizer, max_length, word_tokens, mask_prob)
+    )
     cpu_of = cpu_of or os.getpid()
     times, cpu = [], 0.0
     start = time.perf_counter()
@@ -146,9 +174,18 @@ def main() -> None:
     parser.add_argument("--steady-from", type=int, default=0, help="the CPU time counts the steps after this one")
     parser.add_argument("--processes", type=int, default=1, help="DistributedDataParallel processes (gloo)")
     args = parser.parse_args()
-    kwargs = {"model_dir": args.model_dir, "constraints": args.constraints, "corpus": args.corpus, "steps": args.steps,
-              "sentences_per_step": args.sentences_per_step, "pairs_per_step": args.pairs_per_step, "lr": args.lr,
-              "max_length": args.max_length, "word_tokens": args.word_tokens, "steady_from": args.steady_from}
+    kwargs = {
+        "model_dir": args.model_dir,
+        "constraints": args.constraints,
+        "corpus": args.corpus,
+        "steps": args.steps,
+        "sentences_per_step": args.sentences_per_step,
+        "pairs_per_step": args.pairs_per_step,
+        "lr": args.lr,
+        "max_length": args.max_length,
+        "word_tokens": args.word_tokens,
+        "steady_from": args.steady_from,
+    }
     if args.processes == 1:
         print(json.dumps(train(**kwargs)))
         return

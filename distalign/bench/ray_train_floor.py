@@ -26,8 +26,11 @@ def one_step(config: dict) -> None:
     from ray.train.torch import prepare_model
 
     torch.manual_seed(0)
-    model = transformers.BertForMaskedLM(transformers.BertConfig(
-        vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128))
+    model: torch.nn.Module = transformers.BertForMaskedLM(
+        transformers.BertConfig(
+            vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128
+        )
+    )
     model = prepare_model(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     ids = torch.randint(5, 1000, (16, 32))  # host-side: the floor runs on CPU workers only
@@ -52,9 +55,12 @@ def main() -> None:
     ray.init(address=os.environ.get("RAY_ADDRESS") or "local")
     with tempfile.TemporaryDirectory() as scratch:
         result = Path(scratch) / "result.json"
-        TorchTrainer(one_step, train_loop_config={"result": str(result)},
-                     scaling_config=ScalingConfig(num_workers=args.workers),
-                     run_config=RunConfig(name="floor", storage_path=scratch)).fit()
+        TorchTrainer(
+            one_step,
+            train_loop_config={"result": str(result)},
+            scaling_config=ScalingConfig(num_workers=args.workers),
+            run_config=RunConfig(name="floor", storage_path=scratch),
+        ).fit()
         first_step_at = json.loads(result.read_text())["first_step_at"]
     ray.shutdown()
     print(json.dumps({"total_s": first_step_at - started}))

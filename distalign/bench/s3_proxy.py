@@ -16,7 +16,7 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from urllib.parse import urlsplit, unquote
+from urllib.parse import unquote, urlsplit
 
 CHUNK = 1 << 20
 HOP_HEADERS = {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "te", "trailer", "upgrade"}

@@ -29,9 +29,9 @@ import pickle
 import re
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -99,8 +99,10 @@ def synthetic_units(count: int, seed: int = 0) -> list:
     from distalign.data.corpus_plan import Unit
 
     sizes = np.random.default_rng(seed).integers(UNIT_BYTES // 8, UNIT_BYTES, count).tolist()
-    return [Unit(0, f"corpus/{i % 100:03d}.txt", i * UNIT_BYTES, i * UNIT_BYTES + size, size)
-            for i, size in enumerate(sizes)]
+    return [
+        Unit(0, f"corpus/{i % 100:03d}.txt", i * UNIT_BYTES, i * UNIT_BYTES + size, size)
+        for i, size in enumerate(sizes)
+    ]
 
 
 def write_text_files(root: Path, count: int) -> Path:
@@ -188,8 +190,15 @@ def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
     sources = [CorpusFiles("en", "text", paths, sizes=[UNIT_BYTES * units // 100] * len(paths))]
     feed = CorpusFeed(CorpusStream(sources), None, 0, cut, 4, 0.25)
     stored, config = store_pairs(pairs, scratch), ExperimentConfig()
-    plan = TrainingPlan(config, RunSchedule(1000, 100), "model", languages=list(LANGUAGES), word_pairs=stored,
-                        corpus=feed, tables={"constraints": TableStream(stored, None, config, 0.25)})
+    plan = TrainingPlan(
+        config,
+        RunSchedule(1000, 100),
+        "model",
+        languages=list(LANGUAGES),
+        word_pairs=stored,
+        corpus=feed,
+        tables={"constraints": TableStream(stored, None, config, 0.25)},
+    )
     return len(pickle.dumps(plan, protocol=5))
 
 
@@ -230,12 +239,15 @@ def run_scale_bench(sizes: Sizes, out: Path, progress: Callable[[str], None] = p
             + [lambda n=n: measure_table_streams(n, Path(scratch)) for n in sizes.pairs]
             + [lambda n=n: measure_plan(n, sizes.units[0], "N pairs", Path(scratch)) for n in sizes.pairs]
             + [lambda u=u: measure_plan(sizes.pairs[0], u, "U units", Path(scratch)) for u in sizes.units]
-            + [lambda: measure_negatives(sizes.workers)])
+            + [lambda: measure_negatives(sizes.workers)]
+        )
         for step in steps:
             measured = step()
             for point in measured if isinstance(measured, list) else [measured]:
-                progress(f"{point.series} = {point.size:,}: "
-                         f"{'' if point.seconds is None else f'{point.seconds:.3f} s, '}{point.bytes / MB:,.1f} MiB")
+                progress(
+                    f"{point.series} = {point.size:,}: "
+                    f"{'' if point.seconds is None else f'{point.seconds:.3f} s, '}{point.bytes / MB:,.1f} MiB"
+                )
                 points.append(point)
     (out / "scale.md").write_text(format_table(points) + "\n")
     plot(points, out / "scale.png")
@@ -267,8 +279,10 @@ def format_table(points: list[Point]) -> str:
         k_time = None if rows[0].seconds is None else slope(xs, [p.seconds for p in rows])
         k_memory = slope(xs, [p.bytes for p in rows])
         lines.append(f"| {name} | {fmt_slope(k_time)} | {fmt_slope(k_memory)} |")
-    lines.append("\nslope k: cost ∝ size^k (least squares on log-log); memory is peak RSS above the start, or bytes "
-                 "(plan: pickled, negatives: one rank's peak)")
+    lines.append(
+        "\nslope k: cost ∝ size^k (least squares on log-log); memory is peak RSS above the start, or bytes "
+        "(plan: pickled, negatives: one rank's peak)"
+    )
     return "\n".join(lines)
 
 

@@ -22,14 +22,20 @@ def sizes(text: str) -> list[int]:
 def register(bench) -> None:
     """Add ``scale`` to the ``distalign bench`` subparsers ``bench``."""
     scale = bench.add_parser(
-        "scale", help="time and memory of the driver's stages, the deal, the pickled plan and per-rank InfoNCE "
-                      "memory against the data size and W, each with its log-log slope (CPU, synthetic inputs)",
+        "scale",
+        help="time and memory of the driver's stages, the deal, the pickled plan and per-rank InfoNCE "
+        "memory against the data size and W, each with its log-log slope (CPU, synthetic inputs)",
         description="Listing (F local files), constraint preparation (N pairs), the epoch deal (U units, W workers), "
-                    "the pickled TrainingPlan (N, U) and one rank's InfoNCE memory (W), on synthetic inputs in this "
-                    "process: printed, scale.md and scale.png in the output folder.")
+        "the pickled TrainingPlan (N, U) and one rank's InfoNCE memory (W), on synthetic inputs in this "
+        "process: printed, scale.md and scale.png in the output folder.",
+    )
     scale.add_argument("--files", type=sizes, default=[100, 1000, 10000], help="listing: corpus files F")
-    scale.add_argument("--pairs", type=sizes, default=[100_000, 1_000_000],
-                       help="constraint pairs N (1e7 takes minutes and ~10 GB here)")
+    scale.add_argument(
+        "--pairs",
+        type=sizes,
+        default=[100_000, 1_000_000],
+        help="constraint pairs N (1e7 takes minutes and ~10 GB here)",
+    )
     scale.add_argument("--units", type=sizes, default=[10_000, 100_000, 1_000_000], help="corpus units U")
     scale.add_argument("--workers", type=sizes, default=[8, 16, 32, 64, 128], help="worker counts W")
     scale.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_scale")

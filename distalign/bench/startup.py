@@ -32,21 +32,34 @@ PHASES = ("imports", "prepare", "ray", "trainer", "workers", "model", "vanilla_e
 def register(bench) -> None:
     """Add ``startup`` to the ``distalign bench`` subparsers ``bench``."""
     startup = bench.add_parser(
-        "startup", help="a quickstart run's start-up phases beside the bare Ray Train floor (median of rounds)",
+        "startup",
+        help="a quickstart run's start-up phases beside the bare Ray Train floor (median of rounds)",
         description="Rounds of: the bare Ray Train script (two CPU workers importing torch and transformers, a "
-                    "2-layer BERT, one step, from process start) and `distalign train` on the quickstart (its "
-                    "startup/* phases), each a fresh command. Printed: the medians and the ratio to the floor; "
-                    "startup.json and startup.md in the output folder.")
+        "2-layer BERT, one step, from process start) and `distalign train` on the quickstart (its "
+        "startup/* phases), each a fresh command. Printed: the medians and the ratio to the floor; "
+        "startup.json and startup.md in the output folder.",
+    )
     startup.add_argument("--rounds", type=int, default=3, help="runs of each side; the table shows medians")
     startup.add_argument("--steps", type=int, default=2, help="the run's train.max_steps")
-    startup.add_argument("--address", default="", help="a running Ray cluster both sides join (RAY_ADDRESS's form, "
-                                                        "e.g. 127.0.0.1:6379; a `ray start` head also needs "
-                                                        "RAY_AUTH_MODE=token); default a fresh local Ray per command")
-    startup.add_argument("--start-cluster", action="store_true",
-                         help="start a `ray start --head` cluster on this machine for the bench (token auth, free "
-                              "ports), run both sides against it, stop it at the end")
-    startup.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_startup (its MLflow store "
-                                                          "and caches are reused: the inputs are generated once)")
+    startup.add_argument(
+        "--address",
+        default="",
+        help="a running Ray cluster both sides join (RAY_ADDRESS's form, "
+        "e.g. 127.0.0.1:6379; a `ray start` head also needs "
+        "RAY_AUTH_MODE=token); default a fresh local Ray per command",
+    )
+    startup.add_argument(
+        "--start-cluster",
+        action="store_true",
+        help="start a `ray start --head` cluster on this machine for the bench (token auth, free "
+        "ports), run both sides against it, stop it at the end",
+    )
+    startup.add_argument(
+        "--output-dir",
+        default="",
+        help="default $DISTALIGN_HOME/bench_startup (its MLflow store "
+        "and caches are reused: the inputs are generated once)",
+    )
     startup.add_argument("overrides", nargs="*", help="more training-config overrides for the run")
     startup.set_defaults(func=run)
 
@@ -76,15 +89,24 @@ def run(args) -> int:
             floor = floor_seconds(env)
             phases = run_phases(out, env, args.steps, args.overrides)
             rounds.append({"floor_s": floor} | phases)
-            print(f"round {i + 1}/{args.rounds}: floor {floor:.1f} s, distalign train {phases['total_s']:.1f} s "
-                  f"(load {os.getloadavg()[0]:.1f})", flush=True)
+            print(
+                f"round {i + 1}/{args.rounds}: floor {floor:.1f} s, distalign train {phases['total_s']:.1f} s "
+                f"(load {os.getloadavg()[0]:.1f})",
+                flush=True,
+            )
     finally:
         if cluster is not None:
             cluster.terminate()  # `ray start --block` stops the processes it started, and only those
             cluster.wait(timeout=60)
     where = env.get("RAY_ADDRESS") and f"a running cluster ({env['RAY_ADDRESS']})" or "a fresh local Ray per command"
-    report = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()), "machine": machine(), "ray": where,
-              "load_average_1m": os.getloadavg()[0], "rounds": rounds, "median": medians(rounds)}
+    report = {
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "machine": machine(),
+        "ray": where,
+        "load_average_1m": os.getloadavg()[0],
+        "rounds": rounds,
+        "median": medians(rounds),
+    }
     (out / "startup.json").write_text(json.dumps(report, indent=1))
     table = format_table(report)
     (out / "startup.md").write_text(table + "\n")
@@ -109,9 +131,21 @@ def start_head(out: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
     port = free_port()
     ray = Path(sys.executable).with_name("ray")
     head = subprocess.Popen(
-        [str(ray), "start", "--head", "--block", f"--port={port}", f"--num-cpus={os.cpu_count()}",
-         "--dashboard-host=127.0.0.1", f"--dashboard-port={free_port()}", f"--ray-client-server-port={free_port()}"],
-        env=env | {"RAY_AUTH_MODE": "token"}, stdout=(out / "ray-head.log").open("w"), stderr=subprocess.STDOUT)
+        [
+            str(ray),
+            "start",
+            "--head",
+            "--block",
+            f"--port={port}",
+            f"--num-cpus={os.cpu_count()}",
+            "--dashboard-host=127.0.0.1",
+            f"--dashboard-port={free_port()}",
+            f"--ray-client-server-port={free_port()}",
+        ],
+        env=env | {"RAY_AUTH_MODE": "token"},
+        stdout=(out / "ray-head.log").open("w"),
+        stderr=subprocess.STDOUT,
+    )
     address = f"127.0.0.1:{port}"
     deadline = time.time() + 120
     while time.time() < deadline:
@@ -128,7 +162,7 @@ def start_head(out: Path, env: dict[str, str]) -> tuple[subprocess.Popen, str]:
 
 def checked_run(command: list[str], env: dict[str, str], what: str) -> str:
     """``command``'s stdout; its exit status and the end of its stderr in the error when it fails."""
-    done = subprocess.run(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode:
         raise RuntimeError(f"{what} exited with {done.returncode}:\n{done.stderr[-4000:]}")
     return done.stdout
@@ -146,15 +180,33 @@ def run_phases(out: Path, env: dict[str, str], steps: int, overrides: list[str])
 
     name = f"bench-startup-{time.strftime('%Y%m%d-%H%M%S')}"  # a new run each time: the same name would resume
     start = time.time()
-    checked_run([sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), f"run.name={name}",
-                 f"train.max_steps={steps}", f"train.checkpoint_every={steps}", "eval.every=0",
-                 f"storage.path={out / 'runs'}", *overrides], env, "distalign train")
+    checked_run(
+        [
+            sys.executable,
+            "-m",
+            "distalign.cli",
+            "train",
+            str(QUICKSTART),
+            f"run.name={name}",
+            f"train.max_steps={steps}",
+            f"train.checkpoint_every={steps}",
+            "eval.every=0",
+            f"storage.path={out / 'runs'}",
+            *overrides,
+        ],
+        env,
+        "distalign train",
+    )
     wall = time.time() - start
     client = MlflowClient(env["MLFLOW_TRACKING_URI"])
     experiment = client.get_experiment_by_name("distalign")
+    assert experiment is not None, "the run made no MLflow experiment 'distalign'"
     (logged,) = client.search_runs([experiment.experiment_id], f"attributes.run_name = '{name}'")
-    phases = {k.removeprefix("startup/").removesuffix("_s"): v for k, v in logged.data.metrics.items()
-              if k.startswith("startup/")}
+    phases = {
+        k.removeprefix("startup/").removesuffix("_s"): v
+        for k, v in logged.data.metrics.items()
+        if k.startswith("startup/")
+    }
     return {"total_s": phases.pop("total")} | phases | {"wall_s": wall}
 
 
@@ -166,10 +218,17 @@ def medians(rounds: list[dict[str, float]]) -> dict[str, float]:
 def format_table(report: dict) -> str:
     median, rounds = report["median"], report["rounds"]
     head = f"| seconds | {' | '.join(f'round {i + 1}' for i in range(len(rounds)))} | median |"
-    lines = [f"start-up, {report['date']}, {report['machine']}, {report['ray']}, load {report['load_average_1m']:.1f}",
-             "", head, "|---" * (len(rounds) + 2) + "|"]
-    rows = [("bare Ray Train floor", "floor_s"), ("distalign train, command -> first step", "total_s")] + \
-        [(f"  {phase}", phase) for phase in PHASES if phase in median] + [("distalign train, whole command", "wall_s")]
+    lines = [
+        f"start-up, {report['date']}, {report['machine']}, {report['ray']}, load {report['load_average_1m']:.1f}",
+        "",
+        head,
+        "|---" * (len(rounds) + 2) + "|",
+    ]
+    rows = (
+        [("bare Ray Train floor", "floor_s"), ("distalign train, command -> first step", "total_s")]
+        + [(f"  {phase}", phase) for phase in PHASES if phase in median]
+        + [("distalign train, whole command", "wall_s")]
+    )
     for label, key in rows:
         cells = " | ".join(f"{r[key]:.1f}" if key in r else "" for r in rounds)
         lines.append(f"| {label} | {cells} | {median[key]:.1f} |")

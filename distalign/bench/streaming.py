@@ -71,13 +71,27 @@ def rss_mb(pid: int) -> float:
     return 0.0
 
 
-def run_one(config: Path, corpus: Path, size_mb: float, files: int, steps: int, home: Path,
-            extra: list[str]) -> StreamingResult:
+def run_one(
+    config: Path, corpus: Path, size_mb: float, files: int, steps: int, home: Path, extra: list[str]
+) -> StreamingResult:
     """One ``distalign train`` on ``corpus``: driver peak RSS and time to the first step."""
-    command = [sys.executable, "-m", "distalign.cli", "train", str(config), f"run.name=stream-{int(size_mb)}mb-{int(time.time())}",  # a new run, never a resume
-               "data.source=files", f"data.corpora=[{{path: {corpus}, lang: xa}}]", "objectives.lexical.weight=0",
-               "objectives.mlm.weight=1", f"train.max_steps={steps}", "train.log_every=1", "eval.every=0",
-               f"train.checkpoint_every={steps}", *extra]
+    command = [
+        sys.executable,
+        "-m",
+        "distalign.cli",
+        "train",
+        str(config),
+        f"run.name=stream-{int(size_mb)}mb-{int(time.time())}",  # a new run, never a resume
+        "data.source=files",
+        f"data.corpora=[{{path: {corpus}, lang: xa}}]",
+        "objectives.lexical.weight=0",
+        "objectives.mlm.weight=1",
+        f"train.max_steps={steps}",
+        "train.log_every=1",
+        "eval.every=0",
+        f"train.checkpoint_every={steps}",
+        *extra,
+    ]
     env = {**os.environ, "DISTALIGN_HOME": str(home), "PYTHONUNBUFFERED": "1"}  # its lines as they come
     env.pop("MLFLOW_TRACKING_URI", None)
     env.pop("RAY_ADDRESS", None)
@@ -127,13 +141,15 @@ def write_corpora(config: Path, sizes_mb: list[float], out_dir: Path) -> dict[fl
     return corpora
 
 
-def run_streaming_bench(config: Path, sizes_mb: list[float], steps: int, out_dir: Path,
-                        extra: list[str] | None = None) -> list[StreamingResult]:
+def run_streaming_bench(
+    config: Path, sizes_mb: list[float], steps: int, out_dir: Path, extra: list[str] | None = None
+) -> list[StreamingResult]:
     results = []
     for size, corpus in write_corpora(config, sizes_mb, out_dir).items():
         print(f"training {steps} steps on {corpus}", flush=True)
-        results.append(run_one(config, corpus, size, len(list(corpus.glob("*.txt"))), steps, out_dir / "home",
-                               extra or []))
+        results.append(
+            run_one(config, corpus, size, len(list(corpus.glob("*.txt"))), steps, out_dir / "home", extra or [])
+        )
     table = format_table(results)
     print(table)
     (out_dir / "results.md").write_text(table + "\n")
@@ -141,12 +157,16 @@ def run_streaming_bench(config: Path, sizes_mb: list[float], steps: int, out_dir
 
 
 def format_table(results: list[StreamingResult]) -> str:
-    rows = ["| corpus | files | time to first step | whole run | driver peak RSS | exit |",
-            "|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| corpus | files | time to first step | whole run | driver peak RSS | exit |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
         size = f"{r.corpus_mb / 1024:.1f} GB" if r.corpus_mb >= 1024 else f"{r.corpus_mb:.0f} MB"
-        rows.append(f"| {size} | {r.files} | {r.first_step_s:.1f} s | {r.total_s:.1f} s | "
-                    f"{r.driver_peak_rss_mb:.0f} MB | {r.returncode} |")
+        rows.append(
+            f"| {size} | {r.files} | {r.first_step_s:.1f} s | {r.total_s:.1f} s | "
+            f"{r.driver_peak_rss_mb:.0f} MB | {r.returncode} |"
+        )
     return "\n".join(rows)
 
 
@@ -221,9 +241,13 @@ def read_share(stream, units: list, workers: int, rank: int, seed: int, mix_unit
             first = first or time.perf_counter() - started
     if ledger.files:
         raise RuntimeError(f"worker {rank} skipped files: {ledger.files}")
-    return {"rows": rows, "seconds": time.perf_counter() - started, "first_s": first,
-            "counted": COUNTED[0] - counted,
-            "node": ray.get_runtime_context().get_node_id() if ray.is_initialized() else ""}
+    return {
+        "rows": rows,
+        "seconds": time.perf_counter() - started,
+        "first_s": first,
+        "counted": COUNTED[0] - counted,
+        "node": ray.get_runtime_context().get_node_id() if ray.is_initialized() else "",
+    }
 
 
 def read_epoch(stream, storage: str, size_mb: float, workers: int, unit_bytes: int, bytes_read) -> ReadResult:
@@ -237,13 +261,23 @@ def read_epoch(stream, storage: str, size_mb: float, workers: int, unit_bytes: i
     task = ray.remote(read_share).options(num_cpus=1, scheduling_strategy="SPREAD")
     shares = ray.get([task.remote(stream, units, workers, rank, 0, 4) for rank in range(workers)])
     corpus_bytes = sum(sum(s.sizes) for s in stream.sources)
-    return ReadResult(storage, size_mb, len(units), workers, corpus_bytes, bytes_read(shares),
-                      [s["rows"] for s in shares], [s["seconds"] for s in shares], [s["first_s"] for s in shares],
-                      len({s["node"] for s in shares}))
+    return ReadResult(
+        storage,
+        size_mb,
+        len(units),
+        workers,
+        corpus_bytes,
+        bytes_read(shares),
+        [s["rows"] for s in shares],
+        [s["seconds"] for s in shares],
+        [s["first_s"] for s in shares],
+        len({s["node"] for s in shares}),
+    )
 
 
-def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, unit_bytes: int, out_dir: Path
-                 ) -> list[ReadResult]:
+def run_io_bench(
+    corpora: dict[float, Path], workers: list[int], nodes: int, unit_bytes: int, out_dir: Path
+) -> list[ReadResult]:
     """Every corpus read on S3 (moto behind a counting proxy) and locally, by each number of workers; each result
     merged into ``out_dir/results-io.json`` as it comes (an invocation cut short keeps what it measured)."""
     import boto3
@@ -267,19 +301,29 @@ def run_io_bench(corpora: dict[float, Path], workers: list[int], nodes: int, uni
                 for path in sorted(directory.glob("*.txt")):
                     s3.upload_file(str(path), "corpus", f"{prefix}/{path.name}")
                 listings = {
-                    "s3": CorpusStream([list_corpus_files(CorpusSource(f"s3://corpus/{prefix}/", "xa"), "corpus",
-                                                          s3_filesystem(url))], s3_filesystem(proxy.url)),
-                    "local": CorpusStream([list_corpus_files(CorpusSource(str(directory), "xa"), "corpus")],
-                                          counting_local_filesystem())}
+                    "s3": CorpusStream(
+                        [list_corpus_files(CorpusSource(f"s3://corpus/{prefix}/", "xa"), "corpus", s3_filesystem(url))],
+                        s3_filesystem(proxy.url),
+                    ),
+                    "local": CorpusStream(
+                        [list_corpus_files(CorpusSource(str(directory), "xa"), "corpus")], counting_local_filesystem()
+                    ),
+                }
                 for w in workers:
                     for storage, stream in listings.items():
                         proxy.reset()
-                        count = ((lambda shares: proxy.tally.bytes_under(f"corpus/{prefix}/")) if storage == "s3"
-                                 else (lambda shares: sum(s["counted"] for s in shares)))
+                        count = (
+                            (lambda shares, under=f"corpus/{prefix}/": proxy.tally.bytes_under(under))
+                            if storage == "s3"
+                            else (lambda shares: sum(s["counted"] for s in shares))
+                        )
                         result = read_epoch(stream, storage, size, w, unit_bytes, count)
-                        print(f"  {storage} {size:.0f} MB, {w} workers: read {result.amplification:.3f}x, rows "
-                              f"max/mean {result.rows_spread:.3f}, {min(result.rows_per_s):.0f}-"
-                              f"{max(result.rows_per_s):.0f} rows/s per worker", flush=True)
+                        print(
+                            f"  {storage} {size:.0f} MB, {w} workers: read {result.amplification:.3f}x, rows "
+                            f"max/mean {result.rows_spread:.3f}, {min(result.rows_per_s):.0f}-"
+                            f"{max(result.rows_per_s):.0f} rows/s per worker",
+                            flush=True,
+                        )
                         results.append(result)
                         merge_io_results(out_dir / "results-io.json", [result])
         finally:
@@ -301,13 +345,17 @@ def merge_io_results(path: Path, results: list[ReadResult]) -> list[ReadResult]:
 
 
 def format_io_table(results: list[ReadResult]) -> str:
-    rows = ["| storage | corpus | units | workers | nodes | bytes read ÷ corpus | rows per worker, max ÷ mean | "
-            "rows/s per worker (min–max) | first rows (slowest worker) |",
-            "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    rows = [
+        "| storage | corpus | units | workers | nodes | bytes read ÷ corpus | rows per worker, max ÷ mean | "
+        "rows/s per worker (min–max) | first rows (slowest worker) |",
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
     for r in results:
-        rows.append(f"| {r.storage} | {r.corpus_mb:.0f} MB | {r.units} | {r.workers} | {r.nodes} | "
-                    f"{r.amplification:.3f} | {r.rows_spread:.3f} | {min(r.rows_per_s):,.0f}–{max(r.rows_per_s):,.0f} | "
-                    f"{max(r.first_rows_s):.2f} s |")
+        rows.append(
+            f"| {r.storage} | {r.corpus_mb:.0f} MB | {r.units} | {r.workers} | {r.nodes} | "
+            f"{r.amplification:.3f} | {r.rows_spread:.3f} | {min(r.rows_per_s):,.0f}–{max(r.rows_per_s):,.0f} | "
+            f"{max(r.first_rows_s):.2f} s |"
+        )
     return "\n".join(rows)
 
 

@@ -72,12 +72,17 @@ def read_conllu(path: str | Path) -> list[list[Word]]:
     sentences = []
     with path.open(encoding="utf-8") as handle:
         for number, tokens in enumerate(conllu.parse_incr(handle), start=1):
-            words = [Word(t["id"], t["form"], t["upos"] or "", t["head"] if t["head"] is not None else -1,
-                          t["deprel"] or "") for t in tokens if isinstance(t["id"], int)]
+            words = [
+                Word(t["id"], t["form"], t["upos"] or "", t["head"] if t["head"] is not None else -1, t["deprel"] or "")
+                for t in tokens
+                if isinstance(t["id"], int)
+            ]
             unreached = _off_the_tree(words)
             if unreached:
-                raise InputError(f"{path}: sentence {number} is not a dependency tree with one root (words "
-                                 f"{unreached} are not reached from it; text: {tokens.metadata.get('text', '?')!r})")
+                raise InputError(
+                    f"{path}: sentence {number} is not a dependency tree with one root (words "
+                    f"{unreached} are not reached from it; text: {tokens.metadata.get('text', '?')!r})"
+                )
             sentences.append(words)
     return sentences
 
@@ -99,8 +104,10 @@ def checked_target(target: str, key: str) -> str:
     exists, or a language URIEL knows, as its ISO 639-3 code (``fr``, ``French`` -> ``fra``); errors name ``key``."""
     if target.endswith(".conllu"):
         if not Path(target).is_file():
-            raise InputError(f"{key}: file not found: {target} (give a CoNLL-U treebank of the target language, or "
-                             "its language code)")
+            raise InputError(
+                f"{key}: file not found: {target} (give a CoNLL-U treebank of the target language, or "
+                "its language code)"
+            )
         return target
     return uriel_code(target, where=key)
 
@@ -146,10 +153,15 @@ def treebank_probabilities(trees: list[list[Word]]) -> dict[str, float]:
 
 def dependent_class(head: Word, dependent: Word) -> str | None:
     kind = "noun" if head.upos in NOUN_HEADS else "verb" if head.upos in VERB_HEADS else None
-    if kind is None or (dependent.deprel == "case" and dependent.upos != "ADP") or \
-            (dependent.deprel == "nmod:poss" and dependent.upos in POSSESSIVE_PRONOUNS):
+    if (
+        kind is None
+        or (dependent.deprel == "case" and dependent.upos != "ADP")
+        or (dependent.deprel == "nmod:poss" and dependent.upos in POSSESSIVE_PRONOUNS)
+    ):
         return None
-    return DEPENDENT_CLASSES.get((kind, dependent.deprel)) or DEPENDENT_CLASSES.get((kind, dependent.deprel.split(":")[0]))
+    return DEPENDENT_CLASSES.get((kind, dependent.deprel)) or DEPENDENT_CLASSES.get(
+        (kind, dependent.deprel.split(":")[0])
+    )
 
 
 def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) -> list[str]:
@@ -159,12 +171,14 @@ def reorder(words: list[Word], p_after: dict[str, float], rng: random.Random) ->
 
 def reordered_words(words: list[Word], p_after: dict[str, float], rng: random.Random) -> list[Word]:
     """The sentence's words in the target's order, each with its tag (labelled data keeps its labels)."""
-    children: dict[int, list[Word]] = {w.index: [] for w in words} | {0: []}
+    children: dict[int, list[Word]] = {w.index: [] for w in words}
+    children[0] = []
     for word in words:
         children[word.head].append(word)  # in sentence order
 
     def linear(head: Word) -> list[Word]:
-        before, after = [], []
+        before: list[Word] = []
+        after: list[Word] = []
         for dependent in children[head.index]:
             stem = dependent_class(head, dependent)
             goes_after = dependent.index > head.index if stem is None else rng.random() < p_after[stem]

@@ -95,7 +95,9 @@ class BenchSpec:
     # synthetic world of world_concepts concepts, generated with `seed` into <output_dir>/world
     world: int = 0
     world_concepts: int = 2000
-    finetune_lr: float = 1e-3  # the synthetic world's fine-tuning settings (docs/guides/transfer.md, "the synthetic world's tasks")
+    finetune_lr: float = (
+        1e-3  # the synthetic world's fine-tuning settings (docs/guides/transfer.md, "the synthetic world's tasks")
+    )
     finetune_epochs: int = 5
     # the share of the base corpus's word types the derived language keeps untransliterated (shared vocabulary, as
     # Deshpande et al. 2022 and ALIGN-MLM's App. D vary it): drawn from the words outside the dictionary
@@ -130,8 +132,11 @@ def base_sentences(spec: BenchSpec) -> list[str]:
     """Distinct normalised sentences of the base corpus, shuffled with the seed, at most ``max_sentences``."""
     files = [Path(spec.corpus)] if spec.corpus else default_corpus_files()
     if not files:
-        raise not_fetched("tatoeba", "no base corpus: pass --corpus FILE (one sentence a line); the default, the "
-                          f"English side of Tatoeba ({eval_dir() / 'tatoeba'}),")
+        raise not_fetched(
+            "tatoeba",
+            "no base corpus: pass --corpus FILE (one sentence a line); the default, the "
+            f"English side of Tatoeba ({eval_dir() / 'tatoeba'}),",
+        )
     sentences: dict[str, None] = {}
     for path in files:
         if not path.is_file():
@@ -145,7 +150,7 @@ def base_sentences(spec: BenchSpec) -> list[str]:
 def seeded_sample(items: list, spec: BenchSpec) -> list:
     """``items`` (one per distinct sentence) shuffled with the bench's seed, at most ``max_sentences`` of them."""
     random.Random(spec.seed).shuffle(items)
-    return items[:spec.max_sentences]
+    return items[: spec.max_sentences]
 
 
 def base_corpus(spec: BenchSpec) -> tuple[list[str], list[str] | None]:
@@ -167,14 +172,18 @@ def split_dictionary(sentences: list[str], spec: BenchSpec) -> tuple[list[str], 
     types = sorted(w for w, c in counts.items() if c >= spec.min_count)
     size = round(spec.dictionary_share * len(counts))  # a share of the whole vocabulary, as the paper sizes it
     if size > len(types):
-        raise InputError(f"--dictionary-share {spec.dictionary_share} of the {len(counts)} word types is {size} "
-                         f"words, but only {len(types)} are seen --min-count {spec.min_count} times or more")
+        raise InputError(
+            f"--dictionary-share {spec.dictionary_share} of the {len(counts)} word types is {size} "
+            f"words, but only {len(types)} are seen --min-count {spec.min_count} times or more"
+        )
     rng = random.Random(spec.seed)
     entries = rng.sample(types, size)
     if len(entries) <= spec.eval_words:
-        raise InputError(f"the dictionary has {len(entries)} words, not more than the {spec.eval_words} held out: "
-                         f"use a larger corpus, a larger --dictionary-share or fewer --eval-words")
-    return entries[spec.eval_words:], entries[:spec.eval_words]
+        raise InputError(
+            f"the dictionary has {len(entries)} words, not more than the {spec.eval_words} held out: "
+            f"use a larger corpus, a larger --dictionary-share or fewer --eval-words"
+        )
+    return entries[spec.eval_words :], entries[: spec.eval_words]
 
 
 def shared_words(sentences: list[str], spec: BenchSpec, dictionary: list[str]) -> frozenset[str]:
@@ -183,17 +192,30 @@ def shared_words(sentences: list[str], spec: BenchSpec, dictionary: list[str]) -
     types = sorted({w for s in sentences for w in s.split()} - set(dictionary))
     size = round(spec.shared_words * len({w for s in sentences for w in s.split()}))
     if size > len(types):
-        raise InputError(f"--shared-words {spec.shared_words}: {size} words, but only {len(types)} word types are "
-                         "outside the dictionary (lower --shared-words or --dictionary-share)")
+        raise InputError(
+            f"--shared-words {spec.shared_words}: {size} words, but only {len(types)} word types are "
+            "outside the dictionary (lower --shared-words or --dictionary-share)"
+        )
     return frozenset(random.Random(spec.seed + 1).sample(types, size))
 
 
-def write_language_pair(root: Path, transformation: str, sentences: list[str], translit: Transliteration,
-                        train_words: list[str], eval_words: list[str], seed: int,
-                        reordered: list[str] | None = None) -> dict[str, Path]:
+def write_language_pair(
+    root: Path,
+    transformation: str,
+    sentences: list[str],
+    translit: Transliteration,
+    train_words: list[str],
+    eval_words: list[str],
+    seed: int,
+    reordered: list[str] | None = None,
+) -> dict[str, Path]:
     root.mkdir(parents=True, exist_ok=True)
-    paths = {"base": root / f"corpus.{BASE_LANG}.txt", "derived": root / f"corpus.{DERIVED_LANG}.txt",
-             "train_dict": root / "dictionary.train.tsv", "eval_dict": root / "dictionary.eval.tsv"}
+    paths = {
+        "base": root / f"corpus.{BASE_LANG}.txt",
+        "derived": root / f"corpus.{DERIVED_LANG}.txt",
+        "train_dict": root / "dictionary.train.tsv",
+        "eval_dict": root / "dictionary.eval.tsv",
+    }
     paths["base"].write_text("\n".join(sentences) + "\n", encoding="utf-8")
     derived = derive(sentences, transformation, translit, seed, reordered)
     paths["derived"].write_text("\n".join(derived) + "\n", encoding="utf-8")
@@ -202,40 +224,67 @@ def write_language_pair(root: Path, transformation: str, sentences: list[str], t
     return paths
 
 
-def training_config(spec: BenchSpec, transformation: str, objective: str, paths: dict[str, Path],
-                    out_dir: Path, parent_run_id: str = "", seed: int | None = None):
+def training_config(
+    spec: BenchSpec,
+    transformation: str,
+    objective: str,
+    paths: dict[str, Path],
+    out_dir: Path,
+    parent_run_id: str = "",
+    seed: int | None = None,
+):
     weights = dict(OBJECTIVE_SETS[objective])
-    share = [] if spec.parallel_share is None or "tlm" not in weights else \
-        [f"objectives.tlm.parallel_share={spec.parallel_share}"] if spec.parallel_share > 0 else []
+    share = (
+        []
+        if spec.parallel_share is None or "tlm" not in weights
+        else [f"objectives.tlm.parallel_share={spec.parallel_share}"]
+        if spec.parallel_share > 0
+        else []
+    )
     if spec.parallel_share == 0:  # no parallel data: XLM is MLM alone (ALIGN-MLM Table 1's 0 % row)
         weights.pop("tlm", None)
     seed = cell_seeds(spec)[0] if seed is None else seed
     corpora = [{"path": str(paths["base"]), "lang": BASE_LANG}, {"path": str(paths["derived"]), "lang": DERIVED_LANG}]
     dictionary = {"lang1": BASE_LANG, "lang2": DERIVED_LANG}
     parallel = {**dictionary, "path1": str(paths["base"]), "path2": str(paths["derived"])}
-    return load_config(BENCH_CONFIG, [
-        f"run.name=bench-{transformation}-{objective}" + (f"-seed{seed}" if seed != spec.seed else ""),
-        f"storage.path={out_dir / 'runs'}",
-        f"tracking.parent_run_id=\"{parent_run_id}\"",
-        f"train.seed={seed}",
-        *(f"objectives.{name}.weight={weights.get(name, 0.0)}" for name in ("mlm", "lexical", "align", "tlm",
-                                                                            "dict_mlm")),
-        # JSON is valid YAML: paths with any character survive the override syntax
-        "data.corpora=" + json.dumps(corpora),
-        "data.dictionaries=" + json.dumps([{**dictionary, "path": str(paths["train_dict"])}]),
-        "data.eval_dictionaries=" + json.dumps([{**dictionary, "path": str(paths["eval_dict"])}]),
-        "data.parallel=" + json.dumps([parallel]),
-        *share,
-        *spec.overrides,
-    ])
+    return load_config(
+        BENCH_CONFIG,
+        [
+            f"run.name=bench-{transformation}-{objective}" + (f"-seed{seed}" if seed != spec.seed else ""),
+            f"storage.path={out_dir / 'runs'}",
+            f'tracking.parent_run_id="{parent_run_id}"',
+            f"train.seed={seed}",
+            *(
+                f"objectives.{name}.weight={weights.get(name, 0.0)}"
+                for name in ("mlm", "lexical", "align", "tlm", "dict_mlm")
+            ),
+            # JSON is valid YAML: paths with any character survive the override syntax
+            "data.corpora=" + json.dumps(corpora),
+            "data.dictionaries=" + json.dumps([{**dictionary, "path": str(paths["train_dict"])}]),
+            "data.eval_dictionaries=" + json.dumps([{**dictionary, "path": str(paths["eval_dict"])}]),
+            "data.parallel=" + json.dumps([parallel]),
+            *share,
+            *spec.overrides,
+        ],
+    )
 
 
 # ALIGN-MLM's Table 8 (alignment %, the paper's transformations): ours maps translit -> Trans, translit_inv ->
 # Trans + Inv, translit_syn -> Trans + Syn; the paper has no permutation.
-PAPER_TABLE8 = {("translit", "mlm"): 90.0, ("translit_inv", "mlm"): 0.3, ("translit_syn", "mlm"): 57.3,
-                ("translit", "align"): 98.4, ("translit_inv", "align"): 95.2, ("translit_syn", "align"): 98.2,
-                ("translit", "xlm"): 97.7, ("translit_inv", "xlm"): 85.6, ("translit_syn", "xlm"): 98.6,
-                ("translit", "dict_mlm"): 95.7, ("translit_inv", "dict_mlm"): 64.2, ("translit_syn", "dict_mlm"): 93.7}
+PAPER_TABLE8 = {
+    ("translit", "mlm"): 90.0,
+    ("translit_inv", "mlm"): 0.3,
+    ("translit_syn", "mlm"): 57.3,
+    ("translit", "align"): 98.4,
+    ("translit_inv", "align"): 95.2,
+    ("translit_syn", "align"): 98.2,
+    ("translit", "xlm"): 97.7,
+    ("translit_inv", "xlm"): 85.6,
+    ("translit_syn", "xlm"): 98.6,
+    ("translit", "dict_mlm"): 95.7,
+    ("translit_inv", "dict_mlm"): 64.2,
+    ("translit_syn", "dict_mlm"): 93.7,
+}
 
 
 # the issue's reading of Table 8's pattern at bench scale: MLM aligns plain transliteration (paper 90.0) and stays
@@ -254,8 +303,12 @@ def alignment_checks(cells: pd.DataFrame) -> list[tuple[str, bool]]:
         checks.append((f"MLM on translit aligns: {value:.1f} ≥ {MLM_ALIGNS:.0f} (paper 90.0)", value >= MLM_ALIGNS))
     if ("translit_inv", "mlm") in mean:
         value = mean["translit_inv", "mlm"]
-        checks.append((f"MLM on translit_inv stays near chance: {value:.1f} ≤ {MLM_NEAR_CHANCE:.0f} (paper 0.3)",
-                       value <= MLM_NEAR_CHANCE))
+        checks.append(
+            (
+                f"MLM on translit_inv stays near chance: {value:.1f} ≤ {MLM_NEAR_CHANCE:.0f} (paper 0.3)",
+                value <= MLM_NEAR_CHANCE,
+            )
+        )
     for t in dict.fromkeys(cells["transformation"]):
         if (t, "align") in mean and (t, "mlm") in mean:
             a, m = mean[t, "align"], mean[t, "mlm"]
@@ -263,14 +316,16 @@ def alignment_checks(cells: pd.DataFrame) -> list[tuple[str, bool]]:
     return checks
 
 
-def vocabulary_counterparts(vocab: dict[str, int], translit: Transliteration, specials: Iterable[str] = ()
-                            ) -> tuple[list[int], list[int], list[int], int]:
+def vocabulary_counterparts(
+    vocab: dict[str, int], translit: Transliteration, specials: Iterable[str] = ()
+) -> tuple[list[int], list[int], list[int], int]:
     """Token ids of the base language's vocabulary with their transliterated counterparts, the derived
     language's whole vocabulary, and how many base tokens have no counterpart in the vocabulary.
 
     Base tokens are those spelt only in the base alphabet, derived tokens only in the transliterated
     one (the word-start marker and other shared symbols aside; ``specials``, such as "<s>", are
     neither); a counterpart is the same token with every character transliterated."""
+
     def letters(token: str) -> set[str]:  # every transliterated character is alphanumeric (derived_letters)
         return {c for c in token if c.isalnum() or c in translit.table}
 
@@ -294,20 +349,33 @@ def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str]
 
     pairs = [(w, translit.word(w)) for w in eval_words]
     masked_lm, tokenizer = load_masked_lm_with_adapters(model_dir), load_tokenizer(model_dir)
-    src, tgt, candidates, unpaired = vocabulary_counterparts(tokenizer.get_vocab(), translit,
-                                                             tokenizer.all_special_tokens)
+    src, tgt, candidates, unpaired = vocabulary_counterparts(
+        tokenizer.get_vocab(), translit, tokenizer.all_special_tokens
+    )
     with torch.no_grad():
         alignment = vocabulary_alignment(masked_lm.get_input_embeddings().weight, src, tgt, candidates)
-    rows = pd.DataFrame(evaluate_locally(Encoder(masked_lm), tokenizer, [
-        WordAlignmentTask(BASE_LANG, DERIVED_LANG, pairs),
-        BLITask.from_pairs(BASE_LANG, DERIVED_LANG, pairs, derived_vocab, lowercase=False),
-    ]))
+    rows = pd.DataFrame(
+        evaluate_locally(
+            Encoder(masked_lm),
+            tokenizer,
+            [
+                WordAlignmentTask(BASE_LANG, DERIVED_LANG, pairs),
+                BLITask.from_pairs(BASE_LANG, DERIVED_LANG, pairs, derived_vocab, lowercase=False),
+            ],
+        )
+    )
     words = rows[rows["task"] == "word_alignment"].set_index("layer")["value"]
     mrr = rows[(rows["task"] == "bli") & (rows["metric"] == "mrr")].set_index("layer")["value"]
-    return {"alignment": alignment, "alignment_tokens": len(src), "alignment_unpaired": unpaired,
-            "word_alignment_emb": words.loc[0], "word_alignment_best": words.max(),
-            "word_alignment_best_layer": int(words.idxmax()), "bli_mrr_best": mrr.max(),
-            "bli_best_layer": int(mrr.idxmax())}
+    return {
+        "alignment": alignment,
+        "alignment_tokens": len(src),
+        "alignment_unpaired": unpaired,
+        "word_alignment_emb": words.loc[0],
+        "word_alignment_best": words.max(),
+        "word_alignment_best_layer": int(words.idxmax()),
+        "bli_mrr_best": mrr.max(),
+        "bli_best_layer": int(mrr.idxmax()),
+    }
 
 
 def paper_table8(r) -> str:
@@ -317,13 +385,16 @@ def paper_table8(r) -> str:
 
 def markdown_table(results: pd.DataFrame) -> str:
     """One row per training run (cell and seed)."""
-    header = ("| transformation | objective | seed | alignment (ALIGN-MLM's) | paper, Table 8 | word alignment, "
-              "embeddings | word alignment, best layer | BLI MRR, best layer |\n|---|---|---|---|---|---|---|---|\n")
+    header = (
+        "| transformation | objective | seed | alignment (ALIGN-MLM's) | paper, Table 8 | word alignment, "
+        "embeddings | word alignment, best layer | BLI MRR, best layer |\n|---|---|---|---|---|---|---|---|\n"
+    )
     return header + "".join(
         f"| {r.transformation} | {r.objective} | {r.seed} | {r.alignment:.1f} | {paper_table8(r)} "
         f"| {r.word_alignment_emb:.1f} | {r.word_alignment_best:.1f} (layer {r.word_alignment_best_layer}) "
         f"| {r.bli_mrr_best:.3f} (layer {r.bli_best_layer}) |\n"
-        for r in results.itertuples())
+        for r in results.itertuples()
+    )
 
 
 ALIGNMENT_COLUMNS = ["alignment", "word_alignment_best", "bli_mrr_best"]
@@ -331,13 +402,22 @@ ALIGNMENT_COLUMNS = ["alignment", "word_alignment_best", "bli_mrr_best"]
 
 def alignment_means_markdown(cells: pd.DataFrame) -> str:
     """Table 8 per cell (``cell_means`` of ALIGNMENT_COLUMNS: mean ± std over its seeds) and its checks."""
-    header = ("| transformation | objective | seeds | alignment | paper, Table 8 | word alignment, best layer "
-              "| BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n")
-    return header + "".join(
-        f"| {r.transformation} | {r.objective} | {r.seeds} | {spread(r.alignment, r.alignment_std, r.seeds)} "
-        f"| {paper_table8(r)} | {spread(r.word_alignment_best, r.word_alignment_best_std, r.seeds)} "
-        f"| {spread(r.bli_mrr_best, r.bli_mrr_best_std, r.seeds, 3)} |\n" for r in cells.itertuples()
-    ) + "\n" + checks_markdown("ALIGN-MLM's Table 8 pattern", alignment_checks(cells)) + "\n"
+    header = (
+        "| transformation | objective | seeds | alignment | paper, Table 8 | word alignment, best layer "
+        "| BLI MRR, best layer |\n|---|---|---|---|---|---|---|\n"
+    )
+    return (
+        header
+        + "".join(
+            f"| {r.transformation} | {r.objective} | {r.seeds} | {spread(r.alignment, r.alignment_std, r.seeds)} "
+            f"| {paper_table8(r)} | {spread(r.word_alignment_best, r.word_alignment_best_std, r.seeds)} "
+            f"| {spread(r.bli_mrr_best, r.bli_mrr_best_std, r.seeds, 3)} |\n"
+            for r in cells.itertuples()
+        )
+        + "\n"
+        + checks_markdown("ALIGN-MLM's Table 8 pattern", alignment_checks(cells))
+        + "\n"
+    )
 
 
 def check_runs(spec: BenchSpec, runs: list[tuple[str, str]], data: dict[str, dict[str, Path]], out_dir: Path):
@@ -351,9 +431,11 @@ def check_runs(spec: BenchSpec, runs: list[tuple[str, str]], data: dict[str, dic
         try:
             prepare_data(config)
         except ValueError as error:
-            raise InputError(f"run {transformation} / {objective}: {error} (the dictionary has "
-                             f"{spec.dictionary_share:.0%} of the word types, {spec.eval_words} held out: see "
-                             "--dictionary-share, --eval-words, and training overrides)") from None
+            raise InputError(
+                f"run {transformation} / {objective}: {error} (the dictionary has "
+                f"{spec.dictionary_share:.0%} of the word types, {spec.eval_words} held out: see "
+                "--dictionary-share, --eval-words, and training overrides)"
+            ) from None
         configs.append(config)
     return configs[0]
 
@@ -372,8 +454,12 @@ class PreparedBench:
     probe: object  # the first run's training config (tracking settings)
 
     def cells(self) -> list[tuple[str, str, int]]:
-        return [(t, o, seed) for t in self.spec.transformations for o in self.spec.objectives
-                for seed in cell_seeds(self.spec)]
+        return [
+            (t, o, seed)
+            for t in self.spec.transformations
+            for o in self.spec.objectives
+            for seed in cell_seeds(self.spec)
+        ]
 
 
 def with_world(spec: BenchSpec, out_dir: Path) -> BenchSpec:
@@ -381,13 +467,25 @@ def with_world(spec: BenchSpec, out_dir: Path) -> BenchSpec:
     from distalign.data.synthetic import SyntheticConfig, generate_world
 
     parsed = bool(NEEDS_PARSE & set(spec.transformations))  # the grammar's trees (same sentences) for translit_syn
-    world = generate_world(SyntheticConfig(languages=["xa"], num_concepts=spec.world_concepts,
-                                           sentences_per_language=spec.max_sentences, transfer_examples=spec.world,
-                                           parsed_corpora=parsed),
-                           out_dir / "world", spec.seed)
+    world = generate_world(
+        SyntheticConfig(
+            languages=["xa"],
+            num_concepts=spec.world_concepts,
+            sentences_per_language=spec.max_sentences,
+            transfer_examples=spec.world,
+            parsed_corpora=parsed,
+        ),
+        out_dir / "world",
+        spec.seed,
+    )
     corpus = world.parsed_corpora["xa"] if parsed else world.corpora["xa"]
-    return replace(spec, corpus=str(corpus), transfer_data=str(world.transfer_tasks), transfer_lang="xa",
-                   transfer_tasks=spec.transfer_tasks or ("udpos", "pawsx"))
+    return replace(
+        spec,
+        corpus=str(corpus),
+        transfer_data=str(world.transfer_tasks),
+        transfer_lang="xa",
+        transfer_tasks=spec.transfer_tasks or ("udpos", "pawsx"),
+    )
 
 
 def prepare_bench(spec: BenchSpec) -> PreparedBench:
@@ -395,41 +493,85 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
 
     unknown = set(spec.objectives) - set(OBJECTIVE_SETS) | set(spec.transformations) - set(TRANSFORMATIONS)
     if unknown:
-        raise InputError(f"unknown objective set or transformation: {sorted(unknown)} (objectives: "
-                         f"{', '.join(OBJECTIVE_SETS)}; transformations: {', '.join(TRANSFORMATIONS)})")
+        raise InputError(
+            f"unknown objective set or transformation: {sorted(unknown)} (objectives: "
+            f"{', '.join(OBJECTIVE_SETS)}; transformations: {', '.join(TRANSFORMATIONS)})"
+        )
     if NEEDS_PARSE & set(spec.transformations) and not (spec.world or spec.corpus.endswith(".conllu")):
-        raise InputError(f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
-                         "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
-                         "UDPipe or spaCy write it), or --world N (the synthetic grammar's trees)")
+        raise InputError(
+            f"--transformations {','.join(sorted(NEEDS_PARSE & set(spec.transformations)))} re-orders "
+            "sentences by their dependency parses: pass --corpus FILE.conllu (CoNLL-U, as Stanza, "
+            "UDPipe or spaCy write it), or --world N (the synthetic grammar's trees)"
+        )
     if NEEDS_PARSE & set(spec.transformations):  # before the world, the corpus and any training
         spec = replace(spec, syntax_target=checked_target(spec.syntax_target, "syntax_target (--syntax-target)"))
-    if spec.seeds < 1 or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1) \
-            or not 0 <= spec.shared_words < 1:
+    if (
+        spec.seeds < 1
+        or (spec.parallel_share is not None and not 0 <= spec.parallel_share <= 1)
+        or not 0 <= spec.shared_words < 1
+    ):
         raise InputError("--seeds must be >= 1, --parallel-share in [0, 1] and --shared-words in [0, 1)")
     out_dir = Path(spec.output_dir or distalign_home() / "bench_synthetic").resolve()
     if spec.world:
         spec = with_world(spec, out_dir)
     check_tasks(spec.transfer_tasks, spec.transformations)
     if spec.transfer_tasks and not (spec.transfer_data and spec.transfer_lang):
-        raise InputError("--transfer-tasks: give --transfer-data DIR and --transfer-lang LANG (the base language's "
-                         "labelled data, <DIR>/<task>/<LANG>/), or --world N")
+        raise InputError(
+            "--transfer-tasks: give --transfer-data DIR and --transfer-lang LANG (the base language's "
+            "labelled data, <DIR>/<task>/<LANG>/), or --world N"
+        )
     examples = read_examples(spec.transfer_data, spec.transfer_lang, spec.transfer_tasks) if spec.transfer_tasks else {}
     sentences, reordered = base_corpus(spec)
     translit = Transliteration.for_text(sentences + example_texts(examples))
     train_words, eval_words = split_dictionary(sentences, spec)
     translit = replace(translit, kept=shared_words(sentences, spec, train_words + eval_words))
-    params = {"corpus": spec.corpus or "tatoeba English", "sentences": len(sentences),
-              "dictionary_share": spec.dictionary_share, "eval_words": spec.eval_words,
-              "overrides": " ".join(spec.overrides), "seeds": spec.seeds, "parallel_share": spec.parallel_share,
-              "transfer_tasks": ",".join(spec.transfer_tasks), "shared_words": spec.shared_words}
-    log.info("bench: %d base sentences; dictionary %d training words, %d held out; transformations %s, "
-             "objectives %s, %d seed(s); transfer tasks %s", len(sentences), len(train_words), len(eval_words),
-             list(spec.transformations), list(spec.objectives), spec.seeds, list(spec.transfer_tasks) or "none")
-    data = {t: write_language_pair(out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed,
-                                   reordered) for t in spec.transformations}
-    tasks = {t: write_derived_tasks(examples, spec.transfer_data, spec.transfer_lang, t, translit, spec.seed,
-                                    out_dir / "data" / t / "transfer", BASE_LANG, DERIVED_LANG, spec.syntax_target)
-             for t in spec.transformations} if examples else {}
+    params = {
+        "corpus": spec.corpus or "tatoeba English",
+        "sentences": len(sentences),
+        "dictionary_share": spec.dictionary_share,
+        "eval_words": spec.eval_words,
+        "overrides": " ".join(spec.overrides),
+        "seeds": spec.seeds,
+        "parallel_share": spec.parallel_share,
+        "transfer_tasks": ",".join(spec.transfer_tasks),
+        "shared_words": spec.shared_words,
+    }
+    log.info(
+        "bench: %d base sentences; dictionary %d training words, %d held out; transformations %s, "
+        "objectives %s, %d seed(s); transfer tasks %s",
+        len(sentences),
+        len(train_words),
+        len(eval_words),
+        list(spec.transformations),
+        list(spec.objectives),
+        spec.seeds,
+        list(spec.transfer_tasks) or "none",
+    )
+    data = {
+        t: write_language_pair(
+            out_dir / "data" / t, t, sentences, translit, train_words, eval_words, spec.seed, reordered
+        )
+        for t in spec.transformations
+    }
+    tasks = (
+        {
+            t: write_derived_tasks(
+                examples,
+                spec.transfer_data,
+                spec.transfer_lang,
+                t,
+                translit,
+                spec.seed,
+                out_dir / "data" / t / "transfer",
+                BASE_LANG,
+                DERIVED_LANG,
+                spec.syntax_target,
+            )
+            for t in spec.transformations
+        }
+        if examples
+        else {}
+    )
     probe = check_runs(spec, [(t, o) for t in spec.transformations for o in spec.objectives], data, out_dir)
     return PreparedBench(spec, out_dir, translit, eval_words, data, tasks, params, probe)
 
@@ -442,16 +584,26 @@ def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, 
 
     spec = bench.spec
     transfer = TransferSpec(
-        model=model_dir, tasks=spec.transfer_tasks, data_dir=str(bench.tasks[transformation]), source=BASE_LANG,
-        languages=(DERIVED_LANG,), seeds=1, seed=seed, cpus_per_worker=0.5,
+        model=model_dir,
+        tasks=spec.transfer_tasks,
+        data_dir=str(bench.tasks[transformation]),
+        source=BASE_LANG,
+        languages=(DERIVED_LANG,),
+        seeds=1,
+        seed=seed,
+        cpus_per_worker=0.5,
         finetune=FineTuneOverrides(lr=spec.finetune_lr, epochs=spec.finetune_epochs, select_every=0),
-        output_dir=str(bench.out_dir / "transfer" / f"{transformation}-{objective}-seed{seed}"))
+        output_dir=str(bench.out_dir / "transfer" / f"{transformation}-{objective}-seed{seed}"),
+    )
     transfer.tracking.enabled = False  # the cell's numbers go to its training run (run_cell)
     summary, _ = run_transfer(transfer, progress=log.info)
-    used = {task: labels_used(predictions_folder(Path(transfer.output_dir), task, seed) / f"{BASE_LANG}.jsonl")
-            for task in spec.transfer_tasks}
+    used = {
+        task: labels_used(predictions_folder(Path(transfer.output_dir), task, seed) / f"{BASE_LANG}.jsonl")
+        for task in spec.transfer_tasks
+    }
     return transfer_scores(summary, BASE_LANG, DERIVED_LANG) | {
-        f"labels_{kind}_{task}": count for task, counts in used.items() for kind, count in counts.items()}
+        f"labels_{kind}_{task}": count for task, counts in used.items() for kind, count in counts.items()
+    }
 
 
 def run_cell(bench: PreparedBench, transformation: str, objective: str, seed: int, parent_id: str) -> dict:
@@ -471,23 +623,35 @@ def run_cell(bench: PreparedBench, transformation: str, objective: str, seed: in
     logger = MetricLogger(config.tracking.uri, outcome.run_id)
     logger.log({f"bench/{k}": float(v) for k, v in scores.items()}, config.train.max_steps)
     logger.close()
-    log.info("bench: %s / %s, seed %d: alignment %.1f (%d tokens), BLI MRR %.3f%s", transformation, objective, seed,
-             scores["alignment"], scores["alignment_tokens"], scores["bli_mrr_best"],
-             "".join(f", {k} {v:.1f}" for k, v in scores.items() if k.startswith("delta_")))
+    log.info(
+        "bench: %s / %s, seed %d: alignment %.1f (%d tokens), BLI MRR %.3f%s",
+        transformation,
+        objective,
+        seed,
+        scores["alignment"],
+        scores["alignment_tokens"],
+        scores["bli_mrr_best"],
+        "".join(f", {k} {v:.1f}" for k, v in scores.items() if k.startswith("delta_")),
+    )
     return {"transformation": transformation, "objective": objective, "seed": seed, **scores}
 
 
 def cell_key(bench: PreparedBench, transformation: str, objective: str, seed: int) -> str:
     """A digest of everything a cell's scores depend on (the MLflow parent run aside)."""
-    config = training_config(bench.spec, transformation, objective, bench.data[transformation], bench.out_dir,
-                             seed=seed).to_dict()
+    config = training_config(
+        bench.spec, transformation, objective, bench.data[transformation], bench.out_dir, seed=seed
+    ).to_dict()
     config.pop("tracking")
     folders = [bench.tasks[transformation]] if bench.tasks else []
     files = sorted([*bench.data[transformation].values(), *(f for d in folders for f in d.rglob("*") if f.is_file())])
     spec = bench.spec
-    inputs = {"config": config, "eval_words": bench.eval_words, "tasks": list(spec.transfer_tasks),
-              "finetune": [spec.finetune_lr, spec.finetune_epochs],
-              "files": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}}
+    inputs = {
+        "config": config,
+        "eval_words": bench.eval_words,
+        "tasks": list(spec.transfer_tasks),
+        "finetune": [spec.finetune_lr, spec.finetune_epochs],
+        "files": {str(f): hashlib.sha256(f.read_bytes()).hexdigest() for f in files},
+    }
     return content_key(inputs)
 
 
@@ -523,8 +687,12 @@ def report(bench: PreparedBench, results: list[dict], parent_id: str) -> str:
     text = markdown_table(table) + "\n" + alignment_means_markdown(cells)
     files = ["results.md", "results.csv"]
     table.to_csv(out_dir / "results.csv", index=False)
-    metrics = {f"bench/{r.transformation}/{r.objective}/{k}{suffix}": float(getattr(r, k + suffix))
-               for r in cells.itertuples() for k in ALIGNMENT_COLUMNS for suffix in ("", "_std")}
+    metrics = {
+        f"bench/{r.transformation}/{r.objective}/{k}{suffix}": float(getattr(r, k + suffix))
+        for r in cells.itertuples()
+        for k in ALIGNMENT_COLUMNS
+        for suffix in ("", "_std")
+    }
     metrics["bench/table8_pattern_holds"] = transfer_study.all_hold(table8)
     if bench.tasks:
         tasks = list(bench.spec.transfer_tasks)
@@ -555,9 +723,14 @@ def run_bench(spec: BenchSpec) -> pd.DataFrame:
 
     bench = prepare_bench(spec)
     ensure_ray()
-    with tracked_run(bench.probe.tracking.uri, bench.probe.tracking.experiment, "bench-synthetic", str(bench.out_dir),
-                     bench.params, {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()}
-                     ) as parent_id:
+    with tracked_run(
+        bench.probe.tracking.uri,
+        bench.probe.tracking.experiment,
+        "bench-synthetic",
+        str(bench.out_dir),
+        bench.params,
+        {k: list(v) if isinstance(v, tuple) else v for k, v in vars(spec).items()},
+    ) as parent_id:
         results = run_cells(bench, parent_id)
         text = report(bench, results, parent_id)
     print("\n" + text, flush=True)

@@ -21,18 +21,26 @@ PAPER_SPEARMAN = {"udpos": ("POS", 0.734), "pawsx": ("XNLI", 0.727), "xnli": ("X
 # ALIGN-MLM's Table 3, Δ (x 100): (transformation, objective, task) -> value; Trans, Trans + Inv, Trans + Syn
 PAPER_TABLE3 = {
     (t, o, task): value
-    for o, rows in {"mlm": ((1.5, 0.4), (17.2, 38.5), (4.5, 2.0)), "xlm": ((-0.2, 0.2), (8.2, 33.2), (1.9, 0.9)),
-                    "dict_mlm": ((1.1, 0.3), (9.2, 19.0), (2.2, 1.0)), "align": ((-0.5, 0.1), (6.7, 3.0), (3.6, 0.8))}.items()
+    for o, rows in {
+        "mlm": ((1.5, 0.4), (17.2, 38.5), (4.5, 2.0)),
+        "xlm": ((-0.2, 0.2), (8.2, 33.2), (1.9, 0.9)),
+        "dict_mlm": ((1.1, 0.3), (9.2, 19.0), (2.2, 1.0)),
+        "align": ((-0.5, 0.1), (6.7, 3.0), (3.6, 0.8)),
+    }.items()
     for t, (xnli, pos) in zip(("translit", "translit_inv", "translit_syn"), rows)
     for task, value in (("pawsx", xnli), ("xnli", xnli), ("udpos", pos))
 }
 # ALIGN-MLM's Table 1 (XLM, Trans + Inv, parallel sentences relative to MLM's) and Tables 4 / 5 (DICT-MLM vs
 # ALIGN-MLM by dictionary share, Trans + Inv / Trans + Syn): Δ x 100 on XNLI and POS
-PAPER_PARALLEL = "ALIGN-MLM Table 1 (XLM, Trans + Inv; share: Δ XNLI, Δ POS): 1 %: 16.1, 28.1; 10 %: 9.5, 31.5; " \
-                 "25 %: 8.2, 33.2; 100 %: 9.8, 35.1; ALIGN-MLM (no parallel data): 6.7, 3.0"
-PAPER_DICTIONARY = "ALIGN-MLM Tables 4 / 5 (dictionary share: Δ XNLI DICT, ALIGN; Δ POS DICT, ALIGN): Trans + Inv " \
-                   "25 %: 9.2, 6.7; 19.0, 3.0; 50 %: 6.0, 5.7; 3.4, 1.5. Trans + Syn 25 %: 2.2, 3.6; 1.0, 0.8; " \
-                   "50 %: 2.9, 1.6; 0.9, 0.7"
+PAPER_PARALLEL = (
+    "ALIGN-MLM Table 1 (XLM, Trans + Inv; share: Δ XNLI, Δ POS): 1 %: 16.1, 28.1; 10 %: 9.5, 31.5; "
+    "25 %: 8.2, 33.2; 100 %: 9.8, 35.1; ALIGN-MLM (no parallel data): 6.7, 3.0"
+)
+PAPER_DICTIONARY = (
+    "ALIGN-MLM Tables 4 / 5 (dictionary share: Δ XNLI DICT, ALIGN; Δ POS DICT, ALIGN): Trans + Inv "
+    "25 %: 9.2, 6.7; 19.0, 3.0; 50 %: 6.0, 5.7; 3.4, 1.5. Trans + Syn 25 %: 2.2, 3.6; 1.0, 0.8; "
+    "50 %: 2.9, 1.6; 0.9, 0.7"
+)
 CELL = ["transformation", "objective"]
 ORDER_CHANGING = ("translit_inv", "translit_perm")
 MIN_CELLS_FOR_RHO = 3  # below it Spearman's ρ says nothing (2 cells give ±1)
@@ -50,8 +58,11 @@ def transfer_scores(summary: pd.DataFrame, source: str, target: str) -> dict[str
     for task, rows in summary.groupby("task", sort=False):
         value = {(r.lang, r.metric): r.mean for r in rows.itertuples()}
         main = TRANSFER_TASKS[task].main_metric
-        out |= {f"source_{task}": 100 * value[source, main], f"target_{task}": 100 * value[target, main],
-                delta_column(task): 100 * value[target, "delta"]}
+        out |= {
+            f"source_{task}": 100 * value[source, main],
+            f"target_{task}": 100 * value[target, main],
+            delta_column(task): 100 * value[target, "delta"],
+        }
     return out
 
 
@@ -78,9 +89,14 @@ def shortcut_checks(runs: pd.DataFrame, tasks: list[str]) -> list[tuple[str, boo
         short = runs[runs[predicted] < runs[gold]]
         if len(short):
             names = ", ".join(f"{r.transformation}/{r.objective}/seed {r.seed}" for r in short.itertuples())
-            checks.append((f"{task}: {len(short)} of {len(runs)} fine-tunings predict fewer labels than the test set "
-                           f"holds ({names}): a shortcut tagger, whose Δ measures no model; fine-tune longer "
-                           "(--finetune-epochs)", False))
+            checks.append(
+                (
+                    f"{task}: {len(short)} of {len(runs)} fine-tunings predict fewer labels than the test set "
+                    f"holds ({names}): a shortcut tagger, whose Δ measures no model; fine-tune longer "
+                    "(--finetune-epochs)",
+                    False,
+                )
+            )
     return checks
 
 
@@ -120,8 +136,13 @@ def shape_checks(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[flo
     checks = []
     for task in tasks:
         if len(cells) > 1 and cells[delta_column(task)].nunique() == 1:  # e.g. source and target both at chance
-            checks.append((f"{task}: Δ is {cells[delta_column(task)].iloc[0]:.1f} in every cell (source "
-                           f"{cells[f'source_{task}'].mean():.1f}): nothing learnt to transfer, no comparison", False))
+            checks.append(
+                (
+                    f"{task}: Δ is {cells[delta_column(task)].iloc[0]:.1f} in every cell (source "
+                    f"{cells[f'source_{task}'].mean():.1f}): nothing learnt to transfer, no comparison",
+                    False,
+                )
+            )
             continue
         for t in ORDER_CHANGING:
             for other in ("mlm", "xlm"):
@@ -134,29 +155,40 @@ def shape_checks(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[flo
     return checks
 
 
-def markdown(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, float]],
-             checks: list[tuple[str, bool]]) -> str:
+def markdown(
+    cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, float]], checks: list[tuple[str, bool]]
+) -> str:
     """The transfer table (mean ± std over seeds, the paper's Δ beside), the correlations and the checks."""
     head = "| transformation | objective | seeds | alignment | " + " | ".join(
-        f"{task} source | {task} target | {task} Δ | paper Δ ({PAPER_SPEARMAN.get(task, (task,))[0]})" for task in tasks)
+        f"{task} source | {task} target | {task} Δ | paper Δ ({PAPER_SPEARMAN.get(task, (task,))[0]})" for task in tasks
+    )
     lines = [head + " |", "|" + "---|" * (4 + 4 * len(tasks))]
     for r in cells.itertuples():
         row = f"| {r.transformation} | {r.objective} | {r.seeds} | {spread(r.alignment, r.alignment_std, r.seeds)} |"
         for task in tasks:
             paper = PAPER_TABLE3.get((r.transformation, r.objective, task))
-            row += "".join(f" {spread(getattr(r, f'{kind}_{task}'), getattr(r, f'{kind}_{task}_std'), r.seeds)} |"
-                           for kind in ("source", "target", "delta"))
+            row += "".join(
+                f" {spread(getattr(r, f'{kind}_{task}'), getattr(r, f'{kind}_{task}_std'), r.seeds)} |"
+                for kind in ("source", "target", "delta")
+            )
             row += f" {'–' if paper is None else f'{paper:.1f}'} |"
         lines.append(row)
     lines.append("")
     for task in tasks:
         name, paper = PAPER_SPEARMAN.get(task, (task, float("nan")))
         value, p = rho[task]
-        found = f"{value:.3f} (p = {p:.3g})" if len(cells) >= MIN_CELLS_FOR_RHO else \
-            f"not computed, it needs {MIN_CELLS_FOR_RHO} cells or more"
-        lines.append(f"- Spearman ρ(alignment, −Δ {task}) over {len(cells)} cells: {found}; paper ({name}): {paper:.3f}")
-    lines.append("- ALIGN-MLM App. E, across its 4 objectives x 3 transformations: ρ_s = 0.727 XNLI, 0.781 NER, "
-                 "0.734 POS (each p < .01)")
+        found = (
+            f"{value:.3f} (p = {p:.3g})"
+            if len(cells) >= MIN_CELLS_FOR_RHO
+            else f"not computed, it needs {MIN_CELLS_FOR_RHO} cells or more"
+        )
+        lines.append(
+            f"- Spearman ρ(alignment, −Δ {task}) over {len(cells)} cells: {found}; paper ({name}): {paper:.3f}"
+        )
+    lines.append(
+        "- ALIGN-MLM App. E, across its 4 objectives x 3 transformations: ρ_s = 0.727 XNLI, 0.781 NER, "
+        "0.734 POS (each p < .01)"
+    )
     lines.append(checks_markdown("Expected shape", checks))
     return "\n".join(lines)
 
@@ -167,8 +199,10 @@ def checks_markdown(title: str, checks: list[tuple[str, bool]]) -> str:
     if not checks:
         return f"- {title}: no check applies to these cells\n"
     failed = sum(not holds for _, holds in checks)
-    return f"- {title}: {'holds' if not failed else 'DOES NOT HOLD'} ({len(checks) - failed} of {len(checks)} " \
-           "checks)" + "".join(f"\n  - {'ok' if holds else 'FAILS'}: {claim}" for claim, holds in checks) + "\n"
+    return (
+        f"- {title}: {'holds' if not failed else 'DOES NOT HOLD'} ({len(checks) - failed} of {len(checks)} "
+        "checks)" + "".join(f"\n  - {'ok' if holds else 'FAILS'}: {claim}" for claim, holds in checks) + "\n"
+    )
 
 
 def all_hold(checks: list[tuple[str, bool]]) -> float:
@@ -178,7 +212,9 @@ def all_hold(checks: list[tuple[str, bool]]) -> float:
 
 def paper_tables(varied: list[str]) -> str:
     """The paper's rows for a study varying ``parallel_share`` or ``dictionary_share``."""
-    return "\n".join([PAPER_PARALLEL] * ("parallel_share" in varied) + [PAPER_DICTIONARY] * ("dictionary_share" in varied))
+    return "\n".join(
+        [PAPER_PARALLEL] * ("parallel_share" in varied) + [PAPER_DICTIONARY] * ("dictionary_share" in varied)
+    )
 
 
 def scatter(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, float]], path: Path) -> Path:
@@ -194,12 +230,20 @@ def scatter(cells: pd.DataFrame, tasks: list[str], rho: dict[str, tuple[float, f
     figure, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 4), squeeze=False)
     for ax, task in zip(axes[0], tasks):
         for r in cells.itertuples():
-            ax.errorbar(r.alignment, -getattr(r, delta_column(task)), xerr=r.alignment_std,
-                        yerr=getattr(r, f"{delta_column(task)}_std"), marker=markers[r.transformation],
-                        color=colours[r.objective], linestyle="none", label=f"{r.objective} / {r.transformation}")
+            ax.errorbar(
+                r.alignment,
+                -getattr(r, delta_column(task)),
+                xerr=r.alignment_std,
+                yerr=getattr(r, f"{delta_column(task)}_std"),
+                marker=markers[r.transformation],
+                color=colours[r.objective],
+                linestyle="none",
+                label=f"{r.objective} / {r.transformation}",
+            )
         value, p = rho[task]
-        ax.set(title=f"{task}: Spearman ρ = {value:.2f} (p = {p:.2g})", xlabel="alignment (%)",
-               ylabel=f"−Δ {task} (x 100)")
+        ax.set(
+            title=f"{task}: Spearman ρ = {value:.2f} (p = {p:.2g})", xlabel="alignment (%)", ylabel=f"−Δ {task} (x 100)"
+        )
     axes[0][-1].legend(fontsize=7, loc="best")
     figure.tight_layout()
     figure.savefig(path, dpi=120)

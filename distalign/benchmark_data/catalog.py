@@ -50,50 +50,91 @@ class DataFile:
     size: int
 
 
-RESOURCES = {r.name: r for r in (
-    Resource("g-bli", "G-BLI bilingual lexicon induction dictionaries (28 pairs over de, en, fi, fr, hr, it, ru, "
-             "tr; train 500/1k/3k/5k, test 2k)", "codogogo/xling-eval", "008a643439707ff64a95e282cc10613124dffce1",
-             "eval/bli/gbli", "language pair, either order (en-de)", "eval's bli and word_alignment tasks, static bli",
-             "none stated upstream (research use)",
-             "Glavaš, Litschko, Ruder, Vulić (2019). How to (Properly) Evaluate Cross-Lingual Word Embeddings: On "
-             "Strong Baselines, Comparative Analyses, and Some Misconceptions. ACL."),
-    Resource("panlex-bli", "PanLex-BLI dictionaries (210 pairs over 15 lower-resource languages; train 500-5000, test 2000)",
-             "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/bli/panlex",
-             "language pair, either order (bg-ca)", "eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
-             "none stated for the data upstream (PanLex data: CC0); research use",
-             "Vulić, Glavaš, Reichart, Korhonen (2019). Do We Really Need Fully Unsupervised Cross-Lingual "
-             "Embeddings? EMNLP."),
-    Resource("bli-vocab", "BLI target vocabularies: the 100K most frequent words of fastText's Wikipedia vectors, "
-             "21 languages", "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/vocab",
-             "language (de)", "eval's bli task (eval.vocab_dir in training)",
-             "derived from Wikipedia (CC BY-SA 3.0) through fastText's vectors",
-             "Bojanowski, Grave, Joulin, Mikolov (2017). Enriching Word Vectors with Subword Information. TACL."),
-    Resource("multisimlex", "Multi-SimLex cross-lingual word similarity, 66 pairs over 12 languages",
-             "umanlp/babelbert", "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c", "eval/multisimlex",
-             "language pair, ISO 639-3, either order (eng-fra)", "eval's xlsim task",
-             "none stated in the redistributing repository (research use)",
-             "Vulić et al. (2020). Multi-SimLex: A Large-Scale Evaluation of Multilingual and Crosslingual Lexical "
-             "Semantic Similarity. Computational Linguistics 46(4)."),
-    Resource("tatoeba", "Tatoeba sentence retrieval test sets, 112 languages x up to 1000 sentences aligned with "
-             "English", "facebookresearch/LASER", "74bc6ae7ffb7cba670fe0f428d0ede9f666fb821", "eval/tatoeba",
-             "language, ISO 639-3 (deu)", "eval's tatoeba task; bench synthetic's default base corpus",
-             "Tatoeba corpus: CC BY 2.0 FR",
-             "Artetxe, Schwenk (2019). Massively Multilingual Sentence Embeddings for Zero-Shot Cross-Lingual "
-             "Transfer and Beyond. TACL."),
-    Resource("omw", "Open Multilingual Wordnet tab files of 25 languages, keyed by Princeton WordNet 3.0 offsets",
-             "omwn/omw-data", "f75be19ec590da12a7a5665e361690b5badb7a25", "lexicons/omw",
-             "wordnet project (fra, mcr)", "mine-constraints", "each wordnet's own (LICENSE-<project> beside it)",
-             "Bond, Foster (2013). Linking and Extending an Open Multilingual Wordnet. ACL."),
-)}
+RESOURCES = {
+    r.name: r
+    for r in (
+        Resource(
+            "g-bli",
+            "G-BLI bilingual lexicon induction dictionaries (28 pairs over de, en, fi, fr, hr, it, ru, "
+            "tr; train 500/1k/3k/5k, test 2k)",
+            "codogogo/xling-eval",
+            "008a643439707ff64a95e282cc10613124dffce1",
+            "eval/bli/gbli",
+            "language pair, either order (en-de)",
+            "eval's bli and word_alignment tasks, static bli",
+            "none stated upstream (research use)",
+            "Glavaš, Litschko, Ruder, Vulić (2019). How to (Properly) Evaluate Cross-Lingual Word Embeddings: On "
+            "Strong Baselines, Comparative Analyses, and Some Misconceptions. ACL.",
+        ),
+        Resource(
+            "panlex-bli",
+            "PanLex-BLI dictionaries (210 pairs over 15 lower-resource languages; train 500-5000, test 2000)",
+            "umanlp/babelbert",
+            "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
+            "eval/bli/panlex",
+            "language pair, either order (bg-ca)",
+            "eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
+            "none stated for the data upstream (PanLex data: CC0); research use",
+            "Vulić, Glavaš, Reichart, Korhonen (2019). Do We Really Need Fully Unsupervised Cross-Lingual "
+            "Embeddings? EMNLP.",
+        ),
+        Resource(
+            "bli-vocab",
+            "BLI target vocabularies: the 100K most frequent words of fastText's Wikipedia vectors, 21 languages",
+            "umanlp/babelbert",
+            "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
+            "eval/vocab",
+            "language (de)",
+            "eval's bli task (eval.vocab_dir in training)",
+            "derived from Wikipedia (CC BY-SA 3.0) through fastText's vectors",
+            "Bojanowski, Grave, Joulin, Mikolov (2017). Enriching Word Vectors with Subword Information. TACL.",
+        ),
+        Resource(
+            "multisimlex",
+            "Multi-SimLex cross-lingual word similarity, 66 pairs over 12 languages",
+            "umanlp/babelbert",
+            "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
+            "eval/multisimlex",
+            "language pair, ISO 639-3, either order (eng-fra)",
+            "eval's xlsim task",
+            "none stated in the redistributing repository (research use)",
+            "Vulić et al. (2020). Multi-SimLex: A Large-Scale Evaluation of Multilingual and Crosslingual Lexical "
+            "Semantic Similarity. Computational Linguistics 46(4).",
+        ),
+        Resource(
+            "tatoeba",
+            "Tatoeba sentence retrieval test sets, 112 languages x up to 1000 sentences aligned with English",
+            "facebookresearch/LASER",
+            "74bc6ae7ffb7cba670fe0f428d0ede9f666fb821",
+            "eval/tatoeba",
+            "language, ISO 639-3 (deu)",
+            "eval's tatoeba task; bench synthetic's default base corpus",
+            "Tatoeba corpus: CC BY 2.0 FR",
+            "Artetxe, Schwenk (2019). Massively Multilingual Sentence Embeddings for Zero-Shot Cross-Lingual "
+            "Transfer and Beyond. TACL.",
+        ),
+        Resource(
+            "omw",
+            "Open Multilingual Wordnet tab files of 25 languages, keyed by Princeton WordNet 3.0 offsets",
+            "omwn/omw-data",
+            "f75be19ec590da12a7a5665e361690b5badb7a25",
+            "lexicons/omw",
+            "wordnet project (fra, mcr)",
+            "mine-constraints",
+            "each wordnet's own (LICENSE-<project> beside it)",
+            "Bond, Foster (2013). Linking and Extending an Open Multilingual Wordnet. ACL.",
+        ),
+    )
+}
 
 
 # resources fetched by hand: name -> where to get them and where they go in the data home
 MANUAL = {
     "semeval17": "SemEval-2017 Task 2 (cross-lingual word similarity) has no pinned upstream copy to download: get "
-                 "the task's release (SemEval17-Task2.zip, from https://alt.qcri.org/semeval2017/task2/) and unpack "
-                 "its SemEval17-Task2/test/subtask2-crosslingual/ folder as <data home>/eval/semeval2017/"
-                 "subtask2-crosslingual/ (data/<l1>-<l2>.test.data.txt, keys/<l1>-<l2>.test.gold.txt); "
-                 "docs/guides/data.md",
+    "the task's release (SemEval17-Task2.zip, from https://alt.qcri.org/semeval2017/task2/) and unpack "
+    "its SemEval17-Task2/test/subtask2-crosslingual/ folder as <data home>/eval/semeval2017/"
+    "subtask2-crosslingual/ (data/<l1>-<l2>.test.data.txt, keys/<l1>-<l2>.test.gold.txt); "
+    "docs/guides/data.md",
 }
 
 
@@ -118,8 +159,9 @@ def files_of(name: str, parts: tuple[str, ...] = ()) -> list[DataFile]:
     chosen = {part if part in known else "-".join(reversed(part.split("-"))) for part in parts}
     unknown = [part for part in parts if part not in known and "-".join(reversed(part.split("-"))) not in known]
     if unknown:
-        raise InputError(f"{name}: no part {', '.join(unknown)} (a {RESOURCES[name].part_kind}); it has: "
-                         f"{', '.join(sorted(known))}")
+        raise InputError(
+            f"{name}: no part {', '.join(unknown)} (a {RESOURCES[name].part_kind}); it has: {', '.join(sorted(known))}"
+        )
     return [f for f in files if f.part in chosen]
 
 
@@ -129,8 +171,9 @@ def select(spec: str) -> tuple[Resource, list[DataFile]]:
     if name in MANUAL:
         raise InputError(MANUAL[name])
     if name not in RESOURCES:
-        raise InputError(f"no benchmark resource {name!r}; choose from {', '.join(RESOURCES)} "
-                         "(`distalign data list` describes them)")
+        raise InputError(
+            f"no benchmark resource {name!r}; choose from {', '.join(RESOURCES)} (`distalign data list` describes them)"
+        )
     return RESOURCES[name], files_of(name, tuple(p for p in parts.lower().split(",") if p))
 
 

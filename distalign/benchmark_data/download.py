@@ -42,9 +42,11 @@ def download(url: str, dest: Path, sha256: str, size: int, progress: Callable[[i
     actual = _sha256(part)
     if actual != sha256:
         part.unlink()
-        raise InputError(f"{url}: checksum mismatch, expected sha256 {sha256}, got {actual}; the download was "
-                         "deleted. The upstream file or the mirror's copy is not the pinned one: use another mirror, "
-                         "or report it")
+        raise InputError(
+            f"{url}: checksum mismatch, expected sha256 {sha256}, got {actual}; the download was "
+            "deleted. The upstream file or the mirror's copy is not the pinned one: use another mirror, "
+            "or report it"
+        )
     os.replace(part, dest)
 
 
@@ -68,10 +70,13 @@ def _receive(url: str, part: Path, have: int, progress: Callable[[int], object])
 def _interrupted(url: str, part: Path, why: str) -> InputError:
     kept = part.stat().st_size if part.is_file() and part.stat().st_size else 0
     if not kept:
-        return InputError(f"{url}: download failed ({why}): check the network, or name a reachable mirror with "
-                          "--mirror (DISTALIGN_DATA_MIRROR)")
-    return InputError(f"{url}: download interrupted ({why}); {kept} bytes kept in {part}: run the same command "
-                      "again to resume")
+        return InputError(
+            f"{url}: download failed ({why}): check the network, or name a reachable mirror with "
+            "--mirror (DISTALIGN_DATA_MIRROR)"
+        )
+    return InputError(
+        f"{url}: download interrupted ({why}); {kept} bytes kept in {part}: run the same command again to resume"
+    )
 
 
 def _sha256(path: Path) -> str:

@@ -22,29 +22,38 @@ def selections(specs: list[str]) -> list[tuple[Resource, list[DataFile]]]:
     """Every ``NAME[:PART,...]`` (``all``: every resource) checked before anything is fetched; one entry per
     resource, its parts merged."""
     chosen: dict[str, tuple[Resource, dict[str, DataFile]]] = {}
-    for spec in (name for spec in specs for name in (RESOURCES if spec == "all" else [spec])):
-        resource, files = select(spec)
+    for name in (name for spec in specs for name in (RESOURCES if spec == "all" else [spec])):
+        resource, files = select(name)
         chosen.setdefault(resource.name, (resource, {}))[1].update((f.path, f) for f in files)
     return [(resource, list(files.values())) for resource, files in chosen.values()]
 
 
-def fetch(specs: list[str], home: Path, mirror: str = "", offline: bool = False,
-          say: Callable[[str], object] = print) -> None:
+def fetch(
+    specs: list[str], home: Path, mirror: str = "", offline: bool = False, say: Callable[[str], object] = print
+) -> None:
     """Download the files of ``specs`` missing from ``home``; ``offline``: download nothing, and name what is
     missing in an ``InputError`` (none missing: nothing to say but that)."""
     wanted = [(resource, files, [f for f in files if not is_present(f, home)]) for resource, files in selections(specs)]
     if offline and any(missing for _, _, missing in wanted):
-        lines = [f"  {resource.name}: {len(missing)} of {len(files)} files ({size_text(sum(f.size for f in missing))})"
-                 f" missing, e.g. {home / missing[0].path}" for resource, files, missing in wanted if missing]
-        raise InputError(f"offline ({' or '.join(OFFLINE_ENVS)} set): nothing downloaded; missing from the data home "
-                         f"{home}:\n" + "\n".join(lines) + f"\nrun `{fetch_command(' '.join(specs))}` where the "
-                         "network (or a --mirror) is reachable, into this folder or one copied here")
+        lines = [
+            f"  {resource.name}: {len(missing)} of {len(files)} files ({size_text(sum(f.size for f in missing))})"
+            f" missing, e.g. {home / missing[0].path}"
+            for resource, files, missing in wanted
+            if missing
+        ]
+        raise InputError(
+            f"offline ({' or '.join(OFFLINE_ENVS)} set): nothing downloaded; missing from the data home "
+            f"{home}:\n" + "\n".join(lines) + f"\nrun `{fetch_command(' '.join(specs))}` where the "
+            "network (or a --mirror) is reachable, into this folder or one copied here"
+        )
     for resource, files, missing in wanted:
         folder = home / resource.folder
         if missing:
             _fetch_files(resource, missing, home, mirror)
-        say(f"{resource.name}: {len(files)} files ({size_text(sum(f.size for f in files))}) in {folder}"
-            + (f", {len(missing)} fetched" if missing else ", all there already"))
+        say(
+            f"{resource.name}: {len(files)} files ({size_text(sum(f.size for f in files))}) in {folder}"
+            + (f", {len(missing)} fetched" if missing else ", all there already")
+        )
 
 
 def _fetch_files(resource: Resource, files: list[DataFile], home: Path, mirror: str) -> None:
@@ -52,8 +61,9 @@ def _fetch_files(resource: Resource, files: list[DataFile], home: Path, mirror: 
     (home / ".locks").mkdir(parents=True, exist_ok=True)
     with FileLock(home / ".locks" / f"{resource.name}.lock"):
         resumed = sum(part_path(home / f.path).stat().st_size for f in files if part_path(home / f.path).is_file())
-        with tqdm(total=sum(f.size for f in files), initial=resumed, unit="B", unit_scale=True,
-                  desc=resource.name) as bar:
+        with tqdm(
+            total=sum(f.size for f in files), initial=resumed, unit="B", unit_scale=True, desc=resource.name
+        ) as bar:
             for file in files:
                 if is_present(file, home):  # fetched by another process while this one waited
                     bar.update(file.size)
@@ -72,8 +82,12 @@ def listing(home: Path) -> str:
     widths = [max(len(row[i]) for row in rows) for i in range(3)]
     table = "\n".join("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[3] for row in rows)
     saved = sorted(p.parent for p in (home / "transfer").glob("*/*/dataset_dict.json"))  # `data fetch xnli:de`
-    transfer = "".join(f"\n  {task}: {', '.join(p.name for p in saved if p.parent.name == task)}"
-                       for task in dict.fromkeys(p.parent.name for p in saved))
-    return f"data home: {home}\n{table}\ntransfer tasks saved in {home / 'transfer'}:{transfer or ' none'}\n" \
-           f"get one with `{fetch_command('NAME')}` (a transfer task: `{fetch_command('xnli:en,de')}`); " \
-           "docs/guides/data.md has sources and citations"
+    transfer = "".join(
+        f"\n  {task}: {', '.join(p.name for p in saved if p.parent.name == task)}"
+        for task in dict.fromkeys(p.parent.name for p in saved)
+    )
+    return (
+        f"data home: {home}\n{table}\ntransfer tasks saved in {home / 'transfer'}:{transfer or ' none'}\n"
+        f"get one with `{fetch_command('NAME')}` (a transfer task: `{fetch_command('xnli:en,de')}`); "
+        "docs/guides/data.md has sources and citations"
+    )

@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from distalign.benchmark_data.catalog import RESOURCES, DataFile, files_of
+from distalign.benchmark_data.catalog import DataFile, files_of
 from distalign.errors import InputError
 
 DATA_ENV = "DISTALIGN_DATA"
@@ -50,5 +50,7 @@ def fetch_command(name: str) -> str:
 
 def not_fetched(name: str, what: str) -> InputError:
     """The error of a benchmark that is not there: what was looked for and the command that gets it."""
-    return InputError(f"{what} not found: fetch the {name} benchmark with `{fetch_command(name)}` (into the data "
-                      f"home {data_home()}, set by ${DATA_ENV})")
+    return InputError(
+        f"{what} not found: fetch the {name} benchmark with `{fetch_command(name)}` (into the data "
+        f"home {data_home()}, set by ${DATA_ENV})"
+    )

@@ -38,11 +38,36 @@ from distalign.errors import ConfigError
 from distalign.models.loading import TinyModelConfig
 
 __all__ = [
-    "AdaptersConfig", "ConfigError", "CorpusSource", "DataConfig", "DictionarySource", "EvalConfig",
-    "ExperimentConfig", "ModelConfig", "ObjectivesConfig", "RunConfig", "StaticVectorsSource", "StorageConfig",
-    "SyntheticConfig", "TinyModelConfig", "TrackingConfig", "TrainConfig", "apply_override", "default_objectives",
-    "distalign_home", "flatten", "from_dict", "load_config", "load_dataclass", "objectives_from_dict",
-    "read_config", "read_mapping", "resolve_path", "resolve_paths", "resolve_tracking_uri", "validate",
+    "AdaptersConfig",
+    "ConfigError",
+    "CorpusSource",
+    "DataConfig",
+    "DictionarySource",
+    "EvalConfig",
+    "ExperimentConfig",
+    "ModelConfig",
+    "ObjectivesConfig",
+    "RunConfig",
+    "StaticVectorsSource",
+    "StorageConfig",
+    "SyntheticConfig",
+    "TinyModelConfig",
+    "TrackingConfig",
+    "TrainConfig",
+    "apply_override",
+    "default_objectives",
+    "distalign_home",
+    "flatten",
+    "from_dict",
+    "load_config",
+    "load_dataclass",
+    "objectives_from_dict",
+    "read_config",
+    "read_mapping",
+    "resolve_path",
+    "resolve_paths",
+    "resolve_tracking_uri",
+    "validate",
 ]
 
 
@@ -59,4 +84,3 @@ def load_config(path: str | os.PathLike | None = None, overrides: list[str] | No
     config = read_config(path, overrides)
     validate(config)
     return config
-

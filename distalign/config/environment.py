@@ -23,7 +23,6 @@ def resolve_tracking_uri(explicit: str = "") -> str:
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{distalign_home() / 'mlflow.db'}"
 
 
-
 def resolve_path(p: str, base: Path) -> str:
     """An absolute local path (URIs and "" unchanged): relative to the working directory if it exists there,
     else to ``base`` (the config file's folder) if it exists there, else to the working directory."""
@@ -42,10 +41,14 @@ def resolve_paths(config: ExperimentConfig, base: Path) -> None:
     """Make every local path absolute so Ray workers (other working dirs) see the same files."""
     data = config.data
     data.constraints = [resolve_path(p, base) for p in data.constraints]
-    for src in data.dictionaries + data.eval_dictionaries + data.corpora + data.validation_corpora + data.static_vectors:
+    for src in (
+        data.dictionaries + data.eval_dictionaries + data.corpora + data.validation_corpora + data.static_vectors
+    ):
         src.path = resolve_path(src.path, base)
-    for src in data.parallel:
-        src.path, src.path1, src.path2 = (resolve_path(p, base) for p in (src.path, src.path1, src.path2))
+    for pair_source in data.parallel:
+        pair_source.path, pair_source.path1, pair_source.path2 = (
+            resolve_path(p, base) for p in (pair_source.path, pair_source.path1, pair_source.path2)
+        )
     for src in data.corpora + data.validation_corpora:  # a local save_to_disk directory, not a hub dataset name
         if src.hf_dataset and Path(resolve_path(src.hf_dataset, base)).is_dir():
             src.hf_dataset = resolve_path(src.hf_dataset, base)

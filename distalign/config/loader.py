@@ -20,7 +20,6 @@ import yaml
 from distalign.errors import ConfigError
 from distalign.languages import LanguageCode, language_code
 
-
 _FLOAT_RE = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?")
 
 
@@ -30,7 +29,7 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         return value
     if isinstance(hint, type) and hasattr(hint, "from_config_value"):  # a section that builds itself
         return hint.from_config_value(value, key)
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         if not isinstance(value, dict):
             raise ConfigError(f"{key}: expected a mapping, got {type(value).__name__} {value!r}")
         return from_dict(hint, value, key)
@@ -84,8 +83,10 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
         return language_code(coerce(value, str, key), key)
     if hint is str:
         if isinstance(value, bool):  # YAML 1.1: an unquoted no (Norwegian), yes, on, off is a boolean
-            raise ConfigError(f"{key}: expected a string, got {str(value).lower()}: YAML reads unquoted yes/no/on/off "
-                              f"as true/false; write the word in quotes (e.g. lang: 'no' for Norwegian)")
+            raise ConfigError(
+                f"{key}: expected a string, got {str(value).lower()}: YAML reads unquoted yes/no/on/off "
+                f"as true/false; write the word in quotes (e.g. lang: 'no' for Norwegian)"
+            )
         if not isinstance(value, str):
             raise ConfigError(f"{key}: expected a string, got {value!r}")
         return value
@@ -178,11 +179,15 @@ def _scalar_problem(node: yaml.ScalarNode) -> str | None:
     if text == "" and node.tag == "tag:yaml.org,2002:null":
         return "has no value (YAML reads an empty value as null): give a value, or write null to mean none"
     if _OCTAL_RE.fullmatch(text):
-        return (f"{text} has a leading zero, which YAML 1.1 reads as an octal number ({yaml.safe_load(text)}): "
-                f"write it without the zero, or in quotes for the text '{text}'")
+        return (
+            f"{text} has a leading zero, which YAML 1.1 reads as an octal number ({yaml.safe_load(text)}): "
+            f"write it without the zero, or in quotes for the text '{text}'"
+        )
     if _BASE_60_RE.fullmatch(text):
-        return (f"{text} is a base-60 number to YAML 1.1 ({yaml.safe_load(text)}): write the number, or quote it "
-                f"for the text '{text}'")
+        return (
+            f"{text} is a base-60 number to YAML 1.1 ({yaml.safe_load(text)}): write the number, or quote it "
+            f"for the text '{text}'"
+        )
     if _NAN_RE.fullmatch(text):
         return f"{text} (not a number) is no setting's value"
     return None
@@ -193,6 +198,7 @@ def check_constructs(node: yaml.Node, where: str, key: str = "", lines: dict[str
     YAML accepts and a person cannot have meant: a key given twice in one mapping (YAML keeps the last silently),
     two keys differing only in case or surrounding spaces, an empty value, an octal- or base-60-looking number, NaN.
     ``where``: the file (or the override) the node was read from; ``lines`` gets the line of every dotted key."""
+
     def fail(at: yaml.Node, dotted: str, problem: str) -> None:
         raise ConfigError(f"{where}:{at.start_mark.line + 1}: {dotted or 'the top level'}: {problem}")
 
@@ -212,8 +218,12 @@ def check_constructs(node: yaml.Node, where: str, key: str = "", lines: dict[str
             twin = seen.get(name.strip().casefold())
             if twin is not None:
                 same = "given twice" if twin.value == name else f"and '{twin.value}' differ only in case or spaces"
-                fail(key_node, dotted, f"{same} in one mapping (line {twin.start_mark.line + 1} too): YAML would "
-                                       "keep one silently; keep the one you mean")
+                fail(
+                    key_node,
+                    dotted,
+                    f"{same} in one mapping (line {twin.start_mark.line + 1} too): YAML would "
+                    "keep one silently; keep the one you mean",
+                )
             seen[name.strip().casefold()] = key_node
             if lines is not None:
                 lines[dotted] = key_node.start_mark.line + 1
@@ -262,8 +272,9 @@ def load_dataclass(cls: type, path: str | os.PathLike | None = None, overrides: 
 _ERROR_KEY_RE = re.compile(r"^unknown key '([^']+)'|^([\w.\[\]-]+):")
 
 
-def located(err: ConfigError, path: str | os.PathLike | None, lines: dict[str, int],
-            overrides: list[str]) -> ConfigError:
+def located(
+    err: ConfigError, path: str | os.PathLike | None, lines: dict[str, int], overrides: list[str]
+) -> ConfigError:
     """``err`` with ``<file>:<line>: `` in front when the key it names was set in the file (not by an override)."""
     match = _ERROR_KEY_RE.match(str(err))
     key = match and (match.group(1) or match.group(2))

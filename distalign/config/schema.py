@@ -7,7 +7,7 @@ import dataclasses
 import glob
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from distalign.config.loader import coerce, flatten
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
@@ -16,6 +16,8 @@ from distalign.errors import ConfigError, Problems, require
 from distalign.languages import LanguageCode
 from distalign.models.loading import TinyModelConfig, check_local_model
 
+if TYPE_CHECKING:
+    from distalign.objectives.base import Objective
 
 
 @dataclass
@@ -110,8 +112,11 @@ class DataConfig:
         require(self.corpus_mix_units >= 1, "data.corpus_mix_units", "must be >= 1")
         if self.source == "synthetic":
             s = self.synthetic
-            require(len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),
-                    "data.synthetic.languages", "needs at least two distinct languages")
+            require(
+                len(s.languages) >= 2 and len(set(s.languages)) == len(s.languages),
+                "data.synthetic.languages",
+                "needs at least two distinct languages",
+            )
             require(s.num_concepts >= 10, "data.synthetic.num_concepts", "must be >= 10")
             require(0 < s.heldout_fraction < 1, "data.synthetic.heldout_fraction", "must be in (0, 1)")
             require(0 <= s.synonym_rate <= 1, "data.synthetic.synonym_rate", "must be in [0, 1]")
@@ -150,7 +155,7 @@ class ObjectivesConfig(dict):
     YAML names none); ``plugins`` keeps the plugin classes so workers need no registry lookup.
     """
 
-    def __init__(self, sections: dict[str, Any] | None = None, plugins: dict[str, type] | None = None):
+    def __init__(self, sections: dict[str, Any] | None = None, plugins: dict[str, type[Objective]] | None = None):
         super().__init__(sections or {})
         self.plugins = dict(plugins or {})
 
@@ -164,7 +169,7 @@ class ObjectivesConfig(dict):
         except KeyError:
             raise AttributeError(f"no objective section '{name}'") from None
 
-    def active(self) -> dict[str, tuple[type, Any]]:
+    def active(self) -> dict[str, tuple[type[Objective], Any]]:
         """name -> (plugin, section) of every objective with weight > 0."""
         return {name: (self.plugins[name], section) for name, section in self.items() if section.weight > 0}
 
@@ -188,7 +193,7 @@ class ObjectivesConfig(dict):
         return any(plugin.uses_word_pairs for plugin, _ in self.active().values())
 
 
-def _registered_objectives() -> dict[str, type]:
+def _registered_objectives() -> dict[str, type[Objective]]:
     from distalign.objectives import registry  # read at call time: a test may register a plugin
 
     return dict(registry.OBJECTIVES)
@@ -273,23 +278,39 @@ class TrainConfig:
 
     def check(self) -> None:
         require(self.num_workers >= 1, "train.num_workers", "must be >= 1")
-        require(0 <= self.min_workers <= self.num_workers, "train.min_workers",
-                f"must be between 1 and train.num_workers={self.num_workers}, or 0 for exactly train.num_workers "
-                f"workers (got {self.min_workers})")
+        require(
+            0 <= self.min_workers <= self.num_workers,
+            "train.min_workers",
+            f"must be between 1 and train.num_workers={self.num_workers}, or 0 for exactly train.num_workers "
+            f"workers (got {self.min_workers})",
+        )
         require(self.cpus_per_worker > 0, "train.cpus_per_worker", "must be > 0")
         require(0 <= self.zero_stage <= 3, "train.zero_stage", "must be 0, 1, 2 or 3")
-        require(self.engine == "deepspeed" or self.zero_stage == 0, "train.zero_stage",
-                "ZeRO needs train.engine=deepspeed")
-        require(self.optimizer != "lamb" or self.zero_stage == 0, "train.optimizer",
-                f"LAMB's trust ratio needs whole tensors, which ZeRO stage {self.zero_stage} splits into flat "
-                "partitions: use train.zero_stage=0 or train.engine=ddp")
-        require(not (self.torch_compile and self.zero_stage == 3), "train.torch_compile",
-                "ZeRO-3 gathers each layer's parameters in module hooks, which compiled layers would trace: "
-                "use train.zero_stage <= 2, or train.torch_compile=false")
-        require(self.engine == "deepspeed" or not (self.deepspeed_config or self.deepspeed_config_file),
-                "train.deepspeed_config", "needs train.engine=deepspeed")
-        require(not self.deepspeed_config_file or Path(self.deepspeed_config_file).is_file(),
-                "train.deepspeed_config_file", f"file not found: {self.deepspeed_config_file!r}")
+        require(
+            self.engine == "deepspeed" or self.zero_stage == 0, "train.zero_stage", "ZeRO needs train.engine=deepspeed"
+        )
+        require(
+            self.optimizer != "lamb" or self.zero_stage == 0,
+            "train.optimizer",
+            f"LAMB's trust ratio needs whole tensors, which ZeRO stage {self.zero_stage} splits into flat "
+            "partitions: use train.zero_stage=0 or train.engine=ddp",
+        )
+        require(
+            not (self.torch_compile and self.zero_stage == 3),
+            "train.torch_compile",
+            "ZeRO-3 gathers each layer's parameters in module hooks, which compiled layers would trace: "
+            "use train.zero_stage <= 2, or train.torch_compile=false",
+        )
+        require(
+            self.engine == "deepspeed" or not (self.deepspeed_config or self.deepspeed_config_file),
+            "train.deepspeed_config",
+            "needs train.engine=deepspeed",
+        )
+        require(
+            not self.deepspeed_config_file or Path(self.deepspeed_config_file).is_file(),
+            "train.deepspeed_config_file",
+            f"file not found: {self.deepspeed_config_file!r}",
+        )
         require(self.lr > 0, "train.lr", "must be > 0")
         require(self.max_steps >= 1, "train.max_steps", "must be >= 1")
         require(self.grad_accum_steps >= 1, "train.grad_accum_steps", "must be >= 1")
@@ -299,11 +320,14 @@ class TrainConfig:
         # DeepSpeed partitions ZeRO's optimizer state by the data-parallel size and refuses a checkpoint of another
         # size at load ("Automatic adjustment of ZeRO's optimizer state partitioning with a new world size is not
         # currently supported"): a run that shrank after a lost node would fail at every restart
-        require(not (self.min_workers and self.min_workers < self.num_workers and self.zero_stage > 0),
-                "train.min_workers", f"with train.zero_stage={self.zero_stage} a run cannot continue on fewer "
-                f"workers: DeepSpeed loads ZeRO's optimizer shards only on the world size that wrote them "
-                f"(train.num_workers={self.num_workers}); set train.min_workers=0 (or ={self.num_workers}), or "
-                "train.zero_stage=0")
+        require(
+            not (self.min_workers and self.min_workers < self.num_workers and self.zero_stage > 0),
+            "train.min_workers",
+            f"with train.zero_stage={self.zero_stage} a run cannot continue on fewer "
+            f"workers: DeepSpeed loads ZeRO's optimizer shards only on the world size that wrote them "
+            f"(train.num_workers={self.num_workers}); set train.min_workers=0 (or ={self.num_workers}), or "
+            "train.zero_stage=0",
+        )
         require(self.max_failures >= -1, "train.max_failures", "must be >= 0, or -1 for no limit")
         require(self.log_every >= 1, "train.log_every", "must be >= 1")
         require(self.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
@@ -328,11 +352,17 @@ class TransferEvalConfig:
     spec: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
-        require(bool(self.tasks) or not (self.data_dir or self.at_steps or self.starting_model or self.spec),
-                "eval.transfer.tasks", "is empty (transfer off), yet other eval.transfer keys are set: name the tasks")
+        require(
+            bool(self.tasks) or not (self.data_dir or self.at_steps or self.starting_model or self.spec),
+            "eval.transfer.tasks",
+            "is empty (transfer off), yet other eval.transfer keys are set: name the tasks",
+        )
         require(all(step >= 1 for step in self.at_steps), "eval.transfer.at_steps", "steps must be >= 1")
-        require(not self.data_dir or Path(self.data_dir).is_dir(), "eval.transfer.data_dir",
-                f"not a directory: {self.data_dir}")
+        require(
+            not self.data_dir or Path(self.data_dir).is_dir(),
+            "eval.transfer.data_dir",
+            f"not a directory: {self.data_dir}",
+        )
 
 
 @dataclass
@@ -365,10 +395,14 @@ class EvalConfig:
         require(self.every_epochs >= 0, "eval.every_epochs", "must be >= 0")
         require(self.vocab_size >= 1, "eval.vocab_size", "must be >= 1")
         shared = sorted(set(self.languages) & set(self.test_languages))
-        require(not shared, "eval.languages", f"shares {shared} with eval.test_languages: model selection must not "
-                                              f"see the test languages")
-        require(not self.vocab_dir or Path(self.vocab_dir).is_dir(), "eval.vocab_dir",
-                f"not a directory: {self.vocab_dir}")
+        require(
+            not shared,
+            "eval.languages",
+            f"shares {shared} with eval.test_languages: model selection must not see the test languages",
+        )
+        require(
+            not self.vocab_dir or Path(self.vocab_dir).is_dir(), "eval.vocab_dir", f"not a directory: {self.vocab_dir}"
+        )
 
 
 @dataclass
@@ -386,8 +420,11 @@ class TrackingConfig:
     registered_model_name: str = ""
 
     def check(self) -> None:
-        require(not any(c in self.registered_model_name for c in "/:"), "tracking.registered_model_name",
-                "must not contain '/' or ':' (MLflow's rule for model names)")
+        require(
+            not any(c in self.registered_model_name for c in "/:"),
+            "tracking.registered_model_name",
+            "must not contain '/' or ':' (MLflow's rule for model names)",
+        )
 
 
 @dataclass
@@ -433,7 +470,6 @@ class ExperimentConfig:
         return "://" in self.storage.path
 
 
-
 def validate(config: ExperimentConfig) -> None:
     """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
     spans sections: the data sources for the active objectives' streams and each active objective's
@@ -444,40 +480,68 @@ def validate(config: ExperimentConfig) -> None:
 
     t, d, m, o = config.train, config.data, config.model, config.objectives
     problems = Problems()
-    for section_check in (config.run.check, t.check, config.eval.check, m.check, config.tracking.check,
-                          lambda: validate_objectives(config), d.check):
+    for section_check in (
+        config.run.check,
+        t.check,
+        config.eval.check,
+        m.check,
+        config.tracking.check,
+        lambda: validate_objectives(config),
+        d.check,
+    ):
         with problems.check():
             section_check()
     epochs = t.epochs or config.eval.every_epochs
     corpus_epochs = epochs and epoch_stream(o.streams()) == CorpusSentencesStream.name
     with problems.check():
-        require(not (d.pack_sequences and corpus_epochs), "data.pack_sequences",
-                "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every, "
-                "or set data.pack_sequences=false")
+        require(
+            not (d.pack_sequences and corpus_epochs),
+            "data.pack_sequences",
+            "an epoch of a corpus run counts sentences, not packed sequences: use train.max_steps and eval.every, "
+            "or set data.pack_sequences=false",
+        )
     if config.tracking.registered_model_name:
         # MLflow's transformers flavour saves and loads the Hugging Face model alone
-        extras = ["adapters"] * m.adapters.enabled + [f"objectives.{name}'s input language table"
-                                                       for name, (plugin, _) in o.active().items()
-                                                       if plugin.exported_input_table]
+        extras = ["adapters"] * m.adapters.enabled + [
+            f"objectives.{name}'s input language table"
+            for name, (plugin, _) in o.active().items()
+            if plugin.exported_input_table
+        ]
         with problems.check():
-            require(not extras, "tracking.registered_model_name", f"a model with {' and '.join(extras)} cannot be "
-                    "registered: MLflow's transformers flavour would load the base model without it")
+            require(
+                not extras,
+                "tracking.registered_model_name",
+                f"a model with {' and '.join(extras)} cannot be "
+                "registered: MLflow's transformers flavour would load the base model without it",
+            )
     held_out = d.validation_corpora if d.source == "files" else d.synthetic.validation_sentences
     with problems.check():
-        require(not held_out or "mlm" in o.active(), "data.validation_corpora" if d.source == "files" else
-                "data.synthetic.validation_sentences", "held-out sentences are scored by objectives.mlm, which is off")
+        require(
+            not held_out or "mlm" in o.active(),
+            "data.validation_corpora" if d.source == "files" else "data.synthetic.validation_sentences",
+            "held-out sentences are scored by objectives.mlm, which is off",
+        )
     with problems.check():
-        require(config.eval.select_by != "mlm_loss" or bool(held_out), "eval.select_by",
-                "mlm_loss needs held-out sentences: data.validation_corpora (files) or "
-                "data.synthetic.validation_sentences > 0 (synthetic)")
+        require(
+            config.eval.select_by != "mlm_loss" or bool(held_out),
+            "eval.select_by",
+            "mlm_loss needs held-out sentences: data.validation_corpora (files) or "
+            "data.synthetic.validation_sentences > 0 (synthetic)",
+        )
     transfer = config.eval.transfer
     world_tasks = d.source == "synthetic" and d.synthetic.transfer_examples > 0
     with problems.check():
-        require(not transfer.tasks or bool(transfer.data_dir) or world_tasks, "eval.transfer.data_dir",
-                "is needed (or a synthetic world with data.synthetic.transfer_examples > 0)")
+        require(
+            not transfer.tasks or bool(transfer.data_dir) or world_tasks,
+            "eval.transfer.data_dir",
+            "is needed (or a synthetic world with data.synthetic.transfer_examples > 0)",
+        )
     with problems.check():
-        require(2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny", "data.max_seq_length",
-                f"must be in [2, model.tiny.max_length={m.tiny.max_length}]")
+        require(
+            2 <= d.max_seq_length <= m.tiny.max_length or m.name_or_path != "tiny",
+            "data.max_seq_length",
+            f"must be in [2, model.tiny.max_length={m.tiny.max_length}]",
+        )
     if d.source == "files":
         readers, pair_users = o.readers(), [name for name, (plugin, _) in o.active().items() if plugin.uses_word_pairs]
         for stream in STREAMS.values():
@@ -489,8 +553,11 @@ def validate(config: ExperimentConfig) -> None:
 def validate_parallel_source(src: ParallelSource, key: str) -> None:
     require(bool(src.lang1 and src.lang2), key, "needs lang1 and lang2")
     paired = bool(src.path1 or src.path2)
-    require(bool(src.path) != paired and (not paired or bool(src.path1 and src.path2)), key,
-            "needs either path (a TSV src<TAB>tgt) or both path1 and path2 (line-aligned files)")
+    require(
+        bool(src.path) != paired and (not paired or bool(src.path1 and src.path2)),
+        key,
+        "needs either path (a TSV src<TAB>tgt) or both path1 and path2 (line-aligned files)",
+    )
     for name in ("path", "path1", "path2"):
         path = getattr(src, name)
         require(not path or Path(path).is_file(), f"{key}.{name}", f"file not found: {path!r}")
@@ -506,8 +573,11 @@ def validate_corpus_source(src: CorpusSource, key: str) -> None:
         require(bool(glob.glob(src.path)), f"{key}.path", f"no file matches {src.path!r}")
         return
     require(Path(src.path).exists(), f"{key}.path", f"file not found: {src.path!r}")
-    require(Path(src.path).is_dir() or Path(src.path).suffix in (".txt", ".jsonl", ".parquet"), f"{key}.path",
-            "must end in .txt, .jsonl or .parquet (or be a directory of such files)")
+    require(
+        Path(src.path).is_dir() or Path(src.path).suffix in (".txt", ".jsonl", ".parquet"),
+        f"{key}.path",
+        "must end in .txt, .jsonl or .parquet (or be a directory of such files)",
+    )
 
 
 def validate_objectives(config: ExperimentConfig) -> None:
@@ -521,6 +591,9 @@ def validate_objectives(config: ExperimentConfig) -> None:
         plugin.validate(section, config, f"objectives.{name}")
         if plugin.prepares:  # two objectives cannot both transform (e.g. mask) the same batches
             other = preparers.setdefault(plugin.stream, name)
-            require(other == name, f"objectives.{name}.weight",
-                     f"objectives.{other} and objectives.{name} both prepare (mask) the '{plugin.stream}' batches: "
-                     f"use one of them (set the other's weight to 0)")
+            require(
+                other == name,
+                f"objectives.{name}.weight",
+                f"objectives.{other} and objectives.{name} both prepare (mask) the '{plugin.stream}' batches: "
+                f"use one of them (set the other's weight to 0)",
+            )

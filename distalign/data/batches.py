@@ -14,8 +14,8 @@ batch with ``labels`` the flat positions of its labelled tokens (``with_label_in
 
 from __future__ import annotations
 
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from typing import Collection, Iterable
 
 import numpy as np
 import torch
@@ -35,8 +35,10 @@ class TensorSpec:
         """Raise if ``array`` does not have this spec's dtype and rank."""
         rank = len(self.shape.split(","))
         if array.dtype != np.dtype(self.dtype) or array.ndim != rank:
-            raise TypeError(f"stream '{stream}', tensor '{self.name}': expected {self.dtype}[{self.shape}], got "
-                            f"{array.dtype} with {array.ndim} dimensions")
+            raise TypeError(
+                f"stream '{stream}', tensor '{self.name}': expected {self.dtype}[{self.shape}], got "
+                f"{array.dtype} with {array.ndim} dimensions"
+            )
 
 
 def padded_names(specs: Iterable[TensorSpec]) -> frozenset[str]:

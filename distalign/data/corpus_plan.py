@@ -19,6 +19,7 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import asdict, dataclass
+
 import numpy as np
 
 MIN_UNITS = 256  # a small corpus is cut finer (down to MIN_UNIT_BYTES), so a few workers all get units
@@ -73,14 +74,19 @@ def byte_ranges(size: int, step: int) -> list[tuple[int, int]]:
     return list(zip(bounds[:-1], bounds[1:]))
 
 
-def cut_units(source: int, kind: str, paths: list[str], sizes: list[int], pieces: list[list[int]], step: int
-              ) -> list[Unit]:
+def cut_units(
+    source: int, kind: str, paths: list[str], sizes: list[int], pieces: list[list[int]], step: int
+) -> list[Unit]:
     """One source's units. ``sizes``: each file's bytes as listed; ``pieces``: each parquet file's row-group
     bytes (one list per file; empty lists otherwise); ``step``: bytes per text unit (``unit_bytes``)."""
     if kind == "parquet":
         return [Unit(source, p, g, g + 1, size) for p, groups in zip(paths, pieces) for g, size in enumerate(groups)]
-    return [Unit(source, p, start, end, end - start) for p, size in zip(paths, sizes)
-            for start, end in byte_ranges(size, step) if end > start]
+    return [
+        Unit(source, p, start, end, end - start)
+        for p, size in zip(paths, sizes)
+        for start, end in byte_ranges(size, step)
+        if end > start
+    ]
 
 
 def hf_units(source: int, rows: int | None) -> list[Unit]:
@@ -94,7 +100,7 @@ def deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
     """Indices of ``sizes`` in ``order``, each to the worker with the smallest total so far (ties: the lowest
     rank): two workers' totals differ by at most the largest size. O(U log W) (it runs on every worker, every
     epoch): a heap of one int per worker, total * workers + rank, whose order is that of (total, rank)."""
-    heap, owners = list(range(workers)), []
+    heap, owners = list(range(workers)), list[int]()
     replace, owned = heapq.heapreplace, owners.append  # bound once: the loop runs U times
     for step in (np.asarray(sizes, dtype=np.int64)[order] * workers).tolist():
         key = heap[0]
@@ -112,7 +118,7 @@ def assign(units: list[Unit], seed: int, epoch: int, workers: int) -> list[list[
 
 
 def grouped(units: list[Unit], epoch: int, mix_units: int) -> list[Item]:
-    return [Item(epoch, tuple(units[i:i + mix_units])) for i in range(0, len(units), mix_units)]
+    return [Item(epoch, tuple(units[i : i + mix_units])) for i in range(0, len(units), mix_units)]
 
 
 def fresh_items(units: list[Unit], seed: int, epoch: int, workers: int, rank: int, mix_units: int) -> list[Item]:
@@ -136,8 +142,9 @@ class Position:
         return cls([Item.from_json(i) for i in data["items"]], data["next_epoch"], data["workers"])
 
 
-def resume_items(units: list[Unit], seed: int, mix_units: int, saved: list[Position], rank: int, workers: int
-                 ) -> Position:
+def resume_items(
+    units: list[Unit], seed: int, mix_units: int, saved: list[Position], rank: int, workers: int
+) -> Position:
     """Worker ``rank``'s position among ``workers`` after a run on ``len(saved)`` workers stopped at ``saved``.
 
     Same number of workers: its own position. Otherwise every epoch some old worker is still in is finished
@@ -152,8 +159,12 @@ def resume_items(units: list[Unit], seed: int, mix_units: int, saved: list[Posit
     items: list[Item] = []
     for epoch in range(min(min((i.epoch for i in p.items), default=p.next_epoch) for p in saved), last):
         left = [i for p in saved for i in p.items if i.epoch == epoch]
-        left += [i for old, p in enumerate(saved) if p.next_epoch <= epoch
-                 for i in fresh_items(units, seed, epoch, old_workers, old, mix_units)]
+        left += [
+            i
+            for old, p in enumerate(saved)
+            if p.next_epoch <= epoch
+            for i in fresh_items(units, seed, epoch, old_workers, old, mix_units)
+        ]
         order = np.random.default_rng([seed, epoch, workers]).permutation(len(left))
         items += [left[i] for i in deal([i.size for i in left], order, workers)[rank]]
     return Position(items, last, workers)

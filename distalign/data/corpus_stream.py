@@ -28,10 +28,11 @@ import hashlib
 import json
 import logging
 import time
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -93,9 +94,15 @@ class CorpusStream:
     def units(self) -> list[Unit]:
         """The corpus cut into units (``distalign.data.corpus_plan``), the same on every worker and every epoch."""
         step = unit_bytes(sum(sum(s.sizes) for s in self.sources), self.unit_bytes)
-        return [unit for index, s in enumerate(self.sources)
-                for unit in (hf_units(index, s.rows) if s.kind == "hf" else
-                             cut_units(index, s.kind, s.paths, s.sizes, s.pieces or [[] for _ in s.paths], step))]
+        return [
+            unit
+            for index, s in enumerate(self.sources)
+            for unit in (
+                hf_units(index, s.rows)
+                if s.kind == "hf"
+                else cut_units(index, s.kind, s.paths, s.sizes, s.pieces or [[] for _ in s.paths], step)
+            )
+        ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,8 +143,9 @@ def listed_tree(fs: pyarrow.fs.FileSystem, directory: str) -> list[pyarrow.fs.Fi
         return top + [f for part in parts for f in part]
 
 
-def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSystem | None = None,
-                      cached: FooterCache | None = None) -> CorpusFiles:
+def list_corpus_files(
+    src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSystem | None = None, cached: FooterCache | None = None
+) -> CorpusFiles:
     """Resolve one ``data.corpora`` entry (``key`` names it in errors): files of one kind with their listed sizes,
     the first file checked readable, parquet files checked for a readable footer and the text column (footers read
     in parallel; with ``cached``, kept by the listing's paths, sizes and mtimes for the next run or trial)."""
@@ -164,18 +172,22 @@ def list_corpus_files(src: CorpusSource, key: str, filesystem: pyarrow.fs.FileSy
         raise InputError(f"{key}.path: {src.path!r} mixes file kinds {sorted(kinds)}: give one source per kind")
     kind = kinds.pop()
     if kind != "parquet" and not any(sizes):
-        raise InputError(f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
-                         "a 'text' field a line (.jsonl)")
+        raise InputError(
+            f"{key}.path: {src.path} is empty (0 bytes): give a corpus with a sentence a line (.txt) or "
+            "a 'text' field a line (.jsonl)"
+        )
     version = hashlib.blake2b(repr([(f.size, str(f.mtime)) for f in infos]).encode(), digest_size=8).hexdigest()
     pieces = parquet_pieces(fs, paths, version, src.text_field, cached) if kind == "parquet" else []
     return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces, version=version)
 
 
-def parquet_pieces(fs: pyarrow.fs.FileSystem, paths: list[str], version: str, text_field: str,
-                   cached: FooterCache | None) -> list[list[int]]:
+def parquet_pieces(
+    fs: pyarrow.fs.FileSystem, paths: list[str], version: str, text_field: str, cached: FooterCache | None
+) -> list[list[int]]:
     """Each parquet file's row-group bytes (``check_parquet``), footers read ``LISTING_THREADS`` at a time (the
     first bad file in listing order raises, as a serial read would). ``cached(kind, key_parts, read)``: ``read()``
     unless an earlier run stored its result under the same parts (paths and ``version``: the same files)."""
+
     def read_all() -> list[list[int]]:
         with ThreadPoolExecutor(LISTING_THREADS) as pool:
             return list(pool.map(lambda path: check_parquet(fs, path, text_field), paths))
@@ -198,8 +210,8 @@ def with_language_sampling(sources: list[CorpusFiles], alpha: float) -> list[Cor
         sizes[source.lang] = sizes.get(source.lang, 0) + sum(source.sizes)
     total = sum(sizes.values())
     p = {lang: size / total for lang, size in sizes.items()}
-    z = sum(share ** alpha for share in p.values())
-    gain = {lang: share ** alpha / z / share for lang, share in p.items()}  # q_l / p_l
+    z = sum(share**alpha for share in p.values())
+    gain = {lang: share**alpha / z / share for lang, share in p.items()}  # q_l / p_l
     top = max(gain.values())
     return [dataclasses.replace(s, keep=gain[s.lang] / top) for s in sources]
 
@@ -208,7 +220,7 @@ def row_uniforms(keys: np.ndarray, seed: int, epoch: int) -> np.ndarray:
     """A uniform in [0, 1) per row key, fixed by (key, seed, epoch): splitmix64 of the mixed integers."""
     x = keys.astype(np.uint64) ^ np.uint64((seed * 0x9E3779B97F4A7C15 + epoch * 0xBF58476D1CE4E5B9) % 2**64)
     with np.errstate(over="ignore"):
-        x = (x + np.uint64(0x9E3779B97F4A7C15))
+        x = x + np.uint64(0x9E3779B97F4A7C15)
         x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
         x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
         x = x ^ (x >> np.uint64(31))
@@ -226,8 +238,10 @@ def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list
         raise unreadable_parquet(path, err) from None
     if text_field not in names:
         raise InputError(f"{path}: no '{text_field}' column (has {names})")
-    return [sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))
-            for g in range(meta.num_row_groups)]
+    return [
+        sum(meta.row_group(g).column(c).total_compressed_size for c in range(meta.num_columns))
+        for g in range(meta.num_row_groups)
+    ]
 
 
 # --------------------------------------------------------------------------------------------
@@ -237,8 +251,13 @@ def check_parquet(fs: pyarrow.fs.FileSystem, path: str, text_field: str) -> list
 def row_keys(lang: str, place: str, positions: list[int]) -> np.ndarray:
     """63-bit hashes of rows' places in the corpus (language, file's ``CorpusStream.place``, byte offset or row
     index): the seed of a row's randomness, and what the ledger counts a bad row by."""
-    return np.array([int.from_bytes(hashlib.blake2b(f"{lang}\t{place}\t{at}".encode(), digest_size=8).digest(),
-                                    "little") >> 1 for at in positions], dtype=np.int64)
+    return np.array(
+        [
+            int.from_bytes(hashlib.blake2b(f"{lang}\t{place}\t{at}".encode(), digest_size=8).digest(), "little") >> 1
+            for at in positions
+        ],
+        dtype=np.int64,
+    )
 
 
 class SkipLedger:
@@ -269,14 +288,26 @@ class SkipLedger:
         return self.retries
 
     def reports(self) -> list[ReadReport]:
-        out = [ReadReport(path, malformed=len(keys), examples=[f"{path}: {e}" for e in self.examples[path]])
-               for path, keys in sorted(self.rows.items()) if keys]
-        return out + [ReadReport(path, malformed=1, examples=[f"{path}: {why} (file skipped)"])
-                      for path, why in sorted(self.files.items())]
+        out = [
+            ReadReport(path, malformed=len(keys), examples=[f"{path}: {e}" for e in self.examples[path]])
+            for path, keys in sorted(self.rows.items())
+            if keys
+        ]
+        return out + [
+            ReadReport(path, malformed=1, examples=[f"{path}: {why} (file skipped)"])
+            for path, why in sorted(self.files.items())
+        ]
 
 
-def parse_rows(raw: list, keys: np.ndarray, source: CorpusFiles, path: str, epoch: int,
-               record: Callable[[str, list[tuple[int, str]]], None], seed: int = 0) -> dict[str, np.ndarray]:
+def parse_rows(
+    raw: list,
+    keys: np.ndarray,
+    source: CorpusFiles,
+    path: str,
+    epoch: int,
+    record: Callable[[str, list[tuple[int, str]]], None],
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
     """Raw values of ``source`` (lines, or texts) and their row keys -> the well-formed rows that this epoch
     keeps (the source's ``keep`` share, drawn by (row, ``seed``, ``epoch``)); bad rows go to ``record``."""
     texts, kept_keys, bad = [], [], []
@@ -299,8 +330,12 @@ def parse_rows(raw: list, keys: np.ndarray, source: CorpusFiles, path: str, epoc
     keys = np.array(kept_keys, dtype=np.int64)
     mine = row_uniforms(keys, seed, epoch) < source.keep
     count = int(mine.sum())
-    return {"text": np.array(texts, dtype=object)[mine], "lang": np.array([source.lang] * count, dtype=object),
-            "row": keys[mine], "epoch": np.full(count, epoch, dtype=np.int64)}
+    return {
+        "text": np.array(texts, dtype=object)[mine],
+        "lang": np.array([source.lang] * count, dtype=object),
+        "row": keys[mine],
+        "epoch": np.full(count, epoch, dtype=np.int64),
+    }
 
 
 def unit_lines(f, start: int, end: int, size: int) -> tuple[list[int], list[str]]:
@@ -354,8 +389,15 @@ def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -
             data = data.select(range(unit.start, unit.end))
         raw = [row[source.text_field] for row in data]
         positions = list(range(unit.start, unit.start + len(raw)))
-        return parse_rows(raw, row_keys(source.lang, stream.place(unit), positions), source, source.hf_dataset,
-                          epoch, ledger.record_rows, seed)
+        return parse_rows(
+            raw,
+            row_keys(source.lang, stream.place(unit), positions),
+            source,
+            source.hf_dataset,
+            epoch,
+            ledger.record_rows,
+            seed,
+        )
     fs, inner = filesystem_for(unit.path, stream.filesystem)
     listed = source.sizes[source.paths.index(unit.path)]
     attempts = 1 if isinstance(fs, pyarrow.fs.LocalFileSystem) else READ_ATTEMPTS  # a local error is no outage
@@ -369,19 +411,29 @@ def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -
             why = f"unreadable ({err})"
             if attempt < attempts:
                 wait = RETRY_WAIT_S * 2 ** (attempt - 1)
-                log.warning("reading %s [%d, %d) failed (%s); retry %d of %d in %.0f s", unit.path, unit.start,
-                            unit.end, err, attempt, attempts - 1, wait)
+                log.warning(
+                    "reading %s [%d, %d) failed (%s); retry %d of %d in %.0f s",
+                    unit.path,
+                    unit.start,
+                    unit.end,
+                    err,
+                    attempt,
+                    attempts - 1,
+                    wait,
+                )
                 ledger.record_retry()
                 time.sleep(wait)
     if why:
         ledger.record_file(unit.path, why)
         return parse_rows([], np.zeros(0, dtype=np.int64), source, unit.path, epoch, ledger.record_rows, seed)
-    return parse_rows(raw, row_keys(source.lang, stream.place(unit), positions), source, unit.path, epoch,
-                      ledger.record_rows, seed)
+    return parse_rows(
+        raw, row_keys(source.lang, stream.place(unit), positions), source, unit.path, epoch, ledger.record_rows, seed
+    )
 
 
-def unit_raw(fs: pyarrow.fs.FileSystem, inner: str, unit: Unit, source: CorpusFiles, listed: int
-             ) -> tuple[list[int], list]:
+def unit_raw(
+    fs: pyarrow.fs.FileSystem, inner: str, unit: Unit, source: CorpusFiles, listed: int
+) -> tuple[list[int], list]:
     """A file unit's raw values (lines, or texts of its row groups) and their positions (byte offsets, row indices)."""
     with fs.open_input_file(inner) as f:
         if source.kind != "parquet":
@@ -396,8 +448,9 @@ def unit_raw(fs: pyarrow.fs.FileSystem, inner: str, unit: Unit, source: CorpusFi
 # In this process (tests, the driver's samples)
 
 
-def read_rows(stream: CorpusStream, epoch: int = 0, seed: int = 0, ledger: SkipLedger | None = None
-              ) -> Iterator[dict[str, np.ndarray]]:
+def read_rows(
+    stream: CorpusStream, epoch: int = 0, seed: int = 0, ledger: SkipLedger | None = None
+) -> Iterator[dict[str, np.ndarray]]:
     """Every row of one epoch, unit after unit in listing order, read in this process."""
     ledger = ledger or SkipLedger()
     for unit in stream.units():
@@ -466,5 +519,4 @@ def start_ledger(name: str):
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
     here = NodeAffinitySchedulingStrategy(ray.get_runtime_context().get_node_id(), soft=False)
-    return ray.remote(num_cpus=0)(SkipLedger).options(name=name, get_if_exists=True,
-                                                      scheduling_strategy=here).remote()
+    return ray.remote(num_cpus=0)(SkipLedger).options(name=name, get_if_exists=True, scheduling_strategy=here).remote()

@@ -26,8 +26,9 @@ import numpy as np
 from distalign.data.tokenize import encode_words
 
 
-def encode_words_with_gloss(tokenizer, words: list[str], glosses: list[str | None],
-                            max_tokens: int) -> dict[str, np.ndarray]:
+def encode_words_with_gloss(
+    tokenizer, words: list[str], glosses: list[str | None], max_tokens: int
+) -> dict[str, np.ndarray]:
     """``[CLS] word [SEP] gloss [SEP]`` per row -> int64 arrays ``[len(words), max_tokens]``:
     ``input_ids``, ``attention_mask``, ``word_mask``, ``gloss_mask`` (see module docstring)."""
     words, glosses = list(words), list(glosses)
@@ -35,11 +36,16 @@ def encode_words_with_gloss(tokenizer, words: list[str], glosses: list[str | Non
         raise ValueError(f"words and glosses must have equal lengths, got {len(words)} and {len(glosses)}")
     pair_specials = tokenizer.num_special_tokens_to_add(pair=True)
     if max_tokens < pair_specials + 2:
-        raise ValueError(f"max_tokens={max_tokens} leaves no room for a word and a gloss subword "
-                         f"(the pair layout alone takes {pair_specials} special tokens)")
+        raise ValueError(
+            f"max_tokens={max_tokens} leaves no room for a word and a gloss subword "
+            f"(the pair layout alone takes {pair_specials} special tokens)"
+        )
     word_lengths = [len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]] if words else []
-    with_gloss = [i for i, (gloss, length) in enumerate(zip(glosses, word_lengths))
-                  if gloss is not None and gloss.strip() and length + pair_specials < max_tokens]
+    with_gloss = [
+        i
+        for i, (gloss, length) in enumerate(zip(glosses, word_lengths))
+        if gloss is not None and gloss.strip() and length + pair_specials < max_tokens
+    ]
     alone = sorted(set(range(len(words))) - set(with_gloss))
 
     shape = (len(words), max_tokens)
@@ -48,8 +54,14 @@ def encode_words_with_gloss(tokenizer, words: list[str], glosses: list[str | Non
         for key, value in encode_words(tokenizer, [words[i] for i in alone], max_tokens).items():
             out[key][alone] = value
     if with_gloss:
-        enc = tokenizer([words[i] for i in with_gloss], [glosses[i] for i in with_gloss],
-                        truncation="only_second", max_length=max_tokens, padding="max_length", return_tensors="np")
+        enc = tokenizer(
+            [words[i] for i in with_gloss],
+            [glosses[i] for i in with_gloss],
+            truncation="only_second",
+            max_length=max_tokens,
+            padding="max_length",
+            return_tensors="np",
+        )
         # sequence_ids: 0 for the word's tokens, 1 for the gloss's, None for specials and padding
         sequence = np.array([[-1 if s is None else s for s in enc.sequence_ids(row)] for row in range(len(with_gloss))])
         out["input_ids"][with_gloss] = enc["input_ids"]

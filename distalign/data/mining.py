@@ -98,7 +98,7 @@ def top_words(lang: str, top_k: int) -> frozenset[str]:
 
 def normalize(word: str, lang: str) -> str:
     """The form in which wordfreq lists ``word``."""
-    return preprocess_text(word.strip(), lang)
+    return preprocess_text(word.strip(), lang)  # type: ignore[arg-type]  # a code: wordfreq reads it with langcodes
 
 
 NAMED_ENTITY = "NAMED_ENTITY"  # BabelNet's SynsetType of named entities
@@ -111,7 +111,9 @@ def english_seed_words(count: int, stopwords: Iterable[str] | None = None) -> fr
     if count < 1:
         raise ValueError(f"seed words: must be a positive count, got {count}")
     if stopwords is None:
-        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS as stopwords
+        from sklearn.feature_extraction.text import ENGLISH_STOP_WORDS
+
+        stopwords = ENGLISH_STOP_WORDS
     banned = {normalize(w, "en") for w in stopwords}
     words = [w for w in wordfreq.top_n_list("en", count + len(banned) + 1000) if w not in banned]
     if len(words) < count:
@@ -159,11 +161,18 @@ class MiningReport:
             f"{self.other_language_rows} rows of other languages ignored; {self.invalid_rows} invalid rows"
         ]
         lines += [f"  {e}" for e in self.invalid_examples]
-        lines.append("  synsets dropped: " + ", ".join([
-            "no seed filter" if self.unseeded is None else f"{self.unseeded} without an English seed word",
-            f"{self.named_entities} named entities",
-            "no gloss filter" if self.few_glosses is None else
-            f"{self.few_glosses} with glosses in fewer than {self.min_glosses} languages"]))
+        lines.append(
+            "  synsets dropped: "
+            + ", ".join(
+                [
+                    "no seed filter" if self.unseeded is None else f"{self.unseeded} without an English seed word",
+                    f"{self.named_entities} named entities",
+                    "no gloss filter"
+                    if self.few_glosses is None
+                    else f"{self.few_glosses} with glosses in fewer than {self.min_glosses} languages",
+                ]
+            )
+        )
         for lang in self.languages:
             lines.append(
                 f"  {lang}: {self.words[lang]} words read, dropped {self.mwe[lang]} MWEs, {self.rare[lang]} not in "
@@ -202,12 +211,19 @@ class _SynsetMembers:
         ``languages`` other than the word's (§3.1)."""
         if self.word_glosses:
             return self.word_glosses.get((synset, word_lang, word))
-        return next((self.glosses[(synset, lang)] for lang in languages
-                     if lang != word_lang and (synset, lang) in self.glosses), None)
+        return next(
+            (
+                self.glosses[(synset, lang)]
+                for lang in languages
+                if lang != word_lang and (synset, lang) in self.glosses
+            ),
+            None,
+        )
 
 
-def _check_mining_arguments(languages: list[str], top_k, cross_lingual: bool, monolingual: bool,
-                            seeds, min_glosses: int) -> None:
+def _check_mining_arguments(
+    languages: list[str], top_k, cross_lingual: bool, monolingual: bool, seeds, min_glosses: int
+) -> None:
     if not languages:
         raise ValueError("languages: empty")
     if not isinstance(top_k, int) or top_k < 1:
@@ -220,14 +236,22 @@ def _check_mining_arguments(languages: list[str], top_k, cross_lingual: bool, mo
         raise ValueError(f"min_glosses: must be between 0 and the {len(languages)} languages, got {min_glosses}")
 
 
-def _read_members(synsets_table: pa.Table, languages: list[str], top_k: int, excluded: set[tuple[str, str]],
-                  seeds: Collection[str] | None, report: MiningReport) -> _SynsetMembers:
+def _read_members(
+    synsets_table: pa.Table,
+    languages: list[str],
+    top_k: int,
+    excluded: set[tuple[str, str]],
+    seeds: Collection[str] | None,
+    report: MiningReport,
+) -> _SynsetMembers:
     """One pass over the rows: the word filters (module docstring, 1-3), counted in ``report``."""
     frequent = {lang: top_words(lang, top_k) for lang in languages}
     found = _SynsetMembers()
 
     def optional(column: str) -> list:
-        return synsets_table[column].to_pylist() if column in synsets_table.column_names else [None] * len(synsets_table)
+        return (
+            synsets_table[column].to_pylist() if column in synsets_table.column_names else [None] * len(synsets_table)
+        )
 
     columns = [synsets_table[name].to_pylist() for name in SYNSET_SCHEMA.names]
     rows = progress(zip(*columns, optional("synset_type"), optional(WORD_GLOSS)), len(synsets_table), "synset rows")
@@ -264,8 +288,9 @@ def _read_members(synsets_table: pa.Table, languages: list[str], top_k: int, exc
     return found
 
 
-def _filter_synsets(found: _SynsetMembers, languages: list[str], seeds: Collection[str] | None,
-                    min_glosses: int, report: MiningReport) -> None:
+def _filter_synsets(
+    found: _SynsetMembers, languages: list[str], seeds: Collection[str] | None, min_glosses: int, report: MiningReport
+) -> None:
     """The synset filters (module docstring, a-c), applied in place and counted in ``report``."""
     words = found.words
     if seeds is not None:
@@ -283,8 +308,14 @@ def _filter_synsets(found: _SynsetMembers, languages: list[str], seeds: Collecti
     found.words = words
 
 
-def _pair_rows(found: _SynsetMembers, languages: list[str], cross_lingual: bool, monolingual: bool,
-               unique_pairs: bool, report: MiningReport) -> pa.Table:
+def _pair_rows(
+    found: _SynsetMembers,
+    languages: list[str],
+    cross_lingual: bool,
+    monolingual: bool,
+    unique_pairs: bool,
+    report: MiningReport,
+) -> pa.Table:
     """Every kept pair of every kept synset, in synset-id order, as a ``CONSTRAINT_SCHEMA`` table."""
     position = {lang: i for i, lang in enumerate(languages)}
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
@@ -301,8 +332,15 @@ def _pair_rows(found: _SynsetMembers, languages: list[str], cross_lingual: bool,
                 if unique_pairs:
                     continue
             seen_pairs.add(pair)
-            values = (word1, lang1, word2, lang2, synset, found.gloss_for(synset, lang1, word1, languages),
-                      found.gloss_for(synset, lang2, word2, languages))
+            values = (
+                word1,
+                lang1,
+                word2,
+                lang2,
+                synset,
+                found.gloss_for(synset, lang1, word1, languages),
+                found.gloss_for(synset, lang2, word2, languages),
+            )
             for name, value in zip(CONSTRAINT_SCHEMA.names, values):
                 rows[name].append(value)
             report.pairs[f"{lang1}-{lang2}"] += 1
@@ -356,8 +394,11 @@ def synsets_from_constraints(constraints: pa.Table) -> pa.Table:
     stacked = pa.concat_tables(sides).cast(SYNSET_SCHEMA)
     grouped = stacked.group_by(["synset_id", "lang", "word"], use_threads=False).aggregate([("gloss", "first")])
     members = grouped.rename_columns(SYNSET_SCHEMA.names).select(SYNSET_SCHEMA.names)
-    return members.set_column(3, "gloss", pa.nulls(len(members), pa.string())).append_column(
-        WORD_GLOSS, members["gloss"]).cast(SYNSET_SCHEMA.append(pa.field(WORD_GLOSS, pa.string())))
+    return (
+        members.set_column(3, "gloss", pa.nulls(len(members), pa.string()))
+        .append_column(WORD_GLOSS, members["gloss"])
+        .cast(SYNSET_SCHEMA.append(pa.field(WORD_GLOSS, pa.string())))
+    )
 
 
 def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], list[ReadReport]]:
@@ -376,9 +417,15 @@ def read_exclusions(paths: Iterable[str | Path]) -> tuple[dict[str, set[str]], l
     return words, reports
 
 
-def mine_and_write(synsets: pa.Table, read_reports: list, languages: list[str], top_k: int = 15000,
-                   exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
-                   **options) -> tuple[pa.Table, MiningReport]:
+def mine_and_write(
+    synsets: pa.Table,
+    read_reports: list,
+    languages: list[str],
+    top_k: int = 15000,
+    exclude_paths: Iterable[str | Path] = (),
+    out_path: str | Path | None = None,
+    **options,
+) -> tuple[pa.Table, MiningReport]:
     """Drop the words of the evaluation dictionaries ``exclude_paths``, mine (``options``: the pair and synset
     filters of ``mine_constraints``), write ``out_path`` (parquet, ``CONSTRAINT_SCHEMA``) when given, and print
     what was read, skipped and mined."""
@@ -389,10 +436,12 @@ def mine_and_write(synsets: pa.Table, read_reports: list, languages: list[str], 
     print(report.summary())
     if len(table) == 0:  # an empty constraint file would only fail later, in the training run that reads it
         sources = ", ".join(r.path for r in read_reports)
-        raise InputError(f"0 constraint pairs mined from {sources} for languages {languages} (top-k {top_k}): "
-                         f"nothing written{f' to {out_path}' if out_path is not None else ''}; check that the "
-                         "source has synsets with words of at least two of these languages among the "
-                         "frequent words (a larger --top-k, other --languages), and the filters above")
+        raise InputError(
+            f"0 constraint pairs mined from {sources} for languages {languages} (top-k {top_k}): "
+            f"nothing written{f' to {out_path}' if out_path is not None else ''}; check that the "
+            "source has synsets with words of at least two of these languages among the "
+            "frequent words (a larger --top-k, other --languages), and the filters above"
+        )
     if out_path is not None:
         out_path = Path(out_path)
         out_path.parent.mkdir(parents=True, exist_ok=True)
@@ -401,12 +450,18 @@ def mine_and_write(synsets: pa.Table, read_reports: list, languages: list[str], 
     return table, report
 
 
-def mine_babelnet(export_path: str | Path, languages: Iterable[str], top_k: int = 15000,
-                  exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
-                  **options) -> tuple[pa.Table, MiningReport]:
+def mine_babelnet(
+    export_path: str | Path,
+    languages: Iterable[str],
+    top_k: int = 15000,
+    exclude_paths: Iterable[str | Path] = (),
+    out_path: str | Path | None = None,
+    **options,
+) -> tuple[pa.Table, MiningReport]:
     """Constraints from a BabelNet export (``.tsv``) or a constraint parquet, re-mined per synset: its words
     filtered by frequency, MWE and exclusion like OMW's, and every pair of each synset's kept words emitted."""
     languages = mining_languages(languages)
     pairs, read_report = read_constraints(export_path)
-    return mine_and_write(synsets_from_constraints(pairs), [read_report], languages, top_k, exclude_paths,
-                          out_path, **options)
+    return mine_and_write(
+        synsets_from_constraints(pairs), [read_report], languages, top_k, exclude_paths, out_path, **options
+    )

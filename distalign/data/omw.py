@@ -145,9 +145,14 @@ def read_omw(omw_dir: str | Path, languages: Iterable[str]) -> tuple[pa.Table, l
     return pa.concat_tables(tables), reports
 
 
-def mine_omw(omw_dir: str | Path, languages: Iterable[str], top_k: int = 15000,
-             exclude_paths: Iterable[str | Path] = (), out_path: str | Path | None = None,
-             **options) -> tuple[pa.Table, MiningReport]:
+def mine_omw(
+    omw_dir: str | Path,
+    languages: Iterable[str],
+    top_k: int = 15000,
+    exclude_paths: Iterable[str | Path] = (),
+    out_path: str | Path | None = None,
+    **options,
+) -> tuple[pa.Table, MiningReport]:
     """Constraints from the OMW files of ``languages`` (``mine_and_write``; ``options``: its pair filters)."""
     languages = mining_languages(languages)
     synsets, read_reports = read_omw(omw_dir, languages)

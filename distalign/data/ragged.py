@@ -14,8 +14,8 @@ width between the batch's longest row and ``T`` gives the same block cut to that
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Collection
 
 import numpy as np
 
@@ -54,9 +54,13 @@ class RaggedRows:
             differs |= block[name] != fills[name][:, None]
         lengths = np.where(differs.any(1), width - np.argmax(differs[:, ::-1], axis=1), 0).astype(np.int32)
         kept = np.arange(width)[None, :] < lengths[:, None]
-        return cls(lengths, {name: block[name][kept].astype(np.int32) for name in names},
-                   {name: fills[name].astype(np.int32) for name in names},
-                   {name: value for name, value in block.items() if name not in fills}, width)
+        return cls(
+            lengths,
+            {name: block[name][kept].astype(np.int32) for name in names},
+            {name: fills[name].astype(np.int32) for name in names},
+            {name: value for name, value in block.items() if name not in fills},
+            width,
+        )
 
     @classmethod
     def of_columns(cls, columns: dict[str, np.ndarray]) -> RaggedRows:
@@ -81,9 +85,13 @@ class RaggedRows:
         """Rows [start, stop), as views."""
         offsets = np.concatenate([[0], np.cumsum(self.lengths, dtype=np.int64)])
         begin, end = offsets[start], offsets[stop]
-        return RaggedRows(self.lengths[start:stop], {k: v[begin:end] for k, v in self.tokens.items()},
-                          {k: v[start:stop] for k, v in self.fills.items()},
-                          {k: v[start:stop] for k, v in self.columns.items()}, self.width)
+        return RaggedRows(
+            self.lengths[start:stop],
+            {k: v[begin:end] for k, v in self.tokens.items()},
+            {k: v[start:stop] for k, v in self.fills.items()},
+            {k: v[start:stop] for k, v in self.columns.items()},
+            self.width,
+        )
 
     def with_columns(self, **columns: np.ndarray) -> RaggedRows:
         return RaggedRows(self.lengths, self.tokens, self.fills, {**self.columns, **columns}, self.width)
@@ -94,10 +102,17 @@ class RaggedRows:
         first = parts[0]
         if len({part.width for part in parts}) != 1:
             raise ValueError(f"rows of several widths {sorted({part.width for part in parts})}")
-        join = lambda field: {k: np.concatenate([getattr(part, field)[k] for part in parts])  # noqa: E731
-                              for k in getattr(first, field)}
-        return RaggedRows(np.concatenate([part.lengths for part in parts]), join("tokens"), join("fills"),
-                          join("columns"), first.width)
+
+        def join(field: str) -> dict[str, np.ndarray]:
+            return {k: np.concatenate([getattr(part, field)[k] for part in parts]) for k in getattr(first, field)}
+
+        return RaggedRows(
+            np.concatenate([part.lengths for part in parts]),
+            join("tokens"),
+            join("fills"),
+            join("columns"),
+            first.width,
+        )
 
     def padded(self, width: int | None = None) -> dict[str, np.ndarray]:
         """Every tensor, the ``B,T`` ones as int64 [n, width] (default: the longest row); ``width`` at least the

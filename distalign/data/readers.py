@@ -67,15 +67,16 @@ def _lines(path: Path):
                 yield line_no, line
 
 
-def read_dictionary(path: str | Path, lang1: str | None = None, lang2: str | None = None
-                    ) -> tuple[pa.Table, ReadReport]:
+def read_dictionary(
+    path: str | Path, lang1: str | None = None, lang2: str | None = None
+) -> tuple[pa.Table, ReadReport]:
     """G-BLI/MUSE dictionary as constraints; all translations of one source word share a synset. The declared pair
     must agree with the file's name and its words' scripts, and a header row is skipped
     (``distalign.data.dictionary_checks``). Without a declared pair (a seed list whose languages nobody names:
     ``static align``), the languages are left empty and nothing is checked against them."""
     path = Path(path)
     declared = lang1 is not None and lang2 is not None
-    if declared:
+    if lang1 is not None and lang2 is not None:  # declared
         lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
         check_name(path, lang1, lang2)
     else:
@@ -85,8 +86,12 @@ def read_dictionary(path: str | Path, lang1: str | None = None, lang2: str | Non
     for line_no, line in _lines(path):
         fields = line.split("\t") if "\t" in line else line.split(" ")
         fields = [f.strip() for f in fields]
-        if report.rows == report.malformed == 0 and not report.header and len(fields) == 2 and \
-                header_row(fields, lang1, lang2):
+        if (
+            report.rows == report.malformed == 0
+            and not report.header
+            and len(fields) == 2
+            and header_row(fields, lang1, lang2)
+        ):
             report.header = line
             continue
         if len(fields) != 2 or not all(fields):
@@ -125,9 +130,11 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
             rows[key].append(value)
         report.rows += 1
     if report.rows == 0 and two_columns == report.malformed > 0:
-        raise InputError(f"{path}: a two-column dictionary (src<TAB>tgt, G-BLI/MUSE), not a BabelNet export of 7 "
-                         f"columns {BABELNET_COLUMNS}: give it as data.dictionaries: [{{path: {path}, lang1: ..., "
-                         "lang2: ...}], which reads that format")
+        raise InputError(
+            f"{path}: a two-column dictionary (src<TAB>tgt, G-BLI/MUSE), not a BabelNet export of 7 "
+            f"columns {BABELNET_COLUMNS}: give it as data.dictionaries: [{{path: {path}, lang1: ..., "
+            "lang2: ...}], which reads that format"
+        )
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
@@ -233,8 +240,14 @@ PARALLEL_COLUMNS = ("text1", "lang1", "text2", "lang2")
 
 def _parallel_table(pairs: list[tuple[str, str]], lang1: str, lang2: str, path: Path) -> pa.Table:
     lang1, lang2 = language_code(lang1, f"{path} (lang1)"), language_code(lang2, f"{path} (lang2)")
-    return pa.table({"text1": [a for a, _ in pairs], "lang1": [lang1] * len(pairs),
-                     "text2": [b for _, b in pairs], "lang2": [lang2] * len(pairs)})
+    return pa.table(
+        {
+            "text1": [a for a, _ in pairs],
+            "lang1": [lang1] * len(pairs),
+            "text2": [b for _, b in pairs],
+            "lang2": [lang2] * len(pairs),
+        }
+    )
 
 
 def read_parallel_tsv(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
@@ -252,8 +265,7 @@ def read_parallel_tsv(path: str | Path, lang1: str, lang2: str) -> tuple[pa.Tabl
     return _parallel_table(pairs, lang1, lang2, path), report
 
 
-def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
-                        lang2: str) -> tuple[pa.Table, ReadReport]:
+def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str, lang2: str) -> tuple[pa.Table, ReadReport]:
     """Two line-aligned files, line i of one the translation of line i of the other. Unlike the other readers,
     blank lines are kept for the count (they hold the alignment); a pair with a blank side is skipped
     (reported as ``path1:line``), and files of different lengths are an error (the alignment is lost)."""
@@ -270,8 +282,9 @@ def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str,
     for line_no, (a, b) in enumerate(zip(*sides), start=1):
         a, b = a.strip(), b.strip()
         if not (a and b):
-            report.skip(line_no, f"empty sentence on {'both sides' if not (a or b) else 'one side'} "
-                                 f"(line {line_no} of {path2})")
+            report.skip(
+                line_no, f"empty sentence on {'both sides' if not (a or b) else 'one side'} (line {line_no} of {path2})"
+            )
             continue
         pairs.append((a, b))
     report.rows = len(pairs)

@@ -9,8 +9,7 @@ resumed run regenerates exactly the batches it would have seen.
 from __future__ import annotations
 
 # host-side module: the draws are made on the data side, on CPU, before a batch reaches any device
-
-from typing import Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -39,10 +38,16 @@ class RowRandom:
 
     def rand(self, *shape: int) -> torch.Tensor:
         """[B, *shape] uniforms in [0, 1); row b's values come from row b's stream."""
-        return torch.stack([torch.rand(shape, generator=g) for g in self.generators]) if self.generators \
+        return (
+            torch.stack([torch.rand(shape, generator=g) for g in self.generators])
+            if self.generators
             else torch.empty(0, *shape)
+        )
 
     def randint(self, high: int, *shape: int) -> torch.Tensor:
         """[B, *shape] integers in [0, high)."""
-        return torch.stack([torch.randint(high, shape, generator=g) for g in self.generators]) if self.generators \
+        return (
+            torch.stack([torch.randint(high, shape, generator=g) for g in self.generators])
+            if self.generators
             else torch.empty(0, *shape, dtype=torch.long)
+        )

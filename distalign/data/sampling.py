@@ -90,8 +90,10 @@ def exactly_per_pair(table: pa.Table, per_pair: int, seed: int) -> pa.Table:
     counts = np.bincount(inverse, minlength=len(pairs))
     short = {p: int(n) for p, n in zip(pairs, counts) if n < per_pair}
     if short:
-        raise ConfigError(f"data.constraints_per_pair={per_pair}: these language pairs have fewer constraints: {short}; "
-                          "lower it, or leave these languages out of data.constraint_languages")
+        raise ConfigError(
+            f"data.constraints_per_pair={per_pair}: these language pairs have fewer constraints: {short}; "
+            "lower it, or leave these languages out of data.constraint_languages"
+        )
     rng = np.random.default_rng([seed, 2])
     rows_of_pair = np.split(np.argsort(inverse, kind="stable"), np.cumsum(counts)[:-1])  # each pair's rows, ascending
     chosen = [rng.choice(rows, size=per_pair, replace=False) for rows in rows_of_pair]
@@ -142,11 +144,15 @@ def exclude_words(table: pa.Table, banned: set[tuple[str, str]]) -> tuple[pa.Tab
     sides = [pc.binary_join_element_wise(table[f"lang{side}"], table[f"word{side}"], "\t") for side in "12"]
     keys = pa.chunked_array(sides[0].chunks + sides[1].chunks, pa.string())
     distinct = pc.unique(keys)
-    kept_key = np.fromiter((normalize(word, lang) not in banned_forms
-                            for start in range(0, len(distinct), KEYS_AT_ONCE)
-                            for lang, word in (key.split("\t", 1)
-                                               for key in distinct.slice(start, KEYS_AT_ONCE).to_pylist())),
-                           dtype=bool, count=len(distinct))
+    kept_key = np.fromiter(
+        (
+            normalize(word, lang) not in banned_forms
+            for start in range(0, len(distinct), KEYS_AT_ONCE)
+            for lang, word in (key.split("\t", 1) for key in distinct.slice(start, KEYS_AT_ONCE).to_pylist())
+        ),
+        dtype=bool,
+        count=len(distinct),
+    )
     kept_row = kept_key[pc.index_in(keys, value_set=distinct).to_numpy().astype(np.int64)]
-    kept = table.filter(pa.array(kept_row[:len(table)] & kept_row[len(table):], pa.bool_()))
+    kept = table.filter(pa.array(kept_row[: len(table)] & kept_row[len(table) :], pa.bool_()))
     return kept, len(table) - len(kept)

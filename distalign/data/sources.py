@@ -15,8 +15,8 @@ class DictionarySource:
     """A bilingual dictionary (G-BLI / MUSE: ``src<TAB>tgt`` per line) between two languages."""
 
     path: str = ""  # the dictionary file, local
-    lang1: LanguageCode = ""  # language of the first column
-    lang2: LanguageCode = ""  # language of the second column
+    lang1: LanguageCode = LanguageCode("")  # language of the first column
+    lang2: LanguageCode = LanguageCode("")  # language of the second column
 
 
 @dataclass
@@ -26,7 +26,7 @@ class CorpusSource:
     # A file, directory or glob of .txt (a sentence a line), .jsonl ({"text": ...}) or .parquet files;
     # local or s3://
     path: str = ""
-    lang: LanguageCode = ""  # the sentences' language code
+    lang: LanguageCode = LanguageCode("")  # the sentences' language code
     text_field: str = "text"  # the JSON key or parquet / dataset column holding the sentence
     # Instead of path: a Hugging Face dataset, a `save_to_disk` directory or a name for
     # `datasets.load_dataset` (streamed); with its configuration and split
@@ -38,7 +38,7 @@ class CorpusSource:
 @dataclass
 class StaticVectorsSource:
     path: str = ""  # word2vec text format (e.g. from `distalign static extract` / `static align`)
-    lang: LanguageCode = ""  # the words' language code
+    lang: LanguageCode = LanguageCode("")  # the words' language code
 
 
 @dataclass
@@ -49,5 +49,5 @@ class ParallelSource:
     path: str = ""  # a TSV file, src<TAB>tgt per line
     path1: str = ""  # instead of path: the lang1 sentences, one a line ...
     path2: str = ""  # ... and their translations in lang2, line by line
-    lang1: LanguageCode = ""  # language of the source sentences
-    lang2: LanguageCode = ""  # language of the target sentences
+    lang1: LanguageCode = LanguageCode("")  # language of the source sentences
+    lang2: LanguageCode = LanguageCode("")  # language of the target sentences

@@ -25,8 +25,9 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import logging
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Protocol
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -76,16 +77,17 @@ class StreamBatches(Protocol):
 
 class GlobalRowBatches:
     """A worker's batches of a driver-read stream: at each step the W workers take the next W·B global positions
-    of the stream's rows (``distalign.preparation.table_rows``), worker r the r-th B of them. Its state is the next global
-    position, the same on every worker: a resume on any number of workers continues there, every position
+    of the stream's rows (``distalign.preparation.table_rows``), worker r the r-th B of them. Its state is the next
+    global position, the same on every worker: a resume on any number of workers continues there, every position
     trained once."""
 
     def __init__(self, data: WorkerData, stream: Stream, batch_size: int, saved: list[dict] | None):
         self.position = resumed_position(saved, batch_size)  # after the last batch given
         self.step_rows = data.workers * batch_size
         first = self.position + data.rank * batch_size
-        self.batches = data.table_batches(stream, (np.arange(start, start + batch_size)
-                                                   for start in itertools.count(first, self.step_rows)))
+        self.batches = data.table_batches(
+            stream, (np.arange(start, start + batch_size) for start in itertools.count(first, self.step_rows))
+        )
 
     def __iter__(self):
         return self
@@ -158,8 +160,10 @@ class CorpusBatches:
                 raise ValueError(self._starved(epoch))
 
     def _starved(self, epoch: int) -> str:
-        return (f"corpus: worker {self.data.rank} of {self.workers} got no sentence in epoch {epoch} (fewer corpus "
-                f"units than workers: data.corpus_unit_bytes cuts files finer)")
+        return (
+            f"corpus: worker {self.data.rank} of {self.workers} got no sentence in epoch {epoch} (fewer corpus "
+            f"units than workers: data.corpus_unit_bytes cuts files finer)"
+        )
 
     def _advance(self, items: np.ndarray) -> None:
         """Move past a batch whose sequences came from ``items`` (plan indices, in order)."""
@@ -169,8 +173,9 @@ class CorpusBatches:
         self.at = last
 
     def state(self) -> dict:
-        rest = [dataclasses.replace(self.plan[self.at], skip=self.trained)] + self.plan[self.at + 1:] if self.plan \
-            else []
+        rest = (
+            [dataclasses.replace(self.plan[self.at], skip=self.trained)] + self.plan[self.at + 1 :] if self.plan else []
+        )
         return Position(rest, self.next_epoch, self.workers).to_json()
 
 
@@ -277,8 +282,11 @@ class ConstraintsStream(Stream):
     name = "constraints"
     doc = "word pairs (lexical constraints / dictionary entries), each word encoded on its own"
     batch_size_key = "train.constraint_batch_size"
-    tensors = _word_pair_side("1") + _word_pair_side("2") + (
-        TensorSpec("synset", "int64", "B", "dense synset label of the pair"), ROW, DRAW_EPOCH)
+    tensors = (
+        _word_pair_side("1")
+        + _word_pair_side("2")
+        + (TensorSpec("synset", "int64", "B", "dense synset label of the pair"), ROW, DRAW_EPOCH)
+    )
     Settings = WordPairTokens
     epoch_rank = 0
     holds_word_pairs = True
@@ -291,8 +299,7 @@ class ConstraintsStream(Stream):
         for side in ("1", "2"):
             words = batch[f"word{side}"].tolist()
             if settings.with_gloss:
-                encoded = encode_words_with_gloss(tokenizer, words, batch[f"gloss{side}"].tolist(),
-                                                  settings.max_tokens)
+                encoded = encode_words_with_gloss(tokenizer, words, batch[f"gloss{side}"].tolist(), settings.max_tokens)
             else:
                 encoded = encode_words(tokenizer, words, settings.max_tokens)
                 encoded["gloss_mask"] = np.zeros_like(encoded["word_mask"])
@@ -310,8 +317,11 @@ class ConstraintsStream(Stream):
         return lambda epoch: sampled_order(weights, config.train.seed, epoch)
 
     def check_sources(self, data, readers: list[str]) -> None:
-        require(bool(data.constraints or data.dictionaries) or not readers, "data.constraints",
-                f"objectives {sorted(readers)} need data.constraints or data.dictionaries")
+        require(
+            bool(data.constraints or data.dictionaries) or not readers,
+            "data.constraints",
+            f"objectives {sorted(readers)} need data.constraints or data.dictionaries",
+        )
 
 
 @dataclass(frozen=True)
@@ -327,25 +337,30 @@ class CorpusSentencesStream(Stream):
     name = "corpus"
     doc = "corpus sentences, whitespace words split into subwords"
     batch_size_key = "train.corpus_batch_size"
-    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
-               TensorSpec("word_ids", "int64", "B,T",
-                          "each token's word index in its sentence, -1 on specials/padding"),
-               TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"), ROW,
-               TensorSpec("epoch", "int64", "B", "the corpus epoch the row was read in (a row is read once an epoch)"))
+    tensors = (
+        TensorSpec("input_ids", "int64", "B,T"),
+        TensorSpec("attention_mask", "int64", "B,T"),
+        TensorSpec("word_ids", "int64", "B,T", "each token's word index in its sentence, -1 on specials/padding"),
+        TensorSpec("lang_id", "int64", "B", "the sentence language's index in the run's languages"),
+        ROW,
+        TensorSpec("epoch", "int64", "B", "the corpus epoch the row was read in (a row is read once an epoch)"),
+    )
     Settings = SentenceTokens
     read_on_driver = False
     epoch_rank = 1
 
     def settings(self, config, languages: list[str]) -> SentenceTokens:
-        return SentenceTokens(max_length=config.data.max_seq_length, languages=tuple(languages),
-                              pack=config.data.pack_sequences)
+        return SentenceTokens(
+            max_length=config.data.max_seq_length, languages=tuple(languages), pack=config.data.pack_sequences
+        )
 
     def tokenize(self, batch, tokenizer, settings: SentenceTokens) -> dict[str, np.ndarray]:
         index = {lang: i for i, lang in enumerate(settings.languages)}
         langs = [index[lang] for lang in batch["lang"].tolist()]
         if settings.pack:  # fewer sequences than sentences, each with its first sentence's row
-            return encode_packed_sentences(tokenizer, batch["text"].tolist(), langs, batch["row"].tolist(),
-                                           settings.max_length)
+            return encode_packed_sentences(
+                tokenizer, batch["text"].tolist(), langs, batch["row"].tolist(), settings.max_length
+            )
         out = encode_sentences(tokenizer, batch["text"].tolist(), settings.max_length)
         out["lang_id"] = np.array(langs, dtype=np.int64)
         out["row"] = batch["row"].astype(np.int64)
@@ -360,11 +375,15 @@ class CorpusSentencesStream(Stream):
         position = Position([], 0, data.workers)
         if saved:
             units, seed, mix_units = data.corpus_units()
-            position, gone = within(resume_items(units, seed, mix_units, [Position.from_json(s) for s in saved],
-                                                 data.rank, data.workers), units)
+            position, gone = within(
+                resume_items(units, seed, mix_units, [Position.from_json(s) for s in saved], data.rank, data.workers),
+                units,
+            )
             if gone:
-                log.warning("corpus: files changed since the checkpoint, their rows left out of the epoch being "
-                            "resumed: %s", ", ".join(gone))
+                log.warning(
+                    "corpus: files changed since the checkpoint, their rows left out of the epoch being resumed: %s",
+                    ", ".join(gone),
+                )
         return CorpusBatches(data, batch_size, position)
 
     def check_sources(self, data, readers: list[str]) -> None:
@@ -385,8 +404,14 @@ class StaticVectorsStream(Stream):
     name = "static"
     doc = "words with their fixed static vectors"
     batch_size_key = "train.static_batch_size"
-    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
-               TensorSpec("word_mask", "int64", "B,T"), TensorSpec("vector", "float32", "B,D"), ROW, DRAW_EPOCH)
+    tensors = (
+        TensorSpec("input_ids", "int64", "B,T"),
+        TensorSpec("attention_mask", "int64", "B,T"),
+        TensorSpec("word_mask", "int64", "B,T"),
+        TensorSpec("vector", "float32", "B,D"),
+        ROW,
+        DRAW_EPOCH,
+    )
     Settings = WordTokens
 
     def settings(self, config, languages: list[str]) -> WordTokens:
@@ -418,13 +443,22 @@ class ParallelSentencesStream(Stream):
     name = "parallel"
     doc = "translation pairs, both sentences in one sequence"
     batch_size_key = "train.parallel_batch_size"
-    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
-               TensorSpec("word_ids", "int64", "B,T",
-                          "word index over both sentences (the second's after the first's), -1 on specials/padding"),
-               TensorSpec("lang_ids", "int64", "B,T", "each token's sentence language's index in the run's languages"),
-               TensorSpec("positions", "int64", "B,T",
-                          "position in its own sentence (restarting on the second), 0 on padding"),
-               ROW, DRAW_EPOCH)
+    tensors = (
+        TensorSpec("input_ids", "int64", "B,T"),
+        TensorSpec("attention_mask", "int64", "B,T"),
+        TensorSpec(
+            "word_ids",
+            "int64",
+            "B,T",
+            "word index over both sentences (the second's after the first's), -1 on specials/padding",
+        ),
+        TensorSpec("lang_ids", "int64", "B,T", "each token's sentence language's index in the run's languages"),
+        TensorSpec(
+            "positions", "int64", "B,T", "position in its own sentence (restarting on the second), 0 on padding"
+        ),
+        ROW,
+        DRAW_EPOCH,
+    )
     Settings = SentencePairTokens
 
     def settings(self, config, languages: list[str]) -> SentencePairTokens:
@@ -433,8 +467,10 @@ class ParallelSentencesStream(Stream):
     def tokenize(self, batch, tokenizer, settings: SentencePairTokens) -> dict[str, np.ndarray]:
         out = encode_sentence_pairs(tokenizer, batch["text1"].tolist(), batch["text2"].tolist(), settings.max_length)
         index = {lang: i for i, lang in enumerate(settings.languages)}
-        side_langs = [np.array([index[lang] for lang in batch[key].tolist()], dtype=np.int64)[:, None]
-                      for key in ("lang1", "lang2")]
+        side_langs = [
+            np.array([index[lang] for lang in batch[key].tolist()], dtype=np.int64)[:, None]
+            for key in ("lang1", "lang2")
+        ]
         segment = out.pop("segment")
         out["lang_ids"] = np.where(segment == 1, side_langs[1], side_langs[0])  # padding: the first side's
         out["row"] = batch["row"].astype(np.int64)
@@ -444,9 +480,10 @@ class ParallelSentencesStream(Stream):
         return prepared.parallel
 
 
-STREAMS: dict[str, Stream] = {stream.name: stream for stream in
-                              (ConstraintsStream(), CorpusSentencesStream(), StaticVectorsStream(),
-                               ParallelSentencesStream())}
+STREAMS: dict[str, Stream] = {
+    stream.name: stream
+    for stream in (ConstraintsStream(), CorpusSentencesStream(), StaticVectorsStream(), ParallelSentencesStream())
+}
 
 
 def epoch_stream(active: set[str]) -> str:

@@ -43,7 +43,8 @@ Token = tuple[str, str, int, str]
 class SyntheticConfig:
     """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
 
-    languages: list[LanguageCode] = field(default_factory=lambda: ["xa", "xb", "xc"])  # x + a letter: invented
+    # x + a letter: invented
+    languages: list[LanguageCode] = field(default_factory=lambda: [LanguageCode(c) for c in ("xa", "xb", "xc")])
     num_concepts: int = 300  # shared meanings: each language has a word for each
     sentences_per_language: int = 1500  # corpus size of each language
     synonym_rate: float = 0.2  # share of concepts with a second word (monolingual synonyms)
@@ -69,12 +70,19 @@ class SyntheticWorld:
 def world_in(directory: str | Path, languages: list[str]) -> SyntheticWorld:
     """The files of a world of ``languages`` written to ``directory`` by ``generate_world``."""
     out = Path(directory)
-    eval_dicts = [DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"), lang1=l1, lang2=l2)
-                  for l1, l2 in itertools.combinations(languages, 2)]
-    return SyntheticWorld(list(languages), {lang: out / f"corpus.{lang}.txt" for lang in languages},
-                          {lang: out / f"corpus.{lang}.conllu" for lang in languages},
-                          {lang: out / f"validation.{lang}.txt" for lang in languages}, out / "constraints.parquet",
-                          eval_dicts, out / TRANSFER_DIR)
+    eval_dicts = [
+        DictionarySource(path=str(out / f"eval.{l1}-{l2}.tsv"), lang1=LanguageCode(l1), lang2=LanguageCode(l2))
+        for l1, l2 in itertools.combinations(languages, 2)
+    ]
+    return SyntheticWorld(
+        list(languages),
+        {lang: out / f"corpus.{lang}.txt" for lang in languages},
+        {lang: out / f"corpus.{lang}.conllu" for lang in languages},
+        {lang: out / f"validation.{lang}.txt" for lang in languages},
+        out / "constraints.parquet",
+        eval_dicts,
+        out / TRANSFER_DIR,
+    )
 
 
 def _proto_word(rng: np.random.Generator) -> str:
@@ -115,8 +123,9 @@ class _Grammar:
 
 def conllu_block(tokens: list[Token], comments: list[str]) -> str:
     """One CoNLL-U sentence: the comment lines, then a row per token (form, UPOS, head, relation)."""
-    rows = [f"{i}\t{w}\t_\t{UPOS_OF_CLASS[k]}\t_\t_\t{head}\t{rel}\t_\t_"
-            for i, (w, k, head, rel) in enumerate(tokens, 1)]
+    rows = [
+        f"{i}\t{w}\t_\t{UPOS_OF_CLASS[k]}\t_\t_\t{head}\t{rel}\t_\t_" for i, (w, k, head, rel) in enumerate(tokens, 1)
+    ]
     return "".join(f"# {c}\n" for c in comments) + "\n".join(rows) + "\n"
 
 
@@ -173,12 +182,12 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
         if cfg.parsed_corpora:
             world.parsed_corpora[lang.name].write_text(
                 "\n".join(conllu_block(s, [f"text = {' '.join(w for w, *_ in s)}"]) for s in sentences) + "\n",
-                encoding="utf-8")
+                encoding="utf-8",
+            )
     for lang in languages:  # after every corpus: the corpora do not change with validation_sentences
         if cfg.validation_sentences:
-            sentences = [grammar.text(rng, lang)
-                         for _ in range(cfg.validation_sentences)]
-            world.validation_corpora[lang.name].write_text("\n".join(sentences) + "\n")
+            texts = [grammar.text(rng, lang) for _ in range(cfg.validation_sentences)]
+            world.validation_corpora[lang.name].write_text("\n".join(texts) + "\n")
 
     pq.write_table(_constraint_table(lexicon, world.languages, ~heldout, topic), world.constraints)
     for source in world.eval_dictionaries:
@@ -186,8 +195,13 @@ def generate_world(cfg: SyntheticConfig, out_dir: str | Path, seed: int = 0) -> 
         Path(source.path).write_text("\n".join(lines) + "\n")
     if cfg.transfer_examples:
         # an RNG of its own: the corpora, constraints and dictionaries do not change with transfer_examples
-        write_transfer_tasks(np.random.default_rng([seed, TRANSFER_STREAM]), languages, grammar,
-                             cfg.transfer_examples, world.transfer_tasks)
+        write_transfer_tasks(
+            np.random.default_rng([seed, TRANSFER_STREAM]),
+            languages,
+            grammar,
+            cfg.transfer_examples,
+            world.transfer_tasks,
+        )
     return world
 
 
@@ -208,8 +222,11 @@ def write_transfer_tasks(rng, languages: list[_Language], grammar: _Grammar, cou
             blocks = []
             for i in range(count):
                 tagged = grammar.sentence(rng, lang)
-                blocks.append(conllu_block(tagged, [f"sent_id = {lang.name}-{split}-{i}",
-                                                    f"text = {' '.join(w for w, *_ in tagged)}"]))
+                blocks.append(
+                    conllu_block(
+                        tagged, [f"sent_id = {lang.name}-{split}-{i}", f"text = {' '.join(w for w, *_ in tagged)}"]
+                    )
+                )
             (pos / f"{split}.conllu").write_text("\n".join(blocks) + "\n", encoding="utf-8")
 
             pair = out / "pawsx" / lang.name
@@ -253,8 +270,14 @@ def _tagged_sentence(rng, lang: _Language, words, word_class, topic, t: int | No
     placed = [(w, k, role) for role in lang.order for w, k in parts[role]]
     head_of = {(role, k): i for i, (_, k, role) in enumerate(placed, 1) if k in "NV"}  # one noun per phrase
     relation = {"S": "nsubj", "O": "obj"}
-    return [(w, k, 0, "root") if k == "V" else (w, k, head_of["V", "V"], relation[role]) if k == "N"
-            else (w, k, head_of[role, "N"], "amod") for w, k, role in placed]
+    return [
+        (w, k, 0, "root")
+        if k == "V"
+        else (w, k, head_of["V", "V"], relation[role])
+        if k == "N"
+        else (w, k, head_of[role, "N"], "amod")
+        for w, k, role in placed
+    ]
 
 
 def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:
@@ -265,8 +288,8 @@ def _gloss(lexicon, lang: str, concept: int, topic: np.ndarray) -> str:
 
 def _constraint_table(lexicon, languages: list[str], train_concepts: np.ndarray, topic: np.ndarray) -> pa.Table:
     """All mono- and cross-lingual synonym pairs of the training concepts (BabelBERT §3.1 style), with glosses."""
-    rows = {name: [] for name in CONSTRAINT_SCHEMA.names}
-    for c in np.flatnonzero(train_concepts):
+    rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    for c in np.flatnonzero(train_concepts).tolist():
         items = [(w, lang) for lang in languages for w in lexicon[lang][c]]
         for (w1, l1), (w2, l2) in itertools.combinations(items, 2):
             values = (w1, l1, w2, l2, f"c{c}", _gloss(lexicon, l1, c, topic), _gloss(lexicon, l2, c, topic))

@@ -11,8 +11,14 @@ import numpy as np
 
 def encode_words(tokenizer, words: list[str], max_tokens: int) -> dict[str, np.ndarray]:
     """Each word alone as ``[CLS] word [SEP]``; ``word_mask`` marks the word's own subword tokens."""
-    enc = tokenizer(list(words), max_length=max_tokens, truncation=True, padding="max_length",
-                    return_special_tokens_mask=True, return_tensors="np")
+    enc = tokenizer(
+        list(words),
+        max_length=max_tokens,
+        truncation=True,
+        padding="max_length",
+        return_special_tokens_mask=True,
+        return_tensors="np",
+    )
     attention = enc["attention_mask"].astype(np.int64)
     return {
         "input_ids": enc["input_ids"].astype(np.int64),
@@ -29,8 +35,9 @@ def encode_sentences(tokenizer, texts: list[str], max_length: int) -> dict[str, 
     return laid_out(tokenizer, pieces, np.arange(len(texts)), max_length)
 
 
-def encode_packed_sentences(tokenizer, texts: list[str], langs: list[int], rows: list[int],
-                            max_length: int) -> dict[str, np.ndarray]:
+def encode_packed_sentences(
+    tokenizer, texts: list[str], langs: list[int], rows: list[int], max_length: int
+) -> dict[str, np.ndarray]:
     """Consecutive sentences of one language concatenated into sequences of at most ``max_length`` tokens
     (BERT's and ALIGN-MLM's pre-training instances: add sentences until one more would not fit). A sequence
     is ``[CLS] s1 s2 ... [SEP]`` in the tokenizer's own specials; a sentence longer than a whole sequence is
@@ -93,8 +100,11 @@ def laid_out(tokenizer, pieces: SentencePieces, sequence: np.ndarray, max_length
     room = max_length - len(prefix) - len(suffix)
     count = int(sequence.max()) + 1 if len(sequence) else 0
     kept = np.minimum(pieces.lengths, room)
-    words = np.where(kept > 0, pieces.word_ids[np.minimum(pieces.offsets + kept - 1, len(pieces.ids) - 1)] + 1, 0) \
-        if len(pieces.ids) else np.zeros(len(kept), dtype=np.int64)  # words each sentence keeps
+    words = (
+        np.where(kept > 0, pieces.word_ids[np.minimum(pieces.offsets + kept - 1, len(pieces.ids) - 1)] + 1, 0)
+        if len(pieces.ids)
+        else np.zeros(len(kept), dtype=np.int64)
+    )  # words each sentence keeps
     # where each sentence starts in its sequence, and its first word's index there
     token_start = _within_sequence(kept, sequence)
     word_start = _within_sequence(words, sequence)
@@ -105,9 +115,11 @@ def laid_out(tokenizer, pieces: SentencePieces, sequence: np.ndarray, max_length
     sentence, place = sentence[keep], place[keep]
     rows, columns = sequence[sentence], len(prefix) + token_start[sentence] + place
     ends = len(prefix) + np.bincount(sequence, weights=kept, minlength=count).astype(np.int64)
-    out = {"input_ids": np.full((count, max_length), tokenizer.pad_token_id, dtype=np.int64),
-           "attention_mask": (np.arange(max_length)[None, :] < (ends + len(suffix))[:, None]).astype(np.int64),
-           "word_ids": np.full((count, max_length), -1, dtype=np.int64)}
+    out = {
+        "input_ids": np.full((count, max_length), tokenizer.pad_token_id, dtype=np.int64),
+        "attention_mask": (np.arange(max_length)[None, :] < (ends + len(suffix))[:, None]).astype(np.int64),
+        "word_ids": np.full((count, max_length), -1, dtype=np.int64),
+    }
     out["input_ids"][:, : len(prefix)] = prefix
     out["input_ids"][rows, columns] = pieces.ids[keep]
     out["word_ids"][rows, columns] = pieces.word_ids[keep] + word_start[sentence]
@@ -134,7 +146,7 @@ def special_tokens_around(tokenizer) -> tuple[list[int], list[int]]:
     probe = tokenizer([["a"]], is_split_into_words=True)
     ids, words = probe["input_ids"][0], probe.word_ids(0)
     content = [i for i, w in enumerate(words) if w is not None]
-    return ids[: content[0]], ids[content[-1] + 1:]
+    return ids[: content[0]], ids[content[-1] + 1 :]
 
 
 def encode_sentence_pairs(tokenizer, texts1: list[str], texts2: list[str], max_length: int) -> dict[str, np.ndarray]:
@@ -152,15 +164,29 @@ def encode_sentence_pairs(tokenizer, texts1: list[str], texts2: list[str], max_l
     half = (max_length - len(prefix) - len(middle) - len(suffix)) // 2
     if half < 1:
         raise ValueError(f"max_length={max_length} leaves no room for a sentence pair's words")
-    sides = [tokenizer([t.split() for t in texts], is_split_into_words=True, add_special_tokens=False,
-                       truncation=True, max_length=half) for texts in (texts1, texts2)]
+    sides = [
+        tokenizer(
+            [t.split() for t in texts],
+            is_split_into_words=True,
+            add_special_tokens=False,
+            truncation=True,
+            max_length=half,
+        )
+        for texts in (texts1, texts2)
+    ]
     shape = (len(texts1), max_length)
-    out = {"input_ids": np.full(shape, tokenizer.pad_token_id, dtype=np.int64),
-           "attention_mask": np.zeros(shape, dtype=np.int64), "word_ids": np.full(shape, -1, dtype=np.int64),
-           "segment": np.full(shape, -1, dtype=np.int64), "positions": np.zeros(shape, dtype=np.int64)}
+    out = {
+        "input_ids": np.full(shape, tokenizer.pad_token_id, dtype=np.int64),
+        "attention_mask": np.zeros(shape, dtype=np.int64),
+        "word_ids": np.full(shape, -1, dtype=np.int64),
+        "segment": np.full(shape, -1, dtype=np.int64),
+        "positions": np.zeros(shape, dtype=np.int64),
+    }
     for row in range(len(texts1)):
-        (ids1, ids2), (words1, words2) = ([side["input_ids"][row] for side in sides],
-                                          [side.word_ids(row) for side in sides])
+        (ids1, ids2), (words1, words2) = (
+            [side["input_ids"][row] for side in sides],
+            [side.word_ids(row) for side in sides],
+        )
         first, second = prefix + ids1 + middle, ids2 + suffix
         end = len(first) + len(second)
         out["input_ids"][row, :end] = first + second
@@ -168,8 +194,8 @@ def encode_sentence_pairs(tokenizer, texts1: list[str], texts2: list[str], max_l
         out["segment"][row, :end] = [0] * len(first) + [1] * len(second)
         out["positions"][row, :end] = list(range(len(first))) + list(range(len(prefix), len(prefix) + len(second)))
         offset = words1[-1] + 1 if words1 else 0
-        out["word_ids"][row, len(prefix): len(prefix) + len(words1)] = words1
-        out["word_ids"][row, len(first): len(first) + len(words2)] = [offset + w for w in words2]
+        out["word_ids"][row, len(prefix) : len(prefix) + len(words1)] = words1
+        out["word_ids"][row, len(first) : len(first) + len(words2)] = [offset + w for w in words2]
     return out
 
 
@@ -178,4 +204,4 @@ def special_tokens_of_pairs(tokenizer) -> tuple[list[int], list[int], list[int]]
     probe = tokenizer([["a"]], [["b"]], is_split_into_words=True)
     ids, sides = probe["input_ids"][0], probe.sequence_ids(0)
     a, b = sides.index(0), sides.index(1)
-    return ids[:a], ids[a + 1: b], ids[b + 1:]
+    return ids[:a], ids[a + 1 : b], ids[b + 1 :]

@@ -31,8 +31,9 @@ def alignment_score(e_src: torch.Tensor, e_tgt: torch.Tensor, *, chunk_size: int
     return 100.0 * aligned_nn_hits(e_src, e_tgt, chunk_size=chunk_size).double().mean().item()
 
 
-def vocabulary_alignment(embeddings: torch.Tensor, src_ids, tgt_ids, candidate_ids, *,
-                         chunk_size: int = CHUNK_SIZE) -> float:
+def vocabulary_alignment(
+    embeddings: torch.Tensor, src_ids, tgt_ids, candidate_ids, *, chunk_size: int = CHUNK_SIZE
+) -> float:
     """ALIGN-MLM's alignment score (Tang et al. 2022 §4, after Deshpande et al. 2021), in %.
 
     A token of the natural language scores 100 if, by cosine of the input-embedding rows

@@ -33,12 +33,18 @@ LANGUAGE_NAMES = {
     "G-BLI": ("bli/gbli", re.compile(r"([a-z]{2,3})-([a-z]{2,3})")),
     "Multi-SimLex": ("multisimlex", re.compile(r"([A-Za-z]{3})-([A-Za-z]{3})\.csv")),
     "Tatoeba": ("tatoeba", re.compile(r"tatoeba\.([a-z]{3})-eng\.\1")),
-    "SemEval-2017 Task 2": ("semeval2017/subtask2-crosslingual/data",
-                            re.compile(r"([a-z]{2,3})-([a-z]{2,3})\.test\.data\.txt")),
+    "SemEval-2017 Task 2": (
+        "semeval2017/subtask2-crosslingual/data",
+        re.compile(r"([a-z]{2,3})-([a-z]{2,3})\.test\.data\.txt"),
+    ),
 }
 # benchmark -> its name in `distalign data fetch` (SemEval-2017's says where to download it by hand)
-FETCH_NAMES = {"G-BLI": "g-bli", "Multi-SimLex": "multisimlex", "Tatoeba": "tatoeba",
-               "SemEval-2017 Task 2": "semeval17"}
+FETCH_NAMES = {
+    "G-BLI": "g-bli",
+    "Multi-SimLex": "multisimlex",
+    "Tatoeba": "tatoeba",
+    "SemEval-2017 Task 2": "semeval17",
+}
 
 
 def gbli_test_path(eval_dir: str | Path, lang1: str, lang2: str) -> Path:
@@ -92,10 +98,13 @@ def benchmark_language(eval_dir: str | Path, benchmark: str, code: str, where: s
     if not folder.is_dir():
         if benchmark in FETCH_NAMES:
             raise not_fetched(FETCH_NAMES[benchmark], f"{where}: the {benchmark} folder {folder}")
-        raise InputError(f"{where}: the {benchmark} folder {folder} not found (docs/guides/data.md says where to get "
-                         "it and how to lay it out)")
-    codes = [code.lower() for path in folder.glob("*") if (match := names.fullmatch(path.name))
-             for code in match.groups()]
+        raise InputError(
+            f"{where}: the {benchmark} folder {folder} not found (docs/guides/data.md says where to get "
+            "it and how to lay it out)"
+        )
+    codes = [
+        code.lower() for path in folder.glob("*") if (match := names.fullmatch(path.name)) for code in match.groups()
+    ]
     return code_in_data(code, codes, where, f"{benchmark} ({folder})")
 
 
@@ -171,10 +180,15 @@ def read_multisimlex(path: str | Path, lang1: str, lang2: str) -> tuple[list[tup
         reader = csv.reader(f)
         header = [h.strip() for h in next(reader, [])]
         wanted = (lang1.upper(), lang2.upper())
-        if len(header) != 5 or (header[0], header[3], header[4]) != MULTISIMLEX_HEADER \
-                or sorted(header[1:3]) != sorted(wanted):
-            raise InputError(f"{path}: expected header ID,{wanted[0]},{wanted[1]},PoS,score (either language "
-                             f"order), got {','.join(header)}")
+        if (
+            len(header) != 5
+            or (header[0], header[3], header[4]) != MULTISIMLEX_HEADER
+            or sorted(header[1:3]) != sorted(wanted)
+        ):
+            raise InputError(
+                f"{path}: expected header ID,{wanted[0]},{wanted[1]},PoS,score (either language "
+                f"order), got {','.join(header)}"
+            )
         swap = header[1] != wanted[0]
         for fields in reader:
             if not any(f.strip() for f in fields):
@@ -206,8 +220,9 @@ def read_tatoeba(src_path: str | Path, eng_path: str | Path) -> tuple[list[str],
     src_path, eng_path = Path(src_path), Path(eng_path)
     src_lines, eng_lines = list(_raw_lines(src_path)), list(_raw_lines(eng_path))
     if len(src_lines) != len(eng_lines):
-        raise InputError(f"Tatoeba files are not aligned: {src_path} has {len(src_lines)} lines, "
-                         f"{eng_path} has {len(eng_lines)}")
+        raise InputError(
+            f"Tatoeba files are not aligned: {src_path} has {len(src_lines)} lines, {eng_path} has {len(eng_lines)}"
+        )
     report = ReadReport(str(src_path))
     src, eng = [], []
     for (line_no, s), (_, e) in zip(src_lines, eng_lines):
@@ -223,8 +238,9 @@ def read_tatoeba(src_path: str | Path, eng_path: str | Path) -> tuple[list[str],
     return src, eng, report
 
 
-def read_semeval2017(data_path: str | Path, gold_path: str | Path,
-                     swapped: bool = False) -> tuple[list[tuple[str, str, float]], ReadReport]:
+def read_semeval2017(
+    data_path: str | Path, gold_path: str | Path, swapped: bool = False
+) -> tuple[list[tuple[str, str, float]], ReadReport]:
     """(word in lang1, word in lang2, gold score) rows of a SemEval-2017 Task 2 cross-lingual pair: the data
     file's line i (``word1<TAB>word2``; words may be multi-word expressions) scored by the gold file's line i.
 
@@ -242,8 +258,9 @@ def read_semeval2017(data_path: str | Path, gold_path: str | Path,
 
     data, gold = lines(data_path), lines(gold_path)
     if len(data) != len(gold):
-        raise InputError(f"SemEval-2017 files are not aligned: {data_path} has {len(data)} lines, {gold_path} "
-                         f"has {len(gold)}")
+        raise InputError(
+            f"SemEval-2017 files are not aligned: {data_path} has {len(data)} lines, {gold_path} has {len(gold)}"
+        )
     report = ReadReport(str(data_path))
     rows = []
     for (line_no, pair), (_, score_text) in zip(data, gold):

@@ -94,7 +94,12 @@ def _score_chunks(s, t, r_s, k: int, chunk_size: int) -> Iterator[tuple[int, tor
 
 
 def similarity_matrix(
-    src: torch.Tensor, tgt: torch.Tensor, similarity: str = "cosine", k: int = 10, *, chunk_size: int = CHUNK_SIZE,
+    src: torch.Tensor,
+    tgt: torch.Tensor,
+    similarity: str = "cosine",
+    k: int = 10,
+    *,
+    chunk_size: int = CHUNK_SIZE,
     src_space: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """[n_src, n_tgt] scores between rows of ``src`` and ``tgt``.
@@ -116,8 +121,10 @@ def _gold_index(gold: Sequence[Iterable[int] | int], n: int, m: int):  # host-si
         gold = gold.tolist()
     if isinstance(gold, (str, bytes)) or len(gold) != n:
         raise ValueError(f"gold must hold one set of target indices per query ({n}), got {len(gold)}")
-    sets = [[int(g)] if isinstance(g, numbers.Integral) or (hasattr(g, "ndim") and g.ndim == 0) else
-            [int(x) for x in g] for g in gold]
+    sets = [
+        [int(g)] if isinstance(g, numbers.Integral) or (hasattr(g, "ndim") and g.ndim == 0) else [int(x) for x in g]
+        for g in gold
+    ]
     lengths = torch.tensor([len(g) for g in sets], dtype=torch.long)
     if (lengths == 0).any():
         raise ValueError(f"query {int((lengths == 0).nonzero()[0])} has an empty gold set")
@@ -169,8 +176,14 @@ def gold_ranks(
     return ranks
 
 
-def mrr(src: torch.Tensor, tgt_vocab: torch.Tensor, gold: Sequence[Iterable[int] | int], similarity: str = "cosine",
-        k: int = 10, **options) -> float:
+def mrr(
+    src: torch.Tensor,
+    tgt_vocab: torch.Tensor,
+    gold: Sequence[Iterable[int] | int],
+    similarity: str = "cosine",
+    k: int = 10,
+    **options,
+) -> float:
     """Mean reciprocal rank: mean_i 1 / rank_i, ranks from :func:`gold_ranks` (ties count against gold;
     ``options``: its keyword-only ``chunk_size`` and ``src_space``)."""
     ranks = gold_ranks(src, tgt_vocab, gold, similarity, k, **options)
@@ -202,5 +215,7 @@ def ranking_metrics(ranks: torch.Tensor, k_values: Iterable[int] = (1, 5, 10)) -
     if any(k < 1 for k in k_values):
         raise ValueError(f"precision cut-offs must be >= 1, got {k_values}")
     ranks = torch.as_tensor(ranks)  # host-side: a tensor keeps its device
-    return {"mrr": ranks.double().reciprocal().mean().item(),
-            **{k: (ranks <= k).double().mean().item() for k in k_values}}
+    return {
+        "mrr": ranks.double().reciprocal().mean().item(),
+        **{k: (ranks <= k).double().mean().item() for k in k_values},
+    }

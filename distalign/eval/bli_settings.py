@@ -34,8 +34,10 @@ class BLISettings:
             return None
         path = Path(self.vocab_dir) / f"{lang}_vocab.txt"
         if not path.is_file():
-            raise InputError(f"{key}: no {path.name} in {self.vocab_dir} for the BLI targets in '{lang}' "
-                             f"(one word a line, most frequent first): add it, or leave {key} empty")
+            raise InputError(
+                f"{key}: no {path.name} in {self.vocab_dir} for the BLI targets in '{lang}' "
+                f"(one word a line, most frequent first): add it, or leave {key} empty"
+            )
         words, report = benchmarks.read_vocabulary(path, self.vocab_size)
         reports.append(report)
         return words

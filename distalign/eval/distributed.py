@@ -10,8 +10,8 @@ several BLI pairs) is encoded once.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import ray
@@ -33,8 +33,8 @@ class Resources:
 def load_encoder(model_path: str):
     """The ``Encoder`` of a model directory (on the GPU when there is one, in eval mode) and its tokenizer; the
     adapters and input language table saved beside the model are attached."""
-    from distalign.models.encoder import Encoder
     from distalign.models.adapters import load_masked_lm_with_adapters
+    from distalign.models.encoder import Encoder
     from distalign.models.language_embeddings import attach_input_languages
     from distalign.models.loading import load_tokenizer
 
@@ -46,8 +46,9 @@ def load_encoder(model_path: str):
     return model.eval(), load_tokenizer(model_path)
 
 
-def _encode(model_path: str, endpoint_url: str, text_set: TextSet, settings: EncodingSettings,
-            cache_dir: str | None) -> np.ndarray:
+def _encode(
+    model_path: str, endpoint_url: str, text_set: TextSet, settings: EncodingSettings, cache_dir: str | None
+) -> np.ndarray:
     from distalign.eval.encoders import EncodingCache
 
     model, tokenizer = load_encoder(node_local(model_path, endpoint_url))  # a stored model: staged once per node
@@ -59,17 +60,25 @@ def _score(task: EvalTask, layer: int, roles: list[str], *encoded: np.ndarray) -
     return score_layer(task, dict(zip(roles, encoded)), layer)
 
 
-def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int, layers: list[int] | None = None,
-                         settings: EncodingSettings = EncodingSettings(), cache_dir: str | None = None,
-                         resources: Resources = Resources(), progress: Callable[[str], None] = say,
-                         endpoint_url: str = "") -> list[dict]:
+def evaluate_distributed(
+    model_path: str,
+    tasks: list[EvalTask],
+    num_layers: int,
+    layers: list[int] | None = None,
+    settings: EncodingSettings = EncodingSettings(),
+    cache_dir: str | None = None,
+    resources: Resources = Resources(),
+    progress: Callable[[str], None] = say,
+    endpoint_url: str = "",
+) -> list[dict]:
     """Result rows of every task at every layer (or the given ones), computed by Ray tasks.
 
     ``model_path`` is read on every node: a shared directory, a hub name, or a storage URI (read through
     ``endpoint_url``), which each node's encoding tasks stage once (``node_local``).
     """
-    encode = ray.remote(_encode).options(num_cpus=resources.encode_cpus, num_gpus=int(resources.use_gpu),
-                                         name="distalign-eval-encode")
+    encode = ray.remote(_encode).options(
+        num_cpus=resources.encode_cpus, num_gpus=int(resources.use_gpu), name="distalign-eval-encode"
+    )
     score = ray.remote(_score).options(num_cpus=resources.score_cpus, name="distalign-eval-score")
     layer_ids = sorted({layer % num_layers for layer in (layers if layers is not None else range(num_layers))})
 
@@ -85,8 +94,10 @@ def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int
         task_ref = ray.put(task)  # once, not once per layer (a BLI task carries a 100K-word vocabulary)
         for layer in layer_ids:
             pending[score.remote(task_ref, layer, list(sets), *refs)] = f"{task.task} {task.pair} layer {layer}"
-    progress(f"[distalign eval] {len(encodings)} text sets to encode, {len(pending)} scoring jobs "
-             f"({len(tasks)} tasks x {len(layer_ids)} layers)")
+    progress(
+        f"[distalign eval] {len(encodings)} text sets to encode, {len(pending)} scoring jobs "
+        f"({len(tasks)} tasks x {len(layer_ids)} layers)"
+    )
 
     rows: list[dict] = []
     started, total = time.time(), len(pending)
@@ -96,6 +107,5 @@ def evaluate_distributed(model_path: str, tasks: list[EvalTask], num_layers: int
         result = ray.get(done[0])
         rows += result
         headline = ", ".join(f"{r['metric']}={r['value']:.3f}" for r in result[:2])
-        progress(f"[distalign eval] {total - len(pending)}/{total} {label}: {headline} "
-                 f"({time.time() - started:.0f} s)")
+        progress(f"[distalign eval] {total - len(pending)}/{total} {label}: {headline} ({time.time() - started:.0f} s)")
     return rows

@@ -10,9 +10,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import torch
 
@@ -24,8 +24,9 @@ from distalign.models.pooling import mean_pool
 def _pooled_layers(model, input_ids, attention_mask, mask) -> torch.Tensor:
     """[L+1, B, d]: mean of the states under ``mask`` at every hidden layer."""
     device = next(model.parameters()).device
-    out = model.masked_lm.base_model(input_ids=input_ids.to(device), attention_mask=attention_mask.to(device),
-                                     output_hidden_states=True)
+    out = model.masked_lm.base_model(
+        input_ids=input_ids.to(device), attention_mask=attention_mask.to(device), output_hidden_states=True
+    )
     mask = mask.to(device)
     return torch.stack([mean_pool(h, mask) for h in out.hidden_states]).float().cpu()
 
@@ -41,22 +42,29 @@ def _in_eval_mode(fn: Callable[[], torch.Tensor], model, texts: list[str]) -> to
         model.train(was_training)
 
 
-def encode_words_all_layers(model, tokenizer, words: list[str], max_tokens: int = 16,
-                            batch_size: int = 256) -> torch.Tensor:
+def encode_words_all_layers(
+    model, tokenizer, words: list[str], max_tokens: int = 16, batch_size: int = 256
+) -> torch.Tensor:
     """[L+1, n, d]: each word encoded alone (``[CLS] word [SEP]``), mean of its subword states."""
+
     def run():
         chunks = []
         for start in range(0, len(words), batch_size):
-            enc = {k: torch.from_numpy(v) for k, v in  # host-side: _pooled_layers moves them
-                   encode_words(tokenizer, words[start:start + batch_size], max_tokens).items()}
+            enc = {
+                k: torch.from_numpy(v)
+                for k, v in encode_words(  # host-side: _pooled_layers moves them
+                    tokenizer, words[start : start + batch_size], max_tokens
+                ).items()
+            }
             chunks.append(_pooled_layers(model, enc["input_ids"], enc["attention_mask"], enc["word_mask"]))
         return torch.cat(chunks, dim=1)
 
     return _in_eval_mode(run, model, words)
 
 
-def encode_sentences_all_layers(model, tokenizer, sentences: list[str], max_length: int = 128,
-                                batch_size: int = 64) -> torch.Tensor:
+def encode_sentences_all_layers(
+    model, tokenizer, sentences: list[str], max_length: int = 128, batch_size: int = 64
+) -> torch.Tensor:
     """[L+1, n, d]: mean over each sentence's non-special, non-padding tokens.
 
     ``max_length`` is capped at the tokenizer's ``model_max_length``. Sentences are batched in
@@ -68,9 +76,15 @@ def encode_sentences_all_layers(model, tokenizer, sentences: list[str], max_leng
     def run():
         chunks = []
         for start in range(0, len(order), batch_size):
-            batch = [sentences[i] for i in order[start:start + batch_size]]
-            enc = tokenizer(batch, max_length=max_length, truncation=True, padding=True,
-                            return_special_tokens_mask=True, return_tensors="pt")
+            batch = [sentences[i] for i in order[start : start + batch_size]]
+            enc = tokenizer(
+                batch,
+                max_length=max_length,
+                truncation=True,
+                padding=True,
+                return_special_tokens_mask=True,
+                return_tensors="pt",
+            )
             mask = enc["attention_mask"] * (1 - enc["special_tokens_mask"])
             chunks.append(_pooled_layers(model, enc["input_ids"], enc["attention_mask"], mask))
         return torch.cat(chunks, dim=1)
@@ -128,12 +142,13 @@ class EncodingCache:
     model_id: str
 
     @classmethod
-    def for_model(cls, directory: str | Path, model, tokenizer) -> "EncodingCache":
+    def for_model(cls, directory: str | Path, model, tokenizer) -> EncodingCache:
         return cls(Path(directory), model_identity(model, tokenizer))
 
 
-def _through_cache(cache: EncodingCache | None, kind: str, lang: str, texts: list[str], length: int,
-                   run: Callable[[], torch.Tensor]) -> torch.Tensor:
+def _through_cache(
+    cache: EncodingCache | None, kind: str, lang: str, texts: list[str], length: int, run: Callable[[], torch.Tensor]
+) -> torch.Tensor:
     """``run()``, through ``cache`` when given, keyed by the model, the kind and language, the texts and
     the length limit (the batch size does not change the vectors)."""
     if cache is None:
@@ -141,15 +156,41 @@ def _through_cache(cache: EncodingCache | None, kind: str, lang: str, texts: lis
     return cached(cache.directory, (cache.model_id, kind, lang, texts_hash(texts), length), run)
 
 
-def word_vectors(model, tokenizer, words: list[str], lang: str, cache: EncodingCache | None = None,
-                 max_tokens: int = 16, batch_size: int = 256) -> torch.Tensor:
+def word_vectors(
+    model,
+    tokenizer,
+    words: list[str],
+    lang: str,
+    cache: EncodingCache | None = None,
+    max_tokens: int = 16,
+    batch_size: int = 256,
+) -> torch.Tensor:
     """:func:`encode_words_all_layers`, through ``cache`` when given."""
-    return _through_cache(cache, "words", lang, words, max_tokens,
-                          lambda: encode_words_all_layers(model, tokenizer, words, max_tokens, batch_size))
+    return _through_cache(
+        cache,
+        "words",
+        lang,
+        words,
+        max_tokens,
+        lambda: encode_words_all_layers(model, tokenizer, words, max_tokens, batch_size),
+    )
 
 
-def sentence_vectors(model, tokenizer, sentences: list[str], lang: str, cache: EncodingCache | None = None,
-                     max_length: int = 128, batch_size: int = 64) -> torch.Tensor:
+def sentence_vectors(
+    model,
+    tokenizer,
+    sentences: list[str],
+    lang: str,
+    cache: EncodingCache | None = None,
+    max_length: int = 128,
+    batch_size: int = 64,
+) -> torch.Tensor:
     """:func:`encode_sentences_all_layers`, through ``cache`` when given."""
-    return _through_cache(cache, "sentences", lang, sentences, max_length,
-                          lambda: encode_sentences_all_layers(model, tokenizer, sentences, max_length, batch_size))
+    return _through_cache(
+        cache,
+        "sentences",
+        lang,
+        sentences,
+        max_length,
+        lambda: encode_sentences_all_layers(model, tokenizer, sentences, max_length, batch_size),
+    )

@@ -23,8 +23,9 @@ TOKEN_TENSORS = ("masked_ids", "attention_mask", "labels")  # per token; ``lang_
 
 
 @torch.no_grad()
-def mlm_loss_sums(masked_lm, held: RaggedRows, num_languages: int, batch_size: int, device: torch.device,
-                  forwards: int = 0) -> torch.Tensor:
+def mlm_loss_sums(
+    masked_lm, held: RaggedRows, num_languages: int, batch_size: int, device: torch.device, forwards: int = 0
+) -> torch.Tensor:
     """[num_languages, 2] float64: per language id, the summed cross-entropy of the labelled tokens of ``held`` and
     their count (sums: ranks scoring disjoint rows add them up).
 
@@ -40,19 +41,30 @@ def mlm_loss_sums(masked_lm, held: RaggedRows, num_languages: int, batch_size: i
         for start in range(0, max(forwards, needed) * batch_size, batch_size):
             rows = held.rows(min(start, len(held)), min(start + batch_size, len(held)))
             if not len(rows):  # a forward the other ranks run too (ZeRO-3's gathers), its result unused
-                first = padded_tensors(held.rows(0, 1)) if len(held) else \
-                    {key: torch.zeros(1, 1, dtype=torch.long) for key in TOKEN_TENSORS}
-                masked_lm(input_ids=first["masked_ids"].to(device),
-                          attention_mask=torch.ones_like(first["attention_mask"]).to(device))
+                first = (
+                    padded_tensors(held.rows(0, 1))
+                    if len(held)
+                    else {key: torch.zeros(1, 1, dtype=torch.long) for key in TOKEN_TENSORS}
+                )
+                masked_lm(
+                    input_ids=first["masked_ids"].to(device),
+                    attention_mask=torch.ones_like(first["attention_mask"]).to(device),
+                )
                 continue
             batch = padded_tensors(rows)
             labels = batch["labels"]
             labelled = labels != IGNORE_INDEX
-            logits = labelled_logits(masked_lm, labels.to(device),  # at the labelled positions only
-                                     input_ids=batch["masked_ids"].to(device),
-                                     attention_mask=batch["attention_mask"].to(device))
-            token_loss = torch.nn.functional.cross_entropy(logits.float(), labels[labelled].to(device),
-                                                           reduction="none").double().cpu()
+            logits = labelled_logits(
+                masked_lm,
+                labels.to(device),  # at the labelled positions only
+                input_ids=batch["masked_ids"].to(device),
+                attention_mask=batch["attention_mask"].to(device),
+            )
+            token_loss = (
+                torch.nn.functional.cross_entropy(logits.float(), labels[labelled].to(device), reduction="none")
+                .double()
+                .cpu()
+            )
             # host-side: the languages index the host sums, as token_loss (.cpu() above)
             lang = torch.from_numpy(rows.columns["lang_id"].astype(np.int64))[labelled.nonzero()[:, 0]]
             sums[:, 0].index_add_(0, lang, token_loss)
@@ -76,8 +88,11 @@ def padded_tensors(rows: RaggedRows) -> dict[str, torch.Tensor]:
 
 def mlm_loss_metrics(sums: torch.Tensor, languages: list[str]) -> dict[str, float]:
     """``eval/mlm/<lang>/loss`` per language with labelled tokens, and ``eval/mlm/loss`` over all of them."""
-    metrics = {f"eval/mlm/{languages[i]}/loss": float(total / count)
-               for i, (total, count) in enumerate(sums.tolist()) if count > 0}
+    metrics = {
+        f"eval/mlm/{languages[i]}/loss": float(total / count)
+        for i, (total, count) in enumerate(sums.tolist())
+        if count > 0
+    }
     total, count = sums.sum(0).tolist()
     if count > 0:
         metrics[MLM_LOSS_METRIC] = float(total / count)

@@ -97,8 +97,15 @@ def plot_pair_heatmap(df: pd.DataFrame, task: str, metric: str, layer: int, path
     middle = (np.nanmin(values) + np.nanmax(values)) / 2
     for (i, j), value in np.ndenumerate(values):
         if not np.isnan(value):
-            ax.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize="x-small",
-                    color="black" if value > middle else "white")
+            ax.text(
+                j,
+                i,
+                f"{value:.2f}",
+                ha="center",
+                va="center",
+                fontsize="x-small",
+                color="black" if value > middle else "white",
+            )
     ax.set(title=f"{task} {metric} (layer {layer})", xlabel="lang2", ylabel="lang1")
     fig.colorbar(image, ax=ax)
     return _save(fig, path)

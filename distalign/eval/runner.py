@@ -41,11 +41,11 @@ from distalign.config import (
 )
 from distalign.data.readers import InputError
 from distalign.eval import report
-from distalign.eval.selection import encoding_settings, in_loop_settings
 from distalign.eval.arguments import task_flags
+from distalign.eval.in_process import EncodingSettings
+from distalign.eval.selection import encoding_settings, in_loop_settings
 from distalign.eval.spec import EvalSpec
 from distalign.eval.suite import build_tasks
-from distalign.eval.in_process import EncodingSettings
 from distalign.eval.tasks import EvalTask
 from distalign.eval.tasks.base import comma_list
 from distalign.eval.tasks.bli import BLISettings
@@ -81,8 +81,10 @@ def run_bli_settings(checkpoint: Path) -> BLISettings:
     checkpoints kept their config gets the defaults', with a warning."""
     mapping = read_config_mapping(checkpoint)
     if mapping is None:
-        say(f"[distalign eval] WARNING {checkpoint} keeps no {CONFIG_FILE} (saved by an older distalign): its "
-            f"--dictionary test sets use the default config's in-loop BLI settings")
+        say(
+            f"[distalign eval] WARNING {checkpoint} keeps no {CONFIG_FILE} (saved by an older distalign): its "
+            f"--dictionary test sets use the default config's in-loop BLI settings"
+        )
         return in_loop_settings(ExperimentConfig())
     try:
         return in_loop_settings(from_dict(ExperimentConfig, mapping))
@@ -99,8 +101,13 @@ def resolve_model(checkpoint: str | None, model: str | None, endpoint_url: str |
             raise InputError(f"--checkpoint {checkpoint}: not a distalign checkpoint (no {MODEL_DIR}/config.json)")
         check_model_files(str(path / MODEL_DIR), f"--checkpoint {checkpoint}")
         state = read_state(path) if (path / STATE_FILE).is_file() else None
-        return ModelUnderTest(str(path / MODEL_DIR), f"{path.parent.name}/{path.name}",
-                              state.mlflow_run_id if state else "", state.step if state else 0, str(path))
+        return ModelUnderTest(
+            str(path / MODEL_DIR),
+            f"{path.parent.name}/{path.name}",
+            state.mlflow_run_id if state else "",
+            state.step if state else 0,
+            str(path),
+        )
     path = Path(model).expanduser()
     if (path / MODEL_DIR / "config.json").is_file():
         return resolve_model(str(path), None)
@@ -125,10 +132,15 @@ def _attribute(flag_name: str) -> str:
 def flag_overrides(args) -> list[str]:
     """The flags given on the command line as ``key=value`` overrides of the spec (JSON values are YAML)."""
     values = {
-        "suite.eval_dir": args.eval_dir, "suite.tasks": None if args.tasks is None else comma_list(args.tasks),
-        "layer": args.layer, "output_dir": args.output_dir,
-        "cache_dir": args.cache_dir, "cpus_per_task": args.cpus_per_task, "use_gpu": args.use_gpu,
-        "tracking.uri": args.tracking_uri, "tracking.experiment": args.experiment,
+        "suite.eval_dir": args.eval_dir,
+        "suite.tasks": None if args.tasks is None else comma_list(args.tasks),
+        "layer": args.layer,
+        "output_dir": args.output_dir,
+        "cache_dir": args.cache_dir,
+        "cpus_per_task": args.cpus_per_task,
+        "use_gpu": args.use_gpu,
+        "tracking.uri": args.tracking_uri,
+        "tracking.experiment": args.experiment,
         "tracking.enabled": False if args.no_mlflow else None,
     }
     for flag in task_flags():
@@ -201,8 +213,10 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
         try:
             exp_id = client.get_run(training_run).info.experiment_id
         except Exception:  # the checkpoint was trained against another MLflow store
-            say(f"[distalign eval] run {training_run} of the checkpoint is not in {uri}: logging to a run in "
-                f"experiment {spec.tracking.experiment!r}")
+            say(
+                f"[distalign eval] run {training_run} of the checkpoint is not in {uri}: logging to a run in "
+                f"experiment {spec.tracking.experiment!r}"
+            )
     tags = {CHECKPOINT_TAG: model.checkpoint or model.location}
     if model.checkpoint:
         tags[EVALUATED_STEP_TAG] = str(model.step)
@@ -214,9 +228,17 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
     settings = {f"suite.{f.name}": getattr(spec.suite, f.name) for f in fields(spec.suite) if f.init}
     if spec.suite.run_settings is not None:
         settings["suite.dictionary_settings"] = str(spec.suite.run_settings)
-    log_params(client, run_id, {"model": model.location, "layer": "best" if spec.layer is None else spec.layer,
-                                **{key: ",".join(map(str, value)) if isinstance(value, tuple) else value
-                                   for key, value in settings.items()}})
+    log_params(
+        client,
+        run_id,
+        {
+            "model": model.location,
+            "layer": "best" if spec.layer is None else spec.layer,
+            **{
+                key: ",".join(map(str, value)) if isinstance(value, tuple) else value for key, value in settings.items()
+            },
+        },
+    )
     metrics = report.mlflow_metrics(df, spec.layer)
     metric_logger = MetricLogger(uri, run_id)
     metric_logger.log(metrics, model.step)
@@ -224,10 +246,15 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
     for path in files:
         client.log_artifact(run_id, str(path), ARTIFACT_DIR)
     client.set_terminated(run_id)
-    where = f"a child run of the checkpoint's training run {training_run}" if PARENT_TAG in tags \
+    where = (
+        f"a child run of the checkpoint's training run {training_run}"
+        if PARENT_TAG in tags
         else f"experiment {spec.tracking.experiment!r}"
-    say(f"[distalign eval] {len(metrics)} metrics and {len(files)} files logged to MLflow run {run_id} ({uri}, "
-        f"{where}), artifacts under {ARTIFACT_DIR}/")
+    )
+    say(
+        f"[distalign eval] {len(metrics)} metrics and {len(files)} files logged to MLflow run {run_id} ({uri}, "
+        f"{where}), artifacts under {ARTIFACT_DIR}/"
+    )
     return run_id
 
 
@@ -240,8 +267,10 @@ def report_input_languages(model_path: str, tasks: list[EvalTask]) -> None:
         return
     langs = sorted({text_set.lang for task in tasks for text_set in task.text_sets().values()})
     missing = [lang for lang in langs if lang not in table.languages]
-    say(f"[distalign eval] the model's input language table ({', '.join(table.languages)}): each text set's "
-        "language's row is added to the word embeddings (DICT-MLM §3.1)")
+    say(
+        f"[distalign eval] the model's input language table ({', '.join(table.languages)}): each text set's "
+        "language's row is added to the word embeddings (DICT-MLM §3.1)"
+    )
     if missing:
         say(f"[distalign eval] WARNING no language embedding for {', '.join(missing)}: encoded without one")
 
@@ -288,12 +317,15 @@ def prepare_eval(args) -> PreparedEval:
         run_bli = run_bli_settings(Path(model.checkpoint))
         suite.run_settings = replace(run_bli, layer=run_bli.layer if spec.layer is None else spec.layer)
         if suite.dictionary_vocab_dir:
-            suite.run_settings = replace(suite.run_settings, vocab_dir=suite.dictionary_vocab_dir,
-                                         vocab_size=suite.vocab_size)
+            suite.run_settings = replace(
+                suite.run_settings, vocab_dir=suite.dictionary_vocab_dir, vocab_size=suite.vocab_size
+            )
         encoding = encoding_settings(suite.run_settings)
         if suite.dictionaries:
-            say(f"[distalign eval] --dictionary test sets built as the checkpoint's run built its in-loop BLI: "
-                f"{suite.run_settings}")
+            say(
+                f"[distalign eval] --dictionary test sets built as the checkpoint's run built its in-loop BLI: "
+                f"{suite.run_settings}"
+            )
     tasks = build_tasks(suite)  # every file read and checked before Ray starts
     for read in {read.path: read for read in suite.reports}.values():  # bli and word_alignment read the same files
         if read.malformed:
@@ -312,15 +344,24 @@ def run_prepared(prepared: PreparedEval) -> int:
     from distalign.ray_session import ensure_ray
 
     spec, model, tasks, num_layers = prepared.spec, prepared.model, prepared.tasks, prepared.num_layers
-    out_dir = Path(spec.output_dir or distalign_home() / "eval_results" /
-                   f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}")
+    out_dir = Path(
+        spec.output_dir
+        or distalign_home() / "eval_results" / f"{model.label.replace('/', '_')}-{time.strftime('%Y%m%d-%H%M%S')}"
+    )
     cache_dir = spec.cache_dir or str(distalign_home() / ".cache" / "encodings")
     say(f"[distalign eval] {model.path}: {len(tasks)} tasks, {num_layers} layers; results in {out_dir}")
 
     ensure_ray()
-    rows = evaluate_distributed(model.location, tasks, num_layers, None if spec.layer is None else [spec.layer],
-                                prepared.encoding, cache_dir, Resources(spec.cpus_per_task, spec.cpus_per_task,
-                                                                         spec.use_gpu), endpoint_url=model.endpoint_url)
+    rows = evaluate_distributed(
+        model.location,
+        tasks,
+        num_layers,
+        None if spec.layer is None else [spec.layer],
+        prepared.encoding,
+        cache_dir,
+        Resources(spec.cpus_per_task, spec.cpus_per_task, spec.use_gpu),
+        endpoint_url=model.endpoint_url,
+    )
     df = pd.DataFrame(rows).sort_values(["task", "pair", "layer", "metric"]).reset_index(drop=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     files = write_reports(df, tasks, out_dir)

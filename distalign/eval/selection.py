@@ -12,17 +12,23 @@ from __future__ import annotations
 import numpy as np
 
 from distalign.config import ExperimentConfig
-from distalign.eval.mlm_loss import MLM_LOSS_METRIC
 from distalign.eval.in_process import EncodingSettings, evaluate_locally
+from distalign.eval.mlm_loss import MLM_LOSS_METRIC
 from distalign.eval.tasks.bli import BLISettings, BLITask
 
 
 def in_loop_settings(config: ExperimentConfig) -> BLISettings:
     """The in-loop BLI's test-set and encoder settings of a run's config."""
     e, m = config.eval, config.model
-    return BLISettings(max_pairs=e.bli_max_pairs, seed=config.train.seed, ranking=e.bli_ranking,
-                       vocab_dir=e.vocab_dir, vocab_size=e.vocab_size, layer=m.word_layer,
-                       max_word_tokens=m.max_word_tokens)
+    return BLISettings(
+        max_pairs=e.bli_max_pairs,
+        seed=config.train.seed,
+        ranking=e.bli_ranking,
+        vocab_dir=e.vocab_dir,
+        vocab_size=e.vocab_size,
+        layer=m.word_layer,
+        max_word_tokens=m.max_word_tokens,
+    )
 
 
 def encoding_settings(settings: BLISettings) -> EncodingSettings:
@@ -48,8 +54,11 @@ def selection_score(select_by: str) -> tuple[str, str]:
 
 def pair_mrrs(metrics: dict[str, float]) -> dict[str, float]:
     """``{pair: mrr}`` from ``eval/bli/<pair>/mrr`` metrics (the average left out)."""
-    return {key.split("/")[2]: value for key, value in metrics.items()
-            if key.startswith("eval/bli/") and key.endswith("/mrr") and key != "eval/bli/avg/mrr"}
+    return {
+        key.split("/")[2]: value
+        for key, value in metrics.items()
+        if key.startswith("eval/bli/") and key.endswith("/mrr") and key != "eval/bli/avg/mrr"
+    }
 
 
 def relative_mrr_gain(current: dict[str, float], baseline: dict[str, float]) -> float:

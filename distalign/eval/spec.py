@@ -23,10 +23,10 @@ class EvalTrackingConfig:
 class EvalSpec:
     """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
 
-        model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
-        suite: {eval_dir: /data/benchmarks/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
-        layer: -1
-        tracking: {experiment: my-evals}
+    model: xlm-roberta-base            # or checkpoint: runs/quickstart/checkpoint_...
+    suite: {eval_dir: /data/benchmarks/eval, tasks: [bli, word_alignment], bli_pairs: [de-en], max_queries: 500}
+    layer: -1
+    tracking: {experiment: my-evals}
     """
 
     checkpoint: str = ""  # distalign checkpoint directory (its eval run is a child run of its training run)

@@ -12,10 +12,11 @@ from typing import Literal
 from distalign.data.readers import ReadReport
 from distalign.eval.bli_settings import BLISettings
 
-
 # what an empty eval_dir means, for help texts (not the path itself: the docs are generated from them)
-BENCHMARK_DIR_TEXT = ("the data home's eval/ ($DISTALIGN_DATA/eval, default ~/.cache/distalign/data/eval), filled by "
-                      "`distalign data fetch`")
+BENCHMARK_DIR_TEXT = (
+    "the data home's eval/ ($DISTALIGN_DATA/eval, default ~/.cache/distalign/data/eval), filled by "
+    "`distalign data fetch`"
+)
 
 
 @dataclass
@@ -59,6 +60,10 @@ class SuiteSpec:
 
     @property
     def dictionary_settings(self) -> BLISettings:
-        return self.run_settings or BLISettings(max_pairs=self.max_queries, ranking=self.bli_ranking,
-                                                vocab_dir=self.dictionary_vocab_dir, vocab_size=self.vocab_size,
-                                                layer=None)
+        return self.run_settings or BLISettings(
+            max_pairs=self.max_queries,
+            ranking=self.bli_ranking,
+            vocab_dir=self.dictionary_vocab_dir,
+            vocab_size=self.vocab_size,
+            layer=None,
+        )

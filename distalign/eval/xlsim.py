@@ -24,7 +24,8 @@ def word_similarity_spearman(e1: torch.Tensor, e2: torch.Tensor, gold_scores) ->
         raise ValueError(f"need one gold score per pair ({a.shape[0]}), got {gold.shape[0]}")
     if gold.shape[0] < 2:
         raise ValueError("Spearman correlation needs at least 2 pairs")
-    from scipy.stats import spearmanr  # here: scipy.stats takes 0.7 s to import, and every Train worker imports this module
+    # imported here: scipy.stats takes 0.7 s to import, and every Train worker imports this module
+    from scipy.stats import spearmanr
 
     cos = (a * b).sum(dim=1).detach().double().cpu().numpy()
     return float(spearmanr(cos, gold).statistic)

@@ -29,15 +29,26 @@ DROPPED_ENV = ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", "DISTALIGN_HOME")
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m distalign.gpu_check", description=__doc__)
     parser.add_argument("--cpu", action="store_true", help="rehearse the steps on CPU, smaller (no GPU used)")
-    parser.add_argument("--site", default="", help="a site archive to install first (make wheelhouse: "
-                                                   ".gpu-carry/site.tar.xz); default: use this environment")
+    parser.add_argument(
+        "--site",
+        default="",
+        help="a site archive to install first (make wheelhouse: .gpu-carry/site.tar.xz); default: use this environment",
+    )
     parser.add_argument("--carry", default=".gpu-carry", help="the carried folder (bench_corpus.txt)")
-    parser.add_argument("--out", default=os.environ.get("OUT") or "gpu-check-report",
-                        help="report.md, report.json, logs.tar.gz (default $OUT, else ./gpu-check-report)")
-    parser.add_argument("--work", default="/tmp/distalign-gpu-check", help="the steps' homes, logs, caches "
-                                                                          "(emptied first)")
-    parser.add_argument("--budget", type=float, default=0, help=f"seconds for the whole check (default "
-                                                                f"{GPU_BUDGET_S}, --cpu {CPU_BUDGET_S})")
+    parser.add_argument(
+        "--out",
+        default=os.environ.get("OUT") or "gpu-check-report",
+        help="report.md, report.json, logs.tar.gz (default $OUT, else ./gpu-check-report)",
+    )
+    parser.add_argument(
+        "--work", default="/tmp/distalign-gpu-check", help="the steps' homes, logs, caches (emptied first)"
+    )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=0,
+        help=f"seconds for the whole check (default {GPU_BUDGET_S}, --cpu {CPU_BUDGET_S})",
+    )
     parser.add_argument("--jobs", type=int, default=0, help="steps at a time (default: all; --cpu 2)")
     parser.add_argument("--only", default="", help="comma list of step names (with the steps they need)")
     return parser.parse_args(argv)
@@ -60,11 +71,19 @@ def selected(steps: list[Step], only: str) -> list[Step]:
 def step_environment(site: str, work: Path, cpu: bool) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in DROPPED_ENV}
     paths = [str(REPO), site, env.get("PYTHONPATH", "")]
-    env |= {"PYTHONPATH": ":".join(p for p in paths if p), SITE_ENV: site,
-            "DISTALIGN_CACHE": str(work / "cache"), "TORCH_EXTENSIONS_DIR": str(work / "torch_extensions"),
-            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-            "RAY_USAGE_STATS_ENABLED": "0", "PYTHONUNBUFFERED": "1", "TOKENIZERS_PARALLELISM": "false",
-            "MPLBACKEND": "Agg"}
+    env |= {
+        "PYTHONPATH": ":".join(p for p in paths if p),
+        SITE_ENV: site,
+        "DISTALIGN_CACHE": str(work / "cache"),
+        "TORCH_EXTENSIONS_DIR": str(work / "torch_extensions"),
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "PYTHONUNBUFFERED": "1",
+        "TOKENIZERS_PARALLELISM": "false",
+        "MPLBACKEND": "Agg",
+    }
     if cpu:
         env["CUDA_VISIBLE_DEVICES"] = ""  # a rehearsal on a GPU machine stays on the CPU
     return env
@@ -96,8 +115,13 @@ def main(argv: list[str] | None = None) -> int:
     work.mkdir(parents=True)
     out.mkdir(parents=True, exist_ok=True)
     steps = selected(check_steps(CPU if args.cpu else GPU), args.only)
-    header: dict = {"mode": "CPU rehearsal" if args.cpu else "GPU", "started": wall, "budget_s": budget,
-                    "cpus": os.cpu_count(), "python": sys.version.split()[0]}
+    header: dict = {
+        "mode": "CPU rehearsal" if args.cpu else "GPU",
+        "started": wall,
+        "budget_s": budget,
+        "cpus": os.cpu_count(),
+        "python": sys.version.split()[0],
+    }
     results = [StepResult(s.name, s.about, "PENDING") for s in steps]
     write_report(out, header, results)
     site = ""
@@ -116,21 +140,27 @@ def main(argv: list[str] | None = None) -> int:
     child = ChildPython(sys.executable, environment)  # the readers' MLflow is the steps' (the carried site's)
 
     with ThreadPoolExecutor(max_workers=4) as readers:
+
         def on_change(current: list[StepResult]) -> None:
             for result in current:
                 if result.status not in ("PENDING", "RUNNING", "SKIPPED") and result.name not in figures:
                     step = by_name[result.name]
-                    figures[result.name] = readers.submit(read_figures, step.figures, places.step_out(step),
-                                                          places.home(step), child)
+                    figures[result.name] = readers.submit(
+                        read_figures, step.figures, places.step_out(step), places.home(step), child
+                    )
             for name, future in figures.items():
                 if future.done():
                     next(r for r in current if r.name == name).figures = future.result()
             write_report(out, header, current)
 
-        runner = Runner(steps, places, environment,
-                        budget - FINISH_RESERVE_S - (time.monotonic() - started), args.jobs or (2 if args.cpu else
-                                                                                                len(steps)),
-                        on_change=on_change)
+        runner = Runner(
+            steps,
+            places,
+            environment,
+            budget - FINISH_RESERVE_S - (time.monotonic() - started),
+            args.jobs or (2 if args.cpu else len(steps)),
+            on_change=on_change,
+        )
         results = runner.run()
     for result in results:
         if result.name in figures:

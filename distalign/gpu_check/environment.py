@@ -17,22 +17,58 @@ from pathlib import Path
 
 SITE_ENV = "DISTALIGN_GPU_CHECK_SITE"  # the carried site folder, set by the check when it unpacked one
 # what the project imports on every command or training worker, timed in this order (each after the ones before)
-IMPORTS = ("torch", "transformers", "ray", "ray.train", "ray.tune", "ray.data", "deepspeed", "mlflow", "datasets",
-           "distalign.cli")
-SHOWN = ("torch", "transformers", "tokenizers", "accelerate", "numpy", "pyarrow", "pandas", "scipy", "scikit-learn",
-         "ray", "deepspeed", "mlflow", "datasets", "pydantic", "optuna", "wordfreq", "lang2vec", "nvidia-ml-py")
+IMPORTS = (
+    "torch",
+    "transformers",
+    "ray",
+    "ray.train",
+    "ray.tune",
+    "ray.data",
+    "deepspeed",
+    "mlflow",
+    "datasets",
+    "distalign.cli",
+)
+SHOWN = (
+    "torch",
+    "transformers",
+    "tokenizers",
+    "accelerate",
+    "numpy",
+    "pyarrow",
+    "pandas",
+    "scipy",
+    "scikit-learn",
+    "ray",
+    "deepspeed",
+    "mlflow",
+    "datasets",
+    "pydantic",
+    "optuna",
+    "wordfreq",
+    "lang2vec",
+    "nvidia-ml-py",
+)
 
 
 def device() -> dict:
     import torch
 
-    found = {"torch": torch.__version__, "cuda": torch.version.cuda, "cuda_available": torch.cuda.is_available()}
+    found: dict[str, object] = {
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cuda_available": torch.cuda.is_available(),
+    }
     if torch.cuda.is_available():
         props = torch.cuda.get_device_properties(0)
-        found |= {"device": torch.cuda.get_device_name(0), "devices": torch.cuda.device_count(),
-                  "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
-                  "memory_gib": round(props.total_memory / 2**30, 1), "bf16": torch.cuda.is_bf16_supported(),
-                  "nccl": ".".join(map(str, torch.cuda.nccl.version()))}
+        found |= {
+            "device": torch.cuda.get_device_name(0),
+            "devices": torch.cuda.device_count(),
+            "capability": ".".join(map(str, torch.cuda.get_device_capability(0))),
+            "memory_gib": round(props.total_memory / 2**30, 1),
+            "bf16": torch.cuda.is_bf16_supported(),
+            "nccl": ".".join(map(str, torch.cuda.nccl.version())),
+        }
     return found
 
 
@@ -86,9 +122,16 @@ def import_seconds() -> dict[str, float | str]:
 
 def main(out: str) -> int:
     site = os.environ.get(SITE_ENV, "")
-    found = {"python": sys.version.split()[0], "executable": sys.executable, "cpus": os.cpu_count(),
-             "site": site, "import_s": import_seconds(), **device(), "packages": packages(site),
-             "unmet_requirements": unmet_requirements(site)}
+    found = {
+        "python": sys.version.split()[0],
+        "executable": sys.executable,
+        "cpus": os.cpu_count(),
+        "site": site,
+        "import_s": import_seconds(),
+        **device(),
+        "packages": packages(site),
+        "unmet_requirements": unmet_requirements(site),
+    }
     Path(out).write_text(json.dumps(found, indent=1))
     print(json.dumps(found, indent=1))
     return 0 if all(isinstance(v, float) for v in found["import_s"].values()) else 1

@@ -23,9 +23,17 @@ class ChildPython:
     executable: str
     env: dict[str, str] | None = field(default=None, hash=False)
 
+
 # of the MLflow runs' metrics, those the report shows (mean after the first logged window, which holds the warm-up)
-REPORTED_METRICS = ("perf/step_ms", "perf/tokens_per_s", "perf/mfu", "perf/data_wait_ms", "perf/peak_memory_gib",
-                    "startup/total_s", "Train/loss")
+REPORTED_METRICS = (
+    "perf/step_ms",
+    "perf/tokens_per_s",
+    "perf/mfu",
+    "perf/data_wait_ms",
+    "perf/peak_memory_gib",
+    "startup/total_s",
+    "Train/loss",
+)
 
 
 def environment(out: Path, home: Path, child: ChildPython) -> dict:
@@ -56,7 +64,7 @@ def bench_rows(out: Path, home: Path, child: ChildPython) -> dict:
 
 def emergence_curves(out: Path, home: Path, child: ChildPython) -> dict:
     """Per setting: its last row (step, alignment, MLM loss) and the milliseconds a step took."""
-    settings = {}
+    settings: dict[str, list[dict]] = {}
     tables = sorted((out / "emergence").rglob("curves.csv"))
     if not tables:
         raise FileNotFoundError(f"no curves.csv under {out / 'emergence'}")
@@ -68,10 +76,13 @@ def emergence_curves(out: Path, home: Path, child: ChildPython) -> dict:
     summary = {}
     for name, rows in settings.items():
         last, steps = rows[-1], float(rows[-1]["step"])
-        summary[name] = {"step": int(steps), "alignment": round(float(last["alignment"]), 2),
-                         "mlm_loss": round(float(last["mlm_loss"]), 3),
-                         "ms_per_step": round(1000 * float(last["seconds"]) / steps, 1) if steps else None,
-                         "curve": [(int(float(r["step"])), round(float(r["alignment"]), 1)) for r in rows]}
+        summary[name] = {
+            "step": int(steps),
+            "alignment": round(float(last["alignment"]), 2),
+            "mlm_loss": round(float(last["mlm_loss"]), 3),
+            "ms_per_step": round(1000 * float(last["seconds"]) / steps, 1) if steps else None,
+            "curve": [(int(float(r["step"])), round(float(r["alignment"]), 1)) for r in rows],
+        }
     return {"settings": summary}
 
 
@@ -85,15 +96,26 @@ def mlflow_runs(out: Path, home: Path, child: ChildPython) -> dict:
     store = home / "mlflow.db"
     if not store.exists():
         return {"runs": [], "note": f"no MLflow store at {store}"}
-    done = subprocess.run([child.executable, "-m", "distalign.gpu_check.mlflow_runs", f"sqlite:///{store}"],
-                          capture_output=True, text=True, timeout=120, env=child.env)
+    done = subprocess.run(
+        [child.executable, "-m", "distalign.gpu_check.mlflow_runs", f"sqlite:///{store}"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child.env,
+    )
     if done.returncode != 0:
         raise RuntimeError(f"reading {store}: {done.stderr[-2000:]}")
     return {"runs": json.loads(done.stdout)}
 
 
-READERS = {"environment": environment, "pytest": pytest_results, "bench": bench_rows,
-           "emergence": emergence_curves, "transfer": transfer_summary, "mlflow": mlflow_runs}
+READERS = {
+    "environment": environment,
+    "pytest": pytest_results,
+    "bench": bench_rows,
+    "emergence": emergence_curves,
+    "transfer": transfer_summary,
+    "mlflow": mlflow_runs,
+}
 
 
 def read_figures(kind: str, out: Path, home: Path, child: ChildPython) -> dict:

@@ -13,9 +13,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from distalign.gpu_check.steps import Step
 
@@ -59,16 +59,29 @@ class Places:
 
 
 def step_argv(step: Step, places: Places, limit_s: int) -> list[str]:
-    values = {"python": places.python, "home": str(places.home(step)), "out": str(places.step_out(step)),
-              "work": str(places.work), "carry": str(places.carry), "limit_s": str(limit_s),
-              "stop_s": str(max(limit_s - STOP_MARGIN_S, limit_s // 2))}
+    values = {
+        "python": places.python,
+        "home": str(places.home(step)),
+        "out": str(places.step_out(step)),
+        "work": str(places.work),
+        "carry": str(places.carry),
+        "limit_s": str(limit_s),
+        "stop_s": str(max(limit_s - STOP_MARGIN_S, limit_s // 2)),
+    }
     return [arg.format(**values) for arg in step.argv]
 
 
 class Runner:
-    def __init__(self, steps: list[Step], places: Places, env: dict[str, str], budget_s: float, jobs: int,
-                 on_change: Callable[[list[StepResult]], None] = lambda results: None,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        steps: list[Step],
+        places: Places,
+        env: dict[str, str],
+        budget_s: float,
+        jobs: int,
+        on_change: Callable[[list[StepResult]], None] = lambda results: None,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.steps, self.places, self.env = steps, places, env
         self.jobs, self.on_change, self.clock = max(1, jobs), on_change, clock
         self.started = clock()
@@ -115,8 +128,15 @@ class Runner:
         with log.open("w") as f:
             f.write(f"### {step.name}: {' '.join(argv)}\n### timeout {timeout} s\n")
             f.flush()
-            process = subprocess.Popen(argv, cwd=self.places.repo, env=env, stdout=f, stderr=subprocess.STDOUT,
-                                       stdin=subprocess.DEVNULL, start_new_session=True)
+            process = subprocess.Popen(
+                argv,
+                cwd=self.places.repo,
+                env=env,
+                stdout=f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         self.running[step.name] = (process, now, timeout)
         result = self.results[step.name]
         result.status, result.timeout_s, result.started_s, result.log = "RUNNING", timeout, now - self.started, str(log)
@@ -135,8 +155,9 @@ class Runner:
             status = TIMEOUT if timed_out else PASSED if code == 0 else FAILED
             self._finish(name, status, code, self.clock() - started)
 
-    def _finish(self, name: str, status: str, returncode: int | None = None, seconds: float = 0.0,
-                note: str = "") -> None:
+    def _finish(
+        self, name: str, status: str, returncode: int | None = None, seconds: float = 0.0, note: str = ""
+    ) -> None:
         result = self.results[name]
         result.status, result.returncode, result.seconds, result.note = status, returncode, seconds, note
         self.on_change(list(self.results.values()))

@@ -33,5 +33,11 @@ def install_site(archive: Path, site: Path) -> dict:
     compiled = compileall.compile_dir(site, quiet=2, workers=os.cpu_count() or 1)
     done = time.perf_counter()
     megabytes = sum(f.stat().st_size for f in site.rglob("*") if f.is_file()) / 2**20
-    return {"archive": str(archive), "site": str(site), "unpack_s": round(unpacked - started, 1),
-            "compile_s": round(done - unpacked, 1), "all_compiled": bool(compiled), "megabytes": round(megabytes)}
+    return {
+        "archive": str(archive),
+        "site": str(site),
+        "unpack_s": round(unpacked - started, 1),
+        "compile_s": round(done - unpacked, 1),
+        "all_compiled": bool(compiled),
+        "megabytes": round(megabytes),
+    }

@@ -57,10 +57,24 @@ class Sizes:
     timeout_scale: float
 
 
-GPU = Sizes(use_gpu=True, train_steps=100, tune_steps=40, transfer_epochs=2, emergence_steps=30_000,
-            emergence_every=1500, timeout_scale=1.0)
-CPU = Sizes(use_gpu=False, train_steps=20, tune_steps=10, transfer_epochs=1, emergence_steps=60, emergence_every=20,
-            timeout_scale=6.0)
+GPU = Sizes(
+    use_gpu=True,
+    train_steps=100,
+    tune_steps=40,
+    transfer_epochs=2,
+    emergence_steps=30_000,
+    emergence_every=1500,
+    timeout_scale=1.0,
+)
+CPU = Sizes(
+    use_gpu=False,
+    train_steps=20,
+    tune_steps=10,
+    transfer_epochs=1,
+    emergence_steps=60,
+    emergence_every=20,
+    timeout_scale=6.0,
+)
 
 
 def check_steps(sizes: Sizes) -> list[Step]:
@@ -73,56 +87,170 @@ def check_steps(sizes: Sizes) -> list[Step]:
     def cap(seconds: float) -> int:
         return int(seconds * scale)
 
-    steps = [Step("environment", "python, torch, the device, the base and carried packages (requirement conflicts)",
-                  ("{python}", "-m", "distalign.gpu_check.environment", "{out}/environment.json"), cap(60),
-                  figures="environment")]
-    steps += [Step(f"train_{name}", f"distalign train jobs/configs/{name}.yaml, one worker, "
-                                    f"{sizes.train_steps} steps, {engine_label(overrides)}",
-                   (*DISTALIGN, "train", f"jobs/configs/{name}.yaml", f"train.use_gpu={gpu}", "train.num_workers=1",
-                    f"train.max_steps={sizes.train_steps}", f"train.checkpoint_every={sizes.train_steps // 2}",
-                    f"eval.every={sizes.train_steps // 2}", "tracking.system_metrics_every_s=2", *overrides),
-                   cap(320), figures="mlflow")
-              for name, overrides in TINY_ENGINES.items()]
+    steps = [
+        Step(
+            "environment",
+            "python, torch, the device, the base and carried packages (requirement conflicts)",
+            ("{python}", "-m", "distalign.gpu_check.environment", "{out}/environment.json"),
+            cap(60),
+            figures="environment",
+        )
+    ]
     steps += [
-        Step("tune_quickstart", "distalign tune tuning/quickstart.yaml: 2 one-worker trials in turn",
-             (*DISTALIGN, "tune", "tuning/quickstart.yaml", f"train.use_gpu={gpu}", "train.num_workers=1",
-              "grid.data.max_constraints=[400]", f"train.max_steps={sizes.tune_steps}",
-              f"train.checkpoint_every={sizes.tune_steps // 2}", f"eval.every={sizes.tune_steps // 2}"),
-             cap(320), figures="mlflow"),
-        Step("transfer_inputs", "the synthetic world's transfer tasks (udpos, pawsx) and its tiny model, no Ray",
-             ("{python}", "-m", "distalign.gpu_check.transfer_inputs", "{work}/transfer"), cap(60)),
-        Step("transfer", "distalign transfer on the synthetic tasks, the untrained tiny model, one worker"
-                         + (" on the GPU" if sizes.use_gpu else ""),
-             (*DISTALIGN, "transfer", "{work}/transfer/model", *(("--use-gpu",) if sizes.use_gpu else ()),
-              "--tasks", "udpos,pawsx", "--data-dir", "{work}/transfer/tasks", "--source", "xa", "--seeds", "1",
-              "--lr", "1e-3", "--epochs", str(sizes.transfer_epochs), "--select-every", "0",
-              "--output-dir", "{out}/transfer"),
-             cap(300), figures="transfer", needs=("transfer_inputs",)),
-        Step("bench_perf_gpu", "distalign bench perf --rows gpu: XLM-R-base size, bf16, DDP / ZeRO-2 / HF Trainer",
-             (*DISTALIGN, "bench", "perf", "--rows", "gpu", "--no-mlflow", "--output-dir", "{out}/bench_perf"),
-             cap(320), figures="bench"),
-        Step("pytest_gpu", "the tests marked gpu (tests/conftest.py skips them without CUDA)",
-             ("{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "-m", "gpu",
-              "--junitxml={out}/junit.xml", "tests/"),
-             cap(200), figures="pytest"),
-        Step("pytest_gpu_row_engines", "the GPU row's engines on a tiny model (a test that runs on CPU too: NCCL "
-                                       "and the MFU here)",
-             ("{python}", "-m", "pytest", "-q", "-p", "no:cacheprovider", "-rfEs", "--junitxml={out}/junit.xml",
-              ENGINES_TEST), cap(120), figures="pytest"),
-        Step("mlm_emergence", f"MLM emergence curves on {device}, settings {', '.join(EMERGENCE_SETTINGS)} side by "
-                              "side, stopped by the clock",
-             ("{python}", "-m", "distalign.bench.mlm_emergence", "--device", device,
-              "--settings", ",".join(EMERGENCE_SETTINGS), "--parallel", str(len(EMERGENCE_SETTINGS)),
-              "--steps", str(sizes.emergence_steps), "--every", str(sizes.emergence_every),
-              "--override", "train.lr_schedule=constant",  # the rate kept up: the curves' finding (issue 37)
-              "--max-seconds", "{stop_s}", "--corpus", "{carry}/bench_corpus.txt", "--output-dir", "{out}/emergence"),
-             cap(320), figures="emergence"),
+        Step(
+            f"train_{name}",
+            f"distalign train jobs/configs/{name}.yaml, one worker, "
+            f"{sizes.train_steps} steps, {engine_label(overrides)}",
+            (
+                *DISTALIGN,
+                "train",
+                f"jobs/configs/{name}.yaml",
+                f"train.use_gpu={gpu}",
+                "train.num_workers=1",
+                f"train.max_steps={sizes.train_steps}",
+                f"train.checkpoint_every={sizes.train_steps // 2}",
+                f"eval.every={sizes.train_steps // 2}",
+                "tracking.system_metrics_every_s=2",
+                *overrides,
+            ),
+            cap(320),
+            figures="mlflow",
+        )
+        for name, overrides in TINY_ENGINES.items()
+    ]
+    steps += [
+        Step(
+            "tune_quickstart",
+            "distalign tune tuning/quickstart.yaml: 2 one-worker trials in turn",
+            (
+                *DISTALIGN,
+                "tune",
+                "tuning/quickstart.yaml",
+                f"train.use_gpu={gpu}",
+                "train.num_workers=1",
+                "grid.data.max_constraints=[400]",
+                f"train.max_steps={sizes.tune_steps}",
+                f"train.checkpoint_every={sizes.tune_steps // 2}",
+                f"eval.every={sizes.tune_steps // 2}",
+            ),
+            cap(320),
+            figures="mlflow",
+        ),
+        Step(
+            "transfer_inputs",
+            "the synthetic world's transfer tasks (udpos, pawsx) and its tiny model, no Ray",
+            ("{python}", "-m", "distalign.gpu_check.transfer_inputs", "{work}/transfer"),
+            cap(60),
+        ),
+        Step(
+            "transfer",
+            "distalign transfer on the synthetic tasks, the untrained tiny model, one worker"
+            + (" on the GPU" if sizes.use_gpu else ""),
+            (
+                *DISTALIGN,
+                "transfer",
+                "{work}/transfer/model",
+                *(("--use-gpu",) if sizes.use_gpu else ()),
+                "--tasks",
+                "udpos,pawsx",
+                "--data-dir",
+                "{work}/transfer/tasks",
+                "--source",
+                "xa",
+                "--seeds",
+                "1",
+                "--lr",
+                "1e-3",
+                "--epochs",
+                str(sizes.transfer_epochs),
+                "--select-every",
+                "0",
+                "--output-dir",
+                "{out}/transfer",
+            ),
+            cap(300),
+            figures="transfer",
+            needs=("transfer_inputs",),
+        ),
+        Step(
+            "bench_perf_gpu",
+            "distalign bench perf --rows gpu: XLM-R-base size, bf16, DDP / ZeRO-2 / HF Trainer",
+            (*DISTALIGN, "bench", "perf", "--rows", "gpu", "--no-mlflow", "--output-dir", "{out}/bench_perf"),
+            cap(320),
+            figures="bench",
+        ),
+        Step(
+            "pytest_gpu",
+            "the tests marked gpu (tests/conftest.py skips them without CUDA)",
+            (
+                "{python}",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-rfEs",
+                "-m",
+                "gpu",
+                "--junitxml={out}/junit.xml",
+                "tests/",
+            ),
+            cap(200),
+            figures="pytest",
+        ),
+        Step(
+            "pytest_gpu_row_engines",
+            "the GPU row's engines on a tiny model (a test that runs on CPU too: NCCL and the MFU here)",
+            (
+                "{python}",
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-rfEs",
+                "--junitxml={out}/junit.xml",
+                ENGINES_TEST,
+            ),
+            cap(120),
+            figures="pytest",
+        ),
+        Step(
+            "mlm_emergence",
+            f"MLM emergence curves on {device}, settings {', '.join(EMERGENCE_SETTINGS)} side by "
+            "side, stopped by the clock",
+            (
+                "{python}",
+                "-m",
+                "distalign.bench.mlm_emergence",
+                "--device",
+                device,
+                "--settings",
+                ",".join(EMERGENCE_SETTINGS),
+                "--parallel",
+                str(len(EMERGENCE_SETTINGS)),
+                "--steps",
+                str(sizes.emergence_steps),
+                "--every",
+                str(sizes.emergence_every),
+                "--override",
+                "train.lr_schedule=constant",  # the rate kept up: the curves' finding (issue 37)
+                "--max-seconds",
+                "{stop_s}",
+                "--corpus",
+                "{carry}/bench_corpus.txt",
+                "--output-dir",
+                "{out}/emergence",
+            ),
+            cap(320),
+            figures="emergence",
+        ),
     ]
     return steps
 
 
 def engine_label(overrides: tuple[str, ...]) -> str:
-    """"DeepSpeed ZeRO-2, bf16" from a config's engine overrides."""
+    """ "DeepSpeed ZeRO-2, bf16" from a config's engine overrides."""
     values = dict(o.split("=", 1) for o in overrides)
     engine = "DDP" if values.get("train.engine", "ddp") == "ddp" else f"DeepSpeed ZeRO-{values.get('train.zero_stage')}"
     return f"{engine}, {values.get('train.precision', 'fp32')}"

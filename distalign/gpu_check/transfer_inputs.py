@@ -12,8 +12,11 @@ from pathlib import Path
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data, synthetic_world
 
-WORLD = ["data.synthetic.transfer_examples=200", "data.synthetic.num_concepts=300",
-         "data.synthetic.sentences_per_language=600"]
+WORLD = [
+    "data.synthetic.transfer_examples=200",
+    "data.synthetic.num_concepts=300",
+    "data.synthetic.sentences_per_language=600",
+]
 
 
 def main(directory: str) -> int:

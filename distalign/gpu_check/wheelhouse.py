@@ -38,16 +38,30 @@ from distalign.benchmark_data import eval_dir
 
 HERE = Path(__file__).resolve().parent
 IMAGE_PACKAGES = HERE / "image_packages.txt"
-PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_24_x86_64", "manylinux_2_17_x86_64",
-             "manylinux2014_x86_64", "manylinux1_x86_64", "linux_x86_64")
+PLATFORMS = (
+    "manylinux_2_28_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_17_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
+)
 # published as source only: built here, with this environment
 FROM_SOURCE = {"deepspeed": {"DS_BUILD_OPS": "0"}, "seqeval": {}}
 # what the site folder travels without (relative to it): no step of the check reaches it
 STRIPPED = (
-    "ray/jars", "ray/rllib", "ray/serve", "ray/llm", "ray/tests",
+    "ray/jars",
+    "ray/rllib",
+    "ray/serve",
+    "ray/llm",
+    "ray/tests",
     "ray/dashboard/client/build",  # replaced by a one-page build: without one the dashboard does not start, and
-                                   # Ray then takes ~100 s to start and Train's placement-group cleaner fails
-    "mlflow/server/js", "wordfreq/data", "lang2vec/data/learned.npy", "lang2vec/data/geocoord.npz",
+    # Ray then takes ~100 s to start and Train's placement-group cleaner fails
+    "mlflow/server/js",
+    "wordfreq/data",
+    "lang2vec/data/learned.npy",
+    "lang2vec/data/geocoord.npz",
     "bin",  # console scripts written for this machine's interpreter path
     "virtualenv/seed/wheels/embed",  # pip/setuptools wheels for new virtualenvs (Ray's pip runtime envs)
 )
@@ -56,16 +70,17 @@ BOTOCORE_SERVICES = ("s3", "sts")
 STRIPPED_BINARIES = ("ray/core/src/ray/gcs/gcs_server", "ray/core/src/ray/raylet/raylet", "ray/_raylet.so")
 # the one-page build: its index and the static folder the dashboard serves (aiohttp refuses a missing one, and the
 # dashboard then fails to start: the first GPU run's Ray took 70 s to start for it)
-DASHBOARD_PAGES = {"ray/dashboard/client/build/index.html":
-                   "<!doctype html><title>Ray</title><p>The dashboard's pages were left out of this install.",
-                   "ray/dashboard/client/build/static/README.txt": "The dashboard's pages were left out of this "
-                                                                    "install.\n"}
+DASHBOARD_PAGES = {
+    "ray/dashboard/client/build/index.html": "<!doctype html><title>Ray</title>"
+    "<p>The dashboard's pages were left out of this install.",
+    "ray/dashboard/client/build/static/README.txt": "The dashboard's pages were left out of this install.\n",
+}
 CARRY_LIMIT_MIB = 60
 
 
 def image_packages(path: Path = IMAGE_PACKAGES) -> dict[str, str]:
     """name -> version ("" where unknown) of the packages the GPU image has."""
-    found = {}
+    found: dict[str, str] = {}
     for line in path.read_text().splitlines():
         line = line.split("#")[0].strip()
         if line:
@@ -88,19 +103,27 @@ def stub_wheel(folder: Path, name: str, version: str) -> Path:
     path = folder / f"{dist}-py3-none-any.whl"
     with zipfile.ZipFile(path, "w") as wheel:
         wheel.writestr(f"{dist}.dist-info/METADATA", f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
-        wheel.writestr(f"{dist}.dist-info/WHEEL", "Wheel-Version: 1.0\nGenerator: distalign\nRoot-Is-Purelib: true\n"
-                                                  "Tag: py3-none-any\n")
+        wheel.writestr(
+            f"{dist}.dist-info/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: distalign\nRoot-Is-Purelib: true\nTag: py3-none-any\n",
+        )
         wheel.writestr(f"{dist}.dist-info/RECORD", "")
     return path
 
 
 def target_flags(python_version: str) -> list[str]:
-    return ["--only-binary=:all:", "--python-version", python_version, "--implementation", "cp",
-            *(f"--platform={p}" for p in PLATFORMS)]
+    return [
+        "--only-binary=:all:",
+        "--python-version",
+        python_version,
+        "--implementation",
+        "cp",
+        *(f"--platform={p}" for p in PLATFORMS),
+    ]
 
 
 PIP_PYTHON = [sys.executable]  # the interpreter pip runs in: the target version's (its resolver checks
-                               # Requires-Python against the running interpreter too)
+# Requires-Python against the running interpreter too)
 
 
 def pip(*args: str, env: dict | None = None) -> None:
@@ -135,9 +158,25 @@ def resolve(requirements: list[str], image: dict[str, str], wheels: Path, python
             stub_wheel(stubs, name, version)
     (scratch / "requirements.txt").write_text("\n".join(requirements) + "\n")
     (scratch / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in image.items() if v))
-    pip("install", "-q", "--dry-run", "--ignore-installed", "--report", str(scratch / "report.json"),
-        "--target", str(scratch / "target"), *target_flags(python_version), "--find-links", str(wheels),
-        "--find-links", str(stubs), "-r", str(scratch / "requirements.txt"), "-c", str(scratch / "constraints.txt"))
+    pip(
+        "install",
+        "-q",
+        "--dry-run",
+        "--ignore-installed",
+        "--report",
+        str(scratch / "report.json"),
+        "--target",
+        str(scratch / "target"),
+        *target_flags(python_version),
+        "--find-links",
+        str(wheels),
+        "--find-links",
+        str(stubs),
+        "-r",
+        str(scratch / "requirements.txt"),
+        "-c",
+        str(scratch / "constraints.txt"),
+    )
     report = json.loads((scratch / "report.json").read_text())
     return {canonicalize_name(item["metadata"]["name"]): item["metadata"]["version"] for item in report["install"]}
 
@@ -149,8 +188,11 @@ def wheel_files(wheels: Path, closure: dict[str, str], image: dict[str, str]) ->
         if name in image:
             continue
         prefix = f"{name.replace('-', '_')}-{version}-"
-        match = [w for w in wheels.glob("*.whl") if canonicalize_name(w.name.split("-")[0]) == name
-                 and w.name.split("-")[1] == version]
+        match = [
+            w
+            for w in wheels.glob("*.whl")
+            if canonicalize_name(w.name.split("-")[0]) == name and w.name.split("-")[1] == version
+        ]
         if not match:
             raise FileNotFoundError(f"no wheel {prefix}*.whl in {wheels}")
         files.append(match[0])
@@ -167,8 +209,17 @@ def download(closure: dict[str, str], image: dict[str, str], wheels: Path, pytho
 def install_site(files: list[Path], site: Path, python_version: str) -> None:
     if site.exists():
         shutil.rmtree(site)
-    pip("install", "-q", "--no-deps", "--no-index", "--no-compile", "--target", str(site),
-        *target_flags(python_version), *map(str, files))
+    pip(
+        "install",
+        "-q",
+        "--no-deps",
+        "--no-index",
+        "--no-compile",
+        "--target",
+        str(site),
+        *target_flags(python_version),
+        *map(str, files),
+    )
 
 
 def strip_site(site: Path) -> None:
@@ -220,10 +271,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--wheels", default=".wheelhouse", help="the downloaded and built wheels (kept, reused)")
     parser.add_argument("--carry", default=".gpu-carry", help="site.tar.xz and bench_corpus.txt: what travels")
     parser.add_argument("--pyproject", default="pyproject.toml")
-    parser.add_argument("--tatoeba", default=str(eval_dir() / "tatoeba"),
-                        help="the bench corpus's source (default: the data home's; distalign data fetch tatoeba)")
-    parser.add_argument("--pip-python", default="", help="the interpreter that runs pip (default: python<version> "
-                                                          "on PATH, else pyenv's)")
+    parser.add_argument(
+        "--tatoeba",
+        default=str(eval_dir() / "tatoeba"),
+        help="the bench corpus's source (default: the data home's; distalign data fetch tatoeba)",
+    )
+    parser.add_argument(
+        "--pip-python",
+        default="",
+        help="the interpreter that runs pip (default: python<version> on PATH, else pyenv's)",
+    )
     args = parser.parse_args(argv)
     PIP_PYTHON[:] = [args.pip_python or find_python(args.python_version)]
     wheels, carry = Path(args.wheels).resolve(), Path(args.carry).resolve()
@@ -244,11 +301,14 @@ def main(argv: list[str] | None = None) -> int:
     write_bench_corpus(Path(args.tatoeba), carry / "bench_corpus.txt")
     (carry / "packages.txt").write_text("".join(f"{f.name}\n" for f in files))
     total = megabytes(carry)
-    print(f"wheelhouse: {len(files)} wheels in {wheels}; site {site_mib:.0f} MiB unpacked, "
-          f"{(carry / 'site.tar.xz').stat().st_size / 2**20:.1f} MiB packed; {carry}: {total:.1f} MiB")
+    print(
+        f"wheelhouse: {len(files)} wheels in {wheels}; site {site_mib:.0f} MiB unpacked, "
+        f"{(carry / 'site.tar.xz').stat().st_size / 2**20:.1f} MiB packed; {carry}: {total:.1f} MiB"
+    )
     if total > CARRY_LIMIT_MIB:
-        print(f"wheelhouse: {carry} is {total:.1f} MiB, over the {CARRY_LIMIT_MIB} MiB that may travel",
-              file=sys.stderr)
+        print(
+            f"wheelhouse: {carry} is {total:.1f} MiB, over the {CARRY_LIMIT_MIB} MiB that may travel", file=sys.stderr
+        )
         return 1
     return 0
 

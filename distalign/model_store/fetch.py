@@ -26,8 +26,21 @@ from distalign.errors import ConfigError, require_writable, s3_refusal
 # modules (torch, transformers, pyarrow) are imported by the functions that use them.
 
 # weights for frameworks other than PyTorch, and repository folders of exports: never read by from_pretrained here
-OTHER_FORMATS = ("*.h5", "*.msgpack", "*.ot", "*.onnx", "*.onnx_data", "*.tflite", "*.gguf", "*.mlmodel",
-                 "onnx/*", "openvino/*", "coreml/*", ".*", "*/.*")
+OTHER_FORMATS = (
+    "*.h5",
+    "*.msgpack",
+    "*.ot",
+    "*.onnx",
+    "*.onnx_data",
+    "*.tflite",
+    "*.gguf",
+    "*.mlmodel",
+    "onnx/*",
+    "openvino/*",
+    "coreml/*",
+    ".*",
+    "*/.*",
+)
 TORCH_PICKLES = ("pytorch_model*.bin",)  # the older PyTorch format: left out where safetensors hold the weights
 
 
@@ -66,8 +79,10 @@ def hub_snapshot(name: str) -> Path:
         if not any(directory.glob("*.safetensors")):  # a model published in the older format only
             directory = Path(snapshot_download(name, ignore_patterns=list(OTHER_FORMATS)))
     except LocalEntryNotFoundError as err:  # offline, and the cache holds a partial snapshot only
-        raise ConfigError(f"model fetch NAME: {name}: not wholly in the Hugging Face cache ({constants.HF_HUB_CACHE})"
-                          f" and HF_HUB_OFFLINE is set: fetch it where the Hub is reachable ({err})") from None
+        raise ConfigError(
+            f"model fetch NAME: {name}: not wholly in the Hugging Face cache ({constants.HF_HUB_CACHE})"
+            f" and HF_HUB_OFFLINE is set: fetch it where the Hub is reachable ({err})"
+        ) from None
     return directory
 
 
@@ -117,7 +132,8 @@ def storage_errors(to: str, endpoint_url: str) -> Iterator[str]:
     except OSError as err:
         raise s3_refusal(err, where, "list, read and write objects under this path") or ConfigError(
             f"{where}: the storage cannot be written ({err}); check --endpoint-url (DISTALIGN_STORAGE_ENDPOINT), the "
-            "bucket and the credentials") from None
+            "bucket and the credentials"
+        ) from None
 
 
 def empty_storage_path(to: str, endpoint_url: str):
@@ -166,12 +182,16 @@ def _fetch_command(args) -> int:
     fetched = fetch_model(args.name, args.to, args.endpoint_url)
     for name, size in fetched.files:
         print(f"  {name}  {size:,} bytes")
-    print(f"[distalign] copied {len(fetched.files)} files, {fetched.bytes:,} bytes, of {args.name} "
-          f"({fetched.source}) to {fetched.destination}")
+    print(
+        f"[distalign] copied {len(fetched.files)} files, {fetched.bytes:,} bytes, of {args.name} "
+        f"({fetched.source}) to {fetched.destination}"
+    )
     print(f"use it in a config as:  model: {{name_or_path: {fetched.destination}}}")
     if "://" in fetched.destination:
-        print("(read through storage.endpoint_url / DISTALIGN_STORAGE_ENDPOINT and the AWS credentials of the "
-              "nodes; each node stages it once into $DISTALIGN_CACHE)")
+        print(
+            "(read through storage.endpoint_url / DISTALIGN_STORAGE_ENDPOINT and the AWS credentials of the "
+            "nodes; each node stages it once into $DISTALIGN_CACHE)"
+        )
     return 0
 
 
@@ -182,15 +202,20 @@ def register(sub, arguments: bool) -> None:
         return
     commands = model.add_subparsers(dest="model_command", required=True)
     fetch = commands.add_parser(
-        "fetch", description="Copy a model with its tokenizer to where a cluster's nodes read it: a directory (a "
+        "fetch",
+        description="Copy a model with its tokenizer to where a cluster's nodes read it: a directory (a "
         "shared file system) or a storage URI, which the nodes then name as model.name_or_path and need no Hub. A Hub "
         "name is read through the Hugging Face cache (a cached model is not downloaded again; HF_HUB_OFFLINE=1 reads "
         "the cache alone). Only what from_pretrained reads with PyTorch is copied: configuration, tokenizer files "
         "and one weights format (safetensors where there are some). Nothing is overwritten.",
         help="copy a Hub model (through the Hugging Face cache; HF_HUB_OFFLINE=1 reads the cache only) or a local "
-             "model directory, with its tokenizer, to a directory or s3:// URI")
+        "model directory, with its tokenizer, to a directory or s3:// URI",
+    )
     fetch.add_argument("name", help="Hub name (xlm-roberta-base, org/model) or local model directory")
     fetch.add_argument("--to", required=True, help="a new directory, or a storage URI (s3://bucket/models/NAME)")
-    fetch.add_argument("--endpoint-url", default=os.environ.get("DISTALIGN_STORAGE_ENDPOINT", ""),
-                       help="S3-compatible endpoint (MinIO) for an s3:// --to (default $DISTALIGN_STORAGE_ENDPOINT)")
+    fetch.add_argument(
+        "--endpoint-url",
+        default=os.environ.get("DISTALIGN_STORAGE_ENDPOINT", ""),
+        help="S3-compatible endpoint (MinIO) for an s3:// --to (default $DISTALIGN_STORAGE_ENDPOINT)",
+    )
     fetch.set_defaults(func=_fetch_command)

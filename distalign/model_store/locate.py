@@ -19,9 +19,13 @@ import contextvars
 from collections.abc import Iterator
 
 from distalign.errors import ConfigError
-from distalign.models.loading import TOKENIZER_FILES, WEIGHTS_FILES, check_hub_model, check_local_model, \
-    check_model_files
-
+from distalign.models.loading import (
+    TOKENIZER_FILES,
+    WEIGHTS_FILES,
+    check_hub_model,
+    check_local_model,
+    check_model_files,
+)
 
 CHECK_TIMEOUT_S = 5.0
 
@@ -39,24 +43,37 @@ def check_stored_model(uri: str, key: str, endpoint_url: str = "") -> None:
     copy = f"copy a whole model there: `distalign model fetch NAME --to {uri}`"
     try:
         # one try with short timeouts: a dead endpoint is one line in seconds, not half a minute of retries
-        fs, directory = storage_directory(uri, endpoint_url, attempts=1, connect_timeout=CHECK_TIMEOUT_S,
-                                          request_timeout=CHECK_TIMEOUT_S)
+        fs, directory = storage_directory(
+            uri, endpoint_url, attempts=1, connect_timeout=CHECK_TIMEOUT_S, request_timeout=CHECK_TIMEOUT_S
+        )
         names = {name for name, _, _ in listed_files(fs, directory)}
     except (OSError, ValueError) as err:  # pyarrow: an unknown scheme, no endpoint, refused credentials
-        raise ConfigError(f"{where}: the storage cannot be read ({err}); check storage.endpoint_url "
-                          "(DISTALIGN_STORAGE_ENDPOINT) and the credentials") from None
+        raise ConfigError(
+            f"{where}: the storage cannot be read ({err}); check storage.endpoint_url "
+            "(DISTALIGN_STORAGE_ENDPOINT) and the credentials"
+        ) from None
     if not names:
         raise ConfigError(f"{where}: nothing stored there; {copy}")
-    lacks = [what for what, files in (("config.json", ("config.json",)), ("tokenizer files", TOKENIZER_FILES),
-                                      ("weights", WEIGHTS_FILES)) if not names.intersection(files)]
+    lacks = [
+        what
+        for what, files in (
+            ("config.json", ("config.json",)),
+            ("tokenizer files", TOKENIZER_FILES),
+            ("weights", WEIGHTS_FILES),
+        )
+        if not names.intersection(files)
+    ]
     if lacks:
-        raise ConfigError(f"{where}: not a model directory, it has no {' and no '.join(lacks)} (it holds "
-                          f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); {copy}")
+        raise ConfigError(
+            f"{where}: not a model directory, it has no {' and no '.join(lacks)} (it holds "
+            f"{', '.join(sorted(names)[:5])}{', ...' if len(names) > 5 else ''}); {copy}"
+        )
 
 
 # (name_or_path, key, endpoint_url) -> what its check raised (None: it passed), inside ``each_model_checked_once``
-_outcomes: contextvars.ContextVar[dict[tuple[str, str, str], ConfigError | None] | None] = \
-    contextvars.ContextVar("model_check_outcomes", default=None)
+_outcomes: contextvars.ContextVar[dict[tuple[str, str, str], ConfigError | None] | None] = contextvars.ContextVar(
+    "model_check_outcomes", default=None
+)
 
 
 @contextlib.contextmanager

@@ -50,8 +50,7 @@ INITS = ("bert", "identity")
 
 
 class BottleneckAdapter(nn.Module):
-    def __init__(self, hidden_size: int, reduction_factor: int = 16, non_linearity: str = "relu",
-                 init: str = "bert"):
+    def __init__(self, hidden_size: int, reduction_factor: int = 16, non_linearity: str = "relu", init: str = "bert"):
         from transformers.activations import ACT2FN  # here: a second of imports that only an adapter run needs
 
         super().__init__()
@@ -86,25 +85,34 @@ class BottleneckAdapter(nn.Module):
 
     def adapt_after_layer_norm(self, module: nn.LayerNorm, inputs, output: torch.Tensor) -> torch.Tensor:
         """Pfeiffer: ``inputs[0]`` = ffn + x, ``output`` = LN(ffn + x) -> LN(ffn + x + A(LN(ffn + x)))."""
-        return F.layer_norm(inputs[0] + self.bottleneck(output), module.normalized_shape, module.weight, module.bias,
-                            module.eps)
+        return F.layer_norm(
+            inputs[0] + self.bottleneck(output), module.normalized_shape, module.weight, module.bias, module.eps
+        )
 
 
 def _transformer_layers(model: nn.Module) -> nn.ModuleList:
     encoder = getattr(getattr(model, "base_model", None), "encoder", None)
     layers = getattr(encoder, "layer", None)
-    if layers is None or not all(hasattr(getattr(layer, "output", None), "dense") and
-                                 hasattr(layer.output, "LayerNorm") for layer in layers):
-        raise ValueError(f"model: {type(model).__name__} is not a BERT/XLM-R-style encoder "
-                         "(expected base_model.encoder.layer[i].output.dense and .LayerNorm)")
+    if layers is None or not all(
+        hasattr(getattr(layer, "output", None), "dense") and hasattr(layer.output, "LayerNorm") for layer in layers
+    ):
+        raise ValueError(
+            f"model: {type(model).__name__} is not a BERT/XLM-R-style encoder "
+            "(expected base_model.encoder.layer[i].output.dense and .LayerNorm)"
+        )
     return layers
 
 
 PLACEMENTS = ("pfeiffer", "houlsby")
 
 
-def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16, non_linearity: str = "relu",
-                            placement: str = "pfeiffer", init: str = "bert") -> list[BottleneckAdapter]:
+def add_bottleneck_adapters(
+    model: nn.Module,
+    reduction_factor: int = 16,
+    non_linearity: str = "relu",
+    placement: str = "pfeiffer",
+    init: str = "bert",
+) -> list[BottleneckAdapter]:
     """Attach one adapter to each layer's feed-forward sublayer (``placement``, see the module
     docstring); freeze everything else."""
     if placement not in PLACEMENTS:
@@ -124,18 +132,26 @@ def add_bottleneck_adapters(model: nn.Module, reduction_factor: int = 16, non_li
         else:
             dense.register_forward_hook(adapter.adapt_output)
         adapters.append(adapter)
-    model.adapter_config = {"reduction_factor": reduction_factor, "non_linearity": non_linearity,
-                            "placement": placement}
+    model.adapter_config = {
+        "reduction_factor": reduction_factor,
+        "non_linearity": non_linearity,
+        "placement": placement,
+    }
     return adapters
 
 
 def _adapter_names(model: nn.Module) -> set[str]:
-    return {f"{name}.{key}" for name, module in model.named_modules() if isinstance(module, BottleneckAdapter)
-            for key in module.state_dict()}
+    return {
+        f"{name}.{key}"
+        for name, module in model.named_modules()
+        if isinstance(module, BottleneckAdapter)
+        for key in module.state_dict()
+    }
 
 
 def adapter_state_dict(model: nn.Module) -> dict[str, torch.Tensor]:
-    """The adapters' weights, keyed by their names in ``model`` (e.g. ``roberta.encoder.layer.0.output.adapter.down.weight``)."""
+    """The adapters' weights, keyed by their names in ``model`` (e.g.
+    ``roberta.encoder.layer.0.output.adapter.down.weight``)."""
     names = _adapter_names(model)
     return {name: value for name, value in model.state_dict().items() if name in names}
 
@@ -145,8 +161,10 @@ def load_adapters(model: nn.Module, state: dict[str, torch.Tensor]) -> None:
     names = _adapter_names(model)
     missing, unexpected = sorted(names - set(state)), sorted(set(state) - names)
     if missing or unexpected:
-        raise ValueError(f"adapter state does not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
-                         f" ({len(missing)} missing, {len(unexpected)} unexpected)")
+        raise ValueError(
+            f"adapter state does not fit the model: missing {missing[:3]}, unexpected {unexpected[:3]}"
+            f" ({len(missing)} missing, {len(unexpected)} unexpected)"
+        )
     model.load_state_dict(state, strict=False)
 
 
@@ -190,8 +208,9 @@ def attach_saved_adapters(model: nn.Module, directory: str | Path) -> bool:
         return False
     try:
         settings = json.loads(config_file.read_text())
-        add_bottleneck_adapters(model, settings["reduction_factor"], settings["non_linearity"],
-                                settings.get("placement", "houlsby"))
+        add_bottleneck_adapters(
+            model, settings["reduction_factor"], settings["non_linearity"], settings.get("placement", "houlsby")
+        )
     except (json.JSONDecodeError, KeyError, TypeError) as error:
         raise ValueError(f"{config_file}: not an adapter config ({error})") from error
     load_adapters(model, load_file(str(config_file.with_name(ADAPTER_WEIGHTS))))

@@ -20,10 +20,11 @@ class Encoder(nn.Module):
 
     def layer_states(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, layer: int | None = None):
         encoder = self.masked_lm.base_model
-        out = encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)
+        out = encoder(input_ids=input_ids, attention_mask=attention_mask, output_hidden_states=True)  # type: ignore[operator]
         return out.hidden_states[self.word_layer if layer is None else layer]
 
-    def encode_words(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, word_mask: torch.Tensor,
-                     layer: int | None = None):
+    def encode_words(
+        self, input_ids: torch.Tensor, attention_mask: torch.Tensor, word_mask: torch.Tensor, layer: int | None = None
+    ):
         """Mean of the word's subword states; ``word_mask`` excludes special tokens and padding."""
         return mean_pool(self.layer_states(input_ids, attention_mask, layer), word_mask)

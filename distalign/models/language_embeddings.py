@@ -44,8 +44,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -113,8 +113,15 @@ def pretrained_lm_transform(masked_lm: nn.Module) -> tuple[nn.Linear, nn.LayerNo
 class LanguageConditionedLMHead(nn.Module):
     """``LN(gelu(W [h ; E_lang_out[target]] + b))`` then the model's decoder (see module docstring)."""
 
-    def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
-                 layer_norm_eps: float = 1e-5, init_std: float = 0.02, own_table: bool = True):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_languages: int,
+        lang_dim: int | None = None,
+        layer_norm_eps: float = 1e-5,
+        init_std: float = 0.02,
+        own_table: bool = True,
+    ):
         """``own_table=False``: the head reads the language vectors passed to ``forward`` (the coupled
         input table, of ``hidden_size``) instead of its own ``E_lang_out``."""
         super().__init__()
@@ -132,15 +139,21 @@ class LanguageConditionedLMHead(nn.Module):
     def load_pretrained_transform(self, dense: nn.Linear, layer_norm: nn.LayerNorm) -> None:
         """Copy the pretrained head's transform; the language columns of ``W`` start at zero."""
         if dense.weight.shape != (self.hidden_size, self.hidden_size):
-            raise ValueError(f"dense: expected weight [{self.hidden_size}, {self.hidden_size}], "
-                             f"got {list(dense.weight.shape)}")
+            raise ValueError(
+                f"dense: expected weight [{self.hidden_size}, {self.hidden_size}], got {list(dense.weight.shape)}"
+            )
         self.dense.weight.zero_()
         self.dense.weight[:, : self.hidden_size].copy_(dense.weight)
         self.dense.bias.copy_(dense.bias)
         self.layer_norm.load_state_dict(layer_norm.state_dict())
 
-    def forward(self, states: torch.Tensor, target_lang_ids: torch.Tensor, decoder: nn.Module,
-                language_table: nn.Embedding | None = None) -> torch.Tensor:
+    def forward(
+        self,
+        states: torch.Tensor,
+        target_lang_ids: torch.Tensor,
+        decoder: nn.Module,
+        language_table: nn.Embedding | None = None,
+    ) -> torch.Tensor:
         """Logits [..., V] from token states [..., d] and the target language id of each token
         (looked up in the head's own table, or in ``language_table`` when the tables are coupled)."""
         table = self.target_language if self.target_language is not None else language_table
@@ -209,8 +222,10 @@ def _install(model: nn.Module, table: InputLanguages, where: object):
     """``table`` as ``model``'s input language table (see ``attach_input_languages``); the hook's handle."""
     embeddings = model.base_model.embeddings
     if table.embedding.weight.shape[1] != embeddings.word_embeddings.embedding_dim:
-        raise ValueError(f"{where}: width {table.embedding.weight.shape[1]}, the model's "
-                         f"word embeddings {embeddings.word_embeddings.embedding_dim}")
+        raise ValueError(
+            f"{where}: width {table.embedding.weight.shape[1]}, the model's "
+            f"word embeddings {embeddings.word_embeddings.embedding_dim}"
+        )
     embeddings.input_languages = table
     return embeddings.word_embeddings.register_forward_hook(table.add_current)
 

@@ -68,18 +68,18 @@ def _word_vectors(weight: torch.Tensor, ids: torch.Tensor, name: str, validate: 
         bad = valid & ((ids < 0) | (ids >= V))
         if bad.any():
             row = int(bad.any(1).nonzero()[0])
-            raise ValueError(f"{name} row {row} has an id outside [0, {V}) (pad id is {PAD_ID}): "
-                             f"{ids[row].tolist()}")
+            raise ValueError(f"{name} row {row} has an id outside [0, {V}) (pad id is {PAD_ID}): {ids[row].tolist()}")
         if ids.shape[0] and (counts == 0).any():
             row = int((counts == 0).nonzero()[0])
             raise ValueError(f"{name} row {row} has no valid token id (all padding)")
-    rows = weight[ids.clamp_min(0)]                       # [N, T, d]
+    rows = weight[ids.clamp_min(0)]  # [N, T, d]
     rows = rows * valid.unsqueeze(-1).to(rows.dtype)
     return rows.sum(1) / counts.unsqueeze(-1).to(rows.dtype)
 
 
-def align_loss(embedding_weight: torch.Tensor, src_ids: torch.Tensor, tgt_ids: torch.Tensor,
-               validate: bool = True) -> torch.Tensor:
+def align_loss(
+    embedding_weight: torch.Tensor, src_ids: torch.Tensor, tgt_ids: torch.Tensor, validate: bool = True
+) -> torch.Tensor:
     """ALIGN-MLM loss ``-mean_i cos(E[src_i], E[tgt_i])`` (see module docstring); ``validate``: see
     ``_word_vectors``."""
     if embedding_weight.dim() != 2:
@@ -108,9 +108,11 @@ def dictionary_token_ids(word_pairs, tokenizer) -> tuple[torch.Tensor, torch.Ten
     used = sorted({i for ids in encoded for i in ids})
     marks = {i for i, token in zip(used, tokenizer.convert_ids_to_tokens(used)) if not token.strip(WORD_START_MARKERS)}
     tokens = {w: [i for i in ids if i not in marks] for w, ids in zip(words, encoded)}
-    pairs = [(tokens[w1], tokens[w2]) for w1, l1, w2, l2 in zip(*(word_pairs[c].to_pylist() for c in
-                                                                 ("word1", "lang1", "word2", "lang2")))
-             if l1 != l2 and tokens[w1] and tokens[w2]]
+    pairs = [
+        (tokens[w1], tokens[w2])
+        for w1, l1, w2, l2 in zip(*(word_pairs[c].to_pylist() for c in ("word1", "lang1", "word2", "lang2")))
+        if l1 != l2 and tokens[w1] and tokens[w2]
+    ]
 
     def padded(side: int) -> torch.Tensor:  # host-side: registered as buffers, they move with the module
         width = max((len(p[side]) for p in pairs), default=1)
@@ -162,14 +164,20 @@ class AlignObjective(Objective):
     def __init__(self, src_ids: torch.Tensor, tgt_ids: torch.Tensor, pairs_per_step: int = 0, seed: int = 0):
         super().__init__()
         if len(src_ids) == 0:
-            raise ValueError("objectives.align: no dictionary pair left (pairs need two languages and a token "
-                             "besides the word-start mark on each side)")
+            raise ValueError(
+                "objectives.align: no dictionary pair left (pairs need two languages and a token "
+                "besides the word-start mark on each side)"
+            )
         draws_pairs = 0 < pairs_per_step < len(src_ids)
         self.pairs = (src_ids, tgt_ids) if draws_pairs else None  # on the host: the pairs a step draws from
         # every pair each step: the rows looked up and the pairs' positions among them, made once on the host
-        for name, value in zip(("used_ids", "src_positions", "tgt_positions"),
-                               (torch.empty(0, dtype=torch.long),) * 3 if draws_pairs else  # host-side: buffers
-                               looked_up_rows(src_ids, tgt_ids)):
+        for name, value in zip(
+            ("used_ids", "src_positions", "tgt_positions"),
+            (torch.empty(0, dtype=torch.long),) * 3
+            if draws_pairs
+            # host-side: buffers
+            else looked_up_rows(src_ids, tgt_ids),
+        ):
             self.register_buffer(name, value, persistent=False)
         # checkpointed: the same draws on resume; host-side: a buffer moves with the module
         self.register_buffer("steps", torch.zeros((), dtype=torch.long))
@@ -184,8 +192,11 @@ class AlignObjective(Objective):
     @classmethod
     def build(cls, cfg: AlignConfig, ctx: ObjectiveContext) -> AlignObjective:
         src, tgt, left_out = dictionary_token_ids(ctx.word_pairs, ctx.tokenizer)
-        log.info("ALIGN: %d dictionary pairs, %d left out (one language, or no token but the word-start mark)",
-                 len(src), left_out)
+        log.info(
+            "ALIGN: %d dictionary pairs, %d left out (one language, or no token but the word-start mark)",
+            len(src),
+            left_out,
+        )
         return cls(src, tgt, cfg.pairs_per_step, ctx.seed)
 
     def after_step(self) -> None:
@@ -201,8 +212,9 @@ class AlignObjective(Objective):
                 self.draws = int(self.steps)  # once (a host sync): the step a resumed run draws from
             generator = torch.Generator(device="cpu").manual_seed(self.seed * 1_000_003 + self.draws)
             chosen = torch.randperm(len(all_src), generator=generator, device="cpu")[: self.pairs_per_step]
-            drawn = to_device(dict(zip(("used", "src", "tgt"), looked_up_rows(all_src[chosen], all_tgt[chosen]))),
-                              used.device)
+            drawn = to_device(
+                dict(zip(("used", "src", "tgt"), looked_up_rows(all_src[chosen], all_tgt[chosen]))), used.device
+            )
             used, src, tgt = drawn["used"], drawn["src"], drawn["tgt"]
         rows = model.masked_lm.get_input_embeddings()(used)
         # positions among the rows looked up, made on the host from pairs with a token on each side: valid

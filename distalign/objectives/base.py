@@ -26,8 +26,9 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, ContextManager, Iterator, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 import numpy as np
 import torch
@@ -42,7 +43,7 @@ if TYPE_CHECKING:
 # Parameters -> a context giving their whole values, in the precision the optimizer steps, to change in place
 # outside a step; on leaving it the changes reach the weights the next forward reads. The training engine's
 # (``distalign.train.engine``): DeepSpeed keeps fp32 master copies and, under ZeRO-3, a partition in the module.
-EditParameters = Callable[[list[nn.Parameter]], ContextManager[list[torch.Tensor]]]
+EditParameters = Callable[[list[nn.Parameter]], contextlib.AbstractContextManager[list[torch.Tensor]]]
 
 
 @contextlib.contextmanager

@@ -50,8 +50,9 @@ from __future__ import annotations
 import functools
 import logging
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Literal
 
 import numpy as np
 import pyarrow as pa
@@ -157,12 +158,21 @@ def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str
     for s, span in enumerate(synonym_rows):
         synonym_ids[s, : len(span)] = torch.tensor(span, dtype=torch.long)
     as_long = functools.partial(torch.tensor, dtype=torch.long)
-    return SynonymTable(tuple(languages), entries, as_long(group_offsets), as_long(group_lang),
-                        as_long(synonym_offsets), synonym_ids, as_long(synonym_entry), dict(dropped))
+    return SynonymTable(
+        tuple(languages),
+        entries,
+        as_long(group_offsets),
+        as_long(group_lang),
+        as_long(synonym_offsets),
+        synonym_ids,
+        as_long(synonym_entry),
+        dict(dropped),
+    )
 
 
-def dictionary_entry_ids(input_ids: torch.Tensor, word_ids: torch.Tensor, lang_ids: torch.Tensor,
-                         table: SynonymTable) -> torch.Tensor:  # host-side: the data workers' batch preparer
+def dictionary_entry_ids(
+    input_ids: torch.Tensor, word_ids: torch.Tensor, lang_ids: torch.Tensor, table: SynonymTable
+) -> torch.Tensor:  # host-side: the data workers' batch preparer
     """[B, T]: the synonym-table entry of each token's word (sentence language ``lang_ids`` [B]), -1 if none."""
     input_ids, word_ids, lang_ids = (torch.as_tensor(x) for x in (input_ids, word_ids, lang_ids))
     if lang_ids.shape != input_ids.shape[:1]:
@@ -186,8 +196,9 @@ def _word_uniforms(word_ids: torch.Tensor, count: int, random: RowRandom):
     return uniforms.gather(2, word_ids.clamp(min=0).expand(count, -1, -1)).unbind(0)
 
 
-def pick_synonyms(entry_ids: torch.Tensor, chosen: torch.Tensor, r_lang: torch.Tensor, r_syn: torch.Tensor,
-                  table: SynonymTable) -> torch.Tensor:
+def pick_synonyms(
+    entry_ids: torch.Tensor, chosen: torch.Tensor, r_lang: torch.Tensor, r_syn: torch.Tensor, table: SynonymTable
+) -> torch.Tensor:
     """[B, T]: a synonym row of ``table`` on every token of the ``chosen`` words, -1 elsewhere: the target
     language uniform among the entry's languages, then the synonym uniform within it. ``r_lang``/``r_syn``
     are per-word uniforms, so every token of a word draws the same synonym."""
@@ -207,8 +218,9 @@ def _synonym_languages(table: SynonymTable) -> list[int]:
     return table.group_lang.repeat_interleave(table.synonym_offsets.diff()).tolist()
 
 
-def splice_row(columns: dict[str, list[int]], synonym: list[int], table: SynonymTable,
-               languages: list[int]) -> dict[str, list[int]]:
+def splice_row(
+    columns: dict[str, list[int]], synonym: list[int], table: SynonymTable, languages: list[int]
+) -> dict[str, list[int]]:
     """One row with every word that carries a synonym (``synonym`` >= 0 on its tokens) replaced by all of the
     synonym's subword tokens, however many: the row grows or shrinks, the code-switched sentence of §2.2
     tokenised. ``columns`` are per-token lists of equal length and must include input_ids and word_ids; a
@@ -228,8 +240,11 @@ def splice_row(columns: dict[str, list[int]], synonym: list[int], table: Synonym
         while end < len(words) and words[end] == words[pos]:
             end += 1
         span = [t for t in table.synonym_ids[row].tolist() if t >= 0]
-        spliced = {"input_ids": span, "lang_ids": [languages[row]] * len(span),
-                   "entry_ids": [int(table.synonym_entry[row])] * len(span)}
+        spliced = {
+            "input_ids": span,
+            "lang_ids": [languages[row]] * len(span),
+            "entry_ids": [int(table.synonym_entry[row])] * len(span),
+        }
         for name, values in columns.items():
             out[name].extend(spliced.get(name, [values[pos]] * len(span)))
         pos = end
@@ -254,8 +269,9 @@ def _fit_row(row: dict[str, list[int]], width: int) -> dict[str, list[int]]:
     return {name: values[:cut] + values[tail:] for name, values in row.items()}
 
 
-def splice_synonyms(tokens: dict[str, torch.Tensor], synonym: torch.Tensor, table: SynonymTable,
-                    fill: dict[str, int]) -> dict[str, torch.Tensor]:  # host-side: the data workers' batch preparer
+def splice_synonyms(
+    tokens: dict[str, torch.Tensor], synonym: torch.Tensor, table: SynonymTable, fill: dict[str, int]
+) -> dict[str, torch.Tensor]:  # host-side: the data workers' batch preparer
     """``splice_row`` on every row of a [B, T] batch (attended tokens only), each row cut to T by ``_fit_row``
     and padded with ``fill`` (per column; ``lang_ids`` pads with the row's first language)."""
     batch, width = synonym.shape
@@ -264,18 +280,27 @@ def splice_synonyms(tokens: dict[str, torch.Tensor], synonym: torch.Tensor, tabl
     lengths = tokens["attention_mask"].sum(1).tolist()
     for b in range(batch):
         n = lengths[b]
-        row = splice_row({name: values[b, :n].tolist() for name, values in tokens.items()},
-                         synonym[b, :n].tolist(), table, languages)
+        row = splice_row(
+            {name: values[b, :n].tolist() for name, values in tokens.items()}, synonym[b, :n].tolist(), table, languages
+        )
         row = _fit_row(row, width)
         for name, values in row.items():
             out[name][b, : len(values)] = torch.tensor(values, dtype=out[name].dtype)
-        out["lang_ids"][b, len(row["lang_ids"]):] = tokens["lang_ids"][b, 0]
+        out["lang_ids"][b, len(row["lang_ids"]) :] = tokens["lang_ids"][b, 0]
     return out
 
 
-def dict_mlm_mask(tokens: dict[str, torch.Tensor], table: SynonymTable, mask_token_id: int, vocab_size: int,
-                  mask_prob: float, synonym_share: float, mask_words: str, pad_id: int,
-                  random: RowRandom) -> dict[str, torch.Tensor]:
+def dict_mlm_mask(
+    tokens: dict[str, torch.Tensor],
+    table: SynonymTable,
+    mask_token_id: int,
+    vocab_size: int,
+    mask_prob: float,
+    synonym_share: float,
+    mask_words: str,
+    pad_id: int,
+    random: RowRandom,
+) -> dict[str, torch.Tensor]:
     """DICT-MLM's masking of a corpus batch in the paper's order (§2.2-2.3): select words, code-switch a share
     of them, then BERT's 80/10/10 on the code-switched sentence.
 
@@ -303,19 +328,40 @@ def dict_mlm_mask(tokens: dict[str, torch.Tensor], table: SynonymTable, mask_tok
     replace = selected & (entry_ids >= 0) & (r_synonym < synonym_share)
     synonym = pick_synonyms(entry_ids, replace, r_lang, r_syn, table)
     columns = {name: tokens[name] for name in ("input_ids", "attention_mask", "word_ids", "lang_ids")}
-    spliced = splice_synonyms({**columns, "selected": selected.long(), "action": action}, synonym, table,
-                              {"input_ids": pad_id, "word_ids": -1})
-    masked_ids, labels = corrupt_selected(spliced["input_ids"], spliced["selected"].bool(), spliced["action"],
-                                          random_tokens, mask_token_id)
+    spliced = splice_synonyms(
+        {**columns, "selected": selected.long(), "action": action},
+        synonym,
+        table,
+        {"input_ids": pad_id, "word_ids": -1},
+    )
+    masked_ids, labels = corrupt_selected(
+        spliced["input_ids"], spliced["selected"].bool(), spliced["action"], random_tokens, mask_token_id
+    )
     label_lang_ids = torch.where(labels != IGNORE_INDEX, spliced["lang_ids"], IGNORE_INDEX)
-    return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
-            "lang_ids": spliced["lang_ids"], "attention_mask": spliced["attention_mask"],
-            "word_ids": spliced["word_ids"]}
+    return {
+        "masked_ids": masked_ids,
+        "labels": labels,
+        "label_lang_ids": label_lang_ids,
+        "lang_ids": spliced["lang_ids"],
+        "attention_mask": spliced["attention_mask"],
+        "word_ids": spliced["word_ids"],
+    }
 
 
-def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_ids: torch.Tensor,
-                       lang_ids: torch.Tensor, table: SynonymTable, *, cls_id: int, sep_id: int, pad_id: int,
-                       max_length: int, switch_prob: float, random: RowRandom) -> dict[str, torch.Tensor]:  # host-side
+def code_switch_concat(
+    input_ids: torch.Tensor,
+    word_ids: torch.Tensor,
+    entry_ids: torch.Tensor,
+    lang_ids: torch.Tensor,
+    table: SynonymTable,
+    *,
+    cls_id: int,
+    sep_id: int,
+    pad_id: int,
+    max_length: int,
+    switch_prob: float,
+    random: RowRandom,
+) -> dict[str, torch.Tensor]:  # host-side
     """dict-TLM input ``[CLS] orig [SEP] switched [SEP] pad…`` of width ``max_length``.
 
     Returns input_ids, attention_mask, word_ids (switched words numbered after the original ones),
@@ -333,15 +379,21 @@ def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_id
     languages = _synonym_languages(table)
 
     batch = input_ids.shape[0]
-    out = {"input_ids": torch.full((batch, max_length), pad_id),
-           "attention_mask": torch.zeros(batch, max_length, dtype=torch.long),
-           "word_ids": torch.full((batch, max_length), -1), "entry_ids": torch.full((batch, max_length), -1),
-           "lang_ids": lang_ids[:, None].repeat(1, max_length)}
+    out = {
+        "input_ids": torch.full((batch, max_length), pad_id),
+        "attention_mask": torch.zeros(batch, max_length, dtype=torch.long),
+        "word_ids": torch.full((batch, max_length), -1),
+        "entry_ids": torch.full((batch, max_length), -1),
+        "lang_ids": lang_ids[:, None].repeat(1, max_length),
+    }
     for row in range(batch):
         positions = (word_ids[row] >= 0).nonzero().flatten()
-        original = {"input_ids": input_ids[row, positions].tolist(), "word_ids": word_ids[row, positions].tolist(),
-                    "entry_ids": entry_ids[row, positions].tolist(),
-                    "lang_ids": [int(lang_ids[row])] * len(positions)}
+        original = {
+            "input_ids": input_ids[row, positions].tolist(),
+            "word_ids": word_ids[row, positions].tolist(),
+            "entry_ids": entry_ids[row, positions].tolist(),
+            "lang_ids": [int(lang_ids[row])] * len(positions),
+        }
         switched = splice_row(original, synonym[row, positions].tolist(), table, languages)
         # the longest common run of leading words whose two halves fit beside the three special tokens
         total = Counter(original["word_ids"]) + Counter(switched["word_ids"])
@@ -351,12 +403,18 @@ def code_switch_concat(input_ids: torch.Tensor, word_ids: torch.Tensor, entry_id
                 break
             kept_words, used = kept_words + 1, used + total[word]
         kept = set(list(dict.fromkeys(original["word_ids"]))[:kept_words])
-        halves = [{name: [v for v, w in zip(values, half["word_ids"]) if w in kept] for name, values in half.items()}
-                  for half in (original, switched)]
+        halves = [
+            {name: [v for v, w in zip(values, half["word_ids"]) if w in kept] for name, values in half.items()}
+            for half in (original, switched)
+        ]
         offset = max(halves[0]["word_ids"], default=-1) + 1
         halves[1]["word_ids"] = [w + offset for w in halves[1]["word_ids"]]
-        special = {"input_ids": (cls_id, sep_id, sep_id), "word_ids": (-1,) * 3, "entry_ids": (-1,) * 3,
-                   "lang_ids": (int(lang_ids[row]),) * 3}
+        special = {
+            "input_ids": (cls_id, sep_id, sep_id),
+            "word_ids": (-1,) * 3,
+            "entry_ids": (-1,) * 3,
+            "lang_ids": (int(lang_ids[row]),) * 3,
+        }
         for name, (first, middle, last) in special.items():
             values = [first, *halves[0][name], middle, *halves[1][name], last]
             out[name][row, : len(values)] = torch.tensor(values)
@@ -381,28 +439,58 @@ class DictMLMMasking:
     mask_words: str = "dictionary"  # "dictionary": words with an entry (§2.2); "all": every word
 
 
-def mask_dict_mlm_batch(corpus: dict[str, torch.Tensor], table: SynonymTable, masking: DictMLMMasking,
-                        random: RowRandom) -> dict[str, torch.Tensor]:
+def mask_dict_mlm_batch(
+    corpus: dict[str, torch.Tensor], table: SynonymTable, masking: DictMLMMasking, random: RowRandom
+) -> dict[str, torch.Tensor]:
     """The data-side preparation: corpus batch (input_ids, attention_mask, word_ids [B, T],
     lang_id [B]) -> the batch ``DictMLMObjective`` reads (masked_ids, labels, label_lang_ids,
     lang_ids [B, T], attention_mask) and the word_ids of that (spliced or code-switched) layout; the
     batch's input_ids stay the corpus's."""
     sentence_lang = corpus["lang_id"]
-    tokens = {"input_ids": corpus["input_ids"], "attention_mask": corpus["attention_mask"],
-              "word_ids": corpus["word_ids"],
-              "entry_ids": dictionary_entry_ids(corpus["input_ids"], corpus["word_ids"], sentence_lang, table),
-              "lang_ids": sentence_lang[:, None].repeat(1, corpus["input_ids"].shape[1])}
+    tokens = {
+        "input_ids": corpus["input_ids"],
+        "attention_mask": corpus["attention_mask"],
+        "word_ids": corpus["word_ids"],
+        "entry_ids": dictionary_entry_ids(corpus["input_ids"], corpus["word_ids"], sentence_lang, table),
+        "lang_ids": sentence_lang[:, None].repeat(1, corpus["input_ids"].shape[1]),
+    }
     if not masking.tlm:
-        return dict_mlm_mask(tokens, table, masking.mask_token_id, masking.vocab_size, masking.mask_prob,
-                             masking.synonym_share, masking.mask_words, masking.pad_id, random)
-    tokens = code_switch_concat(tokens["input_ids"], tokens["word_ids"], tokens["entry_ids"], sentence_lang,
-                                table, cls_id=masking.cls_id, sep_id=masking.sep_id, pad_id=masking.pad_id,
-                                max_length=masking.max_length, switch_prob=masking.switch_prob, random=random)
-    masked_ids, labels = whole_word_mask(tokens["input_ids"], tokens["word_ids"], masking.mask_token_id,
-                                         masking.vocab_size, masking.mask_prob, random)
+        return dict_mlm_mask(
+            tokens,
+            table,
+            masking.mask_token_id,
+            masking.vocab_size,
+            masking.mask_prob,
+            masking.synonym_share,
+            masking.mask_words,
+            masking.pad_id,
+            random,
+        )
+    tokens = code_switch_concat(
+        tokens["input_ids"],
+        tokens["word_ids"],
+        tokens["entry_ids"],
+        sentence_lang,
+        table,
+        cls_id=masking.cls_id,
+        sep_id=masking.sep_id,
+        pad_id=masking.pad_id,
+        max_length=masking.max_length,
+        switch_prob=masking.switch_prob,
+        random=random,
+    )
+    masked_ids, labels = whole_word_mask(
+        tokens["input_ids"], tokens["word_ids"], masking.mask_token_id, masking.vocab_size, masking.mask_prob, random
+    )
     label_lang_ids = torch.where(labels != IGNORE_INDEX, tokens["lang_ids"], IGNORE_INDEX)
-    return {"masked_ids": masked_ids, "labels": labels, "label_lang_ids": label_lang_ids,
-            "lang_ids": tokens["lang_ids"], "attention_mask": tokens["attention_mask"], "word_ids": tokens["word_ids"]}
+    return {
+        "masked_ids": masked_ids,
+        "labels": labels,
+        "label_lang_ids": label_lang_ids,
+        "lang_ids": tokens["lang_ids"],
+        "attention_mask": tokens["attention_mask"],
+        "word_ids": tokens["word_ids"],
+    }
 
 
 @dataclass(frozen=True)
@@ -453,49 +541,86 @@ class DictMLMObjective(Objective):
         TensorSpec("label_lang_ids", "int64", "B,T", "language of each label (a synonym's), -100 unlabelled"),
         TensorSpec("lang_ids", "int64", "B,T", "each input token's language"),
         TensorSpec("attention_mask", "int64", "B,T", "of the (code-switched) input"),
-        TensorSpec("word_ids", "int64", "B,T", "word index of each token of the (code-switched) input, -1 specials"))
+        TensorSpec("word_ids", "int64", "B,T", "word index of each token of the (code-switched) input, -1 specials"),
+    )
     uses_word_pairs = True
     reference = "Chaudhary, Raman, Srinivasan & Chen 2020, DICT-MLM"
     exported_input_table = "language_embeddings.embedding.weight"  # §3.1: added at fine-tuning and test time
 
-    def __init__(self, hidden_size: int, num_languages: int, lang_dim: int | None = None,
-                 layer_norm_eps: float = 1e-5, coupled: bool = True, conditioned_head: bool = True):
+    def __init__(
+        self,
+        hidden_size: int,
+        num_languages: int,
+        lang_dim: int | None = None,
+        layer_norm_eps: float = 1e-5,
+        coupled: bool = True,
+        conditioned_head: bool = True,
+    ):
         super().__init__()
         self.language_embeddings = LanguageEmbeddings(num_languages, hidden_size)
         # coupled (the paper's setup): the head reads the input's language table; None: the model's own head
-        self.head = LanguageConditionedLMHead(hidden_size, num_languages, lang_dim, layer_norm_eps,
-                                              own_table=not coupled) if conditioned_head else None
+        self.head = (
+            LanguageConditionedLMHead(hidden_size, num_languages, lang_dim, layer_norm_eps, own_table=not coupled)
+            if conditioned_head
+            else None
+        )
 
     @classmethod
     def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(0 <= cfg.synonym_label_percent <= 100, f"{key}.synonym_label_percent", "must be in [0, 100]")
         require(0 <= cfg.switch_prob <= 1, f"{key}.switch_prob", "must be in [0, 1]")
-        require(not (cfg.tlm and experiment.data.pack_sequences), f"{key}.tlm",
-                "pairs one sentence with its code-switched copy: set data.pack_sequences=false")
+        require(
+            not (cfg.tlm and experiment.data.pack_sequences),
+            f"{key}.tlm",
+            "pairs one sentence with its code-switched copy: set data.pack_sequences=false",
+        )
 
     @classmethod
     def batch_preparer(cls, cfg: DictMLMConfig, ctx: DataContext) -> DictMLMPreparer:
         from distalign.models.loading import load_tokenizer
 
         tokenizer = load_tokenizer(ctx.tokenizer_path)
-        masking = DictMLMMasking(tokenizer.mask_token_id, len(tokenizer), tokenizer.cls_token_id,
-                                 tokenizer.sep_token_id, tokenizer.pad_token_id, cfg.mask_prob,
-                                 cfg.synonym_label_percent / 100, cfg.tlm, cfg.switch_prob, ctx.max_seq_length,
-                                 cfg.mask_words)
+        masking = DictMLMMasking(
+            tokenizer.mask_token_id,
+            len(tokenizer),
+            tokenizer.cls_token_id,
+            tokenizer.sep_token_id,
+            tokenizer.pad_token_id,
+            cfg.mask_prob,
+            cfg.synonym_label_percent / 100,
+            cfg.tlm,
+            cfg.switch_prob,
+            ctx.max_seq_length,
+            cfg.mask_words,
+        )
         table = build_synonym_table(ctx.word_pairs, tokenizer, ctx.languages)
-        log.info("DICT-MLM: %d dictionary entries over %d languages, pairs dropped %s", len(table.entries),
-                 len(ctx.languages), dict(table.dropped))
+        log.info(
+            "DICT-MLM: %d dictionary entries over %d languages, pairs dropped %s",
+            len(table.entries),
+            len(ctx.languages),
+            dict(table.dropped),
+        )
         return DictMLMPreparer(table, masking)
 
     @classmethod
     def build(cls, cfg: DictMLMConfig, ctx: ObjectiveContext) -> DictMLMObjective:
-        return cls.for_model(ctx.masked_lm, len(ctx.languages), coupled=cfg.couple_language_embeddings,
-                             conditioned_head=cfg.conditioned_head)
+        return cls.for_model(
+            ctx.masked_lm,
+            len(ctx.languages),
+            coupled=cfg.couple_language_embeddings,
+            conditioned_head=cfg.conditioned_head,
+        )
 
     @classmethod
-    def for_model(cls, masked_lm: nn.Module, num_languages: int, lang_dim: int | None = None,
-                  coupled: bool = True, conditioned_head: bool = True) -> DictMLMObjective:
+    def for_model(
+        cls,
+        masked_lm: nn.Module,
+        num_languages: int,
+        lang_dim: int | None = None,
+        coupled: bool = True,
+        conditioned_head: bool = True,
+    ) -> DictMLMObjective:
         """Sized for ``masked_lm``, a conditioned head's transform copied from its pretrained MLM head."""
         config = masked_lm.config
         objective = cls(config.hidden_size, num_languages, lang_dim, config.layer_norm_eps, coupled, conditioned_head)
@@ -507,7 +632,8 @@ class DictMLMObjective(Objective):
         masked_lm, ids = model.masked_lm, batch["masked_ids"]
         states = masked_lm.base_model(
             inputs_embeds=self.language_embeddings(masked_lm, ids, batch["lang_ids"]),
-            position_ids=position_ids(masked_lm, ids), attention_mask=batch["attention_mask"],
+            position_ids=position_ids(masked_lm, ids),
+            attention_mask=batch["attention_mask"],
         ).last_hidden_state
         labels, label_index = batch["labels"], batch.get(LABEL_INDEX)
 
@@ -518,6 +644,10 @@ class DictMLMObjective(Objective):
         if self.head is None:
             logits = pretrained_lm_head(masked_lm)(labelled(states))
         else:
-            logits = self.head(labelled(states), labelled(batch["label_lang_ids"]),
-                               masked_lm.get_output_embeddings(), self.language_embeddings.embedding)
+            logits = self.head(
+                labelled(states),
+                labelled(batch["label_lang_ids"]),
+                masked_lm.get_output_embeddings(),
+                self.language_embeddings.embedding,
+            )
         return masked_lm_loss(logits, labelled(labels))

@@ -49,17 +49,17 @@ vector, which would be a meaningless item), and is 0 when no pair has both.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.nn.functional as F
 
+from distalign import collectives
 from distalign.data.streams import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext
-from distalign import collectives
 
 
 @dataclass
@@ -76,8 +76,13 @@ class LexicalConfig:
     global_negatives: bool = True
 
 
-def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
-             temperature: float = LexicalConfig.temperature, pairs: torch.Tensor | None = None) -> torch.Tensor:
+def info_nce(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    synset_ids: torch.Tensor,
+    temperature: float = LexicalConfig.temperature,
+    pairs: torch.Tensor | None = None,
+) -> torch.Tensor:
     """Multi-positive InfoNCE over the ``2N`` items of ``N`` constraint pairs (see module docstring).
 
     ``pairs`` [N] bool: the pairs taking part (default all): the loss of ``a[pairs], b[pairs]`` without selecting
@@ -88,8 +93,9 @@ def info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
     return total / positives.clamp(min=1)
 
 
-def _items(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float,
-           pairs: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
+def _items(
+    a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperature: float, pairs: torch.Tensor | None
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
     """The checked inputs as the ``2N`` items ``[a; b]``, their labels and which take part (None: all)."""
     if a.dim() != 2 or a.shape != b.shape:
         raise ValueError(f"a and b must both be [N, d] with equal shapes, got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -100,12 +106,16 @@ def _items(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor, temperatu
         raise ValueError("info_nce needs at least one pair (N >= 1)")
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}")
-    return (torch.cat([a, b]), torch.cat([synset_ids, synset_ids]),
-            None if pairs is None else torch.cat([pairs, pairs]))
+    return (
+        torch.cat([a, b]),
+        torch.cat([synset_ids, synset_ids]),
+        None if pairs is None else torch.cat([pairs, pairs]),
+    )
 
 
-def info_nce_share(items: torch.Tensor, labels: torch.Tensor, taking: torch.Tensor | None, first: int, count: int,
-                   temperature: float) -> tuple[torch.Tensor, torch.Tensor]:
+def info_nce_share(
+    items: torch.Tensor, labels: torch.Tensor, taking: torch.Tensor | None, first: int, count: int, temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The share of the rows ``items[first:first + count]`` in the InfoNCE over all ``items`` [M, d] (labels [M],
     ``taking`` [M] bool or None): the sum of ``l_ij`` over the positive pairs (i, j) whose i is one of those rows,
     and how many such pairs there are. Each row's candidates are all M items but itself. Memory: the items in fp32
@@ -114,11 +124,13 @@ def info_nce_share(items: torch.Tensor, labels: torch.Tensor, taking: torch.Tens
     # and DeepSpeed's bf16 runs, which have no autocast, would train another loss
     with torch.autocast(items.device.type, enabled=False):
         keys = F.normalize(items.to(torch.promote_types(items.dtype, torch.float32)), dim=-1)
-        logits = keys[first:first + count] @ keys.T / temperature          # [count, M]
+        logits = keys[first : first + count] @ keys.T / temperature  # [count, M]
     rows = slice(first, first + count)
     same = labels[rows, None] == labels[None, :]
-    itself = (torch.arange(first, first + count, device=items.device)[:, None]
-              == torch.arange(len(items), device=items.device)[None, :])
+    itself = (
+        torch.arange(first, first + count, device=items.device)[:, None]
+        == torch.arange(len(items), device=items.device)[None, :]
+    )
     pos, neg = same & ~itself, ~same
     if taking is not None:  # items of the other pairs are neither positives nor negatives of anything
         both = taking[rows, None] & taking[None, :]
@@ -126,12 +138,17 @@ def info_nce_share(items: torch.Tensor, labels: torch.Tensor, taking: torch.Tens
     # logsumexp over each row's negatives (-inf for a row without any: its positives then cost 0;
     # masked_fill's backward zeroes the masked entries, so no NaN gradient arises)
     lse_neg = torch.logsumexp(logits.masked_fill(~neg, float("-inf")), 1, keepdim=True)
-    per_pair = torch.logaddexp(logits, lse_neg) - logits    # -log softmax of s_ij vs {s_ij} U negatives
+    per_pair = torch.logaddexp(logits, lse_neg) - logits  # -log softmax of s_ij vs {s_ij} U negatives
     return (per_pair * pos).sum(), pos.sum()
 
 
-def global_info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
-                    temperature: float = LexicalConfig.temperature, pairs: torch.Tensor | None = None) -> torch.Tensor:
+def global_info_nce(
+    a: torch.Tensor,
+    b: torch.Tensor,
+    synset_ids: torch.Tensor,
+    temperature: float = LexicalConfig.temperature,
+    pairs: torch.Tensor | None = None,
+) -> torch.Tensor:
     """``info_nce`` of the pairs of every rank (each rank passes its own, as many on every rank), each rank
     computing only its own items' rows against all ranks' items: O(W·B·d + B·W·B) memory a rank, not O((W·B)²).
 
@@ -144,20 +161,35 @@ def global_info_nce(a: torch.Tensor, b: torch.Tensor, synset_ids: torch.Tensor,
     everyone = collectives.all_gather_rows(items, with_grad=True, same_size=True)  # [W·2B, d], rank after rank
     marks = labels[:, None] if taking is None else torch.stack([labels, taking.long()], 1)
     marks = collectives.all_gather_rows(marks, same_size=True)
-    total, positives = info_nce_share(everyone, marks[:, 0], None if taking is None else marks[:, 1].bool(),
-                                      collectives.rank() * len(items), len(items), temperature)
+    total, positives = info_nce_share(
+        everyone,
+        marks[:, 0],
+        None if taking is None else marks[:, 1].bool(),
+        collectives.rank() * len(items),
+        len(items),
+        temperature,
+    )
     whole_total, whole_positives = collectives.all_reduce_sum(
-        torch.stack([total.detach().double(), positives.double()])).unbind()
+        torch.stack([total.detach().double(), positives.double()])
+    ).unbind()
     whole_positives = whole_positives.clamp(min=1)  # 0 without any positive pair, as info_nce
     share = total * collectives.world_size() / whole_positives.to(total.dtype)
     # the value of the whole loss, the gradient of the share (the detached part has none)
     return share + ((whole_total / whole_positives).to(total.dtype) - share).detach()
 
 
-def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: torch.Tensor, word_mask2: torch.Tensor,
-                   gloss_mask1: torch.Tensor, gloss_mask2: torch.Tensor, synset_ids: torch.Tensor,
-                   temperature: float, gloss_weight: float,
-                   contrast: Callable[..., torch.Tensor] = info_nce) -> torch.Tensor:
+def sense_info_nce(
+    states1: torch.Tensor,
+    states2: torch.Tensor,
+    word_mask1: torch.Tensor,
+    word_mask2: torch.Tensor,
+    gloss_mask1: torch.Tensor,
+    gloss_mask2: torch.Tensor,
+    synset_ids: torch.Tensor,
+    temperature: float,
+    gloss_weight: float,
+    contrast: Callable[..., torch.Tensor] = info_nce,
+) -> torch.Tensor:
     """[N, T, d] states of both sides' ``word + gloss`` encodings and their [N, T] masks -> scalar loss.
 
     ``contrast``: the InfoNCE of the pooled rows, ``info_nce`` (this worker's pairs) or ``global_info_nce``
@@ -179,14 +211,19 @@ def sense_info_nce(states1: torch.Tensor, states2: torch.Tensor, word_mask1: tor
 def encode_both_sides(model, batch: dict[str, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
     """[N, T, d] states of side 1 and side 2 from one encoder pass over the 2N inputs (one pass keeps the
     matrix multiplications large; the sides are padded to one length, which the streams already give)."""
-    ids1, ids2, mask1, mask2 = batch["input_ids1"], batch["input_ids2"], batch["attention_mask1"], batch["attention_mask2"]
+    ids1, ids2, mask1, mask2 = (
+        batch["input_ids1"],
+        batch["input_ids2"],
+        batch["attention_mask1"],
+        batch["attention_mask2"],
+    )
     length = max(ids1.shape[1], ids2.shape[1])
 
     def padded(t: torch.Tensor) -> torch.Tensor:  # padding positions are masked out of attention and pooling
         return torch.nn.functional.pad(t, (0, length - t.shape[1]))
 
     states = model.layer_states(torch.cat([padded(ids1), padded(ids2)]), torch.cat([padded(mask1), padded(mask2)]))
-    return states[: len(ids1), : ids1.shape[1]], states[len(ids1):, : ids2.shape[1]]
+    return states[: len(ids1), : ids1.shape[1]], states[len(ids1) :, : ids2.shape[1]]
 
 
 class LexicalObjective(Objective):
@@ -199,8 +236,17 @@ class LexicalObjective(Objective):
 
     Config = LexicalConfig
     stream = "constraints"
-    consumes = ("input_ids1", "attention_mask1", "word_mask1", "gloss_mask1",
-                "input_ids2", "attention_mask2", "word_mask2", "gloss_mask2", "synset")
+    consumes = (
+        "input_ids1",
+        "attention_mask1",
+        "word_mask1",
+        "gloss_mask1",
+        "input_ids2",
+        "attention_mask2",
+        "word_mask2",
+        "gloss_mask2",
+        "synset",
+    )
     reference = "Green, Ponzetto & Glavaš 2022, BabelBERT"
 
     def __init__(self, cfg: LexicalConfig):
@@ -219,8 +265,11 @@ class LexicalObjective(Objective):
 
     @classmethod
     def stream_settings(cls, cfg: LexicalConfig, experiment, settings: WordPairTokens) -> WordPairTokens:
-        return dataclasses.replace(settings, with_gloss=True, max_tokens=cfg.max_sense_tokens) \
-            if cfg.sense_level else settings
+        return (
+            dataclasses.replace(settings, with_gloss=True, max_tokens=cfg.max_sense_tokens)
+            if cfg.sense_level
+            else settings
+        )
 
     @classmethod
     def build(cls, cfg: LexicalConfig, ctx: ObjectiveContext) -> LexicalObjective:
@@ -228,5 +277,15 @@ class LexicalObjective(Objective):
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         states1, states2 = encode_both_sides(model, batch)
-        return sense_info_nce(states1, states2, batch["word_mask1"], batch["word_mask2"], batch["gloss_mask1"],
-                              batch["gloss_mask2"], batch["synset"], self.temperature, self.gloss_weight, self.contrast)
+        return sense_info_nce(
+            states1,
+            states2,
+            batch["word_mask1"],
+            batch["word_mask2"],
+            batch["gloss_mask1"],
+            batch["gloss_mask2"],
+            batch["synset"],
+            self.temperature,
+            self.gloss_weight,
+            self.contrast,
+        )

@@ -30,12 +30,15 @@ from distalign.models.language_embeddings import known_lm_head
 from distalign.objectives.base import DataContext, Objective
 
 Granularity = Literal["token", "word"]
-MASKED_TENSORS = (TensorSpec("masked_ids", "int64", "B,T", "input ids after masking"),
-                  TensorSpec("labels", "int64", "B,T", "original id where masked, -100 elsewhere"))
+MASKED_TENSORS = (
+    TensorSpec("masked_ids", "int64", "B,T", "input ids after masking"),
+    TensorSpec("labels", "int64", "B,T", "original id where masked, -100 elsewhere"),
+)
 
 
-def draw_word_masking(word_ids: torch.Tensor, vocab_size: int, mask_prob: float,
-                      random: RowRandom) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def draw_word_masking(
+    word_ids: torch.Tensor, vocab_size: int, mask_prob: float, random: RowRandom
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """``whole_word_mask``'s draws: (selected [B, T] bool, action [B, T] uniform, random tokens [B, T]).
 
     ``selected`` and ``action`` are per token but drawn per word (equal on all tokens of a word);
@@ -49,8 +52,13 @@ def draw_word_masking(word_ids: torch.Tensor, vocab_size: int, mask_prob: float,
     return selected, uniforms[:, 1].gather(1, index), random_tokens
 
 
-def corrupt_selected(input_ids: torch.Tensor, selected: torch.Tensor, action: torch.Tensor,
-                     random_tokens: torch.Tensor, mask_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+def corrupt_selected(
+    input_ids: torch.Tensor,
+    selected: torch.Tensor,
+    action: torch.Tensor,
+    random_tokens: torch.Tensor,
+    mask_token_id: int,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """(masked input ids, labels): BERT's 80/10/10 on the ``selected`` tokens (action <0.8 mask, <0.9 random,
     else keep); labels are the ids at selected positions, -100 elsewhere."""
     labels = torch.where(selected, input_ids, torch.full_like(input_ids, IGNORE_INDEX))
@@ -104,8 +112,9 @@ class MLMMasking:
     def __call__(self, batch: dict[str, np.ndarray], random: RowRandom) -> dict[str, np.ndarray]:  # host-side: Ray Data
         word_ids = torch.from_numpy(batch["word_ids"])
         units = word_ids if self.granularity == "word" else token_units(word_ids)
-        masked, labels = whole_word_mask(torch.from_numpy(batch["input_ids"]), units, self.mask_token_id,
-                                         self.vocab_size, self.mask_prob, random)
+        masked, labels = whole_word_mask(
+            torch.from_numpy(batch["input_ids"]), units, self.mask_token_id, self.vocab_size, self.mask_prob, random
+        )
         return {"masked_ids": masked.numpy(), "labels": labels.numpy()}
 
 
@@ -119,8 +128,9 @@ def masked_lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     runs in fp32 (bf16 logits keep 3 significant digits).
     """
     flat_labels = labels.reshape(-1)
-    total = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]).float(), flat_labels,
-                                              ignore_index=IGNORE_INDEX, reduction="sum")
+    total = torch.nn.functional.cross_entropy(
+        logits.reshape(-1, logits.shape[-1]).float(), flat_labels, ignore_index=IGNORE_INDEX, reduction="sum"
+    )
     return total / (flat_labels != IGNORE_INDEX).sum().clamp(min=1)
 
 
@@ -133,8 +143,9 @@ def labelled_rows(tensor: torch.Tensor, labels: torch.Tensor, label_index: torch
     return tensor.flatten(0, 1).index_select(0, label_index)
 
 
-def labelled_logits(masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None,
-                    **inputs: torch.Tensor) -> torch.Tensor:
+def labelled_logits(
+    masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None, **inputs: torch.Tensor
+) -> torch.Tensor:
     """[M, V]: the masked LM's logits at the M labelled positions of ``labels`` (row-major order; ``label_index``:
     see ``labelled_rows``), given the encoder's ``inputs`` (``input_ids`` or ``inputs_embeds``,
     ``attention_mask``, ...).
@@ -147,15 +158,17 @@ def labelled_logits(masked_lm: torch.nn.Module, labels: torch.Tensor, label_inde
     head = known_lm_head(masked_lm)
     if head is None:
         return labelled_rows(masked_lm(**inputs).logits, labels, label_index)
-    return head(labelled_rows(masked_lm.base_model(**inputs).last_hidden_state, labels, label_index))
+    return head(labelled_rows(masked_lm.base_model(**inputs).last_hidden_state, labels, label_index))  # type: ignore[operator]
 
 
-def mlm_loss(masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None,
-             **inputs: torch.Tensor) -> torch.Tensor:
+def mlm_loss(
+    masked_lm: torch.nn.Module, labels: torch.Tensor, label_index: torch.Tensor | None = None, **inputs: torch.Tensor
+) -> torch.Tensor:
     """``masked_lm_loss`` from the logits at the labelled positions only (``labelled_logits``): the same loss
     and gradients as from every position's logits."""
-    return masked_lm_loss(labelled_logits(masked_lm, labels, label_index, **inputs),
-                          labelled_rows(labels, labels, label_index))
+    return masked_lm_loss(
+        labelled_logits(masked_lm, labels, label_index, **inputs), labelled_rows(labels, labels, label_index)
+    )
 
 
 @dataclass
@@ -184,5 +197,10 @@ class MLMObjective(Objective):
         return MLMMasking.for_tokenizer(ctx.tokenizer_path, cfg.mask_prob, cfg.granularity)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
-        return mlm_loss(model.masked_lm, batch["labels"], batch.get(LABEL_INDEX), input_ids=batch["masked_ids"],
-                        attention_mask=batch["attention_mask"])
+        return mlm_loss(
+            model.masked_lm,
+            batch["labels"],
+            batch.get(LABEL_INDEX),
+            input_ids=batch["masked_ids"],
+            attention_mask=batch["attention_mask"],
+        )

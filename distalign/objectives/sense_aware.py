@@ -33,17 +33,17 @@ Decisions made here:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import pyarrow as pa
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distalign.errors import require
 from distalign.collectives import all_gather_rows
 from distalign.data.batches import LABEL_INDEX
+from distalign.errors import require
 from distalign.objectives.base import DataContext, EditParameters, Objective, ObjectiveContext, edit_in_place
 from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking, labelled_rows
 from distalign.objectives.sense_state import SenseState
@@ -51,8 +51,9 @@ from distalign.objectives.sense_state import SenseState
 NO_TRANSLATION = -1
 
 
-def build_translation_table(src_ids: Sequence[int], tgt_ids: Sequence[int], vocab_size: int,
-                            max_translations: int = 8, symmetric: bool = True) -> torch.Tensor:  # host-side
+def build_translation_table(
+    src_ids: Sequence[int], tgt_ids: Sequence[int], vocab_size: int, max_translations: int = 8, symmetric: bool = True
+) -> torch.Tensor:  # host-side
     """[V, max_translations] table of translation token ids per token, padded with -1.
 
     Pairs are taken in order (duplicates and self-pairs dropped, at most ``max_translations`` kept
@@ -78,17 +79,18 @@ def build_translation_table(src_ids: Sequence[int], tgt_ids: Sequence[int], voca
     return table
 
 
-def translation_labels(targets: torch.Tensor, projected: torch.Tensor, centres: torch.Tensor,
-                       allowed: torch.Tensor, table: torch.Tensor) -> torch.Tensor:
+def translation_labels(
+    targets: torch.Tensor, projected: torch.Tensor, centres: torch.Tensor, allowed: torch.Tensor, table: torch.Tensor
+) -> torch.Tensor:
     """Class index [N] (t′·S + s′) of the nearest allowed translation sense, IGNORE_INDEX if none.
 
     ``targets`` [N] gold tokens, ``projected`` [N, d′], ``centres`` [V, S, d′], ``allowed`` [V, S],
     ``table`` [V, K] (-1 padded). Ties go to the earliest translation, then the lowest sense.
     """
     num_senses = centres.shape[1]
-    candidates = table[targets]                                            # [N, K]
+    candidates = table[targets]  # [N, K]
     token = candidates.clamp(min=0)
-    usable = (candidates != NO_TRANSLATION).unsqueeze(-1) & allowed[token]    # [N, K, S]
+    usable = (candidates != NO_TRANSLATION).unsqueeze(-1) & allowed[token]  # [N, K, S]
     cos = F.cosine_similarity(projected[:, None, None, :], centres[token], dim=-1)
     best = cos.masked_fill(~usable, float("-inf")).flatten(1).argmax(1)
     chosen_token = token.gather(1, (best // num_senses).unsqueeze(1)).squeeze(1)
@@ -96,16 +98,19 @@ def translation_labels(targets: torch.Tensor, projected: torch.Tensor, centres: 
     return torch.where(usable.flatten(1).any(1), labels, torch.full_like(labels, IGNORE_INDEX))
 
 
-def sense_aware_loss(logits: torch.Tensor, labels: torch.Tensor, translation_labels: torch.Tensor,
-                     translation_weight: float = 0.5) -> torch.Tensor:
+def sense_aware_loss(
+    logits: torch.Tensor, labels: torch.Tensor, translation_labels: torch.Tensor, translation_weight: float = 0.5
+) -> torch.Tensor:
     """Mean over positions with a label of CE(label), mixed with CE(translation label) where one exists; 0 (still
     attached to the graph) where no position has a label.
 
     ``logits`` [N, C]; ``labels`` and ``translation_labels`` [N], IGNORE_INDEX for none.
     """
     if logits.dim() != 2 or labels.shape != (logits.shape[0],) or translation_labels.shape != labels.shape:
-        raise ValueError(f"logits must be [N, C] and both label tensors [N]; got {tuple(logits.shape)}, "
-                         f"{tuple(labels.shape)}, {tuple(translation_labels.shape)}")
+        raise ValueError(
+            f"logits must be [N, C] and both label tensors [N]; got {tuple(logits.shape)}, "
+            f"{tuple(labels.shape)}, {tuple(translation_labels.shape)}"
+        )
     if not 0.0 <= translation_weight <= 1.0:
         raise ValueError(f"translation_weight must be in [0, 1], got {translation_weight}")
     has_label = labels != IGNORE_INDEX
@@ -115,8 +120,9 @@ def sense_aware_loss(logits: torch.Tensor, labels: torch.Tensor, translation_lab
     log_probs = F.log_softmax(logits, -1, dtype=torch.promote_types(logits.dtype, torch.float32))
     label = labels.clamp(min=0)
     # one gather of both classes (its backward fills one [N, V·S] gradient, not one per label)
-    label_nll, translation_nll = (-log_probs.gather(
-        1, torch.stack([label, torch.where(has_translation, translation_labels, label)], 1))).unbind(1)
+    label_nll, translation_nll = (
+        -log_probs.gather(1, torch.stack([label, torch.where(has_translation, translation_labels, label)], 1))
+    ).unbind(1)
     mixed = (1 - translation_weight) * label_nll + translation_weight * translation_nll
     per_position = torch.where(has_translation, mixed, label_nll) * has_label
     return per_position.sum() / has_label.sum().clamp(min=1)
@@ -130,8 +136,9 @@ def prediction_transform(masked_lm: nn.Module) -> Callable[[torch.Tensor], torch
     head = getattr(masked_lm, "lm_head", None)
     if head is not None and hasattr(head, "dense") and hasattr(head, "layer_norm"):
         return lambda states: head.layer_norm(F.gelu(head.dense(states)))  # BERT's exact (erf) GELU
-    raise ValueError(f"{type(masked_lm).__name__}: no known MLM head (expected BERT's cls.predictions or "
-                     "RoBERTa/XLM-R's lm_head)")
+    raise ValueError(
+        f"{type(masked_lm).__name__}: no known MLM head (expected BERT's cls.predictions or RoBERTa/XLM-R's lm_head)"
+    )
 
 
 class SenseOutputLayer(nn.Module):
@@ -144,8 +151,8 @@ class SenseOutputLayer(nn.Module):
         self.bias = nn.Parameter(decoder_bias.detach().repeat_interleave(num_senses).clone())
 
     @classmethod
-    def from_masked_lm(cls, masked_lm: nn.Module, num_senses: int) -> "SenseOutputLayer":
-        decoder = masked_lm.get_output_embeddings()
+    def from_masked_lm(cls, masked_lm: nn.Module, num_senses: int) -> SenseOutputLayer:
+        decoder = masked_lm.get_output_embeddings()  # type: ignore[operator]
         bias = decoder.bias if decoder.bias is not None else decoder.weight.new_zeros(decoder.weight.shape[0])
         return cls(decoder.weight, bias, num_senses)
 
@@ -169,6 +176,7 @@ class SenseOutputLayer(nn.Module):
 def translation_table_from_dictionary(dictionary: pa.Table, tokenizer, max_translations: int = 8) -> torch.Tensor:
     """:func:`build_translation_table` from the cross-lingual pairs (word1, lang1, word2, lang2) whose two
     words are single tokens as a corpus word is tokenised (other pairs cannot be a token's label)."""
+
     def token(word: str) -> int | None:
         ids = tokenizer([[word]], is_split_into_words=True, add_special_tokens=False)["input_ids"][0]
         return ids[0] if len(ids) == 1 else None
@@ -187,7 +195,9 @@ class SenseAwareConfig:
     # multi-sense MLM + sense-level translation loss; replaces objectives.mlm. Only proj_dim = 14 (BERT)
     # is the paper's; the other defaults are ours. Translations: single-token training pairs.
     weight: float = 0.0
-    mask_prob: float = 0.15  # share of words masked: whole words, the paper's masked unit (docs/explanations/fidelity.md)
+    mask_prob: float = (
+        0.15  # share of words masked: whole words, the paper's masked unit (docs/explanations/fidelity.md)
+    )
     num_senses: int = 3  # S sense output vectors per vocabulary entry
     proj_dim: int = 14  # d': PCA projection of the states the senses are chosen in
     queue_size: int = 4096  # Q recent states the projection is fitted on
@@ -215,12 +225,23 @@ class SenseAwareObjective(Objective):
     uses_word_pairs = True
     reference = "Liu, Nguyen, Joty, Bing & Si 2022, multi-sense cross-lingual alignment (COLING)"
 
-    def __init__(self, masked_lm: nn.Module, translation_table: torch.Tensor, num_senses: int = 3,
-                 proj_dim: int = 14, queue_size: int = 4096, refit_every: int = 1000, alpha: float = 0.01,
-                 warmup_steps: int = 1000, prune_beta: float = 0.0, prune_min_count: int = 100,
-                 translation_weight: float = 0.5, seed: int = 0):
+    def __init__(
+        self,
+        masked_lm: nn.Module,
+        translation_table: torch.Tensor,
+        num_senses: int = 3,
+        proj_dim: int = 14,
+        queue_size: int = 4096,
+        refit_every: int = 1000,
+        alpha: float = 0.01,
+        warmup_steps: int = 1000,
+        prune_beta: float = 0.0,
+        prune_min_count: int = 100,
+        translation_weight: float = 0.5,
+        seed: int = 0,
+    ):
         super().__init__()
-        vocab_size, hidden_size = masked_lm.get_output_embeddings().weight.shape
+        vocab_size, hidden_size = masked_lm.get_output_embeddings().weight.shape  # type: ignore[operator]
         if translation_table.dim() != 2 or translation_table.shape[0] != vocab_size:
             raise ValueError(f"translation_table must be [{vocab_size}, K], got {tuple(translation_table.shape)}")
         if not 0.0 < alpha <= 1.0:
@@ -231,10 +252,11 @@ class SenseAwareObjective(Objective):
         # Pruning runs at each projection refit after warm-up, for tokens selected >= prune_min_count times.
         self.prune_beta, self.prune_min_count = prune_beta, prune_min_count
         self.sense_output = SenseOutputLayer.from_masked_lm(masked_lm, num_senses)
-        self.sense_state = SenseState(vocab_size, num_senses, hidden_size, proj_dim, queue_size, refit_every,
-                                      warmup_steps, seed=seed)
+        self.sense_state = SenseState(
+            vocab_size, num_senses, hidden_size, proj_dim, queue_size, refit_every, warmup_steps, seed=seed
+        )
         self.translation_table = translation_table.long()
-        self._pending: list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]] = []
+        self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @classmethod
     def validate(cls, cfg: SenseAwareConfig, experiment, key: str) -> None:
@@ -252,19 +274,32 @@ class SenseAwareObjective(Objective):
     @classmethod
     def build(cls, cfg: SenseAwareConfig, ctx: ObjectiveContext) -> SenseAwareObjective:
         table = translation_table_from_dictionary(ctx.word_pairs, ctx.tokenizer, cfg.max_translations)
-        return cls(ctx.masked_lm, table, cfg.num_senses, cfg.proj_dim, cfg.queue_size, cfg.refit_every, cfg.alpha,
-                   cfg.warmup_steps, cfg.prune_beta, cfg.prune_min_count, cfg.translation_weight, ctx.seed)
+        return cls(
+            ctx.masked_lm,
+            table,
+            cfg.num_senses,
+            cfg.proj_dim,
+            cfg.queue_size,
+            cfg.refit_every,
+            cfg.alpha,
+            cfg.warmup_steps,
+            cfg.prune_beta,
+            cfg.prune_min_count,
+            cfg.translation_weight,
+            ctx.seed,
+        )
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         masked_lm = model.masked_lm
-        hidden = masked_lm.base_model(input_ids=batch["masked_ids"],
-                                      attention_mask=batch["attention_mask"]).last_hidden_state
+        hidden = masked_lm.base_model(
+            input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"]
+        ).last_hidden_state
         labels, label_index = batch["labels"], batch.get(LABEL_INDEX)
         states = prediction_transform(masked_lm)(labelled_rows(hidden, labels, label_index))
         targets = labelled_rows(labels, labels, label_index)
         state = self.sense_state.to(states.device)
         self.translation_table = self.translation_table.to(states.device)
-        projected = state.project(states.detach())           # z = Pᵀ h for both labels
+        projected = state.project(states.detach())  # z = Pᵀ h for both labels
         senses = state.select(targets, projected)
         allowed = state.allowed()
         second = translation_labels(targets, projected, state.projected_centres, allowed, self.translation_table)

@@ -70,8 +70,9 @@ def ema_update_(centres: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     if not 0.0 < alpha <= 1.0:
         raise ValueError(f"alpha (sense learning rate) must be in (0, 1], got {alpha}")
     if keys.dim() != 1 or values.shape != (keys.shape[0], centres.shape[1]):
-        raise ValueError(f"keys must be [N] and values [N, {centres.shape[1]}], got {tuple(keys.shape)} "
-                         f"and {tuple(values.shape)}")
+        raise ValueError(
+            f"keys must be [N] and values [N, {centres.shape[1]}], got {tuple(keys.shape)} and {tuple(values.shape)}"
+        )
     out = centres
     if keys.numel() == 0:
         return out
@@ -90,13 +91,14 @@ def ema_update_(centres: torch.Tensor, keys: torch.Tensor, values: torch.Tensor,
     return out
 
 
-def nearest_sense(centres: torch.Tensor, allowed: torch.Tensor, token_ids: torch.Tensor,
-                  projected: torch.Tensor) -> torch.Tensor:
+def nearest_sense(
+    centres: torch.Tensor, allowed: torch.Tensor, token_ids: torch.Tensor, projected: torch.Tensor
+) -> torch.Tensor:
     """Sense [N] of each token: argmax over its allowed senses of cos(projected, centre).
 
     Ties (e.g. a zero ``projected`` vector) go to the lowest sense index.
     """
-    cos = F.cosine_similarity(projected.unsqueeze(1), centres[token_ids], dim=-1)   # [N, S]
+    cos = F.cosine_similarity(projected.unsqueeze(1), centres[token_ids], dim=-1)  # [N, S]
     return cos.masked_fill(~allowed[token_ids], float("-inf")).argmax(1)
 
 
@@ -120,12 +122,26 @@ class SenseState:
     ``load_state_dict`` hand it to checkpoints as plain tensors.
     """
 
-    def __init__(self, vocab_size: int, num_senses: int, hidden_size: int, proj_dim: int = 14,
-                 queue_size: int = 4096, refit_every: int = 1000, warmup_steps: int = 0,
-                 init_scale: float = 1e-3, seed: int = 0):  # host-side: the objective moves it (``to``)
-        for name, value, low in [("vocab_size", vocab_size, 1), ("num_senses", num_senses, 1),
-                                 ("hidden_size", hidden_size, 1), ("proj_dim", proj_dim, 1),
-                                 ("refit_every", refit_every, 1), ("warmup_steps", warmup_steps, 0)]:
+    def __init__(
+        self,
+        vocab_size: int,
+        num_senses: int,
+        hidden_size: int,
+        proj_dim: int = 14,
+        queue_size: int = 4096,
+        refit_every: int = 1000,
+        warmup_steps: int = 0,
+        init_scale: float = 1e-3,
+        seed: int = 0,
+    ):  # host-side: the objective moves it (``to``)
+        for name, value, low in [
+            ("vocab_size", vocab_size, 1),
+            ("num_senses", num_senses, 1),
+            ("hidden_size", hidden_size, 1),
+            ("proj_dim", proj_dim, 1),
+            ("refit_every", refit_every, 1),
+            ("warmup_steps", warmup_steps, 0),
+        ]:
             if value < low:
                 raise ValueError(f"{name} must be >= {low}, got {value}")
         if proj_dim > hidden_size:
@@ -150,7 +166,7 @@ class SenseState:
     _TENSORS = ("centres", "counts", "active", "queue", "proj")
     _SCALARS = ("queue_filled", "queue_next", "fitted", "last_fit_step", "step")
 
-    def to(self, device: torch.device | str) -> "SenseState":
+    def to(self, device: torch.device | str) -> SenseState:
         for name in (*self._TENSORS, "projected_centres"):
             setattr(self, name, getattr(self, name).to(device))
         return self
@@ -199,8 +215,7 @@ class SenseState:
         self.fitted, self.last_fit_step = True, self.step
         return True
 
-    def update_centres(self, token_ids: torch.Tensor, senses: torch.Tensor, states: torch.Tensor,
-                       alpha: float) -> None:
+    def update_centres(self, token_ids: torch.Tensor, senses: torch.Tensor, states: torch.Tensor, alpha: float) -> None:
         """c[t, s] ← (1 − α) c[t, s] + α h, rows applied in order (see ``ema_update``)."""
         keys = token_ids * self.num_senses + senses
         flat = ema_update_(self.centres.view(-1, self.centres.shape[-1]), keys, states, alpha)
@@ -234,13 +249,16 @@ class SenseState:
             raise ValueError(f"sense state is missing {missing}")
         unexpected = sorted(set(state) - set(self._TENSORS + self._SCALARS))
         if unexpected:  # "mean" or "updated": saved by an older version whose centres lived in a projected space
-            raise ValueError(f"sense state has unexpected entries {unexpected}: it was saved by an earlier "
-                             "distalign whose sense centres do not fit this one's (kept in the model's space)")
+            raise ValueError(
+                f"sense state has unexpected entries {unexpected}: it was saved by an earlier "
+                "distalign whose sense centres do not fit this one's (kept in the model's space)"
+            )
         for name in self._TENSORS:
             current = getattr(self, name)
             if state[name].shape != current.shape:
-                raise ValueError(f"sense state '{name}' has shape {tuple(state[name].shape)}, "
-                                 f"expected {tuple(current.shape)}")
+                raise ValueError(
+                    f"sense state '{name}' has shape {tuple(state[name].shape)}, expected {tuple(current.shape)}"
+                )
             setattr(self, name, state[name].to(device=current.device, dtype=current.dtype).clone())
         for name in self._SCALARS:
             setattr(self, name, type(getattr(self, name))(state[name].item()))

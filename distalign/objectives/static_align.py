@@ -123,8 +123,10 @@ def dcca_loss(h1: torch.Tensor, h2: torch.Tensor, k: int, eps: float = 1e-8) -> 
     if h2.shape[0] != n:
         raise ValueError(f"h1 and h2 must have the same number of rows N, got {n} vs {h2.shape[0]}")
     if not 1 <= int(k) <= min(h1.shape[1], h2.shape[1], n - 1):
-        raise ValueError(f"k must satisfy 1 <= k <= min(d1, d2, N - 1) = {min(h1.shape[1], h2.shape[1], n - 1)} "
-                         f"(a centred batch of N rows has rank <= N - 1), got {k}")
+        raise ValueError(
+            f"k must satisfy 1 <= k <= min(d1, d2, N - 1) = {min(h1.shape[1], h2.shape[1], n - 1)} "
+            f"(a centred batch of N rows has rank <= N - 1), got {k}"
+        )
     out_dtype = torch.promote_types(h1.dtype, h2.dtype)
     columns = []
     for h in (h1, h2):
@@ -174,27 +176,41 @@ class StaticAlignObjective(Objective):
     def validate(cls, cfg: StaticAlignConfig, experiment, key: str) -> None:
         require(cfg.extract_epochs >= 1, f"{key}.extract_epochs", "must be >= 1")
         require(cfg.align_iterations >= 0, f"{key}.align_iterations", "must be >= 0")
-        require(cfg.loss == "mse" or experiment.train.static_batch_size > cfg.dcca_k, "train.static_batch_size",
-                f"must exceed {key}.dcca_k for Deep CCA")
+        require(
+            cfg.loss == "mse" or experiment.train.static_batch_size > cfg.dcca_k,
+            "train.static_batch_size",
+            f"must exceed {key}.dcca_k for Deep CCA",
+        )
         model = experiment.model
         if not experiment.data.static_vectors and model.name_or_path == "tiny":  # targets derived from the tiny model
             layers = model.tiny.num_layers
-            require(-(layers + 1) <= cfg.extract_layer <= layers, f"{key}.extract_layer",
-                    f"must be in [{-(layers + 1)}, {layers}] for the tiny model (model.tiny.num_layers={layers})")
+            require(
+                -(layers + 1) <= cfg.extract_layer <= layers,
+                f"{key}.extract_layer",
+                f"must be in [{-(layers + 1)}, {layers}] for the tiny model (model.tiny.num_layers={layers})",
+            )
 
     @classmethod
     def check_targets(cls, cfg: StaticAlignConfig, experiment, dim: int, hidden_size: int) -> None:
         """Its rules for the static stream's targets, checked when the driver reads them
         (``distalign.preparation.static_targets``): ``dim``-dimensional vectors for a model of ``hidden_size``."""
         if cfg.loss == "mse" and dim != hidden_size:
-            raise ValueError(f"data.static_vectors: {dim}-dimensional vectors, but objectives.static.loss=mse "
-                             f"needs the model's hidden size {hidden_size} (use loss=dcca for other sizes)")
+            raise ValueError(
+                f"data.static_vectors: {dim}-dimensional vectors, but objectives.static.loss=mse "
+                f"needs the model's hidden size {hidden_size} (use loss=dcca for other sizes)"
+            )
         batch = experiment.train.static_batch_size
         if cfg.loss == "dcca" and (forced := dcca_forced_correlations(batch, cfg.dcca_k)):
             # each view's k leading directions lie in the (N - 1)-dim centred batch space: 2k > N - 1 makes them overlap
-            log.warning("train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep "
-                        "CCA's %d correlations are 1 whatever the encoder does and teach nothing; use "
-                        "train.static_batch_size > 2 * objectives.static.dcca_k", batch, cfg.dcca_k, forced, cfg.dcca_k)
+            log.warning(
+                "train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep "
+                "CCA's %d correlations are 1 whatever the encoder does and teach nothing; use "
+                "train.static_batch_size > 2 * objectives.static.dcca_k",
+                batch,
+                cfg.dcca_k,
+                forced,
+                cfg.dcca_k,
+            )
 
     @classmethod
     def build(cls, cfg: StaticAlignConfig, ctx: ObjectiveContext) -> StaticAlignObjective:

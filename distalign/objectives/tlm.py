@@ -39,10 +39,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from distalign.data.batches import LABEL_INDEX
 from distalign.errors import require
 from distalign.models.language_embeddings import LanguageEmbeddings, position_ids
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
-from distalign.data.batches import LABEL_INDEX
 from distalign.objectives.mlm import MASKED_TENSORS, Granularity, MLMMasking, mlm_loss
 
 
@@ -77,8 +77,9 @@ class TLMObjective(Objective):
     uses_lm_head = True
     reference = "Conneau & Lample 2019, XLM (TLM)"
 
-    def __init__(self, hidden_size: int, num_languages: int, language_embeddings: bool = True,
-                 reset_positions: bool = True):
+    def __init__(
+        self, hidden_size: int, num_languages: int, language_embeddings: bool = True, reset_positions: bool = True
+    ):
         super().__init__()
         self.language_embeddings = LanguageEmbeddings(num_languages, hidden_size) if language_embeddings else None
         self.reset_positions = reset_positions
@@ -86,11 +87,17 @@ class TLMObjective(Objective):
     @classmethod
     def validate(cls, cfg: TLMConfig, experiment, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
-        require(cfg.parallel_share is None or 0 < cfg.parallel_share <= 1, f"{key}.parallel_share",
-                "must be in (0, 1] (no parallel data at all: weight 0)")
-        require(bool(experiment.data.parallel), "data.parallel",
-                f"{key} reads translation pairs: list TSV or line-aligned files there (the synthetic world's "
-                f"sentences are drawn independently per language: it has no parallel twins)")
+        require(
+            cfg.parallel_share is None or 0 < cfg.parallel_share <= 1,
+            f"{key}.parallel_share",
+            "must be in (0, 1] (no parallel data at all: weight 0)",
+        )
+        require(
+            bool(experiment.data.parallel),
+            "data.parallel",
+            f"{key} reads translation pairs: list TSV or line-aligned files there (the synthetic world's "
+            f"sentences are drawn independently per language: it has no parallel twins)",
+        )
 
     @classmethod
     def batch_preparer(cls, cfg: TLMConfig, ctx: DataContext) -> MLMMasking:
@@ -98,13 +105,15 @@ class TLMObjective(Objective):
 
     @classmethod
     def build(cls, cfg: TLMConfig, ctx: ObjectiveContext) -> TLMObjective:
-        return cls(ctx.masked_lm.config.hidden_size, len(ctx.languages), cfg.language_embeddings,
-                   cfg.reset_positions)
+        return cls(ctx.masked_lm.config.hidden_size, len(ctx.languages), cfg.language_embeddings, cfg.reset_positions)
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:
         masked_lm, ids, attention = model.masked_lm, batch["masked_ids"], batch["attention_mask"]
-        inputs = {"input_ids": ids} if self.language_embeddings is None else \
-            {"inputs_embeds": self.language_embeddings(masked_lm, ids, batch["lang_ids"])}
+        inputs = (
+            {"input_ids": ids}
+            if self.language_embeddings is None
+            else {"inputs_embeds": self.language_embeddings(masked_lm, ids, batch["lang_ids"])}
+        )
         if self.reset_positions:
             inputs["position_ids"] = model_position_ids(masked_lm, batch["positions"], attention)
         elif self.language_embeddings is not None:  # given embeddings, XLM-R would not see the padding

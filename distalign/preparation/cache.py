@@ -17,8 +17,9 @@ import logging
 import os
 import shutil
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger("distalign")
 COMPLETE_MARKER = "_COMPLETE"
@@ -54,6 +55,7 @@ def cached_directory(root: str | Path, kind: str, key: str, build: Callable[[Pat
 def cached_json(root: str | Path, kind: str, parts: Any, build: Callable[[], Any]) -> Any:
     """``build()``'s JSON-serialisable value, stored under ``root/<kind>-<content_key(parts)>``: computed once for
     the same ``parts`` by every later run and trial (e.g. parquet footers, keyed by the files' paths, sizes, mtimes)."""
+
     def write(directory: Path) -> None:
         directory.mkdir(parents=True)
         (directory / "value.json").write_text(json.dumps(build()))

@@ -30,8 +30,14 @@ from distalign.data.corpus_stream import (
     with_language_sampling,
 )
 from distalign.data.dictionary_checks import casing_note, check_against_corpora, corpus_words
-from distalign.data.readers import (ReadReport, read_constraints, read_dictionary, read_parallel_files,
-                                    read_parallel_tsv, require_rows)
+from distalign.data.readers import (
+    ReadReport,
+    read_constraints,
+    read_dictionary,
+    read_parallel_files,
+    read_parallel_tsv,
+    require_rows,
+)
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -57,17 +63,24 @@ TOKENIZER_SAMPLE = 20000  # sentences per corpus source the tiny model's tokeniz
 CORPUS_CHECK_SAMPLE = 2000  # sentences per corpus source the dictionaries' declared languages are checked against
 
 
-def split_eval_dictionaries(sources: list[DictionarySource], languages: list[str], test_languages: list[str]
-                            ) -> tuple[list[DictionarySource], list[DictionarySource]]:
+def split_eval_dictionaries(
+    sources: list[DictionarySource], languages: list[str], test_languages: list[str]
+) -> tuple[list[DictionarySource], list[DictionarySource]]:
     """(validation, test) dictionaries: the test pairs are those between ``test_languages``; validation keeps
     the pairs of ``languages`` (all when empty) without any test language, so model selection never sees one."""
     test_set = set(test_languages)
     test = [src for src in sources if test_set and {src.lang1, src.lang2} <= test_set]
-    validation = [src for src in sources if not {src.lang1, src.lang2} & test_set
-                  and (not languages or {src.lang1, src.lang2} <= set(languages))]
-    require(not test_set or bool(test), "eval.test_languages",
-            f"no evaluation dictionary between {sorted(test_set)} (the pairs of data.eval_dictionaries or of the "
-            f"synthetic world are {[f'{s.lang1}-{s.lang2}' for s in sources]})")
+    validation = [
+        src
+        for src in sources
+        if not {src.lang1, src.lang2} & test_set and (not languages or {src.lang1, src.lang2} <= set(languages))
+    ]
+    require(
+        not test_set or bool(test),
+        "eval.test_languages",
+        f"no evaluation dictionary between {sorted(test_set)} (the pairs of data.eval_dictionaries or of the "
+        f"synthetic world are {[f'{s.lang1}-{s.lang2}' for s in sources]})",
+    )
     return validation, test
 
 
@@ -76,12 +89,18 @@ def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: lis
     require_rows(report, "'src<TAB>tgt' pairs")
     reports.append(report)
     lang1, lang2 = table["lang1"][0].as_py(), table["lang2"][0].as_py()  # the codes read_dictionary made canonical
-    return BLIPairs(lang1, lang2, table["word1"].to_pylist(), table["word2"].to_pylist(),
-                    in_loop_settings(config).target_vocabulary(lang2, reports))
+    return BLIPairs(
+        lang1,
+        lang2,
+        table["word1"].to_pylist(),
+        table["word2"].to_pylist(),
+        in_loop_settings(config).target_vocabulary(lang2, reports),
+    )
 
 
-def check_dictionaries_against_corpora(corpus: CorpusStream, dictionaries: list[tuple[str, pa.Table]],
-                                       held_out: list[tuple[str, BLIPairs]]) -> None:
+def check_dictionaries_against_corpora(
+    corpus: CorpusStream, dictionaries: list[tuple[str, pa.Table]], held_out: list[tuple[str, BLIPairs]]
+) -> None:
     """Each dictionary's columns against a sample of each language's corpus (``check_against_corpora``): a pair
     declared the wrong way round, or for a language its words are not in, fails here, before its words decide what
     is excluded from training."""
@@ -90,11 +109,18 @@ def check_dictionaries_against_corpora(corpus: CorpusStream, dictionaries: list[
     texts: dict[str, list[str]] = {}
     for source in corpus.sources:
         texts.setdefault(source.lang, []).extend(
-            sample_texts(dataclasses.replace(corpus, sources=[source]), CORPUS_CHECK_SAMPLE))
+            sample_texts(dataclasses.replace(corpus, sources=[source]), CORPUS_CHECK_SAMPLE)
+        )
     words = corpus_words(texts)
     for label, table in dictionaries:
-        check_against_corpora(label, table["lang1"][0].as_py(), table["lang2"][0].as_py(),
-                              table["word1"].to_pylist(), table["word2"].to_pylist(), words)
+        check_against_corpora(
+            label,
+            table["lang1"][0].as_py(),
+            table["lang2"][0].as_py(),
+            table["word1"].to_pylist(),
+            table["word2"].to_pylist(),
+            words,
+        )
     for path, pairs in held_out:
         check_against_corpora(str(path), pairs.lang1, pairs.lang2, pairs.src, pairs.tgt, words)
 
@@ -116,8 +142,11 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         world = synthetic_world(config)
         constraint_files = [str(world.constraints)]
         corpora = [CorpusSource(str(path), lang) for lang, path in world.corpora.items()]
-        validation_sources = [CorpusSource(str(path), lang) for lang, path in world.validation_corpora.items()
-                              if d.synthetic.validation_sentences]
+        validation_sources = [
+            CorpusSource(str(path), lang)
+            for lang, path in world.validation_corpora.items()
+            if d.synthetic.validation_sentences
+        ]
         eval_dicts = world.eval_dictionaries
     else:
         constraint_files = list(d.constraints)
@@ -158,8 +187,11 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
         for i, src in enumerate(corpora):
             with problems.check():
-                listed.append(list_corpus_files(src, f"data.corpora[{i}]", filesystem,
-                                                functools.partial(cached_json, d.cache_dir)))
+                listed.append(
+                    list_corpus_files(
+                        src, f"data.corpora[{i}]", filesystem, functools.partial(cached_json, d.cache_dir)
+                    )
+                )
         if validation_sources:
             with problems.check():
                 validation = validation_sentences(validation_sources, filesystem, reports)
@@ -171,8 +203,9 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
     with problems.check():
         check_dictionaries_against_corpora(corpus, dictionaries, held_out)
 
-    heldout = {(p.lang1, w) for p in eval_pairs + test_pairs for w in p.src} | \
-        {(p.lang2, w) for p in eval_pairs + test_pairs for w in p.tgt}
+    heldout = {(p.lang1, w) for p in eval_pairs + test_pairs for w in p.src} | {
+        (p.lang2, w) for p in eval_pairs + test_pairs for w in p.tgt
+    }
     read = constraints  # every pair read: the tiny model's vocabulary covers them (below)
     constraints, excluded = exclude_words(constraints, heldout)
     if d.constraint_languages:
@@ -190,14 +223,19 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
             share = config.objectives.tlm.parallel_share
             if share is not None:
                 kept_parallel = share_of_corpus(parallel, corpus, share, config.train.seed)
-            require(len(kept_parallel) >= config.train.parallel_batch_size * config.train.num_workers,
-                    "data.parallel" if share is None else "objectives.tlm.parallel_share",
-                    f"{len(kept_parallel)} sentence pairs, fewer than one batch per worker (train.parallel_batch_size="
-                    f"{config.train.parallel_batch_size} x train.num_workers={config.train.num_workers}): give more "
-                    "pairs, or a smaller train.parallel_batch_size")
+            require(
+                len(kept_parallel) >= config.train.parallel_batch_size * config.train.num_workers,
+                "data.parallel" if share is None else "objectives.tlm.parallel_share",
+                f"{len(kept_parallel)} sentence pairs, fewer than one batch per worker (train.parallel_batch_size="
+                f"{config.train.parallel_batch_size} x train.num_workers={config.train.num_workers}): give more "
+                "pairs, or a smaller train.parallel_batch_size",
+            )
     if d.corpus_sampling_alpha != 1:
-        log.info("corpus language sampling (alpha=%s): share of sentences kept per epoch %s", d.corpus_sampling_alpha,
-                 {s.lang: round(s.keep, 4) for s in corpus.sources})
+        log.info(
+            "corpus language sampling (alpha=%s): share of sentences kept per epoch %s",
+            d.corpus_sampling_alpha,
+            {s.lang: round(s.keep, 4) for s in corpus.sources},
+        )
 
     problems.raise_any()  # before a model is built or read
     model_path = config.model.name_or_path  # what the workers load: a storage URI stays one (each node stages it)
@@ -205,16 +243,23 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         model_path = local_model = node_local(staged, config.storage.endpoint_url)  # a resumed run: its vocabulary
     elif model_path == "tiny" and build_model:  # every word read: all subsets and language samples share the model
         vocabulary_words = sorted(w for _, w in words_of(read) | heldout)
-        parallel_texts = [] if parallel is None else \
-            parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
-        model_path = local_model = str(tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words +
-                                                  parallel_texts))
+        parallel_texts = (
+            []
+            if parallel is None
+            else parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
+        )
+        model_path = local_model = str(
+            tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + parallel_texts)
+        )
     if model_path != "tiny":  # the built tiny model's positions are checked with the config (model.tiny.max_length)
         positions = max_model_positions(local_model)  # a longer sequence fails in the model's embeddings, every retry
-        require(d.max_seq_length <= positions, "data.max_seq_length",
-                f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
-                f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
-                f"model_max_length)")
+        require(
+            d.max_seq_length <= positions,
+            "data.max_seq_length",
+            f"{d.max_seq_length} is more than the {positions} tokens model.name_or_path={config.model.name_or_path} "
+            f"takes (its max_position_embeddings, less RoBERTa/XLM-R's padding offset, or its tokenizer's "
+            f"model_max_length)",
+        )
     if (eval_pairs or test_pairs) and Path(local_model).is_dir():  # a Hub name: its tokenizer read when a run loads it
         note = casing_note(local_model, [(p.lang1, p.lang2, p.src + p.tgt) for p in eval_pairs + test_pairs])
         if note:
@@ -223,10 +268,19 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
     # its rows: read on the driver from the vectors, or derived from the model (not by a check)
     if "static" in config.objectives.streams() and model_path != "tiny" and (build_model or d.static_vectors):
         static = static_targets(config, local_model, corpus, constraints, heldout, reports)
-    prepared = PreparedData(model_path, with_row_index(with_synset_index(constraints)), corpus, eval_pairs,
-                            reports, excluded, static if static is None else with_row_index(static), validation,
-                            test_pairs, kept_parallel if kept_parallel is None else with_row_index(kept_parallel),
-                            d.cache_dir)
+    prepared = PreparedData(
+        model_path,
+        with_row_index(with_synset_index(constraints)),
+        corpus,
+        eval_pairs,
+        reports,
+        excluded,
+        static if static is None else with_row_index(static),
+        validation,
+        test_pairs,
+        kept_parallel if kept_parallel is None else with_row_index(kept_parallel),
+        d.cache_dir,
+    )
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
         require(not unknown, "data.validation_corpora", f"languages {unknown} are in no training corpus or constraint")
@@ -240,28 +294,37 @@ def check_minimum_sizes(config: ExperimentConfig, constraints: pa.Table) -> None
     """The training pairs a run needs once evaluation words are out: one constraint batch per worker when an
     objective reads the constraint stream, at least one pair when one trains on word pairs."""
     t = config.train
-    require("constraints" not in config.objectives.streams()
-            or len(constraints) >= t.constraint_batch_size * t.num_workers, "data.constraints",
-            f"only {len(constraints)} constraint pairs left after excluding evaluation words, fewer than one batch "
-            f"per worker (at least train.constraint_batch_size={t.constraint_batch_size} x train.num_workers="
-            f"{t.num_workers} = {t.constraint_batch_size * t.num_workers}): give more pairs outside the evaluation "
-            "dictionaries, or a smaller train.constraint_batch_size")
+    require(
+        "constraints" not in config.objectives.streams() or len(constraints) >= t.constraint_batch_size * t.num_workers,
+        "data.constraints",
+        f"only {len(constraints)} constraint pairs left after excluding evaluation words, fewer than one batch "
+        f"per worker (at least train.constraint_batch_size={t.constraint_batch_size} x train.num_workers="
+        f"{t.num_workers} = {t.constraint_batch_size * t.num_workers}): give more pairs outside the evaluation "
+        "dictionaries, or a smaller train.constraint_batch_size",
+    )
     if config.objectives.uses_word_pairs and len(constraints) == 0:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
-        raise ConfigError(f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
-                          f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or "
-                          "set their weight to 0")
+        raise ConfigError(
+            f"data.dictionaries: no dictionary pair left after excluding evaluation words, and "
+            f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or "
+            "set their weight to 0"
+        )
 
 
 def share_of_corpus(parallel: pa.Table, corpus: CorpusStream, share: float, seed: int) -> pa.Table:
     """``round(share x n)`` of the pairs, n the MLM corpus's sentences in the pairs' first language (ALIGN-MLM's
     "parallel data relative to MLM"), drawn with ``seed``; the tokenizer still learns from every pair read."""
     lang = parallel["lang1"][0].as_py()
-    sentences = sum(len(rows["row"]) for rows in read_rows(CorpusStream(
-        [src for src in corpus.sources if src.lang == lang], corpus.filesystem)))
+    sentences = sum(
+        len(rows["row"])
+        for rows in read_rows(CorpusStream([src for src in corpus.sources if src.lang == lang], corpus.filesystem))
+    )
     wanted = round(share * sentences)
-    require(wanted <= len(parallel), "objectives.tlm.parallel_share",
-            f"{share} of the {sentences} corpus sentences in {lang} is {wanted} pairs; data.parallel has {len(parallel)}")
+    require(
+        wanted <= len(parallel),
+        "objectives.tlm.parallel_share",
+        f"{share} of the {sentences} corpus sentences in {lang} is {wanted} pairs; data.parallel has {len(parallel)}",
+    )
     return parallel.take(np.random.default_rng(seed).permutation(len(parallel))[:wanted])
 
 
@@ -269,8 +332,11 @@ def read_parallel(sources: list[ParallelSource], reports: list[ReadReport]) -> p
     """Every source's translation pairs (text1, lang1, text2, lang2), bad rows counted in ``reports``."""
     tables = []
     for src in sources:
-        table, report = read_parallel_tsv(src.path, src.lang1, src.lang2) if src.path else \
-            read_parallel_files(src.path1, src.path2, src.lang1, src.lang2)
+        table, report = (
+            read_parallel_tsv(src.path, src.lang1, src.lang2)
+            if src.path
+            else read_parallel_files(src.path1, src.path2, src.lang1, src.lang2)
+        )
         tables.append(table)
         reports.append(report)
     return pa.concat_tables(tables)
@@ -282,8 +348,11 @@ def validation_sentences(sources: list[CorpusSource], filesystem, reports: list[
     ledger = SkipLedger()
     batches = list(read_rows(CorpusStream(listed, filesystem), ledger=ledger))
     reports.extend(ledger.reports())
-    table = pa.Table.from_pydict({key: np.concatenate([b[key] for b in batches]) for key in batches[0]}) \
-        if batches else None
+    table = (
+        pa.Table.from_pydict({key: np.concatenate([b[key] for b in batches]) for key in batches[0]})
+        if batches
+        else None
+    )
     require(table is not None, "data.validation_corpora", "holds no well-formed sentence")
     return table
 
@@ -294,8 +363,9 @@ def synthetic_world(config: ExperimentConfig) -> SyntheticWorld:
     settings = dataclasses.asdict(d.synthetic)
     if not settings["transfer_examples"]:  # left out at 0: worlds cached before the setting keep their key
         del settings["transfer_examples"]
-    directory = cached_directory(d.cache_dir, "world", content_key(settings, seed),
-                                 lambda out: generate_world(d.synthetic, out, seed=seed))
+    directory = cached_directory(
+        d.cache_dir, "world", content_key(settings, seed), lambda out: generate_world(d.synthetic, out, seed=seed)
+    )
     return world_in(directory, d.synthetic.languages)
 
 
@@ -304,23 +374,27 @@ def tiny_model(config: ExperimentConfig, texts: list[str]) -> Path:
     resumed (or a trial of the same study) gets the same vocabulary and initial weights."""
     tiny, seed = config.model.tiny, config.train.seed
     key = content_key(dataclasses.asdict(tiny), seed, hashlib.sha256("\n".join(texts).encode()).hexdigest())
-    return cached_directory(config.data.cache_dir, "tiny-model", key,
-                            lambda out: build_tiny_model(out, texts, tiny, seed=seed))
+    return cached_directory(
+        config.data.cache_dir, "tiny-model", key, lambda out: build_tiny_model(out, texts, tiny, seed=seed)
+    )
 
 
 def corpus_filesystem(corpora: list[CorpusSource], validation: list[CorpusSource], endpoint_url: str):
     """The one filesystem the corpora and validation corpora are read with: None for local files; for ``s3://``
     ones the storage endpoint's filesystem when one is configured (MinIO, moto), else S3 with AWS's defaults."""
-    named = [(f"data.corpora[{i}].path", c.path) for i, c in enumerate(corpora)] + \
-            [(f"data.validation_corpora[{i}].path", c.path) for i, c in enumerate(validation)]
+    named = [(f"data.corpora[{i}].path", c.path) for i, c in enumerate(corpora)] + [
+        (f"data.validation_corpora[{i}].path", c.path) for i, c in enumerate(validation)
+    ]
     remote = [(key, path) for key, path in named if "://" in path]
     if not remote:
         return None
     local = [(key, path) for key, path in named if "://" not in path]
     if local:
-        raise ConfigError(f"{local[0][0]} {local[0][1]} is a local path and {remote[0][0]} {remote[0][1]} is not: a "
-                          "run reads all its corpora from one storage, so put them all on S3 or all on local (shared) "
-                          "disk")
+        raise ConfigError(
+            f"{local[0][0]} {local[0][1]} is a local path and {remote[0][0]} {remote[0][1]} is not: a "
+            "run reads all its corpora from one storage, so put them all on S3 or all on local (shared) "
+            "disk"
+        )
     return storage_filesystem(remote[0][1], endpoint_url) or s3_filesystem()
 
 

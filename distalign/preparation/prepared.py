@@ -64,6 +64,7 @@ class PreparedData:
         schedules of corpus runs ask). Kept under ``cache_dir`` by the sources' files, sizes, mtimes and sampling
         shares, so a restart or another trial on the same corpus reads nothing (a streamed Hugging Face dataset,
         which has no such key, is counted every time)."""
+
         def count() -> int:
             log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
             return sum(len(rows["row"]) for rows in read_rows(self.corpus))

@@ -1,11 +1,12 @@
 """What a run started again under the same ``run.name`` (a resume) must agree with: its newest checkpoint.
 
 A resume continues the checkpoint's own model and optimizer state, and the run's schedule as its first start
-derived it (``kept_schedule``): ``train.epochs`` counts steps of W workers' batches, and a resume on another W would
-otherwise stretch or shrink the learning-rate schedule it is in the middle of. A config that names another engine, another
-model, or adapters where the checkpoint has none (or the other way round) would fail inside the workers, retried
-``train.max_failures`` times, or (a changed model) train the old model silently. Checked on the driver before
-anything is prepared, from the files of the checkpoint where the run keeps them (local or object storage).
+derived it (``kept_schedule``): ``train.epochs`` counts steps of W workers' batches, and a resume on another W
+would otherwise stretch or shrink the learning-rate schedule it is in the middle of. A config that names another
+engine, another model, or adapters where the checkpoint has none (or the other way round) would fail inside the
+workers, retried ``train.max_failures`` times, or (a changed model) train the old model silently. Checked on the
+driver before anything is prepared, from the files of the checkpoint where the run keeps them (local or object
+storage).
 """
 
 from __future__ import annotations
@@ -32,18 +33,26 @@ ARCHITECTURE_KEYS = ("model_type", "hidden_size", "num_hidden_layers", "num_atte
 def newest_checkpoint(fs: pyarrow.fs.FileSystem, root: str) -> str | None:
     """The newest checkpoint directory of the run with a trainer state (one being written has none yet)."""
     infos = fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True))
-    names = sorted(i.path for i in infos if i.type == pyarrow.fs.FileType.Directory
-                   and i.base_name.startswith(CHECKPOINT_PREFIX))
-    return next((path for path in reversed(names) if fs.get_file_info(f"{path}/{STATE_FILE}").type
-                 == pyarrow.fs.FileType.File), None)
+    names = sorted(
+        i.path for i in infos if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith(CHECKPOINT_PREFIX)
+    )
+    return next(
+        (path for path in reversed(names) if fs.get_file_info(f"{path}/{STATE_FILE}").type == pyarrow.fs.FileType.File),
+        None,
+    )
 
 
 def configured_architecture(config: ExperimentConfig) -> dict | None:
     """``ARCHITECTURE_KEYS`` of the model the config names (None for a hub name: not read here, no download)."""
     m = config.model
     if m.name_or_path == "tiny":
-        return {"model_type": "xlm-roberta", "hidden_size": m.tiny.hidden_size, "num_hidden_layers": m.tiny.num_layers,
-                "num_attention_heads": m.tiny.num_heads, "intermediate_size": m.tiny.intermediate_size}
+        return {
+            "model_type": "xlm-roberta",
+            "hidden_size": m.tiny.hidden_size,
+            "num_hidden_layers": m.tiny.num_layers,
+            "num_attention_heads": m.tiny.num_heads,
+            "intermediate_size": m.tiny.intermediate_size,
+        }
     path = Path(m.name_or_path) / "config.json"
     return json.loads(path.read_text()) if path.is_file() else None
 
@@ -63,13 +72,17 @@ def check_resume(config: ExperimentConfig) -> None:
     other_run = "or give a new run.name to start another run"
     saved_engine = "deepspeed" if exists(DEEPSPEED_DIR) else "ddp" if exists(OPTIMIZER_FILE) else None
     if saved_engine and saved_engine != config.train.engine:
-        raise ConfigError(f"train.engine: {where}, saved by train.engine={saved_engine}: set train.engine="
-                          f"{saved_engine} to resume it, {other_run}")
+        raise ConfigError(
+            f"train.engine: {where}, saved by train.engine={saved_engine}: set train.engine="
+            f"{saved_engine} to resume it, {other_run}"
+        )
     saved_adapters = exists(f"{MODEL_DIR}/{ADAPTER_WEIGHTS}")
     if saved_adapters != config.model.adapters.enabled:
         trained = "with" if saved_adapters else "without"
-        raise ConfigError(f"model.adapters.enabled: {where}, which was trained {trained} adapters: set model.adapters.enabled={str(saved_adapters).lower()} to resume it, "
-                          f"{other_run}")
+        raise ConfigError(
+            f"model.adapters.enabled: {where}, which was trained {trained} adapters: set "
+            f"model.adapters.enabled={str(saved_adapters).lower()} to resume it, {other_run}"
+        )
     wanted = configured_architecture(config)
     if wanted is None or not exists(f"{MODEL_DIR}/config.json"):
         return
@@ -78,9 +91,11 @@ def check_resume(config: ExperimentConfig) -> None:
     differ = {key: (saved.get(key), wanted.get(key)) for key in ARCHITECTURE_KEYS if saved.get(key) != wanted.get(key)}
     if differ:
         shown = ", ".join(f"{key} {old} (checkpoint) vs {new}" for key, (old, new) in differ.items())
-        raise ConfigError(f"model.name_or_path: {where}, whose model is another architecture than "
-                          f"model.name_or_path={config.model.name_or_path} ({shown}): a resume continues the "
-                          f"checkpoint's model; name that model to resume, {other_run}")
+        raise ConfigError(
+            f"model.name_or_path: {where}, whose model is another architecture than "
+            f"model.name_or_path={config.model.name_or_path} ({shown}): a resume continues the "
+            f"checkpoint's model; name that model to resume, {other_run}"
+        )
 
 
 def kept_schedule(config: ExperimentConfig, derived: RunSchedule) -> RunSchedule:

@@ -35,7 +35,10 @@ def inputs_uri(config: ExperimentConfig) -> str:
 
 def _s3(config: ExperimentConfig) -> tuple[pyarrow.fs.FileSystem, str]:
     """The storage filesystem and the inputs prefix inside it (``bucket/prefix/run/inputs``)."""
-    fs = storage_filesystem(config.storage.path, config.storage.endpoint_url) or pyarrow.fs.FileSystem.from_uri(config.storage.path)[0]
+    fs = (
+        storage_filesystem(config.storage.path, config.storage.endpoint_url)
+        or pyarrow.fs.FileSystem.from_uri(config.storage.path)[0]
+    )
     return fs, inputs_uri(config).split("://", 1)[1]
 
 

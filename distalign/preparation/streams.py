@@ -35,8 +35,9 @@ import itertools
 import json
 import math
 import os
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import ray
@@ -44,16 +45,16 @@ import ray.util.scheduling_strategies
 import torch
 
 from distalign.config import ExperimentConfig
-from distalign.data.corpus_plan import Item, Unit
 from distalign.data.batches import padded_names
+from distalign.data.corpus_plan import Item, Unit
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
 from distalign.data.streams import DRAW_EPOCH, STREAMS, Batch, Stream, StreamBatches, take_rows
-from distalign.preparation.table_rows import EpochRows, MappedTable, StoredTable, store_table
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.prepared import PreparedData
+from distalign.preparation.table_rows import EpochRows, MappedTable, StoredTable, store_table
 from distalign.ray_session import reserved
 from distalign.storage import node_local
 
@@ -97,16 +98,20 @@ def build_stream_batch(batch: dict[str, np.ndarray], job: StreamBatchJob) -> dic
     out = job.stream.tokenize(batch, tokenizer, job.settings)
     if job.preparer is not None:
         epoch_of = dict(zip(batch["row"].tolist(), batch["epoch"].tolist()))  # packed rows: their first sentence's
-        out.update(job.preparer(out, RowRandom(job.seed, [epoch_of[row] for row in out["row"].tolist()],
-                                               out["row"].tolist())))
+        out.update(
+            job.preparer(out, RowRandom(job.seed, [epoch_of[row] for row in out["row"].tolist()], out["row"].tolist()))
+        )
     return out
 
 
 def stream_preparers(config: ExperimentConfig, ctx: DataContext, streams: set[str]) -> dict[str, BatchPreparer]:
     """The preparer of each of ``streams`` an active objective transforms (validation allows one per stream)."""
     active = config.objectives.active().values()
-    return {plugin.stream: plugin.batch_preparer(section, ctx) for plugin, section in active
-            if plugin.prepares and plugin.stream in streams}
+    return {
+        plugin.stream: plugin.batch_preparer(section, ctx)
+        for plugin, section in active
+        if plugin.prepares and plugin.stream in streams
+    }
 
 
 def table_stream_names() -> tuple[str, ...]:
@@ -132,20 +137,31 @@ def stream_jobs(prepared: PreparedData, config: ExperimentConfig, wanted: tuple[
     streams = config.objectives.streams() & set(wanted)
     word_pairs = prepared.word_pairs if config.objectives.uses_word_pairs else None
     endpoint = config.storage.endpoint_url
-    ctx = DataContext(node_local(prepared.model_path, endpoint), prepared.languages, word_pairs,
-                      config.data.max_seq_length)
+    ctx = DataContext(
+        node_local(prepared.model_path, endpoint), prepared.languages, word_pairs, config.data.max_seq_length
+    )
     settings, preparers = stream_settings(config, prepared.languages), stream_preparers(config, ctx, streams)
     active = config.objectives.active().values()
-    return {stream: StreamBatchJob(STREAMS[stream], prepared.model_path, settings[stream], preparers.get(stream),
-                                   config.train.seed, endpoint,
-                                   padded_names(STREAMS[stream].tensors + tuple(
-                                       spec for plugin, _ in active if plugin.stream == stream
-                                       for spec in plugin.prepares)))
-            for stream in sorted(streams)}
+    return {
+        stream: StreamBatchJob(
+            STREAMS[stream],
+            prepared.model_path,
+            settings[stream],
+            preparers.get(stream),
+            config.train.seed,
+            endpoint,
+            padded_names(
+                STREAMS[stream].tensors
+                + tuple(spec for plugin, _ in active if plugin.stream == stream for spec in plugin.prepares)
+            ),
+        )
+        for stream in sorted(streams)
+    }
 
 
 class TableSource(Protocol):
-    """Where a table stream's rows are: a ``StoredTable`` (a run's), or a ``MappedTable`` in memory (``local_streams``)."""
+    """Where a table stream's rows are: a ``StoredTable`` (a run's), or a ``MappedTable`` in memory
+    (``local_streams``)."""
 
     def open(self) -> MappedTable: ...
 
@@ -162,8 +178,11 @@ class TableStream:
     @functools.cached_property
     def draw_key(self) -> str:
         """Names this stream's draw in a process's cache of opened draws (``_epoch_rows``)."""
-        return json.dumps([self.job.stream.name, getattr(self.source, "uri", id(self.source)), self.config.flat()],
-                          sort_keys=True, default=str)
+        return json.dumps(
+            [self.job.stream.name, getattr(self.source, "uri", id(self.source)), self.config.flat()],
+            sort_keys=True,
+            default=str,
+        )
 
 
 def store_tables(prepared: PreparedData, config: ExperimentConfig) -> dict[str, StoredTable]:
@@ -180,11 +199,14 @@ def store_tables(prepared: PreparedData, config: ExperimentConfig) -> dict[str, 
     return {name: store_table(table, s.path, s.endpoint_url, config.run.name, name) for name, table in tables.items()}
 
 
-def table_streams(prepared: PreparedData, config: ExperimentConfig,
-                  sources: dict[str, TableSource]) -> dict[str, TableStream]:
+def table_streams(
+    prepared: PreparedData, config: ExperimentConfig, sources: dict[str, TableSource]
+) -> dict[str, TableStream]:
     """Every table stream an active objective reads, its rows at ``sources`` (``store_tables``'s)."""
-    return {stream: TableStream(sources[stream], job, config, config.data.tokenize_cpus)
-            for stream, job in stream_jobs(prepared, config, table_stream_names()).items()}
+    return {
+        stream: TableStream(sources[stream], job, config, config.data.tokenize_cpus)
+        for stream, job in stream_jobs(prepared, config, table_stream_names()).items()
+    }
 
 
 OPENED_DRAWS = 4  # table streams whose draw a process keeps open (each holds an epoch's order, 8 bytes a row)
@@ -288,8 +310,10 @@ def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJo
     skip = item.skip
     if job.settings.pack:
         chunks = [list(row_chunks([rows], TOKENIZE_BATCH)) for rows in units]
-        rounds = (_concat([build_stream_batch(chunk, job) for chunk in round_chunks if chunk is not None])
-                  for round_chunks in itertools.zip_longest(*chunks))
+        rounds = (
+            _concat([build_stream_batch(chunk, job) for chunk in round_chunks if chunk is not None])
+            for round_chunks in itertools.zip_longest(*chunks)
+        )
         blocks = (shuffled(out, rng) for out in rounds)
     else:  # a sentence is a sequence: the ones trained are dropped before they are tokenised
         rows = {k: v[skip:] for k, v in shuffled(_concat(units), rng).items()}
@@ -303,8 +327,9 @@ def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJo
 
 
 @ray.remote
-def _item_task(item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob], cpus: float
-               ) -> Iterator[RaggedRows]:
+def _item_task(
+    item: Item, index: int, shared: tuple[CorpusStream, StreamBatchJob], cpus: float
+) -> Iterator[RaggedRows]:
     """Ray streaming generator task over one item, a block at a time (``shared``: the feed's corpus and job, put
     in the object store once). The Rust tokenizer's threads are as many as the task's CPUs (by default one per
     core of the node in every task process); read when its thread pool starts, at the process's first encoding."""
@@ -369,10 +394,12 @@ class RayWorkerData:
         options: dict[str, Any] = {"num_cpus": feed.cpus, "_generator_backpressure_num_objects": ITEM_BLOCKS_AHEAD}
         if feed.reserved:  # this worker's tasks run in its own reserved CPUs
             options["scheduling_strategy"] = ray.util.scheduling_strategies.PlacementGroupSchedulingStrategy(
-                feed.reserved[self.rank])
+                feed.reserved[self.rank]
+            )
         read = _item_task.options(**options)
-        for generator in submitted_ahead((read.remote(item, index, self._shared, feed.cpus)
-                                          for index, item in enumerate(items)), feed.slots):
+        for generator in submitted_ahead(
+            (read.remote(item, index, self._shared, feed.cpus) for index, item in enumerate(items)), feed.slots
+        ):
             yield from map(ray.get, generator)
 
 
@@ -416,18 +443,31 @@ class LocalWorkerData:
         return self.corpus.units, self.corpus.seed, self.corpus.mix_units
 
     def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
-        return (block for index, item in enumerate(items)
-                for block in item_blocks(item, index, self.corpus.corpus, self.corpus.job))
+        return (
+            block
+            for index, item in enumerate(items)
+            for block in item_blocks(item, index, self.corpus.corpus, self.corpus.job)
+        )
 
 
-def local_streams(prepared: PreparedData, config: ExperimentConfig, saved: dict[str, list[dict]] | None = None,
-                  rank: int = 0, workers: int = 1) -> dict[str, StreamBatches]:
+def local_streams(
+    prepared: PreparedData,
+    config: ExperimentConfig,
+    saved: dict[str, list[dict]] | None = None,
+    rank: int = 0,
+    workers: int = 1,
+) -> dict[str, StreamBatches]:
     """The batches worker ``rank`` of ``workers`` would read, built in this process without Ray or storage
     (``LocalWorkerData``, the tables held in memory), from where ``saved`` (a checkpoint's stream states) left
     them: for tests and debugging."""
-    held = {name: MappedTable.of(STREAMS[name].table(prepared)) for name in table_stream_names()
-            if STREAMS[name].table(prepared) is not None}
+    held = {
+        name: MappedTable.of(STREAMS[name].table(prepared))
+        for name in table_stream_names()
+        if STREAMS[name].table(prepared) is not None
+    }
     data = LocalWorkerData(table_streams(prepared, config, held), corpus_feed(prepared, config), rank, workers)
     saved = saved or {}
-    return {name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train), saved.get(name))
-            for name in sorted(config.objectives.streams())}
+    return {
+        name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train), saved.get(name))
+        for name in sorted(config.objectives.streams())
+    }

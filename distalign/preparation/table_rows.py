@@ -20,9 +20,9 @@ from __future__ import annotations
 import functools
 import hashlib
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -87,8 +87,11 @@ class MappedTable:
         which = np.searchsorted(self.starts, indices, side="right") - 1
         by_batch = np.argsort(which, kind="stable")
         bounds = np.searchsorted(which[by_batch], np.arange(len(self.batches) + 1))
-        parts = [self.batches[b].take(pa.array(indices[by_batch[lo:hi]] - self.starts[b]))
-                 for b, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:])) if hi > lo]
+        parts = [
+            self.batches[b].take(pa.array(indices[by_batch[lo:hi]] - self.starts[b]))
+            for b, (lo, hi) in enumerate(zip(bounds[:-1], bounds[1:]))
+            if hi > lo
+        ]
         back = np.empty_like(by_batch)
         back[by_batch] = np.arange(len(by_batch))
         return pa.Table.from_batches(parts, self.schema).combine_chunks().take(pa.array(back))

@@ -12,12 +12,12 @@ import numpy as np
 import pyarrow as pa
 
 from distalign.config import ExperimentConfig
-from distalign.data.streams import CorpusSentencesStream
-from distalign.preparation.table_rows import StoredTable
 from distalign.data.ragged import RaggedRows
+from distalign.data.streams import CorpusSentencesStream
 from distalign.eval.mlm_loss import held_out_rows
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.streams import StreamBatchJob, build_stream_batch, stream_jobs
+from distalign.preparation.table_rows import StoredTable
 
 
 def validation_rows(rows: pa.Table, job: StreamBatchJob) -> RaggedRows:

@@ -69,18 +69,22 @@ def _invocation(action: argparse.Action, formatter: argparse.HelpFormatter) -> s
 
 def _arguments_table(actions: list[argparse.Action], prog: str) -> str:
     formatter = _formatter(prog)
-    rows = [(_invocation(action, formatter), _default(action),
-             _meaning(action, formatter))
-            for action in actions
-            if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
-            and action.help != argparse.SUPPRESS]
+    rows = [
+        (_invocation(action, formatter), _default(action), _meaning(action, formatter))
+        for action in actions
+        if not isinstance(action, (argparse._HelpAction, argparse._SubParsersAction))
+        and action.help != argparse.SUPPRESS
+    ]
     return md.table(("Argument", "Default", "Meaning"), rows) if rows else ""
 
 
 def _command(parser: argparse.ArgumentParser, about: str) -> list[str]:
     out = [f"## `{parser.prog}` {{#{_slug(parser.prog)}}}", f"```text\n{_usage(parser)}\n```"]
-    if parser.description and isinstance(parser.formatter_class, type) and issubclass(
-            parser.formatter_class, argparse.RawDescriptionHelpFormatter):
+    if (
+        parser.description
+        and isinstance(parser.formatter_class, type)
+        and issubclass(parser.formatter_class, argparse.RawDescriptionHelpFormatter)
+    ):
         out.append(f"```text\n{parser.description.strip()}\n```")
     elif parser.description or about:
         out.append(md.text(parser.description or about))
@@ -91,7 +95,9 @@ def _command(parser: argparse.ArgumentParser, about: str) -> list[str]:
     for group in parser._action_groups:
         if group.title in standard or not group._group_actions:
             continue
-        out.append(f"**{md.text(group.title)}**" + (f": {md.text(group.description)}" if group.description else ""))
+        out.append(
+            f"**{md.text(group.title or '')}**" + (f": {md.text(group.description)}" if group.description else "")
+        )
         out.append(_arguments_table(group._group_actions, parser.prog))
     subs = _subcommands(parser)
     if subs:

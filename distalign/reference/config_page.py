@@ -10,10 +10,10 @@ import dataclasses
 import importlib
 import types
 import typing
-from typing import Any, Iterator, Literal
+from collections.abc import Iterator
+from typing import Any, Literal
 
-from distalign.config import ExperimentConfig, ObjectivesConfig
-from distalign.config import schema
+from distalign.config import ExperimentConfig, ObjectivesConfig, schema
 from distalign.data import streams
 from distalign.objectives.registry import OBJECTIVES
 from distalign.reference import markdown as md
@@ -35,8 +35,12 @@ shipped configs name paths from the repository root, and a config kept beside it
 Link to a key as `reference/config.md#train.lr`.
 """
 
-ENTRY_TITLES = {"CorpusSource": "corpus entries", "DictionarySource": "dictionary entries",
-                "StaticVectorsSource": "static-vector entries", "ParallelSource": "parallel-sentence entries"}
+ENTRY_TITLES = {
+    "CorpusSource": "corpus entries",
+    "DictionarySource": "dictionary entries",
+    "StaticVectorsSource": "static-vector entries",
+    "ParallelSource": "parallel-sentence entries",
+}
 
 
 @dataclasses.dataclass
@@ -56,10 +60,12 @@ def _sections(key: str, cls: type) -> Iterator[Section]:
     for name, hint in _init_hints(cls).items():
         if hint is ObjectivesConfig:
             for objective, plugin in OBJECTIVES.items():
-                yield Section(f"objectives.{objective}", plugin.Config,
-                              f"The `{objective}` objective ({plugin.reference}); "
-                              f"active when its weight is > 0.")
-        elif dataclasses.is_dataclass(hint):
+                yield Section(
+                    f"objectives.{objective}",
+                    plugin.Config,
+                    f"The `{objective}` objective ({plugin.reference}); active when its weight is > 0.",
+                )
+        elif isinstance(hint, type) and dataclasses.is_dataclass(hint):
             yield from _sections(f"{key}.{name}" if key else name, hint)
 
 
@@ -98,10 +104,10 @@ def _type(hint: Any) -> str:
 def _default(f: dataclasses.Field) -> object:
     if f.default is not dataclasses.MISSING:
         return f.default
-    return f.default_factory()
+    return f.default_factory()  # type: ignore[operator]
 
 
-def _rows(section: Section, checked: dict[str, list[str]], anchor_prefix: str) -> list[tuple[str, ...]]:
+def _rows(section: Section, checked: dict[str, list[str]], anchor_prefix: str) -> list[tuple[str, str, str, str]]:
     comments = field_comments(section.cls)
     hints = _init_hints(section.cls)
     rows = []
@@ -112,13 +118,20 @@ def _rows(section: Section, checked: dict[str, list[str]], anchor_prefix: str) -
         meaning = md.text(comments.get(f.name, ""))
         if key in checked:
             meaning += "<br>" + md.text("Checked: " + "; ".join(checked[key]) + ".")
-        rows.append((f"{md.anchor(anchor_prefix + key)}`{key}`", _type(hints[f.name]), md.code(_default(f)),
-                     meaning.removeprefix("<br>")))
+        rows.append(
+            (
+                f"{md.anchor(anchor_prefix + key)}`{key}`",
+                _type(hints[f.name]),
+                md.code(_default(f)),
+                meaning.removeprefix("<br>"),
+            )
+        )
     return rows
 
 
-def _render_sections(sections: list[Section], checked: dict[str, list[str]], anchor_prefix: str,
-                     level: str) -> list[str]:
+def _render_sections(
+    sections: list[Section], checked: dict[str, list[str]], anchor_prefix: str, level: str
+) -> list[str]:
     out = []
     for section in sections:
         rows = _rows(section, checked, anchor_prefix)
@@ -143,11 +156,15 @@ def _entry_sections(sections: list[Section]) -> list[str]:
     out = []
     for entry, keys in users.items():
         comments, hints = field_comments(entry), _init_hints(entry)
-        rows = [(f"`{f.name}`", _type(hints[f.name]), md.code(_default(f)), md.text(comments.get(f.name, "")))
-                for f in dataclasses.fields(entry) if f.init]
-        out.append(f'### {ENTRY_TITLES[entry.__name__].capitalize()} {{#{entry.__name__}}}')
-        out.append(" ".join(filter(None, [md.text(class_docstring(entry)),
-                                          f"Items of {', '.join(keys)}, each a mapping of:"])))
+        rows = [
+            (f"`{f.name}`", _type(hints[f.name]), md.code(_default(f)), md.text(comments.get(f.name, "")))
+            for f in dataclasses.fields(entry)
+            if f.init
+        ]
+        out.append(f"### {ENTRY_TITLES[entry.__name__].capitalize()} {{#{entry.__name__}}}")
+        out.append(
+            " ".join(filter(None, [md.text(class_docstring(entry)), f"Items of {', '.join(keys)}, each a mapping of:"]))
+        )
         out.append(md.table(("Key", "Type", "Default", "Meaning"), rows))
     return out
 
@@ -163,10 +180,14 @@ def render() -> str:
     parts += _render_sections(experiment, checked, "", "###")
     parts += ["## List entries", "The keys that take a list of files take mappings of these keys."]
     parts += _entry_sections(experiment)
-    parts += ["## Study files",
-              md.text("A study file (`distalign tune STUDY`, `tuning/*.yaml`) names a base training config and "
-                      "what its trials vary; a key given as an override on the command line (`max_concurrent_trials=2`, "
-                      "`grid.train.lr=[1e-3,3e-4]`) overrides the study file, any other key every trial's config. "
-                      "Link to a key as `reference/config.md#study.metric`.")]
+    parts += [
+        "## Study files",
+        md.text(
+            "A study file (`distalign tune STUDY`, `tuning/*.yaml`) names a base training config and "
+            "what its trials vary; a key given as an override on the command line (`max_concurrent_trials=2`, "
+            "`grid.train.lr=[1e-3,3e-4]`) overrides the study file, any other key every trial's config. "
+            "Link to a key as `reference/config.md#study.metric`."
+        ),
+    ]
     parts += _render_sections(study_sections, checked, "study.", "###")
     return "\n\n".join(parts) + "\n"

@@ -19,6 +19,9 @@ a task. Parameters are the config's keys, flattened with dots (`train.lr`); see 
 def render() -> str:
     parts = [INTRO.format(generated=md.GENERATED.format(source="distalign/metric_names.py"))]
     for kind in METRICS:
-        parts += [f"## {kind.title}", md.text(kind.about),
-                  md.table(("Metric", "Meaning"), [(f"`{f.pattern}`", md.text(f.meaning)) for f in kind.families])]
+        parts += [
+            f"## {kind.title}",
+            md.text(kind.about),
+            md.table(("Metric", "Meaning"), [(f"`{f.pattern}`", md.text(f.meaning)) for f in kind.families]),
+        ]
     return "\n\n".join(parts) + "\n"

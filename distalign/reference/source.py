@@ -46,8 +46,11 @@ def field_comments(cls: type) -> dict[str, str]:
         while row >= 1 and lines[row - 1].lstrip().startswith("#"):
             above.insert(0, _comment_text(comments[row]))
             row -= 1
-        own = [_comment_text(comments[r]) for r in range(node.lineno, node.end_lineno + 1)
-               if r in comments and not lines[r - 1].lstrip().startswith("#")]
+        own = [
+            _comment_text(comments[r])
+            for r in range(node.lineno, node.end_lineno + 1)
+            if r in comments and not lines[r - 1].lstrip().startswith("#")
+        ]
         text = "; ".join(part for part in (" ".join(above), " ".join(own)) if part)
         if text:
             out[node.target.id] = text

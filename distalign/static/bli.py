@@ -42,7 +42,7 @@ class StaticSpace:
 
 def parse_vectors(items: list[str]) -> dict[str, str]:
     """``--vectors LANG=PATH`` flags as {lang: path}."""
-    vectors = {}
+    vectors: dict[str, str] = {}
     for item in items:
         lang, sep, path = item.partition("=")
         if not sep or not lang or not path:
@@ -67,8 +67,9 @@ def static_bli(vectors: dict[str, str], suite: SuiteSpec) -> list[dict]:
     for lang1, lang2, _ in sources:
         for lang in (lang1, lang2):
             if lang not in vectors:
-                raise InputError(f"--vectors: no vectors for '{lang}' (pair {lang1}-{lang2}); give --vectors "
-                                 f"{lang}=PATH")
+                raise InputError(
+                    f"--vectors: no vectors for '{lang}' (pair {lang1}-{lang2}); give --vectors {lang}=PATH"
+                )
             if lang not in spaces:
                 words, matrix, report = read_word2vec(vectors[lang], suite.vocab_size)
                 suite.reports.append(report)
@@ -81,18 +82,31 @@ def static_bli(vectors: dict[str, str], suite: SuiteSpec) -> list[dict]:
         src, tgt = spaces[lang1], spaces[lang2]
         in_space = [(a, b) for a, b in pairs if a in src.row]  # a query needs a vector
         for similarity in suite.similarities:
-            task = BLITask.from_pairs(lang1, lang2, in_space, tgt.words, lowercase=False, source_vocab=src.words,
-                                      ranking=suite.bli_ranking, similarity=similarity)
+            task = BLITask.from_pairs(
+                lang1,
+                lang2,
+                in_space,
+                tgt.words,
+                lowercase=False,
+                source_vocab=src.words,
+                ranking=suite.bli_ranking,
+                similarity=similarity,
+            )
             if not task.queries:  # every score would be NaN: say so rather than write them
-                raise InputError(f"{lang1}-{lang2}: none of its {len(pairs)} test pairs has its source word in "
-                                 f"--vectors {lang1}={vectors[lang1]} and a translation in --vectors "
-                                 f"{lang2}={vectors[lang2]} ({len(pairs) - len(in_space)} source words without a "
-                                 "vector): nothing to score; check the dictionary's languages and direction")
-            vectors_of = {role: spaces[text_set.lang].lookup(text_set.texts)
-                          for role, text_set in task.text_sets().items()}
+                raise InputError(
+                    f"{lang1}-{lang2}: none of its {len(pairs)} test pairs has its source word in "
+                    f"--vectors {lang1}={vectors[lang1]} and a translation in --vectors "
+                    f"{lang2}={vectors[lang2]} ({len(pairs) - len(in_space)} source words without a "
+                    "vector): nothing to score; check the dictionary's languages and direction"
+                )
+            vectors_of = {
+                role: spaces[text_set.lang].lookup(text_set.texts) for role, text_set in task.text_sets().items()
+            }
             metrics = task.score(vectors_of) | {"oov_source": len(pairs) - len(in_space)}
-            rows += [{"task": task.task, "pair": task.pair, "metric": metric, "value": float(value)}
-                     for metric, value in metrics.items()]
+            rows += [
+                {"task": task.task, "pair": task.pair, "metric": metric, "value": float(value)}
+                for metric, value in metrics.items()
+            ]
     return rows
 
 

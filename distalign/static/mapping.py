@@ -11,8 +11,9 @@ VecMap > 0 means semi-supervised, at most that many rounds, fewer when it conver
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence, get_args
+from typing import get_args
 
 import numpy as np
 
@@ -26,9 +27,16 @@ from distalign.static.word2vec_format import read_word2vec, write_word2vec
 MAPPING_METHODS: tuple[str, ...] = get_args(MappingMethod)
 
 
-def map_spaces(method: MappingMethod, src_words: Sequence[str], src_vecs: np.ndarray, tgt_words: Sequence[str],
-               tgt_vecs: np.ndarray, seed_pairs: Sequence[tuple[str, str]], iterations: int = 0,
-               keep_target: bool = False) -> tuple[np.ndarray, np.ndarray, dict]:
+def map_spaces(
+    method: MappingMethod,
+    src_words: Sequence[str],
+    src_vecs: np.ndarray,
+    tgt_words: Sequence[str],
+    tgt_vecs: np.ndarray,
+    seed_pairs: Sequence[tuple[str, str]],
+    iterations: int = 0,
+    keep_target: bool = False,
+) -> tuple[np.ndarray, np.ndarray, dict]:
     """Source and target vectors in one space, and the fit's report (``dictionary_sizes``, ``seed_missing``, ...).
 
     ``keep_target``: the target stays in its normalised space and only the source moves (a pivot
@@ -47,9 +55,15 @@ def map_spaces(method: MappingMethod, src_words: Sequence[str], src_vecs: np.nda
     raise ValueError(f"unknown mapping method {method!r}; expected one of {list(MAPPING_METHODS)}")
 
 
-def align_files(src_vec_path: str | Path, tgt_vec_path: str | Path, dictionary_path: str | Path,
-                out_path: str | Path, iterations: int = 0, tgt_out_path: str | Path | None = None,
-                method: MappingMethod = "procrustes") -> dict:
+def align_files(
+    src_vec_path: str | Path,
+    tgt_vec_path: str | Path,
+    dictionary_path: str | Path,
+    out_path: str | Path,
+    iterations: int = 0,
+    tgt_out_path: str | Path | None = None,
+    method: MappingMethod = "procrustes",
+) -> dict:
     """Align word2vec text files with a ``src<TAB>tgt`` seed dictionary; write the mapped source vectors.
 
     The mapped source lives in the *mapped* target space (normalised for Procrustes, VecMap's own
@@ -64,11 +78,14 @@ def align_files(src_vec_path: str | Path, tgt_vec_path: str | Path, dictionary_p
     seed_pairs = list(zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist()))
     src_vocab, tgt_vocab = set(src_words), set(tgt_words)
     if not any(src in src_vocab and tgt in tgt_vocab for src, tgt in seed_pairs):
-        raise InputError(f"{dictionary_path}: none of its {len(seed_pairs)} pairs has a vector on both sides "
-                         f"({src_vec_path}, {tgt_vec_path}): give a seed dictionary of these two languages, the "
-                         "source word first")
-    mapped_src, mapped_tgt, report = map_spaces(method, src_words, src_vecs, tgt_words, tgt_vecs, seed_pairs,
-                                                iterations)
+        raise InputError(
+            f"{dictionary_path}: none of its {len(seed_pairs)} pairs has a vector on both sides "
+            f"({src_vec_path}, {tgt_vec_path}): give a seed dictionary of these two languages, the "
+            "source word first"
+        )
+    mapped_src, mapped_tgt, report = map_spaces(
+        method, src_words, src_vecs, tgt_words, tgt_vecs, seed_pairs, iterations
+    )
     write_word2vec(out_path, src_words, mapped_src)
     if tgt_out_path is not None:
         write_word2vec(tgt_out_path, tgt_words, mapped_tgt)

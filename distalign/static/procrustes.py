@@ -19,7 +19,8 @@ the new dictionary is those pairs united with the seed, and W is refitted. This 
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -31,9 +32,11 @@ from distalign.eval.bli import similarity_matrix
 
 def normalize_embeddings(vectors: np.ndarray) -> np.ndarray:
     """VecMap's ``unit center unit``: rows to unit length, columns to zero mean, rows to unit length."""
+
     def unit(x):
         norms = np.linalg.norm(x, axis=1, keepdims=True)
         return x / np.where(norms > 0, norms, 1.0)  # an all-zero row stays zero
+
     unit_rows = unit(np.asarray(vectors, dtype=np.float64))
     return unit(unit_rows - unit_rows.mean(0, keepdims=True))
 
@@ -58,8 +61,9 @@ def apply_map(vectors: np.ndarray, w: np.ndarray, normalize: bool = True) -> np.
     return preprocess(vectors, normalize) @ w
 
 
-def mutual_nearest_neighbours(mapped_src: np.ndarray, tgt: np.ndarray, similarity: str = "csls",
-                              k: int = 10) -> set[tuple[int, int]]:  # host-side: numpy in, index pairs out
+def mutual_nearest_neighbours(
+    mapped_src: np.ndarray, tgt: np.ndarray, similarity: str = "csls", k: int = 10
+) -> set[tuple[int, int]]:  # host-side: numpy in, index pairs out
     """Pairs ``(i, j)`` where target j is source i's best match and source i is target j's best match."""
     # float32 halves the [n_src, n_tgt] score matrix; neighbour ranks need no more precision.
     scores = similarity_matrix(torch.from_numpy(mapped_src).float(), torch.from_numpy(tgt).float(), similarity, k)
@@ -109,12 +113,19 @@ def align_spaces(
         raise ValueError("src_words/tgt_words must have one word per row of src_vecs/tgt_vecs")
     if iterations < 0 or top_n < 1:
         raise ValueError(f"iterations must be >= 0 and top_n >= 1, got {iterations} and {top_n}")
-    report = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
-              "iterations_run": 0, "converged": False}
+    report: dict[str, Any] = {
+        "seed_pairs": len(seed_pairs),
+        "seed_missing": 0,
+        "missing_examples": [],
+        "dictionary_sizes": [],
+        "iterations_run": 0,
+        "converged": False,
+    }
     seed = seed_index_pairs(src_words, tgt_words, seed_pairs, report)
     if not seed:
-        raise ValueError(f"seed_pairs: none of the {len(seed_pairs)} pairs has vectors on both sides "
-                         f"({report['missing_examples']})")
+        raise ValueError(
+            f"seed_pairs: none of the {len(seed_pairs)} pairs has vectors on both sides ({report['missing_examples']})"
+        )
     src, tgt = preprocess(src_vecs, normalize), preprocess(tgt_vecs, normalize)
 
     def fit(pairs):

@@ -25,8 +25,9 @@ mean best similarity improves by less than ``threshold``. VecMap's stochastic di
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Literal, Sequence
+from typing import Any, Literal
 
 import numpy as np
 
@@ -64,9 +65,11 @@ def whitening_transform(m: np.ndarray) -> np.ndarray:
     m = np.asarray(m, dtype=np.float64)
     _, s, vt = np.linalg.svd(m, full_matrices=False)
     if m.shape[0] < m.shape[1] or s[-1] <= s[0] * 1e-10:
-        raise ValueError(f"whitening needs {m.shape[1]} linearly independent dictionary rows (one per dimension); "
-                         f"got {m.shape[0]} rows of rank {int((s > s[0] * 1e-10).sum())}: give more seed pairs "
-                         "or turn whitening off")
+        raise ValueError(
+            f"whitening needs {m.shape[1]} linearly independent dictionary rows (one per dimension); "
+            f"got {m.shape[0]} rows of rank {int((s > s[0] * 1e-10).sum())}: give more seed pairs "
+            "or turn whitening off"
+        )
     return vt.T @ np.diag(1.0 / s) @ vt
 
 
@@ -81,8 +84,9 @@ def dewhitening_transform(basis: np.ndarray, whitening: np.ndarray) -> np.ndarra
     return basis.T @ np.linalg.inv(whitening) @ basis
 
 
-def fit_vecmap(x: np.ndarray, z: np.ndarray, settings: VecMapSettings = VecMapSettings()
-               ) -> tuple[np.ndarray, np.ndarray]:
+def fit_vecmap(
+    x: np.ndarray, z: np.ndarray, settings: VecMapSettings = VecMapSettings()
+) -> tuple[np.ndarray, np.ndarray]:
     """The source and target maps ``(W_x, W_z)`` from aligned seed rows ``x``, ``z`` ``[n, d]`` (module steps 1-4)."""
     x, z = np.asarray(x, dtype=np.float64), np.asarray(z, dtype=np.float64)
     if x.ndim != 2 or x.shape != z.shape or x.shape[0] == 0:
@@ -93,8 +97,8 @@ def fit_vecmap(x: np.ndarray, z: np.ndarray, settings: VecMapSettings = VecMapSe
     u, s, v = orthogonal_mapping(x @ wx1, z @ wz1)
     # After step 2 both sides share one basis, so either side's inverse whitening can de-whiten either side.
     dewhiten = {"src": dewhitening_transform(u, wx1), "trg": dewhitening_transform(v, wz1), "none": np.eye(d)}
-    wx = wx1 @ u @ np.diag(s ** settings.src_reweight) @ dewhiten[settings.src_dewhiten]
-    wz = wz1 @ v @ np.diag(s ** settings.trg_reweight) @ dewhiten[settings.trg_dewhiten]
+    wx = wx1 @ u @ np.diag(s**settings.src_reweight) @ dewhiten[settings.src_dewhiten]
+    wz = wz1 @ v @ np.diag(s**settings.trg_reweight) @ dewhiten[settings.trg_dewhiten]
     return wx, wz
 
 
@@ -109,10 +113,11 @@ def induce_dictionary(xw: np.ndarray, zw: np.ndarray, csls_k: int = 10) -> tuple
     Scores are dot products of the mapped rows; with ``csls_k`` > 0 each direction subtracts half the
     other side's mean top-k similarity (CSLS up to a per-query constant, so the same argmax).
     """
+
     def best(queries, keys, penalty):
         matches, best_sims = [], []
         for start in range(0, len(queries), CHUNK_ROWS):
-            sims = queries[start:start + CHUNK_ROWS] @ keys.T
+            sims = queries[start : start + CHUNK_ROWS] @ keys.T
             best_sims.append(sims.max(axis=1))
             matches.append((sims - penalty[None, :] / 2).argmax(axis=1))
         return np.concatenate(matches), np.concatenate(best_sims)
@@ -120,8 +125,9 @@ def induce_dictionary(xw: np.ndarray, zw: np.ndarray, csls_k: int = 10) -> tuple
     def knn(queries, keys):
         if csls_k == 0:
             return np.zeros(len(queries))
-        return np.concatenate([_topk_mean(queries[s:s + CHUNK_ROWS] @ keys.T, csls_k)
-                               for s in range(0, len(queries), CHUNK_ROWS)])
+        return np.concatenate(
+            [_topk_mean(queries[s : s + CHUNK_ROWS] @ keys.T, csls_k) for s in range(0, len(queries), CHUNK_ROWS)]
+        )
 
     forward, best_forward = best(xw, zw, knn(zw, xw))
     backward, best_backward = best(zw, xw, knn(xw, zw))
@@ -129,9 +135,14 @@ def induce_dictionary(xw: np.ndarray, zw: np.ndarray, csls_k: int = 10) -> tuple
     return pairs, float((best_forward.mean() + best_backward.mean()) / 2)
 
 
-def vecmap_align(src_words: Sequence[str], src_vecs: np.ndarray, tgt_words: Sequence[str], tgt_vecs: np.ndarray,
-                 seed_pairs: Sequence[tuple[str, str]], settings: VecMapSettings = VecMapSettings()
-                 ) -> tuple[np.ndarray, np.ndarray, dict]:
+def vecmap_align(
+    src_words: Sequence[str],
+    src_vecs: np.ndarray,
+    tgt_words: Sequence[str],
+    tgt_vecs: np.ndarray,
+    seed_pairs: Sequence[tuple[str, str]],
+    settings: VecMapSettings = VecMapSettings(),
+) -> tuple[np.ndarray, np.ndarray, dict]:
     """Fit VecMap on normalised spaces (module docstring): ``(W_x, W_z, report)``; map with :func:`apply_vecmap`.
 
     The report has ``seed_pairs``, ``seed_missing``, ``missing_examples``, ``dictionary_sizes`` (the
@@ -143,12 +154,20 @@ def vecmap_align(src_words: Sequence[str], src_vecs: np.ndarray, tgt_words: Sequ
         raise ValueError(f"src_vecs and tgt_vecs must be [n, d] with one d, got {src_vecs.shape} and {tgt_vecs.shape}")
     if len(src_words) != len(src_vecs) or len(tgt_words) != len(tgt_vecs):
         raise ValueError("src_words/tgt_words must have one word per row of src_vecs/tgt_vecs")
-    report = {"seed_pairs": len(seed_pairs), "seed_missing": 0, "missing_examples": [], "dictionary_sizes": [],
-              "objectives": [], "iterations_run": 0, "converged": False}
+    report: dict[str, Any] = {
+        "seed_pairs": len(seed_pairs),
+        "seed_missing": 0,
+        "missing_examples": [],
+        "dictionary_sizes": [],
+        "objectives": [],
+        "iterations_run": 0,
+        "converged": False,
+    }
     dictionary = seed_index_pairs(src_words, tgt_words, seed_pairs, report)
     if not dictionary:
-        raise ValueError(f"seed_pairs: none of the {len(seed_pairs)} pairs has vectors on both sides "
-                         f"({report['missing_examples']})")
+        raise ValueError(
+            f"seed_pairs: none of the {len(seed_pairs)} pairs has vectors on both sides ({report['missing_examples']})"
+        )
     x, z = normalize_embeddings(src_vecs), normalize_embeddings(tgt_vecs)
 
     def fit(pairs):

@@ -69,8 +69,7 @@ def _header(line: str, path: Path) -> tuple[int, int]:
     return int(fields[0]), int(fields[1])
 
 
-def read_word2vec(path: str | Path, max_words: int | None = None
-                  ) -> tuple[list[str], np.ndarray, VectorReadReport]:
+def read_word2vec(path: str | Path, max_words: int | None = None) -> tuple[list[str], np.ndarray, VectorReadReport]:
     """Words, float32 ``[n, dim]`` vectors and a report; ``max_words`` keeps the first rows only."""
     path = Path(path)
     if not path.is_file():

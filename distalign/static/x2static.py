@@ -40,9 +40,9 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -64,17 +64,22 @@ log = logging.getLogger("distalign")
 NEGATIVE_POWER = 0.5  # negatives ∝ count^0.5
 
 
-def negative_sampling_loss(static_target: torch.Tensor, context: torch.Tensor,
-                           static_negatives: torch.Tensor) -> torch.Tensor:
+def negative_sampling_loss(
+    static_target: torch.Tensor, context: torch.Tensor, static_negatives: torch.Tensor
+) -> torch.Tensor:
     """Batch mean of ``-log σ(u_w·c) - Σ_k log σ(-u_k·c)``: ``[B, d]``, ``[B, d]``, ``[B, K, d]`` -> scalar."""
     if static_target.dim() != 2 or static_target.shape != context.shape:
-        raise ValueError(f"static_target and context must both be [B, d], got {tuple(static_target.shape)} "
-                         f"and {tuple(context.shape)}")
+        raise ValueError(
+            f"static_target and context must both be [B, d], got {tuple(static_target.shape)} "
+            f"and {tuple(context.shape)}"
+        )
     if static_negatives.dim() != 3 or static_negatives.shape[0::2] != context.shape:
-        raise ValueError(f"static_negatives must be [B, K, d] = [{context.shape[0]}, K, {context.shape[1]}], "
-                         f"got {tuple(static_negatives.shape)}")
-    positive = (static_target * context).sum(-1)                                # [B]
-    negative = torch.einsum("bkd,bd->bk", static_negatives, context)            # [B, K]
+        raise ValueError(
+            f"static_negatives must be [B, K, d] = [{context.shape[0]}, K, {context.shape[1]}], "
+            f"got {tuple(static_negatives.shape)}"
+        )
+    positive = (static_target * context).sum(-1)  # [B]
+    negative = torch.einsum("bkd,bd->bk", static_negatives, context)  # [B, K]
     return -(F.logsigmoid(positive) + F.logsigmoid(-negative).sum(-1)).mean()
 
 
@@ -114,15 +119,25 @@ def keep_probabilities(counts: np.ndarray, t: float) -> np.ndarray:
 def find_occurrences(sentences: Sequence[str], vocab: WordVocab) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(sentence index, word position, vocabulary id) of every in-vocabulary word token."""
     index = {word: i for i, word in enumerate(vocab.words)}
-    found = [(s, pos, index[word]) for s, sentence in enumerate(sentences)
-             for pos, word in enumerate(sentence.split()) if word in index]
+    found = [
+        (s, pos, index[word])
+        for s, sentence in enumerate(sentences)
+        for pos, word in enumerate(sentence.split())
+        if word in index
+    ]
     columns = np.array(found, dtype=np.int64).reshape(-1, 3)
     return columns[:, 0], columns[:, 1], columns[:, 2]
 
 
 @torch.no_grad()
-def context_vectors(model: torch.nn.Module, tokenizer, sentences: Sequence[str], target_positions: Sequence[int],
-                    layer: int, max_length: int = 128) -> tuple[torch.Tensor, torch.Tensor]:
+def context_vectors(
+    model: torch.nn.Module,
+    tokenizer,
+    sentences: Sequence[str],
+    target_positions: Sequence[int],
+    layer: int,
+    max_length: int = 128,
+) -> tuple[torch.Tensor, torch.Tensor]:
     """Teacher context vectors of targets: ``[B, d]`` means and a ``[B]`` validity mask.
 
     ``target_positions[i]`` is the index of the target among ``sentences[i].split()``. Its
@@ -134,8 +149,9 @@ def context_vectors(model: torch.nn.Module, tokenizer, sentences: Sequence[str],
     enc = encode_sentences(tokenizer, list(sentences), max_length)
     width = int(enc["attention_mask"].sum(1).max())  # trim the padding encode_sentences adds
     device = next(model.parameters()).device
-    input_ids, attention, word_ids = (torch.from_numpy(enc[k][:, :width]).to(device)
-                                      for k in ("input_ids", "attention_mask", "word_ids"))
+    input_ids, attention, word_ids = (
+        torch.from_numpy(enc[k][:, :width]).to(device) for k in ("input_ids", "attention_mask", "word_ids")
+    )
     target = word_ids == torch.as_tensor(np.asarray(target_positions), device=device)[:, None]
     input_ids = input_ids.masked_fill(target, tokenizer.mask_token_id)
     hidden = model(input_ids=input_ids, attention_mask=attention, output_hidden_states=True).hidden_states[layer]
@@ -150,8 +166,10 @@ def load_teacher(model_name_or_path: str, layer: int) -> tuple[torch.nn.Module, 
     """
     num_layers = AutoConfig.from_pretrained(model_name_or_path).num_hidden_layers
     if not -(num_layers + 1) <= layer <= num_layers:
-        raise ConfigError(f"layer {layer} is outside [{-(num_layers + 1)}, {num_layers}], the layers of "
-                          f"{model_name_or_path} (0 = embeddings, negative from the end): give one in that range")
+        raise ConfigError(
+            f"layer {layer} is outside [{-(num_layers + 1)}, {num_layers}], the layers of "
+            f"{model_name_or_path} (0 = embeddings, negative from the end): give one in that range"
+        )
     layer %= num_layers + 1
     # The cut-off layers (and the unused MLM head/pooler) would be reported as unexpected/missing weights.
     verbosity = transformers.logging.get_verbosity()
@@ -170,11 +188,11 @@ def negative_distribution(counts: np.ndarray) -> np.ndarray:
     return weights / weights.sum()
 
 
-def sample_negatives(probabilities: torch.Tensor, targets: torch.Tensor, k: int,
-                     generator: torch.Generator) -> torch.Tensor:
+def sample_negatives(
+    probabilities: torch.Tensor, targets: torch.Tensor, k: int, generator: torch.Generator
+) -> torch.Tensor:
     """``[B, k]`` word ids drawn from ``probabilities``, redrawn where equal to the row's target."""
-    negatives = torch.multinomial(probabilities, targets.numel() * k, replacement=True,
-                                  generator=generator).view(-1, k)
+    negatives = torch.multinomial(probabilities, targets.numel() * k, replacement=True, generator=generator).view(-1, k)
     clash = negatives == targets[:, None]
     while clash.any():
         negatives[clash] = torch.multinomial(probabilities, int(clash.sum()), replacement=True, generator=generator)
@@ -189,10 +207,19 @@ class OccurrenceContexts:
     vectors; when ``[n, hidden]`` float32 fits in ``cache_bytes`` each is computed once and kept.
     """
 
-    def __init__(self, teacher, tokenizer, sentences: Sequence[str], positions: np.ndarray, layer: int,
-                 max_length: int, cache_bytes: int):
-        self.compute = lambda rows: context_vectors(teacher, tokenizer, [sentences[i] for i in rows],
-                                                    positions[rows], layer, max_length)
+    def __init__(
+        self,
+        teacher,
+        tokenizer,
+        sentences: Sequence[str],
+        positions: np.ndarray,
+        layer: int,
+        max_length: int,
+        cache_bytes: int,
+    ):
+        self.compute = lambda rows: context_vectors(
+            teacher, tokenizer, [sentences[i] for i in rows], positions[rows], layer, max_length
+        )
         n, dim = len(sentences), teacher.config.hidden_size
         device = next(teacher.parameters()).device
         fits = n * dim * 4 <= cache_bytes
@@ -214,8 +241,14 @@ class OccurrenceContexts:
 
 
 def log_progress(info: dict) -> None:
-    log.info("x2static epoch %d step %d: loss %.4f  lr %.2e  %.0f words/s", info["epoch"], info["step"], info["loss"],
-             info["lr"], info["words_per_s"])
+    log.info(
+        "x2static epoch %d step %d: loss %.4f  lr %.2e  %.0f words/s",
+        info["epoch"],
+        info["step"],
+        info["loss"],
+        info["lr"],
+        info["words_per_s"],
+    )
 
 
 def extract_static_vectors(
@@ -242,17 +275,23 @@ def extract_static_vectors(
     speed over those batches); ``None`` is silent. Context vectors are kept after their first
     computation when all of them fit in ``cache_bytes`` (later epochs then skip the teacher).
     """
-    for name, value in (("epochs", epochs), ("negatives", negatives), ("batch_size", batch_size),
-                        ("log_every", log_every)):
+    for name, value in (
+        ("epochs", epochs),
+        ("negatives", negatives),
+        ("batch_size", batch_size),
+        ("log_every", log_every),
+    ):
         if value < 1:
             raise ValueError(f"{name} must be >= 1, got {value}")
     if not lr > 0:
         raise ValueError(f"lr must be > 0, got {lr}")
     vocab = build_word_vocab(sentences, min_count, max_words)
     if len(vocab.words) < 2:
-        raise InputError(f"the corpus ({len(sentences)} sentences) gives {len(vocab.words)} words seen at least "
-                         f"min_count={min_count} times (--min-count): at least 2 are needed, so no vectors were "
-                         "written; give a larger corpus or a lower --min-count")
+        raise InputError(
+            f"the corpus ({len(sentences)} sentences) gives {len(vocab.words)} words seen at least "
+            f"min_count={min_count} times (--min-count): at least 2 are needed, so no vectors were "
+            "written; give a larger corpus or a lower --min-count"
+        )
     device = device or ("cuda" if torch.cuda.is_available() else "cpu")
     use_tensor_cores(device)
     torch.manual_seed(seed)
@@ -267,8 +306,9 @@ def extract_static_vectors(
     optimizer = torch.optim.SparseAdam(table.parameters(), lr=lr)
 
     sentence_ids, positions, word_ids = find_occurrences(sentences, vocab)
-    contexts = OccurrenceContexts(teacher, tokenizer, [sentences[i] for i in sentence_ids], positions, layer,
-                                  max_length, cache_bytes)
+    contexts = OccurrenceContexts(
+        teacher, tokenizer, [sentences[i] for i in sentence_ids], positions, layer, max_length, cache_bytes
+    )
     keep = keep_probabilities(vocab.counts, effective_subsample_threshold(subsample_t, len(vocab.words)))[word_ids]
     expected_words = max(epochs * keep.sum(), 1.0)
     weights = torch.as_tensor(negative_distribution(vocab.counts), dtype=torch.float, device=device)
@@ -277,7 +317,7 @@ def extract_static_vectors(
     for epoch in range(epochs):
         kept = rng.permutation(np.flatnonzero(rng.random(len(keep)) < keep))
         for start in range(0, len(kept), batch_size):
-            batch = kept[start:start + batch_size]
+            batch = kept[start : start + batch_size]
             context, valid = contexts(batch)
             done += len(batch)
             if not valid.any():
@@ -294,14 +334,22 @@ def extract_static_vectors(
             window_words += len(batch)
             if progress is not None and step % log_every == 0:
                 elapsed = time.perf_counter() - window_start
-                progress({"epoch": epoch, "step": step, "loss": window_loss / log_every,
-                          "lr": optimizer.param_groups[0]["lr"], "words_per_s": window_words / elapsed})
+                progress(
+                    {
+                        "epoch": epoch,
+                        "step": step,
+                        "loss": window_loss / log_every,
+                        "lr": optimizer.param_groups[0]["lr"],
+                        "words_per_s": window_words / elapsed,
+                    }
+                )
                 window_loss, window_words, window_start = 0.0, 0, time.perf_counter()
     return vocab.words, table.weight.detach().cpu().numpy()
 
 
-def extract_to_file(model_name_or_path: str, corpus_paths: Sequence[str | Path], out_path: str | Path,
-                    layer: int = 6, **options) -> dict:
+def extract_to_file(
+    model_name_or_path: str, corpus_paths: Sequence[str | Path], out_path: str | Path, layer: int = 6, **options
+) -> dict:
     """Read corpora (``.txt`` one sentence a line, ``.jsonl``, ``.parquet``), extract, write word2vec text.
 
     ``options`` go to :func:`extract_static_vectors`. Returns ``{"sentences", "words", "path", "reports"}``
@@ -316,8 +364,10 @@ def extract_to_file(model_name_or_path: str, corpus_paths: Sequence[str | Path],
         sentences.extend(table["text"].to_pylist())
         reports.append(report)
     if not sentences:
-        raise InputError(f"{', '.join(map(str, corpus_paths))}: no sentences: give a corpus with a sentence a line "
-                         "(.txt), or a 'text' field (.jsonl, .parquet)")
+        raise InputError(
+            f"{', '.join(map(str, corpus_paths))}: no sentences: give a corpus with a sentence a line "
+            "(.txt), or a 'text' field (.jsonl, .parquet)"
+        )
     words, vectors = extract_static_vectors(model_name_or_path, sentences, layer=layer, **options)
     path = write_word2vec(out_path, words, vectors)
     return {"sentences": len(sentences), "words": len(words), "path": path, "reports": reports}

@@ -57,16 +57,19 @@ def is_bench_study(path: str | Path) -> bool:
     return "bench" in read_mapping(path)
 
 
-def load_bench_study(path: str | Path, overrides: list[str] | None = None
-                     ) -> tuple[BenchStudyConfig, dict[str, BenchSpec], dict[str, dict[str, Any]]]:
+def load_bench_study(
+    path: str | Path, overrides: list[str] | None = None
+) -> tuple[BenchStudyConfig, dict[str, BenchSpec], dict[str, dict[str, Any]]]:
     """The study, each trial's bench (its grid point applied as ``bench.<key>`` overrides, so a bad key or value
     names it) and what each trial stands for."""
     study = load_dataclass(BenchStudyConfig, path, overrides)
     fields = {f.name for f in dataclasses.fields(BenchSpec)}
     for key, values in study.grid.items():
         if key not in fields or not values:
-            raise ConfigError(f"grid.{key}: must be a field of the bench ({', '.join(sorted(fields))}) with a "
-                              "non-empty list of values")
+            raise ConfigError(
+                f"grid.{key}: must be a field of the bench ({', '.join(sorted(fields))}) with a "
+                "non-empty list of values"
+            )
     if not study.grid:
         raise ConfigError("grid: name at least one bench field to vary")
     out = Path(study.bench.output_dir or distalign_home() / "bench_studies" / study.study).resolve()
@@ -74,9 +77,15 @@ def load_bench_study(path: str | Path, overrides: list[str] | None = None
     for i, values in enumerate(itertools.product(*study.grid.values())):
         name = f"{study.study}-{i:03d}"
         point = dict(zip(study.grid, values))
-        specs[name] = load_dataclass(BenchStudyConfig, path, [*(overrides or []), *(
-            f"bench.{k}={json.dumps(v)}" for k, v in point.items()), f"bench.output_dir={json.dumps(str(out / name))}"]
-                                     ).bench
+        specs[name] = load_dataclass(
+            BenchStudyConfig,
+            path,
+            [
+                *(overrides or []),
+                *(f"bench.{k}={json.dumps(v)}" for k, v in point.items()),
+                f"bench.output_dir={json.dumps(str(out / name))}",
+            ],
+        ).bench
         points[name] = point
     return study, specs, points
 
@@ -100,14 +109,16 @@ def study_cells(rows: pd.DataFrame, grid: list[str], tasks: list[str]) -> pd.Dat
     from distalign.bench.transfer_study import cell_means
 
     varied = [k for k in grid if k not in SEED_KEYS + CELL_KEYS]
-    labelled = rows.assign(objective=[" ".join([r["objective"], *(f"{k}={r[k]}" for k in varied)])
-                                      for _, r in rows.iterrows()])
+    labelled = rows.assign(
+        objective=[" ".join([r["objective"], *(f"{k}={r[k]}" for k in varied)]) for _, r in rows.iterrows()]
+    )
     columns = ["alignment"] + [f"{kind}_{task}" for task in tasks for kind in ("source", "target", "delta")]
     return cell_means(labelled, columns)
 
 
-def log_bench_study(client, parent_id: str, study: BenchStudyConfig, rows: pd.DataFrame, tasks: list[str],
-                    out_dir: Path) -> str:
+def log_bench_study(
+    client, parent_id: str, study: BenchStudyConfig, rows: pd.DataFrame, tasks: list[str], out_dir: Path
+) -> str:
     from distalign.bench import transfer_study
 
     cells = study_cells(rows, list(study.grid), tasks)
@@ -145,21 +156,41 @@ def run_bench_study(path: str | Path, overrides: list[str] | None = None) -> pd.
     first = next(iter(benches.values()))
     out_dir = first.out_dir.parent
     tasks = list(first.spec.transfer_tasks)
-    log.info("bench study %s: %d trials over %s, %d cell(s) each", study.study, len(benches), list(study.grid),
-             len(first.cells()))
+    log.info(
+        "bench study %s: %d trials over %s, %d cell(s) each",
+        study.study,
+        len(benches),
+        list(study.grid),
+        len(first.cells()),
+    )
     ensure_ray()
     max_concurrent = concurrent_trials(study, [first.probe], ray.cluster_resources())
-    log.info("bench study %s: up to %d trials at once, each holding %s", study.study, max_concurrent,
-             trial_resources(study, first.probe))
+    log.info(
+        "bench study %s: up to %d trials at once, each holding %s",
+        study.study,
+        max_concurrent,
+        trial_resources(study, first.probe),
+    )
     uri, experiment = first.probe.tracking.uri, first.probe.tracking.experiment
-    with tracked_run(uri, experiment, study.study, str(out_dir), {f"grid.{k}": v for k, v in study.grid.items()},
-                     dataclasses.asdict(study)) as parent_id:
+    with tracked_run(
+        uri,
+        experiment,
+        study.study,
+        str(out_dir),
+        {f"grid.{k}": v for k, v in study.grid.items()},
+        dataclasses.asdict(study),
+    ) as parent_id:
         space = [{"bench": bench, "parent_id": parent_id, "name": name} for name, bench in benches.items()]
-        tuner = tune.Tuner(tune.with_resources(_trial, {"cpu": study.trial_cpus}),
-                           param_space={"trial": tune.grid_search(space)},
-                           tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
-                           run_config=tune.RunConfig(name=study.study, storage_path=str(out_dir / "tune"),
-                                                     failure_config=tune.FailureConfig(max_failures=study.max_failures)))
+        tuner = tune.Tuner(
+            tune.with_resources(_trial, {"cpu": study.trial_cpus}),
+            param_space={"trial": tune.grid_search(space)},
+            tune_config=tune.TuneConfig(max_concurrent_trials=max_concurrent),
+            run_config=tune.RunConfig(
+                name=study.study,
+                storage_path=str(out_dir / "tune"),
+                failure_config=tune.FailureConfig(max_failures=study.max_failures),
+            ),
+        )
         results = tuner.fit()
         rows, failed = [], []
         for result in results:
@@ -175,4 +206,3 @@ def run_bench_study(path: str | Path, overrides: list[str] | None = None) -> pd.
         if failed:
             raise RuntimeError(f"bench study {study.study}: trials failed: {sorted(failed)}")
     return pd.DataFrame(rows)
-

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
@@ -58,8 +58,13 @@ class ClusterLimit:
     """The study's cap on trials at once, from ``capacity()`` (``cluster_capacity``) read again once ``REREAD_S``
     have passed; each change is logged. Picklable: Tune saves the search algorithm that holds it."""
 
-    def __init__(self, need: dict[str, float], trials: int, capacity: Callable[[], dict[str, float]] = cluster_capacity,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(
+        self,
+        need: dict[str, float],
+        trials: int,
+        capacity: Callable[[], dict[str, float]] = cluster_capacity,
+        clock: Callable[[], float] = time.monotonic,
+    ):
         self.need, self.trials, self.capacity, self.clock = need, trials, capacity, clock
         self.limit, self.read_at = 0, -math.inf
 
@@ -68,8 +73,9 @@ class ClusterLimit:
             self.read_at = self.clock()
             limit = trials_that_fit(self.need, self.capacity(), self.trials)
             if limit != self.limit:
-                log.info("trials at once: %d (what the cluster, or its autoscaler, holds of trials of %s)", limit,
-                         self.need)
+                log.info(
+                    "trials at once: %d (what the cluster, or its autoscaler, holds of trials of %s)", limit, self.need
+                )
             self.limit = limit
         return self.limit
 
@@ -77,7 +83,7 @@ class ClusterLimit:
         return {"need": self.need, "trials": self.trials, "capacity": self.capacity, "clock": self.clock}
 
     def __setstate__(self, state: dict) -> None:
-        self.__init__(**state)
+        self.__init__(**state)  # type: ignore[misc]
 
 
 class ClusterSizedVariants(BasicVariantGenerator):

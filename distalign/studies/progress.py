@@ -44,8 +44,15 @@ class TrialProgress(Callback):
         now = time.monotonic()
         left = eta(self._last.get(trial.trial_id, (now, step)), (now, step), max_steps) if step < max_steps else None
         self._last[trial.trial_id] = (now, step)
-        log.info("trial %s step %d/%d %s=%s%s", name, step, max_steps, self.metric,
-                 "-" if value is None else f"{value:.4f}", "" if left is None else f" ETA {duration(left)}")
+        log.info(
+            "trial %s step %d/%d %s=%s%s",
+            name,
+            step,
+            max_steps,
+            self.metric,
+            "-" if value is None else f"{value:.4f}",
+            "" if left is None else f" ETA {duration(left)}",
+        )
 
     def on_trial_complete(self, iteration: int, trials: list, trial, **info) -> None:
         name, _, _ = describe_trial(trial.config, trial.trial_id)

@@ -55,8 +55,11 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
     import pandas as pd
 
     children = child_runs(client, parent_id)
-    figures = {row["trial"]: trial_figures(client, children[row["trial"]], study.metric)
-               for row in rows if row["trial"] in children}
+    figures = {
+        row["trial"]: trial_figures(client, children[row["trial"]], study.metric)
+        for row in rows
+        if row["trial"] in children
+    }
     table = pd.DataFrame([row | figures.get(row["trial"], {}) for row in rows])
     if "vanilla" in table:  # each trial against its own seed's vanilla model (its step-0 score)
         table["gain"] = table[study.metric] - table["vanilla"]
@@ -83,13 +86,18 @@ def log_study_summary(client, parent_id: str, study, rows: list[dict]) -> None:
                 for name, value in _diversity(scored, study, out / "diversity.png").items():
                     client.log_metric(parent_id, f"study/{name}", value)
             if SIZE in study.grid:
-                _sizes(scored, study, table["vanilla"].dropna().tolist() if "vanilla" in table else [],
-                       out / "sizes.png")
+                _sizes(
+                    scored, study, table["vanilla"].dropna().tolist() if "vanilla" in table else [], out / "sizes.png"
+                )
             if best["trial"] in children and study.metric.startswith("transfer/"):
                 _transfer_languages(client, parent_id, children, list(scored["trial"]), best["trial"], study, out)
             elif best["trial"] in children:
-                _pair_heatmap(children[best["trial"]], best["trial"], out / "pairs.png",
-                              "test" if study.metric.startswith("test/") else "eval")
+                _pair_heatmap(
+                    children[best["trial"]],
+                    best["trial"],
+                    out / "pairs.png",
+                    "test" if study.metric.startswith("test/") else "eval",
+                )
         for path in sorted(out.iterdir()):
             client.log_artifact(parent_id, str(path))
 
@@ -118,13 +126,18 @@ def _overhead(table, children: dict, figures: dict) -> dict[str, float]:
         for key, value in children[trial].data.metrics.items():
             if key.startswith("startup/") and key != "startup/total_s":
                 phases.setdefault(key.removeprefix("startup/"), []).append(value)
-    summary = {"trial_startup_s_mean": float(timed["startup_s"].mean()),
-               "trial_wall_s_mean": float(timed["wall_s"].mean()),
-               "trial_startup_share": float(timed["startup_s"].sum() / timed["wall_s"].sum())}
-    print(f"trial overhead: {summary['trial_startup_s_mean']:.1f} s to the first step of "
-          f"{summary['trial_wall_s_mean']:.1f} s per trial ({100 * summary['trial_startup_share']:.0f} %); "
-          + ", ".join(f"{k.removesuffix('_s')} {sum(v) / len(v):.1f} s" for k, v in phases.items()),
-          file=console(), flush=True)
+    summary = {
+        "trial_startup_s_mean": float(timed["startup_s"].mean()),
+        "trial_wall_s_mean": float(timed["wall_s"].mean()),
+        "trial_startup_share": float(timed["startup_s"].sum() / timed["wall_s"].sum()),
+    }
+    print(
+        f"trial overhead: {summary['trial_startup_s_mean']:.1f} s to the first step of "
+        f"{summary['trial_wall_s_mean']:.1f} s per trial ({100 * summary['trial_startup_share']:.0f} %); "
+        + ", ".join(f"{k.removesuffix('_s')} {sum(v) / len(v):.1f} s" for k, v in phases.items()),
+        file=console(),
+        flush=True,
+    )
     return summary | {f"startup/{k}": sum(v) / len(v) for k, v in phases.items()}
 
 
@@ -150,8 +163,9 @@ def _bars(scored, study, path: Path) -> None:
     fig, ax = _figure(max(4, 0.8 * len(scored)))
     keys = list(study.grid) + list(study.search.space) + (["languages"] if "languages" in scored else [])
     ax.bar(range(len(scored)), scored[study.metric])
-    ax.set_xticks(range(len(scored)), [_label(row, keys) for _, row in scored.iterrows()], rotation=30, ha="right",
-                  fontsize=6)
+    ax.set_xticks(
+        range(len(scored)), [_label(row, keys) for _, row in scored.iterrows()], rotation=30, ha="right", fontsize=6
+    )
     ax.set_ylabel(study.metric)
     ax.set_title(study.study)
     _save(fig, path)
@@ -168,8 +182,9 @@ def _by_configuration(scored, study, out: Path) -> None:
     summary.to_csv(out / "configurations.csv", index=False)
     fig, ax = _figure(max(4, 0.9 * len(summary)))
     ax.errorbar(range(len(summary)), summary["mean"], yerr=summary["std"].fillna(0), fmt="o", capsize=4)
-    ax.set_xticks(range(len(summary)), [_label(row, keys) for _, row in summary.iterrows()], rotation=30, ha="right",
-                  fontsize=6)
+    ax.set_xticks(
+        range(len(summary)), [_label(row, keys) for _, row in summary.iterrows()], rotation=30, ha="right", fontsize=6
+    )
     ax.set_ylabel(f"{study.metric}\nmean ± std over seeds")
     ax.set_title(f"{study.study}: {int(summary['count'].max())} seeds")
     _save(fig, out / "configurations.png")
@@ -181,8 +196,10 @@ def _diversity(scored, study, path: Path) -> dict[str, float]:
 
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4), sharey=True)
     stats = {}
-    for ax, column, name in ((axes[0], "d_typ", "typological diversity d_typ"),
-                             (axes[1], "sim_train_test", "similarity to the test languages")):
+    for ax, column, name in (
+        (axes[0], "d_typ", "typological diversity d_typ"),
+        (axes[1], "sim_train_test", "similarity to the test languages"),
+    ):
         x, y = scored[column].astype(float), scored[study.metric].astype(float)
         ax.scatter(x, y)
         if len(scored) >= 3 and x.nunique() > 1:
@@ -204,8 +221,7 @@ def _sizes(scored, study, vanilla: list[float], path: Path) -> None:
     position = sizes.where(sizes > 0, largest * 10)
     summary = scored.assign(position=position).groupby("position")[study.metric].agg(["mean", "std"])
     fig, ax = _figure()
-    ax.errorbar(summary.index, summary["mean"], yerr=summary["std"].fillna(0), fmt="o-", capsize=4,
-                label="specialized")
+    ax.errorbar(summary.index, summary["mean"], yerr=summary["std"].fillna(0), fmt="o-", capsize=4, label="specialized")
     if vanilla:
         ax.axhline(sum(vanilla) / len(vanilla), linestyle="--", color="grey", label="vanilla (step 0)")
     ax.set_xscale("log")
@@ -217,8 +233,7 @@ def _sizes(scored, study, vanilla: list[float], path: Path) -> None:
     _save(fig, path)
 
 
-def _transfer_languages(client, parent_id: str, children: dict, trials: list[str], best: str, study,
-                        out: Path) -> None:
+def _transfer_languages(client, parent_id: str, children: dict, trials: list[str], best: str, study, out: Path) -> None:
     """A transfer metric's study: every scored trial's per-language scores (``transfer_languages.csv``, and
     ``transfer_languages.json`` with ``log_table``) and a bar plot of the metric's task by language
     (``transfer_<task>.png``), the best trial's starting model first when it was transferred (its step-0 values)."""
@@ -229,8 +244,13 @@ def _transfer_languages(client, parent_id: str, children: dict, trials: list[str
     _, task, _, metric = study.metric.split("/")
     summaries = {trial: summary_from_metrics(children[trial].data.metrics) for trial in trials if trial in children}
     run_id = children[best].info.run_id
-    start = {key: m.value for key in children[best].data.metrics if key.startswith(f"transfer/{task}/")
-             for m in client.get_metric_history(run_id, key) if m.step == 0}
+    start = {
+        key: m.value
+        for key in children[best].data.metrics
+        if key.startswith(f"transfer/{task}/")
+        for m in client.get_metric_history(run_id, key)
+        if m.step == 0
+    }
     if start:
         summaries = {f"start ({best})": summary_from_metrics(start)} | summaries
     table = pd.concat([summary.assign(trial=trial) for trial, summary in summaries.items()], ignore_index=True)
@@ -276,5 +296,7 @@ def _pair_heatmap(run, trial: str, path: Path, prefix: str) -> None:
     ax.set_xticks(range(len(languages)), languages)
     ax.set_yticks(range(len(languages)), languages)
     fig.colorbar(image, ax=ax, label="MRR")
-    ax.set_title(f"{trial}: {prefix} BLI MRR per pair" + (" (d: URIEL distance)" if distance is not None else ""), fontsize=8)
+    ax.set_title(
+        f"{trial}: {prefix} BLI MRR per pair" + (" (d: URIEL distance)" if distance is not None else ""), fontsize=8
+    )
     _save(fig, path)

@@ -12,13 +12,25 @@ from pathlib import Path
 from typing import Any
 
 from distalign.config import ExperimentConfig
+from distalign.studies.progress import TrialProgress
 from distalign.studies.report import child_runs, log_study_summary, tag_value
 from distalign.studies.shared_inputs import SharedInputs, check_trials, share
-from distalign.studies.study import (concurrent_trials, largest_trial, load_study, trial_function_resources,
-                                     trial_resources)
-from distalign.studies.progress import TrialProgress
-from distalign.studies.trials import (TAG, GridTrial, SearchBase, TrialIdentity, describe_trial, trial_config,
-                                     trial_train)
+from distalign.studies.study import (
+    concurrent_trials,
+    largest_trial,
+    load_study,
+    trial_function_resources,
+    trial_resources,
+)
+from distalign.studies.trials import (
+    TAG,
+    GridTrial,
+    SearchBase,
+    TrialIdentity,
+    describe_trial,
+    trial_config,
+    trial_train,
+)
 
 log = logging.getLogger("distalign")
 STOPPED_EARLY_TAG = "distalign.stopped_early"  # on a trial's run: the step at which the scheduler stopped it
@@ -85,22 +97,35 @@ def _search_tuner(study, base: ExperimentConfig, trainable, parent_id: str, run_
 
     search = study.search
     kinds = {"loguniform": tune.loguniform, "uniform": tune.uniform, "randint": tune.randint}
-    point = {key: tune.choice(values) if kind == "choice" else kinds[kind](*values)
-             for key, spec in search.space.items() for kind, values in spec.items()}
+    point = {
+        key: tune.choice(values) if kind == "choice" else kinds[kind](*values)
+        for key, spec in search.space.items()
+        for kind, values in spec.items()
+    }
     searcher = OptunaSearch(metric=study.metric, mode=study.mode, seed=search.seed)
     if search.seeds > 1:
         searcher = Repeater(searcher, repeat=search.seeds, set_index=True)
-    searcher = ClusterSizedLimiter(searcher, limit) if isinstance(limit, ClusterLimit) else \
-        ConcurrencyLimiter(searcher, limit)
+    searcher = (
+        ClusterSizedLimiter(searcher, limit) if isinstance(limit, ClusterLimit) else ConcurrencyLimiter(searcher, limit)
+    )
     # ASHA judges a trial at each in-loop evaluation (the recipe reports every one)
-    scheduler = ASHAScheduler(metric=study.metric, mode=study.mode, grace_period=search.grace_period,
-                              reduction_factor=search.reduction_factor, max_t=base.train.max_steps + 1) \
-        if search.scheduler == "asha" else FIFOScheduler()
+    scheduler = (
+        ASHAScheduler(
+            metric=study.metric,
+            mode=study.mode,
+            grace_period=search.grace_period,
+            reduction_factor=search.reduction_factor,
+            max_t=base.train.max_steps + 1,
+        )
+        if search.scheduler == "asha"
+        else FIFOScheduler()
+    )
     return tune.Tuner(
         trainable,
         param_space={"trial": SearchBase(study.study, base.to_dict(), parent_id), "point": point},
-        tune_config=tune.TuneConfig(search_alg=searcher, scheduler=scheduler,
-                                    num_samples=search.num_samples * search.seeds, reuse_actors=True),
+        tune_config=tune.TuneConfig(
+            search_alg=searcher, scheduler=scheduler, num_samples=search.num_samples * search.seeds, reuse_actors=True
+        ),
         run_config=run_config,
     )
 
@@ -112,14 +137,23 @@ def _grid_tuner(trainable, trials: dict[str, ExperimentConfig], parent_id: str, 
 
     from distalign.studies.concurrency import ClusterLimit, ClusterSizedVariants
 
-    space = [GridTrial(TrialIdentity(name, config.train.seed, dict(config.tracking.tags), parent_id),
-                       {k.removeprefix(TAG): tag_value(v) for k, v in config.tracking.tags.items()}, config.to_dict())
-             for name, config in trials.items()]
-    variants = ClusterSizedVariants(limit) if isinstance(limit, ClusterLimit) else \
-        BasicVariantGenerator(max_concurrent=limit)
-    return tune.Tuner(trainable, param_space={"trial": tune.grid_search(space)},
-                      tune_config=tune.TuneConfig(search_alg=variants, reuse_actors=True),
-                      run_config=run_config)
+    space = [
+        GridTrial(
+            TrialIdentity(name, config.train.seed, dict(config.tracking.tags), parent_id),
+            {k.removeprefix(TAG): tag_value(v) for k, v in config.tracking.tags.items()},
+            config.to_dict(),
+        )
+        for name, config in trials.items()
+    ]
+    variants = (
+        ClusterSizedVariants(limit) if isinstance(limit, ClusterLimit) else BasicVariantGenerator(max_concurrent=limit)
+    )
+    return tune.Tuner(
+        trainable,
+        param_space={"trial": tune.grid_search(space)},
+        tune_config=tune.TuneConfig(search_alg=variants, reuse_actors=True),
+        run_config=run_config,
+    )
 
 
 def close_stopped_trials(client, parent_id: str, metric: str, rows: list[dict[str, Any]]) -> None:
@@ -142,12 +176,18 @@ def register_best_trial(client, parent_id: str, config: ExperimentConfig) -> Non
 
     tags = client.get_run(parent_id).data.tags
     if "distalign.best_checkpoint" not in tags:
-        log.warning("no trial has a score and a checkpoint: no model registered as %s",
-                    config.tracking.registered_model_name)
+        log.warning(
+            "no trial has a score and a checkpoint: no model registered as %s", config.tracking.registered_model_name
+        )
         return
     trial = child_runs(client, parent_id)[tags["distalign.best_trial"]]
-    register_checkpoint(config.tracking.uri, trial.info.run_id, tags["distalign.best_checkpoint"],
-                        config.storage.endpoint_url, config.tracking.registered_model_name)
+    register_checkpoint(
+        config.tracking.uri,
+        trial.info.run_id,
+        tags["distalign.best_checkpoint"],
+        config.storage.endpoint_url,
+        config.tracking.registered_model_name,
+    )
 
 
 def trials_at_once(study, trials: dict[str, ExperimentConfig]):
@@ -160,12 +200,21 @@ def trials_at_once(study, trials: dict[str, ExperimentConfig]):
     first = next(iter(trials.values()))
     if study.max_concurrent_trials:
         limit = concurrent_trials(study, list(trials.values()), ray.cluster_resources())
-        log.info("study %s: up to %d trials at once (max_concurrent_trials), each holding %s", study.study, limit,
-                 trial_resources(study, first))
+        log.info(
+            "study %s: up to %d trials at once (max_concurrent_trials), each holding %s",
+            study.study,
+            limit,
+            trial_resources(study, first),
+        )
         return limit
     count = study.search.num_samples * study.search.seeds if study.search.space else len(trials)
-    log.info("study %s: each trial holds %s; as many at once as the cluster (or its autoscaler) holds, read again "
-             "every %g s", study.study, trial_resources(study, first), REREAD_S)
+    log.info(
+        "study %s: each trial holds %s; as many at once as the cluster (or its autoscaler) holds, read again "
+        "every %g s",
+        study.study,
+        trial_resources(study, first),
+        REREAD_S,
+    )
     return ClusterLimit(largest_trial(study, list(trials.values())), count)
 
 
@@ -191,22 +240,37 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
     first = next(iter(trials.values()))
     # the storage and tracking of the study, which its trials share, with their inputs, prepared once each
     prepared = check_trials(trials)
-    log.info("study %s: %d trials over %s%s", study.study, len(trials), list(study.grid),
-             " and language samples" if study.language_samples.size else "")
+    log.info(
+        "study %s: %d trials over %s%s",
+        study.study,
+        len(trials),
+        list(study.grid),
+        " and language samples" if study.language_samples.size else "",
+    )
     ensure_ray()
     shared = share(study.study, prepared, trials)
     limit = trials_at_once(study, trials)
     storage_path = ray_storage_path(first.storage.path, first.storage.endpoint_url)
     filesystem = storage_filesystem(first.storage.path, first.storage.endpoint_url)
-    with tracked_run(first.tracking.uri, first.tracking.experiment, study.study, first.storage.path,
-                     {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
-                     dataclasses.asdict(study)) as parent_id:
+    with tracked_run(
+        first.tracking.uri,
+        first.tracking.experiment,
+        study.study,
+        first.storage.path,
+        {f"grid.{k}": v for k, v in study.grid.items()} | {"metric": study.metric},
+        dataclasses.asdict(study),
+    ) as parent_id:
         searching = bool(study.search.space)
         trainable = _trainable(study, _search_trial if searching else _trial, shared)
         # verbose=0: Tune's own tables (every trial's whole config) give way to one line per trial event
-        run_config = tune.RunConfig(name=study.study, storage_path=storage_path, storage_filesystem=filesystem,
-                                    failure_config=tune.FailureConfig(max_failures=study.max_failures),
-                                    verbose=0, callbacks=[TrialProgress(study.metric)])
+        run_config = tune.RunConfig(
+            name=study.study,
+            storage_path=storage_path,
+            storage_filesystem=filesystem,
+            failure_config=tune.FailureConfig(max_failures=study.max_failures),
+            verbose=0,
+            callbacks=[TrialProgress(study.metric)],
+        )
         experiment = f"{storage_path.rstrip('/')}/{study.study}"
         if tune.Tuner.can_restore(experiment, storage_filesystem=filesystem):
             log.info("study %s: resuming; finished trials are not run again", study.study)
@@ -219,16 +283,26 @@ def run_study(path: str | Path, extra_overrides: list[str] | None = None) -> lis
         rows = []
         for result in results:
             name, stands_for, _ = describe_trial(result.config, (result.metrics or {}).get("trial_id", ""))
-            rows.append({"trial": name, **stands_for, study.metric: (result.metrics or {}).get(study.metric),
-                         "step": (result.metrics or {}).get("step"), "error": str(result.error) if result.error else ""})
+            rows.append(
+                {
+                    "trial": name,
+                    **stands_for,
+                    study.metric: (result.metrics or {}).get(study.metric),
+                    "step": (result.metrics or {}).get("step"),
+                    "error": str(result.error) if result.error else "",
+                }
+            )
         rows.sort(key=lambda row: row["trial"])
         client = client_for(first.tracking.uri)
         close_stopped_trials(client, parent_id, study.metric, rows)
         log_study_summary(client, parent_id, study, rows)
         if first.tracking.registered_model_name:
             register_best_trial(client, parent_id, first)
-        log.info("study %s in the MLflow UI: %s", study.study,
-                 run_url(first.tracking.uri, client.get_run(parent_id).info.experiment_id, parent_id))
+        log.info(
+            "study %s in the MLflow UI: %s",
+            study.study,
+            run_url(first.tracking.uri, client.get_run(parent_id).info.experiment_id, parent_id),
+        )
         failed = [r["trial"] for r in rows if r["error"]]
         if failed:
             raise RuntimeError(f"study {study.study}: trials failed: {failed}")

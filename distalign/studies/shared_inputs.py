@@ -35,8 +35,15 @@ from distalign.preparation.prepared import PreparedData
 log = logging.getLogger("distalign")
 # the train keys prepare_data and its checks read (the seed; sizes and counts per worker); the others (lr, steps,
 # ...) change no input
-INPUT_TRAIN_KEYS = ("seed", "num_workers", "min_workers", "constraint_batch_size", "corpus_batch_size",
-                    "static_batch_size", "parallel_batch_size")
+INPUT_TRAIN_KEYS = (
+    "seed",
+    "num_workers",
+    "min_workers",
+    "constraint_batch_size",
+    "corpus_batch_size",
+    "static_batch_size",
+    "parallel_batch_size",
+)
 
 
 def inputs_key(config: ExperimentConfig) -> str:
@@ -44,10 +51,12 @@ def inputs_key(config: ExperimentConfig) -> str:
     data = config.to_dict()
     data["train"] = {key: data["train"][key] for key in INPUT_TRAIN_KEYS}
     objectives = config.objectives  # what preparation reads of them: not their weights, temperatures, ...
-    data["objectives"] = {"streams": sorted(objectives.streams()), "static": data["objectives"]["static"],
-                          "parallel_share": objectives.tlm.parallel_share,
-                          "word_pairs": sorted(name for name, (plugin, _) in objectives.active().items()
-                                               if plugin.uses_word_pairs)}
+    data["objectives"] = {
+        "streams": sorted(objectives.streams()),
+        "static": data["objectives"]["static"],
+        "parallel_share": objectives.tlm.parallel_share,
+        "word_pairs": sorted(name for name, (plugin, _) in objectives.active().items() if plugin.uses_word_pairs),
+    }
     del data["run"], data["tracking"], data["data"]["output_dir"]  # the trial's own names and places
     return json.dumps(data, sort_keys=True, default=str)
 
@@ -61,9 +70,11 @@ def check_trial(name: str, config: ExperimentConfig) -> tuple[PreparedData | Non
     with found.check():
         prepared = check_run(config, resources=False).prepared
         if prepared.test_pairs and config.eval.select_by == "bli" and not prepared.eval_pairs:
-            raise ConfigError(f"eval.test_languages {config.eval.test_languages} leave no validation pair to "
-                              f"select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
-                              f"validation pair has no test language)")
+            raise ConfigError(
+                f"eval.test_languages {config.eval.test_languages} leave no validation pair to "
+                f"select checkpoints on (eval.languages {config.eval.languages or 'all'}; a "
+                f"validation pair has no test language)"
+            )
     return (None if found else prepared), [ConfigError(f"trial {name}: {error}") for error in found.errors]
 
 
@@ -97,8 +108,9 @@ class SharedInputs:
 
         ref = self.refs.get(inputs_key(config))
         if ref is None:
-            log.info("%s: inputs the study did not prepare (a suggested point changes one): preparing them",
-                     config.run.name)
+            log.info(
+                "%s: inputs the study did not prepare (a suggested point changes one): preparing them", config.run.name
+            )
             return None
         return ray.get(ref)
 

@@ -112,23 +112,34 @@ def _check(study: StudyConfig) -> None:
     if search.space and (study.grid or samples.size):
         raise ConfigError("search: a study is a grid (with language samples) or a search, not both")
     if not study.grid and not samples.size and not search.space:
-        raise ConfigError("grid: must map config keys to non-empty lists of values (or set language_samples.size, "
-                          "or search.space)")
+        raise ConfigError(
+            "grid: must map config keys to non-empty lists of values (or set language_samples.size, or search.space)"
+        )
     for key, spec in search.space.items():
         kind, values = next(iter(spec.items())) if len(spec) == 1 else ("", [])
-        if kind not in SEARCH_KINDS or not values or (kind != "choice" and (len(values) != 2 or values[0] >= values[1])):
-            raise ConfigError(f"search.space.{key}: one of {{loguniform, uniform, randint}}: [low, high] with "
-                              f"low < high, or {{choice: [values]}}")
+        if (
+            kind not in SEARCH_KINDS
+            or not values
+            or (kind != "choice" and (len(values) != 2 or values[0] >= values[1]))
+        ):
+            raise ConfigError(
+                f"search.space.{key}: one of {{loguniform, uniform, randint}}: [low, high] with "
+                f"low < high, or {{choice: [values]}}"
+            )
     if search.space and (search.num_samples < 1 or search.seeds < 1):
         raise ConfigError("search: num_samples and seeds must be >= 1")
     if search.seeds > 1 and search.scheduler == "asha":
-        raise ConfigError("search: seeds > 1 with scheduler asha: early stops would bias the seeds' mean (Tune's "
-                          "Repeater); use scheduler fifo")
+        raise ConfigError(
+            "search: seeds > 1 with scheduler asha: early stops would bias the seeds' mean (Tune's "
+            "Repeater); use scheduler fifo"
+        )
     if samples.size and (samples.size < 2 or samples.bins < 1 or samples.per_pair < 1 or samples.num_samples < 1):
         raise ConfigError("language_samples: size must be >= 2, and bins, per_pair and num_samples >= 1")
     if samples.test_languages and not study.metric.startswith("test/"):
-        raise ConfigError(f"metric: {study.metric} is scored on the validation pairs; with language_samples."
-                          f"test_languages a trial is scored on the test pairs after training: test/bli/avg/mrr")
+        raise ConfigError(
+            f"metric: {study.metric} is scored on the validation pairs; with language_samples."
+            f"test_languages a trial is scored on the test pairs after training: test/bli/avg/mrr"
+        )
     if study.max_concurrent_trials < 0:
         raise ConfigError("max_concurrent_trials: must be >= 0 (0: as many as the cluster holds)")
     if study.trial_cpus <= 0:
@@ -166,8 +177,9 @@ def trials_that_fit(need: dict[str, float], capacity: dict[str, float], trials: 
     return max(1, min(trials, int(fits) if math.isfinite(fits) else trials))
 
 
-def concurrent_trials(study: StudyConfig, configs: list[ExperimentConfig], cluster: dict[str, float],
-                      trials: int | None = None) -> int:
+def concurrent_trials(
+    study: StudyConfig, configs: list[ExperimentConfig], cluster: dict[str, float], trials: int | None = None
+) -> int:
     """Trials to run at once: as many of the largest of ``configs`` as ``cluster`` (``ray.cluster_resources()``)
     holds, at least one and at most ``trials`` (default: unbounded); ``max_concurrent_trials`` if set. A larger
     explicit value than the cluster holds is kept (an autoscaling cluster grows to it) with a warning: the trials
@@ -175,8 +187,13 @@ def concurrent_trials(study: StudyConfig, configs: list[ExperimentConfig], clust
     need = largest_trial(study, configs)
     fits = trials_that_fit(need, cluster, trials or sys.maxsize)
     if study.max_concurrent_trials > fits:
-        log.warning("max_concurrent_trials=%d, but the cluster holds %d trials of %s now: the others wait for "
-                    "resources (or the autoscaler)", study.max_concurrent_trials, fits, need)
+        log.warning(
+            "max_concurrent_trials=%d, but the cluster holds %d trials of %s now: the others wait for "
+            "resources (or the autoscaler)",
+            study.max_concurrent_trials,
+            fits,
+            need,
+        )
     return study.max_concurrent_trials or fits
 
 
@@ -202,26 +219,38 @@ def language_sample_points(study: StudyConfig, base: ExperimentConfig) -> list[t
         return [([], {})]
     candidates = samples.candidates or constraint_languages(base)
     points = []
-    for sample in diverse_samples(candidates, samples.size, samples.num_samples, samples.bins, samples.seed,
-                                  samples.test_languages):
-        overrides = [f"data.constraint_languages={json.dumps(list(sample.languages))}",
-                     f"data.constraints_per_pair={samples.per_pair}"]
+    for sample in diverse_samples(
+        candidates, samples.size, samples.num_samples, samples.bins, samples.seed, samples.test_languages
+    ):
+        overrides = [
+            f"data.constraint_languages={json.dumps(list(sample.languages))}",
+            f"data.constraints_per_pair={samples.per_pair}",
+        ]
         if samples.test_languages:  # selection on validation pairs without them; their pairs score the trial
             overrides.append(f"eval.test_languages={json.dumps(samples.test_languages)}")
-        tags = {f"{TAG}languages": " ".join(sample.languages), f"{TAG}d_typ": f"{sample.diversity:.4f}",
-                f"{TAG}sim_train_test": f"{sample.similarity:.4f}", f"{TAG}bin": str(sample.bin)}
+        tags = {
+            f"{TAG}languages": " ".join(sample.languages),
+            f"{TAG}d_typ": f"{sample.diversity:.4f}",
+            f"{TAG}sim_train_test": f"{sample.similarity:.4f}",
+            f"{TAG}bin": str(sample.bin),
+        }
         points.append((overrides, tags))
     return points
 
 
 def search_points(study: StudyConfig) -> list[str]:
     """Overrides at every bound and choice of the search space: each must make a valid config."""
-    return [f"{key}={json.dumps(value)}" for key, spec in study.search.space.items()
-            for values in spec.values() for value in values]
+    return [
+        f"{key}={json.dumps(value)}"
+        for key, spec in study.search.space.items()
+        for values in spec.values()
+        for value in values
+    ]
 
 
-def load_study(path: str | Path,
-               extra_overrides: list[str] | None = None) -> tuple[StudyConfig, dict[str, ExperimentConfig]]:
+def load_study(
+    path: str | Path, extra_overrides: list[str] | None = None
+) -> tuple[StudyConfig, dict[str, ExperimentConfig]]:
     """The study file and the validated experiment config of every trial, by trial name. For a search, the
     trials are suggested as it runs: the one config returned is the base they all start from.
 
@@ -234,9 +263,11 @@ def load_study(path: str | Path,
     for override in extra_overrides:  # else a mistyped study key is reported as a key of the trials' config
         first = override.split("=", 1)[0].split(".", 1)[0].strip()
         if first not in STUDY_KEYS | sections:
-            raise ConfigError(f"unknown key '{first}' in override {override!r}: neither a study key "
-                              f"({', '.join(sorted(STUDY_KEYS))}) nor a section of the trials' config "
-                              f"({', '.join(sorted(sections))})")
+            raise ConfigError(
+                f"unknown key '{first}' in override {override!r}: neither a study key "
+                f"({', '.join(sorted(STUDY_KEYS))}) nor a section of the trials' config "
+                f"({', '.join(sorted(sections))})"
+            )
     study = load_dataclass(StudyConfig, path, [o for o in extra_overrides if _is_study_override(o)])
     _check(study)
     base = path.parent / study.base
@@ -244,8 +275,8 @@ def load_study(path: str | Path,
         raise ConfigError(f"base: experiment config not found: {base if study.base else '(empty)'}")
     trial_overrides = study.overrides + [o for o in extra_overrides if not _is_study_override(o)]
     if study.search.space:  # trials are suggested while the study runs: check the space's corners now
-        for point in search_points(study):
-            load_config(base, trial_overrides + [point])
+        for corner in search_points(study):
+            load_config(base, trial_overrides + [corner])
         trials = {f"{study.study}-base": load_config(base, trial_overrides + [f"run.name={study.study}-base"])}
         check_transfer(study, trials)
         return study, trials
@@ -253,12 +284,14 @@ def load_study(path: str | Path,
     keys = list(study.grid)
     trials = {}
     for i, ((sample_overrides, sample_tags), values) in enumerate(
-            itertools.product(samples, itertools.product(*study.grid.values()))):
+        itertools.product(samples, itertools.product(*study.grid.values()))
+    ):
         name = f"{study.study}-{i:03d}"
         point = [f"{k}={json.dumps(v)}" for k, v in zip(keys, values)]  # JSON is valid YAML
         tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
-        trials[name] = load_config(base, trial_overrides + sample_overrides + point
-                                   + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"])
+        trials[name] = load_config(
+            base, trial_overrides + sample_overrides + point + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"]
+        )
     check_transfer(study, trials)
     return study, trials
 
@@ -278,12 +311,18 @@ def check_transfer(study: StudyConfig, trials: dict[str, ExperimentConfig]) -> N
         return
     parts = study.metric.split("/")
     if len(parts) != 4:
-        raise ConfigError(f"metric: {study.metric}: a transfer metric is transfer/<task>/<lang>/<metric> "
-                          f"(transfer/udpos/avg/acc, transfer/udpos/avg/delta)")
+        raise ConfigError(
+            f"metric: {study.metric}: a transfer metric is transfer/<task>/<lang>/<metric> "
+            f"(transfer/udpos/avg/acc, transfer/udpos/avg/delta)"
+        )
     if study.search.space:
-        raise ConfigError(f"metric: {study.metric} is scored once, after training (eval.transfer); a search (Optuna, "
-                          f"ASHA) reads its metric at every in-loop evaluation: use a grid")
+        raise ConfigError(
+            f"metric: {study.metric} is scored once, after training (eval.transfer); a search (Optuna, "
+            f"ASHA) reads its metric at every in-loop evaluation: use a grid"
+        )
     for name, config in trials.items():
         if parts[1] not in config.eval.transfer.tasks:
-            raise ConfigError(f"metric: {study.metric}: trial {name} does not transfer to {parts[1]} "
-                              f"(eval.transfer.tasks: {config.eval.transfer.tasks})")
+            raise ConfigError(
+                f"metric: {study.metric}: trial {name} does not transfer to {parts[1]} "
+                f"(eval.transfer.tasks: {config.eval.transfer.tasks})"
+            )

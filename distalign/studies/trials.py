@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,11 +27,15 @@ class TrialIdentity:
     parent_run_id: str = ""  # the study's MLflow parent run
 
     def overrides(self) -> list[str]:
-        return [f"run.name={json.dumps(self.name)}", f"train.seed={self.seed}",
-                f"tracking.tags={json.dumps(self.tags)}", f"tracking.parent_run_id={json.dumps(self.parent_run_id)}"]
+        return [
+            f"run.name={json.dumps(self.name)}",
+            f"train.seed={self.seed}",
+            f"tracking.tags={json.dumps(self.tags)}",
+            f"tracking.parent_run_id={json.dumps(self.parent_run_id)}",
+        ]
 
 
-def trial_config(config: dict[str, Any], identity: TrialIdentity, point: list[str] = ()) -> ExperimentConfig:
+def trial_config(config: dict[str, Any], identity: TrialIdentity, point: Sequence[str] = ()) -> ExperimentConfig:
     """The validated config of one trial: ``config`` (a config's ``to_dict()``, paths resolved), the
     overrides of its search ``point``, then its identity."""
     data = copy.deepcopy(config)

@@ -48,8 +48,9 @@ class CheckpointStore:
 
     def _listed(self) -> list[str]:
         infos = self.fs.get_file_info(pyarrow.fs.FileSelector(self.root, allow_not_found=True))
-        return sorted(i.base_name for i in infos if i.type == pyarrow.fs.FileType.Directory
-                      and i.base_name.startswith(PREFIX))
+        return sorted(
+            i.base_name for i in infos if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith(PREFIX)
+        )
 
     def _read_metrics(self, name: str) -> dict[str, float]:
         """A checkpoint's reported metrics; {} for one Ray Train wrote (it keeps them in its own record)."""
@@ -84,8 +85,9 @@ class CheckpointStore:
 
         def rank(item: tuple[int, Stored]):
             value = item[1].metrics.get(self.score)
-            valid = isinstance(value, (int, float)) and not math.isnan(value)
-            return valid, sign * value if valid else 0.0, item[0]
+            if isinstance(value, (int, float)) and not math.isnan(value):
+                return True, sign * value, item[0]
+            return False, 0.0, item[0]
 
         return [s for _, s in sorted(enumerate(self.stored), key=rank)]
 
@@ -108,7 +110,7 @@ class CheckpointStore:
         if not self.keep:
             return
         latest = self.stored[-1]
-        dropped = [s for s in self._ranked()[:-self.keep] if s is not latest]
+        dropped = [s for s in self._ranked()[: -self.keep] if s is not latest]
         for stored in dropped:
             self.fs.delete_dir(f"{self.root}/{stored.name}")
         self.stored = [s for s in self.stored if s not in dropped]

@@ -23,8 +23,11 @@ from distalign.train.step_timing import Mark, no_mark
 MAX_GRAD_NORM = 1.0
 # DDP sends its buffers from rank 0 before every forward unless told not to; the models' buffers (position and
 # token type ids) never change. PyTorch 2.13 renamed the option (the GPU image's 2.11 has the old name only).
-NO_BUFFER_SYNC = {"forward_sync_buffers": False} if "forward_sync_buffers" in \
-    inspect.signature(DistributedDataParallel).parameters else {"broadcast_buffers": False}
+NO_BUFFER_SYNC = (
+    {"forward_sync_buffers": False}
+    if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
+    else {"broadcast_buffers": False}
+)
 
 
 # Parameters BERT, the LAMB reference and the Hugging Face Trainer keep out of weight decay (and LAMB out of
@@ -40,8 +43,10 @@ def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
 
     decayed = set(get_parameter_names(model, [torch.nn.LayerNorm], NO_DECAY_PATTERNS))
     trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    return [{"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay},
-            {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0, "adapt": False}]
+    return [
+        {"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay},
+        {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0, "adapt": False},
+    ]
 
 
 def fused_on(groups: list[dict]) -> bool | None:
@@ -82,11 +87,21 @@ def _optimizer_and_schedule(model: torch.nn.Module, cfg: TrainConfig, max_steps:
 
 
 class DDPEngine:
-    def __init__(self, model: torch.nn.Module, cfg: TrainConfig, max_steps: int, find_unused_parameters: bool,
-                 device: torch.device):
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        cfg: TrainConfig,
+        max_steps: int,
+        find_unused_parameters: bool,
+        device: torch.device,
+    ):
         self.module = model.to(device)
-        self.wrapped = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None,
-                                               find_unused_parameters=find_unused_parameters, **NO_BUFFER_SYNC)
+        self.wrapped = DistributedDataParallel(
+            model,
+            device_ids=[device.index] if device.type == "cuda" else None,
+            find_unused_parameters=find_unused_parameters,
+            **NO_BUFFER_SYNC,
+        )
         self.optimizer, self.schedule = _optimizer_and_schedule(model, cfg, max_steps)
         self.grad_norm: torch.Tensor | None = None  # of the last step's gradients, before clipping
         self.bf16 = cfg.precision == "bf16"
@@ -99,8 +114,10 @@ class DDPEngine:
         total: dict[str, torch.Tensor] = {}
         for i, batch in enumerate(micro_batches):
             last = i == len(micro_batches) - 1
-            with (contextlib.nullcontext() if last else self.wrapped.no_sync()), \
-                    (torch.autocast(device_type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext()):
+            with (
+                contextlib.nullcontext() if last else self.wrapped.no_sync(),
+                torch.autocast(device_type, dtype=torch.bfloat16) if self.bf16 else contextlib.nullcontext(),
+            ):
                 losses = self.wrapped(batch)
             (losses["loss"] / len(micro_batches)).backward()
             accumulate(total, losses, len(micro_batches))
@@ -119,8 +136,10 @@ class DDPEngine:
 
     def save(self, directory: Path, rank: int) -> None:
         if rank == 0:
-            torch.save({"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()},
-                       directory / OPTIMIZER_FILE)
+            torch.save(
+                {"optimizer": self.optimizer.state_dict(), "schedule": self.schedule.state_dict()},
+                directory / OPTIMIZER_FILE,
+            )
 
     def load(self, directory: Path) -> None:
         """Optimizer and schedule; the weights were loaded from the checkpoint's model directory."""
@@ -222,8 +241,9 @@ class DeepSpeedEngine:
 
         optimizer, schedule = _optimizer_and_schedule(model, cfg, max_steps)
         # A torch optimizer avoids compiling DeepSpeed's fused Adam on CPU.
-        self.engine, _, _, _ = deepspeed.initialize(model=model, optimizer=optimizer, lr_scheduler=schedule,
-                                                    config=deepspeed_settings(cfg))
+        self.engine, _, _, _ = deepspeed.initialize(
+            model=model, optimizer=optimizer, lr_scheduler=schedule, config=deepspeed_settings(cfg)
+        )
         self.module = self.engine.module
         self.zero_stage = cfg.zero_stage
         from deepspeed.runtime.checkpoint_engine.torch_checkpoint_engine import TorchCheckpointEngine
@@ -282,8 +302,11 @@ class DeepSpeedEngine:
         from deepspeed.utils import safe_get_full_fp32_param
 
         chief = not torch.distributed.is_initialized() or torch.distributed.get_rank() == 0
-        state = self.engine._zero3_consolidated_16bit_state_dict() if self.zero_stage == 3 else \
-            (self.module.state_dict() if chief else None)
+        state = (
+            self.engine._zero3_consolidated_16bit_state_dict()
+            if self.zero_stage == 3
+            else (self.module.state_dict() if chief else None)
+        )
         # every rank gathers each master weight (a collective), in the same order; rank 0 keeps them on the host,
         # one at a time (the whole fp32 model is not held on a GPU)
         keeps = state is not None
@@ -321,8 +344,11 @@ class DeepSpeedEngine:
             yield masters
             for parameter, master in zip(parameters, masters):
                 safe_set_full_fp32_param(parameter, master)
-            gathered = deepspeed.zero.GatheredParameters(parameters, modifier_rank=0) if self.zero_stage == 3 \
+            gathered = (
+                deepspeed.zero.GatheredParameters(parameters, modifier_rank=0)
+                if self.zero_stage == 3
                 else contextlib.nullcontext()
+            )
             with gathered:  # under ZeRO-3 rank 0's whole weights are partitioned back to every rank on leaving
                 for parameter, master in zip(parameters, masters):
                     parameter.data.copy_(master.view_as(parameter.data))

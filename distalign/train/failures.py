@@ -64,7 +64,7 @@ class StepFailure:
         return self.steps_done, self.error_type, self.frames
 
 
-def is_infrastructure_error(error: BaseException) -> bool:
+def is_infrastructure_error(error: BaseException | None) -> bool:
     """Whether ``error``, or an exception it was raised from or while handling, is the cluster's, a collective's
     or I/O's rather than the training code's: a restart may cure those."""
     seen: set[int] = set()
@@ -81,9 +81,11 @@ def step_failure(error: BaseException, steps_done: int) -> StepFailure | None:
     restart may cure (``is_infrastructure_error``)."""
     if is_infrastructure_error(error):
         return None
-    frames = tuple(f"{Path(frame.filename).resolve().relative_to(PACKAGE)}:{frame.name}:{frame.lineno}"
-                   for frame in traceback.extract_tb(error.__traceback__)
-                   if Path(frame.filename).resolve().is_relative_to(PACKAGE))
+    frames = tuple(
+        f"{Path(frame.filename).resolve().relative_to(PACKAGE)}:{frame.name}:{frame.lineno}"
+        for frame in traceback.extract_tb(error.__traceback__)
+        if Path(frame.filename).resolve().is_relative_to(PACKAGE)
+    )
     return StepFailure(steps_done, type(error).__qualname__, frames, "".join(traceback.format_exception(error)))
 
 
@@ -114,8 +116,11 @@ class RepeatedFailure(Exception):
 
     def __str__(self) -> str:
         record = recorded_failure(self.error)
-        return (f"{type(self.error).__name__}: {self.error} (after step {record.steps_done}) again after a restart: "
-                "a deterministic error, not retried")
+        assert record is not None, "raised only for an error that carries its StepFailure"
+        return (
+            f"{type(self.error).__name__}: {self.error} (after step {record.steps_done}) again after a restart: "
+            "a deterministic error, not retried"
+        )
 
 
 class FailFast(ControllerCallback, WorkerGroupCallback):
@@ -132,8 +137,11 @@ class FailFast(ControllerCallback, WorkerGroupCallback):
         self.failed = {} if preempted else worker_group_status.errors
 
     def before_controller_execute_failure_decision(self, failure_decision: FailureDecision) -> None:
-        records = [(rank, recorded_failure(error)) for rank, error in sorted(self.failed.items())]
-        records = [(rank, record) for rank, record in records if record is not None]
+        records = [
+            (rank, record)
+            for rank, error in sorted(self.failed.items())
+            if (record := recorded_failure(error)) is not None
+        ]
         failed, self.failed = self.failed, {}
         if not records:  # a lost worker, a collective's error, a group that did not start: no training failure
             return
@@ -175,6 +183,13 @@ def raising_worker_exceptions() -> Iterator[None]:
         if raised is None:
             raise
         repeated = isinstance(error, ray.train.ControllerError)
-        log.error("a worker's training failed after step %d: %s: %s%s", recorded_failure(raised).steps_done,
-                  type(raised).__name__, raised, " (again after a restart: not retried)" if repeated else "")
-        raise raised from WorkerTraceback(recorded_failure(raised).traceback)
+        record = recorded_failure(raised)
+        assert record is not None, "worker_exception returns only errors that carry their StepFailure"
+        log.error(
+            "a worker's training failed after step %d: %s: %s%s",
+            record.steps_done,
+            type(raised).__name__,
+            raised,
+            " (again after a restart: not retried)" if repeated else "",
+        )
+        raise raised from WorkerTraceback(record.traceback)

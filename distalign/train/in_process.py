@@ -1,8 +1,8 @@
 """A one-worker run in the calling process: what a worker group of one does, without starting one.
 
 A Tune trial trains this way when it has one worker (``train.trial_in_process``): starting a Ray Train worker
-group cost about two thirds of a short trial here (docs/benchmarks.md, "Per Tune trial"), and with Tune's ``reuse_actors``
-the next trial starts in a process that has torch, transformers and the tokenizer loaded already.
+group cost about two thirds of a short trial here (docs/benchmarks.md, "Per Tune trial"), and with Tune's
+``reuse_actors`` the next trial starts in a process that has torch, transformers and the tokenizer loaded already.
 
 The worker (``distalign.train.loop.run_worker``) runs here in a process group of one (gloo; NCCL on a GPU), fed
 by the run's table and corpus tasks as a Ray Train worker is. Its checkpoints go to the run's own
@@ -70,14 +70,16 @@ class InProcessWorker:
         self.uploads.wait()
 
 
-def fit_in_process(plan: TrainingPlan, score: str, order: str,
-                   forward: Callable[[dict[str, float]], None]) -> InProcessWorker:
+def fit_in_process(
+    plan: TrainingPlan, score: str, order: str, forward: Callable[[dict[str, float]], None]
+) -> InProcessWorker:
     """Train ``plan`` on one worker in this process; returns the worker, its store holding the run's checkpoints
     (``score``: the selection metric the best is kept by, "" for none)."""
     config = plan.config
     device = torch.device("cuda", 0) if config.train.use_gpu else torch.device("cpu")
-    store = CheckpointStore(config.storage.path, config.storage.endpoint_url, config.run.name,
-                            config.storage.keep_checkpoints, score, order)
+    store = CheckpointStore(
+        config.storage.path, config.storage.endpoint_url, config.run.name, config.storage.keep_checkpoints, score, order
+    )
     worker = InProcessWorker(store, device, forward)
     open_process_group_of_one(device)
     # the worker's CPUs, held from here on as a worker group's are (the trial holds its GPU from the start: Ray

@@ -21,11 +21,18 @@ import torch
 
 
 class Lamb(torch.optim.Optimizer):
-    def __init__(self, params, lr: float = 1e-3, betas: tuple[float, float] = (0.9, 0.999), eps: float = 1e-6,
-                 weight_decay: float = 0.0):
+    def __init__(
+        self,
+        params,
+        lr: float = 1e-3,
+        betas: tuple[float, float] = (0.9, 0.999),
+        eps: float = 1e-6,
+        weight_decay: float = 0.0,
+    ):
         if lr <= 0 or eps <= 0 or weight_decay < 0 or not all(0 <= b < 1 for b in betas):
-            raise ValueError(f"LAMB: lr={lr}, eps={eps} must be > 0, weight_decay={weight_decay} >= 0 and "
-                             f"betas={betas} in [0, 1)")
+            raise ValueError(
+                f"LAMB: lr={lr}, eps={eps} must be > 0, weight_decay={weight_decay} >= 0 and betas={betas} in [0, 1)"
+            )
         super().__init__(params, {"lr": lr, "betas": betas, "eps": eps, "weight_decay": weight_decay, "adapt": True})
 
     @torch.no_grad()
@@ -51,12 +58,13 @@ class Lamb(torch.optim.Optimizer):
                 m.mul_(beta1).add_(grad, alpha=1 - beta1)
                 v.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
                 weights = param.to(dtype)
-                update = (m / (1 - beta1 ** t)) / ((v / (1 - beta2 ** t)).sqrt() + group["eps"])
+                update = (m / (1 - beta1**t)) / ((v / (1 - beta2**t)).sqrt() + group["eps"])
                 update.add_(weights, alpha=group["weight_decay"])
                 if group["adapt"]:
                     weight_norm, update_norm = weights.norm(), update.norm()
-                    trust = torch.where((weight_norm > 0) & (update_norm > 0), weight_norm / update_norm,
-                                        torch.ones_like(weight_norm))
+                    trust = torch.where(
+                        (weight_norm > 0) & (update_norm > 0), weight_norm / update_norm, torch.ones_like(weight_norm)
+                    )
                     update.mul_(trust)
                 param.add_((update * -group["lr"]).to(param.dtype))
         return loss

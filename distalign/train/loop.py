@@ -95,9 +95,13 @@ class RayTrainWorker:
             return self.uploads.upload(directory, lambda: storage.persist_current_checkpoint(checkpoint, name))
 
         self.uploads.begin()
-        ray.train.report(metrics, checkpoint=ray.train.Checkpoint.from_directory(str(directory)),
-                         checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC,
-                         delete_local_checkpoint_after_upload=False, checkpoint_upload_fn=upload)
+        ray.train.report(
+            metrics,
+            checkpoint=ray.train.Checkpoint.from_directory(str(directory)),
+            checkpoint_upload_mode=ray.train.CheckpointUploadMode.ASYNC,
+            delete_local_checkpoint_after_upload=False,
+            checkpoint_upload_fn=upload,
+        )
 
 
 def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
@@ -119,8 +123,10 @@ def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
         plan.clock.mark("model")
         data, train = RayWorkerData(rank, workers, plan.corpus, plan.tables), plan.config.train
         saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
-        streams = {name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
-                   for name, stream in plan.streams.items()}
+        streams = {
+            name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
+            for name, stream in plan.streams.items()
+        }
         recipe.run(streams, session.report, session.checkpoint_directory)
         session.wait_for_uploads()
 

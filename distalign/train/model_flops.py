@@ -54,17 +54,23 @@ class ModelFlops:
         """Read from the model; call it before ZeRO-3 partitions the parameters or after (``ds_numel``)."""
         config = masked_lm.config
         head = known_lm_head(masked_lm)
-        return cls(matmul_weights(masked_lm.base_model), config.num_hidden_layers, config.hidden_size,
-                   matmul_weights(head) if head is not None else config.hidden_size * config.vocab_size)
+        return cls(
+            matmul_weights(masked_lm.base_model),
+            config.num_hidden_layers,
+            config.hidden_size,
+            matmul_weights(head) if head is not None else config.hidden_size * config.vocab_size,
+        )
 
     def step_flops(self, micro_batches: list[dict[str, dict[str, torch.Tensor]]]) -> float:
         """One optimizer step's FLOPs (``count_step`` of its micro-batches)."""
         return self.flops(count_step(micro_batches))
 
     def flops(self, counts: StepCounts) -> float:
-        return 3.0 * (2.0 * self.encoder_weights * counts.real_tokens
-                      + 4.0 * self.layers * self.attention_width * counts.squared_lengths
-                      + 2.0 * self.head_weights * counts.labelled)
+        return 3.0 * (
+            2.0 * self.encoder_weights * counts.real_tokens
+            + 4.0 * self.layers * self.attention_width * counts.squared_lengths
+            + 2.0 * self.head_weights * counts.labelled
+        )
 
 
 @dataclass(frozen=True)

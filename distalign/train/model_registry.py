@@ -8,8 +8,9 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import ray.train
 
@@ -56,22 +57,29 @@ def register_model(uri: str, run_id: str, checkpoint_dir: Path, name: str, sourc
     logged = client.create_logged_model(experiment, name="model", source_run_id=run_id)
     with _tracking_uri(uri):
         info = mlflow.transformers.log_model(
-            {"model": load_masked_lm(model_dir), "tokenizer": load_tokenizer(model_dir)}, task="fill-mask",
-            name="model", run_id=run_id, model_id=logged.model_id, registered_model_name=name,
+            {"model": load_masked_lm(model_dir), "tokenizer": load_tokenizer(model_dir)},
+            task="fill-mask",
+            name="model",
+            run_id=run_id,
+            model_id=logged.model_id,
+            registered_model_name=name,
             # what loading it takes (MLflow's own guess imports torchvision, which is not installed)
-            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}"])
+            pip_requirements=[f"torch=={torch.__version__.split('+')[0]}", f"transformers=={transformers.__version__}"],
+        )
     version = str(info.registered_model_version)
     client.set_model_version_tag(name, version, CHECKPOINT_TAG, source)  # the checkpoint it came from
     log.info("model of %s registered as %s version %s (models:/%s/%s)", source, name, version, name, version)
     return client.get_model_version(name, version)
 
 
-def register_checkpoint(uri: str, run_id: str, checkpoint: ray.train.Checkpoint | str, endpoint_url: str,
-                        name: str) -> ModelVersion:
+def register_checkpoint(
+    uri: str, run_id: str, checkpoint: ray.train.Checkpoint | str, endpoint_url: str, name: str
+) -> ModelVersion:
     """``register_model`` for a Ray Train checkpoint, or a checkpoint's location (a path or ``s3://`` URI; at
     ``endpoint_url`` when set), downloaded to a temporary directory first when remote."""
     if isinstance(checkpoint, str):
-        checkpoint = ray.train.Checkpoint(ray_storage_path(checkpoint, endpoint_url),
-                                          filesystem=storage_filesystem(checkpoint, endpoint_url))
+        checkpoint = ray.train.Checkpoint(
+            ray_storage_path(checkpoint, endpoint_url), filesystem=storage_filesystem(checkpoint, endpoint_url)
+        )
     with checkpoint.as_directory() as directory:
         return register_model(uri, run_id, Path(directory), name, checkpoint_uri(checkpoint))

@@ -13,13 +13,17 @@ from distalign.models.encoder import Encoder
 
 
 class TrainingModule(Encoder):
-    def __init__(self, masked_lm: nn.Module, objectives: dict[str, nn.Module], weights: dict[str, float],
-                 word_layer: int = -1):
+    def __init__(
+        self, masked_lm: nn.Module, objectives: dict[str, nn.Module], weights: dict[str, float], word_layer: int = -1
+    ):
         super().__init__(masked_lm, word_layer)
         self.objectives = nn.ModuleDict(objectives)
         self.weights = dict(weights)
 
     def forward(self, batches: dict[str, dict[str, torch.Tensor]]) -> dict[str, torch.Tensor]:
-        losses = {name: objective(self, batches[objective.stream]) for name, objective in self.objectives.items()}
+        losses = {
+            name: objective(self, batches[objective.stream])  # type: ignore[index]
+            for name, objective in self.objectives.items()
+        }
         losses["loss"] = sum(self.weights[name] * loss for name, loss in losses.items())
         return losses

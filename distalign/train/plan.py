@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 
 from distalign.config import ExperimentConfig
 from distalign.data.streams import Stream
-from distalign.preparation.table_rows import StoredTable
 from distalign.eval.tasks import BLITask
 from distalign.preparation.schedule import RunSchedule
 from distalign.preparation.streams import CorpusFeed, TableStream
+from distalign.preparation.table_rows import StoredTable
 from distalign.train.startup import StartupClock
 
 

@@ -45,8 +45,9 @@ class Checked:
     found: list[str] = field(default_factory=list)
 
 
-def load_checked(path: str, overrides: list[str] | None = None, extra: Sequence[Check] = (),
-                 build_model: bool = True) -> Checked:
+def load_checked(
+    path: str, overrides: list[str] | None = None, extra: Sequence[Check] = (), build_model: bool = True
+) -> Checked:
     """``read_config`` (a YAML or type error ends it there: nothing else can be read), then ``check_run`` with the
     config's own problems (``validate``) reported beside the others."""
     config = read_config(path, overrides)
@@ -56,8 +57,14 @@ def load_checked(path: str, overrides: list[str] | None = None, extra: Sequence[
     return check_run(config, problems, extra, build_model)
 
 
-def check_run(config: ExperimentConfig, problems: Problems | None = None, extra: Sequence[Check] = (),
-              build_model: bool = True, resources: bool = True, prepared: PreparedData | None = None) -> Checked:
+def check_run(
+    config: ExperimentConfig,
+    problems: Problems | None = None,
+    extra: Sequence[Check] = (),
+    build_model: bool = True,
+    resources: bool = True,
+    prepared: PreparedData | None = None,
+) -> Checked:
     """The checks of the module docstring on a loaded config; ``problems`` already found (its ``validate``) are
     raised with the rest. ``extra``: more checks of the caller's; ``build_model=False``: the tiny model is not built
     (``prepare_data``); ``resources=False``: the cluster is not asked (a Tune trial's share of it is Tune's);
@@ -128,16 +135,22 @@ def check_resources(config: ExperimentConfig) -> str:
     try:
         have, where = available_resources(gpus > 0)
     except Exception as err:  # an address that does not answer (``answering``), or Ray's own errors joining it
-        raise ConfigError(f"train.num_workers: the Ray cluster in RAY_ADDRESS cannot be joined to count its CPUs "
-                          f"and GPUs ({type(err).__name__}: {err}): start it, or unset RAY_ADDRESS to run on this "
-                          "machine") from None
+        raise ConfigError(
+            f"train.num_workers: the Ray cluster in RAY_ADDRESS cannot be joined to count its CPUs "
+            f"and GPUs ({type(err).__name__}: {err}): start it, or unset RAY_ADDRESS to run on this "
+            "machine"
+        ) from None
     t, d = config.train, config.data
-    need = f"{workers} workers need {cpus:g} CPUs (train.cpus_per_worker={t.cpus_per_worker:g}, " \
-           f"data.corpus_cpus_per_worker={d.corpus_cpus_per_worker:g} each, data.tokenize_cpus={d.tokenize_cpus:g})" \
-           + (f" and {gpus} GPUs (train.use_gpu)" if gpus else "")
+    need = (
+        f"{workers} workers need {cpus:g} CPUs (train.cpus_per_worker={t.cpus_per_worker:g}, "
+        f"data.corpus_cpus_per_worker={d.corpus_cpus_per_worker:g} each, data.tokenize_cpus={d.tokenize_cpus:g})"
+        + (f" and {gpus} GPUs (train.use_gpu)" if gpus else "")
+    )
     if have["CPU"] < cpus or have["GPU"] < gpus:
-        raise ConfigError(f"train.num_workers: {need}; {where} has {have['CPU']:g} CPUs and {have['GPU']:g} GPUs: "
-                          "lower train.num_workers (or train.min_workers) or the CPUs per worker, or add nodes")
+        raise ConfigError(
+            f"train.num_workers: {need}; {where} has {have['CPU']:g} CPUs and {have['GPU']:g} GPUs: "
+            "lower train.num_workers (or train.min_workers) or the CPUs per worker, or add nodes"
+        )
     return f"resources: {need}; {where} has {have['CPU']:g} CPUs, {have['GPU']:g} GPUs"
 
 
@@ -146,22 +159,31 @@ def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[st
     t = config.train
     lines = [f"model: {describe_model(config, prepared)}"]
     if len(prepared.constraints) or "constraints" in config.objectives.streams():
-        lines.append(f"constraints: {len(prepared.constraints)} pairs ({prepared.excluded_constraints} with evaluation "
-                     f"words left out; at least train.constraint_batch_size x train.num_workers = "
-                     f"{t.constraint_batch_size * t.num_workers} needed): {pair_counts(prepared.constraints)}")
+        lines.append(
+            f"constraints: {len(prepared.constraints)} pairs ({prepared.excluded_constraints} with evaluation "
+            f"words left out; at least train.constraint_batch_size x train.num_workers = "
+            f"{t.constraint_batch_size * t.num_workers} needed): {pair_counts(prepared.constraints)}"
+        )
     for source in prepared.corpus.sources:
-        where = f"{source.hf_dataset} (Hugging Face dataset)" if source.kind == "hf" else \
-            f"{len(source.paths)} {source.kind} files, {size_text(sum(source.sizes))}"
+        where = (
+            f"{source.hf_dataset} (Hugging Face dataset)"
+            if source.kind == "hf"
+            else f"{len(source.paths)} {source.kind} files, {size_text(sum(source.sizes))}"
+        )
         lines.append(f"corpus {source.lang}: {where}")
     if prepared.validation is not None:
         lines.append(f"validation sentences: {len(prepared.validation)}")
     if prepared.parallel is not None:
-        lines.append(f"parallel pairs: {len(prepared.parallel)} (at least train.parallel_batch_size x "
-                     f"train.num_workers = {t.parallel_batch_size * t.num_workers} needed)")
+        lines.append(
+            f"parallel pairs: {len(prepared.parallel)} (at least train.parallel_batch_size x "
+            f"train.num_workers = {t.parallel_batch_size * t.num_workers} needed)"
+        )
     if prepared.static is not None:
         lines.append(f"static targets: {len(prepared.static)} words")
-    for name, pairs in (("evaluation (in-loop BLI)", prepared.eval_pairs), ("test (BLI after training)",
-                                                                            prepared.test_pairs)):
+    for name, pairs in (
+        ("evaluation (in-loop BLI)", prepared.eval_pairs),
+        ("test (BLI after training)", prepared.test_pairs),
+    ):
         if pairs:
             lines.append(f"{name}: " + ", ".join(f"{p.lang1}-{p.lang2} {len(p.src)} pairs" for p in pairs))
     if config.eval.transfer.tasks:
@@ -174,13 +196,17 @@ def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[st
 def describe_model(config: ExperimentConfig, prepared: PreparedData) -> str:
     if prepared.model_path == "tiny":
         tiny = config.model.tiny
-        return (f"tiny, built when training starts (hidden size {tiny.hidden_size}, {tiny.num_layers} layers, its "
-                f"tokenizer of {tiny.vocab_size} tokens trained on the run's text)")
+        return (
+            f"tiny, built when training starts (hidden size {tiny.hidden_size}, {tiny.num_layers} layers, its "
+            f"tokenizer of {tiny.vocab_size} tokens trained on the run's text)"
+        )
     from distalign.models.loading import load_tokenizer, max_model_positions
 
     local = node_local(prepared.model_path, config.storage.endpoint_url)  # a storage model: this node's copy
-    return f"{config.model.name_or_path}: config and tokenizer load ({len(load_tokenizer(local))} " \
-           f"tokens, {max_model_positions(local)} positions)"
+    return (
+        f"{config.model.name_or_path}: config and tokenizer load ({len(load_tokenizer(local))} "
+        f"tokens, {max_model_positions(local)} positions)"
+    )
 
 
 def pair_counts(table: pa.Table) -> str:

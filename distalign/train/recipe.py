@@ -13,8 +13,8 @@ import json
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, ContextManager
 
 import torch
 import torch.distributed as dist
@@ -33,13 +33,13 @@ from distalign.checkpoint import (
     write_stream_states,
 )
 from distalign.data.batches import padded_names, trim_padding, with_label_index
+from distalign.data.ragged import RaggedRows
 from distalign.data.streams import StreamBatches
 from distalign.device import to_device, use_tensor_cores
-from distalign.data.ragged import RaggedRows
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
 from distalign.logs import duration
-from distalign.models.adapters import add_bottleneck_adapters, adapter_state_dict, load_masked_lm_with_adapters
+from distalign.models.adapters import adapter_state_dict, add_bottleneck_adapters, load_masked_lm_with_adapters
 from distalign.models.language_embeddings import training_input_languages
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import ObjectiveContext
@@ -47,9 +47,9 @@ from distalign.preparation.prepared import WORD_PAIR_COLUMNS
 from distalign.preparation.validation import worker_validation_rows
 from distalign.storage import node_local
 from distalign.train.engine import build_engine
+from distalign.train.model_flops import ModelFlops
 from distalign.train.module import TrainingModule
 from distalign.train.plan import TrainingPlan
-from distalign.train.model_flops import ModelFlops
 from distalign.train.step_timing import StepTimer, totals
 
 log = logging.getLogger("distalign")
@@ -75,11 +75,20 @@ class RowTrace:
         self.group, self.rank, self.world_size = group[0], rank, world_size
 
     def write(self, step: int, micro_batches: list[Batches]) -> None:
-        streams = {name: {key: [v for batches in micro_batches for v in batches[name][key].tolist()]
-                          for key in ("row", "epoch") if key in batch}
-                   for name, batch in micro_batches[0].items()}
-        self.file.write(json.dumps({"group": self.group, "step": step, "rank": self.rank,
-                                    "workers": self.world_size, "streams": streams}) + "\n")
+        streams = {
+            name: {
+                key: [v for batches in micro_batches for v in batches[name][key].tolist()]
+                for key in ("row", "epoch")
+                if key in batch
+            }
+            for name, batch in micro_batches[0].items()
+        }
+        self.file.write(
+            json.dumps(
+                {"group": self.group, "step": step, "rank": self.rank, "workers": self.world_size, "streams": streams}
+            )
+            + "\n"
+        )
         self.file.flush()
 
 
@@ -94,8 +103,9 @@ def mean_across_ranks(values: dict[str, float]) -> dict[str, float]:
         dist.all_gather_object(everyone, keys)
         differing = {rank: sorted(set(theirs) ^ set(keys)) for rank, theirs in enumerate(everyone) if theirs != keys}
         if differing:
-            raise RuntimeError(f"rank {dist.get_rank()} logs metrics other ranks do not (rank: metrics only one "
-                               f"side has): {differing}")
+            raise RuntimeError(
+                f"rank {dist.get_rank()} logs metrics other ranks do not (rank: metrics only one side has): {differing}"
+            )
     sums = collectives.all_reduce_sum(torch.tensor([values[k] for k in keys], dtype=torch.float64))  # host-side
     return {k: v / dist.get_world_size() for k, v in zip(keys, sums.tolist())}
 
@@ -125,8 +135,14 @@ class CheckpointCadence:
 
 
 class TrainingRecipe:
-    def __init__(self, plan: TrainingPlan, rank: int = 0, world_size: int = 1,
-                 device: torch.device | None = None, system_metrics_node: str = ""):
+    def __init__(
+        self,
+        plan: TrainingPlan,
+        rank: int = 0,
+        world_size: int = 1,
+        device: torch.device | None = None,
+        system_metrics_node: str = "",
+    ):
         """``system_metrics_node``: the name under which this rank logs its node's system metrics (one rank
         per node; "" for the others)."""
         self.plan, self.config = plan, plan.config
@@ -158,18 +174,24 @@ class TrainingRecipe:
         use_tensor_cores(self.device)  # fp32 runs and the in-loop evaluation on tensor cores (TF32)
         self.tokenizer = load_tokenizer(tokenizer_path)
         masked_lm = load_masked_lm_with_adapters(model_path)  # a resumed adapter run brings its adapters
-        masked_lm.train()  # from_pretrained leaves it in eval mode: pre-training with dropout, as BERT's and the papers'
+        # from_pretrained leaves it in eval mode: pre-training with dropout, as BERT's and the papers'
+        masked_lm.train()
         if t.gradient_checkpointing:
             masked_lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         adapters = config.model.adapters
         if adapters.enabled and not adapter_state_dict(masked_lm):
-            add_bottleneck_adapters(masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement,
-                                    adapters.init)
+            add_bottleneck_adapters(
+                masked_lm, adapters.reduction_factor, adapters.non_linearity, adapters.placement, adapters.init
+            )
         active = config.objectives.active()
         # each stream's tensors padded to its width, the ones its preparer adds included
-        self.padded = {name: padded_names(stream.tensors + tuple(spec for plugin, _ in active.values()
-                                                                 if plugin.stream == name for spec in plugin.prepares))
-                       for name, stream in self.plan.streams.items()}
+        self.padded = {
+            name: padded_names(
+                stream.tensors
+                + tuple(spec for plugin, _ in active.values() if plugin.stream == name for spec in plugin.prepares)
+            )
+            for name, stream in self.plan.streams.items()
+        }
         self.width_multiple = CUDA_WIDTH_MULTIPLE if self.device.type == "cuda" else 1
         stored_pairs = self.plan.word_pairs  # the constraint table, memory-mapped: its word columns only
         word_pairs = stored_pairs.open().table(list(WORD_PAIR_COLUMNS)) if stored_pairs is not None else None
@@ -195,8 +217,12 @@ class TrainingRecipe:
 
             self.logger = MetricLogger(config.tracking.uri, self.plan.mlflow_run_id)
             if sampling:
-                self.system_metrics = SystemMetricsSampler(self.logger, self.system_metrics_node, lambda: self.state.step,
-                                                           config.tracking.system_metrics_every_s)
+                self.system_metrics = SystemMetricsSampler(
+                    self.logger,
+                    self.system_metrics_node,
+                    lambda: self.state.step,
+                    config.tracking.system_metrics_every_s,
+                )
 
     # -- one step, evaluation, checkpoint --------------------------------------------------
 
@@ -204,8 +230,9 @@ class TrainingRecipe:
         """One optimizer step on ``train.grad_accum_steps`` micro-batches (a batch per stream each); then
         every objective's per-step state hook. The losses stay on the device (detached): reading them on
         the host would wait for the step to finish, so the loop sums them and reads them when it logs."""
-        micro_batches = [{name: to_device(batch, self.device) for name, batch in batches.items()}
-                         for batches in micro_batches]
+        micro_batches = [
+            {name: to_device(batch, self.device) for name, batch in batches.items()} for batches in micro_batches
+        ]
         losses = self.engine.step(micro_batches, self.timer.mark)
         for objective in self.engine.module.objectives.values():
             objective.after_step()  # may be a collective over all ranks: every rank calls it every step
@@ -217,8 +244,9 @@ class TrainingRecipe:
         """In-loop BLI on the held-out pairs, the MLM validation loss and the model-selection score (all ranks
         enter)."""
         with self.engine.full_weights(), self._input_languages():
-            metrics = evaluate_bli(self.engine.module, self.tokenizer, self.plan.bli_test_sets,
-                                   in_loop_settings(self.config))
+            metrics = evaluate_bli(
+                self.engine.module, self.tokenizer, self.plan.bli_test_sets, in_loop_settings(self.config)
+            )
             if metrics:
                 if not self.state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection
                     self.state.baseline_mrr = pair_mrrs(metrics)
@@ -235,11 +263,14 @@ class TrainingRecipe:
         """The key (in the objectives' state dict) of the input language table the model keeps after training
         (DICT-MLM's), or None."""
         objectives = self.engine.module.objectives.items()
-        tables = [f"{name}.{objective.exported_input_table}" for name, objective in objectives
-                  if objective.exported_input_table]
+        tables = [
+            f"{name}.{objective.exported_input_table}"
+            for name, objective in objectives
+            if objective.exported_input_table
+        ]
         return tables[0] if tables else None
 
-    def _input_languages(self) -> ContextManager[None]:
+    def _input_languages(self) -> contextlib.AbstractContextManager[None]:
         """The exported input language table added while evaluating, each word set's language its row, as
         ``distalign eval`` adds it to the checkpoint (a no-op without one)."""
         key = self._input_table()
@@ -256,8 +287,14 @@ class TrainingRecipe:
         if self.validation_rows is None:
             self.validation_rows = worker_validation_rows(stored, self.plan.corpus.job, self.rank, self.world_size)
         longest_share = -(-stored.rows // self.world_size)
-        sums = mlm_loss_sums(self.engine.module.masked_lm, self.validation_rows, len(self.plan.languages), batch_size,
-                             self.device, forwards=-(-longest_share // batch_size))
+        sums = mlm_loss_sums(
+            self.engine.module.masked_lm,
+            self.validation_rows,
+            len(self.plan.languages),
+            batch_size,
+            self.device,
+            forwards=-(-longest_share // batch_size),
+        )
         return mlm_loss_metrics(collectives.all_reduce_sum(sums), self.plan.languages)
 
     def save(self, directory: Path) -> None:
@@ -270,12 +307,21 @@ class TrainingRecipe:
             module = self.engine.module
             objective_state = module.objectives.state_dict()  # extra state (the sense state) is not gathered
             if weights is not None:
-                objective_state.update({k.removeprefix("objectives."): v for k, v in weights.items()
-                                        if k.startswith("objectives.")})
+                objective_state.update(
+                    {k.removeprefix("objectives."): v for k, v in weights.items() if k.startswith("objectives.")}
+                )
                 weights = {k.removeprefix("masked_lm."): v for k, v in weights.items() if k.startswith("masked_lm.")}
             table = self._input_table()
-            write_rank0_files(directory, module.masked_lm, self.tokenizer, objective_state, self.state, weights,
-                              (table, list(self.plan.languages)) if table else None, self.config.to_dict())
+            write_rank0_files(
+                directory,
+                module.masked_lm,
+                self.tokenizer,
+                objective_state,
+                self.state,
+                weights,
+                (table, list(self.plan.languages)) if table else None,
+                self.config.to_dict(),
+            )
         # the manifest (distalign.checkpoint.write_manifest) is written by the upload, off the training thread
 
     # -- the loop ----------------------------------------------------------------------------
@@ -290,10 +336,18 @@ class TrainingRecipe:
         """
         if self.is_chief:
             t = self.config.train
-            log.info("%s step %d/%d on %d workers (%s, zero=%d, %s, %s attention%s)",
-                     "resuming at" if self.resumed else "starting", self.state.step, self.plan.schedule.max_steps,
-                     self.world_size, t.engine, t.zero_stage, t.precision,
-                     self.engine.module.masked_lm.config._attn_implementation, ", compiled" if t.torch_compile else "")
+            log.info(
+                "%s step %d/%d on %d workers (%s, zero=%d, %s, %s attention%s)",
+                "resuming at" if self.resumed else "starting",
+                self.state.step,
+                self.plan.schedule.max_steps,
+                self.world_size,
+                t.engine,
+                t.zero_stage,
+                t.precision,
+                self.engine.module.masked_lm.config._attn_implementation,
+                ", compiled" if t.torch_compile else "",
+            )
         self.streams = streams
         try:
             self._train(streams, report, checkpoint_dir)
@@ -341,9 +395,15 @@ class TrainingRecipe:
                 if self.is_chief:
                     self._log(metrics)
                     rate = (step - first_step) / max(time.time() - started, 1e-9)
-                    log.info("step %d/%d loss %.4f (%.2f steps/s, %.0f tokens/s, ETA %s)", step, max_steps,
-                             metrics["Train/loss"], rate, metrics.get("perf/tokens_per_s", 0.0),
-                             duration((max_steps - step) / max(rate, 1e-9)))
+                    log.info(
+                        "step %d/%d loss %.4f (%.2f steps/s, %.0f tokens/s, ETA %s)",
+                        step,
+                        max_steps,
+                        metrics["Train/loss"],
+                        rate,
+                        metrics.get("perf/tokens_per_s", 0.0),
+                        duration((max_steps - step) / max(rate, 1e-9)),
+                    )
             eval_now = (eval_every and step % eval_every == 0) or step == max_steps
             if eval_now:
                 self.evaluate()
@@ -363,8 +423,10 @@ class TrainingRecipe:
     def next_batches(self, streams: dict[str, StreamBatches]) -> Batches:
         """A batch of every stream, each trimmed to its longest row (``distalign.data.batches.trim_padding``), with
         the flat positions of its labelled tokens where it has labels (``with_label_index``): host work."""
-        return {name: with_label_index(trim_padding(next(stream), self.padded[name], self.width_multiple))
-                for name, stream in streams.items()}
+        return {
+            name: with_label_index(trim_padding(next(stream), self.padded[name], self.width_multiple))
+            for name, stream in streams.items()
+        }
 
     def _log_startup(self) -> None:
         """Where the time to the first optimizer step went (``distalign.train.startup``); not on a resume."""

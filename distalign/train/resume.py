@@ -46,6 +46,7 @@ class Unreadable(Exception):
 def read_files(fs: pyarrow.fs.FileSystem, root: str, files: dict[str, dict], into: Path) -> None:
     """Copy ``files`` (name -> what the manifest lists) of the checkpoint at ``root`` into ``into``, checking each
     one's size and checksum as it streams past; ``Unreadable`` names the first that differs."""
+
     def copy(name: str) -> None:
         target = into / name
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -75,6 +76,7 @@ def staged_checkpoint(checkpoint: ray.train.Checkpoint, rank: int) -> tuple[Path
     """This rank's readable copy of ``checkpoint`` (module docstring) and its problems: (directory, []) when it
     is complete and what this rank read matches its checksums, else (None, what is wrong)."""
     fs, root = checkpoint.filesystem, checkpoint.path.rstrip("/")
+    assert fs is not None  # a checkpoint Ray Train or the run's store hands over has its filesystem
     stored = {name: size for name, size, _ in listed_files(fs, root)}
 
     manifests: dict[str, str] = {}  # read by every rank (a few KB each), to see the checkpoint is complete
@@ -92,8 +94,11 @@ def staged_checkpoint(checkpoint: ray.train.Checkpoint, rank: int) -> tuple[Path
     shared = {name: listed for name, listed in files.items() if private_rank(name) is None}
     own = {name: listed for name, listed in files.items() if private_rank(name) == rank}
     if isinstance(fs, pyarrow.fs.LocalFileSystem):
-        problems = [problem for name, listed in {**shared, **own}.items()
-                    if (problem := checksum_problem(name, listed, crc32(Path(root) / name)))]
+        problems = [
+            problem
+            for name, listed in {**shared, **own}.items()
+            if (problem := checksum_problem(name, listed, crc32(Path(root) / name)))
+        ]
         return (None if problems else Path(root)), problems
     # keyed by where the checkpoint is and what it holds: a checkpoint written again under the same name is another
     key = hashlib.sha1(json.dumps([fs.type_name, root, files], sort_keys=True).encode()).hexdigest()[:16]
@@ -109,8 +114,12 @@ def staged_checkpoint(checkpoint: ray.train.Checkpoint, rank: int) -> tuple[Path
         own_copy, _ = stage_once(base / f"rank{rank}", lambda into: read_files(fs, root, own, into))
     except Unreadable as problem:
         return None, [str(problem)]
-    view, _ = stage_once(base / f"view{rank}", lambda into: (link_files(shared_copy, shared, into),
-                                                             link_files(own_copy, own, into)))
+
+    def link_both(into: Path) -> None:
+        link_files(shared_copy, shared, into)
+        link_files(own_copy, own, into)
+
+    view, _ = stage_once(base / f"view{rank}", link_both)
     return view, []
 
 
@@ -134,9 +143,12 @@ def resume_directory(checkpoints: Iterable[ray.train.Checkpoint], rank: int) -> 
         newest = newest or checkpoint
         directory, problems = staged_checkpoint(checkpoint, rank)
         if problems:
-            log.warning("rank %d: checkpoint %s is incomplete or corrupted (%s): resuming from the one before it",
-                        rank, checkpoint_uri(checkpoint),
-                        ", ".join(problems[:5]) + (f" and {len(problems) - 5} more" if len(problems) > 5 else ""))
+            log.warning(
+                "rank %d: checkpoint %s is incomplete or corrupted (%s): resuming from the one before it",
+                rank,
+                checkpoint_uri(checkpoint),
+                ", ".join(problems[:5]) + (f" and {len(problems) - 5} more" if len(problems) > 5 else ""),
+            )
         if all_agree(not problems):
             return directory
     if newest is not None:

@@ -42,7 +42,8 @@ class StartupClock:
         phases = self.phases()
         total = phases.pop("startup/total_s")
         return f"{total:.1f} s to the first step: " + ", ".join(
-            f"{name.removeprefix('startup/').removesuffix('_s')} {value:.1f}" for name, value in phases.items())
+            f"{name.removeprefix('startup/').removesuffix('_s')} {value:.1f}" for name, value in phases.items()
+        )
 
 
 def since_process_start() -> StartupClock:

@@ -1,10 +1,10 @@
 """Where a worker's training steps spend their time, logged as ``perf/...`` at ``train.log_every``.
 
 Each step is cut into phases by marks: ``data_wait`` (blocked on the streams' iterators, Ray Data's
-or a local one, and trimming each batch to its longest row), ``forward_backward`` (the batches' copy to the device, forward and backward of
-every micro-batch) and ``optimizer`` (clipping, the optimizer and schedule step; DeepSpeed's step
-with its ZeRO collectives). ``step_ms`` is the wall time per step, the phases' sum plus what lies
-between them (the objectives' per-step state hooks).
+or a local one, and trimming each batch to its longest row), ``forward_backward`` (the batches' copy to the device,
+forward and backward of every micro-batch) and ``optimizer`` (clipping, the optimizer and schedule step; DeepSpeed's
+step with its ZeRO collectives). ``step_ms`` is the wall time per step, the phases' sum plus what lies between them (the
+objectives' per-step state hooks).
 
 No host synchronisation is added per step. On CPU the marks read the wall clock. On a GPU the
 device phases are CUDA events, read when the window is logged: the window's last event is waited
@@ -29,8 +29,8 @@ bf16 peak (``PEAK_BF16_TFLOPS``, also for fp32 runs).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 import torch
 
@@ -42,11 +42,19 @@ Mark = Callable[[str], None]
 def no_mark(phase: str) -> None:
     """The engines' ``mark`` when nobody times them."""
 
+
 # Dense (not sparse) bf16 tensor-core peak, TFLOP/s, by a name in torch.cuda.get_device_name, from NVIDIA's
 # data sheets (H100/H200: "NVIDIA H100 Tensor Core GPU" and "NVIDIA H200" data sheets; A100: "NVIDIA A100
 # Tensor Core GPU"; L40S, A10G, L4: their product data sheets). More specific names come first.
-PEAK_BF16_TFLOPS = {"H100 PCIe": 756.0, "H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0,
-                    "A10G": 125.0, "L4": 121.0}
+PEAK_BF16_TFLOPS = {
+    "H100 PCIe": 756.0,
+    "H200": 989.0,
+    "H100": 989.0,
+    "A100": 312.0,
+    "L40S": 362.0,
+    "A10G": 125.0,
+    "L4": 121.0,
+}
 HOST_PHASES = ("data_wait",)  # measured on the host clock also on a GPU
 DEVICE_PHASES = ("forward_backward", "optimizer")
 
@@ -89,8 +97,11 @@ def window_metrics(window: Window, peak: float | None) -> dict[str, float]:
 
 def totals(metrics: dict[str, float], world_size: int) -> dict[str, float]:
     """The whole run's tokens/s and sequences/s from the per-worker means (averaged across ranks)."""
-    return {f"perf/{unit}_per_s": metrics[f"perf/{unit}_per_s_per_worker"] * world_size
-            for unit in ("tokens", "sequences") if f"perf/{unit}_per_s_per_worker" in metrics}
+    return {
+        f"perf/{unit}_per_s": metrics[f"perf/{unit}_per_s_per_worker"] * world_size
+        for unit in ("tokens", "sequences")
+        if f"perf/{unit}_per_s_per_worker" in metrics
+    }
 
 
 def ddp_allreduce(wrapped: torch.nn.Module | None) -> dict[str, float]:
@@ -137,7 +148,7 @@ class StepTimer:
             event = torch.cuda.Event(enable_timing=True)
             event.record()
         start, start_event = self._last
-        if self.cuda and phase not in HOST_PHASES and start_event is not None:
+        if event is not None and phase not in HOST_PHASES and start_event is not None:  # event: set when cuda
             self._events.append((phase, start_event, event))
         else:
             self.window.phase_s[phase] = self.window.phase_s.get(phase, 0.0) + now - start
@@ -172,4 +183,3 @@ class StepTimer:
         self._window_start = self._last_end = None
         self._between_steps = 0.0
         return metrics
-

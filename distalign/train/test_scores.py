@@ -41,12 +41,14 @@ def _score(checkpoint: ray.train.Checkpoint, test_sets: list[BLITask], settings:
     return {TEST_PREFIX + key.removeprefix(EVAL_PREFIX): value for key, value in metrics.items()} | {TEST_STEP: step}
 
 
-def score_test_pairs(config: ExperimentConfig, test_sets: list[BLITask],
-                     checkpoint: ray.train.Checkpoint) -> dict[str, float]:
+def score_test_pairs(
+    config: ExperimentConfig, test_sets: list[BLITask], checkpoint: ray.train.Checkpoint
+) -> dict[str, float]:
     """``test/bli/...`` and ``test/step`` of ``checkpoint``, scored by one Ray task with a training worker's
     resources (its GPU with ``train.use_gpu``), which the finished trainer has given back. The task is
     scheduled outside the caller's placement group (a Tune trial's holds only the trial function)."""
     t = config.train
-    task = ray.remote(_score).options(num_cpus=t.cpus_per_worker, num_gpus=int(t.use_gpu),
-                                      scheduling_strategy="DEFAULT", name="distalign-test-scores")
+    task = ray.remote(_score).options(
+        num_cpus=t.cpus_per_worker, num_gpus=int(t.use_gpu), scheduling_strategy="DEFAULT", name="distalign-test-scores"
+    )
     return ray.get(task.remote(checkpoint, test_sets, in_loop_settings(config)))

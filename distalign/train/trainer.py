@@ -3,14 +3,14 @@
     run_training(load_config("jobs/configs/quickstart.yaml"))
 
 Everything that can fail on bad input (config, files, rows, storage, tracking, the cluster's size) fails in
-``distalign.train.preflight`` before any Ray resources are taken, all problems reported at once. A run started again with the same ``run.name`` and storage resumes
-from its last checkpoint and continues its step count and its MLflow run.
+``distalign.train.preflight`` before any Ray resources are taken, all problems reported at once. A run started again
+with the same ``run.name`` and storage resumes from its last checkpoint and continues its step count and its MLflow run.
 """
 
 from __future__ import annotations
 
-import logging
 import contextlib
+import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,8 +60,14 @@ class TrainingOutcome:
     test_metrics: dict = field(default_factory=dict)  # test/bli/... of the selected checkpoint (eval.test_languages)
 
 
-def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_id: str, ledger: str = "",
-                  clock: StartupClock | None = None, schedule: RunSchedule | None = None) -> TrainingPlan:
+def plan_training(
+    config: ExperimentConfig,
+    prepared: PreparedData,
+    mlflow_run_id: str,
+    ledger: str = "",
+    clock: StartupClock | None = None,
+    schedule: RunSchedule | None = None,
+) -> TrainingPlan:
     """The workers' plan: model, languages, held-out pairs for model selection, where the run's tables are (written
     to its storage here, once: ``store_tables``), the corpus stream (``ledger``: the actor that counts the corpus
     rows skipped on the cluster); ``schedule``: the run's (default: the config's, ``run_schedule``)."""
@@ -69,10 +75,20 @@ def plan_training(config: ExperimentConfig, prepared: PreparedData, mlflow_run_i
     stored = store_tables(prepared, config)
     word_pairs = stored["constraints"] if config.objectives.uses_word_pairs else None  # evaluation words removed
     streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
-    return TrainingPlan(config, schedule or run_schedule(config, prepared), prepared.model_path, mlflow_run_id,
-                        prepared.languages, word_pairs, test_sets, stored.get("validation"), streams,
-                        corpus_feed(prepared, config, ledger), table_streams(prepared, config, stored),
-                        clock or StartupClock())
+    return TrainingPlan(
+        config,
+        schedule or run_schedule(config, prepared),
+        prepared.model_path,
+        mlflow_run_id,
+        prepared.languages,
+        word_pairs,
+        test_sets,
+        stored.get("validation"),
+        streams,
+        corpus_feed(prepared, config, ledger),
+        table_streams(prepared, config, stored),
+        clock or StartupClock(),
+    )
 
 
 @contextlib.contextmanager
@@ -86,8 +102,12 @@ def reporting_skips(ledger, run_id: str, tracking_uri: str):
         try:
             reports, retried = ray.get([ledger.reports.remote(), ledger.retried.remote()], timeout=30)
             for report in reports:
-                log.warning("skipped while streaming the corpus: %d from %s%s", report.malformed, report.path,
-                            "".join(f"\n  {e}" for e in report.examples))
+                log.warning(
+                    "skipped while streaming the corpus: %d from %s%s",
+                    report.malformed,
+                    report.path,
+                    "".join(f"\n  {e}" for e in report.examples),
+                )
             if retried:
                 log.warning("corpus reads retried after storage errors: %d", retried)
             client = client_for(tracking_uri)
@@ -106,8 +126,10 @@ def build_trainer(config: ExperimentConfig, plan: TrainingPlan, score: dict, cal
         scaling_config=ray.train.ScalingConfig(
             # a (min, max) range lets Ray Train restart on the workers that fit when the cluster shrinks
             num_workers=(t.min_workers, t.num_workers) if 0 < t.min_workers < t.num_workers else t.num_workers,
-            use_gpu=t.use_gpu, resources_per_worker={"CPU": t.cpus_per_worker},
-            placement_strategy=t.placement_strategy),
+            use_gpu=t.use_gpu,
+            resources_per_worker={"CPU": t.cpus_per_worker},
+            placement_strategy=t.placement_strategy,
+        ),
         run_config=ray.train.RunConfig(
             name=config.run.name,
             storage_path=ray_storage_path(config.storage.path, config.storage.endpoint_url),
@@ -129,8 +151,13 @@ class Fitted:
     metrics: dict
 
 
-def fit(config: ExperimentConfig, plan: TrainingPlan, score: dict, callbacks: list | None,
-        trial_report: Callable[[dict], None] | None) -> Fitted:
+def fit(
+    config: ExperimentConfig,
+    plan: TrainingPlan,
+    score: dict,
+    callbacks: list | None,
+    trial_report: Callable[[dict], None] | None,
+) -> Fitted:
     """Train ``plan``: in this process for a one-worker Tune trial (``train.in_trial_process``), else on a Ray
     Train worker group."""
     selection, order = score.get("checkpoint_score_attribute", ""), score.get("checkpoint_score_order", "max")
@@ -143,8 +170,13 @@ def fit(config: ExperimentConfig, plan: TrainingPlan, score: dict, callbacks: li
     return Fitted(result.checkpoint, best, dict(result.metrics or {}))
 
 
-def run_training(config: ExperimentConfig, callbacks: list | None = None, clock: StartupClock | None = None,
-                 trial_report: Callable[[dict], None] | None = None, checked: Checked | None = None) -> TrainingOutcome:
+def run_training(
+    config: ExperimentConfig,
+    callbacks: list | None = None,
+    clock: StartupClock | None = None,
+    trial_report: Callable[[dict], None] | None = None,
+    checked: Checked | None = None,
+) -> TrainingOutcome:
     """Train one run as ``config`` says, end to end; returns its MLflow run id and checkpoints.
 
     Inputs are prepared (and every bad input reported) on the driver first; then a Ray cluster is
@@ -161,17 +193,26 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     prepared = stage_inputs(checked.prepared, config)
     clock.mark("prepare")
     t = config.train
-    log.info("data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
-             "(streamed); model %s", len(prepared.constraints), prepared.excluded_constraints, prepared.malformed_rows,
-             ", ".join(f"{s.lang}: {s.name}" for s in prepared.corpus.sources) or "none", prepared.model_path)
+    log.info(
+        "data: %d constraint pairs (%d excluded as evaluation words), %d malformed rows skipped; corpora %s "
+        "(streamed); model %s",
+        len(prepared.constraints),
+        prepared.excluded_constraints,
+        prepared.malformed_rows,
+        ", ".join(f"{s.lang}: {s.name}" for s in prepared.corpus.sources) or "none",
+        prepared.model_path,
+    )
     schedule = kept_schedule(config, run_schedule(config, prepared))  # a resume keeps its first start's
     if config.train.epochs:
         log.info("train.epochs=%s: %d steps", config.train.epochs, schedule.max_steps)
     if config.eval.every_epochs:
-        log.info("evaluating and checkpointing every %d steps (%s epochs)", schedule.eval_every,
-                 config.eval.every_epochs)
+        log.info(
+            "evaluating and checkpointing every %d steps (%s epochs)", schedule.eval_every, config.eval.every_epochs
+        )
     selection, order = selection_score(config.eval.select_by)
-    has_validation = prepared.validation is not None if config.eval.select_by == "mlm_loss" else bool(prepared.eval_pairs)
+    has_validation = (
+        prepared.validation is not None if config.eval.select_by == "mlm_loss" else bool(prepared.eval_pairs)
+    )
     # Ray keeps the best checkpoints by the selection score (and always the latest, for resuming)
     score = {"checkpoint_score_attribute": selection, "checkpoint_score_order": order} if has_validation else {}
 
@@ -182,9 +223,19 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
     params = config.flat() | schedule.params()  # the config as written, and what the run derived from it
-    with tracked_run(config.tracking.uri, config.tracking.experiment, config.run.name, config.storage.path,
-                     params, config.to_dict(), config.tracking.parent_run_id, config.tracking.tags) as run_id, \
-            reporting_skips(ledger, run_id, config.tracking.uri):
+    with (
+        tracked_run(
+            config.tracking.uri,
+            config.tracking.experiment,
+            config.run.name,
+            config.storage.path,
+            params,
+            config.to_dict(),
+            config.tracking.parent_run_id,
+            config.tracking.tags,
+        ) as run_id,
+        reporting_skips(ledger, run_id, config.tracking.uri),
+    ):
         client = client_for(config.tracking.uri)
         client.set_tag(run_id, START_MODEL_TAG, prepared.model_path)
         plan = plan_training(config, prepared, run_id, ledger_name, clock, schedule)
@@ -204,10 +255,19 @@ def run_training(config: ExperimentConfig, callbacks: list | None = None, clock:
             step = int(test_metrics[TEST_STEP])
             for key, value in test_metrics.items():
                 client.log_metric(run_id, key, value, step=step)
-            log.info("test pairs at step %d (the %s checkpoint): %s", step, "best" if fitted.best is not None else "last",
-                     " ".join(f"{k}={v:.4f}" for k, v in test_metrics.items() if k != TEST_STEP))
+            log.info(
+                "test pairs at step %d (the %s checkpoint): %s",
+                step,
+                "best" if fitted.best is not None else "last",
+                " ".join(f"{k}={v:.4f}" for k, v in test_metrics.items() if k != TEST_STEP),
+            )
         # a trial's model is not registered: its study registers the best trial's
         if config.tracking.registered_model_name and selected is not None and trial_report is None:
-            register_checkpoint(config.tracking.uri, run_id, selected, config.storage.endpoint_url,
-                                config.tracking.registered_model_name)
+            register_checkpoint(
+                config.tracking.uri,
+                run_id,
+                selected,
+                config.storage.endpoint_url,
+                config.tracking.registered_model_name,
+            )
     return TrainingOutcome(run_id, checkpoint, fitted.metrics, best_checkpoint, test_metrics)

@@ -57,8 +57,10 @@ class CheckpointUploads:
             self._failure = None  # a retry (Ray Train retries an upload that failed on a throttled request) made it
             return sent
         except Exception as error:
-            self._failure = UploadFailed(f"rank {self.rank}: the checkpoint upload failed ({type(error).__name__}: "
-                                         f"{error}); its files are kept in {directory}")
+            self._failure = UploadFailed(
+                f"rank {self.rank}: the checkpoint upload failed ({type(error).__name__}: "
+                f"{error}); its files are kept in {directory}"
+            )
             log.error("%s", self._failure)
             raise self._failure from error
         finally:

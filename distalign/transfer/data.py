@@ -42,8 +42,15 @@ def _code_or_none(folder: Path) -> str | None:
         return None
 
 
-def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, hub: bool = False,
-               hub_configs: dict[str, str] | None = None, train_set: str = "") -> tuple[list, ReadReport]:
+def read_split(
+    task: type[TransferTask],
+    data_dir: str,
+    lang: str,
+    split: str,
+    hub: bool = False,
+    hub_configs: dict[str, str] | None = None,
+    train_set: str = "",
+) -> tuple[list, ReadReport]:
     """The examples of one split of one language, and what reading them kept and skipped (``train_set``: see
     ``TransferTask.data_source``)."""
     source = task.data_source(lang, split, hub_configs or {}, train_set)
@@ -56,16 +63,20 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
             try:
                 splits = load_from_disk(str(folder))
             except Exception as err:  # datasets' own errors name no folder (a split saved with 0 rows: IndexError)
-                why = "a split with no rows is saved but cannot be read back: save the DatasetDict again without " \
-                      "empty splits" if isinstance(err, IndexError) else \
-                      "its files are cut short or corrupted: save it again (save_to_disk), or copy it again"
+                why = (
+                    "a split with no rows is saved but cannot be read back: save the DatasetDict again without "
+                    "empty splits"
+                    if isinstance(err, IndexError)
+                    else "its files are cut short or corrupted: save it again (save_to_disk), or copy it again"
+                )
                 raise InputError(
                     f"{task.name}: {folder}: datasets cannot load this save_to_disk folder ({type(err).__name__}: "
                     f"{err}); {why}, or give each split as a plain file ({folder}/<split>.{task.file_suffix})"
                 ) from None
             if source.split not in splits:
-                raise InputError(f"{task.name}: {folder} has no {source.split!r} split for language {lang} "
-                                 f"(splits: {list(splits)})")
+                raise InputError(
+                    f"{task.name}: {folder} has no {source.split!r} split for language {lang} (splits: {list(splits)})"
+                )
             where = f"{folder}[{source.split}]"
             report = ReadReport(where)
             return task.from_rows(splits[source.split], where, report, lang), report
@@ -87,7 +98,9 @@ def read_split(task: type[TransferTask], data_dir: str, lang: str, split: str, h
             raise InputError(f"{task.name}: cannot load {where} from the Hugging Face Hub: {err}") from err
         report = ReadReport(where)
         return task.from_rows(rows, where, report, lang), report
-    raise InputError(f"{task.name}: no {split} data for language {lang}: looked for "
-                     f"{', '.join(looked) or 'nothing (no data directory)'}; fetch it into the data home with "
-                     f"`{fetch_command(f'{task.name}:{lang}')}`, or pass --hub to load {source.hub_name} from the "
-                     "Hugging Face Hub")
+    raise InputError(
+        f"{task.name}: no {split} data for language {lang}: looked for "
+        f"{', '.join(looked) or 'nothing (no data directory)'}; fetch it into the data home with "
+        f"`{fetch_command(f'{task.name}:{lang}')}`, or pass --hub to load {source.hub_name} from the "
+        "Hugging Face Hub"
+    )

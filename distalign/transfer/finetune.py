@@ -41,7 +41,8 @@ from distalign.models.attention import prepared_masks
 from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
 from distalign.storage import node_local
 from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
-from distalign.transfer.tasks.base import IGNORE, FineTuneSettings, TransferTask
+from distalign.transfer.metrics import IGNORE
+from distalign.transfer.tasks.base import FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
 
 RESULT_FILE = "transfer_result.json"
@@ -50,8 +51,10 @@ RESULT_FILE = "transfer_result.json"
 def compact(features: list[dict]) -> list[dict]:
     """Features with their token lists as int32 arrays: a tenth of the memory of Python ints, in the object store
     and in every worker (XNLI's 393K training pairs)."""
-    return [{key: np.asarray(value, dtype=np.int32) if isinstance(value, list) else value
-             for key, value in f.items()} for f in features]
+    return [
+        {key: np.asarray(value, dtype=np.int32) if isinstance(value, list) else value for key, value in f.items()}
+        for f in features
+    ]
 
 
 @dataclass
@@ -90,11 +93,14 @@ def collate(features: list[dict], pad_id: int) -> dict[str, torch.Tensor]:  # ho
         length = max(len(f[key]) for f in features)
         out = np.full((len(features), length), value, dtype=np.int64)
         for row, f in enumerate(features):
-            out[row, :len(f[key])] = f[key]
+            out[row, : len(f[key])] = f[key]
         return torch.from_numpy(out)
 
-    labels = torch.tensor([f["labels"] for f in features]) if isinstance(features[0]["labels"], int) \
+    labels = (
+        torch.tensor([f["labels"] for f in features])
+        if isinstance(features[0]["labels"], int)
         else padded("labels", IGNORE)
+    )
     batch = {"input_ids": padded("input_ids", pad_id), "attention_mask": padded("attention_mask", 0), "labels": labels}
     if "token_type_ids" in features[0]:
         batch["token_type_ids"] = padded("token_type_ids", 0)
@@ -128,14 +134,24 @@ def trained_parameters(model: torch.nn.Module) -> str:
     trainable = {name for name, p in params.items() if p.requires_grad}
     table = input_languages(model)
     adapters = {name for name in params if ".adapter." in name}
-    encoder = {name for name in params if name.startswith(model.base_model_prefix + ".") and ".adapter." not in name
-               and ".input_languages." not in name}
-    groups = {"encoder": encoder, "adapters": adapters,
-              "task head": {name for name in params if not name.startswith(model.base_model_prefix + ".")}}
+    encoder = {
+        name
+        for name in params
+        if name.startswith(model.base_model_prefix + ".")
+        and ".adapter." not in name
+        and ".input_languages." not in name
+    }
+    groups = {
+        "encoder": encoder,
+        "adapters": adapters,
+        "task head": {name for name in params if not name.startswith(model.base_model_prefix + ".")},
+    }
     trained = [label for label, names in groups.items() if names and names <= trainable]
     frozen = [label for label, names in groups.items() if names and not names & trainable]
-    text = " + ".join(trained) + f" ({sum(params[name].numel() for name in trainable):,} of " \
+    text = (
+        " + ".join(trained) + f" ({sum(params[name].numel() for name in trainable):,} of "
         f"{sum(p.numel() for p in params.values()):,} parameters)"
+    )
     if frozen:
         text += f"; frozen: {', '.join(frozen)}"
     if table is not None:
@@ -143,14 +159,30 @@ def trained_parameters(model: torch.nn.Module) -> str:
     return text
 
 
-def evaluate(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
-             world: int, batch_size: int, device: torch.device) -> dict[str, float]:
+def evaluate(
+    model: torch.nn.Module,
+    task: type[TransferTask],
+    features: list[dict],
+    pad_id: int,
+    rank: int,
+    world: int,
+    batch_size: int,
+    device: torch.device,
+) -> dict[str, float]:
     """The task's metrics on ``features`` (``predict``)."""
     return task.score(predict(model, task, features, pad_id, rank, world, batch_size, device))
 
 
-def predict(model: torch.nn.Module, task: type[TransferTask], features: list[dict], pad_id: int, rank: int,
-            world: int, batch_size: int, device: torch.device) -> list[tuple]:
+def predict(
+    model: torch.nn.Module,
+    task: type[TransferTask],
+    features: list[dict],
+    pad_id: int,
+    rank: int,
+    world: int,
+    batch_size: int,
+    device: torch.device,
+) -> list[tuple]:
     """The task's (gold, predicted) pair of each of ``features``, in their order: this rank predicts examples rank,
     rank + world, ...; all ranks enter."""
     mine = list(range(rank, len(features), world))
@@ -158,7 +190,7 @@ def predict(model: torch.nn.Module, task: type[TransferTask], features: list[dic
     model.eval()
     with torch.no_grad():
         for start in range(0, len(mine), batch_size):
-            chunk = mine[start:start + batch_size]
+            chunk = mine[start : start + batch_size]
             batch = to_device(collate([features[i] for i in chunk], pad_id), device)
             logits = task.logits(model(**model_inputs(batch)))
             predicted += zip(chunk, task.predictions(logits, batch["labels"], [features[i] for i in chunk]))
@@ -192,8 +224,14 @@ def epoch_batches(examples: int, batch_size: int, world: int) -> list[tuple[int,
     return bounds + ([(full * batch_size, full * batch_size + rest)] if rest else [])
 
 
-def train_step(task: type[TransferTask], wrapped: torch.nn.Module, model: torch.nn.Module, optimizer, schedule,
-               batch: dict[str, torch.Tensor]) -> torch.Tensor:
+def train_step(
+    task: type[TransferTask],
+    wrapped: torch.nn.Module,
+    model: torch.nn.Module,
+    optimizer,
+    schedule,
+    batch: dict[str, torch.Tensor],
+) -> torch.Tensor:
     """One optimizer step on ``batch`` (this rank's share): task loss, gradients clipped at 1.0, AdamW, schedule.
     ``wrapped`` is ``model`` or its DDP wrapper. Returns the loss, detached."""
     loss = task_loss(task.logits(wrapped(**model_inputs(batch))), batch["labels"])
@@ -205,8 +243,7 @@ def train_step(task: type[TransferTask], wrapped: torch.nn.Module, model: torch.
     return loss.detach()
 
 
-def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: int,
-              device: torch.device) -> dict:
+def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: int, device: torch.device) -> dict:
     """Fine-tune on ``data.train``, keep the weights best on ``data.dev``, score ``data.test``; every rank returns
     the same result (each candidate's dev scores, the one selected, the test scores per language, what was
     trained).
@@ -218,8 +255,11 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
     torch.manual_seed(job.seed)  # the new head's initialisation and dropout
     use_tensor_cores(device)
     model = load_model(node_local(job.model_path, job.endpoint_url), task, job.adapter_training).to(device)
-    wrapped = torch.nn.parallel.DistributedDataParallel(
-        model, device_ids=[device.index] if device.type == "cuda" else None) if dist.is_initialized() else model
+    wrapped = (
+        torch.nn.parallel.DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if dist.is_initialized()
+        else model
+    )
     batches = epoch_batches(len(data.train), s.batch_size, world)
     steps_per_epoch = len(batches)
     total = steps_per_epoch * s.epochs
@@ -248,8 +288,13 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
             at_candidate = step % s.select_every == 0 if s.select_every else index == steps_per_epoch - 1
             if at_candidate or step == total:
                 dev = scores(data.dev)
-                candidate = {"step": step, "epoch": epoch, "train_loss": float(torch.stack(losses).mean()), "dev": dev,
-                             "selection": float(np.mean([metrics[task.main_metric] for metrics in dev.values()]))}
+                candidate = {
+                    "step": step,
+                    "epoch": epoch,
+                    "train_loss": float(torch.stack(losses).mean()),
+                    "dev": dev,
+                    "selection": float(np.mean([metrics[task.main_metric] for metrics in dev.values()])),
+                }
                 history.append(candidate)
                 losses = []
                 if candidate["selection"] > best["selection"]:
@@ -262,9 +307,20 @@ def fine_tune(job: FineTuneJob, data: TaskData, pad_id: int, rank: int, world: i
         with input_language(model, lang):
             pairs = predict(model, task, features, pad_id, rank, world, job.eval_batch_size, device)
         test[lang], predictions[lang] = task.score(pairs), task.prediction_rows(pairs)
-    return {"task": job.task, "seed": job.seed, "selected_step": best["step"], "selected_epoch": best["epoch"],
-            "history": history, "test": test, "steps": total, "workers": world, "seconds": time.time() - started,
-            "settings": asdict(s), "trained": trained_parameters(model), "predictions": predictions}
+    return {
+        "task": job.task,
+        "seed": job.seed,
+        "selected_step": best["step"],
+        "selected_epoch": best["epoch"],
+        "history": history,
+        "test": test,
+        "steps": total,
+        "workers": world,
+        "seconds": time.time() - started,
+        "settings": asdict(s),
+        "trained": trained_parameters(model),
+        "predictions": predictions,
+    }
 
 
 def train_loop_per_worker(config: dict) -> None:

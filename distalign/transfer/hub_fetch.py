@@ -42,8 +42,10 @@ def targets(specs: list[str]) -> dict[Path, tuple[str, str, str]]:
         task = TRANSFER_TASKS[name]
         languages = [lang.strip() for lang in langs.split(",") if lang.strip()]
         if not languages:
-            raise InputError(f"{name}: name its languages, e.g. `{fetch_command(name + ':en,de')}` (the Hub data "
-                             f"set {task.hub_name} has one config per language)")
+            raise InputError(
+                f"{name}: name its languages, e.g. `{fetch_command(name + ':en,de')}` (the Hub data "
+                f"set {task.hub_name} has one config per language)"
+            )
         for lang in languages:
             for split in SPLITS:  # QA's English train and dev sets are SQuAD's, in their own folder
                 try:
@@ -55,24 +57,30 @@ def targets(specs: list[str]) -> dict[Path, tuple[str, str, str]]:
     return wanted
 
 
-def fetch_transfer_sets(specs: list[str], home: Path, sources: dict[str, str], offline: bool,
-                        say: Callable[[str], object] = print) -> None:
+def fetch_transfer_sets(
+    specs: list[str], home: Path, sources: dict[str, str], offline: bool, say: Callable[[str], object] = print
+) -> None:
     """Load and save the data sets of ``specs`` missing from ``home``; ``offline``: load nothing, and name what is
     missing in an ``InputError``."""
     fetched = {spec.partition(":")[0] for spec in specs}
     for task, source in sources.items():
         if task not in fetched or not source:  # a source that would be silently unused
-            raise InputError(f"--hub-source {task}={source}: give TASK=REPO_OR_FOLDER for a task fetched here "
-                             f"({', '.join(sorted(fetched)) or 'none named'})")
+            raise InputError(
+                f"--hub-source {task}={source}: give TASK=REPO_OR_FOLDER for a task fetched here "
+                f"({', '.join(sorted(fetched)) or 'none named'})"
+            )
     root = transfer_home(home)
     wanted = targets(specs)
     missing = {folder: what for folder, what in wanted.items() if not (root / folder / "dataset_dict.json").is_file()}
     if offline and missing:
         lines = [f"  {root / folder} ({hub}/{config})" for folder, (_, hub, config) in missing.items()]
-        raise InputError(f"offline ({' or '.join(OFFLINE_ENVS)} set): nothing loaded from the Hugging Face Hub; "
-                         f"missing from the data home {home}:\n" + "\n".join(lines)
-                         + f"\nrun `{fetch_command(' '.join(specs))}` where the Hub (or HF_ENDPOINT's proxy) is "
-                         "reachable, into this folder or one copied here")
+        raise InputError(
+            f"offline ({' or '.join(OFFLINE_ENVS)} set): nothing loaded from the Hugging Face Hub; "
+            f"missing from the data home {home}:\n"
+            + "\n".join(lines)
+            + f"\nrun `{fetch_command(' '.join(specs))}` where the Hub (or HF_ENDPOINT's proxy) is "
+            "reachable, into this folder or one copied here"
+        )
     for folder, (name, hub, config) in wanted.items():
         if hub == TRANSFER_TASKS[name].hub_name:  # the task's own data set (QA's English SQuAD keeps its own)
             hub = sources.get(name, hub)
@@ -93,17 +101,21 @@ def _save(name: str, hub: str, config: str, target: Path) -> None:
         if (target / "dataset_dict.json").is_file():
             return
         if target.exists():
-            raise InputError(f"{name}: {target} exists but is no save_to_disk folder (plain files?): move it away to "
-                             "fetch the Hub's data set there")
+            raise InputError(
+                f"{name}: {target} exists but is no save_to_disk folder (plain files?): move it away to "
+                "fetch the Hub's data set there"
+            )
         partial = target.with_name(f".{target.name}.partial-{os.getpid()}")
         cache = target.with_name(f".{target.name}.cache-{os.getpid()}")  # datasets' build cache: dropped once saved
         try:
             try:
                 splits = load_dataset(hub, config, cache_dir=str(cache))
             except Exception as err:  # no network, no such config: datasets' message, with what was asked
-                raise InputError(f"{name}: cannot load {hub}/{config} from the Hugging Face Hub ({type(err).__name__}"
-                                 f": {err}); behind a proxy set HF_ENDPOINT, or load it from a copy with --hub-source "
-                                 f"{name}=FOLDER") from None
+                raise InputError(
+                    f"{name}: cannot load {hub}/{config} from the Hugging Face Hub ({type(err).__name__}"
+                    f": {err}); behind a proxy set HF_ENDPOINT, or load it from a copy with --hub-source "
+                    f"{name}=FOLDER"
+                ) from None
             splits.save_to_disk(str(partial))
             partial.rename(target)
         finally:

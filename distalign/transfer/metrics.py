@@ -16,7 +16,7 @@ import string
 import sys
 import unicodedata
 from collections import Counter
-from typing import Sequence
+from collections.abc import Sequence
 
 IGNORE = -100  # the label of positions the loss and the metrics leave out (PyTorch's cross-entropy default)
 
@@ -36,8 +36,11 @@ def entity_scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str
 
     if [len(s) for s in gold] != [len(s) for s in predicted]:
         raise ValueError("gold and predicted tag sequences differ in length")
-    return {"precision": precision_score(gold, predicted), "recall": recall_score(gold, predicted),
-            "f1": f1_score(gold, predicted)}
+    return {
+        "precision": precision_score(gold, predicted),
+        "recall": recall_score(gold, predicted),
+        "f1": f1_score(gold, predicted),
+    }
 
 
 def first_subword_labels(word_ids: Sequence[int | None], word_labels: Sequence[int]) -> list[int]:
@@ -74,13 +77,16 @@ CJK = re.compile("[\u4e00-\u9fa5]")
 def mlqa_punctuation() -> frozenset[str]:
     """MLQA's: every Unicode punctuation character (categories P*) and the ASCII set (which adds $ + < ^ ...);
     built on first use (a pass over all code points)."""
-    return SQUAD_PUNCTUATION | {chr(i) for i in range(sys.maxunicode + 1)
-                                if unicodedata.category(chr(i)).startswith("P")}
+    return SQUAD_PUNCTUATION | {
+        chr(i) for i in range(sys.maxunicode + 1) if unicodedata.category(chr(i)).startswith("P")
+    }
 
 
 def _mixed_segmentation(text: str) -> list[str]:
     """MLQA's Chinese tokens: each CJK ideograph (and punctuation mark) alone, whitespace splits the rest."""
-    tokens, run, punctuation = [], [], mlqa_punctuation()
+    tokens: list[str] = []
+    run: list[str] = []
+    punctuation = mlqa_punctuation()
     for char in text:
         if CJK.match(char) or char in punctuation:
             tokens += "".join(run).split()

@@ -26,7 +26,7 @@ def summary_metrics(summary: pd.DataFrame) -> dict[str, float]:
 def summary_from_metrics(metrics: dict[str, float]) -> pd.DataFrame:
     """``summary_metrics``' inverse (without ``n``): a run's ``transfer/<task>/<lang>/<metric>`` values; other
     metrics (the fine-tuning runs' ``transfer/<task>/dev/...``, anything else) are left out."""
-    rows = {}
+    rows: dict[tuple[str, ...], dict[str, str | float]] = {}
     for key, value in metrics.items():
         parts = key.removesuffix(STD).split("/")
         if len(parts) != 4 or parts[0] != "transfer" or parts[2] == "dev":
@@ -52,8 +52,9 @@ def plot_task(summaries: dict[str, pd.DataFrame], task: str, metric: str, source
     import matplotlib.pyplot as plt
     import numpy as np
 
-    tables = {label: s[(s["task"] == task) & (s["metric"] == metric)].set_index("lang")
-              for label, s in summaries.items()}
+    tables = {
+        label: s[(s["task"] == task) & (s["metric"] == metric)].set_index("lang") for label, s in summaries.items()
+    }
     langs = sorted(set().union(*(t.index for t in tables.values())) - {source, AVG})
     langs = [lang for lang in (source, *langs, AVG) if any(lang in t.index for t in tables.values())]
     x, width = np.arange(len(langs)), 0.8 / max(len(tables), 1)

@@ -18,15 +18,29 @@ DELTA = "delta"
 def seed_rows(result: dict, source: str, main_metric: str) -> list[dict]:
     """(task, seed, lang, metric, value) rows of one fine-tuning run's test scores."""
     task, seed, test = result["task"], result["seed"], result["test"]
-    rows = [{"task": task, "seed": seed, "lang": lang, "metric": metric, "value": value}
-            for lang, metrics in test.items() for metric, value in metrics.items()]
+    rows = [
+        {"task": task, "seed": seed, "lang": lang, "metric": metric, "value": value}
+        for lang, metrics in test.items()
+        for metric, value in metrics.items()
+    ]
     for metric in test[source]:
-        rows.append({"task": task, "seed": seed, "lang": AVG, "metric": metric,
-                     "value": float(np.mean([metrics[metric] for metrics in test.values()]))})
-    deltas = {lang: test[source][main_metric] - metrics[main_metric] for lang, metrics in test.items() if lang != source}
+        rows.append(
+            {
+                "task": task,
+                "seed": seed,
+                "lang": AVG,
+                "metric": metric,
+                "value": float(np.mean([metrics[metric] for metrics in test.values()])),
+            }
+        )
+    deltas = {
+        lang: test[source][main_metric] - metrics[main_metric] for lang, metrics in test.items() if lang != source
+    }
     rows += [{"task": task, "seed": seed, "lang": lang, "metric": DELTA, "value": d} for lang, d in deltas.items()]
     if deltas:
-        rows.append({"task": task, "seed": seed, "lang": AVG, "metric": DELTA, "value": float(np.mean(list(deltas.values())))})
+        rows.append(
+            {"task": task, "seed": seed, "lang": AVG, "metric": DELTA, "value": float(np.mean(list(deltas.values())))}
+        )
     return rows
 
 
@@ -45,10 +59,11 @@ def text_table(summary: pd.DataFrame, main_metrics: dict[str, str], source: str)
         metric = main_metrics[task]
         value = {(r.lang, r.metric): (r.mean, r.std, r.n) for r in rows.itertuples()}
         langs = [source] + sorted({r.lang for r in rows.itertuples()} - {source, AVG}) + [AVG]
-        lines.append(f"{task} ({metric} x 100, mean ± std over {value[(source, metric)][2]} seeds; "
-                     f"Δ = {source} - language)")
+        lines.append(
+            f"{task} ({metric} x 100, mean ± std over {value[(source, metric)][2]} seeds; Δ = {source} - language)"
+        )
         for lang in langs:
-            score = value.get((lang, metric))
+            score = value[lang, metric]
             delta = value.get((lang, DELTA))
             text = f"  {lang:>6}  {metric} {100 * score[0]:6.2f} ± {100 * score[1]:5.2f}"
             lines.append(text + (f"   Δ {100 * delta[0]:6.2f} ± {100 * delta[1]:5.2f}" if delta else ""))

@@ -39,7 +39,7 @@ class TransferSpec:
     # TyDiQA-GoldP's training data (XTREME's SRC): "squad" (SQuAD v1.1, XTREME's default) or "tydiqa" (its own
     # English train set; its English dev set selects)
     tydiqa_train: Literal["squad", "tydiqa"] = "squad"
-    source: LanguageCode = "en"  # the fine-tuning language
+    source: LanguageCode = LanguageCode("en")  # the fine-tuning language
     # target languages; empty = every <data_dir>/<task>/<lang> folder but source
     languages: tuple[LanguageCode, ...] = ()
     targets: dict[str, tuple[LanguageCode, ...]] = field(default_factory=dict)  # per task, over `languages`

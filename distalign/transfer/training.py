@@ -44,14 +44,17 @@ def transfer_spec(config: ExperimentConfig, data_dir: str = "") -> TransferSpec 
     for i, name in enumerate(section.tasks):
         known = TRANSFER_TASK_NAMES if world else tuple(TRANSFER_TASKS)
         if name not in known:
-            raise ConfigError(f"eval.transfer.tasks[{i}]: {name!r} is not one of {list(known)}"
-                              + (" (the synthetic world's tasks; other tasks need eval.transfer.data_dir)" if world
-                                 else ""))
+            raise ConfigError(
+                f"eval.transfer.tasks[{i}]: {name!r} is not one of {list(known)}"
+                + (" (the synthetic world's tasks; other tasks need eval.transfer.data_dir)" if world else "")
+            )
     data: dict = {}
     for key, value in flatten(section.spec).items():
         if key.split(".")[0] in RUN_KEYS:
-            raise ConfigError(f"eval.transfer.spec.{key}: set by the training run (eval.transfer.tasks, data_dir, "
-                              f"its checkpoints and MLflow run)")
+            raise ConfigError(
+                f"eval.transfer.spec.{key}: set by the training run (eval.transfer.tasks, data_dir, "
+                f"its checkpoints and MLflow run)"
+            )
         apply_override(data, f"{key}={json.dumps(value)}", TransferSpec)
     spec = from_dict(TransferSpec, data, "eval.transfer.spec")
     if world and "source" not in data:
@@ -92,9 +95,11 @@ def models_to_transfer(config: ExperimentConfig, run, outcome) -> list[tuple[str
         kept = kept_checkpoints(config)
         for step in section.at_steps:
             if step not in kept:
-                raise ConfigError(f"eval.transfer.at_steps: no checkpoint of step {step} is kept (kept: "
-                                  f"{sorted(kept)}; checkpoints every train.checkpoint_every steps, "
-                                  f"storage.keep_checkpoints of them)")
+                raise ConfigError(
+                    f"eval.transfer.at_steps: no checkpoint of step {step} is kept (kept: "
+                    f"{sorted(kept)}; checkpoints every train.checkpoint_every steps, "
+                    f"storage.keep_checkpoints of them)"
+                )
             models.append((f"step {step}", local_checkpoint(kept[step], config.storage.endpoint_url), step))
     final = outcome.best_checkpoint if section.checkpoint == "best" and outcome.best_checkpoint else outcome.checkpoint
     final = local_checkpoint(final, config.storage.endpoint_url)
@@ -131,7 +136,9 @@ def local_checkpoint(uri: str, endpoint_url: str) -> str:
     from distalign.storage import ray_storage_path, storage_filesystem
 
     # without an endpoint, Ray reads the filesystem from the URI's scheme
-    return ray.train.Checkpoint(ray_storage_path(uri, endpoint_url), storage_filesystem(uri, endpoint_url)).to_directory()
+    return ray.train.Checkpoint(
+        ray_storage_path(uri, endpoint_url), storage_filesystem(uri, endpoint_url)
+    ).to_directory()
 
 
 def transfer_after_training(config: ExperimentConfig, outcome, progress=print) -> dict[str, float]:
@@ -150,7 +157,8 @@ def transfer_after_training(config: ExperimentConfig, outcome, progress=print) -
     for label, path, step in models_to_transfer(config, run, outcome):
         progress(f"[distalign transfer] {config.run.name}: {label}: {path}")
         step_spec = replace(spec, model=path, output_dir=str(out_dir / f"step_{step}"))
-        summary, _ = run_transfer(step_spec, progress, dict(references), into=(outcome.run_id, step),
-                                  endpoint_url=config.storage.endpoint_url)
+        summary, _ = run_transfer(
+            step_spec, progress, dict(references), into=(outcome.run_id, step), endpoint_url=config.storage.endpoint_url
+        )
         references[label] = summary
     return summary_metrics(summary)

@@ -4,16 +4,25 @@ their labels, and the Δ / Spearman / shape bookkeeping against hand computation
 from __future__ import annotations
 
 import math
-from pathlib import Path
 import random
+from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from distalign.bench.derived_language import Transliteration
 from distalign.bench.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
-from distalign.bench.transfer_study import (all_hold, cell_means, correlations, labels_used, markdown, shape_checks,
-                                           shortcut_checks, spread, transfer_scores)
+from distalign.bench.transfer_study import (
+    all_hold,
+    cell_means,
+    correlations,
+    labels_used,
+    markdown,
+    shape_checks,
+    shortcut_checks,
+    spread,
+    transfer_scores,
+)
 from distalign.data.readers import InputError
 from distalign.data.synthetic import SyntheticConfig, generate_world
 from distalign.transfer.data import read_split
@@ -33,17 +42,24 @@ TREES = """# text = the big dog sees a cat .
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory):
-    return generate_world(SyntheticConfig(languages=["xa"], num_concepts=60, sentences_per_language=50,
-                                          transfer_examples=12), tmp_path_factory.mktemp("world"))
+    return generate_world(
+        SyntheticConfig(languages=["xa"], num_concepts=60, sentences_per_language=50, transfer_examples=12),
+        tmp_path_factory.mktemp("world"),
+    )
 
 
 def derived(world, tmp_path, transformation):
     examples = read_examples(str(world.transfer_tasks), "xa", ("udpos", "pawsx"))
     translit = Transliteration.for_text(example_texts(examples))
-    out = write_derived_tasks(examples, str(world.transfer_tasks), "xa", transformation, translit, 0,
-                              tmp_path / transformation, "en", "xx")
-    read = {(name, lang, split): read_split(TRANSFER_TASKS[name], str(out), lang, split)[0]
-            for name in ("udpos", "pawsx") for lang in ("en", "xx") for split in ("train", "validation", "test")}
+    out = write_derived_tasks(
+        examples, str(world.transfer_tasks), "xa", transformation, translit, 0, tmp_path / transformation, "en", "xx"
+    )
+    read = {
+        (name, lang, split): read_split(TRANSFER_TASKS[name], str(out), lang, split)[0]
+        for name in ("udpos", "pawsx")
+        for lang in ("en", "xx")
+        for split in ("train", "validation", "test")
+    }
     return translit, read
 
 
@@ -76,8 +92,18 @@ def test_syntax_transformation_moves_tags_with_their_words_by_the_tree(tmp_path)
         (tmp_path / "data" / "udpos" / "en" / f"{split}.conllu").write_text(TREES)
     examples = read_examples(str(tmp_path / "data"), "en", ("udpos",))
     translit = Transliteration.for_text(example_texts(examples))
-    out = write_derived_tasks(examples, str(tmp_path / "data"), "en", "translit_syn", translit, 0, tmp_path / "out",
-                              "en", "xx", syntax_target="fra")
+    out = write_derived_tasks(
+        examples,
+        str(tmp_path / "data"),
+        "en",
+        "translit_syn",
+        translit,
+        0,
+        tmp_path / "out",
+        "en",
+        "xx",
+        syntax_target="fra",
+    )
     (sentence,) = read_split(TRANSFER_TASKS["udpos"], str(out), "xx", "test")[0]
     upos = TRANSFER_TASKS["udpos"].labels
     back = {v: k for k, v in translit.table.items()}
@@ -95,26 +121,44 @@ def test_tasks_the_bench_cannot_carry_are_refused():
 
 
 def test_transfer_scores_are_the_protocols_delta_x_100():
-    summary = pd.DataFrame([
-        {"task": "udpos", "lang": "en", "metric": "acc", "mean": 0.9}, {"task": "udpos", "lang": "xx", "metric": "acc",
-                                                                        "mean": 0.6},
-        {"task": "udpos", "lang": "xx", "metric": "delta", "mean": 0.3},
-        {"task": "pawsx", "lang": "en", "metric": "acc", "mean": 0.7}, {"task": "pawsx", "lang": "xx", "metric": "acc",
-                                                                        "mean": 0.75},
-        {"task": "pawsx", "lang": "xx", "metric": "delta", "mean": -0.05}])
+    summary = pd.DataFrame(
+        [
+            {"task": "udpos", "lang": "en", "metric": "acc", "mean": 0.9},
+            {"task": "udpos", "lang": "xx", "metric": "acc", "mean": 0.6},
+            {"task": "udpos", "lang": "xx", "metric": "delta", "mean": 0.3},
+            {"task": "pawsx", "lang": "en", "metric": "acc", "mean": 0.7},
+            {"task": "pawsx", "lang": "xx", "metric": "acc", "mean": 0.75},
+            {"task": "pawsx", "lang": "xx", "metric": "delta", "mean": -0.05},
+        ]
+    )
     scores = transfer_scores(summary, "en", "xx")
-    assert scores == pytest.approx({"source_udpos": 90, "target_udpos": 60, "delta_udpos": 30,
-                                    "source_pawsx": 70, "target_pawsx": 75, "delta_pawsx": -5})
+    assert scores == pytest.approx(
+        {
+            "source_udpos": 90,
+            "target_udpos": 60,
+            "delta_udpos": 30,
+            "source_pawsx": 70,
+            "target_pawsx": 75,
+            "delta_pawsx": -5,
+        }
+    )
 
 
 def test_cell_means_spearman_and_shape_by_hand():
-    runs = pd.DataFrame([
-        # transformation, objective, seed, alignment, delta_udpos
-        ("translit", "mlm", 0, 10.0, 5.0), ("translit", "mlm", 1, 20.0, 7.0),
-        ("translit", "align", 0, 60.0, 1.0), ("translit", "align", 1, 70.0, 2.0),
-        ("translit_inv", "mlm", 0, 1.0, 30.0), ("translit_inv", "mlm", 1, 3.0, 40.0),
-        ("translit_inv", "align", 0, 50.0, 10.0), ("translit_inv", "align", 1, 54.0, 12.0),
-    ], columns=["transformation", "objective", "seed", "alignment", "delta_udpos"])
+    runs = pd.DataFrame(
+        [
+            # transformation, objective, seed, alignment, delta_udpos
+            ("translit", "mlm", 0, 10.0, 5.0),
+            ("translit", "mlm", 1, 20.0, 7.0),
+            ("translit", "align", 0, 60.0, 1.0),
+            ("translit", "align", 1, 70.0, 2.0),
+            ("translit_inv", "mlm", 0, 1.0, 30.0),
+            ("translit_inv", "mlm", 1, 3.0, 40.0),
+            ("translit_inv", "align", 0, 50.0, 10.0),
+            ("translit_inv", "align", 1, 54.0, 12.0),
+        ],
+        columns=["transformation", "objective", "seed", "alignment", "delta_udpos"],
+    )
     cells = cell_means(runs, ["alignment", "delta_udpos"])
     by = cells.set_index(["transformation", "objective"])
     assert by.loc[("translit", "mlm"), "alignment"] == 15.0
@@ -139,8 +183,10 @@ def test_cell_means_spearman_and_shape_by_hand():
 
 
 def test_a_task_with_the_same_delta_everywhere_fails_the_shape_instead_of_passing_it():
-    cells = pd.DataFrame([(t, o, 1, 5.0, 0.0, 50.0) for t in ("translit_inv", "translit_perm") for o in ("mlm", "align")],
-                         columns=["transformation", "objective", "seeds", "alignment", "delta_pawsx", "source_pawsx"])
+    cells = pd.DataFrame(
+        [(t, o, 1, 5.0, 0.0, 50.0) for t in ("translit_inv", "translit_perm") for o in ("mlm", "align")],
+        columns=["transformation", "objective", "seeds", "alignment", "delta_pawsx", "source_pawsx"],
+    )
     checks = shape_checks(cells, ["pawsx"], {"pawsx": (float("nan"), float("nan"))})
     assert checks == [("pawsx: Δ is 0.0 in every cell (source 50.0): nothing learnt to transfer, no comparison", False)]
 
@@ -150,15 +196,23 @@ def test_a_fine_tuning_that_predicts_fewer_labels_than_the_test_holds_fails_as_a
     elsewhere (78.8 % whatever the model), and the shape checks passed on their Δ."""
     (tmp_path / "en.jsonl").write_text(
         '{"id": 0, "gold": ["VERB", "NOUN", "ADJ", "NOUN"], "predicted": ["VERB", "NOUN", "NOUN", "NOUN"]}\n'
-        '{"id": 1, "gold": ["VERB", "NOUN", "NOUN"], "predicted": ["VERB", "NOUN", "NOUN"]}\n')
-    (tmp_path / "pairs.jsonl").write_text('{"id": 0, "gold": 1, "predicted": 0}\n{"id": 1, "gold": 0, "predicted": 0}\n')
+        '{"id": 1, "gold": ["VERB", "NOUN", "NOUN"], "predicted": ["VERB", "NOUN", "NOUN"]}\n'
+    )
+    (tmp_path / "pairs.jsonl").write_text(
+        '{"id": 0, "gold": 1, "predicted": 0}\n{"id": 1, "gold": 0, "predicted": 0}\n'
+    )
     assert labels_used(tmp_path / "en.jsonl") == {"predicted": 2, "gold": 3}
     assert labels_used(tmp_path / "pairs.jsonl") == {"predicted": 1, "gold": 2}
-    runs = pd.DataFrame([("translit_perm", "mlm", 0, 2, 3), ("translit_perm", "align", 0, 3, 3)],
-                        columns=["transformation", "objective", "seed", "labels_predicted_udpos", "labels_gold_udpos"])
-    (claim, holds), = shortcut_checks(runs, ["udpos"])
-    assert not holds and claim.startswith("udpos: 1 of 2 fine-tunings predict fewer labels") and \
-        "(translit_perm/mlm/seed 0)" in claim
+    runs = pd.DataFrame(
+        [("translit_perm", "mlm", 0, 2, 3), ("translit_perm", "align", 0, 3, 3)],
+        columns=["transformation", "objective", "seed", "labels_predicted_udpos", "labels_gold_udpos"],
+    )
+    ((claim, holds),) = shortcut_checks(runs, ["udpos"])
+    assert (
+        not holds
+        and claim.startswith("udpos: 1 of 2 fine-tunings predict fewer labels")
+        and "(translit_perm/mlm/seed 0)" in claim
+    )
     assert shortcut_checks(runs.assign(labels_predicted_udpos=3), ["udpos"]) == []
     assert shortcut_checks(runs.drop(columns="labels_predicted_udpos"), ["udpos"]) == []  # cells kept from before
 
@@ -166,8 +220,10 @@ def test_a_fine_tuning_that_predicts_fewer_labels_than_the_test_holds_fails_as_a
 def test_too_few_cells_give_no_correlation_and_the_report_says_so_instead_of_holds():
     """A run of translit alone (2026-11-27: MLM and ALIGN, 2 cells) printed "ρ ... nan (p = nan)" and
     "Expected shape: holds (0 of 0 checks)", and logged shape_holds = 1 for a shape it never compared."""
-    runs = pd.DataFrame([("translit", "mlm", 0, 1.0, 2.0, 90.0, 88.0), ("translit", "align", 0, 9.0, 1.0, 90.0, 89.0)],
-                        columns=["transformation", "objective", "seed", "alignment", "delta_x", "source_x", "target_x"])
+    runs = pd.DataFrame(
+        [("translit", "mlm", 0, 1.0, 2.0, 90.0, 88.0), ("translit", "align", 0, 9.0, 1.0, 90.0, 89.0)],
+        columns=["transformation", "objective", "seed", "alignment", "delta_x", "source_x", "target_x"],
+    )
     cells = cell_means(runs, ["alignment", "delta_x", "source_x", "target_x"])
     rho = correlations(cells, ["x"])
     assert all(math.isnan(v) for v in rho["x"])
@@ -198,15 +254,29 @@ def test_bench_studies_load_one_bench_per_grid_point_and_name_bad_keys(tmp_path,
     assert len(specs) == 12 and sorted({s.parallel_share for s in specs.values()}) == [0, 0.1, 0.5, 1.0]
     assert {s.train_seed for s in specs.values()} == {0, 1, 2} and len({s.output_dir for s in specs.values()}) == 12
     _, specs, _ = load_bench_study(studies / "align_mlm_table2.yaml")
-    assert {(s.objectives, s.dictionary_share) for s in specs.values()} == \
-        {(o, d) for o in (("dict_mlm",), ("align",)) for d in (0.25, 0.5)}
+    assert {(s.objectives, s.dictionary_share) for s in specs.values()} == {
+        (o, d) for o in (("dict_mlm",), ("align",)) for d in (0.25, 0.5)
+    }
     with pytest.raises(ConfigError, match=r"grid\.dictionary_size"):
         load_bench_study(studies / "align_mlm_table2_tiny.yaml", ["grid={dictionary_size: [1]}"])
     with pytest.raises(ConfigError, match=r"bench\.parallel_share"):
         load_bench_study(studies / "align_mlm_table1_tiny.yaml", ['grid={parallel_share: ["lots"]}'])
-    rows = pd.DataFrame([{"transformation": "translit_inv", "objective": "xlm", "seed": s, "train_seed": s,
-                          "parallel_share": p, "alignment": a, "source_x": 1.0, "target_x": 1.0, "delta_x": 0.0}
-                         for s, p, a in ((0, 0.1, 1.0), (1, 0.1, 3.0), (0, 1.0, 5.0))])
+    rows = pd.DataFrame(
+        [
+            {
+                "transformation": "translit_inv",
+                "objective": "xlm",
+                "seed": s,
+                "train_seed": s,
+                "parallel_share": p,
+                "alignment": a,
+                "source_x": 1.0,
+                "target_x": 1.0,
+                "delta_x": 0.0,
+            }
+            for s, p, a in ((0, 0.1, 1.0), (1, 0.1, 3.0), (0, 1.0, 5.0))
+        ]
+    )
     cells = study_cells(rows, ["parallel_share", "train_seed"], ["x"])
     assert list(cells["objective"]) == ["xlm parallel_share=0.1", "xlm parallel_share=1.0"]
     assert list(cells["alignment"]) == [2.0, 5.0] and list(cells["seeds"]) == [2, 1]
@@ -220,13 +290,22 @@ def test_world_gives_translit_syn_its_trees_for_the_corpus_and_the_pos_task(tmp_
     from distalign.bench.synthetic import BenchSpec, prepare_bench
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
-    spec = BenchSpec(world=20, world_concepts=80, max_sentences=400, eval_words=10, min_count=1,
-                     transformations=("translit", "translit_syn"), objectives=("mlm",), transfer_tasks=("udpos",),
-                     output_dir=str(tmp_path / "out"))
+    spec = BenchSpec(
+        world=20,
+        world_concepts=80,
+        max_sentences=400,
+        eval_words=10,
+        min_count=1,
+        transformations=("translit", "translit_syn"),
+        objectives=("mlm",),
+        transfer_tasks=("udpos",),
+        output_dir=str(tmp_path / "out"),
+    )
     bench = prepare_bench(spec)
     assert bench.spec.corpus.endswith("corpus.xa.conllu")
-    plain = prepare_bench(BenchSpec(**{**vars(spec), "transformations": ("translit",),
-                                       "output_dir": str(tmp_path / "plain")}))
+    plain = prepare_bench(
+        BenchSpec(**{**vars(spec), "transformations": ("translit",), "output_dir": str(tmp_path / "plain")})
+    )
     assert plain.spec.corpus.endswith("corpus.xa.txt")
     for key in ("base", "derived", "train_dict"):
         assert bench.data["translit"][key].read_bytes() == plain.data["translit"][key].read_bytes()

@@ -4,14 +4,19 @@ activation peak against the CPU allocator's own count of a real step (torch.prof
 from __future__ import annotations
 
 import pytest
-import torch
 from torch.profiler import ProfilerActivity, profile
 
 from distalign.bench import memory
 from distalign.cli import main
 
-TINY = dict(vocab_size=1000, hidden_size=64, num_hidden_layers=2, num_attention_heads=2, intermediate_size=128,
-            max_position_embeddings=130)
+TINY = dict(
+    vocab_size=1000,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=128,
+    max_position_embeddings=130,
+)
 
 
 def tiny():
@@ -47,8 +52,25 @@ def test_row_on_a_tiny_model(tmp_path):
 def test_command_writes_results(tmp_path, monkeypatch, capsys):
     monkeypatch.setitem(memory.MODELS, "base", TINY)
     monkeypatch.setattr(memory, "ROWS", {"mlm": {"mlm": {}}})
-    assert main(["bench", "memory", "--models", "base", "--batch", "4", "--seq", "32", "--gpus", "2",
-                 "--output-dir", str(tmp_path)]) == 0
+    assert (
+        main(
+            [
+                "bench",
+                "memory",
+                "--models",
+                "base",
+                "--batch",
+                "4",
+                "--seq",
+                "32",
+                "--gpus",
+                "2",
+                "--output-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     written = (tmp_path / "results.md").read_text()
     assert "| base | mlm | ZeRO-2 bf16 |" in written and written.strip() in capsys.readouterr().out
 

@@ -16,8 +16,12 @@ from distalign.bench.synthetic import (
 from distalign.bench.transfer_study import cell_means
 from distalign.train.engine import _optimizer_and_schedule
 
-PAPER_SHAPE_TRAINING = ["train.lr_schedule=constant", "train.max_steps=8000", "train.checkpoint_every=8000",
-                        "train.log_every=500"]
+PAPER_SHAPE_TRAINING = [
+    "train.lr_schedule=constant",
+    "train.max_steps=8000",
+    "train.checkpoint_every=8000",
+    "train.log_every=500",
+]
 
 
 @pytest.mark.parametrize("preset", ["paper-shape", "paper-shape-transfer"])
@@ -27,12 +31,19 @@ def test_paper_shape_presets_pin_a_small_corpus_their_cells_three_seeds_and_a_co
     transfer = preset.endswith("transfer")
     # Table 8's rows with a check (Trans, Trans + Inv) for every objective; Table 3's Δ under inversion and
     # permutation, with translit's cells for the ρ, for the two objectives its checks compare
-    assert spec.transformations == (("translit", "translit_inv", "translit_perm") if transfer else
-                                    ("translit", "translit_inv"))
+    assert spec.transformations == (
+        ("translit", "translit_inv", "translit_perm") if transfer else ("translit", "translit_inv")
+    )
     assert spec.objectives == (("mlm", "align") if transfer else ("mlm", "align", "xlm", "dict_mlm"))
-    assert (spec.world, spec.transfer_tasks, spec.finetune_epochs) == ((500, ("udpos",), 15) if transfer else (0, (), 5))
-    paths = {"base": tmp_path / "en.txt", "derived": tmp_path / "xx.txt", "train_dict": tmp_path / "train.tsv",
-             "eval_dict": tmp_path / "eval.tsv"}
+    assert (spec.world, spec.transfer_tasks, spec.finetune_epochs) == (
+        (500, ("udpos",), 15) if transfer else (0, (), 5)
+    )
+    paths = {
+        "base": tmp_path / "en.txt",
+        "derived": tmp_path / "xx.txt",
+        "train_dict": tmp_path / "train.tsv",
+        "eval_dict": tmp_path / "eval.tsv",
+    }
     for path in paths.values():
         path.write_text("a\tb\n")
     train = training_config(spec, "translit", "mlm", paths, tmp_path).train
@@ -45,8 +56,22 @@ def test_paper_shape_presets_pin_a_small_corpus_their_cells_three_seeds_and_a_co
 def test_a_presets_values_are_the_commands_defaults_and_flags_given_win(monkeypatch):
     specs = []
     monkeypatch.setattr(synthetic, "run_bench", specs.append)
-    assert cli.main(["bench", "synthetic", "--preset", "paper-shape", "--seeds", "1", "--objectives", "mlm,align",
-                     "train.max_steps=3000"]) == 0
+    assert (
+        cli.main(
+            [
+                "bench",
+                "synthetic",
+                "--preset",
+                "paper-shape",
+                "--seeds",
+                "1",
+                "--objectives",
+                "mlm,align",
+                "train.max_steps=3000",
+            ]
+        )
+        == 0
+    )
     assert cli.main(["bench", "synthetic", "train.max_steps=3000"]) == 0
     preset, plain = specs
     assert (preset.seeds, preset.objectives, preset.max_sentences) == (1, ("mlm", "align"), 5000)
@@ -61,21 +86,34 @@ def test_an_unknown_preset_is_refused_naming_the_presets(capsys):
 
 
 def runs(mlm_translit: float, mlm_inv: float) -> pd.DataFrame:
-    rows = [("translit", "mlm", 0, mlm_translit), ("translit", "mlm", 1, mlm_translit + 2),
-            ("translit", "align", 0, 90.0), ("translit", "align", 1, 94.0),
-            ("translit_inv", "mlm", 0, mlm_inv), ("translit_inv", "mlm", 1, mlm_inv),
-            ("translit_inv", "align", 0, 80.0), ("translit_inv", "align", 1, 82.0)]
+    rows = [
+        ("translit", "mlm", 0, mlm_translit),
+        ("translit", "mlm", 1, mlm_translit + 2),
+        ("translit", "align", 0, 90.0),
+        ("translit", "align", 1, 94.0),
+        ("translit_inv", "mlm", 0, mlm_inv),
+        ("translit_inv", "mlm", 1, mlm_inv),
+        ("translit_inv", "align", 0, 80.0),
+        ("translit_inv", "align", 1, 82.0),
+    ]
     table = pd.DataFrame(rows, columns=["transformation", "objective", "seed", "alignment"])
-    return table.assign(word_alignment_emb=50.0, word_alignment_best=60.0, word_alignment_best_layer=1,
-                        bli_mrr_best=0.5, bli_best_layer=1)
+    return table.assign(
+        word_alignment_emb=50.0,
+        word_alignment_best=60.0,
+        word_alignment_best_layer=1,
+        bli_mrr_best=0.5,
+        bli_best_layer=1,
+    )
 
 
 def test_table8_checks_say_which_part_of_the_pattern_holds_on_the_seeds_means():
     cells = cell_means(runs(59.0, 0.2), synthetic.ALIGNMENT_COLUMNS)
-    assert alignment_checks(cells) == [("MLM on translit aligns: 60.0 ≥ 50 (paper 90.0)", True),
-                                       ("MLM on translit_inv stays near chance: 0.2 ≤ 5 (paper 0.3)", True),
-                                       ("translit: ALIGN 92.0 ≥ MLM 60.0", True),
-                                       ("translit_inv: ALIGN 81.0 ≥ MLM 0.2", True)]
+    assert alignment_checks(cells) == [
+        ("MLM on translit aligns: 60.0 ≥ 50 (paper 90.0)", True),
+        ("MLM on translit_inv stays near chance: 0.2 ≤ 5 (paper 0.3)", True),
+        ("translit: ALIGN 92.0 ≥ MLM 60.0", True),
+        ("translit_inv: ALIGN 81.0 ≥ MLM 0.2", True),
+    ]
     cells = cell_means(runs(3.0, 7.0), synthetic.ALIGNMENT_COLUMNS)
     assert [holds for _, holds in alignment_checks(cells)] == [False, False, True, True]
     text = alignment_means_markdown(cells)
@@ -109,4 +147,4 @@ def test_the_report_logs_table8_per_seed_and_per_cell_with_its_checks_to_the_par
     metrics = client.get_run(parent).data.metrics
     assert metrics["bench/table8_pattern_holds"] == 1.0
     assert metrics["bench/translit/mlm/alignment"] == 60.0
-    assert metrics["bench/translit/mlm/alignment_std"] == pytest.approx(2 ** 0.5)
+    assert metrics["bench/translit/mlm/alignment_std"] == pytest.approx(2**0.5)

@@ -10,8 +10,8 @@ import sys
 import numpy as np
 import pytest
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.bench.perf import BareObjectives, authors_ranks, batch_overrides, step_timings, trial_overhead
 from distalign.config import load_config
 from distalign.eval.bli import gold_ranks
@@ -58,13 +58,16 @@ def test_the_gpu_row_s_engines_run_on_a_small_model():
     import subprocess
     import sys
 
-    code = ("import torch\n"
-            "from distalign.bench.gpu import Shape, throughput\n"
-            "from distalign.train.step_timing import peak_flops\n"
-            "print('PEAK', peak_flops(torch.device('cuda' if torch.cuda.is_available() else 'cpu')))\n"
-            "tiny = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, "
-            "intermediate_size=64, max_position_embeddings=80)\n"
-            "for t in throughput(tiny, Shape(4, 16, 8, 8), steps=1, warmup=1): print('ENGINE', t.engine, t.tokens_per_s, t.mfu)")
+    code = (
+        "import torch\n"
+        "from distalign.bench.gpu import Shape, throughput\n"
+        "from distalign.train.step_timing import peak_flops\n"
+        "print('PEAK', peak_flops(torch.device('cuda' if torch.cuda.is_available() else 'cpu')))\n"
+        "tiny = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, "
+        "intermediate_size=64, max_position_embeddings=80)\n"
+        "for t in throughput(tiny, Shape(4, 16, 8, 8), steps=1, warmup=1):\n"
+        "    print('ENGINE', t.engine, t.tokens_per_s, t.mfu)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     rows = [line.split() for line in out.stdout.splitlines() if line.startswith("ENGINE")]
     assert [r[1] for r in rows] == ["ddp", "zero2", "hf-trainer"], out.stderr[-3000:]
@@ -116,9 +119,25 @@ def test_the_plain_script_masks_tokenises_and_trains_on_the_quickstart_files(tmp
     pq.write_table(prepared.constraints, tmp_path / "constraints.parquet")
     corpus_files = [path for source in prepared.corpus.sources for path in source.paths]
     # as the 2-worker row runs it: two DDP processes, rank 0 printing its step times and both ranks' CPU time
-    out = subprocess.run([sys.executable, "-m", "distalign.bench.plain_script", prepared.model_path,
-                          str(tmp_path / "constraints.parquet"), *corpus_files, "--steps", "3", "--steady-from", "1",
-                          "--processes", "2"], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "distalign.bench.plain_script",
+            prepared.model_path,
+            str(tmp_path / "constraints.parquet"),
+            *corpus_files,
+            "--steps",
+            "3",
+            "--steady-from",
+            "1",
+            "--processes",
+            "2",
+        ],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     run = json.loads(out.stdout.splitlines()[-1])
     assert len(run["step_s"]) == 3 and min(run["step_s"]) > 0 and run["cpu_s"] > 0
 
@@ -133,10 +152,11 @@ def test_the_fine_tuning_row_s_trainer_does_the_steps_distalign_does(tmp_path):
         trainer_seconds,
     )
 
-    model_dir = str(tiny_classifier_dir(tmp_path / "model", vocab_size=60, hidden_size=16, layers=1, max_length=32,
-                                        dropout=0.0))
+    model_dir = str(
+        tiny_classifier_dir(tmp_path / "model", vocab_size=60, hidden_size=16, layers=1, max_length=32, dropout=0.0)
+    )
     features = pair_features(4 * 8, 60, 32)
-    batches = [features[i * 8:(i + 1) * 8] for i in range(4)]
+    batches = [features[i * 8 : (i + 1) * 8] for i in range(4)]
     ours, theirs = task_model(model_dir), task_model(model_dir)
     assert all(torch.equal(a, b) for a, b in zip(ours.parameters(), theirs.parameters()))
     assert (distalign_seconds(ours, batches, 1, 1, 3) > 0).all()
@@ -150,14 +170,29 @@ def test_the_fine_tuning_row_s_trainer_does_the_steps_distalign_does(tmp_path):
 def test_trial_overhead_parts_cold_and_warm_trials_by_hand():
     """Two trials at once: A and B start cold; C starts after A ended and takes its place, D takes B's; each later
     trial's gap runs from the end of the trial whose place it took to its own first step."""
-    def trial(start, first_step, end, total, **phases):
-        return {"start": start, "first_step": first_step, "end": end, "startup/total_s": total,
-                **{f"startup/{k}_s": v for k, v in phases.items()}}
 
-    trials = [trial(21, 24, 30, 3, workers=2), trial(0, 10, 20, 10, workers=6, vanilla_eval=1),
-              trial(23, 27, 33, 4, workers=3), trial(1, 12, 22, 11, workers=7)]
+    def trial(start, first_step, end, total, **phases):
+        return {
+            "start": start,
+            "first_step": first_step,
+            "end": end,
+            "startup/total_s": total,
+            **{f"startup/{k}_s": v for k, v in phases.items()},
+        }
+
+    trials = [
+        trial(21, 24, 30, 3, workers=2),
+        trial(0, 10, 20, 10, workers=6, vanilla_eval=1),
+        trial(23, 27, 33, 4, workers=3),
+        trial(1, 12, 22, 11, workers=7),
+    ]
     assert trial_overhead(trials) == {
-        "first/trials": 2, "later/trials": 2,
-        "first/startup/total_s": 10.5, "first/startup/workers_s": 6.5, "first/startup/vanilla_eval_s": 1.0,
-        "later/startup/total_s": 3.5, "later/startup/workers_s": 2.5,
-        "later/gap_s": ((24 - 20) + (27 - 22)) / 2}
+        "first/trials": 2,
+        "later/trials": 2,
+        "first/startup/total_s": 10.5,
+        "first/startup/workers_s": 6.5,
+        "first/startup/vanilla_eval_s": 1.0,
+        "later/startup/total_s": 3.5,
+        "later/startup/workers_s": 2.5,
+        "later/gap_s": ((24 - 20) + (27 - 22)) / 2,
+    }

@@ -7,9 +7,20 @@ import os
 
 import pytest
 
-from distalign.bench.streaming import (SHARD_MB, COUNTED, CountingFile, ReadResult, StreamingResult,
-                                       counting_local_filesystem, format_io_table, format_table, merge_io_results,
-                                       read_share, rss_mb, write_corpus)
+from distalign.bench.streaming import (
+    COUNTED,
+    SHARD_MB,
+    CountingFile,
+    ReadResult,
+    StreamingResult,
+    counting_local_filesystem,
+    format_io_table,
+    format_table,
+    merge_io_results,
+    read_share,
+    rss_mb,
+    write_corpus,
+)
 from distalign.data.corpus_stream import CorpusStream, list_corpus_files
 from distalign.data.sources import CorpusSource
 
@@ -42,8 +53,11 @@ def test_workers_shares_read_every_row_once_and_each_byte_about_once(tmp_path):
     """3 workers over 1000 lines of 10 bytes cut into 4096-byte units: every line once, and the bytes the files
     handed out are the file's, plus the byte before each unit and its last line's tail."""
     (tmp_path / "c.txt").write_text("".join(f"line {i:04d}\n" for i in range(1000)))
-    stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path / "c.txt"), "xa"), "c")],
-                          counting_local_filesystem(), unit_bytes=4096)
+    stream = CorpusStream(
+        [list_corpus_files(CorpusSource(str(tmp_path / "c.txt"), "xa"), "c")],
+        counting_local_filesystem(),
+        unit_bytes=4096,
+    )
     units = stream.units()
     assert len(units) == 3  # 10000 bytes in 4096-byte units
     shares = [read_share(stream, units, 3, rank, 0, 4) for rank in range(3)]
@@ -75,8 +89,10 @@ def test_the_feed_rate_counts_tokens_per_cpu_second_and_the_object_store_s_bytes
     unpadded (bytes per token far below the padded int64 blocks), and the table sets them against a GPU."""
     from distalign.bench.feed_rate import FeedResult, format_feed_table, measure_feed
 
-    texts = [f"sentence number {i} of the feed with words {' '.join(['w%d' % (i * j % 97) for j in range(i % 9)])}"
-             for i in range(400)]
+    texts = [
+        f"sentence number {i} of the feed with words {' '.join([f'w{i * j % 97}' for j in range(i % 9)])}"
+        for i in range(400)
+    ]
     packed, alone = measure_feed(texts, tmp_path, 0.1, 256, 300)
     assert packed.packed and not alone.packed and packed.sequences < alone.sequences / 2
     for result in (packed, alone):

@@ -17,17 +17,31 @@ def conllu(*sentences: list[tuple]) -> str:
     blocks = []
     for words in sentences:
         lines = [f"# text = {' '.join(w[0] for w in words)}"]
-        lines += [f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{rel}\t_\t_"
-                  for i, (form, upos, head, rel) in enumerate(words, start=1)]
+        lines += [
+            f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{rel}\t_\t_"
+            for i, (form, upos, head, rel) in enumerate(words, start=1)
+        ]
         blocks.append("\n".join(lines) + "\n")
     return "\n".join(blocks) + "\n"
 
 
-SARA = [("Sara", "PROPN", 2, "nsubj"), ("ate", "VERB", 0, "root"), ("apples", "NOUN", 2, "obj"), (".", "PUNCT", 2, "punct")]
+SARA = [
+    ("Sara", "PROPN", 2, "nsubj"),
+    ("ate", "VERB", 0, "root"),
+    ("apples", "NOUN", 2, "obj"),
+    (".", "PUNCT", 2, "punct"),
+]
 # "the very big dog of my friend barked": an adjective with its own dependent, a possessor inside a nominal modifier
-DOG = [("the", "DET", 4, "det"), ("very", "ADV", 3, "advmod"), ("big", "ADJ", 4, "amod"), ("dog", "NOUN", 8, "nsubj"),
-       ("of", "ADP", 7, "case"), ("my", "PRON", 7, "nmod:poss"), ("friend", "NOUN", 4, "nmod"),
-       ("barked", "VERB", 0, "root")]
+DOG = [
+    ("the", "DET", 4, "det"),
+    ("very", "ADV", 3, "advmod"),
+    ("big", "ADJ", 4, "amod"),
+    ("dog", "NOUN", 8, "nsubj"),
+    ("of", "ADP", 7, "case"),
+    ("my", "PRON", 7, "nmod:poss"),
+    ("friend", "NOUN", 4, "nmod"),
+    ("barked", "VERB", 0, "root"),
+]
 
 
 @pytest.fixture
@@ -47,9 +61,17 @@ def test_uriel_word_order_gives_the_target_preferences():
 
 def test_orders_counted_in_a_target_treebank(tmp_path):
     # a "treebank": adjectives after their noun in 3 of 4 cases, objects always before the verb
-    rows = lambda adjective_after: ([("x", "NOUN", 3, "nsubj"), ("y", "NOUN", 3, "obj"), ("v", "VERB", 0, "root")]
-                                    + [("z", "ADJ", 1, "amod")] if adjective_after else
-                                    [("z", "ADJ", 2, "amod"), ("x", "NOUN", 3, "nsubj"), ("v", "VERB", 0, "root")])
+
+    def rows(adjective_after):
+        if adjective_after:
+            return [
+                ("x", "NOUN", 3, "nsubj"),
+                ("y", "NOUN", 3, "obj"),
+                ("v", "VERB", 0, "root"),
+                ("z", "ADJ", 1, "amod"),
+            ]
+        return [("z", "ADJ", 2, "amod"), ("x", "NOUN", 3, "nsubj"), ("v", "VERB", 0, "root")]
+
     path = tmp_path / "target.conllu"
     path.write_text(conllu(rows(True), rows(True), rows(True), rows(False)), encoding="utf-8")
     p_after = after_probabilities(str(path))
@@ -69,8 +91,18 @@ def test_french_moves_adjectives_after_their_noun_with_their_subtree(trees):
 def test_possessive_pronouns_keep_their_side_and_nominal_possessors_follow_the_genitive_order(tmp_path, upos):
     # "my friend 's dog barked": "friend" (with its 's) a nominal possessor of "dog", "my" a pronominal one of "friend"
     path = tmp_path / "poss.conllu"
-    path.write_text(conllu([("my", upos, 2, "nmod:poss"), ("friend", "NOUN", 4, "nmod:poss"), ("'s", "PART", 2, "case"),
-                            ("dog", "NOUN", 5, "nsubj"), ("barked", "VERB", 0, "root")]), encoding="utf-8")
+    path.write_text(
+        conllu(
+            [
+                ("my", upos, 2, "nmod:poss"),
+                ("friend", "NOUN", 4, "nmod:poss"),
+                ("'s", "PART", 2, "case"),
+                ("dog", "NOUN", 5, "nsubj"),
+                ("barked", "VERB", 0, "root"),
+            ]
+        ),
+        encoding="utf-8",
+    )
     [words] = read_conllu(path)
     assert syntax_transform([words], "fra")[0] == ["dog", "my", "friend", "'s", "barked"]  # le chien de mon ami
     english = {tuple(reorder(words, after_probabilities("eng"), random.Random(i))) for i in range(50)}
@@ -103,22 +135,27 @@ def test_each_sentence_draws_its_own_order_from_the_seed(trees):
 
 def test_multiword_tokens_are_read_as_their_syntactic_words(tmp_path):
     path = tmp_path / "mwt.conllu"
-    path.write_text("# text = I don't know\n1\tI\t_\tPRON\t_\t_\t4\tnsubj\t_\t_\n2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n"
-                    "2\tdo\t_\tAUX\t_\t_\t4\taux\t_\t_\n3\tn't\t_\tPART\t_\t_\t4\tadvmod\t_\t_\n"
-                    "4\tknow\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n", encoding="utf-8")
+    path.write_text(
+        "# text = I don't know\n1\tI\t_\tPRON\t_\t_\t4\tnsubj\t_\t_\n2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n"
+        "2\tdo\t_\tAUX\t_\t_\t4\taux\t_\t_\n3\tn't\t_\tPART\t_\t_\t4\tadvmod\t_\t_\n"
+        "4\tknow\t_\tVERB\t_\t_\t0\troot\t_\t_\n\n",
+        encoding="utf-8",
+    )
     [words] = read_conllu(path)
     assert [w.form for w in words] == ["I", "do", "n't", "know"]
     assert reorder(words, after_probabilities("fra"), random.Random(0)) == ["I", "do", "n't", "know"]
 
 
-@pytest.mark.parametrize("rows, problem", [
-    ([("a", "NOUN", 0, "root"), ("b", "NOUN", 0, "root")], "two roots"),
-    ([("a", "NOUN", 0, "root"), ("b", "NOUN", 7, "nmod")], "a head outside the sentence"),
-    ([("a", "NOUN", 0, "root"), ("b", "NOUN", 3, "nmod"), ("c", "NOUN", 2, "nmod")], "a cycle"),
-])
+@pytest.mark.parametrize(
+    "rows, problem",
+    [
+        ([("a", "NOUN", 0, "root"), ("b", "NOUN", 0, "root")], "two roots"),
+        ([("a", "NOUN", 0, "root"), ("b", "NOUN", 7, "nmod")], "a head outside the sentence"),
+        ([("a", "NOUN", 0, "root"), ("b", "NOUN", 3, "nmod"), ("c", "NOUN", 2, "nmod")], "a cycle"),
+    ],
+)
 def test_a_malformed_tree_is_named(tmp_path, rows, problem):
     path = tmp_path / "bad.conllu"
     path.write_text(conllu(SARA, rows), encoding="utf-8")
     with pytest.raises(InputError, match=r"bad\.conllu: sentence 2 is not a dependency tree"):
         read_conllu(path)
-

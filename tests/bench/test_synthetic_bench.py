@@ -69,12 +69,17 @@ def test_every_derived_twin_of_a_large_alphabet_is_an_alignment_candidate():
 
     alphabet, rng = large_alphabet(200), random.Random(0)
     words = ["".join(rng.choices(alphabet, k=rng.randint(1, 3))) for _ in range(1000)]
-    sentences = [" ".join(alphabet[i:i + 10]) for i in range(0, len(alphabet), 10)]
+    sentences = [" ".join(alphabet[i : i + 10]) for i in range(0, len(alphabet), 10)]
     sentences += [" ".join(rng.choices(words, k=8)) for _ in range(300)]
     translit = Transliteration.for_text(sentences)
     tokenizer = SentencePieceUnigramTokenizer()
-    tokenizer.train_from_iterator(sentences + derive(sentences, "translit", translit), vocab_size=2000,
-                                  special_tokens=SPECIALS, unk_token="<unk>", show_progress=False)
+    tokenizer.train_from_iterator(
+        sentences + derive(sentences, "translit", translit),
+        vocab_size=2000,
+        special_tokens=SPECIALS,
+        unk_token="<unk>",
+        show_progress=False,
+    )
     vocab = tokenizer.get_vocab()
     src, tgt, candidates, _ = vocabulary_counterparts(vocab, translit)
     assert len(src) >= len(alphabet) and set(tgt) <= set(candidates)
@@ -122,7 +127,11 @@ def test_dictionary_split_and_files(tmp_path):
     assert [d.split() for d in derived] == [translit.sentence(b).split()[::-1] for b in base]
 
     config = training_config(spec, "translit_inv", "align", paths, tmp_path / "out", "parent123")
-    assert (config.objectives.mlm.weight, config.objectives.align.weight, config.objectives.lexical.weight) == (1, 10, 0)
+    assert (config.objectives.mlm.weight, config.objectives.align.weight, config.objectives.lexical.weight) == (
+        1,
+        10,
+        0,
+    )
     assert [c.lang for c in config.data.corpora] == ["en", "xx"]
     assert Path(config.data.eval_dictionaries[0].path) == paths["eval_dict"]
     assert config.run.name == "bench-translit_inv-align" and config.tracking.parent_run_id == "parent123"
@@ -140,7 +149,11 @@ def test_dictionary_split_and_files(tmp_path):
     assert (dict_mlm.objectives.mlm.weight, dict_mlm.objectives.dict_mlm.weight) == (0, 1)
     settings = dict_mlm.objectives.dict_mlm
     assert (settings.synonym_label_percent, settings.mask_words, settings.conditioned_head, settings.mask_prob) == (
-        50, "all", False, 0.15)
+        50,
+        "all",
+        False,
+        0.15,
+    )
     assert Path(dict_mlm.data.dictionaries[0].path) == paths["train_dict"]
 
     with pytest.raises(InputError, match="not more than the 40 held out"):
@@ -186,10 +199,24 @@ def parsed_corpus(path: Path, n: int, seed: int = 0) -> Path:
     blocks = []
     for _ in range(n):
         adjective, subject, verb, obj = rng.choice(ADJECTIVES), rng.choice(NOUNS), rng.choice(VERBS), rng.choice(NOUNS)
-        rows = [("the", "DET", 3, "det"), (adjective, "ADJ", 3, "amod"), (subject, "NOUN", 4, "nsubj"),
-                (verb, "VERB", 0, "root"), ("a", "DET", 6, "det"), (obj, "NOUN", 4, "obj"), (".", "PUNCT", 4, "punct")]
-        blocks.append("\n".join([f"# text = {' '.join(r[0] for r in rows)}"] + [
-            f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{rel}\t_\t_" for i, (form, upos, head, rel) in enumerate(rows, 1)]))
+        rows = [
+            ("the", "DET", 3, "det"),
+            (adjective, "ADJ", 3, "amod"),
+            (subject, "NOUN", 4, "nsubj"),
+            (verb, "VERB", 0, "root"),
+            ("a", "DET", 6, "det"),
+            (obj, "NOUN", 4, "obj"),
+            (".", "PUNCT", 4, "punct"),
+        ]
+        blocks.append(
+            "\n".join(
+                [f"# text = {' '.join(r[0] for r in rows)}"]
+                + [
+                    f"{i}\t{form}\t_\t{upos}\t_\t_\t{head}\t{rel}\t_\t_"
+                    for i, (form, upos, head, rel) in enumerate(rows, 1)
+                ]
+            )
+        )
     path.write_text("\n\n".join(blocks) + "\n\n", encoding="utf-8")
     return path
 
@@ -211,10 +238,14 @@ def test_syntax_transformation_reads_parses_and_reorders_towards_the_target(tmp_
 
 
 def test_translit_syn_without_a_parsed_corpus_is_refused_before_training(tmp_path):
-    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit", "translit_syn"),
-                     output_dir=str(tmp_path / "out"))
-    with pytest.raises(InputError, match=r"translit_syn re-orders sentences by their dependency parses: pass "
-                                         r"--corpus FILE\.conllu"):
+    spec = BenchSpec(
+        corpus=str(corpus(tmp_path)), transformations=("translit", "translit_syn"), output_dir=str(tmp_path / "out")
+    )
+    with pytest.raises(
+        InputError,
+        match=r"translit_syn re-orders sentences by their dependency parses: pass "
+        r"--corpus FILE\.conllu",
+    ):
         run_bench(spec)
     assert not (tmp_path / "out").exists()
     assert "translit_syn" not in BenchSpec().transformations  # the default runs on plain text
@@ -223,21 +254,31 @@ def test_translit_syn_without_a_parsed_corpus_is_refused_before_training(tmp_pat
 @pytest.mark.parametrize("target", ["fr", "French", "FRA", "fre"])
 def test_a_syntax_target_in_any_form_of_its_language_is_its_uriel_code(tmp_path, monkeypatch, target):
     monkeypatch.setattr("distalign.bench.synthetic.check_runs", lambda spec, *args: pytest.fail(spec.syntax_target))
-    spec = BenchSpec(corpus=str(parsed_corpus(tmp_path / "base.conllu", 30)), transformations=("translit_syn",),
-                     syntax_target=target, eval_words=3, min_count=1, output_dir=str(tmp_path / "out"))
+    spec = BenchSpec(
+        corpus=str(parsed_corpus(tmp_path / "base.conllu", 30)),
+        transformations=("translit_syn",),
+        syntax_target=target,
+        eval_words=3,
+        min_count=1,
+        output_dir=str(tmp_path / "out"),
+    )
     with pytest.raises(pytest.fail.Exception, match="^fra$"):  # the spec the runs get (and MLflow logs)
         prepare_bench(spec)
 
 
-@pytest.mark.parametrize("target, says", [
-    ("Frnch", r"syntax_target \(--syntax-target\): language 'Frnch': 'Frnch' is not a language code"),
-    ("qqq", r"syntax_target \(--syntax-target\): language 'qqq': URIEL \(lang2vec\) has no syntax_knn vector"),
-    ("fr.conllu", r"syntax_target \(--syntax-target\): file not found: fr.conllu"),
-])
+@pytest.mark.parametrize(
+    "target, says",
+    [
+        ("Frnch", r"syntax_target \(--syntax-target\): language 'Frnch': 'Frnch' is not a language code"),
+        ("qqq", r"syntax_target \(--syntax-target\): language 'qqq': URIEL \(lang2vec\) has no syntax_knn vector"),
+        ("fr.conllu", r"syntax_target \(--syntax-target\): file not found: fr.conllu"),
+    ],
+)
 def test_an_unknown_syntax_target_is_named_before_the_world_is_made(tmp_path, monkeypatch, target, says):
     monkeypatch.setattr("distalign.bench.synthetic.with_world", lambda *args: pytest.fail("the world was made"))
-    spec = BenchSpec(world=20, transformations=("translit_syn",), syntax_target=target,
-                     output_dir=str(tmp_path / "out"))
+    spec = BenchSpec(
+        world=20, transformations=("translit_syn",), syntax_target=target, output_dir=str(tmp_path / "out")
+    )
     with pytest.raises((ConfigError, InputError), match=f"^{says}"):
         prepare_bench(spec)
 
@@ -247,11 +288,20 @@ def test_a_run_whose_dictionary_is_too_small_is_refused_before_ray(tmp_path, mon
 
     monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray started"))
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
-    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit",), objectives=("mlm", "lexical"),
-                     eval_words=10, min_count=1, output_dir=str(tmp_path / "out"))
+    spec = BenchSpec(
+        corpus=str(corpus(tmp_path)),
+        transformations=("translit",),
+        objectives=("mlm", "lexical"),
+        eval_words=10,
+        min_count=1,
+        output_dir=str(tmp_path / "out"),
+    )
     # 64 word types: 16 dictionary words, 6 for training, against 64 pairs x 2 workers per batch; the MLM run
     # comes first but would be trained before the lexical run failed
-    with pytest.raises(InputError, match=r"run translit / lexical: data.constraints: only 6 constraint pairs left .* --dictionary-share"):
+    with pytest.raises(
+        InputError,
+        match=r"run translit / lexical: data.constraints: only 6 constraint pairs left .* --dictionary-share",
+    ):
         run_bench(spec)
 
 
@@ -263,16 +313,25 @@ def test_shared_words_reach_the_model_untransliterated(tmp_path, monkeypatch):
     from distalign.preparation.streams import local_streams
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
-    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit",), objectives=("mlm",), eval_words=4,
-                     min_count=1, shared_words=0.25, output_dir=str(tmp_path / "out"))
+    spec = BenchSpec(
+        corpus=str(corpus(tmp_path)),
+        transformations=("translit",),
+        objectives=("mlm",),
+        eval_words=4,
+        min_count=1,
+        shared_words=0.25,
+        output_dir=str(tmp_path / "out"),
+    )
     bench = prepare_bench(spec)
     paths, kept = bench.data["translit"], bench.translit.kept
     assert len(kept) == 16  # a quarter of the 64 word types
-    dictionary = {line.split("\t")[0] for key in ("train_dict", "eval_dict")
-                  for line in paths[key].read_text().splitlines()}
+    dictionary = {
+        line.split("\t")[0] for key in ("train_dict", "eval_dict") for line in paths[key].read_text().splitlines()
+    }
     assert dictionary and not kept & dictionary
 
     base_alphabet = set(bench.translit.table)
+
     def untransliterated(words) -> set[str]:
         return {w for w in words if set(w) <= base_alphabet}
 
@@ -282,16 +341,22 @@ def test_shared_words_reach_the_model_untransliterated(tmp_path, monkeypatch):
     prepared = prepare_data(config)
     tokenizer = load_tokenizer(prepared.model_path)
     batches = local_streams(prepared, config)["corpus"]
-    derived = [tokenizer.decode(ids, skip_special_tokens=True) for _ in range(3) for batch in [next(batches)]
-               for ids, lang in zip(batch["input_ids"], batch["lang_id"]) if lang == 1]
+    derived = [
+        tokenizer.decode(ids, skip_special_tokens=True)
+        for _ in range(3)
+        for batch in [next(batches)]
+        for ids, lang in zip(batch["input_ids"], batch["lang_id"])
+        if lang == 1
+    ]
     assert derived and set(derived) <= set(derived_lines)  # what the model reads is the derived corpus
     seen = [w for text in derived for w in text.split()]
     assert untransliterated(seen) <= kept and untransliterated(seen)  # the shared words, in the base spelling
     # the share of shared words among the words read is the base sentences' share of kept words
     base_lines = paths["base"].read_text().splitlines()
     twins = [base_lines[derived_lines.index(text)].split() for text in derived]
-    assert len(untransliterated_occurrences := [w for w in seen if set(w) <= base_alphabet]) / len(seen) == \
-        pytest.approx(sum(w in kept for words in twins for w in words) / sum(map(len, twins)))
+    assert len(untransliterated_occurrences := [w for w in seen if set(w) <= base_alphabet]) / len(
+        seen
+    ) == pytest.approx(sum(w in kept for words in twins for w in words) / sum(map(len, twins)))
     assert untransliterated_occurrences
 
     with pytest.raises(InputError, match="only 48 word types are outside the dictionary"):
@@ -311,8 +376,15 @@ def test_finished_cells_are_reused_by_a_later_bench_until_their_inputs_change(tm
         return {"transformation": transformation, "objective": objective, "seed": seed, "alignment": len(ran) / 3}
 
     monkeypatch.setattr(synthetic, "run_cell", fake_cell)
-    spec = BenchSpec(corpus=str(corpus(tmp_path)), transformations=("translit", "translit_inv"), objectives=("mlm",),
-                     eval_words=10, min_count=1, seeds=2, output_dir=str(tmp_path / "out"))
+    spec = BenchSpec(
+        corpus=str(corpus(tmp_path)),
+        transformations=("translit", "translit_inv"),
+        objectives=("mlm",),
+        eval_words=10,
+        min_count=1,
+        seeds=2,
+        output_dir=str(tmp_path / "out"),
+    )
     piece = synthetic.run_cells(prepare_bench(replace(spec, transformations=("translit_inv",))), "")
     assert ran == [("translit_inv", "mlm", 0), ("translit_inv", "mlm", 1)]
     full = prepare_bench(spec)

@@ -7,14 +7,14 @@ from __future__ import annotations
 import hashlib
 
 import pytest
-
 from conftest import SHARED_DATA, free_port
+from mirror_server import mirror_server
+
 from distalign.benchmark_data.catalog import RESOURCES, all_files, select
 from distalign.cli import main
 from distalign.data.readers import InputError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from mirror_server import mirror_server
 
 needs_shared_data = pytest.mark.skipif(not SHARED_DATA.is_dir(), reason="../shared/data (the mirror's files) is absent")
 
@@ -54,8 +54,9 @@ def test_pins_match_the_shared_copy():
 def test_fetch_from_a_mirror_lays_out_the_files_as_the_shared_copy(mirror, home, capsys):
     assert fetch("g-bli:de-en,en-fi", "tatoeba", "multisimlex", "--mirror", mirror.url) == 0
     wanted = [*select("g-bli:en-de,en-fi")[1], *select("tatoeba")[1], *select("multisimlex")[1]]
-    assert sorted(str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".locks" not in p.parts) \
-        == sorted(f.path for f in wanted)  # de-en is G-BLI's en-de; nothing else written, no .part left
+    assert sorted(
+        str(p.relative_to(home)) for p in home.rglob("*") if p.is_file() and ".locks" not in p.parts
+    ) == sorted(f.path for f in wanted)  # de-en is G-BLI's en-de; nothing else written, no .part left
     for file in wanted:
         assert (home / file.path).read_bytes() == (SHARED_DATA / file.path).read_bytes()
     assert "tatoeba: 224 files (6.70MB) in" in capsys.readouterr().out
@@ -64,8 +65,14 @@ def test_fetch_from_a_mirror_lays_out_the_files_as_the_shared_copy(mirror, home,
     assert "all there already" in capsys.readouterr().out
     assert main(["data", "list"]) == 0
     table = {line.split()[0]: line.split()[2] for line in capsys.readouterr().out.splitlines()[2:-2]}
-    assert table == {"g-bli": "10/140", "panlex-bli": "no", "bli-vocab": "no", "multisimlex": "yes", "tatoeba": "yes",
-                     "omw": "no"}
+    assert table == {
+        "g-bli": "10/140",
+        "panlex-bli": "no",
+        "bli-vocab": "no",
+        "multisimlex": "yes",
+        "tatoeba": "yes",
+        "omw": "no",
+    }
 
 
 def test_a_corrupt_file_is_an_error_naming_url_and_hashes_and_nothing_is_kept(mirror, home, capsys):
@@ -120,8 +127,10 @@ def test_names_and_parts_are_checked_before_anything_is_fetched(mirror, home, ca
     assert mirror.requests == []
 
 
-@pytest.mark.parametrize(("task", "key", "name"), [("bli", "bli_pairs", "g-bli"), ("xlsim", "xlsim_pairs", "multisimlex"),
-                                                   ("tatoeba", "tatoeba_langs", "tatoeba")])
+@pytest.mark.parametrize(
+    ("task", "key", "name"),
+    [("bli", "bli_pairs", "g-bli"), ("xlsim", "xlsim_pairs", "multisimlex"), ("tatoeba", "tatoeba_langs", "tatoeba")],
+)
 def test_a_benchmark_not_in_the_data_home_names_its_fetch_command(home, task, key, name):
     with pytest.raises(InputError, match=f"`distalign data fetch {name}`"):
         build_tasks(SuiteSpec(tasks=(task,)))
@@ -149,8 +158,32 @@ def test_eval_runs_on_fetched_benchmarks_with_no_eval_dir_given(ray_local, mirro
     model = build_tiny_model(tmp_path / "model", ["der Hund the dog le chien", "die Katze the cat le chat"] * 50, tiny)
     assert fetch("g-bli", "tatoeba", "multisimlex", "--mirror", mirror.url) == 0
     out = tmp_path / "out"
-    assert main(["eval", "--model", str(model), "--bli-pairs", "de-en", "--xlsim-pairs", "eng-fra", "--tatoeba-langs",
-                 "deu", "--max-queries", "50", "--max-sentences", "50", "--layer", "-1", "--no-mlflow",
-                 "--output-dir", str(out), "--cpus-per-task", "0.5"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--model",
+                str(model),
+                "--bli-pairs",
+                "de-en",
+                "--xlsim-pairs",
+                "eng-fra",
+                "--tatoeba-langs",
+                "deu",
+                "--max-queries",
+                "50",
+                "--max-sentences",
+                "50",
+                "--layer",
+                "-1",
+                "--no-mlflow",
+                "--output-dir",
+                str(out),
+                "--cpus-per-task",
+                "0.5",
+            ]
+        )
+        == 0
+    )
     results = pd.read_csv(out / "results.csv")
     assert {("bli", "de-en"), ("xlsim", "eng-fra"), ("tatoeba", "deu-eng")} <= set(zip(results.task, results.pair))

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
+
 from distalign.config import load_config
 from distalign.data.streams import STREAMS, check_batch
 from distalign.objectives.mlm import IGNORE_INDEX
@@ -28,12 +28,19 @@ def test_every_plugin_reads_what_its_stream_carries(name):
 # packed unless a mix says otherwise: data.pack_sequences is on by default).
 MIXES = {
     "mlm+sense-level lexical+align": ["objectives.align.weight=1", "objectives.lexical.sense_level=true"],
-    "dict_mlm (dict-TLM)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
-                            "data.pack_sequences=false"],
+    "dict_mlm (dict-TLM)": [
+        "objectives.mlm.weight=0",
+        "objectives.dict_mlm.weight=1",
+        "objectives.dict_mlm.tlm=true",
+        "data.pack_sequences=false",
+    ],
     "sense_aware": ["objectives.mlm.weight=0", "objectives.sense_aware.weight=1"] + SENSE_AWARE_SMALL,
     "mlm (one sentence a sequence)": ["data.pack_sequences=false"],
-    "dict_mlm (packed, every word maskable)": ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
-                                               "objectives.dict_mlm.mask_words=all"],
+    "dict_mlm (packed, every word maskable)": [
+        "objectives.mlm.weight=0",
+        "objectives.dict_mlm.weight=1",
+        "objectives.dict_mlm.mask_words=all",
+    ],
 }
 
 
@@ -54,8 +61,9 @@ def test_pipeline_batches_match_the_contract(home, mix):
     assert set(streams) == config.objectives.streams()
     for stream, batches in streams.items():
         batch = {k: v.numpy() for k, v in next(batches).items()}
-        extra = tuple(t for plugin, _ in config.objectives.active().values() if plugin.stream == stream
-                      for t in plugin.prepares)
+        extra = tuple(
+            t for plugin, _ in config.objectives.active().values() if plugin.stream == stream for t in plugin.prepares
+        )
         check_batch(stream, batch, extra)
         assert len(batch["row"]) == STREAMS[stream].batch_size(config.train)
         for name, (plugin, _) in config.objectives.active().items():
@@ -67,9 +75,17 @@ def test_pipeline_batches_match_the_contract(home, mix):
 def test_mlm_masks_the_configured_share_of_its_units(home, granularity):
     """What reaches MLM in a run: ~mask_prob of the corpus words (word) or subword tokens (token) carry labels,
     never a special token; whole words stay whole only under word granularity."""
-    config = load_config(QUICKSTART, SMALL + ["run.name=contract", "objectives.mlm.mask_prob=0.3",
-                                              f"objectives.mlm.granularity={granularity}",
-                                              "train.corpus_batch_size=32", "train.max_steps=40"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=contract",
+            "objectives.mlm.mask_prob=0.3",
+            f"objectives.mlm.granularity={granularity}",
+            "train.corpus_batch_size=32",
+            "train.max_steps=40",
+        ],
+    )
     corpus = local_streams(prepare_data(config), config)["corpus"]
     units = labelled = split_words = 0
     for _ in range(40):
@@ -105,9 +121,16 @@ def test_dict_mlm_label_rates_of_both_masking_readings(home, mask_words):
     `dictionary` masks 15% of the words with an entry, so fewer than 15% of all words carry a label but about
     x% of the labels are synonyms; `all` labels 15% of all words and only the dictionary words' x% turn
     cross-lingual."""
-    config = load_config(REPO / "jobs" / "configs" / "dict_mlm_tiny.yaml",
-                         SMALL + ["run.name=contract", f"objectives.dict_mlm.mask_words={mask_words}",
-                                  "train.corpus_batch_size=32", "train.max_steps=60"])
+    config = load_config(
+        REPO / "jobs" / "configs" / "dict_mlm_tiny.yaml",
+        SMALL
+        + [
+            "run.name=contract",
+            f"objectives.dict_mlm.mask_words={mask_words}",
+            "train.corpus_batch_size=32",
+            "train.max_steps=60",
+        ],
+    )
     corpus = local_streams(prepare_data(config), config)["corpus"]
     words = labelled_words = labels = cross_lingual = 0
     for _ in range(60):

@@ -28,12 +28,14 @@ def test_each_unit_goes_to_one_worker_and_bytes_differ_by_at_most_one_unit(worke
     """Files of 1 MB and 100 MB (and a parquet file of uneven row groups): every unit read once per epoch, each
     worker's bytes within one unit (1 MB) of every other's."""
     sizes = [1 * MB, 100 * MB, 3 * MB, 50 * MB + 123]
-    units = cut_units(0, "text", [f"f{i}.txt" for i in range(4)], sizes, [[]] * 4, MB) + \
-        cut_units(1, "parquet", ["g.parquet"], [0], [[MB // 2, MB, MB // 4]], MB)
+    units = cut_units(0, "text", [f"f{i}.txt" for i in range(4)], sizes, [[]] * 4, MB) + cut_units(
+        1, "parquet", ["g.parquet"], [0], [[MB // 2, MB, MB // 4]], MB
+    )
     for epoch in (0, 1):
         dealt = assign(units, seed=3, epoch=epoch, workers=workers)
-        assert sorted((u.source, u.path, u.start) for mine in dealt for u in mine) == \
-            sorted((u.source, u.path, u.start) for u in units)
+        assert sorted((u.source, u.path, u.start) for mine in dealt for u in mine) == sorted(
+            (u.source, u.path, u.start) for u in units
+        )
         totals = [sum(u.size for u in mine) for mine in dealt]
         assert max(totals) - min(totals) <= max(u.size for u in units)
         assert max(totals) / (sum(totals) / workers) < 1 + workers * MB / sum(totals) + 1e-9
@@ -55,13 +57,13 @@ class FakeData:
 
     def corpus_items(self, items):
         for index, item in enumerate(items):
-            rows = np.array([1000 * self.units.index(u) + i for u in item.units for i in range(u.size)],
-                            dtype=np.int64)
-            rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip:]
+            rows = np.array([1000 * self.units.index(u) + i for u in item.units for i in range(u.size)], dtype=np.int64)
+            rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip :]
             for start in range(0, len(rows), 3):
-                block = rows[start:start + 3]
-                yield RaggedRows.of_columns({"row": block, "epoch": np.full(len(block), item.epoch),
-                                             "item": np.full(len(block), index)})
+                block = rows[start : start + 3]
+                yield RaggedRows.of_columns(
+                    {"row": block, "epoch": np.full(len(block), item.epoch), "item": np.full(len(block), index)}
+                )
 
 
 # a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch
@@ -134,8 +136,10 @@ def test_a_resume_leaves_out_units_of_files_that_changed_since_the_checkpoint():
 
 
 def test_take_rows_takes_across_blocks_and_leaves_the_rest():
-    pending = [RaggedRows.of_columns({"row": np.arange(3), "x": np.arange(6).reshape(3, 2)}),
-               RaggedRows.of_columns({"row": np.arange(3, 8), "x": np.zeros((5, 2))})]
+    pending = [
+        RaggedRows.of_columns({"row": np.arange(3), "x": np.arange(6).reshape(3, 2)}),
+        RaggedRows.of_columns({"row": np.arange(3, 8), "x": np.zeros((5, 2))}),
+    ]
     first = take_rows(pending, 4)
     assert first["row"].tolist() == [0, 1, 2, 3] and first["x"].shape == (4, 2) and first["row"].flags.writeable
     assert len(pending) == 1 and pending[0]["row"].tolist() == [4, 5, 6, 7]
@@ -144,8 +148,13 @@ def test_take_rows_takes_across_blocks_and_leaves_the_rest():
 
 def test_take_rows_of_unpadded_blocks_keeps_each_row_s_tokens():
     lengths = [[2, 3, 1], [4, 2]]
-    blocks = [{"ids": np.where(np.arange(6)[None] < np.array(ls)[:, None], np.arange(6)[None] + 10 * r, -1),
-               "row": np.arange(len(ls)) + 3 * r} for r, ls in enumerate(lengths)]
+    blocks = [
+        {
+            "ids": np.where(np.arange(6)[None] < np.array(ls)[:, None], np.arange(6)[None] + 10 * r, -1),
+            "row": np.arange(len(ls)) + 3 * r,
+        }
+        for r, ls in enumerate(lengths)
+    ]
     pending = [RaggedRows.from_padded(block, {"ids"}) for block in blocks]
     batch = take_rows(pending, 4)
     assert batch.lengths.tolist() == [2, 3, 1, 4] and len(pending[0]) == 1

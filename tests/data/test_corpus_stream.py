@@ -10,6 +10,7 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from corpus_files import write_corpus
 
 from distalign.data.corpus_stream import (
     CorpusStream,
@@ -22,7 +23,6 @@ from distalign.data.corpus_stream import (
     sample_texts,
     with_language_sampling,
 )
-from corpus_files import write_corpus
 from distalign.data.sources import CorpusSource
 
 
@@ -31,20 +31,35 @@ def stream_of(root, *sources):
 
 
 def all_rows(stream, epoch=0, ledger=None):
-    return [(lang, text, key) for rows in read_rows(stream, epoch, ledger=ledger)
-            for lang, text, key in zip(rows["lang"], rows["text"], rows["row"])]
+    return [
+        (lang, text, key)
+        for rows in read_rows(stream, epoch, ledger=ledger)
+        for lang, text, key in zip(rows["lang"], rows["text"], rows["row"])
+    ]
 
 
 def test_directories_globs_and_kinds_are_listed_and_read(tmp_path):
     root = write_corpus(tmp_path)
-    stream = stream_of(root, CorpusSource(str(root / "txt"), "en"), CorpusSource(str(root / "jsonl" / "*.jsonl"), "de"),
-                       CorpusSource(str(root / "pq"), "fr"))
+    stream = stream_of(
+        root,
+        CorpusSource(str(root / "txt"), "en"),
+        CorpusSource(str(root / "jsonl" / "*.jsonl"), "de"),
+        CorpusSource(str(root / "pq"), "fr"),
+    )
     assert [(s.kind, len(s.paths)) for s in stream.sources] == [("text", 2), ("jsonl", 1), ("parquet", 1)]
     ledger = SkipLedger()
     rows = all_rows(stream, ledger=ledger)
-    assert sorted((lang, text) for lang, text, _ in rows) == sorted([
-        ("en", "the cat sleeps"), ("en", "the dog runs"), ("en", "a bird sings"), ("de", "ein hund"),
-        ("de", "eine katze"), ("fr", "un chat"), ("fr", "un chien")])
+    assert sorted((lang, text) for lang, text, _ in rows) == sorted(
+        [
+            ("en", "the cat sleeps"),
+            ("en", "the dog runs"),
+            ("en", "a bird sings"),
+            ("de", "ein hund"),
+            ("de", "eine katze"),
+            ("fr", "un chat"),
+            ("fr", "un chien"),
+        ]
+    )
     # each row's key is the hash of its place: language, source 0's file 0, byte offset of its line (its mask seed)
     assert ("en", "the dog runs", row_keys("en", "0:0", [16])[0]) in rows
     reports = {r.path: r for r in ledger.reports()}
@@ -62,8 +77,9 @@ def test_byte_range_units_read_every_line_once_whatever_the_cut(tmp_path, unit_b
     lines = [json.dumps({"text": f"sentence {i} " + "x" * (i * 7 % 53)}) for i in range(300)]
     lines[40] = '{"text": "cut sh'
     (tmp_path / "a.jsonl").write_text("\n".join(lines) + "\n")
-    stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path / "a.jsonl"), "en"), "k")],
-                          unit_bytes=unit_bytes)
+    stream = CorpusStream(
+        [list_corpus_files(CorpusSource(str(tmp_path / "a.jsonl"), "en"), "k")], unit_bytes=unit_bytes
+    )
     assert len(stream.units()) > (1 if unit_bytes < 10**6 else 0)
     ledger = SkipLedger()
     for epoch in (0, 1):
@@ -162,8 +178,10 @@ def test_language_sampling_gives_each_language_q_proportional_to_p_to_the_alpha(
     a third of its sentences each epoch (0.75 / 0.9 over 0.25 / 0.1) and the smaller one all of them."""
     (tmp_path / "big.txt").write_text("".join(f"big sentence {i:05d}\n" for i in range(9000)))
     (tmp_path / "small.txt").write_text("".join(f"sml sentence {i:05d}\n" for i in range(1000)))
-    sources = [list_corpus_files(CorpusSource(str(tmp_path / f"{name}.txt"), lang), "k")
-               for name, lang in (("big", "xb"), ("small", "xs"))]
+    sources = [
+        list_corpus_files(CorpusSource(str(tmp_path / f"{name}.txt"), lang), "k")
+        for name, lang in (("big", "xb"), ("small", "xs"))
+    ]
     sampled = with_language_sampling(sources, 0.5)
     assert [round(s.keep, 4) for s in sampled] == [round((0.75 / 0.9) / (0.25 / 0.1), 4), 1.0]
     stream = CorpusStream(sampled)
@@ -212,8 +230,9 @@ def test_an_epoch_reads_each_byte_about_once(tmp_path, monkeypatch):
     import pyarrow.fs  # noqa: F401 (pa.fs)
 
     for name, lines in (("big", 20000), ("small", 200)):  # 100x apart
-        (tmp_path / f"{name}.txt").write_text("".join(f"{name} sentence number {i} " + "w " * (i % 30) + "\n"
-                                                      for i in range(lines)))
+        (tmp_path / f"{name}.txt").write_text(
+            "".join(f"{name} sentence number {i} " + "w " * (i % 30) + "\n" for i in range(lines))
+        )
     counting = CountingFileSystem()
     monkeypatch.setattr("distalign.data.corpus_stream.filesystem_for", lambda path, fs: (counting, path))
     stream = CorpusStream([list_corpus_files(CorpusSource(str(tmp_path), "en"), "k")], unit_bytes=16384)
@@ -229,8 +248,11 @@ def test_an_s3_listing_takes_sizes_from_the_listing_not_a_head_per_file(s3_endpo
     from distalign.storage import s3_filesystem
 
     url, s3 = s3_endpoint
-    bodies = {f"listing/{lang}/part-{i:02d}.txt": f"{lang} sentence {i}\n".encode() * (i + 1)
-              for lang in ("de", "en") for i in range(20)}
+    bodies = {
+        f"listing/{lang}/part-{i:02d}.txt": f"{lang} sentence {i}\n".encode() * (i + 1)
+        for lang in ("de", "en")
+        for i in range(20)
+    }
     for key, body in bodies.items():
         s3.put_object(Bucket="ckpt", Key=key, Body=body)
     with S3Proxy(url) as proxy:

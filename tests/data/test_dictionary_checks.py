@@ -50,7 +50,9 @@ def test_a_column_in_another_script_than_its_language_is_named(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("дом\thouse\nкот\tcat\n")
     assert len(read_dictionary(path, "ru", "en")[0]) == 2
-    with pytest.raises(InputError, match=r"column 1 \(lang1: en\) are in Cyrillic letters, not Latin .*they look like ru's"):
+    with pytest.raises(
+        InputError, match=r"column 1 \(lang1: en\) are in Cyrillic letters, not Latin .*they look like ru's"
+    ):
         read_dictionary(path, "en", "ru")
     path.write_text("xhaus\txhouse\n")  # synthetic languages have no script to check
     assert len(read_dictionary(path, "xa", "xb")[0]) == 1
@@ -61,8 +63,11 @@ def test_columns_are_checked_against_each_languages_corpus():
     assert words["de"] == {"das", "haus", "die", "katze", "und", "der", "hund"}
     english, german = ["house", "cat", "dog"], ["Haus", "Katze", "Hund"]
     check_against_corpora("d.tsv", "en", "de", english, german, words)
-    with pytest.raises(InputError, match=r"column 1 \(lang1: de\) are words of the en corpus \(0% in the de corpus; "
-                                         r"0% of column 2's\) \(the pair may be declared the wrong way round\)"):
+    with pytest.raises(
+        InputError,
+        match=r"column 1 \(lang1: de\) are words of the en corpus \(0% in the de corpus; "
+        r"0% of column 2's\) \(the pair may be declared the wrong way round\)",
+    ):
         check_against_corpora("d.tsv", "de", "en", english, german, words)
     check_against_corpora("d.tsv", "en", "fi", english, ["talo", "kissa", "koira"], words)  # fi: zero-shot, no match
     with pytest.raises(InputError, match=r"column 2 \(lang2: fr\) are words of the de corpus \(no fr corpus"):
@@ -88,8 +93,9 @@ def prepared_eval(argv):
     return prepare_eval(build_parser(command="eval").parse_args(["eval", *argv]))
 
 
-def test_eval_with_only_a_dictionary_needs_no_benchmark_folder_and_names_its_casing(model, tmp_path, monkeypatch,
-                                                                                  capsys):
+def test_eval_with_only_a_dictionary_needs_no_benchmark_folder_and_names_its_casing(
+    model, tmp_path, monkeypatch, capsys
+):
     """No --tasks, --bli-pairs or --eval-dir, and no benchmark folder where the default points: the dictionary's BLI
     alone is prepared (before this, the default suite's folder was demanded); its header row is no test pair; a
     lower-case dictionary with the model's cased tokenizer is named."""
@@ -117,8 +123,11 @@ def test_eval_checks_a_dictionary_against_the_frequency_lists_of_the_benchmark_f
     dictionary = tmp_path / "mine.tsv"
     dictionary.write_text("house\tHaus\ncat\tKatze\ndog\tHund\n")
     flags = ["--model", str(model), "--eval-dir", str(tmp_path / "eval"), "--no-mlflow"]
-    with pytest.raises(InputError, match=r"suite.dictionaries\[0\] \(--dictionary\) .*mine.tsv: declared de-en, but "
-                                         r"100% of the words of column 1 \(lang1: de\) are words of the en frequency "
-                                         r"list .*wrong way round"):
+    with pytest.raises(
+        InputError,
+        match=r"suite.dictionaries\[0\] \(--dictionary\) .*mine.tsv: declared de-en, but "
+        r"100% of the words of column 1 \(lang1: de\) are words of the en frequency "
+        r"list .*wrong way round",
+    ):
         prepared_eval([*flags, "--dictionary", f"de-en:{dictionary}"])
     assert [t.pair for t in prepared_eval([*flags, "--dictionary", f"en-de:{dictionary}"]).tasks] == ["en-de"]

@@ -2,28 +2,40 @@
 
 import numpy as np
 import pytest
+from tiny_tokenizers import wordpiece_tokenizer
 
 from distalign.config import TinyModelConfig
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.tokenize import encode_words
 from distalign.models.loading import build_tiny_model, load_tokenizer
-from tiny_tokenizers import wordpiece_tokenizer
 
 TEXTS = [
-    "the cat sat on the mat", "a small domesticated carnivorous mammal", "der hund bellt laut",
-    "a member of the genus canis", "le chat dort sur le canape", "un petit mammifere carnivore",
-    "extraordinarily long unpronounceable words", "die katze schlaeft auf dem sofa",
+    "the cat sat on the mat",
+    "a small domesticated carnivorous mammal",
+    "der hund bellt laut",
+    "a member of the genus canis",
+    "le chat dort sur le canape",
+    "un petit mammifere carnivore",
+    "extraordinarily long unpronounceable words",
+    "die katze schlaeft auf dem sofa",
 ] * 4
 WORDS = ["cat", "hund", "chat", "katze"]
-GLOSSES = ["a small domesticated carnivorous mammal", "a member of the genus canis",
-           "un petit mammifere carnivore", "die katze schlaeft"]
+GLOSSES = [
+    "a small domesticated carnivorous mammal",
+    "a member of the genus canis",
+    "un petit mammifere carnivore",
+    "die katze schlaeft",
+]
 
 
 @pytest.fixture(scope="module")
 def xlmr_tokenizer_dir(tmp_path_factory):
     out = tmp_path_factory.mktemp("models") / "tiny"
-    return build_tiny_model(out, TEXTS, TinyModelConfig(vocab_size=80, hidden_size=16, num_layers=1, num_heads=2,
-                                                        intermediate_size=16, max_length=40))
+    return build_tiny_model(
+        out,
+        TEXTS,
+        TinyModelConfig(vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -36,8 +48,8 @@ def tokenizer_and_separator(request, xlmr_tokenizer_dir, bert_tokenizer):
     """The tokenizer and the special tokens its pair layout puts between word and gloss."""
     if request.param == "xlmr":
         tokenizer = load_tokenizer(str(xlmr_tokenizer_dir))
-        return tokenizer, [tokenizer.sep_token_id, tokenizer.sep_token_id]   # <s> w </s></s> g </s>
-    return bert_tokenizer, [bert_tokenizer.sep_token_id]                     # [CLS] w [SEP] g [SEP]
+        return tokenizer, [tokenizer.sep_token_id, tokenizer.sep_token_id]  # <s> w </s></s> g </s>
+    return bert_tokenizer, [bert_tokenizer.sep_token_id]  # [CLS] w [SEP] g [SEP]
 
 
 def pieces(tokenizer, text):
@@ -65,8 +77,9 @@ def test_layout_and_masks_decode_back(tokenizer_and_separator):
         assert enc["attention_mask"][row].tolist() == [1] * n + [0] * (max_tokens - n)
         assert enc["word_mask"][row].tolist() == [0] + [1] * len(w) + [0] * (max_tokens - 1 - len(w))
         gloss_start = 1 + len(w) + len(separator)
-        assert enc["gloss_mask"][row].tolist() == ([0] * gloss_start + [1] * len(g)
-                                                   + [0] * (max_tokens - gloss_start - len(g)))
+        assert enc["gloss_mask"][row].tolist() == (
+            [0] * gloss_start + [1] * len(g) + [0] * (max_tokens - gloss_start - len(g))
+        )
         # decoding the marked tokens gives the texts back (the BERT tokenizer is uncased)
         assert decoded(tokenizer, enc["input_ids"][row], enc["word_mask"][row]) == word.lower()
         assert decoded(tokenizer, enc["input_ids"][row], enc["gloss_mask"][row]) == gloss.lower()
@@ -76,7 +89,7 @@ def test_only_the_gloss_is_truncated(tokenizer_and_separator):
     tokenizer, separator = tokenizer_and_separator
     word, gloss = "katze", "a small domesticated carnivorous mammal of the genus canis"
     w, g = pieces(tokenizer, word), pieces(tokenizer, gloss)
-    max_tokens = 1 + len(w) + len(separator) + 3 + 1     # room for exactly 3 gloss subwords
+    max_tokens = 1 + len(w) + len(separator) + 3 + 1  # room for exactly 3 gloss subwords
     enc = encode_words_with_gloss(tokenizer, [word], [gloss], max_tokens)
     assert enc["attention_mask"].sum() == max_tokens
     assert enc["input_ids"][0, -1] == tokenizer.sep_token_id
@@ -105,7 +118,7 @@ def test_bad_arguments_raise(xlmr_tokenizer_dir):
     with pytest.raises(ValueError, match="equal lengths"):
         encode_words_with_gloss(tokenizer, ["cat", "chat"], ["gloss"], 16)
     with pytest.raises(ValueError, match="max_tokens=5"):
-        encode_words_with_gloss(tokenizer, ["cat"], ["gloss"], 5)   # XLM-R's pair layout takes 4 specials
+        encode_words_with_gloss(tokenizer, ["cat"], ["gloss"], 5)  # XLM-R's pair layout takes 4 specials
 
 
 def test_sense_level_constraint_stream_rows(xlmr_tokenizer_dir):

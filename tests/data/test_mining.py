@@ -51,8 +51,15 @@ def synset_table(rows=ROWS):
 
 
 def pairs(table):
-    return list(zip(table["synset_id"].to_pylist(), table["lang1"].to_pylist(), table["word1"].to_pylist(),
-                    table["lang2"].to_pylist(), table["word2"].to_pylist()))
+    return list(
+        zip(
+            table["synset_id"].to_pylist(),
+            table["lang1"].to_pylist(),
+            table["word1"].to_pylist(),
+            table["lang2"].to_pylist(),
+            table["word2"].to_pylist(),
+        )
+    )
 
 
 HOUSE_PAIRS = [  # top 10000: demeure, maison | casa, dimora; ordered by (language position, word)
@@ -164,8 +171,9 @@ def test_babelnet_export_as_synset_table_keeps_each_word_s_own_gloss(tmp_path):
     ]
     table, report = mine_constraints(synsets, ["fr", "it"], top_k=15000)
     assert pairs(table) == [("bn:1n", "fr", "chien", "it", "cane"), ("bn:2n", "fr", "chat", "it", "gatto")]
-    assert table.slice(0, 1).select(["gloss1", "gloss2"]).to_pylist() == [{"gloss1": "an animal",
-                                                                            "gloss2": "un animal"}]
+    assert table.slice(0, 1).select(["gloss1", "gloss2"]).to_pylist() == [
+        {"gloss1": "an animal", "gloss2": "un animal"}
+    ]
     assert report.duplicates["fr"] == 1
     # min_glosses counts a synset's distinct word glosses: bn:1n has 2, bn:2n none
     kept, report = mine_constraints(synsets, ["fr", "it"], top_k=15000, min_glosses=2)
@@ -176,19 +184,44 @@ def test_cli_mines_a_babelnet_export_into_parquet(tmp_path, capsys):
     from distalign.cli import main
 
     export, out, exclude = tmp_path / "bn.tsv", tmp_path / "out" / "constraints.parquet", tmp_path / "test.fr-it.tsv"
-    export.write_text("bn:1n\tfr\tit\tchien\tcane\tan animal\tun animal\n"
-                      "bn:1n\tit\tit\tcane\tbastardo\t\t\n"
-                      "bn:2n\tfr\tit\tchat\tgatto\t\t\n"
-                      "bn:3n\tfr\tit\tmaison\tcasa\n"
-                      "a broken line\n")
+    export.write_text(
+        "bn:1n\tfr\tit\tchien\tcane\tan animal\tun animal\n"
+        "bn:1n\tit\tit\tcane\tbastardo\t\t\n"
+        "bn:2n\tfr\tit\tchat\tgatto\t\t\n"
+        "bn:3n\tfr\tit\tmaison\tcasa\n"
+        "a broken line\n"
+    )
     exclude.write_text("chat\tgatto\n")  # evaluation words leave the training pairs
-    assert main(["mine-constraints", str(export), "--languages", "fr,it", "--exclude", str(exclude),
-                 "--out", str(out), "--seed-words", "0", "--min-glosses", "0"]) == 0
+    assert (
+        main(
+            [
+                "mine-constraints",
+                str(export),
+                "--languages",
+                "fr,it",
+                "--exclude",
+                str(exclude),
+                "--out",
+                str(out),
+                "--seed-words",
+                "0",
+                "--min-glosses",
+                "0",
+            ]
+        )
+        == 0
+    )
     table = pa.parquet.read_table(out)
-    assert pairs(table) == [("bn:1n", "fr", "chien", "it", "bastardo"), ("bn:1n", "fr", "chien", "it", "cane"),
-                            ("bn:1n", "it", "bastardo", "it", "cane"), ("bn:3n", "fr", "maison", "it", "casa")]
-    assert table.select(["gloss1", "gloss2"]).to_pylist()[:2] == [{"gloss1": "an animal", "gloss2": None},
-                                                                  {"gloss1": "an animal", "gloss2": "un animal"}]
+    assert pairs(table) == [
+        ("bn:1n", "fr", "chien", "it", "bastardo"),
+        ("bn:1n", "fr", "chien", "it", "cane"),
+        ("bn:1n", "it", "bastardo", "it", "cane"),
+        ("bn:3n", "fr", "maison", "it", "casa"),
+    ]
+    assert table.select(["gloss1", "gloss2"]).to_pylist()[:2] == [
+        {"gloss1": "an animal", "gloss2": None},
+        {"gloss1": "an animal", "gloss2": "un animal"},
+    ]
     printed = capsys.readouterr().out
     assert "bn.tsv" in printed and "1 malformed" in printed and "wrote 4 constraints" in printed
 
@@ -210,8 +243,11 @@ def test_bad_arguments_are_named():
 def test_croatian_uses_the_serbo_croatian_list():
     rows = [("s", "hr", "pas", None), ("s", "hr", "kuća", None), ("s", "fr", "chien", None)]
     table, _ = mine_constraints(synset_table(rows), ["hr", "fr"], top_k=15000)
-    assert pairs(table) == [("s", "hr", "kuća", "hr", "pas"), ("s", "hr", "kuća", "fr", "chien"),
-                            ("s", "hr", "pas", "fr", "chien")]
+    assert pairs(table) == [
+        ("s", "hr", "kuća", "hr", "pas"),
+        ("s", "hr", "kuća", "fr", "chien"),
+        ("s", "hr", "pas", "fr", "chien"),
+    ]
 
 
 SEEDED_ROWS = [
@@ -235,7 +271,9 @@ def test_synset_filters_of_section_3_1_drop_and_count():
     mined, report = mine_constraints(table, ["en", "fr", "it"], seeds=seeds, min_glosses=2)
     assert {synset for synset, *_ in pairs(mined)} == {"h"}
     assert (report.synsets, report.unseeded, report.named_entities, report.few_glosses) == (4, 1, 1, 1)
-    assert "1 without an English seed word, 1 named entities, 1 with glosses in fewer than 2 languages" in report.summary()
+    assert (
+        "1 without an English seed word, 1 named entities, 1 with glosses in fewer than 2 languages" in report.summary()
+    )
     # each filter alone
     assert {p[0] for p in pairs(mine_constraints(table, ["en", "fr", "it"])[0])} == {"h", "d", "a"}  # types only
     assert {p[0] for p in pairs(mine_constraints(table, ["en", "fr", "it"], min_glosses=2)[0])} == {"h", "a"}
@@ -259,10 +297,14 @@ def test_cli_applies_the_paper_s_synset_filters_to_a_babelnet_export(tmp_path, c
     from distalign.cli import main
 
     export, out = tmp_path / "bn.tsv", tmp_path / "constraints.parquet"
-    export.write_text("bn:1n\ten\tfr\thouse\tmaison\ta building\tun bâtiment\n"   # seed, 2 gloss languages
-                      "bn:2n\ten\tfr\tdog\tchien\tan animal\t\n"               # 1 gloss language
-                      "bn:3n\ten\tfr\tdwelling\tdemeure\ta home\tun logis\n")      # no seed word
+    export.write_text(
+        "bn:1n\ten\tfr\thouse\tmaison\ta building\tun bâtiment\n"  # seed, 2 gloss languages
+        "bn:2n\ten\tfr\tdog\tchien\tan animal\t\n"  # 1 gloss language
+        "bn:3n\ten\tfr\tdwelling\tdemeure\ta home\tun logis\n"
+    )  # no seed word
     assert main(["mine-constraints", str(export), "--languages", "en,fr", "--out", str(out)]) == 0
     assert [p[0] for p in pairs(pa.parquet.read_table(out))] == ["bn:1n"]
-    assert "1 without an English seed word, 0 named entities, 1 with glosses in fewer than 2 languages" \
+    assert (
+        "1 without an English seed word, 0 named entities, 1 with glosses in fewer than 2 languages"
         in capsys.readouterr().out
+    )

@@ -106,7 +106,10 @@ def test_malformed_rows_are_counted_with_file_and_line(omw_dir):
 def test_languages_map_to_files_and_errors_name_them(omw_dir):
     files = omw_files(omw_dir)
     assert {lang: p.name for lang, p in files.items()} == {
-        "ar": "wn-data-arb.tab", "fr": "wn-data-fra.tab", "it": "wn-data-ita.tab", "pt": "wn-data-por.tab"
+        "ar": "wn-data-arb.tab",
+        "fr": "wn-data-fra.tab",
+        "it": "wn-data-ita.tab",
+        "pt": "wn-data-por.tab",
     }
     table, reports = read_omw(omw_dir, ["pt", "fr"])
     assert table["lang"].to_pylist() == ["pt"] * 3 + ["fr"] * 4 and len(reports) == 2

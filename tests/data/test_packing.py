@@ -3,15 +3,22 @@ sequence length, as BERT's and ALIGN-MLM's pre-training instances; what reaches 
 
 import numpy as np
 import pytest
-
 from conftest import QUICKSTART, SMALL
+from tiny_tokenizers import wordpiece_tokenizer
+
 from distalign.config import ConfigError, TinyModelConfig, load_config
 from distalign.data.tokenize import encode_packed_sentences, encode_sentences, special_tokens_around
 from distalign.models.loading import build_tiny_model, load_tokenizer
-from tiny_tokenizers import wordpiece_tokenizer
 
-SENTENCES = ["the cat sat on the mat", "der hund bellt", "a dog barked at the cat", "die katze schlaeft",
-             "it rained", "es regnet heute nicht", "the end"]
+SENTENCES = [
+    "the cat sat on the mat",
+    "der hund bellt",
+    "a dog barked at the cat",
+    "die katze schlaeft",
+    "it rained",
+    "es regnet heute nicht",
+    "the end",
+]
 LANGS = [0, 1, 0, 1, 0, 1, 0]
 
 
@@ -20,15 +27,25 @@ def tokenizer(request, tmp_path_factory):
     if request.param == "bert":
         return wordpiece_tokenizer(SENTENCES * 3, vocab_size=90)
     out = tmp_path_factory.mktemp("models") / "tiny"
-    return load_tokenizer(str(build_tiny_model(out, SENTENCES * 3, TinyModelConfig(
-        vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40))))
+    return load_tokenizer(
+        str(
+            build_tiny_model(
+                out,
+                SENTENCES * 3,
+                TinyModelConfig(
+                    vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40
+                ),
+            )
+        )
+    )
 
 
 def test_consecutive_sentences_of_one_language_fill_each_sequence(tokenizer):
     max_length = 24
     packed = encode_packed_sentences(tokenizer, SENTENCES, LANGS, list(range(100, 107)), max_length)
-    alone = [tokenizer([s.split()], is_split_into_words=True, add_special_tokens=False)["input_ids"][0]
-             for s in SENTENCES]
+    alone = [
+        tokenizer([s.split()], is_split_into_words=True, add_special_tokens=False)["input_ids"][0] for s in SENTENCES
+    ]
     prefix, suffix = special_tokens_around(tokenizer)
     room = max_length - len(prefix) - len(suffix)
     # the greedy packing by hand: per language, add the next sentence while it fits
@@ -45,8 +62,9 @@ def test_consecutive_sentences_of_one_language_fill_each_sequence(tokenizer):
         assert packed["input_ids"][r, : len(full)].tolist() == full and packed["attention_mask"][r].sum() == len(full)
         assert packed["row"][r] == 100 + members[0] and packed["lang_id"][r] == LANGS[members[0]]
         words = packed["word_ids"][r][packed["word_ids"][r] >= 0]
-        assert words.tolist() == sorted(words.tolist()) and words.max() + 1 == sum(len(SENTENCES[j].split())
-                                                                                    for j in members)
+        assert words.tolist() == sorted(words.tolist()) and words.max() + 1 == sum(
+            len(SENTENCES[j].split()) for j in members
+        )
 
 
 def test_a_sentence_longer_than_a_sequence_is_truncated_alone(tokenizer):
@@ -66,8 +84,16 @@ def test_packing_fills_the_mlm_s_sequences_and_keeps_its_share_of_masked_words(t
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     filled = {}
     for pack in (False, True):
-        config = load_config(QUICKSTART, SMALL + [f"run.name=pack-{pack}", f"data.pack_sequences={pack}",
-                                                  "objectives.lexical.weight=0", "data.max_seq_length=64"])
+        config = load_config(
+            QUICKSTART,
+            SMALL
+            + [
+                f"run.name=pack-{pack}",
+                f"data.pack_sequences={pack}",
+                "objectives.lexical.weight=0",
+                "data.max_seq_length=64",
+            ],
+        )
         stream = local_streams(prepare_data(config), config)["corpus"]
         batches = [next(stream) for _ in range(8)]
         filled[pack] = np.mean([b["attention_mask"].float().mean().item() for b in batches])
@@ -82,7 +108,15 @@ def test_packing_is_the_default_and_refused_by_name_where_a_sentence_must_stay_a
     with pytest.raises(ConfigError, match="data.pack_sequences.*or set data.pack_sequences=false"):
         load_config(QUICKSTART, ["train.epochs=2", "objectives.lexical.weight=0"])
     with pytest.raises(ConfigError, match="objectives.dict_mlm.tlm.*set data.pack_sequences=false"):
-        load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
-                                 "objectives.dict_mlm.tlm=true"])
-    load_config(QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true",
-                             "data.pack_sequences=false"])
+        load_config(
+            QUICKSTART, ["objectives.mlm.weight=0", "objectives.dict_mlm.weight=1", "objectives.dict_mlm.tlm=true"]
+        )
+    load_config(
+        QUICKSTART,
+        [
+            "objectives.mlm.weight=0",
+            "objectives.dict_mlm.weight=1",
+            "objectives.dict_mlm.tlm=true",
+            "data.pack_sequences=false",
+        ],
+    )

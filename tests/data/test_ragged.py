@@ -17,11 +17,15 @@ def block(lengths: list[int], width: int = 8, seed: int = 0) -> dict[str, np.nda
     used = np.arange(width)[None, :] < np.array(lengths)[:, None]
     ids = np.where(used, rng.integers(5, 250_000, (len(lengths), width)), PAD)
     langs = rng.integers(0, 3, len(lengths))
-    return {"input_ids": ids, "attention_mask": used.astype(np.int64),
-            "word_ids": np.where(used, np.cumsum(used, 1) - 1, -1),
-            "labels": np.where(used & (rng.random(ids.shape) < 0.3), ids, -100),
-            "lang_ids": np.repeat(langs[:, None], width, 1), "row": rng.integers(0, 2**62, len(lengths)),
-            "vector": rng.random((len(lengths), 3)).astype(np.float32)}
+    return {
+        "input_ids": ids,
+        "attention_mask": used.astype(np.int64),
+        "word_ids": np.where(used, np.cumsum(used, 1) - 1, -1),
+        "labels": np.where(used & (rng.random(ids.shape) < 0.3), ids, -100),
+        "lang_ids": np.repeat(langs[:, None], width, 1),
+        "row": rng.integers(0, 2**62, len(lengths)),
+        "vector": rng.random((len(lengths), 3)).astype(np.float32),
+    }
 
 
 PADDED = {"input_ids", "attention_mask", "word_ids", "labels", "lang_ids"}

@@ -57,12 +57,14 @@ def test_dictionary_synset_depends_on_language_pair(tmp_path):
 
 def test_dictionary_malformed_lines_are_counted(tmp_path):
     path = tmp_path / "bad.tsv"
-    path.write_text("dog\tHund\n"          # 1 ok
-                    "a\tb\tc\n"            # 2 three fields
-                    "cat\t\n"              # 3 empty target
-                    "\tKatze\n"            # 4 empty source
-                    "tree\tBaum\n"         # 5 ok
-                    "lonely\n")            # 6 one field
+    path.write_text(
+        "dog\tHund\n"  # 1 ok
+        "a\tb\tc\n"  # 2 three fields
+        "cat\t\n"  # 3 empty target
+        "\tKatze\n"  # 4 empty source
+        "tree\tBaum\n"  # 5 ok
+        "lonely\n"
+    )  # 6 one field
     table, report = read_dictionary(path, "en", "de")
     assert pairs(table) == [("dog", "Hund"), ("tree", "Baum")]
     assert report.rows == 2 and report.malformed == 4
@@ -99,24 +101,43 @@ def test_babelnet_export(tmp_path, header):
     table, report = read_babelnet_export(path)
     assert report.malformed == 0 and report.rows == 3 == len(table)
     rows = table.to_pylist()
-    assert rows[0] == {"word1": "dog", "lang1": "en", "word2": "Hund", "lang2": "de", "synset_id": "bn:001n",
-                       "gloss1": "a domestic animal", "gloss2": "ein Haustier"}
+    assert rows[0] == {
+        "word1": "dog",
+        "lang1": "en",
+        "word2": "Hund",
+        "lang2": "de",
+        "synset_id": "bn:001n",
+        "gloss1": "a domestic animal",
+        "gloss2": "ein Haustier",
+    }
     assert rows[1]["gloss1"] == "feline" and rows[1]["gloss2"] is None
-    assert rows[2] == {"word1": "Haus", "lang1": "de", "word2": "casa", "lang2": "it", "synset_id": "bn:003n",
-                       "gloss1": None, "gloss2": None}
+    assert rows[2] == {
+        "word1": "Haus",
+        "lang1": "de",
+        "word2": "casa",
+        "lang2": "it",
+        "synset_id": "bn:003n",
+        "gloss1": None,
+        "gloss2": None,
+    }
     same, _ = read_constraints(path)  # .tsv dispatches to the BabelNet reader
     assert same.equals(table)
 
 
 def test_babelnet_wrong_column_count_and_empty_fields(tmp_path):
     path = tmp_path / "bn.tsv"
-    path.write_text("\n".join([
-        BN_ROWS[0],
-        "bn:9\ten\tde\tdog",                       # 4 columns
-        "bn:9\ten\tde\tdog\tHund\tgloss",          # 6 columns
-        "bn:9\ten\t\tdog\tHund",                   # empty language
-        BN_ROWS[2],
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                BN_ROWS[0],
+                "bn:9\ten\tde\tdog",  # 4 columns
+                "bn:9\ten\tde\tdog\tHund\tgloss",  # 6 columns
+                "bn:9\ten\t\tdog\tHund",  # empty language
+                BN_ROWS[2],
+            ]
+        )
+        + "\n"
+    )
     table, report = read_babelnet_export(path)
     assert table["synset_id"].to_pylist() == ["bn:001n", "bn:003n"]
     assert report.malformed == 3
@@ -126,8 +147,19 @@ def test_babelnet_wrong_column_count_and_empty_fields(tmp_path):
 # ------------------------------------------------------------------------------ constraint parquet
 def test_constraint_parquet_roundtrip_and_missing_glosses(tmp_path):
     path = tmp_path / "c.parquet"
-    pq.write_table(pa.table({"word1": ["a", "b"], "lang1": ["en", "en"], "word2": ["x", "y"],
-                             "lang2": ["de", "fr"], "synset_id": ["s1", "s2"], "extra": [1, 2]}), path)
+    pq.write_table(
+        pa.table(
+            {
+                "word1": ["a", "b"],
+                "lang1": ["en", "en"],
+                "word2": ["x", "y"],
+                "lang2": ["de", "fr"],
+                "synset_id": ["s1", "s2"],
+                "extra": [1, 2],
+            }
+        ),
+        path,
+    )
     table, report = read_constraints(path)
     assert table.schema == CONSTRAINT_SCHEMA
     assert pairs(table) == [("a", "x"), ("b", "y")]
@@ -145,13 +177,18 @@ def test_constraint_parquet_missing_column(tmp_path):
 
 def test_constraint_parquet_null_and_empty_rows_dropped_and_counted(tmp_path):
     path = tmp_path / "c.parquet"
-    pq.write_table(pa.table({
-        "word1": ["a", None, "c", "  ", "e", "f"],
-        "lang1": ["en", "en", "en", "en", "en", None],
-        "word2": ["x", "y", "z", "w", "", "v"],
-        "lang2": ["de"] * 6,
-        "synset_id": ["s1", "s2", None, "s4", "s5", "s6"],
-    }), path)
+    pq.write_table(
+        pa.table(
+            {
+                "word1": ["a", None, "c", "  ", "e", "f"],
+                "lang1": ["en", "en", "en", "en", "en", None],
+                "word2": ["x", "y", "z", "w", "", "v"],
+                "lang2": ["de"] * 6,
+                "synset_id": ["s1", "s2", None, "s4", "s5", "s6"],
+            }
+        ),
+        path,
+    )
     table, report = read_constraint_parquet(path)
     assert pairs(table) == [("a", "x")]
     assert report.rows == 1
@@ -178,15 +215,20 @@ def test_txt_corpus(tmp_path):
 
 def test_jsonl_corpus_counts_broken_lines(tmp_path):
     path = tmp_path / "de.jsonl"
-    path.write_text("\n".join([
-        json.dumps({"text": "Guten Tag", "id": 1}),
-        '{"text": "broken',                    # 2 invalid JSON
-        json.dumps({"body": "no text key"}),   # 3 no "text"
-        json.dumps({"text": ""}),              # 4 empty
-        json.dumps(["text"]),                  # 5 not an object
-        json.dumps({"text": 5}),               # 6 not a string
-        json.dumps({"text": " Hallo Welt "}),  # 7 ok
-    ]) + "\n")
+    path.write_text(
+        "\n".join(
+            [
+                json.dumps({"text": "Guten Tag", "id": 1}),
+                '{"text": "broken',  # 2 invalid JSON
+                json.dumps({"body": "no text key"}),  # 3 no "text"
+                json.dumps({"text": ""}),  # 4 empty
+                json.dumps(["text"]),  # 5 not an object
+                json.dumps({"text": 5}),  # 6 not a string
+                json.dumps({"text": " Hallo Welt "}),  # 7 ok
+            ]
+        )
+        + "\n"
+    )
     table, report = read_corpus(path, "de")
     assert table["text"].to_pylist() == ["Guten Tag", "Hallo Welt"]
     assert table["lang"].to_pylist() == ["de", "de"]

@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from ray.train._internal.storage import _download_from_fs_path, _upload_to_fs_path
 
+from distalign import storage
 from distalign.bench.s3_proxy import Faults, S3Proxy
 from distalign.data import corpus_stream
 from distalign.data.corpus_stream import CorpusStream, SkipLedger, list_corpus_files, read_rows
 from distalign.data.sources import CorpusSource
-from distalign import storage
 
 # Four failures in a row every fifteen requests: a request that meets the burst fails four times (pyarrow's
 # default three tries gave up: a skipped corpus file, a failed checkpoint upload).
@@ -34,11 +34,16 @@ def put_corpus(s3) -> None:
 def corpus_rows(url: str, ledger: SkipLedger, read_url: str = "") -> list[tuple[str, int]]:
     """Every row of the corpus and its identity, listed (as the driver does) at ``url``, read at ``read_url``."""
     fs = storage.s3_filesystem(url)
-    sources = [list_corpus_files(CorpusSource(f"s3://ckpt/faults/{kind}", "xa"), f"data.corpora[{i}]", fs)
-               for i, kind in enumerate(("txt", "pq"))]
+    sources = [
+        list_corpus_files(CorpusSource(f"s3://ckpt/faults/{kind}", "xa"), f"data.corpora[{i}]", fs)
+        for i, kind in enumerate(("txt", "pq"))
+    ]
     stream = CorpusStream(sources, storage.s3_filesystem(read_url or url), unit_bytes=8192)
-    return sorted((text, row) for rows in read_rows(stream, ledger=ledger)
-                  for text, row in zip(rows["text"], rows["row"].tolist()))
+    return sorted(
+        (text, row)
+        for rows in read_rows(stream, ledger=ledger)
+        for text, row in zip(rows["text"], rows["row"].tolist())
+    )
 
 
 @pytest.fixture(scope="module")
@@ -69,8 +74,9 @@ def test_a_corpus_read_and_a_checkpoint_round_trip_ride_out_bursts_of_s3_errors(
         assert (tmp_path / "back" / name).read_bytes() == (checkpoint / name).read_bytes()
 
 
-def test_a_read_failing_after_the_storage_tries_is_begun_again_counted_and_logged(s3_endpoint, clean, monkeypatch,
-                                                                                  caplog):
+def test_a_read_failing_after_the_storage_tries_is_begun_again_counted_and_logged(
+    s3_endpoint, clean, monkeypatch, caplog
+):
     """No retries at the storage, every seventh request failed (HTTP 500 or stalled past the client's
     timeout): the corpus reader's own retries read every row, and each one is counted and logged."""
     url, _ = s3_endpoint

@@ -8,8 +8,8 @@ import pyarrow as pa
 import pytest
 
 from distalign.data.sampling import (
-    exclude_words,
     exactly_per_pair,
+    exclude_words,
     language_pairs,
     nested_order,
     pair_sampling_weights,
@@ -75,8 +75,9 @@ def expected_q():
     return {k: v / total for k, v in w.items()}  # ≈ 0.703, 0.222, 0.074
 
 
-@pytest.mark.parametrize("budget,expected", [(50, {"de-en": 45, "en-fr": 5}), (3000, {"de-en": 2700, "en-fr": 270,
-                                                                                  "fr-sw": 30})])
+@pytest.mark.parametrize(
+    "budget,expected", [(50, {"de-en": 45, "en-fr": 5}), (3000, {"de-en": 2700, "en-fr": 270, "fr-sw": 30})]
+)
 def test_subsets_keep_the_pair_shares_and_hit_the_budget(budget, expected):
     """BabelBERT §5.1: a smaller constraint set has the full set's relative distribution (p, not q)."""
     table = make_table(POOL)
@@ -94,7 +95,9 @@ def test_subsets_keep_the_pair_shares_and_hit_the_budget(budget, expected):
 def test_subsets_of_one_seed_are_nested_and_each_keeps_the_shares():
     """The constraint-size study's 1K ⊂ 10K ⊂ 100K ⊂ all, here 100 ⊂ 1,000 ⊂ 5,000 of 10,000 rows."""
     table = make_table(POOL)
-    subsets = [set(subsample_constraints(table, budget, seed=3)["synset_id"].to_pylist()) for budget in (100, 1000, 5000)]
+    subsets = [
+        set(subsample_constraints(table, budget, seed=3)["synset_id"].to_pylist()) for budget in (100, 1000, 5000)
+    ]
     assert [len(s) for s in subsets] == [100, 1000, 5000]
     assert subsets[0] < subsets[1] < subsets[2]
     for budget in (7, 100, 333, 1000, 5000):
@@ -138,15 +141,18 @@ def test_sampled_epochs_draw_pairs_from_q_whatever_the_set_size():
 
 
 def test_exclude_words_both_sides():
-    table = pa.table({
-        "word1": ["dog", "cat", "Hund", "dog", "tree"],
-        "lang1": ["en", "en", "de", "de", "en"],
-        "word2": ["Hund", "Katze", "dog", "chien", "Baum"],
-        "lang2": ["de", "de", "en", "fr", "de"],
-        "synset_id": ["1", "2", "3", "4", "5"],
-        "gloss1": [None] * 5,
-        "gloss2": [None] * 5,
-    }, schema=CONSTRAINT_SCHEMA)
+    table = pa.table(
+        {
+            "word1": ["dog", "cat", "Hund", "dog", "tree"],
+            "lang1": ["en", "en", "de", "de", "en"],
+            "word2": ["Hund", "Katze", "dog", "chien", "Baum"],
+            "lang2": ["de", "de", "en", "fr", "de"],
+            "synset_id": ["1", "2", "3", "4", "5"],
+            "gloss1": [None] * 5,
+            "gloss2": [None] * 5,
+        },
+        schema=CONSTRAINT_SCHEMA,
+    )
     kept, dropped = exclude_words(table, {("en", "dog"), ("de", "Baum")})
     # row 1 (en dog on the left) and 3 (en dog on the right) and 5 (de Baum) go, and row 4, whose "dog" is
     # labelled German: the match ignores the language, so a mislabelled test word is excluded too
@@ -160,8 +166,15 @@ def test_exclude_words_matches_mined_case_folded_words_to_capitalised_evaluation
     """Mined constraints are written case-folded ("haus"); G-BLI keeps German noun capitals ("Haus")."""
     from distalign.data.mining import SYNSET_SCHEMA, mine_constraints
 
-    synsets = pa.table({"synset_id": ["s1", "s1", "s2", "s2"], "lang": ["de", "fr", "de", "fr"],
-                        "word": ["Haus", "maison", "Baum", "arbre"], "gloss": [None] * 4}, schema=SYNSET_SCHEMA)
+    synsets = pa.table(
+        {
+            "synset_id": ["s1", "s1", "s2", "s2"],
+            "lang": ["de", "fr", "de", "fr"],
+            "word": ["Haus", "maison", "Baum", "arbre"],
+            "gloss": [None] * 4,
+        },
+        schema=SYNSET_SCHEMA,
+    )
     mined, _ = mine_constraints(synsets, ["de", "fr"])
     assert sorted(mined["word1"].to_pylist() + mined["word2"].to_pylist()) == ["arbre", "baum", "haus", "maison"]
     kept, dropped = exclude_words(mined, {("de", "Haus"), ("fr", "ARBRE ")})
@@ -204,9 +217,15 @@ def python_exclude_words(table, banned):
     from distalign.data.mining import normalize
 
     forms = {normalize(word, lang) for lang, word in banned}  # any language's test word, whatever its label
-    keep = [normalize(x, a) not in forms and normalize(y, b) not in forms for a, x, b, y in
-            zip(table["lang1"].to_pylist(), table["word1"].to_pylist(), table["lang2"].to_pylist(),
-                table["word2"].to_pylist())]
+    keep = [
+        normalize(x, a) not in forms and normalize(y, b) not in forms
+        for a, x, b, y in zip(
+            table["lang1"].to_pylist(),
+            table["word1"].to_pylist(),
+            table["lang2"].to_pylist(),
+            table["word2"].to_pylist(),
+        )
+    ]
     return table.filter(pa.array(keep, pa.bool_()))
 
 
@@ -218,10 +237,15 @@ def random_table(seed, rows=3000):
     l2 = langs[rng.integers(0, 6, rows)]
     special = ["Haus", "haus", "HAUS", "İstanbul", "straße", "STRASSE", "Ärger"]  # forms normalize() folds together
     words = np.array(special + [f"w{i}" for i in range(300)])
-    data = {"word1": words[rng.integers(0, len(words), rows)].tolist(), "lang1": l1.tolist(),
-            "word2": words[rng.integers(0, len(words), rows)].tolist(), "lang2": l2.tolist(),
-            "synset_id": [f"bn:{i}" for i in rng.integers(0, 500, rows)], "gloss1": [None] * rows,
-            "gloss2": [None] * rows}
+    data = {
+        "word1": words[rng.integers(0, len(words), rows)].tolist(),
+        "lang1": l1.tolist(),
+        "word2": words[rng.integers(0, len(words), rows)].tolist(),
+        "lang2": l2.tolist(),
+        "synset_id": [f"bn:{i}" for i in rng.integers(0, 500, rows)],
+        "gloss1": [None] * rows,
+        "gloss2": [None] * rows,
+    }
     table = pa.table(data, schema=CONSTRAINT_SCHEMA)
     return pa.concat_tables([table.slice(0, rows // 3), table.slice(rows // 3)])
 

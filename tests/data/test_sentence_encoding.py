@@ -3,14 +3,22 @@ call gives: ids, attention mask and word ids, truncated and padded alike, on a W
 
 import numpy as np
 import pytest
+from tiny_tokenizers import wordpiece_tokenizer
 
 from distalign.config import TinyModelConfig
 from distalign.data.tokenize import encode_sentences, encode_words
 from distalign.models.loading import build_tiny_model, load_tokenizer
-from tiny_tokenizers import wordpiece_tokenizer
 
-SENTENCES = ["the cat sat on the mat", "der hund bellt laut", "a dog barked at the cat", "die katze schlaeft",
-             "it rained", "es regnet heute nicht", "the end", "unseen wörds ünd çharacters 123"]
+SENTENCES = [
+    "the cat sat on the mat",
+    "der hund bellt laut",
+    "a dog barked at the cat",
+    "die katze schlaeft",
+    "it rained",
+    "es regnet heute nicht",
+    "the end",
+    "unseen wörds ünd çharacters 123",
+]
 
 
 @pytest.fixture(scope="module", params=["bert", "xlmr"])
@@ -18,8 +26,17 @@ def tokenizer(request, tmp_path_factory):
     if request.param == "bert":
         return wordpiece_tokenizer(SENTENCES * 3, vocab_size=90)
     out = tmp_path_factory.mktemp("models") / "tiny"
-    return load_tokenizer(str(build_tiny_model(out, SENTENCES * 3, TinyModelConfig(
-        vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40))))
+    return load_tokenizer(
+        str(
+            build_tiny_model(
+                out,
+                SENTENCES * 3,
+                TinyModelConfig(
+                    vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40
+                ),
+            )
+        )
+    )
 
 
 @pytest.mark.parametrize("max_length", [6, 16, 48])
@@ -27,8 +44,14 @@ def test_sentences_encode_as_the_hugging_face_call_does(tokenizer, max_length):
     texts = SENTENCES + [" ".join(["cat"] * 40), "  spaced\tout   words "]
     encode_words(tokenizer, ["cat"], 4)  # a Hugging Face call leaves its truncation on the shared backend
     got = encode_sentences(tokenizer, texts, max_length)
-    expected = tokenizer([t.split() for t in texts], is_split_into_words=True, max_length=max_length,
-                         truncation=True, padding="max_length", return_tensors="np")
+    expected = tokenizer(
+        [t.split() for t in texts],
+        is_split_into_words=True,
+        max_length=max_length,
+        truncation=True,
+        padding="max_length",
+        return_tensors="np",
+    )
     np.testing.assert_array_equal(got["input_ids"], expected["input_ids"])
     np.testing.assert_array_equal(got["attention_mask"], expected["attention_mask"])
     words = [[-1 if w is None else w for w in expected.word_ids(row)] for row in range(len(texts))]

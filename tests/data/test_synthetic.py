@@ -13,8 +13,9 @@ from distalign.data.synthetic import generate_world
 
 LANGS = ["xa", "xb", "xc"]
 # No synonyms: then every word of every language is in constraints.parquet or an eval dictionary.
-CFG = SyntheticConfig(languages=LANGS, num_concepts=100, sentences_per_language=1200, synonym_rate=0.0,
-                      heldout_fraction=0.2)
+CFG = SyntheticConfig(
+    languages=LANGS, num_concepts=100, sentences_per_language=1200, synonym_rate=0.0, heldout_fraction=0.2
+)
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +75,8 @@ def test_files_written(world):
 def test_heldout_words_never_in_constraints(constraints, eval_pairs):
     constrained = {(r["lang1"], r["word1"]) for r in constraints} | {(r["lang2"], r["word2"]) for r in constraints}
     heldout = {(l1, w) for (l1, _), rows in eval_pairs.items() for w, _ in rows} | {
-        (l2, w) for (_, l2), rows in eval_pairs.items() for _, w in rows}
+        (l2, w) for (_, l2), rows in eval_pairs.items() for _, w in rows
+    }
     assert heldout
     assert not (heldout & constrained)
     # about heldout_fraction of the concepts are held out
@@ -103,18 +105,23 @@ def test_constraints_pair_translations_of_one_concept(constraints):
     by_synset = collections.defaultdict(set)
     for r in constraints:
         by_synset[r["synset_id"]].add(frozenset([(r["lang1"], r["word1"]), (r["lang2"], r["word2"])]))
-    for synset, edges in by_synset.items():
+    for edges in by_synset.values():
         words = set().union(*edges)
         assert sorted(lang for lang, _ in words) == LANGS
         assert len(edges) == 3  # all cross-lingual pairs of 3 words
-    cross = collections.Counter(tuple(sorted((r["lang1"], r["lang2"]))) for r in constraints if r["lang1"] != r["lang2"])
+    cross = collections.Counter(
+        tuple(sorted((r["lang1"], r["lang2"]))) for r in constraints if r["lang1"] != r["lang2"]
+    )
     assert set(cross) == set(itertools.combinations(LANGS, 2))
     assert len(set(cross.values())) == 1  # the same count per language pair
 
 
 def test_synonyms_give_monolingual_pairs(tmp_path):
-    world = generate_world(SyntheticConfig(languages=["xa", "xb"], num_concepts=60, sentences_per_language=50,
-                                           synonym_rate=0.5), tmp_path, seed=3)
+    world = generate_world(
+        SyntheticConfig(languages=["xa", "xb"], num_concepts=60, sentences_per_language=50, synonym_rate=0.5),
+        tmp_path,
+        seed=3,
+    )
     rows = pq.read_table(world.constraints).to_pylist()
     mono = [r for r in rows if r["lang1"] == r["lang2"]]
     assert mono
@@ -123,12 +130,13 @@ def test_synonyms_give_monolingual_pairs(tmp_path):
         words[r["synset_id"]] |= {(r["lang1"], r["word1"]), (r["lang2"], r["word2"])}
     for r in mono:  # synonyms are still translations of the same concept's other words
         assert r["word1"] != r["word2"]
-        assert {("xa", "xb")} <= {tuple(sorted((a[0], b[0]))) for a in words[r["synset_id"]]
-                                  for b in words[r["synset_id"]]}
+        assert {("xa", "xb")} <= {
+            tuple(sorted((a[0], b[0]))) for a in words[r["synset_id"]] for b in words[r["synset_id"]]
+        }
 
 
 def test_corpora_use_only_their_own_language(world, concept_of):
-    vocab = {lang: {w for (l, w) in concept_of if l == lang} for lang in LANGS}
+    vocab = {lang: {w for (word_lang, w) in concept_of if word_lang == lang} for lang in LANGS}
     for lang in LANGS:
         tokens = [w for s in sentences(world, lang) for w in s.split()]
         assert set(tokens) <= vocab[lang], f"{lang} corpus has words outside its lexicon"
@@ -164,8 +172,9 @@ def test_languages_differ_in_word_order(world, concept_of):
         sents = sentences(world, lang)
         profiles[lang] = _initial_profile(sents, lang, concept_of)
         # two halves of one corpus agree (same grammar) ...
-        within[lang] = _corr(_initial_profile(sents[::2], lang, concept_of),
-                             _initial_profile(sents[1::2], lang, concept_of))
+        within[lang] = _corr(
+            _initial_profile(sents[::2], lang, concept_of), _initial_profile(sents[1::2], lang, concept_of)
+        )
     assert min(within.values()) > 0.7
     # ... while some language pair orders its concepts differently
     across = [_corr(profiles[a], profiles[b]) for a, b in itertools.combinations(LANGS, 2)]
@@ -175,7 +184,7 @@ def test_languages_differ_in_word_order(world, concept_of):
 def test_deterministic_for_a_seed(tmp_path):
     cfg = SyntheticConfig(num_concepts=40, sentences_per_language=100)
     a = generate_world(cfg, tmp_path / "a", seed=5)
-    b = generate_world(cfg, tmp_path / "b", seed=5)
+    generate_world(cfg, tmp_path / "b", seed=5)
     c = generate_world(cfg, tmp_path / "c", seed=6)
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
     assert names == sorted(p.name for p in (tmp_path / "b").iterdir())

@@ -37,8 +37,12 @@ def test_pos_tags_are_the_grammar_word_classes(tmp_path):
         assert [upos[t] for t in s.tags] == [classes[w] for w in s.words]
         shapes.add(s.words)
     # SVO with optional adjectives before the nouns: only these four sentences exist
-    assert shapes == {("kano", "tiro", "kano"), ("belo", "kano", "tiro", "kano"), ("kano", "tiro", "belo", "kano"),
-                      ("belo", "kano", "tiro", "belo", "kano")}
+    assert shapes == {
+        ("kano", "tiro", "kano"),
+        ("belo", "kano", "tiro", "kano"),
+        ("kano", "tiro", "belo", "kano"),
+        ("belo", "kano", "tiro", "belo", "kano"),
+    }
 
 
 def test_files_load_through_the_transfer_reader(world_dir):
@@ -66,34 +70,37 @@ def test_pair_task_is_balanced_and_same_topic(world_dir):
             pairs, _ = read_split(TRANSFER_TASKS["pawsx"], str(world_dir / "transfer"), lang, split)
             assert sum(p.label for p in pairs) == CFG.transfer_examples // 2  # 25 examples: 12 same, 13 not
             # same-topic pairs share words more often than different-topic ones (topics have their own words)
-            overlap = {label: np.mean([bool(set(p.first.split()) & set(p.second.split())) for p in pairs
-                                       if p.label == label]) for label in (0, 1)}
+            overlap = {
+                label: np.mean([bool(set(p.first.split()) & set(p.second.split())) for p in pairs if p.label == label])
+                for label in (0, 1)
+            }
             assert overlap[1] > overlap[0]
 
 
 def test_corpora_do_not_change_with_transfer_examples(world_dir, tmp_path):
     plain = generate_world(dataclasses.replace(CFG, transfer_examples=0), tmp_path, seed=0)
     assert not (tmp_path / "transfer").exists()
-    for lang, path in plain.corpora.items():
+    for path in plain.corpora.values():
         assert path.read_bytes() == (world_dir / path.name).read_bytes()
     assert plain.constraints.read_bytes() == (world_dir / "constraints.parquet").read_bytes()
 
 
 # The hand grammar's four sentence shapes per language, each with its tree as (head, relation) per word
-SVO_ADJ_FIRST = {("kano", "tiro", "kano"): [(2, "nsubj"), (0, "root"), (2, "obj")],
-                 ("belo", "kano", "tiro", "kano"): [(2, "amod"), (3, "nsubj"), (0, "root"), (3, "obj")],
-                 ("kano", "tiro", "belo", "kano"): [(2, "nsubj"), (0, "root"), (4, "amod"), (2, "obj")],
-                 ("belo", "kano", "tiro", "belo", "kano"): [(2, "amod"), (3, "nsubj"), (0, "root"), (5, "amod"),
-                                                            (3, "obj")]}
-OVS_ADJ_AFTER = {("kano", "tiro", "kano"): [(2, "obj"), (0, "root"), (2, "nsubj")],
-                 ("kano", "belo", "tiro", "kano"): [(3, "obj"), (1, "amod"), (0, "root"), (3, "nsubj")],
-                 ("kano", "tiro", "kano", "belo"): [(2, "obj"), (0, "root"), (2, "nsubj"), (3, "amod")],
-                 ("kano", "belo", "tiro", "kano", "belo"): [(3, "obj"), (1, "amod"), (0, "root"), (3, "nsubj"),
-                                                            (4, "amod")]}
+SVO_ADJ_FIRST = {
+    ("kano", "tiro", "kano"): [(2, "nsubj"), (0, "root"), (2, "obj")],
+    ("belo", "kano", "tiro", "kano"): [(2, "amod"), (3, "nsubj"), (0, "root"), (3, "obj")],
+    ("kano", "tiro", "belo", "kano"): [(2, "nsubj"), (0, "root"), (4, "amod"), (2, "obj")],
+    ("belo", "kano", "tiro", "belo", "kano"): [(2, "amod"), (3, "nsubj"), (0, "root"), (5, "amod"), (3, "obj")],
+}
+OVS_ADJ_AFTER = {
+    ("kano", "tiro", "kano"): [(2, "obj"), (0, "root"), (2, "nsubj")],
+    ("kano", "belo", "tiro", "kano"): [(3, "obj"), (1, "amod"), (0, "root"), (3, "nsubj")],
+    ("kano", "tiro", "kano", "belo"): [(2, "obj"), (0, "root"), (2, "nsubj"), (3, "amod")],
+    ("kano", "belo", "tiro", "kano", "belo"): [(3, "obj"), (1, "amod"), (0, "root"), (3, "nsubj"), (4, "amod")],
+}
 
 
-@pytest.mark.parametrize("order, adjective_first, trees", [("SVO", True, SVO_ADJ_FIRST),
-                                                           ("OVS", False, OVS_ADJ_AFTER)])
+@pytest.mark.parametrize("order, adjective_first, trees", [("SVO", True, SVO_ADJ_FIRST), ("OVS", False, OVS_ADJ_AFTER)])
 def test_pos_sentences_carry_the_grammar_trees(tmp_path, order, adjective_first, trees):
     from distalign.bench.syntax_transform import read_conllu
 
@@ -119,6 +126,9 @@ def test_parsed_corpora_are_the_corpora_with_their_trees(world_dir, tmp_path):
             assert [(w.head, w.deprel) for w in tree if w.upos == "VERB"] == [(0, "root")]
             assert sorted(w.deprel for w in tree if w.upos == "NOUN") == ["nsubj", "obj"]
             assert all(w.head == verb[0] for w in tree if w.upos == "NOUN")
-            assert all(w.deprel == "amod" and tree[w.head - 1].upos == "NOUN" and abs(w.head - w.index) == 1
-                       for w in tree if w.upos == "ADJ")
+            assert all(
+                w.deprel == "amod" and tree[w.head - 1].upos == "NOUN" and abs(w.head - w.index) == 1
+                for w in tree
+                if w.upos == "ADJ"
+            )
     assert not (world_dir / "corpus.xa.conllu").exists()  # only when asked for

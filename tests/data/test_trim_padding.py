@@ -13,8 +13,12 @@ def mask(width: int, lengths: list[int]) -> torch.Tensor:
 
 def pairs_batch() -> dict[str, torch.Tensor]:
     """A constraint-like batch of 2 pairs padded to 8: side 1's longest word takes 3 positions, side 2's 5."""
-    batch = {"attention_mask1": mask(8, [3, 2]), "attention_mask2": mask(8, [4, 5]), "synset": torch.tensor([4, 7]),
-             "vector": torch.ones(2, 8)}  # B,D: as wide as the padding, but not padded
+    batch = {
+        "attention_mask1": mask(8, [3, 2]),
+        "attention_mask2": mask(8, [4, 5]),
+        "synset": torch.tensor([4, 7]),
+        "vector": torch.ones(2, 8),
+    }  # B,D: as wide as the padding, but not padded
     batch["input_ids1"] = batch["attention_mask1"] * 9
     batch["input_ids2"] = batch["attention_mask2"] * 9
     return batch
@@ -24,8 +28,11 @@ PADDED = {"attention_mask1", "attention_mask2", "input_ids1", "input_ids2"}
 
 
 def test_padded_names_are_the_b_t_tensors():
-    specs = [TensorSpec("input_ids", "int64", "B,T"), TensorSpec("vector", "float32", "B,D"),
-             TensorSpec("row", "int64", "B")]
+    specs = [
+        TensorSpec("input_ids", "int64", "B,T"),
+        TensorSpec("vector", "float32", "B,D"),
+        TensorSpec("row", "int64", "B"),
+    ]
     assert padded_names(specs) == {"input_ids"}
 
 
@@ -33,8 +40,13 @@ def test_both_sides_are_cut_to_the_longest_row_of_the_batch():
     batch = pairs_batch()
     trimmed = trim_padding(batch, PADDED)
     assert {name: tuple(t.shape) for name, t in trimmed.items()} == {
-        "attention_mask1": (2, 5), "attention_mask2": (2, 5), "input_ids1": (2, 5), "input_ids2": (2, 5),
-        "synset": (2,), "vector": (2, 8)}
+        "attention_mask1": (2, 5),
+        "attention_mask2": (2, 5),
+        "input_ids1": (2, 5),
+        "input_ids2": (2, 5),
+        "synset": (2,),
+        "vector": (2, 8),
+    }
     for name in PADDED:  # the cut columns were padding; what is kept is the batch's own
         assert torch.equal(trimmed[name], batch[name][:, :5]) and not batch[name][:, 5:].any()
 

@@ -61,14 +61,16 @@ def test_vocabulary_cap_counts_distinct_words(tmp_path):
 
 
 # ------------------------------------------------------------------------------ Multi-SimLex
-MSL = ('ID,ENG,FRA,PoS,score\n'
-       '1,brain,esprit,nouns,3.56\n'
-       '2,cheap,"bon, marché",adjectives,5.2\n'
-       '3,cover,enterrer,verbs\n'          # 4 columns
-       '4,,vide,nouns,1.0\n'               # empty word
-       '5,cat,chat,nouns,high\n'           # score not a number
-       '\n'
-       '7, ice cream ,glace,nouns,6\n')
+MSL = (
+    "ID,ENG,FRA,PoS,score\n"
+    "1,brain,esprit,nouns,3.56\n"
+    '2,cheap,"bon, marché",adjectives,5.2\n'
+    "3,cover,enterrer,verbs\n"  # 4 columns
+    "4,,vide,nouns,1.0\n"  # empty word
+    "5,cat,chat,nouns,high\n"  # score not a number
+    "\n"
+    "7, ice cream ,glace,nouns,6\n"
+)
 
 
 def test_multisimlex_rows_and_malformed(tmp_path):

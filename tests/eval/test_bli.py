@@ -266,8 +266,9 @@ def test_csls_rank_of_a_query_does_not_depend_on_the_other_queries():
     g = torch.Generator().manual_seed(3)
     source_space, targets = torch.randn(60, 8, generator=g), torch.randn(40, 8, generator=g)
     gold = list(range(20))
-    alone = [int(gold_ranks(source_space[[i]], targets, [gold[i]], "csls", 5, src_space=source_space))
-             for i in range(20)]
+    alone = [
+        int(gold_ranks(source_space[[i]], targets, [gold[i]], "csls", 5, src_space=source_space)) for i in range(20)
+    ]
     together = gold_ranks(source_space[:20], targets, gold, "csls", 5, src_space=source_space).tolist()
     assert alone == together
     # r_S over the queries themselves (no source space given) makes a query's rank depend on its company
@@ -278,5 +279,6 @@ def test_csls_rank_of_a_query_does_not_depend_on_the_other_queries():
     r_t = cos.topk(5, dim=1).values.mean(1)
     r_s = (t @ s.T).topk(5, dim=1).values.mean(1)
     expected = 2 * cos - r_t[:, None] - r_s[None, :]
-    assert torch.allclose(similarity_matrix(source_space[:3], targets, "csls", 5, src_space=source_space), expected,
-                          atol=1e-6)
+    assert torch.allclose(
+        similarity_matrix(source_space[:3], targets, "csls", 5, src_space=source_space), expected, atol=1e-6
+    )

@@ -7,8 +7,8 @@ import random
 
 import pandas as pd
 import pytest
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.cli import main
 from distalign.config import load_config
 from distalign.eval.runner import EVALUATED_RUN_TAG, EVALUATED_STEP_TAG
@@ -19,10 +19,50 @@ from distalign.train.recipe import TrainingRecipe
 from distalign.train.trainer import plan_training
 
 # a cased dictionary: German nouns keep their capitals, and a cased model sees "Haus", not "haus"
-TEST_EN = ["house", "tree", "river", "stone", "bird", "sun", "moon", "water", "dog", "cat", "city", "road", "book",
-           "table", "chair", "door", "window", "garden", "field", "forest"]
-TEST_DE = ["Haus", "Baum", "Fluss", "Stein", "Vogel", "Sonne", "Mond", "Wasser", "Hund", "Katze", "Stadt", "Straße",
-           "Buch", "Tisch", "Stuhl", "Tür", "Fenster", "Garten", "Feld", "Wald"]
+TEST_EN = [
+    "house",
+    "tree",
+    "river",
+    "stone",
+    "bird",
+    "sun",
+    "moon",
+    "water",
+    "dog",
+    "cat",
+    "city",
+    "road",
+    "book",
+    "table",
+    "chair",
+    "door",
+    "window",
+    "garden",
+    "field",
+    "forest",
+]
+TEST_DE = [
+    "Haus",
+    "Baum",
+    "Fluss",
+    "Stein",
+    "Vogel",
+    "Sonne",
+    "Mond",
+    "Wasser",
+    "Hund",
+    "Katze",
+    "Stadt",
+    "Straße",
+    "Buch",
+    "Tisch",
+    "Stuhl",
+    "Tür",
+    "Fenster",
+    "Garten",
+    "Feld",
+    "Wald",
+]
 TRAIN_EN = [f"word{i}" for i in range(40)]
 TRAIN_DE = [f"Wort{i}" for i in range(40)]
 
@@ -52,30 +92,53 @@ def snapshot(client, run_id: str) -> str:
             found += artifacts(item.path) if item.is_dir else [(item.path, item.file_size)]
         return found
 
-    history = {key: [(m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, key)]
-               for key in sorted(run.data.metrics)}
-    return json.dumps({"params": run.data.params, "tags": run.data.tags, "metrics": history,
-                       "artifacts": sorted(artifacts()), "status": run.info.status}, sort_keys=True)
+    history = {
+        key: [(m.step, m.value, m.timestamp) for m in client.get_metric_history(run_id, key)]
+        for key in sorted(run.data.metrics)
+    }
+    return json.dumps(
+        {
+            "params": run.data.params,
+            "tags": run.data.tags,
+            "metrics": history,
+            "artifacts": sorted(artifacts()),
+            "status": run.info.status,
+        },
+        sort_keys=True,
+    )
 
 
-def test_a_checkpoint_s_standalone_bli_is_its_in_loop_bli_and_leaves_its_run_alone(ray_local, gloo_group, tmp_path,
-                                                                                   monkeypatch):
+def test_a_checkpoint_s_standalone_bli_is_its_in_loop_bli_and_leaves_its_run_alone(
+    ray_local, gloo_group, tmp_path, monkeypatch
+):
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
     data = write_inputs(tmp_path / "data")
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     # settings unlike the defaults, so a standalone eval that does not read them from the checkpoint differs:
     # a seeded sample of 12 of the 20 source words, layer 1 of 0..2, 6 subwords a word
-    config = load_config(QUICKSTART, SMALL + [
-        "run.name=eval-repro", "data.source=files", "train.num_workers=1", "train.seed=3",
-        f"data.corpora=[{{path: {data / 'en.txt'}, lang: en}}, {{path: {data / 'de.txt'}, lang: de}}]",
-        f"data.dictionaries=[{{path: {data / 'train.en-de.tsv'}, lang1: en, lang2: de}}]",
-        f"data.eval_dictionaries=[{{path: {data / 'test.en-de.tsv'}, lang1: en, lang2: de}}]",
-        "model.word_layer=1", "model.max_word_tokens=6", "eval.bli_max_pairs=12", f"tracking.uri={uri}"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=eval-repro",
+            "data.source=files",
+            "train.num_workers=1",
+            "train.seed=3",
+            f"data.corpora=[{{path: {data / 'en.txt'}, lang: en}}, {{path: {data / 'de.txt'}, lang: de}}]",
+            f"data.dictionaries=[{{path: {data / 'train.en-de.tsv'}, lang1: en, lang2: de}}]",
+            f"data.eval_dictionaries=[{{path: {data / 'test.en-de.tsv'}, lang1: en, lang2: de}}]",
+            "model.word_layer=1",
+            "model.max_word_tokens=6",
+            "eval.bli_max_pairs=12",
+            f"tracking.uri={uri}",
+        ],
+    )
     prepared = prepare_data(config)
     checkpoint = tmp_path / "runs" / "eval-repro" / "checkpoint_000002"
     checkpoint.mkdir(parents=True)
-    with tracked_run(uri, "distalign", config.run.name, str(tmp_path / "runs"), {"train.seed": 3},
-                     config.to_dict()) as run_id:
+    with tracked_run(
+        uri, "distalign", config.run.name, str(tmp_path / "runs"), {"train.seed": 3}, config.to_dict()
+    ) as run_id:
         recipe = TrainingRecipe(plan_training(config, prepared, run_id))
         recipe.setup()
         streams = local_streams(prepared, config)
@@ -91,17 +154,40 @@ def test_a_checkpoint_s_standalone_bli_is_its_in_loop_bli_and_leaves_its_run_alo
     evaluations = []
     for i in range(2):  # the same checkpoint evaluated twice
         out = tmp_path / f"out{i}"
-        code = main(["eval", "--checkpoint", str(checkpoint), "--eval-dir", str(data / "eval"), "--tasks", "bli",
-                     "--bli-pairs", "", "--dictionary", f"en-de:{data / 'test.en-de.tsv'}", "--output-dir", str(out),
-                     "--cache-dir", str(tmp_path / "cache"), "--tracking-uri", uri, "--cpus-per-task", "0.5"])
+        code = main(
+            [
+                "eval",
+                "--checkpoint",
+                str(checkpoint),
+                "--eval-dir",
+                str(data / "eval"),
+                "--tasks",
+                "bli",
+                "--bli-pairs",
+                "",
+                "--dictionary",
+                f"en-de:{data / 'test.en-de.tsv'}",
+                "--output-dir",
+                str(out),
+                "--cache-dir",
+                str(tmp_path / "cache"),
+                "--tracking-uri",
+                uri,
+                "--cpus-per-task",
+                "0.5",
+            ]
+        )
         assert code == 0
         rows = pd.read_csv(out / "results.csv")
         mrr = rows[(rows["task"] == "bli") & (rows["pair"] == "en-de") & (rows["metric"] == "mrr")]
         assert mrr["layer"].tolist() == [1]  # the run's word layer only
         assert mrr["value"].iloc[0] == pytest.approx(in_loop, abs=1e-6)
         assert snapshot(client, run_id) == recorded  # the training run: byte for byte what training recorded
-        children = client.search_runs([client.get_run(run_id).info.experiment_id],
-                                      f"tags.`{PARENT_TAG}` = '{run_id}'", order_by=["attributes.start_time ASC"])
+        children = client.search_runs(
+            [client.get_run(run_id).info.experiment_id],
+            f"tags.`{PARENT_TAG}` = '{run_id}'",
+            order_by=["attributes.start_time ASC"],
+        )
         assert len(children) == i + 1
         evaluation = children[-1]
         assert evaluation.data.tags[EVALUATED_RUN_TAG] == run_id and evaluation.data.tags[EVALUATED_STEP_TAG] == "2"
@@ -111,5 +197,7 @@ def test_a_checkpoint_s_standalone_bli_is_its_in_loop_bli_and_leaves_its_run_alo
         evaluations.append(snapshot(client, evaluation.info.run_id))
     assert "eval/results.csv" in dict(map(tuple, json.loads(evaluations[0])["artifacts"]))
     assert snapshot(client, children[0].info.run_id) == evaluations[0]  # the second left the first one's run alone
-    assert client.get_run(children[0].info.run_id).info.artifact_uri != \
-        client.get_run(children[1].info.run_id).info.artifact_uri
+    assert (
+        client.get_run(children[0].info.run_id).info.artifact_uri
+        != client.get_run(children[1].info.run_id).info.artifact_uri
+    )

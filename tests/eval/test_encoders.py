@@ -40,8 +40,9 @@ def reference(model, tokenizer, text):
     """[L+1, d]: one text alone, no padding; mean of its non-special token states at each layer."""
     enc = tokenizer(text, return_special_tokens_mask=True, return_tensors="pt")
     with torch.no_grad():
-        states = model.masked_lm.base_model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"],
-                                            output_hidden_states=True).hidden_states
+        states = model.masked_lm.base_model(
+            input_ids=enc["input_ids"], attention_mask=enc["attention_mask"], output_hidden_states=True
+        ).hidden_states
     keep = enc["special_tokens_mask"][0] == 0
     return torch.stack([h[0, keep].mean(0) for h in states])
 
@@ -57,8 +58,7 @@ def test_words_all_layers_match_single_word_forward(tiny):
     enc = {k: torch.from_numpy(v) for k, v in encode_words(tokenizer, words, 16).items()}
     with torch.no_grad():
         trained_view = model.encode_words(enc["input_ids"], enc["attention_mask"], enc["word_mask"])
-    torch.testing.assert_close(encode_words_all_layers(model, tokenizer, words)[-1], trained_view,
-                               atol=1e-5, rtol=1e-4)
+    torch.testing.assert_close(encode_words_all_layers(model, tokenizer, words)[-1], trained_view, atol=1e-5, rtol=1e-4)
 
 
 def test_sentences_all_layers_match_single_sentence_forward_and_keep_order(tiny):

@@ -1,5 +1,5 @@
-"""The docs' "Adding an evaluation task" (docs/explanations/architecture.md), run as written: its code block is executed here, its class
-registered under ``pair_cosine`` for the test, scored against a hand computation and run by
+"""The docs' "Adding an evaluation task" (docs/explanations/architecture.md), run as written: its code block is executed
+here, its class registered under ``pair_cosine`` for the test, scored against a hand computation and run by
 ``distalign eval`` over Ray, with no other file touched."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 import torch
+from test_runner import DE, EN, TINY, write_eval_dir
 
 import distalign.eval.in_process as in_process
 from distalign.cli import main
@@ -21,7 +22,6 @@ from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks.registry import EVAL_TASKS
 from distalign.models.loading import build_tiny_model
-from test_runner import DE, EN, TINY, write_eval_dir
 
 GUIDE = Path(__file__).resolve().parents[2] / "docs" / "explanations" / "architecture.md"
 
@@ -41,7 +41,12 @@ def readme_code() -> str:
 def pair_cosine(monkeypatch):
     # a module of its own that is not importable: Ray ships the class to its workers by value
     module = types.ModuleType("readme_pair_cosine")
-    exec(compile(readme_code(), "docs/explanations/architecture.md (Adding an evaluation task)", "exec", dont_inherit=True), module.__dict__)
+    exec(
+        compile(
+            readme_code(), "docs/explanations/architecture.md (Adding an evaluation task)", "exec", dont_inherit=True
+        ),
+        module.__dict__,
+    )
     name, class_name = re.search(r'registry\.py`: `"(\w+)": (\w+),`', readme_section()).groups()
     assert name == "pair_cosine"  # the docs' registry line, as written
     monkeypatch.setitem(EVAL_TASKS, name, getattr(module, class_name))
@@ -77,9 +82,26 @@ def test_the_readme_task_reads_its_pairs_and_scores_a_hand_computation(pair_cosi
 def test_distalign_eval_runs_the_readme_task_over_ray(ray_local, pair_cosine, tmp_path, capsys):
     model_dir = build_tiny_model(tmp_path / "model", [" ".join(EN), " ".join(DE)] * 20, TINY)
     out = tmp_path / "out"
-    code = main(["eval", "--model", str(model_dir), "--eval-dir", str(write_eval_dir(tmp_path / "eval")),
-                 "--tasks", "bli,pair_cosine", "--bli-pairs", "de-en", "--output-dir", str(out),
-                 "--cache-dir", str(tmp_path / "cache"), "--no-mlflow", "--cpus-per-task", "0.5"])
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(model_dir),
+            "--eval-dir",
+            str(write_eval_dir(tmp_path / "eval")),
+            "--tasks",
+            "bli,pair_cosine",
+            "--bli-pairs",
+            "de-en",
+            "--output-dir",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--no-mlflow",
+            "--cpus-per-task",
+            "0.5",
+        ]
+    )
     assert code == 0
     # the German test words are one set for both tasks; English: BLI's vocabulary file and the pairs' own targets
     assert "3 text sets to encode" in capsys.readouterr().out

@@ -58,7 +58,9 @@ def test_mlflow_metric_names():
     assert set(metrics) == {
         *(f"eval/bli/{p}/{m}" for p in ("en-de", "en-fr", "avg") for m in ("mrr", "oov")),
         *(f"eval/tatoeba/{p}/acc" for p in ("deu-eng", "fra-eng", "avg")),
-        "eval/bli/best_layer/mrr", "eval/bli/best_layer/oov", "eval/tatoeba/best_layer/acc",
+        "eval/bli/best_layer/mrr",
+        "eval/bli/best_layer/oov",
+        "eval/tatoeba/best_layer/acc",
     }
     assert mlflow_metrics(frame(), layer=1)["eval/bli/en-de/mrr"] == pytest.approx(0.6)
 

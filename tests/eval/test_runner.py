@@ -5,19 +5,19 @@ import random
 import pandas as pd
 import pytest
 import yaml
-
 from conftest import QUICKSTART, SHARED_DATA, staged_by_ray_tasks
+
+from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
 from distalign.data.readers import InputError
 from distalign.errors import ConfigError
+from distalign.eval.in_process import evaluate_locally
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
-from distalign.eval.in_process import evaluate_locally
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.tracking import PARENT_TAG, client_for, experiment_id
-from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 
 EN = ["dog", "cat", "house", "tree", "river", "stone", "bird", "sun", "moon", "water"]
 DE = ["hund", "katze", "haus", "baum", "fluss", "stein", "vogel", "sonne", "mond", "wasser"]
@@ -35,7 +35,8 @@ def write_eval_dir(root):
     (root / "vocab" / "en_vocab.txt").write_text("\n".join(EN + ["the", "a", "of"]) + "\n")
     (root / "multisimlex").mkdir()
     (root / "multisimlex" / "ENG-FRA.csv").write_text(
-        "ID,ENG,FRA,PoS,score\n" + "".join(f"{i},{e},{f},N,{i % 5}.5\n" for i, (e, f) in enumerate(zip(EN, FR))))
+        "ID,ENG,FRA,PoS,score\n" + "".join(f"{i},{e},{f},N,{i % 5}.5\n" for i, (e, f) in enumerate(zip(EN, FR)))
+    )
     (root / "tatoeba").mkdir()
     rng = random.Random(0)
     sentences = [rng.sample(range(10), 4) for _ in range(12)]
@@ -75,10 +76,23 @@ def checkpoint(tmp_path_factory):
 
 def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     eval_dir = write_eval_dir(tmp_path / "eval")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",),
-                                  ("eng-fra",), ("fra",), similarities=("cosine", "csls")))
-    assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("bli_csls", "de-en"), ("word_alignment", "de-en"),
-                                                 ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
+    tasks = build_tasks(
+        SuiteSpec(
+            str(eval_dir),
+            ("bli", "xlsim", "tatoeba", "word_alignment"),
+            ("de-en",),
+            ("eng-fra",),
+            ("fra",),
+            similarities=("cosine", "csls"),
+        )
+    )
+    assert [(t.task, t.pair) for t in tasks] == [
+        ("bli", "de-en"),
+        ("bli_csls", "de-en"),
+        ("word_alignment", "de-en"),
+        ("xlsim", "eng-fra"),
+        ("tatoeba", "fra-eng"),
+    ]
     bli = tasks[0]
     # the reversed file: queries as written, the vocabulary lower-cased
     assert bli.queries == [w.capitalize() for w in DE] and bli.vocab == [w for w in EN + ["the", "a", "of"]]
@@ -98,14 +112,27 @@ def test_benchmark_languages_in_any_form_find_the_codes_of_their_files(tmp_path)
     """Tatoeba and Multi-SimLex name their files in ISO 639-3 (ENG-FRA.csv, tatoeba.fra-eng.fra): fr, French, FRA
     are all fra, once; G-BLI in ISO 639-1 (en-de/): deu-eng is de-en."""
     eval_dir = write_eval_dir(tmp_path / "eval")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba"), bli_pairs=("deu-eng", "German-en"),
-                                  xlsim_pairs=("en-fr", "English-French"), tatoeba_langs=("fr", "French", "FRA")))
+    tasks = build_tasks(
+        SuiteSpec(
+            str(eval_dir),
+            ("bli", "xlsim", "tatoeba"),
+            bli_pairs=("deu-eng", "German-en"),
+            xlsim_pairs=("en-fr", "English-French"),
+            tatoeba_langs=("fr", "French", "FRA"),
+        )
+    )
     assert [(t.task, t.pair) for t in tasks] == [("bli", "de-en"), ("xlsim", "eng-fra"), ("tatoeba", "fra-eng")]
-    with pytest.raises(ConfigError, match=r"^suite\.tatoeba_langs \(--tatoeba-langs\): no data for 'German' "
-                                          r"\(language de, ISO 639-3 deu\); Tatoeba \(.*\) holds: fra$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^suite\.tatoeba_langs \(--tatoeba-langs\): no data for 'German' "
+        r"\(language de, ISO 639-3 deu\); Tatoeba \(.*\) holds: fra$",
+    ):
         build_tasks(SuiteSpec(str(eval_dir), ("tatoeba",), tatoeba_langs=("fr", "German")))
-    with pytest.raises(ConfigError, match=r"^suite\.xlsim_pairs \(--xlsim-pairs\): 'qq' is not a language code.*"
-                                          r"; Multi-SimLex \(.*\) holds: eng, fra$"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^suite\.xlsim_pairs \(--xlsim-pairs\): 'qq' is not a language code.*"
+        r"; Multi-SimLex \(.*\) holds: eng, fra$",
+    ):
         build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("en-qq",)))
 
 
@@ -113,21 +140,51 @@ def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint,
     ckpt, uri, run_id = checkpoint
     eval_dir = write_eval_dir(tmp_path / "eval")
     out = tmp_path / "out"
-    code = main(["eval", "--checkpoint", str(ckpt), "--eval-dir", str(eval_dir),
-                 "--tasks", "bli,xlsim,tatoeba,word_alignment", "--bli-pairs", "de-en", "--xlsim-pairs", "eng-fra",
-                 "--tatoeba-langs", "fra", "--similarity", "cosine,csls", "--output-dir", str(out),
-                 "--cache-dir", str(tmp_path / "cache"), "--tracking-uri", uri, "--cpus-per-task", "0.5"])
+    code = main(
+        [
+            "eval",
+            "--checkpoint",
+            str(ckpt),
+            "--eval-dir",
+            str(eval_dir),
+            "--tasks",
+            "bli,xlsim,tatoeba,word_alignment",
+            "--bli-pairs",
+            "de-en",
+            "--xlsim-pairs",
+            "eng-fra",
+            "--tatoeba-langs",
+            "fra",
+            "--similarity",
+            "cosine,csls",
+            "--output-dir",
+            str(out),
+            "--cache-dir",
+            str(tmp_path / "cache"),
+            "--tracking-uri",
+            uri,
+            "--cpus-per-task",
+            "0.5",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "15/15 " in printed and "best layer per task and pair" in printed  # 5 tasks x 3 layers, with progress
 
     # Ray results equal an in-process evaluation of the same tasks
     table = pd.read_parquet(out / "results.parquet")
-    tasks = build_tasks(SuiteSpec(str(eval_dir), ("bli", "xlsim", "tatoeba", "word_alignment"), ("de-en",),
-                                  ("eng-fra",), ("fra",), similarities=("cosine", "csls")))
+    tasks = build_tasks(
+        SuiteSpec(
+            str(eval_dir),
+            ("bli", "xlsim", "tatoeba", "word_alignment"),
+            ("de-en",),
+            ("eng-fra",),
+            ("fra",),
+            similarities=("cosine", "csls"),
+        )
+    )
     model_dir = str(ckpt / MODEL_DIR)
-    local = pd.DataFrame(evaluate_locally(Encoder(load_masked_lm(model_dir)), load_tokenizer(model_dir),
-                                          tasks))
+    local = pd.DataFrame(evaluate_locally(Encoder(load_masked_lm(model_dir)), load_tokenizer(model_dir), tasks))
     merged = table[table["pair"] != "avg"].merge(local, on=["task", "pair", "layer", "metric"])
     assert len(merged) == len(local) == 3 * (2 * 5 + 1 + 3 + 1)
     assert merged["value_x"].to_numpy() == pytest.approx(merged["value_y"].to_numpy(), abs=1e-5, nan_ok=True)
@@ -137,32 +194,71 @@ def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint,
     assert training.data.metrics == {} and client.list_artifacts(run_id) == []  # the training run is left alone
     [evaluation] = client.search_runs([training.info.experiment_id], f"tags.`{PARENT_TAG}` = '{run_id}'")
     eval_id, metrics = evaluation.info.run_id, evaluation.data.metrics
-    assert {"eval/bli/de-en/mrr", "eval/bli_csls/avg/mrr", "eval/xlsim/eng-fra/spearman", "eval/tatoeba/fra-eng/acc",
-            "eval/word_alignment/de-en/score", "eval/bli/best_layer/mrr"} <= set(metrics)
+    assert {
+        "eval/bli/de-en/mrr",
+        "eval/bli_csls/avg/mrr",
+        "eval/xlsim/eng-fra/spearman",
+        "eval/tatoeba/fra-eng/acc",
+        "eval/word_alignment/de-en/score",
+        "eval/bli/best_layer/mrr",
+    } <= set(metrics)
     best = table[(table["task"] == "bli") & (table["pair"] == "de-en") & (table["metric"] == "mrr")]["value"].max()
     assert metrics["eval/bli/de-en/mrr"] == pytest.approx(best)  # logged at the best layer
     assert client.get_metric_history(eval_id, "eval/bli/de-en/mrr")[0].step == STEP  # at the checkpoint's step
     artifacts = {a.path for a in client.list_artifacts(eval_id, "eval")}
-    assert {f"eval/{name}" for name in ("results.parquet", "results.csv", "best_layers.csv", "by_layer.png",
-                                        "heatmap_bli.png")} <= artifacts
+    assert {
+        f"eval/{name}"
+        for name in ("results.parquet", "results.csv", "best_layers.csv", "by_layer.png", "heatmap_bli.png")
+    } <= artifacts
 
 
 @pytest.mark.skipif(not SHARED_DATA.exists(), reason="../shared/data is absent")
 def test_eval_cli_on_real_benchmarks_new_run(ray_local, checkpoint, tmp_path):
     ckpt, _, _ = checkpoint
     uri = f"sqlite:///{tmp_path / 'eval.db'}"
-    code = main(["eval", "--model", str(ckpt / MODEL_DIR), "--eval-dir", str(SHARED_DATA / "eval"),
-                 "--bli-pairs", "de-en,en-fi", "--xlsim-pairs", "eng-fra", "--tatoeba-langs", "deu,fra",
-                 "--vocab-size", "3000", "--max-queries", "100", "--max-sentences", "100", "--layer", "-1",
-                 "--output-dir", str(tmp_path / "out"), "--tracking-uri", uri, "--cpus-per-task", "0.5"])
+    code = main(
+        [
+            "eval",
+            "--model",
+            str(ckpt / MODEL_DIR),
+            "--eval-dir",
+            str(SHARED_DATA / "eval"),
+            "--bli-pairs",
+            "de-en,en-fi",
+            "--xlsim-pairs",
+            "eng-fra",
+            "--tatoeba-langs",
+            "deu,fra",
+            "--vocab-size",
+            "3000",
+            "--max-queries",
+            "100",
+            "--max-sentences",
+            "100",
+            "--layer",
+            "-1",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--tracking-uri",
+            uri,
+            "--cpus-per-task",
+            "0.5",
+        ]
+    )
     assert code == 0
     client = client_for(uri)
     [run] = client.search_runs([client.get_experiment_by_name("distalign-eval").experiment_id])
     assert run.info.status == "FINISHED"
-    assert {"eval/bli/de-en/mrr", "eval/bli/en-fi/p_at_1", "eval/xlsim/eng-fra/spearman",
-            "eval/tatoeba/deu-eng/acc", "eval/tatoeba/avg/acc"} <= set(run.data.metrics)
-    assert {"eval/results.parquet", "eval/by_layer.png"} <= {a.path for a in client.list_artifacts(run.info.run_id,
-                                                                                                    "eval")}
+    assert {
+        "eval/bli/de-en/mrr",
+        "eval/bli/en-fi/p_at_1",
+        "eval/xlsim/eng-fra/spearman",
+        "eval/tatoeba/deu-eng/acc",
+        "eval/tatoeba/avg/acc",
+    } <= set(run.data.metrics)
+    assert {"eval/results.parquet", "eval/by_layer.png"} <= {
+        a.path for a in client.list_artifacts(run.info.run_id, "eval")
+    }
 
 
 def test_eval_and_train_configs_honour_mlflow_tracking_uri(ray_local, checkpoint, tmp_path, monkeypatch):
@@ -175,10 +271,22 @@ def test_eval_and_train_configs_honour_mlflow_tracking_uri(ray_local, checkpoint
 
     write_eval_dir(tmp_path / "eval")
     spec = tmp_path / "spec.yaml"  # eval_dir relative to the spec file
-    spec.write_text(yaml.safe_dump({"suite": {"eval_dir": "eval", "tasks": ["bli"], "bli_pairs": ["de-en"]},
-                                    "layer": -1, "cpus_per_task": 0.5}))
-    code = main(["eval", "--spec", str(spec), "--model", str(ckpt / MODEL_DIR), f"output_dir={tmp_path / 'out'}",
-                 f"cache_dir={tmp_path / 'cache'}"])
+    spec.write_text(
+        yaml.safe_dump(
+            {"suite": {"eval_dir": "eval", "tasks": ["bli"], "bli_pairs": ["de-en"]}, "layer": -1, "cpus_per_task": 0.5}
+        )
+    )
+    code = main(
+        [
+            "eval",
+            "--spec",
+            str(spec),
+            "--model",
+            str(ckpt / MODEL_DIR),
+            f"output_dir={tmp_path / 'out'}",
+            f"cache_dir={tmp_path / 'cache'}",
+        ]
+    )
     assert code == 0
     client = client_for(uri)
     [run] = client.search_runs([client.get_experiment_by_name("distalign-eval").experiment_id])
@@ -186,8 +294,9 @@ def test_eval_and_train_configs_honour_mlflow_tracking_uri(ray_local, checkpoint
     assert not (tmp_path / "home" / "mlflow.db").exists()
 
 
-def test_an_s3_model_is_staged_by_the_encoding_tasks_on_their_node(s3_endpoint, ray_local, checkpoint, tmp_path,
-                                                                    monkeypatch):
+def test_an_s3_model_is_staged_by_the_encoding_tasks_on_their_node(
+    s3_endpoint, ray_local, checkpoint, tmp_path, monkeypatch
+):
     """``--model s3://...``: the driver stages a copy for its checks, the encoding tasks stage their own on their node
     (the driver's is on the driver's disk only)."""
     from distalign.model_store.fetch import fetch_model
@@ -197,9 +306,26 @@ def test_an_s3_model_is_staged_by_the_encoding_tasks_on_their_node(s3_endpoint, 
     fetch_model(str(ckpt / MODEL_DIR), "s3://ckpt/models/evaluated", url)
     monkeypatch.setenv("DISTALIGN_STORAGE_ENDPOINT", url)
     monkeypatch.setenv("DISTALIGN_CACHE", str(tmp_path / "driver-cache"))
-    code = main(["eval", "--model", "s3://ckpt/models/evaluated", "--eval-dir", str(write_eval_dir(tmp_path / "eval")),
-                 "--tasks", "bli", "--bli-pairs", "de-en", "--layer", "-1", "--output-dir", str(tmp_path / "out"),
-                 "--no-mlflow", "--cpus-per-task", "0.5"])
+    code = main(
+        [
+            "eval",
+            "--model",
+            "s3://ckpt/models/evaluated",
+            "--eval-dir",
+            str(write_eval_dir(tmp_path / "eval")),
+            "--tasks",
+            "bli",
+            "--bli-pairs",
+            "de-en",
+            "--layer",
+            "-1",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--no-mlflow",
+            "--cpus-per-task",
+            "0.5",
+        ]
+    )
     assert code == 0
     assert (tmp_path / "out" / "results.csv").is_file()
     assert staged_by_ray_tasks(tmp_path / "driver-cache")
@@ -207,7 +333,20 @@ def test_an_s3_model_is_staged_by_the_encoding_tasks_on_their_node(s3_endpoint, 
 
 def test_a_tatoeba_mean_over_more_layers_than_the_model_has_fails_before_ray(checkpoint, tmp_path, capsys):
     ckpt, _, _ = checkpoint
-    code = main(["eval", "--checkpoint", str(ckpt), "--eval-dir", str(write_eval_dir(tmp_path / "eval")),
-                 "--tasks", "tatoeba", "--tatoeba-langs", "fra", "--no-mlflow", "suite.tatoeba_mean_of_layers=4"])
+    code = main(
+        [
+            "eval",
+            "--checkpoint",
+            str(ckpt),
+            "--eval-dir",
+            str(write_eval_dir(tmp_path / "eval")),
+            "--tasks",
+            "tatoeba",
+            "--tatoeba-langs",
+            "fra",
+            "--no-mlflow",
+            "suite.tatoeba_mean_of_layers=4",
+        ]
+    )
     assert code == 2
     assert "suite.tatoeba_mean_of_layers: 4 is more than the 3 layers" in capsys.readouterr().err

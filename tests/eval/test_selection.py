@@ -49,8 +49,9 @@ def test_max_pairs_keeps_that_many_source_words_reproducibly():
     for query, gold in zip(a.queries, a.gold):
         assert {a.vocab[i] for i in gold} == wanted[query]
         assert len(gold) == 1 + int(query[1:]) % 3
-    others = {tuple(build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=s)).queries)
-              for s in range(4, 9)}
+    others = {
+        tuple(build_test_set("xa", "xb", src, tgt, BLISettings(max_pairs=10, seed=s)).queries) for s in range(4, 9)
+    }
     assert len(others | {tuple(a.queries)}) > 1
 
 
@@ -69,8 +70,9 @@ def test_model_selection_score_is_mean_relative_mrr_gain():
     metrics = {"eval/bli/en-de/mrr": 0.3, "eval/bli/en-fi/mrr": 0.1, "eval/bli/avg/mrr": 0.2, "Train/loss": 1.0}
     assert pair_mrrs(metrics) == {"en-de": 0.3, "en-fi": 0.1}
     # (0.3 - 0.2) / 0.2 = 0.5 and (0.1 - 0.2) / 0.2 = -0.5 -> 0; a pair with vanilla MRR 0 is left out
-    assert relative_mrr_gain({"en-de": 0.3, "en-fi": 0.1, "x-y": 0.4},
-                             {"en-de": 0.2, "en-fi": 0.2, "x-y": 0.0}) == pytest.approx(0.0)
+    assert relative_mrr_gain(
+        {"en-de": 0.3, "en-fi": 0.1, "x-y": 0.4}, {"en-de": 0.2, "en-fi": 0.2, "x-y": 0.0}
+    ) == pytest.approx(0.0)
     assert relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.2}) == pytest.approx(0.25)
     assert relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.0}) != relative_mrr_gain({"en-de": 0.25}, {"en-de": 0.0})
 
@@ -78,8 +80,14 @@ def test_model_selection_score_is_mean_relative_mrr_gain():
 def test_a_frequency_list_is_the_candidate_set_when_given():
     """BabelBERT validates against the top-100K words: the gold competes with frequent words outside the
     dictionary, and a gold word missing from the list is out of vocabulary (skipped and counted)."""
-    ts = build_test_set("en", "de", ["dog", "house", "tree"], ["Hund", "Haus", "Baum"],
-                        BLISettings(ranking="per_pair"), vocab=["der", "haus", "und", "hund", "katze"])
+    ts = build_test_set(
+        "en",
+        "de",
+        ["dog", "house", "tree"],
+        ["Hund", "Haus", "Baum"],
+        BLISettings(ranking="per_pair"),
+        vocab=["der", "haus", "und", "hund", "katze"],
+    )
     assert ts.vocab == sorted(["der", "haus", "und", "hund", "katze"])  # lower-cased like the shared lists
     assert [ts.vocab[g] for (g,) in ts.gold] == ["hund", "haus"] and ts.queries == ["dog", "house"]
     assert ts.oov == 1
@@ -87,6 +95,7 @@ def test_a_frequency_list_is_the_candidate_set_when_given():
 
 def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path, monkeypatch):
     from conftest import QUICKSTART, SMALL
+
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
 
@@ -94,8 +103,10 @@ def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path,
     vocab_dir = tmp_path / "vocab"
     vocab_dir.mkdir()
     (vocab_dir / "xb_vocab.txt").write_text("".join(f"w{i}\n" for i in range(30)))
-    config = load_config(QUICKSTART, SMALL + ["run.name=vocab", f"eval.vocab_dir={vocab_dir}", "eval.vocab_size=20",
-                                              "eval.languages=[xa,xb]"])
+    config = load_config(
+        QUICKSTART,
+        SMALL + ["run.name=vocab", f"eval.vocab_dir={vocab_dir}", "eval.vocab_size=20", "eval.languages=[xa,xb]"],
+    )
     prepared = prepare_data(config)
     (pairs,) = prepared.eval_pairs
     assert (pairs.lang2, pairs.vocab) == ("xb", [f"w{i}" for i in range(20)])
@@ -107,7 +118,9 @@ def test_eval_vocab_dir_reads_the_target_language_s_list_on_the_driver(tmp_path,
     (test_set,) = plan_training(config, prepare_data(config), "").bli_test_sets
     assert test_set.vocab == sorted([f"w{i}" for i in range(10)] + targets)
     assert {test_set.vocab[g] for gold in test_set.gold for g in gold} == set(targets) and test_set.oov > 0
-    config = load_config(QUICKSTART, SMALL + ["run.name=vocab2", f"eval.vocab_dir={vocab_dir}", "eval.languages=[xa,xc]"])
+    config = load_config(
+        QUICKSTART, SMALL + ["run.name=vocab2", f"eval.vocab_dir={vocab_dir}", "eval.languages=[xa,xc]"]
+    )
     with pytest.raises(ValueError, match=r"eval.vocab_dir: no xc_vocab.txt"):
         prepare_data(config)
 

@@ -11,7 +11,7 @@ import distalign.eval.in_process as in_process
 from distalign.config import TinyModelConfig
 from distalign.eval.bli import mrr
 from distalign.eval.in_process import evaluate_locally
-from distalign.eval.tasks import WordAlignmentTask, BLITask, TatoebaTask, XLSimTask
+from distalign.eval.tasks import BLITask, TatoebaTask, WordAlignmentTask, XLSimTask
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 
@@ -22,9 +22,11 @@ FAKE_MODEL = SimpleNamespace(masked_lm=SimpleNamespace(config=SimpleNamespace(nu
 
 def fake_encoder(table, calls):
     """Stands in for encode_text_set: table[lang][text] is a [L+1, d] tensor."""
+
     def encode(model, tokenizer, text_set, settings=None, cache=None):
         calls.append((text_set.lang, list(text_set.texts)))
         return torch.stack([table[text_set.lang][t] for t in text_set.texts], dim=1)
+
     return encode
 
 
@@ -34,8 +36,9 @@ def run(task):
 
 def bli_task(model, tokenizer, lang1, lang2, pairs, vocab, **options):
     lowercase = options.pop("lowercase", True)
-    return evaluate_locally(model, tokenizer, [BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=lowercase,
-                                                                  **options)])
+    return evaluate_locally(
+        model, tokenizer, [BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=lowercase, **options)]
+    )
 
 
 def layers(*vectors):
@@ -110,8 +113,14 @@ def test_bli_csls_matches_metric_function(bli_calls):
 def test_xlsim_spearman_per_layer(monkeypatch):
     angles = [0.1, 0.5, 0.9, 1.3]  # cosine to e0 falls as the angle grows
     en = {f"w{i}": layers(E[0], E[0], E[0]) for i in range(4)}
-    fr = {f"m{i}": layers([math.cos(a), math.sin(a), 0, 0], [math.cos(a), math.sin(a), 0, 0],
-                          [math.cos(1.4 - a), math.sin(1.4 - a), 0, 0]) for i, a in enumerate(angles)}
+    fr = {
+        f"m{i}": layers(
+            [math.cos(a), math.sin(a), 0, 0],
+            [math.cos(a), math.sin(a), 0, 0],
+            [math.cos(1.4 - a), math.sin(1.4 - a), 0, 0],
+        )
+        for i, a in enumerate(angles)
+    }
     calls = []
     monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"en": en, "fr": fr}, calls))
     data = [("w0", "m0", 4.0), ("w1", "m1", 3.0), ("w2", "m2", 2.0), ("w3", "m3", 1.0), ("w0", "m3", 1.0)]
@@ -126,8 +135,12 @@ def test_xlsim_spearman_per_layer(monkeypatch):
 def test_tatoeba_both_directions(monkeypatch):
     src = {f"s{i}": layers(E[i], E[i], E[i]) for i in range(4)}
     # layer 0 aligned; layer 1: e0 and e1 swapped on the English side; layer 2: e2 is also close to s3
-    eng = {"t0": layers(E[0], E[1], E[0]), "t1": layers(E[1], E[0], E[1]), "t2": layers(E[2], E[2], [0, 0, 1, 1]),
-           "t3": layers(E[3], E[3], E[3])}
+    eng = {
+        "t0": layers(E[0], E[1], E[0]),
+        "t1": layers(E[1], E[0], E[1]),
+        "t2": layers(E[2], E[2], [0, 0, 1, 1]),
+        "t3": layers(E[3], E[3], E[3]),
+    }
     monkeypatch.setattr(in_process, "encode_text_set", fake_encoder({"deu": src, "eng": eng}, []))
     rows = run(TatoebaTask("deu", ["s0", "s1", "s2", "s3"], ["t0", "t1", "t2", "t3"]))
     assert len(rows) == (NUM_LAYERS + 1) * 3 and {r["pair"] for r in rows} == {"deu-eng"}
@@ -182,12 +195,16 @@ def test_all_tasks_run_on_a_tiny_model(tmp_path):
     path = str(build_tiny_model(tmp_path / "model", texts, cfg))
     model, tokenizer = Encoder(load_masked_lm(path), -1), load_tokenizer(path)
     pairs = list(zip(words[:5], words[5:]))
-    all_rows = evaluate_locally(model, tokenizer, [
-        BLITask.from_pairs("xa", "xb", pairs, words, similarity="csls"),
-        XLSimTask("xa", "xb", [(a, b, float(i)) for i, (a, b) in enumerate(pairs)]),
-        TatoebaTask("xxa", texts[:6], texts[6:12]),
-        WordAlignmentTask("xa", "xb", pairs),
-    ])
+    all_rows = evaluate_locally(
+        model,
+        tokenizer,
+        [
+            BLITask.from_pairs("xa", "xb", pairs, words, similarity="csls"),
+            XLSimTask("xa", "xb", [(a, b, float(i)) for i, (a, b) in enumerate(pairs)]),
+            TatoebaTask("xxa", texts[:6], texts[6:12]),
+            WordAlignmentTask("xa", "xb", pairs),
+        ],
+    )
     for name, metrics in [("bli_csls", 5), ("xlsim", 1), ("tatoeba", 3), ("word_alignment", 1)]:
         rows = [r for r in all_rows if r["task"] == name]
         assert len(rows) == (cfg.num_layers + 1) * metrics
@@ -200,8 +217,10 @@ def test_bli_per_pair_ranks_each_pair_with_the_other_translations_competing():
     # "a" has two translations x (ranked 1st by the vectors) and y (2nd); "b" -> z (1st); "c" is outside the
     # source vocabulary
     pairs = [("a", "x"), ("a", "y"), ("b", "z"), ("c", "x")]
-    vectors = {"src": torch.tensor([[1.0, 0.0], [0.0, 1.0]]),  # source vocabulary: a, b
-               "tgt": torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]])}  # x, y, z
+    vectors = {
+        "src": torch.tensor([[1.0, 0.0], [0.0, 1.0]]),  # source vocabulary: a, b
+        "tgt": torch.tensor([[1.0, 0.0], [0.9, 0.1], [0.0, 1.0]]),
+    }  # x, y, z
     per_pair = BLITask.from_pairs("l1", "l2", pairs, ["x", "y", "z"], source_vocab=["a", "b"], ranking="per_pair")
     assert per_pair.queries == ["a", "a", "b"] and per_pair.gold == [[0], [1], [2]] and per_pair.oov_source == 1
     assert per_pair.text_sets()["src"].texts == ["a", "b"]
@@ -222,8 +241,15 @@ def test_csls_source_space_is_the_source_vocabulary_without_the_queries_encoded_
     not a neighbour in r_S, which CSLS computes over the source vocabulary."""
     from distalign.eval.bli import gold_ranks
 
-    task = BLITask.from_pairs("de", "en", [("Haus", "house"), ("baum", "tree")], ["house", "tree", "stone"],
-                              source_vocab=["haus", "baum"], similarity="csls", csls_k=1)
+    task = BLITask.from_pairs(
+        "de",
+        "en",
+        [("Haus", "house"), ("baum", "tree")],
+        ["house", "tree", "stone"],
+        source_vocab=["haus", "baum"],
+        similarity="csls",
+        csls_k=1,
+    )
     assert task.text_sets()["src"].texts == ["haus", "baum", "Haus"] and task.queries == ["Haus", "baum"]
     src = torch.tensor([[-0.1, 0.7], [-0.1, -1.6], [0.2, 0.5]])  # haus, baum, Haus (found by a seeded search)
     tgt = torch.tensor([[-0.6, 1.5], [1.3, 0.6], [-1.6, 0.8]])  # house, tree, stone

@@ -26,7 +26,9 @@ def naive_average_ranks(values):
 def naive_spearman(e1, e2, gold):
     cos = []
     for x, y in zip(np.asarray(e1, dtype=np.float64), np.asarray(e2, dtype=np.float64)):
-        cos.append(sum(a * b for a, b in zip(x, y)) / (math.sqrt(sum(a * a for a in x)) * math.sqrt(sum(b * b for b in y))))
+        cos.append(
+            sum(a * b for a, b in zip(x, y)) / (math.sqrt(sum(a * a for a in x)) * math.sqrt(sum(b * b for b in y)))
+        )
     rx, ry = naive_average_ranks(cos), naive_average_ranks(list(gold))
     mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
     cov = sum((a - mx) * (b - my) for a, b in zip(rx, ry))

@@ -1,17 +1,14 @@
 """The GPU check's step list: what runs, on which engine, with which sizes; every command it names exists."""
 
-import argparse
-
 import pytest
+from conftest import REPO
 
 from distalign.cli import build_parser
 from distalign.config import load_config
 from distalign.gpu_check.check import fail_without_figures, selected
-from distalign.gpu_check.run import StepResult
-from distalign.gpu_check.run import Places, step_argv
-from distalign.gpu_check.steps import CPU, GPU, TINY_ENGINES, check_steps, engine_label
 from distalign.gpu_check.figures import READERS
-from conftest import REPO
+from distalign.gpu_check.run import Places, StepResult, step_argv
+from distalign.gpu_check.steps import CPU, GPU, TINY_ENGINES, check_steps, engine_label
 
 
 def places(tmp_path):
@@ -23,7 +20,9 @@ def test_every_tiny_config_trains_on_the_gpu_and_every_engine_is_covered():
     tiny = sorted(p.stem for p in (REPO / "jobs" / "configs").glob("*_tiny.yaml"))
     assert sorted(TINY_ENGINES) == tiny
     labels = {engine_label(TINY_ENGINES[name]) for name in tiny}
-    assert {"DeepSpeed ZeRO-2, bf16", "DeepSpeed ZeRO-3, bf16"} <= labels and any(l.startswith("DDP") for l in labels)
+    assert {"DeepSpeed ZeRO-2, bf16", "DeepSpeed ZeRO-3, bf16"} <= labels and any(
+        label.startswith("DDP") for label in labels
+    )
     for name in tiny:
         argv = steps[f"train_{name}"].argv
         assert "train.use_gpu=true" in argv and "train.num_workers=1" in argv and "train.max_steps=100" in argv

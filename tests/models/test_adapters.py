@@ -1,4 +1,5 @@
-"""Bottleneck adapters: BERT or identity initialisation, only adapters train, hand parameter count, save/load round trip."""
+"""Bottleneck adapters: BERT or identity initialisation, only adapters train, hand parameter count, save/load round
+trip."""
 
 import copy
 import json
@@ -29,8 +30,14 @@ D, LAYERS = 32, 2
 
 def tiny(kind):
     torch.manual_seed(0)
-    common = dict(vocab_size=50, hidden_size=D, num_hidden_layers=LAYERS, num_attention_heads=2,
-                  intermediate_size=48, max_position_embeddings=40)
+    common = dict(
+        vocab_size=50,
+        hidden_size=D,
+        num_hidden_layers=LAYERS,
+        num_attention_heads=2,
+        intermediate_size=48,
+        max_position_embeddings=40,
+    )
     if kind == "xlmr":
         return XLMRobertaForMaskedLM(XLMRobertaConfig(**common)).eval()
     return BertForMaskedLM(BertConfig(**common)).eval()
@@ -108,8 +115,7 @@ def test_pfeiffer_adapter_sits_after_the_feed_forward_add_and_norm(kind):
     z = output.dense(intermediate) + x  # eval mode: dropout is the identity
     ln = torch.nn.functional.layer_norm
     inner = ln(z, (D,), output.LayerNorm.weight, output.LayerNorm.bias, output.LayerNorm.eps)
-    expected = ln(z + bottleneck(a, inner), (D,), output.LayerNorm.weight, output.LayerNorm.bias,
-                  output.LayerNorm.eps)
+    expected = ln(z + bottleneck(a, inner), (D,), output.LayerNorm.weight, output.LayerNorm.bias, output.LayerNorm.eps)
     with torch.no_grad():
         assert torch.allclose(output(intermediate, x), expected, atol=1e-5)
         assert not torch.allclose(output(intermediate, x), inner, atol=1e-3)  # the adapter does act
@@ -158,8 +164,11 @@ def test_save_and_load_round_trip(kind, placement, tmp_path):
     assert not torch.allclose(adapted, base_logits)
 
     save_pretrained_with_adapters(model, tmp_path)
-    assert json.loads((tmp_path / ADAPTER_CONFIG).read_text()) == {"reduction_factor": 16, "non_linearity": "gelu",
-                                                                  "placement": placement}
+    assert json.loads((tmp_path / ADAPTER_CONFIG).read_text()) == {
+        "reduction_factor": 16,
+        "non_linearity": "gelu",
+        "placement": placement,
+    }
     assert (tmp_path / ADAPTER_WEIGHTS).is_file()
     loaded = load_masked_lm_with_adapters(str(tmp_path)).eval()
     assert torch.allclose(logits(loaded), adapted, atol=1e-6)

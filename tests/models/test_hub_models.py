@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART, REPO, SMALL, free_port
+
 from distalign.errors import ConfigError
 from distalign.models.loading import check_hub_model
 from distalign.studies.shared_inputs import check_trials
@@ -94,17 +94,34 @@ def test_an_unreachable_hub_is_one_line_naming_the_key_and_what_to_do_after_one_
     docs/guides/troubleshooting.md)."""
     env = {key: value for key, value in os.environ.items() if key not in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE")}
     with hub_port(hold=False) as (endpoint, looks):
-        env |= {"HF_ENDPOINT": endpoint, "HF_HOME": str(tmp_path / "hf"), "DISTALIGN_HOME": str(tmp_path),
-                "RAY_ADDRESS": "", "PYTHONPATH": str(REPO)}
+        env |= {
+            "HF_ENDPOINT": endpoint,
+            "HF_HOME": str(tmp_path / "hf"),
+            "DISTALIGN_HOME": str(tmp_path),
+            "RAY_ADDRESS": "",
+            "PYTHONPATH": str(REPO),
+        }
         train = ["train", str(QUICKSTART), "model.name_or_path=xlm-roberta-base"]
-        done = subprocess.run([sys.executable, "-m", "distalign.cli", *train], capture_output=True, text=True, env=env,
-                              check=False, timeout=120)
+        done = subprocess.run(
+            [sys.executable, "-m", "distalign.cli", *train],
+            capture_output=True,
+            text=True,
+            env=env,
+            check=False,
+            timeout=120,
+        )
     assert done.returncode == 2, done.stdout + done.stderr
     assert done.stderr.count("\n") == 1, done.stderr
-    assert done.stderr.startswith(f"distalign: error: model.name_or_path: xlm-roberta-base: the Hub ({endpoint}) "
-                                  "cannot be reached from this machine")
-    for remedy in ("HF_HUB_OFFLINE=1", "hf download xlm-roberta-base", str(tmp_path / "hf" / "hub"),
-                   "distalign model fetch xlm-roberta-base --to DIR_OR_S3_URI"):
+    assert done.stderr.startswith(
+        f"distalign: error: model.name_or_path: xlm-roberta-base: the Hub ({endpoint}) "
+        "cannot be reached from this machine"
+    )
+    for remedy in (
+        "HF_HUB_OFFLINE=1",
+        "hf download xlm-roberta-base",
+        str(tmp_path / "hf" / "hub"),
+        "distalign model fetch xlm-roberta-base --to DIR_OR_S3_URI",
+    ):
         assert remedy in done.stderr
     assert len(looks) == 1
 
@@ -118,8 +135,10 @@ def test_a_study_looks_each_hub_name_up_once(unknown_names_hub, distalign_home):
     assert unknown_names_hub == ["/api/models/org/typo"]
     lines = str(raised.value).splitlines()
     assert lines[0] == "2 problems:"
-    assert [line.split(": ", 1)[0] for line in lines[1:]] == ["  - trial quickstart-tune-000",
-                                                              "  - trial quickstart-tune-001"]
+    assert [line.split(": ", 1)[0] for line in lines[1:]] == [
+        "  - trial quickstart-tune-000",
+        "  - trial quickstart-tune-001",
+    ]
     assert all("model.name_or_path: org/typo: no such model on the Hub" in line for line in lines[1:])
 
 
@@ -151,9 +170,11 @@ def test_a_hub_that_never_answers_is_one_message_in_one_look(tmp_path):
     """A Hub that takes the connection and never answers (a proxy or firewall that drops the traffic): one request
     of HUB_TIMEOUT_S, no second look (HfApi's user-agent header fetched the Hub's agent registry first, 3 s more).
     In a fresh process, as a command's: huggingface_hub remembers that registry for the rest of a process."""
-    check = ("from distalign.models.loading import check_hub_model\n"
-             "try:\n    check_hub_model('org/model', '--model')\n"
-             "except ValueError as error:\n    print(error)")
+    check = (
+        "from distalign.models.loading import check_hub_model\n"
+        "try:\n    check_hub_model('org/model', '--model')\n"
+        "except ValueError as error:\n    print(error)"
+    )
     with hub_port(hold=True) as (endpoint, looks):
         env = dict(os.environ, HF_ENDPOINT=endpoint, HF_HOME=str(tmp_path), PYTHONPATH=str(REPO))
         env.pop("HF_HUB_OFFLINE", None)
@@ -174,8 +195,11 @@ def test_a_cached_model_with_a_hub_that_never_answers_names_hf_hub_offline(hub, 
     cache_org_cached(tmp_path / "hub")
     with hub_port(hold=True) as (endpoint, looks):
         hub.ENDPOINT = endpoint
-        with pytest.raises(ConfigError, match=r"^model.name_or_path: org/cached is in the Hugging Face cache, but the "
-                                              r"Hub .* does not answer .*set HF_HUB_OFFLINE=1"):
+        with pytest.raises(
+            ConfigError,
+            match=r"^model.name_or_path: org/cached is in the Hugging Face cache, but the "
+            r"Hub .* does not answer .*set HF_HUB_OFFLINE=1",
+        ):
             check_hub_model("org/cached", "model.name_or_path")
         assert len(looks) == 1
         hub.HF_HUB_OFFLINE = True

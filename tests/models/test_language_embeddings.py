@@ -14,8 +14,15 @@ from distalign.models.language_embeddings import (
 
 HIDDEN, VOCAB, PAD = 16, 50, 1
 NUM_LANGUAGES = 3
-TINY = dict(vocab_size=VOCAB, hidden_size=HIDDEN, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-            max_position_embeddings=40, pad_token_id=PAD)
+TINY = dict(
+    vocab_size=VOCAB,
+    hidden_size=HIDDEN,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=40,
+    pad_token_id=PAD,
+)
 
 
 def tiny_xlmr():
@@ -82,7 +89,7 @@ def test_language_vectors_are_added_to_the_word_embeddings():
 def hand_head(head, states, lang_ids, decoder):
     """LN(gelu(W [h ; e] + b)) · E^T + bias, written out with raw weights."""
     x = torch.cat([states, head.target_language.weight[lang_ids]], -1) @ head.dense.weight.T + head.dense.bias
-    x = 0.5 * x * (1 + torch.erf(x / 2 ** 0.5))
+    x = 0.5 * x * (1 + torch.erf(x / 2**0.5))
     x = (x - x.mean(-1, keepdim=True)) / torch.sqrt(x.var(-1, unbiased=False, keepdim=True) + head.layer_norm.eps)
     x = x * head.layer_norm.weight + head.layer_norm.bias
     return x @ decoder.weight.T + decoder.bias

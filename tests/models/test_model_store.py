@@ -14,19 +14,24 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART, REPO, SMALL, free_port
+from transfer_data import tiny_model
+
 from distalign.errors import ConfigError
 from distalign.model_store.fetch import fetch_model
 from distalign.model_store.locate import locate_model
 from distalign.storage import node_local
-from transfer_data import tiny_model
 
 
 def distalign(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
     """The real command line, as a user runs it (the worktree's code first on the path)."""
-    return subprocess.run([sys.executable, "-m", "distalign.cli", *args], capture_output=True, text=True,
-                          timeout=timeout, env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})))
+    return subprocess.run(
+        [sys.executable, "-m", "distalign.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=dict(os.environ, PYTHONPATH=str(REPO), **(env or {})),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -71,11 +76,13 @@ def test_model_fetch_copies_a_cached_hub_model_offline_to_a_directory(offline_ca
 
 def test_model_fetch_copies_a_cached_hub_model_offline_to_s3(offline_cache, model_dir, s3_endpoint):
     url, s3 = s3_endpoint
-    done = distalign("model", "fetch", "org/tiny", "--to", "s3://ckpt/models/fetched", "--endpoint-url", url,
-                     env=offline_cache)
+    done = distalign(
+        "model", "fetch", "org/tiny", "--to", "s3://ckpt/models/fetched", "--endpoint-url", url, env=offline_cache
+    )
     assert done.returncode == 0, done.stderr
-    stored = {item["Key"]: item["Size"] for item in s3.list_objects_v2(Bucket="ckpt", Prefix="models/fetched/")
-              ["Contents"]}
+    stored = {
+        item["Key"]: item["Size"] for item in s3.list_objects_v2(Bucket="ckpt", Prefix="models/fetched/")["Contents"]
+    }
     assert stored == {f"models/fetched/{p.name}": p.stat().st_size for p in model_dir.iterdir()}
     assert "model: {name_or_path: s3://ckpt/models/fetched}" in done.stdout
     with pytest.raises(ConfigError, match=r"^--to s3://ckpt/models/fetched \(endpoint .*\): something is stored there"):
@@ -85,8 +92,12 @@ def test_model_fetch_copies_a_cached_hub_model_offline_to_s3(offline_cache, mode
 def test_model_fetch_of_an_uncached_model_offline_is_one_line(offline_cache, tmp_path):
     done = distalign("model", "fetch", "org/absent", "--to", str(tmp_path / "m"), env=offline_cache)
     assert done.returncode == 2 and not done.stdout
-    assert done.stderr.startswith("distalign: error: model fetch NAME: org/absent is not in the Hugging Face cache "
-                                  "and HF_HUB_OFFLINE is set") and done.stderr.count("\n") == 1
+    assert (
+        done.stderr.startswith(
+            "distalign: error: model fetch NAME: org/absent is not in the Hugging Face cache and HF_HUB_OFFLINE is set"
+        )
+        and done.stderr.count("\n") == 1
+    )
     assert not (tmp_path / "m").exists()
 
 
@@ -103,8 +114,9 @@ def node_cache(tmp_path, monkeypatch) -> Path:
     return tmp_path / "cache"
 
 
-def test_an_s3_model_is_staged_once_per_node_and_again_when_it_changes(s3_endpoint, stored_model, model_dir,
-                                                                       node_cache, caplog):
+def test_an_s3_model_is_staged_once_per_node_and_again_when_it_changes(
+    s3_endpoint, stored_model, model_dir, node_cache, caplog
+):
     url, s3 = s3_endpoint
     caplog.set_level(logging.INFO, logger="distalign")
     first = locate_model(stored_model, "model.name_or_path", url)
@@ -124,12 +136,18 @@ def test_an_s3_model_is_staged_once_per_node_and_again_when_it_changes(s3_endpoi
 
 
 def test_two_processes_staging_at_once_download_once(s3_endpoint, stored_model, node_cache):
-    stage = ("import logging, sys; from distalign.storage import node_local; "
-             "logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stdout); "
-             f"print('at', node_local({stored_model!r}, {s3_endpoint[0]!r}))")
+    stage = (
+        "import logging, sys; from distalign.storage import node_local; "
+        "logging.basicConfig(level=logging.INFO, format='%(message)s', stream=sys.stdout); "
+        f"print('at', node_local({stored_model!r}, {s3_endpoint[0]!r}))"
+    )
     env = dict(os.environ, PYTHONPATH=str(REPO), DISTALIGN_CACHE=str(node_cache))
-    processes = [subprocess.Popen([sys.executable, "-c", stage], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, env=env) for _ in range(2)]
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", stage], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        )
+        for _ in range(2)
+    ]
     outputs = [process.communicate(timeout=120) for process in processes]
     assert all(process.returncode == 0 for process in processes), outputs
     lines = [line for out, _ in outputs for line in out.splitlines()]
@@ -139,15 +157,23 @@ def test_two_processes_staging_at_once_download_once(s3_endpoint, stored_model, 
 
 def test_an_s3_model_is_checked_before_anything_starts(s3_endpoint, model_dir, node_cache):
     url, s3 = s3_endpoint
-    with pytest.raises(ConfigError, match=r"^model.name_or_path: s3://ckpt/models/absent \(endpoint .*\): nothing "
-                                          r"stored there; copy a whole model there: `distalign model fetch"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^model.name_or_path: s3://ckpt/models/absent \(endpoint .*\): nothing "
+        r"stored there; copy a whole model there: `distalign model fetch",
+    ):
         locate_model("s3://ckpt/models/absent", "model.name_or_path", url)
     s3.upload_file(str(model_dir / "config.json"), "ckpt", "models/config-only/config.json")
-    with pytest.raises(ConfigError, match="s3://ckpt/models/config-only .*not a model directory, it has no "
-                                          "tokenizer files and no weights"):
+    with pytest.raises(
+        ConfigError,
+        match="s3://ckpt/models/config-only .*not a model directory, it has no tokenizer files and no weights",
+    ):
         locate_model("s3://ckpt/models/config-only", "model.name_or_path", url)
-    with pytest.raises(ConfigError, match=r"^--model: s3://ckpt/models/tiny \(endpoint http://127.0.0.1:\d+\): the "
-                                          "storage cannot be read"):
+    with pytest.raises(
+        ConfigError,
+        match=r"^--model: s3://ckpt/models/tiny \(endpoint http://127.0.0.1:\d+\): the "
+        "storage cannot be read",
+    ):
         locate_model("s3://ckpt/models/tiny", "--model", f"http://127.0.0.1:{free_port()}")
     assert not node_cache.exists()  # nothing staged from a refused model
 
@@ -171,13 +197,24 @@ OFFLINE_COMMANDS = {
 @pytest.mark.parametrize("command", OFFLINE_COMMANDS)
 def test_an_uncached_hub_model_offline_is_one_line_in_every_command(command, tmp_path):
     (tmp_path / "corpus.txt").write_text("a few words\n")
-    key = "model.name_or_path" if command in ("train", "tune") else "model fetch NAME" if command == "model fetch" \
+    key = (
+        "model.name_or_path"
+        if command in ("train", "tune")
+        else "model fetch NAME"
+        if command == "model fetch"
         else "--model"
+    )
     env = {"HF_HUB_CACHE": str(tmp_path / "hub"), "TRANSFORMERS_OFFLINE": "1", "DISTALIGN_HOME": str(tmp_path)}
     args = [str(tmp_path / a) if a in ("corpus.txt", "out.vec", "copy") else a for a in OFFLINE_COMMANDS[command]]
     started = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "distalign.cli", *args], capture_output=True, text=True,
-                          timeout=120, cwd=REPO, env=dict(os.environ, PYTHONPATH=str(REPO), **env))
+    done = subprocess.run(
+        [sys.executable, "-m", "distalign.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
+        env=dict(os.environ, PYTHONPATH=str(REPO), **env),
+    )
     print(f"{command}: {time.monotonic() - started:.1f} s")
     assert done.returncode == 2, done.stderr
     # one line; a study's check reports every trial's, one line each
@@ -195,11 +232,24 @@ def test_an_s3_model_path_trains(s3_endpoint, stored_model, tmp_path):
     """``distalign train`` on the quickstart config with the model read from S3 (staged on the driver for its
     tokenizer and on each worker, once for the node) and the run's storage there too."""
     url = s3_endpoint[0]
-    env = {"DISTALIGN_HOME": str(tmp_path), "DISTALIGN_CACHE": str(tmp_path / "cache"), "RAY_ADDRESS": "",
-           "HF_HUB_OFFLINE": "1"}
-    done = distalign("train", str(QUICKSTART), *SMALL, "train.max_steps=4", "run.name=s3-model",
-                     f"model.name_or_path={stored_model}", "storage.path=s3://ckpt/runs", f"storage.endpoint_url={url}",
-                     env=env, timeout=600)
+    env = {
+        "DISTALIGN_HOME": str(tmp_path),
+        "DISTALIGN_CACHE": str(tmp_path / "cache"),
+        "RAY_ADDRESS": "",
+        "HF_HUB_OFFLINE": "1",
+    }
+    done = distalign(
+        "train",
+        str(QUICKSTART),
+        *SMALL,
+        "train.max_steps=4",
+        "run.name=s3-model",
+        f"model.name_or_path={stored_model}",
+        "storage.path=s3://ckpt/runs",
+        f"storage.endpoint_url={url}",
+        env=env,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert "[distalign] done" in done.stdout
     # one whole copy on the node, no partial one (the synthetic world the run generated is cached beside it)

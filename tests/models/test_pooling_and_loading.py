@@ -5,6 +5,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from tiny_tokenizers import wordpiece_tokenizer
 from transformers import (
     AutoModelForMaskedLM,
     AutoTokenizer,
@@ -12,14 +13,12 @@ from transformers import (
     BertForMaskedLM,
 )
 
-from distalign.config import TinyModelConfig
+from distalign.config import SyntheticConfig, TinyModelConfig
 from distalign.data.synthetic import generate_world
-from distalign.config import SyntheticConfig
 from distalign.data.tokenize import encode_words
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
 from distalign.models.pooling import mean_pool
-from tiny_tokenizers import wordpiece_tokenizer
 
 
 # ------------------------------------------------------------------------------ mean_pool
@@ -53,8 +52,7 @@ def test_mean_pool_keeps_dtype():
 
 
 # ------------------------------------------------------------------------------ tiny model
-TINY = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=3, num_heads=2, intermediate_size=48,
-                       max_length=32)
+TINY = TinyModelConfig(vocab_size=300, hidden_size=32, num_layers=3, num_heads=2, intermediate_size=48, max_length=32)
 
 
 @pytest.fixture(scope="module")
@@ -109,15 +107,16 @@ def expected_word_vectors(masked_lm, tokenizer, words, enc, layer):
     """Independent: the word's own subword ids (tokenised alone, no specials) sit right after [CLS]."""
     ids = torch.from_numpy(enc["input_ids"])
     with torch.no_grad():
-        states = masked_lm.base_model(input_ids=ids, attention_mask=torch.from_numpy(enc["attention_mask"]),
-                                      output_hidden_states=True).hidden_states[layer]
+        states = masked_lm.base_model(
+            input_ids=ids, attention_mask=torch.from_numpy(enc["attention_mask"]), output_hidden_states=True
+        ).hidden_states[layer]
     out = []
     for row, word in enumerate(words):
         pieces = tokenizer(word, add_special_tokens=False)["input_ids"]
         assert ids[row, 0].item() == tokenizer.cls_token_id
-        assert ids[row, 1:1 + len(pieces)].tolist() == pieces
+        assert ids[row, 1 : 1 + len(pieces)].tolist() == pieces
         assert ids[row, 1 + len(pieces)].item() == tokenizer.sep_token_id
-        out.append(states[row, 1:1 + len(pieces)].mean(0))
+        out.append(states[row, 1 : 1 + len(pieces)].mean(0))
     return torch.stack(out), [len(tokenizer(w, add_special_tokens=False)["input_ids"]) for w in words]
 
 
@@ -163,8 +162,15 @@ def bert_dir(tmp_path_factory, synthetic_texts):
     out = tmp_path_factory.mktemp("models") / "bert-tiny-uncased"
     tokenizer = wordpiece_tokenizer(synthetic_texts, vocab_size=120)
     torch.manual_seed(0)
-    config = BertConfig(vocab_size=len(tokenizer), hidden_size=24, num_hidden_layers=2, num_attention_heads=2,
-                        intermediate_size=32, max_position_embeddings=64, pad_token_id=tokenizer.pad_token_id)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=24,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=64,
+        pad_token_id=tokenizer.pad_token_id,
+    )
     BertForMaskedLM(config).save_pretrained(out)
     tokenizer.save_pretrained(out)
     return out

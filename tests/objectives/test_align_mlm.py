@@ -87,12 +87,30 @@ def metaspace_tokenizer():
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast
 
-    vocab = [("<s>", 0.0), ("<pad>", 0.0), ("</s>", 0.0), ("<unk>", 0.0), ("<mask>", 0.0), ("▁", -1.0),
-             ("▁haus", -1.0), ("▁baum", -1.0), ("x", -2.0), ("y", -2.0), ("z", -2.0), ("▁arbre", -1.0)]
+    vocab = [
+        ("<s>", 0.0),
+        ("<pad>", 0.0),
+        ("</s>", 0.0),
+        ("<unk>", 0.0),
+        ("<mask>", 0.0),
+        ("▁", -1.0),
+        ("▁haus", -1.0),
+        ("▁baum", -1.0),
+        ("x", -2.0),
+        ("y", -2.0),
+        ("z", -2.0),
+        ("▁arbre", -1.0),
+    ]
     sp = Tokenizer(models.Unigram(vocab, unk_id=3))
     sp.pre_tokenizer = pre_tokenizers.Metaspace()
-    return PreTrainedTokenizerFast(tokenizer_object=sp, bos_token="<s>", eos_token="</s>", pad_token="<pad>",
-                                   unk_token="<unk>", mask_token="<mask>")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=sp,
+        bos_token="<s>",
+        eos_token="</s>",
+        pad_token="<pad>",
+        unk_token="<unk>",
+        mask_token="<mask>",
+    )
 
 
 def word_pairs(rows):
@@ -105,10 +123,12 @@ def test_dictionary_token_ids_leave_out_the_lone_word_start_mark_and_same_langua
     from distalign.objectives.align_mlm import dictionary_token_ids
 
     tokenizer = metaspace_tokenizer()
-    assert tokenizer.convert_ids_to_tokens(tokenizer([["xy"]], is_split_into_words=True,
-                                                     add_special_tokens=False)["input_ids"][0]) == ["▁", "x", "y"]
-    src, tgt, left_out = dictionary_token_ids(word_pairs([("haus", "de", "xy", "fr"), ("baum", "de", "arbre", "fr"),
-                                                          ("haus", "de", "baum", "de")]), tokenizer)
+    assert tokenizer.convert_ids_to_tokens(
+        tokenizer([["xy"]], is_split_into_words=True, add_special_tokens=False)["input_ids"][0]
+    ) == ["▁", "x", "y"]
+    src, tgt, left_out = dictionary_token_ids(
+        word_pairs([("haus", "de", "xy", "fr"), ("baum", "de", "arbre", "fr"), ("haus", "de", "baum", "de")]), tokenizer
+    )
     assert src.tolist() == [[6], [7]] and tgt.tolist() == [[8, 9], [11, -1]] and left_out == 1
 
 
@@ -116,9 +136,16 @@ def tiny_lm(vocab_size=12):
     from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
     torch.manual_seed(0)
-    return XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
-                                                  num_attention_heads=2, intermediate_size=32,
-                                                  max_position_embeddings=20))
+    return XLMRobertaForMaskedLM(
+        XLMRobertaConfig(
+            vocab_size=vocab_size,
+            hidden_size=16,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=32,
+            max_position_embeddings=20,
+        )
+    )
 
 
 def test_the_align_objective_takes_every_dictionary_pair_each_step():
@@ -129,8 +156,9 @@ def test_the_align_objective_takes_every_dictionary_pair_each_step():
 
     lm = tiny_lm()
     pairs = word_pairs([("haus", "de", "xy", "fr"), ("baum", "de", "arbre", "fr"), ("baum", "de", "z", "fr")])
-    objective = AlignObjective.build(AlignConfig(weight=10.0), ObjectiveContext(lm, metaspace_tokenizer(), ["de", "fr"],
-                                                                                pairs))
+    objective = AlignObjective.build(
+        AlignConfig(weight=10.0), ObjectiveContext(lm, metaspace_tokenizer(), ["de", "fr"], pairs)
+    )
     model = TrainingModule(lm, {"align": objective}, {"align": 10.0})
     losses = model({"corpus": {}})
     E = lm.get_input_embeddings().weight.detach().numpy()
@@ -162,8 +190,9 @@ def test_pairs_per_step_draws_new_pairs_each_step_the_same_on_every_rank_and_on_
 
     drawn = losses(AlignObjective(src, tgt, pairs_per_step=3, seed=1), 4)
     # each step's loss is the mean of 3 distinct pairs' losses (some 3-subset), and the subsets change
-    subsets = [[c for c in itertools.combinations(range(10), 3) if abs(per_pair[list(c)].mean() - d) < 1e-6]
-               for d in drawn]
+    subsets = [
+        [c for c in itertools.combinations(range(10), 3) if abs(per_pair[list(c)].mean() - d) < 1e-6] for d in drawn
+    ]
     assert all(subsets) and len({s[0] for s in subsets}) > 1
     assert losses(AlignObjective(src, tgt, pairs_per_step=3, seed=1), 4) == drawn  # another rank: same draws
     resumed = AlignObjective(src, tgt, pairs_per_step=3, seed=1)
@@ -174,11 +203,20 @@ def test_pairs_per_step_draws_new_pairs_each_step_the_same_on_every_rank_and_on_
 
 def test_a_run_with_no_dictionary_pair_left_is_refused_on_the_driver(tmp_path, monkeypatch):
     from conftest import QUICKSTART, SMALL
+
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    config = load_config(QUICKSTART, SMALL + ["run.name=no-pairs", "objectives.lexical.weight=0",
-                                              "objectives.align.weight=10", "data.dictionary_fraction=1e-6"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=no-pairs",
+            "objectives.lexical.weight=0",
+            "objectives.align.weight=10",
+            "data.dictionary_fraction=1e-6",
+        ],
+    )
     with pytest.raises(ValueError, match=r"no dictionary pair left .*\['align'\]"):
         prepare_data(config)

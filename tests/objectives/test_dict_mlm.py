@@ -10,7 +10,6 @@ import torch.nn.functional as F
 from tokenizers import Tokenizer, models, pre_tokenizers
 from transformers import PreTrainedTokenizerFast, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.train.module import TrainingModule
 from distalign.data.row_random import RowRandom
 from distalign.models.encoder import Encoder
 from distalign.objectives.dict_mlm import (
@@ -25,12 +24,41 @@ from distalign.objectives.dict_mlm import (
     splice_synonyms,
 )
 from distalign.objectives.mlm import IGNORE_INDEX, whole_word_mask
+from distalign.train.module import TrainingModule
 
 PAD, UNK, CLS, SEP, MASK = range(5)
 # Hand-made WordPiece vocabulary: maison = ma ##ison, chien = chi ##en, cane = ca ##ne, gatto = gat ##to.
-VOCAB = {t: i for i, t in enumerate(
-    ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "house", "haus", "ma", "##ison", "casa", "logis", "foyer",
-     "demeure", "dog", "hund", "chi", "##en", "ca", "##ne", "big", "home", "cat", "gat", "##to"])}
+VOCAB = {
+    t: i
+    for i, t in enumerate(
+        [
+            "[PAD]",
+            "[UNK]",
+            "[CLS]",
+            "[SEP]",
+            "[MASK]",
+            "house",
+            "haus",
+            "ma",
+            "##ison",
+            "casa",
+            "logis",
+            "foyer",
+            "demeure",
+            "dog",
+            "hund",
+            "chi",
+            "##en",
+            "ca",
+            "##ne",
+            "big",
+            "home",
+            "cat",
+            "gat",
+            "##to",
+        ]
+    )
+}
 HOUSE, HAUS, MA, ISON, CASA, LOGIS, FOYER, DEMEURE, DOG, HUND, CHI, EN_, CA, NE, BIG = range(5, 20)
 CAT, GAT, TO = range(21, 24)
 LANGUAGES = ["en", "de", "fr", "it"]
@@ -56,8 +84,14 @@ PAIRS = [
 def tokenizer():
     wordpiece = Tokenizer(models.WordPiece(VOCAB, unk_token="[UNK]"))
     wordpiece.pre_tokenizer = pre_tokenizers.Whitespace()
-    return PreTrainedTokenizerFast(tokenizer_object=wordpiece, unk_token="[UNK]", pad_token="[PAD]",
-                                   cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]")
+    return PreTrainedTokenizerFast(
+        tokenizer_object=wordpiece,
+        unk_token="[UNK]",
+        pad_token="[PAD]",
+        cls_token="[CLS]",
+        sep_token="[SEP]",
+        mask_token="[MASK]",
+    )
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +105,7 @@ def synonyms_of(table, entry):
     """{target language: {synonym token ids}} of an entry, read back from the offset tensors."""
     out = {}
     for g in range(table.group_offsets[entry], table.group_offsets[entry + 1]):
-        rows = table.synonym_ids[table.synonym_offsets[g]:table.synonym_offsets[g + 1]]
+        rows = table.synonym_ids[table.synonym_offsets[g] : table.synonym_offsets[g + 1]]
         out[int(table.group_lang[g])] = {tuple(t for t in row.tolist() if t >= 0) for row in rows}
     return out
 
@@ -80,17 +114,24 @@ def synonyms_of(table, entry):
 def test_synonym_table_by_hand(table):
     expected = {
         (EN, (HOUSE,)): {DE: {(HAUS,)}, IT: {(CASA,)}, FR: {(LOGIS,), (FOYER,), (DEMEURE,), (MA, ISON)}},
-        (DE, (HAUS,)): {EN: {(HOUSE,)}}, (IT, (CASA,)): {EN: {(HOUSE,)}}, (FR, (MA, ISON)): {EN: {(HOUSE,)}},
-        (FR, (LOGIS,)): {EN: {(HOUSE,)}}, (FR, (FOYER,)): {EN: {(HOUSE,)}}, (FR, (DEMEURE,)): {EN: {(HOUSE,)}},
-        (EN, (DOG,)): {DE: {(HUND,)}, FR: {(CHI, EN_)}}, (DE, (HUND,)): {EN: {(DOG,)}},
-        (FR, (CHI, EN_)): {IT: {(CA, NE)}, EN: {(DOG,)}}, (IT, (CA, NE)): {FR: {(CHI, EN_)}},
-        (EN, (CAT,)): {IT: {(GAT, TO)}}, (IT, (GAT, TO)): {EN: {(CAT,)}},
+        (DE, (HAUS,)): {EN: {(HOUSE,)}},
+        (IT, (CASA,)): {EN: {(HOUSE,)}},
+        (FR, (MA, ISON)): {EN: {(HOUSE,)}},
+        (FR, (LOGIS,)): {EN: {(HOUSE,)}},
+        (FR, (FOYER,)): {EN: {(HOUSE,)}},
+        (FR, (DEMEURE,)): {EN: {(HOUSE,)}},
+        (EN, (DOG,)): {DE: {(HUND,)}, FR: {(CHI, EN_)}},
+        (DE, (HUND,)): {EN: {(DOG,)}},
+        (FR, (CHI, EN_)): {IT: {(CA, NE)}, EN: {(DOG,)}},
+        (IT, (CA, NE)): {FR: {(CHI, EN_)}},
+        (EN, (CAT,)): {IT: {(GAT, TO)}},
+        (IT, (GAT, TO)): {EN: {(CAT,)}},
     }
     assert {key: synonyms_of(table, e) for key, e in table.entries.items()} == expected
     # pairs of different subword lengths are kept (before: dropped as "length_mismatch")
     assert table.dropped == {"same_language": 1, "multiword": 1}
     # each synonym's own entry is the (its language, its tokens) key
-    for key, e in table.entries.items():
+    for e in table.entries.values():
         for g in range(table.group_offsets[e], table.group_offsets[e + 1]):
             for s in range(table.synonym_offsets[g], table.synonym_offsets[g + 1]):
                 own = (int(table.group_lang[g]), tuple(t for t in table.synonym_ids[s].tolist() if t >= 0))
@@ -100,8 +141,9 @@ def test_synonym_table_by_hand(table):
 def test_bad_dictionary_raises_value_errors(tokenizer):
     with pytest.raises(ValueError, match="missing column"):
         build_synonym_table(pa.table({"word1": ["a"], "lang1": ["en"], "word2": ["b"]}), tokenizer, LANGUAGES)
-    bad_lang = pa.table({"word1": ["dog", "dog"], "lang1": ["en", "en"], "word2": ["hund", "hund"],
-                         "lang2": ["de", "xx"]})
+    bad_lang = pa.table(
+        {"word1": ["dog", "dog"], "lang1": ["en", "en"], "word2": ["hund", "hund"], "lang2": ["de", "xx"]}
+    )
     with pytest.raises(ValueError, match="row 1: language 'xx'"):
         build_synonym_table(bad_lang, tokenizer, LANGUAGES)
     empty = pa.table({"word1": ["dog"], "lang1": ["en"], "word2": [""], "lang2": ["de"]})
@@ -124,9 +166,13 @@ def test_dictionary_entry_ids_follow_the_sentence_language(table):
 def tokens_of(ids, words, sentence_lang, table):
     """The ``dict_mlm_mask`` input of [B, T] ids and word ids (pad = PAD) in sentence languages [B]."""
     ids, words, sentence_lang = torch.tensor(ids), torch.tensor(words), torch.tensor(sentence_lang)
-    return {"input_ids": ids, "attention_mask": (ids != PAD).long(), "word_ids": words,
-            "entry_ids": dictionary_entry_ids(ids, words, sentence_lang, table),
-            "lang_ids": sentence_lang[:, None].repeat(1, ids.shape[1])}
+    return {
+        "input_ids": ids,
+        "attention_mask": (ids != PAD).long(),
+        "word_ids": words,
+        "entry_ids": dictionary_entry_ids(ids, words, sentence_lang, table),
+        "lang_ids": sentence_lang[:, None].repeat(1, ids.shape[1]),
+    }
 
 
 def synonym_row(table, lang, word, synonym):
@@ -141,25 +187,41 @@ def test_spliced_sequence_by_hand_for_a_longer_and_a_shorter_synonym(table):
     """English "cat big" -> Italian gatto (1 -> 2 subwords): the row grows by one; French "maison big" ->
     English house (2 -> 1): it shrinks by one and is re-padded; a full row that outgrows its width loses its
     last whole word, never its closing [SEP]."""
-    tokens = tokens_of([[CLS, CAT, BIG, SEP, PAD, PAD], [CLS, MA, ISON, BIG, SEP, PAD], [CLS, CAT, BIG, DOG, DOG, SEP]],
-                       [[-1, 0, 1, -1, -1, -1], [-1, 0, 0, 1, -1, -1], [-1, 0, 1, 2, 2, -1]], [EN, FR, EN], table)
+    tokens = tokens_of(
+        [[CLS, CAT, BIG, SEP, PAD, PAD], [CLS, MA, ISON, BIG, SEP, PAD], [CLS, CAT, BIG, DOG, DOG, SEP]],
+        [[-1, 0, 1, -1, -1, -1], [-1, 0, 0, 1, -1, -1], [-1, 0, 1, 2, 2, -1]],
+        [EN, FR, EN],
+        table,
+    )
     gatto, house = synonym_row(table, EN, (CAT,), (GAT, TO)), synonym_row(table, FR, (MA, ISON), (HOUSE,))
     synonym = torch.tensor([[-1, gatto, -1, -1, -1, -1], [-1, house, house, -1, -1, -1], [-1, gatto, -1, -1, -1, -1]])
-    out = splice_synonyms({**{k: tokens[k] for k in ("input_ids", "attention_mask", "word_ids", "lang_ids")},
-                           "selected": torch.tensor([[0, 1, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0]])},
-                          synonym, table, {"input_ids": PAD, "word_ids": -1})
-    assert out["input_ids"].tolist() == [[CLS, GAT, TO, BIG, SEP, PAD], [CLS, HOUSE, BIG, SEP, PAD, PAD],
-                                         [CLS, GAT, TO, BIG, SEP, PAD]]
+    out = splice_synonyms(
+        {
+            **{k: tokens[k] for k in ("input_ids", "attention_mask", "word_ids", "lang_ids")},
+            "selected": torch.tensor([[0, 1, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0]]),
+        },
+        synonym,
+        table,
+        {"input_ids": PAD, "word_ids": -1},
+    )
+    assert out["input_ids"].tolist() == [
+        [CLS, GAT, TO, BIG, SEP, PAD],
+        [CLS, HOUSE, BIG, SEP, PAD, PAD],
+        [CLS, GAT, TO, BIG, SEP, PAD],
+    ]
     assert out["attention_mask"].tolist() == [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], [1, 1, 1, 1, 1, 0]]
     assert out["word_ids"].tolist() == [[-1, 0, 0, 1, -1, -1], [-1, 0, 1, -1, -1, -1], [-1, 0, 0, 1, -1, -1]]
     assert out["lang_ids"].tolist() == [[EN, IT, IT, EN, EN, EN], [FR, EN, FR, FR, FR, FR], [EN, IT, IT, EN, EN, EN]]
     assert out["selected"].tolist() == [[0, 1, 1, 0, 0, 0], [0, 1, 0, 0, 0, 0], [0, 1, 1, 0, 0, 0]]
 
 
-@pytest.mark.parametrize("lang, ids, words, synonym", [
-    (EN, [CLS, CAT, BIG, SEP, PAD, PAD], [-1, 0, 1, -1, -1, -1], (GAT, TO)),  # longer synonym
-    (FR, [CLS, MA, ISON, BIG, SEP, PAD], [-1, 0, 0, 1, -1, -1], (HOUSE,)),  # shorter synonym
-])
+@pytest.mark.parametrize(
+    "lang, ids, words, synonym",
+    [
+        (EN, [CLS, CAT, BIG, SEP, PAD, PAD], [-1, 0, 1, -1, -1, -1], (GAT, TO)),  # longer synonym
+        (FR, [CLS, MA, ISON, BIG, SEP, PAD], [-1, 0, 0, 1, -1, -1], (HOUSE,)),  # shorter synonym
+    ],
+)
 def test_masked_batch_of_a_replaced_word_by_hand(table, lang, ids, words, synonym):
     """mask_prob 1 and x = 100 %: the dictionary word is selected and replaced; big (no entry) is not selected.
     ids, attention mask, labels and languages follow the spliced row; the word's positions hold <mask>s, random
@@ -175,7 +237,7 @@ def test_masked_batch_of_a_replaced_word_by_hand(table, lang, ids, words, synony
     assert out["lang_ids"].tolist() == [[lang, *[target] * n] + [lang] * (width - n - 1)] * rows
     assert out["attention_mask"].tolist() == [[1] * (n + 3) + [0] * (width - n - 3)] * rows
     assert (out["masked_ids"][:, [0, n + 1, n + 2]] == torch.tensor([CLS, BIG, SEP])).all()
-    assert (out["masked_ids"][:, n + 3:] == PAD).all()
+    assert (out["masked_ids"][:, n + 3 :] == PAD).all()
 
 
 def test_80_10_10_of_a_replaced_word_shows_the_synonym_never_the_word(table):
@@ -183,8 +245,17 @@ def test_80_10_10_of_a_replaced_word_shows_the_synonym_never_the_word(table):
     positions, 10 % random tokens, 10 % the synonym itself (BERT's "unchanged" = the label)."""
     rows = 4000
     tokens = tokens_of([[CLS, CAT, SEP, PAD]] * rows, [[-1, 0, -1, -1]] * rows, [EN] * rows, table)
-    out = dict_mlm_mask(tokens, table, MASK, 5000, 1.0, 1.0, "dictionary", PAD,  # random ids in [0, 5000)
-                        RowRandom.for_batch(rows, seed=11))
+    out = dict_mlm_mask(
+        tokens,
+        table,
+        MASK,
+        5000,
+        1.0,
+        1.0,
+        "dictionary",
+        PAD,  # random ids in [0, 5000)
+        RowRandom.for_batch(rows, seed=11),
+    )
     assert (out["labels"][:, 1:3] == torch.tensor([GAT, TO])).all()
     span = out["masked_ids"][:, 1:3]
     masked, shown = (span == MASK).all(1), (span == torch.tensor([GAT, TO])).all(1)
@@ -198,16 +269,23 @@ def test_dict_mlm_x_labels_a_synonym_x_percent_of_the_time(table, percent):
     """DICT-MLM-x (§2.3): the label is a cross-lingual synonym x% of the time, the word itself (100 - x)%."""
     rows = 12000
     tokens = tokens_of([[CLS, HOUSE, SEP, PAD]] * rows, [[-1, 0, -1, -1]] * rows, [EN] * rows, table)
-    out = dict_mlm_mask(tokens, table, MASK, len(VOCAB), 1.0, percent / 100, "dictionary", PAD,
-                        RowRandom.for_batch(rows, seed=percent))
+    out = dict_mlm_mask(
+        tokens, table, MASK, len(VOCAB), 1.0, percent / 100, "dictionary", PAD, RowRandom.for_batch(rows, seed=percent)
+    )
     chosen = out["labels"][:, 1]
     share = {t: (chosen == t).float().mean().item() for t in (*LANG_OF_LABEL, MA)}
     replaced = percent / 100
     assert abs(share[HOUSE] - (1 - replaced)) < 0.02  # sd <= 0.0046
     # language first (1/3 each for de, it, fr), then synonym within fr (1/12 each, maison too); a uniform
     # draw over all six synonyms would give de 1/6 instead.
-    for token, expected in ((HAUS, replaced / 3), (CASA, replaced / 3), (LOGIS, replaced / 12),
-                            (FOYER, replaced / 12), (DEMEURE, replaced / 12), (MA, replaced / 12)):
+    for token, expected in (
+        (HAUS, replaced / 3),
+        (CASA, replaced / 3),
+        (LOGIS, replaced / 12),
+        (FOYER, replaced / 12),
+        (DEMEURE, replaced / 12),
+        (MA, replaced / 12),
+    ):
         assert abs(share[token] - expected) < 0.012, (token, share[token], expected)
     assert sum(share.values()) == pytest.approx(1.0)
     # the target language is the label's language, at the input too; specials carry no label
@@ -271,8 +349,13 @@ def per_word_outcomes(ids, words, masked, labels):
 
 def dictionary_masking(table, ids, words, entries, random):
     """(masked ids, labels) of ``dict_mlm_mask`` with x = 0 (no synonym: the row keeps its layout)."""
-    tokens = {"input_ids": ids, "attention_mask": (ids != PAD).long(), "word_ids": words, "entry_ids": entries,
-              "lang_ids": torch.zeros_like(ids)}
+    tokens = {
+        "input_ids": ids,
+        "attention_mask": (ids != PAD).long(),
+        "word_ids": words,
+        "entry_ids": entries,
+        "lang_ids": torch.zeros_like(ids),
+    }
     out = dict_mlm_mask(tokens, table, MASK, 5000, 0.15, 0.0, "dictionary", PAD, random)
     return out["masked_ids"], out["labels"]
 
@@ -311,28 +394,71 @@ def test_code_switched_concatenation_by_hand(table):
     words = torch.tensor([[-1, 0, 1, -1, -1], [-1, 0, 0, 1, -1], [-1, 0, 1, 2, -1]])
     sentence_lang = torch.tensor([EN, FR, EN])
     entries = dictionary_entry_ids(ids, words, sentence_lang, table)
-    out = code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             max_length=8, switch_prob=1.0, random=RowRandom.for_batch(3))
+    out = code_switch_concat(
+        ids,
+        words,
+        entries,
+        sentence_lang,
+        table,
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        max_length=8,
+        switch_prob=1.0,
+        random=RowRandom.for_batch(3),
+    )
     cat, gatto = table.entries[(EN, (CAT,))], table.entries[(IT, (GAT, TO))]
     maison, house = table.entries[(FR, (MA, ISON))], table.entries[(EN, (HOUSE,))]
-    assert out["input_ids"].tolist() == [[CLS, CAT, BIG, SEP, GAT, TO, BIG, SEP],
-                                         [CLS, MA, ISON, BIG, SEP, HOUSE, BIG, SEP],
-                                         [CLS, CAT, SEP, GAT, TO, SEP, PAD, PAD]]
+    assert out["input_ids"].tolist() == [
+        [CLS, CAT, BIG, SEP, GAT, TO, BIG, SEP],
+        [CLS, MA, ISON, BIG, SEP, HOUSE, BIG, SEP],
+        [CLS, CAT, SEP, GAT, TO, SEP, PAD, PAD],
+    ]
     assert out["attention_mask"].tolist() == [[1] * 8, [1] * 8, [1] * 6 + [0] * 2]
-    assert out["word_ids"].tolist() == [[-1, 0, 1, -1, 2, 2, 3, -1], [-1, 0, 0, 1, -1, 2, 3, -1],
-                                        [-1, 0, -1, 1, 1, -1, -1, -1]]
-    assert out["entry_ids"].tolist() == [[-1, cat, -1, -1, gatto, gatto, -1, -1],
-                                         [-1, maison, maison, -1, -1, house, -1, -1],
-                                         [-1, cat, -1, gatto, gatto, -1, -1, -1]]
-    assert out["lang_ids"].tolist() == [[EN, EN, EN, EN, IT, IT, EN, EN], [FR, FR, FR, FR, FR, EN, FR, FR],
-                                        [EN, EN, EN, IT, IT, EN, EN, EN]]
+    assert out["word_ids"].tolist() == [
+        [-1, 0, 1, -1, 2, 2, 3, -1],
+        [-1, 0, 0, 1, -1, 2, 3, -1],
+        [-1, 0, -1, 1, 1, -1, -1, -1],
+    ]
+    assert out["entry_ids"].tolist() == [
+        [-1, cat, -1, -1, gatto, gatto, -1, -1],
+        [-1, maison, maison, -1, -1, house, -1, -1],
+        [-1, cat, -1, gatto, gatto, -1, -1, -1],
+    ]
+    assert out["lang_ids"].tolist() == [
+        [EN, EN, EN, EN, IT, IT, EN, EN],
+        [FR, FR, FR, FR, FR, EN, FR, FR],
+        [EN, EN, EN, IT, IT, EN, EN, EN],
+    ]
     # switch_prob 0: the second half is the original again
-    same = code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                              max_length=8, switch_prob=0.0, random=RowRandom.for_batch(3))
+    same = code_switch_concat(
+        ids,
+        words,
+        entries,
+        sentence_lang,
+        table,
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        max_length=8,
+        switch_prob=0.0,
+        random=RowRandom.for_batch(3),
+    )
     assert same["input_ids"][0].tolist() == [CLS, CAT, BIG, SEP, CAT, BIG, SEP, PAD]
     with pytest.raises(ValueError, match="max_length"):
-        code_switch_concat(ids, words, entries, sentence_lang, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                           max_length=2, switch_prob=0.5, random=RowRandom.for_batch(3))
+        code_switch_concat(
+            ids,
+            words,
+            entries,
+            sentence_lang,
+            table,
+            cls_id=CLS,
+            sep_id=SEP,
+            pad_id=PAD,
+            max_length=2,
+            switch_prob=0.5,
+            random=RowRandom.for_batch(3),
+        )
 
 
 def test_code_switch_rate(table):
@@ -341,8 +467,19 @@ def test_code_switch_rate(table):
     words = torch.tensor([[-1, 0, -1]] * rows)
     langs = torch.full((rows,), EN)
     entries = dictionary_entry_ids(ids, words, langs, table)
-    out = code_switch_concat(ids, words, entries, langs, table, cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             max_length=6, switch_prob=0.3, random=RowRandom.for_batch(rows, seed=4))
+    out = code_switch_concat(
+        ids,
+        words,
+        entries,
+        langs,
+        table,
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        max_length=6,
+        switch_prob=0.3,
+        random=RowRandom.for_batch(rows, seed=4),
+    )
     switched = out["input_ids"][:, 3]  # [CLS] dog [SEP] switched [SEP] pad (chien: chi ##en)
     assert abs((switched != DOG).float().mean().item() - 0.3) < 0.03  # sd 0.009
     assert set(switched.tolist()) == {DOG, HUND, CHI}
@@ -350,16 +487,27 @@ def test_code_switch_rate(table):
 
 # ------------------------------------------------------------------------------ collate step and loss
 def corpus_batch():
-    return {"input_ids": torch.tensor([[CLS, HOUSE, BIG, DOG, SEP, PAD], [CLS, CHI, EN_, BIG, SEP, PAD]]),
-            "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0]]),
-            "word_ids": torch.tensor([[-1, 0, 1, 2, -1, -1], [-1, 0, 0, 1, -1, -1]]),
-            "lang_id": torch.tensor([EN, FR])}
+    return {
+        "input_ids": torch.tensor([[CLS, HOUSE, BIG, DOG, SEP, PAD], [CLS, CHI, EN_, BIG, SEP, PAD]]),
+        "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0]]),
+        "word_ids": torch.tensor([[-1, 0, 1, 2, -1, -1], [-1, 0, 0, 1, -1, -1]]),
+        "lang_id": torch.tensor([EN, FR]),
+    }
 
 
 @pytest.mark.parametrize("tlm", [False, True])
 def test_data_side_preparation_masks_dictionary_words_deterministically(table, tlm):
-    masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             mask_prob=0.5, synonym_share=0.5, tlm=tlm, max_length=12)
+    masking = DictMLMMasking(
+        mask_token_id=MASK,
+        vocab_size=len(VOCAB),
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        mask_prob=0.5,
+        synonym_share=0.5,
+        tlm=tlm,
+        max_length=12,
+    )
     first = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     again = mask_dict_mlm_batch(corpus_batch(), table, masking, RowRandom.for_batch(2, seed=5))
     assert set(first) == {"masked_ids", "labels", "label_lang_ids", "lang_ids", "attention_mask", "word_ids"}
@@ -375,15 +523,35 @@ def test_data_side_preparation_masks_dictionary_words_deterministically(table, t
 
 def test_dict_tlm_masks_any_word_of_the_concatenation_with_plain_labels(table):
     """dict-TLM (§2.3): as TLM, 15% of the concatenation's words masked, each label the token at its position."""
-    masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             mask_prob=0.15, synonym_share=1.0, tlm=True, switch_prob=1.0, max_length=12)
+    masking = DictMLMMasking(
+        mask_token_id=MASK,
+        vocab_size=len(VOCAB),
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        mask_prob=0.15,
+        synonym_share=1.0,
+        tlm=True,
+        switch_prob=1.0,
+        max_length=12,
+    )
     rows = 400
     corpus = {k: v.repeat(rows // 2, *([1] * (v.dim() - 1))) for k, v in corpus_batch().items()}
     out = mask_dict_mlm_batch(corpus, table, masking, RowRandom.for_batch(rows, seed=7))
     entries = dictionary_entry_ids(corpus["input_ids"], corpus["word_ids"], corpus["lang_id"], table)
-    unmasked = code_switch_concat(corpus["input_ids"], corpus["word_ids"], entries, corpus["lang_id"], table,
-                                  cls_id=CLS, sep_id=SEP, pad_id=PAD, max_length=12, switch_prob=1.0,
-                                  random=RowRandom.for_batch(rows, seed=7))
+    unmasked = code_switch_concat(
+        corpus["input_ids"],
+        corpus["word_ids"],
+        entries,
+        corpus["lang_id"],
+        table,
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        max_length=12,
+        switch_prob=1.0,
+        random=RowRandom.for_batch(rows, seed=7),
+    )
     labelled = out["labels"] != IGNORE_INDEX
     assert torch.equal(out["labels"][labelled], unmasked["input_ids"][labelled])  # never a synonym label
     assert torch.equal(out["label_lang_ids"][labelled], unmasked["lang_ids"][labelled])
@@ -396,8 +564,9 @@ def test_empty_dictionary_gives_plain_masking_and_original_labels(tokenizer):
     same_language_only = pa.table({"word1": ["house"], "lang1": ["en"], "word2": ["home"], "lang2": ["en"]})
     empty = build_synonym_table(same_language_only, tokenizer, LANGUAGES)
     assert empty.entries == {} and empty.synonym_ids.shape == (0, 0)
-    masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             mask_prob=0.5, synonym_share=1.0)
+    masking = DictMLMMasking(
+        mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD, mask_prob=0.5, synonym_share=1.0
+    )
     out = mask_dict_mlm_batch(corpus_batch(), empty, masking, RowRandom.for_batch(2, seed=6))
     labelled = out["labels"] != IGNORE_INDEX
     assert labelled.any()
@@ -407,17 +576,26 @@ def test_empty_dictionary_gives_plain_masking_and_original_labels(tokenizer):
 
 def tiny_model():
     torch.manual_seed(0)
-    config = XLMRobertaConfig(vocab_size=len(VOCAB), hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=32, max_position_embeddings=40, pad_token_id=PAD)
+    config = XLMRobertaConfig(
+        vocab_size=len(VOCAB),
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=40,
+        pad_token_id=PAD,
+    )
     return XLMRobertaForMaskedLM(config).eval()
 
 
 def masked_example():
-    return {"masked_ids": torch.tensor([[CLS, MASK, BIG, DOG, SEP, PAD], [CLS, MASK, MASK, BIG, SEP, PAD]]),
-            "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0]]),
-            "lang_ids": torch.tensor([[EN] * 6, [FR] * 6]),
-            "labels": torch.tensor([[-100, HAUS, -100, DOG, -100, -100], [-100, CA, NE, -100, -100, -100]]),
-            "label_lang_ids": torch.tensor([[-100, DE, -100, EN, -100, -100], [-100, IT, IT, -100, -100, -100]])}
+    return {
+        "masked_ids": torch.tensor([[CLS, MASK, BIG, DOG, SEP, PAD], [CLS, MASK, MASK, BIG, SEP, PAD]]),
+        "attention_mask": torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 1, 0]]),
+        "lang_ids": torch.tensor([[EN] * 6, [FR] * 6]),
+        "labels": torch.tensor([[-100, HAUS, -100, DOG, -100, -100], [-100, CA, NE, -100, -100, -100]]),
+        "label_lang_ids": torch.tensor([[-100, DE, -100, EN, -100, -100], [-100, IT, IT, -100, -100, -100]]),
+    }
 
 
 @pytest.mark.parametrize("coupled", [True, False])
@@ -433,19 +611,27 @@ def test_loss_equals_cross_entropy_computed_by_hand(coupled):
     # Independent computation: embeddings by hand, XLM-R positions by hand, head with raw weights,
     # full [B, T, V] logits and cross-entropy with ignore_index.
     ids = batch["masked_ids"]
-    embeds = (masked_lm.roberta.embeddings.word_embeddings.weight[ids]
-              + objective.language_embeddings.embedding.weight[batch["lang_ids"]])
+    embeds = (
+        masked_lm.roberta.embeddings.word_embeddings.weight[ids]
+        + objective.language_embeddings.embedding.weight[batch["lang_ids"]]
+    )
     not_pad = (ids != PAD).long()
     positions = torch.cumsum(not_pad, 1) * not_pad + PAD
-    states = masked_lm.roberta(inputs_embeds=embeds, position_ids=positions,
-                               attention_mask=batch["attention_mask"]).last_hidden_state
+    states = masked_lm.roberta(
+        inputs_embeds=embeds, position_ids=positions, attention_mask=batch["attention_mask"]
+    ).last_hidden_state
     head, decoder = objective.head, masked_lm.lm_head.decoder
     # coupled (the paper's setup): the head's language vectors are the input's
     table = objective.language_embeddings.embedding if coupled else head.target_language
     assert (head.target_language is None) == coupled
     x = torch.cat([states, table.weight[batch["label_lang_ids"].clamp(min=0)]], -1)
-    x = F.layer_norm(F.gelu(x @ head.dense.weight.T + head.dense.bias), (16,), head.layer_norm.weight,
-                     head.layer_norm.bias, head.layer_norm.eps)
+    x = F.layer_norm(
+        F.gelu(x @ head.dense.weight.T + head.dense.bias),
+        (16,),
+        head.layer_norm.weight,
+        head.layer_norm.bias,
+        head.layer_norm.eps,
+    )
     logits = x @ decoder.weight.T + decoder.bias
     expected = F.cross_entropy(logits.view(-1, len(VOCAB)), batch["labels"].view(-1), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(loss, expected)
@@ -455,8 +641,9 @@ def test_objective_starts_as_plain_mlm_and_trains_its_language_parameters():
     masked_lm = tiny_model()
     objective = DictMLMObjective.for_model(masked_lm, num_languages=len(LANGUAGES))
     batch = masked_example()
-    plain = masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"],
-                      labels=batch["labels"]).loss
+    plain = masked_lm(
+        input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"], labels=batch["labels"]
+    ).loss
     loss = objective(Encoder(masked_lm), batch)
     torch.testing.assert_close(loss, plain)  # zero-init languages + copied head = the plain MLM loss
     loss.backward()
@@ -475,8 +662,16 @@ def test_align_mlm_s_rerun_masks_every_word_and_replaces_labels_of_dictionary_wo
     a synonym label x% of the time, any other keeps its own."""
     rows = 400
     corpus = {k: v.repeat(rows // 2, *([1] * (v.dim() - 1))) for k, v in corpus_batch().items()}
-    masking = DictMLMMasking(mask_token_id=MASK, vocab_size=len(VOCAB), cls_id=CLS, sep_id=SEP, pad_id=PAD,
-                             mask_prob=0.15, synonym_share=1.0, mask_words="all")
+    masking = DictMLMMasking(
+        mask_token_id=MASK,
+        vocab_size=len(VOCAB),
+        cls_id=CLS,
+        sep_id=SEP,
+        pad_id=PAD,
+        mask_prob=0.15,
+        synonym_share=1.0,
+        mask_words="all",
+    )
     out = mask_dict_mlm_batch(corpus, table, masking, RowRandom.for_batch(rows, seed=9))
     # a word without an entry (big, one per row) is masked as often as any and keeps its label
     assert 0.08 < (out["labels"] == BIG).sum() / rows < 0.22
@@ -485,8 +680,9 @@ def test_align_mlm_s_rerun_masks_every_word_and_replaces_labels_of_dictionary_wo
     assert not (out["labels"] == HOUSE).any()
     first = out["labels"][:, 1][out["labels"][:, 1] != IGNORE_INDEX]
     assert first.numel() and set(first.tolist()) <= {HAUS, CASA, LOGIS, FOYER, DEMEURE, MA, CA, DOG}
-    dictionary_only = mask_dict_mlm_batch(corpus, table, dataclasses.replace(masking, mask_words="dictionary"),
-                                          RowRandom.for_batch(rows, seed=9))
+    dictionary_only = mask_dict_mlm_batch(
+        corpus, table, dataclasses.replace(masking, mask_words="dictionary"), RowRandom.for_batch(rows, seed=9)
+    )
     assert not (dictionary_only["labels"] == BIG).any()  # §2.2: BIG is never masked
 
 
@@ -499,11 +695,16 @@ def test_without_the_conditioned_head_the_loss_is_the_model_s_own_mlm_head_on_la
     batch = masked_example()
     loss = objective(Encoder(masked_lm), batch)
     ids = batch["masked_ids"]
-    embeds = (masked_lm.roberta.embeddings.word_embeddings.weight[ids]
-              + objective.language_embeddings.embedding.weight[batch["lang_ids"]])
+    embeds = (
+        masked_lm.roberta.embeddings.word_embeddings.weight[ids]
+        + objective.language_embeddings.embedding.weight[batch["lang_ids"]]
+    )
     not_pad = (ids != PAD).long()
-    states = masked_lm.roberta(inputs_embeds=embeds, position_ids=torch.cumsum(not_pad, 1) * not_pad + PAD,
-                               attention_mask=batch["attention_mask"]).last_hidden_state
+    states = masked_lm.roberta(
+        inputs_embeds=embeds,
+        position_ids=torch.cumsum(not_pad, 1) * not_pad + PAD,
+        attention_mask=batch["attention_mask"],
+    ).last_hidden_state
     logits = masked_lm.lm_head(states)
     expected = F.cross_entropy(logits.view(-1, len(VOCAB)), batch["labels"].view(-1), ignore_index=IGNORE_INDEX)
     torch.testing.assert_close(loss, expected)

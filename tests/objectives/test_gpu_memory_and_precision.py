@@ -19,8 +19,10 @@ class Allocations(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         out = func(*args, **(kwargs or {}))
-        if any(isinstance(t, torch.Tensor) and t.numel() == self.numel for t in
-               (out if isinstance(out, (tuple, list)) else (out,))):
+        if any(
+            isinstance(t, torch.Tensor) and t.numel() == self.numel
+            for t in (out if isinstance(out, (tuple, list)) else (out,))
+        ):
             self.ops.append(str(func.overloadpacket.__name__))
         return out
 

@@ -59,8 +59,7 @@ def _worker(rank, world, init_file, results):
     share = slice(rank * PAIRS // world, (rank + 1) * PAIRS // world)
     for level, gloss_weight in LEVELS.items():
         # the split, the implementation before it (every rank computes the whole loss), each worker's own pairs
-        for name, contrast in (("split", global_info_nce), ("gathered", gather_everything_info_nce),
-                               ("own", info_nce)):
+        for name, contrast in (("split", global_info_nce), ("gathered", gather_everything_info_nce), ("own", info_nce)):
             loss, grads = loss_and_grads(share, contrast, gloss_weight)
             for grad in grads:
                 dist.all_reduce(grad)
@@ -92,8 +91,11 @@ def test_workers_with_global_negatives_match_one_worker_with_the_whole_batch(wor
             own_loss, _ = results[rank, level, "own"]
             assert abs(own_loss - full_loss) > 1e-3  # each worker's own pairs alone are a different loss
     for rank in range(world):
-        assert results[rank, "collectives"] == [("allgather_", {torch.bfloat16}), ("allgather_", set()),
-                                                ("allreduce_", {torch.float64})]
+        assert results[rank, "collectives"] == [
+            ("allgather_", {torch.bfloat16}),
+            ("allgather_", set()),
+            ("allreduce_", {torch.float64}),
+        ]
 
 
 def naive_share(items, labels, taking, rows, temperature):
@@ -105,7 +107,7 @@ def naive_share(items, labels, taking, rows, temperature):
             if j == i or labels[j] != labels[i] or not (taking[i] and taking[j]):
                 continue
             negatives = [n for n in range(len(items)) if n != i and labels[n] != labels[i] and taking[n]]
-            s = lambda n: float(x[i] @ x[n]) / temperature
+            s = lambda n: float(x[i] @ x[n]) / temperature  # noqa: B023, E731 (used within this iteration)
             total += math.log(math.exp(s(j)) + sum(math.exp(s(n)) for n in negatives)) - s(j)
             count += 1
     return total, count

@@ -6,8 +6,14 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import BertConfig, BertForMaskedLM, DistilBertConfig, DistilBertForMaskedLM, XLMRobertaConfig, \
-    XLMRobertaForMaskedLM
+from transformers import (
+    BertConfig,
+    BertForMaskedLM,
+    DistilBertConfig,
+    DistilBertForMaskedLM,
+    XLMRobertaConfig,
+    XLMRobertaForMaskedLM,
+)
 
 from distalign.models.adapters import add_bottleneck_adapters
 from distalign.models.language_embeddings import known_lm_head
@@ -16,8 +22,14 @@ from distalign.objectives.tlm import TLMObjective, model_position_ids
 from distalign.train.module import TrainingModule
 
 V, T = 50, 7
-TINY = dict(vocab_size=V, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
-            max_position_embeddings=T + 4)
+TINY = dict(
+    vocab_size=V,
+    hidden_size=16,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=32,
+    max_position_embeddings=T + 4,
+)
 
 
 def tiny(kind: str) -> torch.nn.Module:
@@ -25,8 +37,9 @@ def tiny(kind: str) -> torch.nn.Module:
     if kind == "bert":
         return BertForMaskedLM(BertConfig(**TINY))
     if kind == "distilbert":  # neither lm_head nor cls: vocab_transform / vocab_projector
-        return DistilBertForMaskedLM(DistilBertConfig(vocab_size=V, dim=16, n_layers=2, n_heads=2, hidden_dim=32,
-                                                      max_position_embeddings=T + 4))
+        return DistilBertForMaskedLM(
+            DistilBertConfig(vocab_size=V, dim=16, n_layers=2, n_heads=2, hidden_dim=32, max_position_embeddings=T + 4)
+        )
     model = XLMRobertaForMaskedLM(XLMRobertaConfig(**TINY, pad_token_id=1))
     if kind == "xlmr+adapters":
         add_bottleneck_adapters(model, reduction_factor=4)
@@ -69,8 +82,12 @@ def test_mlm_loss_and_gradients_are_the_full_logit_ones(kind):
     module = TrainingModule(masked_lm, {"mlm": MLMObjective()}, {"mlm": 1.0})
     batch = corpus_batch()
     ours = loss_and_grads(module, lambda: module({"corpus": batch})["mlm"])
-    full = loss_and_grads(module, lambda: masked_lm_loss(
-        masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]))
+    full = loss_and_grads(
+        module,
+        lambda: masked_lm_loss(
+            masked_lm(input_ids=batch["masked_ids"], attention_mask=batch["attention_mask"]).logits, batch["labels"]
+        ),
+    )
     assert_same(ours, full)
     assert (known_lm_head(masked_lm) is None) == (kind == "distilbert")
 
@@ -105,10 +122,16 @@ def test_tlm_loss_and_gradients_are_the_full_logit_ones(language_embeddings):
 
     def full_logit_loss():  # TLM's inputs as it builds them, then every position's logits
         ids, attention = batch["masked_ids"], batch["attention_mask"]
-        inputs = ({"inputs_embeds": objective.language_embeddings(masked_lm, ids, batch["lang_ids"])}
-                  if language_embeddings else {"input_ids": ids})
-        logits = masked_lm(**inputs, position_ids=model_position_ids(masked_lm, batch["positions"], attention),
-                           attention_mask=attention).logits
+        inputs = (
+            {"inputs_embeds": objective.language_embeddings(masked_lm, ids, batch["lang_ids"])}
+            if language_embeddings
+            else {"input_ids": ids}
+        )
+        logits = masked_lm(
+            **inputs,
+            position_ids=model_position_ids(masked_lm, batch["positions"], attention),
+            attention_mask=attention,
+        ).logits
         return masked_lm_loss(logits, batch["labels"])
 
     assert_same(ours, loss_and_grads(module, full_logit_loss))

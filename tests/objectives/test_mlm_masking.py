@@ -1,4 +1,5 @@
-"""whole_word_mask: word-level selection (and token-level through token_units), 80/10/10 replacement, labels, specials never masked."""
+"""whole_word_mask: word-level selection (and token-level through token_units), 80/10/10 replacement, labels, specials
+never masked."""
 
 import numpy as np
 import torch
@@ -174,8 +175,9 @@ def test_same_seed_same_result():
 def test_token_granularity_masks_single_subwords_like_the_hf_collator():
     # DataCollatorForLanguageModeling: each non-special token selected on its own, 80/10/10 per token
     input_ids, word_ids = random_batch(batch=256, seed=5)
-    masked, labels = whole_word_mask(input_ids, token_units(word_ids), MASK_ID, VOCAB, 0.15,
-                                     RowRandom(0, 0, range(len(input_ids))))
+    masked, labels = whole_word_mask(
+        input_ids, token_units(word_ids), MASK_ID, VOCAB, 0.15, RowRandom(0, 0, range(len(input_ids)))
+    )
     selected = labels != IGNORE_INDEX
     assert not selected[word_ids < 0].any()
     share = selected.sum().item() / (word_ids >= 0).sum().item()
@@ -197,5 +199,5 @@ def test_preparer_granularity_reaches_the_masking():
     by_word = MLMMasking(MASK_ID, VOCAB, 0.15, "word")(batch, random)["labels"] != IGNORE_INDEX
     by_token = MLMMasking(MASK_ID, VOCAB, 0.15, "token")(batch, random)["labels"] != IGNORE_INDEX
     spans = word_spans(word_ids)
-    split = lambda selected: sum(len({bool(selected[r, p]) for p in ps}) == 2 for (r, _), ps in spans.items())
+    split = lambda selected: sum(len({bool(selected[r, p]) for p in ps}) == 2 for (r, _), ps in spans.items())  # noqa: E731
     assert split(by_word) == 0 and split(by_token) > 0

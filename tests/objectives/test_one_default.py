@@ -14,12 +14,16 @@ from distalign.objectives.registry import OBJECTIVES
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))
 def test_constructor_defaults_are_the_configs(name):
     plugin = OBJECTIVES[name]
-    config_defaults = {f.name: f.default for f in dataclasses.fields(plugin.Config)
-                       if f.default is not dataclasses.MISSING}
-    diverging = {arg: (param.default, config_defaults[arg])
-                 for arg, param in inspect.signature(plugin.__init__).parameters.items()
-                 if arg in config_defaults and param.default is not inspect.Parameter.empty
-                 and param.default != config_defaults[arg]}
+    config_defaults = {
+        f.name: f.default for f in dataclasses.fields(plugin.Config) if f.default is not dataclasses.MISSING
+    }
+    diverging = {
+        arg: (param.default, config_defaults[arg])
+        for arg, param in inspect.signature(plugin.__init__).parameters.items()
+        if arg in config_defaults
+        and param.default is not inspect.Parameter.empty
+        and param.default != config_defaults[arg]
+    }
     assert not diverging, f"{name}: constructor default vs config default: {diverging}"
 
 

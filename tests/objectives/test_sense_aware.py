@@ -4,7 +4,6 @@ import torch
 import torch.nn.functional as F
 from transformers import BertConfig, BertForMaskedLM, XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from distalign.train.module import TrainingModule
 from distalign.collectives import all_gather_rows
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.sense_aware import (
@@ -22,14 +21,21 @@ from distalign.objectives.sense_state import (
     principal_components,
     prune_mask,
 )
+from distalign.train.module import TrainingModule
 
 V, D = 30, 16
 
 
 def tiny_xlmr(seed=0):
     torch.manual_seed(seed)
-    config = XLMRobertaConfig(vocab_size=V, hidden_size=D, num_hidden_layers=1, num_attention_heads=2,
-                              intermediate_size=32, max_position_embeddings=20)
+    config = XLMRobertaConfig(
+        vocab_size=V,
+        hidden_size=D,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=20,
+    )
     return XLMRobertaForMaskedLM(config).eval()
 
 
@@ -47,8 +53,9 @@ def corpus_batch(seed=0, batch=3, length=8):
 # ---------------------------------------------------------------- projection
 def test_principal_components_match_numpy_covariance_eigenvectors():
     g = torch.Generator().manual_seed(0)
-    states = torch.randn(60, 6, generator=g, dtype=torch.float64) * torch.tensor([5.0, 3, 2, 1, 0.5, 0.1],
-                                                                                   dtype=torch.float64)
+    states = torch.randn(60, 6, generator=g, dtype=torch.float64) * torch.tensor(
+        [5.0, 3, 2, 1, 0.5, 0.1], dtype=torch.float64
+    )
     mean, components = principal_components(states, 3)
     values, vectors = np.linalg.eigh(np.cov(states.numpy(), rowvar=False))
     top = vectors[:, np.argsort(values)[::-1][:3]]
@@ -102,8 +109,16 @@ def test_nearest_sense_uses_cosine_skips_inactive_and_breaks_ties_low():
 
 
 def fitted_state(warmup_steps=0, **kwargs):
-    state = SenseState(vocab_size=4, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8,
-                       refit_every=kwargs.pop("refit_every", 100), warmup_steps=warmup_steps, **kwargs)
+    state = SenseState(
+        vocab_size=4,
+        num_senses=2,
+        hidden_size=3,
+        proj_dim=2,
+        queue_size=8,
+        refit_every=kwargs.pop("refit_every", 100),
+        warmup_steps=warmup_steps,
+        **kwargs,
+    )
     state.proj, state.fitted = torch.eye(3)[:, :2], True
     state.centres[1] = torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
     state.projected_centres = state.centres @ state.proj
@@ -119,10 +134,10 @@ def test_senses_are_chosen_by_cosine_of_uncentred_projections_as_in_the_paper():
     assert torch.allclose(state.proj, torch.eye(2))
     # centres of token 1 from the states (3, 0) (sense 0) and (0, 1) (sense 1), alpha = 1
     state.observe(torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[3.0, 0.0], [0.0, 1.0]]), alpha=1.0)
-    assert torch.allclose(state.centres[1], torch.tensor([[3.0, 0.0], [0.0, 1.0]]))     # averages of h
+    assert torch.allclose(state.centres[1], torch.tensor([[3.0, 0.0], [0.0, 1.0]]))  # averages of h
     h = torch.tensor([[1.1, 0.3]])
     z = state.project(h)
-    assert torch.allclose(z, h)                                  # the queue mean (1, 0) is not subtracted
+    assert torch.allclose(z, h)  # the queue mean (1, 0) is not subtracted
     # by hand: cos(h, (3, 0)) = 1.1 / 1.140 = .965, cos(h, (0, 1)) = .3 / 1.140 = .263 -> sense 0.
     # Centred by the queue mean it would be cos((.1, .3), (2, 0)) = .316 < cos((.1, .3), (-1, 1)) = .447 -> sense 1.
     cos = F.cosine_similarity(h, state.centres[1], dim=-1)
@@ -161,7 +176,7 @@ def test_prune_mask_hand_example():
 def test_observe_counts_after_warmup_and_pruned_sense_is_never_selected():
     state = fitted_state(warmup_steps=1)
     tokens, senses, states = torch.tensor([1, 1]), torch.tensor([0, 0]), torch.tensor([[1.0, 0, 0], [1, 0, 0]])
-    state.observe(tokens, senses, states, alpha=0.5)       # warm-up step: no counts
+    state.observe(tokens, senses, states, alpha=0.5)  # warm-up step: no counts
     assert state.counts.sum() == 0 and state.step == 1
     state.observe(tokens, torch.tensor([0, 1]), states, alpha=0.5)
     assert state.counts[1].tolist() == [1, 1]
@@ -192,15 +207,15 @@ def test_queue_is_fifo_and_refit_keeps_centres_in_the_model_space():
         np.testing.assert_allclose(state.proj[:, j].numpy(), sign * top[:, j], atol=1e-5)
     h = torch.tensor([[1.0, -2.0, 0.5, 3.0]])
     state.update_centres(torch.tensor([2]), torch.tensor([1]), h, alpha=1.0)
-    assert torch.equal(state.centres[2, 1], h[0])                                        # c = h (alpha = 1)
+    assert torch.equal(state.centres[2, 1], h[0])  # c = h (alpha = 1)
     assert torch.allclose(state.projected_centres[2, 1], h[0] @ state.proj)
     old_centres = state.centres.clone()
     state.step = 2
-    assert not state.maybe_refit_projection()                   # M = 3 steps have not passed
+    assert not state.maybe_refit_projection()  # M = 3 steps have not passed
     state.update_queue(torch.randn(3, 4, generator=g) * 5 + torch.tensor([4.0, -3.0, 2.0, 5.0]))  # the mean moves
     state.step = 3
     assert state.maybe_refit_projection()
-    assert torch.equal(state.centres, old_centres)              # a refit changes how centres are seen, not them
+    assert torch.equal(state.centres, old_centres)  # a refit changes how centres are seen, not them
     assert torch.allclose(state.projected_centres, old_centres @ state.proj)
 
 
@@ -209,11 +224,10 @@ def test_a_refit_chooses_senses_as_with_centres_kept_in_the_model_space():
     # P_old = e1 sees both as 1, P_new = e2 as 1 and -1. A query h = (0, -2) projects to -2: sense 1.
     # Carried through the old subspace instead (c <- P_newᵀ P_old c), both centres would be 0 and tie to sense 0.
     state = SenseState(vocab_size=2, num_senses=2, hidden_size=2, proj_dim=1, queue_size=4, refit_every=1)
-    state.update_queue(torch.tensor([[3.0, 0.0], [-3.0, 0.0], [0.0, 1.0], [0.0, -1.0]]))   # variance along e1
+    state.update_queue(torch.tensor([[3.0, 0.0], [-3.0, 0.0], [0.0, 1.0], [0.0, -1.0]]))  # variance along e1
     assert state.maybe_refit_projection() and torch.allclose(state.proj, torch.tensor([[1.0], [0.0]]), atol=1e-4)
-    state.update_centres(torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[1.0, 1.0], [1.0, -1.0]]),
-                         alpha=1.0)
-    state.update_queue(torch.tensor([[0.0, 3.0], [0.0, -3.0], [1.0, 0.0], [-1.0, 0.0]]))   # now along e2
+    state.update_centres(torch.tensor([1, 1]), torch.tensor([0, 1]), torch.tensor([[1.0, 1.0], [1.0, -1.0]]), alpha=1.0)
+    state.update_queue(torch.tensor([[0.0, 3.0], [0.0, -3.0], [1.0, 0.0], [-1.0, 0.0]]))  # now along e2
     state.step = 1
     assert state.maybe_refit_projection() and torch.allclose(state.proj, torch.tensor([[0.0], [1.0]]), atol=1e-4)
     query = torch.tensor([[0.0, -2.0]])
@@ -267,16 +281,16 @@ def test_translation_label_picks_nearest_sense_over_all_translations():
 def test_loss_matches_per_position_loop():
     g = torch.Generator().manual_seed(4)
     logits = torch.randn(5, 12, generator=g, dtype=torch.float64)
-    logits[:, 11] = float("-inf")                                   # an inactive class
+    logits[:, 11] = float("-inf")  # an inactive class
     labels = torch.tensor([3, IGNORE_INDEX, 0, 7, 10])
     second = torch.tensor([5, 2, IGNORE_INDEX, 1, IGNORE_INDEX])
     terms = []
     for i in range(5):
         if labels[i] == IGNORE_INDEX:
             continue
-        ce = F.cross_entropy(logits[i:i + 1], labels[i:i + 1])
+        ce = F.cross_entropy(logits[i : i + 1], labels[i : i + 1])
         if second[i] != IGNORE_INDEX:
-            ce = 0.7 * ce + 0.3 * F.cross_entropy(logits[i:i + 1], second[i:i + 1])
+            ce = 0.7 * ce + 0.3 * F.cross_entropy(logits[i : i + 1], second[i : i + 1])
         terms.append(ce)
     expected = torch.stack(terms).mean()
     assert sense_aware_loss(logits, labels, second, 0.3).item() == pytest.approx(expected.item(), rel=1e-12)
@@ -297,9 +311,16 @@ def test_sense_zero_reproduces_original_decoder_logits(architecture):
         masked_lm = tiny_xlmr()
     else:
         torch.manual_seed(0)
-        masked_lm = BertForMaskedLM(BertConfig(vocab_size=V, hidden_size=D, num_hidden_layers=1,
-                                               num_attention_heads=2, intermediate_size=32,
-                                               max_position_embeddings=20)).eval()
+        masked_lm = BertForMaskedLM(
+            BertConfig(
+                vocab_size=V,
+                hidden_size=D,
+                num_hidden_layers=1,
+                num_attention_heads=2,
+                intermediate_size=32,
+                max_position_embeddings=20,
+            )
+        ).eval()
     ids = corpus_batch()["masked_ids"]
     with torch.no_grad():
         reference = masked_lm(input_ids=ids).logits
@@ -316,10 +337,12 @@ def test_sense_zero_reproduces_original_decoder_logits(architecture):
         assert all(p is not q for p in layer.parameters() for q in masked_lm.parameters())
         decoder_before, embeddings_before = decoder.weight.detach().clone(), embeddings.weight.detach().clone()
         optimizer = torch.optim.SGD(layer.parameters(), lr=1.0)
-        F.cross_entropy(layer(states.reshape(-1, D), torch.ones(V, num_senses, dtype=torch.bool)),
-                        torch.zeros(states.shape[0] * states.shape[1], dtype=torch.long)).backward()
+        F.cross_entropy(
+            layer(states.reshape(-1, D), torch.ones(V, num_senses, dtype=torch.bool)),
+            torch.zeros(states.shape[0] * states.shape[1], dtype=torch.long),
+        ).backward()
         optimizer.step()
-        assert not torch.equal(layer.weight.detach()[::num_senses], decoder_before)         # the senses moved
+        assert not torch.equal(layer.weight.detach()[::num_senses], decoder_before)  # the senses moved
         assert torch.equal(decoder.weight, decoder_before) and torch.equal(embeddings.weight, embeddings_before)
         senses_before = layer.weight.detach().clone()
         with torch.no_grad():
@@ -332,7 +355,7 @@ def test_sense_zero_reproduces_original_decoder_logits(architecture):
 def test_masked_senses_get_minus_infinity_and_copy_sense_zero():
     layer = SenseOutputLayer(torch.randn(4, 3), torch.randn(4), num_senses=2)
     with torch.no_grad():
-        layer.weight[1] += 1.0                                       # token 0, sense 1 drifts
+        layer.weight[1] += 1.0  # token 0, sense 1 drifts
     allowed = torch.tensor([[True, False]] * 4)
     logits = layer(torch.randn(2, 3), allowed)
     assert torch.isinf(logits[:, 1::2]).all() and torch.isfinite(logits[:, 0::2]).all()
@@ -350,7 +373,7 @@ def make_objective(**kwargs):
 
 
 def test_objective_trains_updates_state_and_keeps_export_architecture():
-    model, objective = make_objective()                      # warm-up: 2 steps
+    model, objective = make_objective()  # warm-up: 2 steps
     original_keys = set(tiny_xlmr().state_dict())
     optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
     initial = objective.sense_output.weight.detach().clone().view(V, 2, D)
@@ -370,7 +393,7 @@ def test_objective_trains_updates_state_and_keeps_export_architecture():
         senses = objective.sense_output.weight.detach().view(V, 2, D)
         if step == 0:
             assert torch.equal(senses[:, 1], initial[:, 1]) and not torch.equal(senses[:, 0], initial[:, 0])
-        if step == 1:                                        # warm-up just ended: sense 0 copied over
+        if step == 1:  # warm-up just ended: sense 0 copied over
             assert torch.equal(senses[:, 1], senses[:, 0]) and not torch.equal(senses[:, 1], initial[:, 1])
     state = objective.sense_state
     assert state.step == 4 and state.fitted and not state.single_sense
@@ -384,11 +407,13 @@ def test_objective_prunes_rare_senses_at_refits_after_warmup():
 
     def run(prune_beta):
         _, objective = make_objective(warmup_steps=0, refit_every=2, prune_beta=prune_beta, prune_min_count=2)
-        steps = [([8, 9, 10, 11, 12], [0, 0, 0, 0, 0]),        # no projection yet: fitted at the end, no counts
-                 ([5, 5, 5, 6], [0, 0, 0, 0]),                  # counted; no refit (1 of M = 2 steps since the fit)
-                 ([5, 6, 6, 6, 7, 8, 8], [1, 1, 1, 0, 1, 0, 0])]  # counted; refit -> prune
+        steps = [
+            ([8, 9, 10, 11, 12], [0, 0, 0, 0, 0]),  # no projection yet: fitted at the end, no counts
+            ([5, 5, 5, 6], [0, 0, 0, 0]),  # counted; no refit (1 of M = 2 steps since the fit)
+            ([5, 6, 6, 6, 7, 8, 8], [1, 1, 1, 0, 1, 0, 0]),
+        ]  # counted; refit -> prune
         active_after = []
-        for tokens, senses in steps:   # this step's (class = token·S + sense, state) rows, as forward leaves them
+        for tokens, senses in steps:  # this step's (class = token·S + sense, state) rows, as forward leaves them
             classes = torch.tensor(tokens) * objective.sense_state.num_senses + torch.tensor(senses)
             objective._pending.append((classes, torch.randn(len(tokens), D, generator=g)))
             objective.update_state(gather=lambda rows: rows)
@@ -397,7 +422,7 @@ def test_objective_prunes_rare_senses_at_refits_after_warmup():
 
     state, active_after = run(prune_beta=0.3)
     assert state.counts[5:9].tolist() == [[3, 1], [2, 2], [0, 1], [2, 0]] and state.counts.sum() == 11
-    assert active_after[0].all() and active_after[1].all()      # token 5's share of sense 1 is 0 but no refit yet
+    assert active_after[0].all() and active_after[1].all()  # token 5's share of sense 1 is 0 but no refit yet
     # by hand, after the refit: token 5 shares .75 / .25 -> sense 1 (< .3) off; token 6 .5 / .5 keeps both;
     # token 7 (0 / 1) was selected once, under prune_min_count = 2, and keeps both; token 8 (1 / 0) -> sense 1
     # off; tokens never selected keep both
@@ -405,7 +430,7 @@ def test_objective_prunes_rare_senses_at_refits_after_warmup():
     expected[5, 1] = expected[8, 1] = False
     assert torch.equal(state.active, expected)
     assert state.allowed()[5].tolist() == [True, False]
-    state, _ = run(prune_beta=0.0)                              # beta = 0 never prunes, not even token 8's 0 share
+    state, _ = run(prune_beta=0.0)  # beta = 0 never prunes, not even token 8's 0 share
     assert state.active.all()
 
 
@@ -429,6 +454,7 @@ def test_objective_state_dict_round_trip_restores_sense_state_and_loss():
 
 def _gather_worker(rank, init_file, results):
     import torch.distributed as dist
+
     dist.init_process_group("gloo", init_method=f"file://{init_file}", rank=rank, world_size=2)
     rows = torch.full((rank + 1, 2), float(rank))
     results[rank] = all_gather_rows(rows).tolist()
@@ -437,7 +463,8 @@ def _gather_worker(rank, init_file, results):
 
 def test_all_gather_rows_concatenates_uneven_ranks_in_order(tmp_path):
     import torch.multiprocessing as mp
-    assert torch.equal(all_gather_rows(torch.ones(2, 3)), torch.ones(2, 3))   # no process group: unchanged
+
+    assert torch.equal(all_gather_rows(torch.ones(2, 3)), torch.ones(2, 3))  # no process group: unchanged
     results = mp.Manager().dict()
     # fork: the children need not import torch again (spawn costs seconds on 2 cores)
     mp.start_processes(_gather_worker, args=(str(tmp_path / "init"), results), nprocs=2, start_method="fork")

@@ -8,13 +8,18 @@ import torch
 
 from distalign.config import ExperimentConfig, load_dataclass
 from distalign.data.sources import StaticVectorsSource
-from distalign.objectives.static_align import (StaticAlignObjective, _LeadingSingular, dcca_forced_correlations,
-                                               dcca_loss, mse_loss)
+from distalign.objectives.static_align import (
+    StaticAlignObjective,
+    _LeadingSingular,
+    dcca_forced_correlations,
+    dcca_loss,
+    mse_loss,
+)
 from distalign.preparation.static_targets import read_static_targets
 from distalign.static.word2vec_format import write_word2vec
 
-
 # ---------------------------------------------------------------- mse
+
 
 def test_mse_matches_numpy_and_gradient():
     g = torch.Generator().manual_seed(0)
@@ -41,6 +46,7 @@ def test_mse_shape_mismatch():
 
 
 # ---------------------------------------------------------------- dcca (two-view DGCCA) references
+
 
 def _ref_dgcca(h1, h2, k, eps=1e-8):
     """The authors' dgcca_loss (continued_pretraining/DGCCA.py) in numpy, with columns centred."""
@@ -73,7 +79,7 @@ def test_dcca_by_hand_one_direction():
     t = np.sqrt(2 / (2 + 1e-8))  # s = |u| = sqrt(2)
     assert dcca_loss(u, w, 1).item() == pytest.approx(-t * np.sqrt(1.5), rel=1e-12)
     # -3u + 5 spans the same direction: [u t, -u t'] has singular values sqrt(t^2 + t'^2) and 0
-    assert dcca_loss(u, -3 * u + 5, 1).item() == pytest.approx(-np.sqrt(t ** 2 + 18 / (18 + 1e-8)), rel=1e-12)
+    assert dcca_loss(u, -3 * u + 5, 1).item() == pytest.approx(-np.sqrt(t**2 + 18 / (18 + 1e-8)), rel=1e-12)
 
 
 @pytest.mark.parametrize("k", [1, 2, 4])
@@ -121,8 +127,12 @@ def _latent_views(n, d1, d2, related, seed):
     g = torch.Generator().manual_seed(seed)
     z1 = 3 * torch.randn(n, 10, generator=g, dtype=torch.float64)
     z2 = z1 if related else 3 * torch.randn(n, 10, generator=g, dtype=torch.float64)
-    h = z1 @ torch.randn(10, d1, generator=g, dtype=torch.float64) + torch.randn(n, d1, generator=g, dtype=torch.float64)
-    v = z2 @ torch.randn(10, d2, generator=g, dtype=torch.float64) + torch.randn(n, d2, generator=g, dtype=torch.float64)
+    h = z1 @ torch.randn(10, d1, generator=g, dtype=torch.float64) + torch.randn(
+        n, d1, generator=g, dtype=torch.float64
+    )
+    v = z2 @ torch.randn(10, d2, generator=g, dtype=torch.float64) + torch.randn(
+        n, d2, generator=g, dtype=torch.float64
+    )
     return h, v
 
 
@@ -142,9 +152,8 @@ def test_dcca_forced_correlations_when_2k_exceeds_n_minus_1():
     assert [dcca_forced_correlations(n, 10) for n in (1024, 64, 21, 20, 16, 11)] == [0, 0, 0, 1, 5, 10]
     rng = np.random.default_rng(8)
     h1, h2 = rng.normal(size=(8, 6)), rng.normal(size=(8, 6))  # k = 5: 10 directions in 7 centred dimensions
-    sv = np.linalg.svd(np.concatenate([np.linalg.svd(h - h.mean(0))[0][:, :5] for h in (h1, h2)], 1),
-                       compute_uv=False)
-    assert np.allclose(sv[:dcca_forced_correlations(8, 5)], np.sqrt(2))
+    sv = np.linalg.svd(np.concatenate([np.linalg.svd(h - h.mean(0))[0][:, :5] for h in (h1, h2)], 1), compute_uv=False)
+    assert np.allclose(sv[: dcca_forced_correlations(8, 5)], np.sqrt(2))
     assert dcca_loss(torch.from_numpy(h1), torch.from_numpy(h2), 5, eps=0.0).item() < -3 * np.sqrt(2) - 2
 
 
@@ -152,14 +161,17 @@ def test_leading_singular_backward_matches_torch_svd():
     g = torch.Generator().manual_seed(9)
     for shape in ((12, 5), (5, 12)):
         H = torch.randn(*shape, generator=g, dtype=torch.float64, requires_grad=True)
-        W, w = torch.randn(shape[0], 3, generator=g, dtype=torch.float64), torch.randn(3, generator=g, dtype=torch.float64)
+        W, w = (
+            torch.randn(shape[0], 3, generator=g, dtype=torch.float64),
+            torch.randn(3, generator=g, dtype=torch.float64),
+        )
 
         def f(A, s):  # sign-invariant, as the loss is
-            return ((A @ A.T) * (W @ W.T)).sum() + (s * w).sum()
+            return ((A @ A.T) * (W @ W.T)).sum() + (s * w).sum()  # noqa: B023 (called within this iteration)
 
-        ours, = torch.autograd.grad(f(*_LeadingSingular.apply(H, 3)), H)
+        (ours,) = torch.autograd.grad(f(*_LeadingSingular.apply(H, 3)), H)
         U, S, _ = torch.linalg.svd(H, full_matrices=False)
-        ref, = torch.autograd.grad(f(U[:, :3], S[:3]), H)
+        (ref,) = torch.autograd.grad(f(U[:, :3], S[:3]), H)
         assert torch.allclose(ours, ref, atol=1e-12)
 
 
@@ -218,16 +230,26 @@ def test_dcca_errors():
 
 # ---------------------------------------------------------------- the degenerate-batch warning
 
-@pytest.mark.parametrize("batch, k, warns", [(16, 10, True), (20, 10, True), (21, 10, False), (64, 10, False),
-                                             (1024, 10, False)])
+
+@pytest.mark.parametrize(
+    "batch, k, warns", [(16, 10, True), (20, 10, True), (21, 10, False), (64, 10, False), (1024, 10, False)]
+)
 def test_static_targets_warn_when_dcca_batch_is_degenerate(tmp_path, caplog, batch, k, warns):
     from transformers import BertConfig
 
     BertConfig(hidden_size=8, num_attention_heads=2).save_pretrained(tmp_path / "model")
     rng = np.random.default_rng(0)
     path = write_word2vec(tmp_path / "en.vec", [f"w{i}" for i in range(batch)], rng.normal(size=(batch, 8)))
-    config = load_dataclass(ExperimentConfig, None, ["objectives.static.loss=dcca", f"objectives.static.dcca_k={k}",
-                                                     f"train.static_batch_size={batch}", "train.num_workers=1"])
+    config = load_dataclass(
+        ExperimentConfig,
+        None,
+        [
+            "objectives.static.loss=dcca",
+            f"objectives.static.dcca_k={k}",
+            f"train.static_batch_size={batch}",
+            "train.num_workers=1",
+        ],
+    )
     with caplog.at_level(logging.WARNING, logger="distalign"):
         read_static_targets(config, [StaticVectorsSource(str(path), "en")], set(), [], str(tmp_path / "model"))
     messages = [r.getMessage() for r in caplog.records if "objectives.static.dcca_k" in r.getMessage()]
@@ -239,6 +261,7 @@ def test_static_targets_warn_when_dcca_batch_is_degenerate(tmp_path, caplog, bat
 
 # ---------------------------------------------------------------- the objective
 
+
 @pytest.mark.parametrize("loss", ["mse", "dcca"])
 def test_the_objective_computes_the_configured_loss_on_the_encoded_words(loss):
     # (a real run of the shipped static config trains with mse: tests/train/test_tiny_configs.py)
@@ -248,8 +271,12 @@ def test_the_objective_computes_the_configured_loss_on_the_encoded_words(loss):
     h, v = (torch.from_numpy(rng.normal(size=(12, 4)).astype(np.float32)) for _ in range(2))
     seen = []
     model = SimpleNamespace(encode_words=lambda *tensors: seen.append(tensors) or h)
-    batch = {"input_ids": torch.ones(12, 3, dtype=torch.long), "attention_mask": torch.ones(12, 3, dtype=torch.long),
-             "word_mask": torch.ones(12, 3), "vector": v}
+    batch = {
+        "input_ids": torch.ones(12, 3, dtype=torch.long),
+        "attention_mask": torch.ones(12, 3, dtype=torch.long),
+        "word_mask": torch.ones(12, 3),
+        "vector": v,
+    }
     expected = mse_loss(h, v) if loss == "mse" else dcca_loss(h, v, 3)
     assert objective(model, batch).item() == pytest.approx(expected.item(), rel=1e-6)
     assert seen and seen[0][0] is batch["input_ids"] and seen[0][2] is batch["word_mask"]

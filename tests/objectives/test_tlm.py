@@ -8,12 +8,12 @@ from __future__ import annotations
 import json
 
 import numpy as np
-import pyarrow as pa
 import pytest
 import torch
 import transformers
-
 from conftest import QUICKSTART, SMALL
+from tiny_tokenizers import wordpiece_tokenizer
+
 from distalign.config import load_config
 from distalign.data.readers import InputError, read_parallel_files, read_parallel_tsv
 from distalign.data.row_random import RowRandom
@@ -23,7 +23,6 @@ from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking
 from distalign.objectives.tlm import TLMObjective
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import local_streams
-from tiny_tokenizers import wordpiece_tokenizer
 
 STREAM = STREAMS["parallel"]
 
@@ -34,9 +33,13 @@ def wordpiece():
 
 
 def encode(tokenizer, max_length=12):
-    batch = {"text1": np.array(["the cat sat", "mat"]), "lang1": np.array(["en", "en"]),
-             "text2": np.array(["le chat", "le tapis est"]), "lang2": np.array(["fr", "fr"]),
-             "row": np.array([0, 1])}
+    batch = {
+        "text1": np.array(["the cat sat", "mat"]),
+        "lang1": np.array(["en", "en"]),
+        "text2": np.array(["le chat", "le tapis est"]),
+        "lang2": np.array(["fr", "fr"]),
+        "row": np.array([0, 1]),
+    }
     return STREAM.tokenize(batch, tokenizer, STREAM.Settings(max_length, ("en", "fr")))
 
 
@@ -47,8 +50,7 @@ def test_pair_layout_positions_and_languages_by_hand(wordpiece):
     assert tokens[1] == ["[CLS]", "mat", "[SEP]", "le", "tapis", "est", "[SEP]"] + ["[PAD]"] * 5
     assert out["attention_mask"].tolist() == [[1] * 8 + [0] * 4, [1] * 7 + [0] * 5]
     # the second sentence's words numbered after the first's
-    assert out["word_ids"].tolist() == [[-1, 0, 1, 2, -1, 3, 4, -1] + [-1] * 4,
-                                        [-1, 0, -1, 1, 2, 3, -1] + [-1] * 5]
+    assert out["word_ids"].tolist() == [[-1, 0, 1, 2, -1, 3, 4, -1] + [-1] * 4, [-1, 0, -1, 1, 2, 3, -1] + [-1] * 5]
     # XLM: positions restart at the second sentence, at the position its first word has alone ([CLS] b [SEP])
     assert out["positions"].tolist() == [[0, 1, 2, 3, 4, 1, 2, 3] + [0] * 4, [0, 1, 2, 1, 2, 3, 4] + [0] * 5]
     # en = 0, fr = 1: the first part (with the separator between the sides) en, the second fr, padding en
@@ -60,8 +62,15 @@ def test_each_side_keeps_at_most_half_of_the_room(wordpiece):
     out = encode(wordpiece, max_length=7)  # 3 specials: 2 tokens a side
     tokens = wordpiece.convert_ids_to_tokens(out["input_ids"][0])
     assert tokens == ["[CLS]", "the", "cat", "[SEP]", "le", "chat", "[SEP]"]
-    assert wordpiece.convert_ids_to_tokens(out["input_ids"][1]) == ["[CLS]", "mat", "[SEP]", "le", "tapis", "[SEP]",
-                                                                   "[PAD]"]
+    assert wordpiece.convert_ids_to_tokens(out["input_ids"][1]) == [
+        "[CLS]",
+        "mat",
+        "[SEP]",
+        "le",
+        "tapis",
+        "[SEP]",
+        "[PAD]",
+    ]
 
 
 def test_masking_labels_words_on_both_sides(wordpiece):
@@ -77,9 +86,15 @@ def test_masking_labels_words_on_both_sides(wordpiece):
 
 def tiny_xlmr(vocab_size):
     torch.manual_seed(0)
-    config = transformers.XLMRobertaConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=1,
-                                           num_attention_heads=2, intermediate_size=32, max_position_embeddings=40,
-                                           pad_token_id=1)
+    config = transformers.XLMRobertaConfig(
+        vocab_size=vocab_size,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=40,
+        pad_token_id=1,
+    )
     return transformers.XLMRobertaForMaskedLM(config).eval()
 
 
@@ -97,8 +112,13 @@ def test_loss_is_the_masked_lm_cross_entropy_with_reset_positions():
     labels[0, [1, 6]] = torch.tensor([5, 8])
     masked = ids.clone()
     masked[0, [1, 6]] = 3
-    batch = {"masked_ids": masked, "attention_mask": attention, "labels": labels,
-             "lang_ids": torch.tensor([[0] * 5 + [1] * 4 + [0] * 2]), "positions": positions}
+    batch = {
+        "masked_ids": masked,
+        "attention_mask": attention,
+        "labels": labels,
+        "lang_ids": torch.tensor([[0] * 5 + [1] * 4 + [0] * 2]),
+        "positions": positions,
+    }
     objective = TLMObjective(16, 2)
     loss = objective(Model(masked_lm), batch)
     # by hand: XLM-R numbers positions from padding_idx + 1 = 2; the second sentence restarts at 3; padding 1
@@ -118,8 +138,10 @@ def test_tsv_reader_counts_bad_rows_with_file_and_line(tmp_path):
     path = tmp_path / "pairs.tsv"
     path.write_text("the cat\tle chat\nonly one side\n\na\tb\tc\n\tvide\nmat\ttapis\n")
     table, report = read_parallel_tsv(path, "en", "fr")
-    assert table.to_pylist() == [{"text1": "the cat", "lang1": "en", "text2": "le chat", "lang2": "fr"},
-                                 {"text1": "mat", "lang1": "en", "text2": "tapis", "lang2": "fr"}]
+    assert table.to_pylist() == [
+        {"text1": "the cat", "lang1": "en", "text2": "le chat", "lang2": "fr"},
+        {"text1": "mat", "lang1": "en", "text2": "tapis", "lang2": "fr"},
+    ]
     assert report.rows == 2 and report.malformed == 3
     assert [e.split(": ")[0] for e in report.examples] == [f"{path}:2", f"{path}:4", f"{path}:5"]
 
@@ -149,8 +171,17 @@ def write_pairs(path, count):
 
 
 def tlm_config(path, *extra):
-    return load_config(QUICKSTART, SMALL + ["run.name=tlm", "objectives.lexical.weight=0", "objectives.tlm.weight=1",
-                                            f'data.parallel=[{{path: "{path}", lang1: xa, lang2: xb}}]', *extra])
+    return load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=tlm",
+            "objectives.lexical.weight=0",
+            "objectives.tlm.weight=1",
+            f'data.parallel=[{{path: "{path}", lang1: xa, lang2: xb}}]',
+            *extra,
+        ],
+    )
 
 
 def test_config_errors_name_the_key(tmp_path):
@@ -167,8 +198,12 @@ def test_tlm_share_of_a_step_on_prepared_batches(tmp_path, monkeypatch):
     """MLM + TLM: each step holds parallel_batch_size masked pairs beside corpus_batch_size masked sentences,
     TLM's share 4 / (4 + 16) = 0.2 (ALIGN-MLM's 25 % parallel data relative to MLM), both sides labelled."""
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    config = tlm_config(write_pairs(tmp_path / "pairs.tsv", 200), "train.parallel_batch_size=4",
-                        "train.corpus_batch_size=16", "objectives.tlm.mask_prob=0.3")
+    config = tlm_config(
+        write_pairs(tmp_path / "pairs.tsv", 200),
+        "train.parallel_batch_size=4",
+        "train.corpus_batch_size=16",
+        "objectives.tlm.mask_prob=0.3",
+    )
     prepared = prepare_data(config)
     assert len(prepared.parallel) == 200 and {"xa", "xb"} <= set(prepared.languages)
     streams = local_streams(prepared, config)
@@ -200,8 +235,9 @@ def test_parallel_share_keeps_a_share_of_the_corpus_and_only_those_pairs_reach_t
     drawn from those read; every TLM sequence of the steps comes from a kept pair, and they all come round."""
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     pairs = write_pairs(tmp_path / "pairs.tsv", 400)
-    config = tlm_config(pairs, "train.parallel_batch_size=4", "train.corpus_batch_size=16",
-                        "objectives.tlm.parallel_share=0.1")
+    config = tlm_config(
+        pairs, "train.parallel_batch_size=4", "train.corpus_batch_size=16", "objectives.tlm.parallel_share=0.1"
+    )
     prepared = prepare_data(config)
     (xa,) = [src for src in prepared.corpus.sources if src.lang == "xa"]
     corpus_xa = sum(1 for path in xa.paths for line in open(path) if line.strip())
@@ -223,8 +259,9 @@ def test_parallel_share_keeps_a_share_of_the_corpus_and_only_those_pairs_reach_t
         tlm_config(pairs, "objectives.tlm.parallel_share=0")
 
 
-def test_mlm_plus_tlm_trains_on_two_workers_over_a_corpus_with_bad_rows_and_reports_them(ray_local, distalign_home,
-                                                                                          tmp_path):
+def test_mlm_plus_tlm_trains_on_two_workers_over_a_corpus_with_bad_rows_and_reports_them(
+    ray_local, distalign_home, tmp_path
+):
     """MLM on a corpus file with a cut-off row beside TLM on pairs: the run trains both and finishes; the bad row is
     skipped and reported as the run's data/skipped_corpus_rows."""
     from mlflow.tracking import MlflowClient
@@ -234,9 +271,15 @@ def test_mlm_plus_tlm_trains_on_two_workers_over_a_corpus_with_bad_rows_and_repo
     lines = [json.dumps({"text": f"xa{i % 7} xa{i % 5} xa{i % 3}"}) for i in range(200)]
     lines[17] = '{"text": "cut sh'
     (tmp_path / "xa.jsonl").write_text("\n".join(lines) + "\n")
-    config = tlm_config(write_pairs(tmp_path / "pairs.tsv", 64), "run.name=tlm-ray", "train.max_steps=4",
-                        "train.parallel_batch_size=4", "data.source=files",
-                        f"data.corpora=[{{path: {tmp_path / 'xa.jsonl'}, lang: xa}}]", "eval.every=0")
+    config = tlm_config(
+        write_pairs(tmp_path / "pairs.tsv", 64),
+        "run.name=tlm-ray",
+        "train.max_steps=4",
+        "train.parallel_batch_size=4",
+        "data.source=files",
+        f"data.corpora=[{{path: {tmp_path / 'xa.jsonl'}, lang: xa}}]",
+        "eval.every=0",
+    )
     assert config.objectives.streams() == {"corpus", "parallel"} and config.train.num_workers == 2
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART
+
 from distalign.config import load_config
 from distalign.preparation import inputs
 from distalign.preparation.cache import COMPLETE_MARKER, cached_directory, content_key
@@ -56,12 +56,21 @@ def test_trials_of_one_seed_share_the_world_and_the_tiny_model(tmp_path, monkeyp
     builds = []
     real_build = inputs.build_tiny_model
     monkeypatch.setattr(inputs, "build_tiny_model", lambda *a, **k: builds.append(a[0]) or real_build(*a, **k))
-    small = ["data.synthetic.num_concepts=120", "data.synthetic.sentences_per_language=200", "train.num_workers=1",
-             "train.constraint_batch_size=8"]
-    prepared = {name: inputs.prepare_data(load_config(QUICKSTART, small + [f"run.name={name}", *extra]))
-                for name, extra in [("all", []), ("subset", ["data.max_constraints=50"]),
-                                    ("sample", ["data.constraint_languages=[xa,xb]"]),
-                                    ("seed1", ["train.seed=1"])]}
+    small = [
+        "data.synthetic.num_concepts=120",
+        "data.synthetic.sentences_per_language=200",
+        "train.num_workers=1",
+        "train.constraint_batch_size=8",
+    ]
+    prepared = {
+        name: inputs.prepare_data(load_config(QUICKSTART, small + [f"run.name={name}", *extra]))
+        for name, extra in [
+            ("all", []),
+            ("subset", ["data.max_constraints=50"]),
+            ("sample", ["data.constraint_languages=[xa,xb]"]),
+            ("seed1", ["train.seed=1"]),
+        ]
+    }
     assert len(prepared["subset"].constraints) == 50 < len(prepared["all"].constraints)
     assert prepared["all"].model_path == prepared["subset"].model_path == prepared["sample"].model_path
     assert prepared["seed1"].model_path != prepared["all"].model_path  # its own world, its own model

@@ -7,8 +7,8 @@ from __future__ import annotations
 import dataclasses
 
 import numpy as np
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.corpus_plan import Item
 from distalign.data.corpus_stream import SkipLedger, read_unit, row_keys
@@ -22,13 +22,15 @@ CHUNK = 32  # TOKENIZE_BATCH here: an item of ~300 sentences in 10 chunks
 def feed_and_item(pack: bool, monkeypatch):
     """The quickstart's corpus feed (9 units of ~100 sentences), an item of one unit of each of its 3 languages,
     and the sizes of the chunks that item_blocks tokenises (appended as it does)."""
-    config = load_config(QUICKSTART, SMALL + [f"run.name=items-{pack}", "objectives.lexical.weight=0",
-                                              f"data.pack_sequences={pack}"])
+    config = load_config(
+        QUICKSTART, SMALL + [f"run.name=items-{pack}", "objectives.lexical.weight=0", f"data.pack_sequences={pack}"]
+    )
     feed = corpus_feed(prepare_data(config), config)
     tokenised, build = [], streams.build_stream_batch
     monkeypatch.setattr(streams, "TOKENIZE_BATCH", CHUNK)
-    monkeypatch.setattr(streams, "build_stream_batch", lambda rows, job: tokenised.append(len(rows["row"])) or
-                        build(rows, job))
+    monkeypatch.setattr(
+        streams, "build_stream_batch", lambda rows, job: tokenised.append(len(rows["row"])) or build(rows, job)
+    )
     return feed, Item(1, tuple(feed.units[::3])), tokenised
 
 
@@ -78,15 +80,25 @@ def test_a_packed_item_comes_in_rounds_that_mix_all_its_units(distalign_home, mo
     got = joined([first, *blocks])
 
     # the sequences of each unit packed a chunk at a time, each once, in an order drawn from the item alone
-    packed = [streams.build_stream_batch(chunk, feed.job) for rows in unit_rows(feed, item)
-              for chunk in row_chunks([rows], CHUNK)]
-    expected = {int(row): (ids.tolist(), labels.tolist()) for p in packed
-                for row, ids, labels in zip(p["row"], p["input_ids"], p["labels"])}
+    packed = [
+        streams.build_stream_batch(chunk, feed.job)
+        for rows in unit_rows(feed, item)
+        for chunk in row_chunks([rows], CHUNK)
+    ]
+    expected = {
+        int(row): (ids.tolist(), labels.tolist())
+        for p in packed
+        for row, ids, labels in zip(p["row"], p["input_ids"], p["labels"])
+    }
     assert len(got["row"]) == len(expected) and len(expected) < sum(tokenised)  # packed: fewer than sentences
-    assert {int(row): (ids.tolist(), labels.tolist())
-            for row, ids, labels in zip(got["row"], got["input_ids"], got["labels"])} == expected
+    assert {
+        int(row): (ids.tolist(), labels.tolist())
+        for row, ids, labels in zip(got["row"], got["input_ids"], got["labels"])
+    } == expected
     assert_same(joined(item_blocks(item, 0, feed.corpus, feed.job)), got)
 
     skip = len(first["row"]) + 3  # into the second round
-    assert_same(joined(item_blocks(dataclasses.replace(item, skip=skip), 0, feed.corpus, feed.job)),
-                {k: v[skip:] for k, v in got.items()})
+    assert_same(
+        joined(item_blocks(dataclasses.replace(item, skip=skip), 0, feed.corpus, feed.job)),
+        {k: v[skip:] for k, v in got.items()},
+    )

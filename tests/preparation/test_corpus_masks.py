@@ -4,8 +4,8 @@ is read by one of them and comes out with the same masked tokens and labels (in 
 from __future__ import annotations
 
 import pytest
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.corpus_plan import fresh_items
 from distalign.preparation.inputs import prepare_data
@@ -26,10 +26,13 @@ def masked_rows(feed, workers: int) -> dict[int, tuple]:
 @pytest.mark.parametrize("pack", [False, True])
 def test_masks_are_the_same_on_one_and_on_three_workers(distalign_home, pack):
     """Packed (the default), sentences are packed within a unit: the same sequences on any number of workers."""
-    config = load_config(QUICKSTART, SMALL + ["run.name=masks", "objectives.lexical.weight=0",
-                                              f"data.pack_sequences={pack}"])
+    config = load_config(
+        QUICKSTART, SMALL + ["run.name=masks", "objectives.lexical.weight=0", f"data.pack_sequences={pack}"]
+    )
     prepared = prepare_data(config)
     feed = corpus_feed(prepared, config)
     one, three = masked_rows(feed, 1), masked_rows(feed, 3)
     assert (len(one) < prepared.corpus_rows / 2 if pack else len(one) == prepared.corpus_rows) and one == three
-    assert sum(any(label != -100 for label in labels) for _, labels in one.values()) > 0.3 * len(one)  # 15 % of words, short sentences
+    assert sum(any(label != -100 for label in labels) for _, labels in one.values()) > 0.3 * len(
+        one
+    )  # 15 % of words, short sentences

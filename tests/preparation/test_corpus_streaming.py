@@ -9,8 +9,9 @@ import json
 
 import pytest
 import ray
-
 from conftest import QUICKSTART, SMALL
+from corpus_files import write_corpus
+
 from distalign.config import load_config
 from distalign.data.corpus_plan import Item
 from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_ledger
@@ -18,14 +19,16 @@ from distalign.data.sources import CorpusSource
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import LocalWorkerData, RayWorkerData, corpus_feed
 from distalign.storage import s3_filesystem
-from corpus_files import write_corpus
 
 pytestmark = pytest.mark.slow
 
 
 def sequences(data, items):
-    return [(int(item), ids.tolist(), int(row)) for block in data.corpus_items(items)
-            for item, ids, row in zip(block["item"], block["input_ids"], block["row"])]
+    return [
+        (int(item), ids.tolist(), int(row))
+        for block in data.corpus_items(items)
+        for item, ids, row in zip(block["item"], block["input_ids"], block["row"])
+    ]
 
 
 def feed_over(config, corpus: CorpusStream):
@@ -48,12 +51,16 @@ def test_ray_tasks_read_units_as_this_process_does_and_report_skips(ray_local, d
 
     root = write_corpus(tmp_path)
     datasets.Dataset.from_dict({"sentence": ["uno dos", "", "tres"]}).save_to_disk(str(tmp_path / "hf"))
-    sources = [CorpusSource(str(root / "txt"), "xa"), CorpusSource(str(root / "jsonl"), "xb"),
-               CorpusSource(str(root / "pq"), "xc"), CorpusSource(lang="xa", hf_dataset=str(tmp_path / "hf"),
-                                                                 text_field="sentence")]
+    sources = [
+        CorpusSource(str(root / "txt"), "xa"),
+        CorpusSource(str(root / "jsonl"), "xb"),
+        CorpusSource(str(root / "pq"), "xc"),
+        CorpusSource(lang="xa", hf_dataset=str(tmp_path / "hf"), text_field="sentence"),
+    ]
     ledger = start_ledger("test-ledger")
-    corpus = CorpusStream([list_corpus_files(s, f"data.corpora[{i}]") for i, s in enumerate(sources)],
-                          ledger="test-ledger")
+    corpus = CorpusStream(
+        [list_corpus_files(s, f"data.corpora[{i}]") for i, s in enumerate(sources)], ledger="test-ledger"
+    )
     config = load_config(QUICKSTART, SMALL + ["run.name=corpus-tasks", "objectives.lexical.weight=0"])
     feed = feed_over(config, corpus)
     assert len(feed.units) == 5
@@ -66,11 +73,15 @@ def test_ray_tasks_read_units_as_this_process_does_and_report_skips(ray_local, d
 def test_ray_tasks_read_byte_ranges_from_s3(ray_local, distalign_home, s3_endpoint):
     url, s3 = s3_endpoint
     for i in range(3):
-        s3.put_object(Bucket="ckpt", Key=f"stream/part-{i}.jsonl",
-                      Body="".join(json.dumps({"text": f"xa{j % 7} xa{i}"}) + "\n" for j in range(50)).encode())
+        s3.put_object(
+            Bucket="ckpt",
+            Key=f"stream/part-{i}.jsonl",
+            Body="".join(json.dumps({"text": f"xa{j % 7} xa{i}"}) + "\n" for j in range(50)).encode(),
+        )
     fs = s3_filesystem(url)
-    corpus = CorpusStream([list_corpus_files(CorpusSource("s3://ckpt/stream", "xa"), "data.corpora[0]", fs)], fs,
-                          unit_bytes=300)
+    corpus = CorpusStream(
+        [list_corpus_files(CorpusSource("s3://ckpt/stream", "xa"), "data.corpora[0]", fs)], fs, unit_bytes=300
+    )
     config = load_config(QUICKSTART, SMALL + ["run.name=corpus-s3", "objectives.lexical.weight=0"])
     feed = feed_over(config, corpus)
     assert len(feed.units) > 3  # each file cut into byte ranges

@@ -4,10 +4,9 @@ synonyms of any subword length are spliced in at the configured share."""
 from __future__ import annotations
 
 import pytest
-
 import torch
-
 from conftest import QUICKSTART, REPO, SMALL
+
 from distalign.config import load_config
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.mlm import IGNORE_INDEX
@@ -16,10 +15,18 @@ from distalign.preparation.streams import local_streams, stream_jobs
 
 
 def cross_lingual_label_share(percent: int) -> tuple[float, int]:
-    config = load_config(QUICKSTART, SMALL + [
-        "run.name=dict-labels", "objectives.mlm.weight=0", "objectives.dict_mlm.weight=1",
-        f"objectives.dict_mlm.synonym_label_percent={percent}", "train.corpus_batch_size=32",
-        "train.max_steps=60"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=dict-labels",
+            "objectives.mlm.weight=0",
+            "objectives.dict_mlm.weight=1",
+            f"objectives.dict_mlm.synonym_label_percent={percent}",
+            "train.corpus_batch_size=32",
+            "train.max_steps=60",
+        ],
+    )
     corpus = local_streams(prepare_data(config), config)["corpus"]
     cross = labelled = 0
     for _ in range(60):
@@ -42,7 +49,7 @@ def shares(tmp_path_factory):
 
 def test_synonym_labels_follow_x(shares):
     assert shares[0][0] == 0.0  # DICT-MLM-0 is plain (dictionary-restricted) MLM
-    (share50, n50), (share90, n90) = shares[50], shares[90]
+    (share50, _), (share90, n90) = shares[50], shares[90]
     assert n90 > 100
     # the same seeds mask the same words: only the x% draw differs, so the shares scale with x
     assert abs(share90 / share50 - 90 / 50) < 0.2
@@ -56,16 +63,29 @@ def test_synonyms_of_any_length_reach_the_batches_at_the_configured_share(distal
     (every word maskable, x = 50): half of the masked dictionary words are replaced, and no pair is dropped for
     its length: every cross-lingual single-word pair is in the table (before splicing, only the pairs of equal
     subword length were), and replacements that change a word's length reach the batches."""
-    config = load_config(REPO / "jobs" / "configs" / "dict_mlm_tiny.yaml", SMALL + [
-        "run.name=dict-splice", "objectives.dict_mlm.mask_words=all", "train.corpus_batch_size=32",
-        "train.max_steps=80"])
+    config = load_config(
+        REPO / "jobs" / "configs" / "dict_mlm_tiny.yaml",
+        SMALL
+        + [
+            "run.name=dict-splice",
+            "objectives.dict_mlm.mask_words=all",
+            "train.corpus_batch_size=32",
+            "train.max_steps=80",
+        ],
+    )
     prepared = prepare_data(config)
     table = stream_jobs(prepared, config, ("corpus",))["corpus"].preparer.table
     tokenizer = load_tokenizer(prepared.model_path)
-    pairs = {(r["lang1"], r["word1"], r["lang2"], r["word2"]) for r in prepared.word_pairs.to_pylist()
-             if r["lang1"] != r["lang2"]}
-    span = {w: len(tokenizer([[w]], is_split_into_words=True, add_special_tokens=False)["input_ids"][0])
-            for p in pairs for w in (p[1], p[3])}
+    pairs = {
+        (r["lang1"], r["word1"], r["lang2"], r["word2"])
+        for r in prepared.word_pairs.to_pylist()
+        if r["lang1"] != r["lang2"]
+    }
+    span = {
+        w: len(tokenizer([[w]], is_split_into_words=True, add_special_tokens=False)["input_ids"][0])
+        for p in pairs
+        for w in (p[1], p[3])
+    }
     equal = {p for p in pairs if span[p[1]] == span[p[3]]}
     directed = pairs | {(l2, w2, l1, w1) for l1, w1, l2, w2 in pairs}
     assert len(table.synonym_ids) == len(directed) and "length_mismatch" not in table.dropped

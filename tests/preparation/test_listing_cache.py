@@ -19,8 +19,9 @@ def test_parquet_footers_are_read_once_for_the_same_files(tmp_path, monkeypatch)
     corpus = tmp_path / "pq"
     corpus.mkdir()
     for i in range(3):
-        pq.write_table(pa.table({"text": [f"row {j}" for j in range(10 * (i + 1))]}), corpus / f"{i}.parquet",
-                       row_group_size=7)
+        pq.write_table(
+            pa.table({"text": [f"row {j}" for j in range(10 * (i + 1))]}), corpus / f"{i}.parquet", row_group_size=7
+        )
     reads = []
     real = corpus_stream.check_parquet
     monkeypatch.setattr(corpus_stream, "check_parquet", lambda *args: reads.append(args[1]) or real(*args))

@@ -8,18 +8,24 @@ import dataclasses
 
 import numpy as np
 import ray.cloudpickle
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.corpus_stream import CorpusStream
 from distalign.data.ragged import RaggedRows
 from distalign.data.streams import STREAMS
-from distalign.preparation.inputs import prepare_data
 from distalign.preparation import streams
-from distalign.preparation.streams import (RayWorkerData, StreamBatchJob, TableStream, corpus_feed, store_tables,
-                                           table_streams)
-from distalign.train import trainer
+from distalign.preparation.inputs import prepare_data
+from distalign.preparation.streams import (
+    RayWorkerData,
+    StreamBatchJob,
+    TableStream,
+    corpus_feed,
+    store_tables,
+    table_streams,
+)
 from distalign.preparation.table_rows import StoredTable
+from distalign.train import trainer
 from distalign.train.plan import TrainingPlan
 
 
@@ -90,7 +96,9 @@ def test_ray_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeyp
         assert dataclasses.is_dataclass(fn_kwargs["job"].settings)
     assert {kwargs["job"].stream.name for kwargs in sent} == {"constraints", "corpus"}
 
-    monkeypatch.setattr(trainer, "TorchTrainer", lambda fn, train_loop_config, **kwargs: plans.append(train_loop_config))
+    monkeypatch.setattr(
+        trainer, "TorchTrainer", lambda fn, train_loop_config, **kwargs: plans.append(train_loop_config)
+    )
     trainer.build_trainer(config, trainer.plan_training(config, prepared, ""), {}, None)
     (plan,) = plans
     assert_typed(plan, TrainingPlan)

@@ -12,8 +12,10 @@ from distalign.preparation.static_targets import derive_static_vectors, seed_pai
 from distalign.static.procrustes import normalize_embeddings
 from distalign.static.word2vec_format import read_word2vec
 
-WORDS = ("sun moon star river stone tree bird fish cloud rain wind snow hill lake road door wall roof "
-         "bread milk salt fire ash leaf root seed horn bone skin hair").split()
+WORDS = (
+    "sun moon star river stone tree bird fish cloud rain wind snow hill lake road door wall roof "
+    "bread milk salt fire ash leaf root seed horn bone skin hair"
+).split()
 SEED = WORDS[:20]  # more seed pairs than dimensions: the orthogonal map is unique
 
 
@@ -22,7 +24,9 @@ def pairs_table(rows):
 
 
 def test_seed_pairs_come_from_both_column_orders():
-    table = pairs_table([("a", "xa", "b", "xb"), ("c", "xb", "d", "xa"), ("e", "xa", "f", "xc"), ("g", "xb", "h", "xb")])
+    table = pairs_table(
+        [("a", "xa", "b", "xb"), ("c", "xb", "d", "xa"), ("e", "xa", "f", "xc"), ("g", "xb", "h", "xb")]
+    )
     assert seed_pairs_between(table, "xb", "xa") == [("b", "a"), ("c", "d")]
     assert seed_pairs_between(table, "xc", "xb") == []
 
@@ -37,8 +41,11 @@ def world(tmp_path_factory):
     xb = [" ".join(w + "o" for w in s.split()) for s in xa]
     (root / "xa.txt").write_text("\n".join(xa) + "\n")
     (root / "xb.txt").write_text("\n".join(xb) + "\n")
-    model = build_tiny_model(root / "model", xa + xb, TinyModelConfig(vocab_size=120, hidden_size=8, num_layers=1,
-                                                                    num_heads=2, intermediate_size=32, max_length=16))
+    model = build_tiny_model(
+        root / "model",
+        xa + xb,
+        TinyModelConfig(vocab_size=120, hidden_size=8, num_layers=1, num_heads=2, intermediate_size=32, max_length=16),
+    )
     pairs = pairs_table([(w + "o", "xb", w, "xa") for w in SEED])
     return root, str(model), pairs
 
@@ -47,8 +54,10 @@ def test_pivot_is_normalised_and_the_other_language_mapped_by_the_seed_procruste
     root, model, pairs = world
     corpora = [(str(root / "xb.txt"), "xb"), (str(root / "xa.txt"), "xa")]
     sources = derive_static_vectors(model, corpora, pairs, root / "static", layer=1, epochs=1, iterations=0)
-    assert [(s.lang, s.path) for s in sources] == [("xa", str(root / "static" / "xa.aligned.vec")),
-                                                    ("xb", str(root / "static" / "xb.aligned.vec"))]
+    assert [(s.lang, s.path) for s in sources] == [
+        ("xa", str(root / "static" / "xa.aligned.vec")),
+        ("xb", str(root / "static" / "xb.aligned.vec")),
+    ]
     raw = {lang: read_word2vec(root / "static" / f"{lang}.x2static.vec")[:2] for lang in ("xa", "xb")}
     pivot_words, pivot = read_word2vec(sources[0].path)[:2]
     mapped_words, mapped = read_word2vec(sources[1].path)[:2]
@@ -75,13 +84,15 @@ def test_no_seed_pairs_with_the_pivot_is_an_error_naming_both_languages(world):
     root, model, _ = world
     corpora = [(str(root / "xa.txt"), "xa"), (str(root / "xb.txt"), "xb")]
     with pytest.raises(ValueError, match="'xb' and the pivot 'xa'"):
-        derive_static_vectors(model, corpora, pairs_table([("a", "xa", "b", "xc")]), root / "none", layer=1,
-                              epochs=1, iterations=0)
+        derive_static_vectors(
+            model, corpora, pairs_table([("a", "xa", "b", "xc")]), root / "none", layer=1, epochs=1, iterations=0
+        )
 
 
 def test_the_static_stream_passes_every_row_once_an_epoch_in_a_new_order():
     """Deep CCA's statistics are those of a batch: the same batches every epoch would repeat them."""
     from conftest import QUICKSTART
+
     from distalign.config import load_config
     from distalign.data.streams import STREAMS
     from distalign.preparation.table_rows import EpochRows, MappedTable

@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.checkpoint import STATE_FILE
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
@@ -26,8 +26,9 @@ def world(distalign_home):
 
 
 def trained_positions(batches: list[dict]) -> list[int]:
-    return [epoch * ROWS[0] + row for batch in batches
-            for epoch, row in zip(batch["epoch"].tolist(), batch["row"].tolist())]
+    return [
+        epoch * ROWS[0] + row for batch in batches for epoch, row in zip(batch["epoch"].tolist(), batch["row"].tolist())
+    ]
 
 
 ROWS: list[int] = [0]  # the constraint table's rows, set by the test that uses it
@@ -54,16 +55,20 @@ def test_a_resume_on_another_worker_count_trains_every_position_once(world):
     for batch in (next(alone) for _ in range(steps * 7)):
         for epoch, row, synset in zip(batch["epoch"].tolist(), batch["row"].tolist(), batch["synset"].tolist()):
             reference[epoch * rows + row] = synset
-    drawn = {epoch * rows + row: synset for batch in before + after
-             for epoch, row, synset in zip(batch["epoch"].tolist(), batch["row"].tolist(), batch["synset"].tolist())}
+    drawn = {
+        epoch * rows + row: synset
+        for batch in before + after
+        for epoch, row, synset in zip(batch["epoch"].tolist(), batch["row"].tolist(), batch["synset"].tolist())
+    }
     assert drawn == reference
 
 
 def test_a_checkpoint_of_counted_batches_resumes_at_as_many_rows(world):
     """A checkpoint written before global positions (each worker's batch count) resumes after W·B rows a batch."""
     config, prepared = world
-    stream = local_streams(prepared, config, {"constraints": [{"batches": 3}, {"batches": 3}]}, rank=1,
-                           workers=2)["constraints"]
+    stream = local_streams(prepared, config, {"constraints": [{"batches": 3}, {"batches": 3}]}, rank=1, workers=2)[
+        "constraints"
+    ]
     assert stream.state() == {"position": 3 * 2 * config.train.constraint_batch_size}
 
 

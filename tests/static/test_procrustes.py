@@ -103,8 +103,10 @@ def test_missing_seed_words_are_counted():
     _, report = align_spaces(src_words, x, tgt_words, z, seed)
     assert report["seed_pairs"] == 6 and report["seed_missing"] == 2
     assert report["dictionary_sizes"] == [4]
-    assert report["missing_examples"] == ["(nope, t2): no vector for source 'nope'",
-                                          "(s3, gone): no vector for target 'gone'"]
+    assert report["missing_examples"] == [
+        "(nope, t2): no vector for source 'nope'",
+        "(s3, gone): no vector for target 'gone'",
+    ]
     with pytest.raises(ValueError, match="seed_pairs: none of the 1 pairs"):
         align_spaces(src_words, x, tgt_words, z, [("a", "b")])
 
@@ -113,10 +115,17 @@ def test_align_files_end_to_end(tmp_path):
     src_words, x, tgt_words, z, q = _isomorphic_spaces(n=60, d=4, noise=0.0, seed=3)
     write_word2vec(tmp_path / "src.vec", src_words, x)
     write_word2vec(tmp_path / "tgt.vec", tgt_words, z)
-    (tmp_path / "dict.tsv").write_text("s0\tt0\ns1\tt1\nbroken line here\ns2\tt2\ns3\tt3\ns4\tt4\nzz\tt5\n",
-                                       encoding="utf-8")
-    report = align_files(tmp_path / "src.vec", tmp_path / "tgt.vec", tmp_path / "dict.tsv",
-                         tmp_path / "out" / "src.mapped.vec", iterations=3, tgt_out_path=tmp_path / "out" / "t.vec")
+    (tmp_path / "dict.tsv").write_text(
+        "s0\tt0\ns1\tt1\nbroken line here\ns2\tt2\ns3\tt3\ns4\tt4\nzz\tt5\n", encoding="utf-8"
+    )
+    report = align_files(
+        tmp_path / "src.vec",
+        tmp_path / "tgt.vec",
+        tmp_path / "dict.tsv",
+        tmp_path / "out" / "src.mapped.vec",
+        iterations=3,
+        tgt_out_path=tmp_path / "out" / "t.vec",
+    )
     words, mapped, _ = read_word2vec(tmp_path / "out" / "src.mapped.vec")
     _, tgt_out, _ = read_word2vec(tmp_path / "out" / "t.vec")
     assert words == src_words
@@ -133,8 +142,13 @@ def test_align_files_writes_the_normalised_target_space(tmp_path):
     write_word2vec(tmp_path / "src.vec", src_words, x)
     write_word2vec(tmp_path / "tgt.vec", tgt_words, z)
     (tmp_path / "dict.tsv").write_text("".join(f"s{i}\tt{i}\n" for i in range(30)), encoding="utf-8")
-    align_files(tmp_path / "src.vec", tmp_path / "tgt.vec", tmp_path / "dict.tsv", tmp_path / "s.vec",
-                tgt_out_path=tmp_path / "t.vec")
+    align_files(
+        tmp_path / "src.vec",
+        tmp_path / "tgt.vec",
+        tmp_path / "dict.tsv",
+        tmp_path / "s.vec",
+        tgt_out_path=tmp_path / "t.vec",
+    )
     _, mapped, _ = read_word2vec(tmp_path / "s.vec")
     tgt_out_words, tgt_out, _ = read_word2vec(tmp_path / "t.vec")
     position = {word: k for k, word in enumerate(tgt_out_words)}

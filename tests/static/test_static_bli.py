@@ -24,8 +24,11 @@ def write_vec(path, vectors: dict) -> str:
 @pytest.fixture
 def files(tmp_path):
     (tmp_path / "de-en.tsv").write_text(DICTIONARY)
-    return {"de": write_vec(tmp_path / "de.vec", DE), "en": write_vec(tmp_path / "en.vec", EN),
-            "dictionary": str(tmp_path / "de-en.tsv")}
+    return {
+        "de": write_vec(tmp_path / "de.vec", DE),
+        "en": write_vec(tmp_path / "en.vec", EN),
+        "dictionary": str(tmp_path / "de-en.tsv"),
+    }
 
 
 def scores(rows, task="bli") -> dict:
@@ -64,9 +67,25 @@ def test_csls_bli_of_static_vectors_matches_numpy(files):
 
 def test_static_bli_command_prints_and_writes_the_rows(files, tmp_path, capsys):
     out = tmp_path / "results.csv"
-    assert main(["static", "bli", "--vectors", f"de={files['de']}", "--vectors", f"en={files['en']}",
-                 "--dictionary", f"de-en:{files['dictionary']}", "--similarity", "cosine,csls",
-                 "--output", str(out)]) == 0
+    assert (
+        main(
+            [
+                "static",
+                "bli",
+                "--vectors",
+                f"de={files['de']}",
+                "--vectors",
+                f"en={files['en']}",
+                "--dictionary",
+                f"de-en:{files['dictionary']}",
+                "--similarity",
+                "cosine,csls",
+                "--output",
+                str(out),
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
     assert "1 malformed rows skipped" in printed and "bli_csls" in printed
     rows = list(csv.DictReader(out.open()))
@@ -76,8 +95,9 @@ def test_static_bli_command_prints_and_writes_the_rows(files, tmp_path, capsys):
 
 def test_per_pair_ranking_and_vocabulary_size(files):
     """--vocab-size keeps the first words of each file: 'car' (4th) leaves the target space, so haus -> car is OOV."""
-    suite = SuiteSpec(bli_pairs=(), dictionaries=(("de", "en", files["dictionary"]),), vocab_size=3,
-                      bli_ranking="per_pair")
+    suite = SuiteSpec(
+        bli_pairs=(), dictionaries=(("de", "en", files["dictionary"]),), vocab_size=3, bli_ranking="per_pair"
+    )
     got = scores(static_bli({"de": files["de"], "en": files["en"]}, suite))
     assert (got["mrr"], got["oov"], got["oov_source"]) == (1.0, 1, 1)
 
@@ -88,8 +108,23 @@ def test_missing_vectors_and_bad_flags_are_named(files, capsys):
         static_bli({"de": files["de"]}, suite)
     assert main(["static", "bli", "--vectors", files["de"], "--dictionary", f"de-en:{files['dictionary']}"]) == 2
     assert "expected LANG=PATH" in capsys.readouterr().err
-    assert main(["static", "bli", "--vectors", f"de={files['de']}", "--vectors", f"en={files['en']}",
-                 "--dictionary", f"de-en:{files['dictionary']}", "--similarity", "dot"]) == 2
+    assert (
+        main(
+            [
+                "static",
+                "bli",
+                "--vectors",
+                f"de={files['de']}",
+                "--vectors",
+                f"en={files['en']}",
+                "--dictionary",
+                f"de-en:{files['dictionary']}",
+                "--similarity",
+                "dot",
+            ]
+        )
+        == 2
+    )
     assert "--similarity: ['dot'] not among" in capsys.readouterr().err
 
 

@@ -29,9 +29,12 @@ STEPS_OFF = dict(whiten=False, src_reweight=0.0, trg_reweight=0.0, src_dewhiten=
 
 def test_whitening_hand_computed_and_decorrelates():
     # M^T M = diag(4, 9): (M^T M)^{-1/2} = diag(1/2, 1/3).
-    np.testing.assert_allclose(whitening_transform(np.array([[2.0, 0.0], [0.0, 3.0]])), np.diag([0.5, 1 / 3]),
-                               atol=1e-12)
-    m = np.random.default_rng(0).normal(size=(30, 4)) @ np.array([[3, 1, 0, 0], [0, 1, 0, 0], [0, 0, 2, 1], [1, 0, 0, .5]])
+    np.testing.assert_allclose(
+        whitening_transform(np.array([[2.0, 0.0], [0.0, 3.0]])), np.diag([0.5, 1 / 3]), atol=1e-12
+    )
+    m = np.random.default_rng(0).normal(size=(30, 4)) @ np.array(
+        [[3, 1, 0, 0], [0, 1, 0, 0], [0, 0, 2, 1], [1, 0, 0, 0.5]]
+    )
     w = whitening_transform(m)
     np.testing.assert_allclose((m @ w).T @ (m @ w), np.eye(4), atol=1e-10)
     np.testing.assert_allclose(w, w.T, atol=1e-12)  # the symmetric (ZCA) root VecMap uses
@@ -136,12 +139,32 @@ def test_method_switch_in_files_cli_and_config(tmp_path):
     write_word2vec(tmp_path / "tgt.vec", tgt_words, z)
     (tmp_path / "dict.tsv").write_text("".join(f"s{i}\tt{i}\n" for i in range(10)), encoding="utf-8")
     with pytest.raises(ValueError, match="--tgt-out"):
-        align_files(tmp_path / "src.vec", tmp_path / "tgt.vec", tmp_path / "dict.tsv", tmp_path / "o.vec",
-                    method="vecmap")
-    subprocess.run([sys.executable, "-m", "distalign.cli", "static", "align", "--method", "vecmap", "--src",
-                    str(tmp_path / "src.vec"), "--tgt", str(tmp_path / "tgt.vec"), "--dictionary",
-                    str(tmp_path / "dict.tsv"), "--out", str(tmp_path / "s.vec"), "--tgt-out", str(tmp_path / "t.vec")],
-                   check=True, capture_output=True)
+        align_files(
+            tmp_path / "src.vec", tmp_path / "tgt.vec", tmp_path / "dict.tsv", tmp_path / "o.vec", method="vecmap"
+        )
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "distalign.cli",
+            "static",
+            "align",
+            "--method",
+            "vecmap",
+            "--src",
+            str(tmp_path / "src.vec"),
+            "--tgt",
+            str(tmp_path / "tgt.vec"),
+            "--dictionary",
+            str(tmp_path / "dict.tsv"),
+            "--out",
+            str(tmp_path / "s.vec"),
+            "--tgt-out",
+            str(tmp_path / "t.vec"),
+        ],
+        check=True,
+        capture_output=True,
+    )
     _, mapped, _ = read_word2vec(tmp_path / "s.vec")
     tgt_out_words, tgt_out, _ = read_word2vec(tmp_path / "t.vec")
     position = {w: k for k, w in enumerate(tgt_out_words)}

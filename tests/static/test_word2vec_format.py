@@ -38,11 +38,11 @@ def test_malformed_and_duplicate_lines_are_counted_with_file_and_line(tmp_path):
     path.write_text(
         "5 3\n"
         "a 1 2 3\n"
-        "b 1 2\n"            # line 3: too few values
-        "c 1 x 3\n"          # line 4: not a float
-        "a 9 9 9\n"          # line 5: duplicate, first kept
-        "d 1 nan 3\n"        # line 6: not finite
-        "e 4 5 6 \n",        # trailing space is tolerated
+        "b 1 2\n"  # line 3: too few values
+        "c 1 x 3\n"  # line 4: not a float
+        "a 9 9 9\n"  # line 5: duplicate, first kept
+        "d 1 nan 3\n"  # line 6: not finite
+        "e 4 5 6 \n",  # trailing space is tolerated
         encoding="utf-8",
     )
     words, vectors, report = read_word2vec(path)
@@ -73,12 +73,15 @@ def test_bad_header_and_missing_file_raise(tmp_path):
         read_word2vec(tmp_path / "absent.vec")
 
 
-@pytest.mark.parametrize("words, shape, match", [
-    (["a b", "c"], (2, 3), "no whitespace"),
-    (["a", "a"], (2, 3), "duplicates"),
-    (["a"], (2, 3), "1 entries but vectors has 2 rows"),
-    (["a"], (3,), "2-D"),
-])
+@pytest.mark.parametrize(
+    "words, shape, match",
+    [
+        (["a b", "c"], (2, 3), "no whitespace"),
+        (["a", "a"], (2, 3), "duplicates"),
+        (["a"], (2, 3), "1 entries but vectors has 2 rows"),
+        (["a"], (3,), "2-D"),
+    ],
+)
 def test_write_rejects_bad_input(tmp_path, words, shape, match):
     with pytest.raises(ValueError, match=match):
         write_word2vec(tmp_path / "v.vec", words, np.zeros(shape))

@@ -48,8 +48,7 @@ def one_torch_thread():
 
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
-    cfg = TinyModelConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64,
-                          max_length=32)
+    cfg = TinyModelConfig(vocab_size=60, hidden_size=32, num_layers=2, num_heads=2, intermediate_size=64, max_length=32)
     return str(build_tiny_model(tmp_path_factory.mktemp("x2s") / "model", _corpus(), cfg))
 
 
@@ -60,25 +59,30 @@ def _log_sigmoid(x):
 
 def test_loss_hand_computed():
     # σ(ln 3) = 3/4 for the positive; the negative is orthogonal to c: σ(0) = 1/2.
-    loss = negative_sampling_loss(torch.tensor([[1.0, 0.0]]), torch.tensor([[float(np.log(3.0)), 0.0]]),
-                                  torch.tensor([[[0.0, 1.0]]]))
+    loss = negative_sampling_loss(
+        torch.tensor([[1.0, 0.0]]), torch.tensor([[float(np.log(3.0)), 0.0]]), torch.tensor([[[0.0, 1.0]]])
+    )
     assert loss.item() == pytest.approx(np.log(4 / 3) + np.log(2), rel=1e-6)
 
 
 def test_loss_against_numpy_loop():
     rng = np.random.default_rng(0)
     u, c, neg = rng.normal(size=(3, 5)), rng.normal(size=(3, 5)), rng.normal(size=(3, 4, 5))
-    expected = np.mean([-_log_sigmoid(u[b] @ c[b]) - sum(_log_sigmoid(-neg[b, k] @ c[b]) for k in range(4))
-                        for b in range(3)])
+    expected = np.mean(
+        [-_log_sigmoid(u[b] @ c[b]) - sum(_log_sigmoid(-neg[b, k] @ c[b]) for k in range(4)) for b in range(3)]
+    )
     got = negative_sampling_loss(*(torch.tensor(a) for a in (u, c, neg)))
     assert got.item() == pytest.approx(expected, rel=1e-10)
 
 
-@pytest.mark.parametrize("shapes, match", [
-    (((2, 3), (2, 4), (2, 5, 3)), "static_target and context"),
-    (((2, 3), (2, 3), (2, 5, 4)), "static_negatives"),
-    (((2, 3), (2, 3), (3, 5, 3)), "static_negatives"),
-])
+@pytest.mark.parametrize(
+    "shapes, match",
+    [
+        (((2, 3), (2, 4), (2, 5, 3)), "static_target and context"),
+        (((2, 3), (2, 3), (2, 5, 4)), "static_negatives"),
+        (((2, 3), (2, 3), (3, 5, 3)), "static_negatives"),
+    ],
+)
 def test_loss_rejects_bad_shapes(shapes, match):
     with pytest.raises(ValueError, match=match):
         negative_sampling_loss(*(torch.zeros(s) for s in shapes))
@@ -145,8 +149,9 @@ def test_context_vectors_match_a_per_sentence_loop(tiny_model):
     got, valid = context_vectors(model, tokenizer, sentences, positions, layer)
     assert valid.tolist() == [True, True, True]
     for row, (sentence, position) in enumerate(zip(sentences, positions)):
-        torch.testing.assert_close(got[row], _naive_context(model, tokenizer, sentence, position, layer),
-                                   rtol=1e-4, atol=1e-5)
+        torch.testing.assert_close(
+            got[row], _naive_context(model, tokenizer, sentence, position, layer), rtol=1e-4, atol=1e-5
+        )
 
 
 def test_context_does_not_depend_on_the_masked_target(tiny_model):
@@ -154,8 +159,9 @@ def test_context_does_not_depend_on_the_masked_target(tiny_model):
     # A partner with as many subwords as 'cat', so both sentences get the same number of mask tokens.
     partner = next(w for w in ("dog", "red", "old", "new", "sky") if len(tokenizer.tokenize(w)) == 3)
     assert len(tokenizer.tokenize("cat")) == 3
-    got, _ = context_vectors(model, tokenizer, ["big cat slow", f"big {partner} slow", "big slow cat"], [1, 1, 2],
-                             layer)
+    got, _ = context_vectors(
+        model, tokenizer, ["big cat slow", f"big {partner} slow", "big slow cat"], [1, 1, 2], layer
+    )
     torch.testing.assert_close(got[0], got[1])
     assert not torch.allclose(got[0], got[2])  # word order still matters
 
@@ -178,8 +184,9 @@ def _cos(a, b):
 
 def test_words_in_identical_contexts_get_similar_vectors(tiny_model):
     logged = []
-    words, vectors = extract_static_vectors(tiny_model, _corpus(), layer=-1, epochs=20, lr=2e-2, batch_size=32,
-                                            seed=0, log_every=20, progress=logged.append)
+    words, vectors = extract_static_vectors(
+        tiny_model, _corpus(), layer=-1, epochs=20, lr=2e-2, batch_size=32, seed=0, log_every=20, progress=logged.append
+    )
     assert vectors.shape == (len(words), 32) and "cat" in words
     cat, dog, zebra = (vectors[words.index(w)] for w in ("cat", "dog", "zebra"))
     assert _cos(cat, dog) > 0.9
@@ -190,8 +197,7 @@ def test_words_in_identical_contexts_get_similar_vectors(tiny_model):
 def test_extract_to_file_end_to_end(tiny_model, tmp_path):
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("\n".join(_corpus(rounds=2)) + "\n\n", encoding="utf-8")
-    result = extract_to_file(tiny_model, [corpus], tmp_path / "out" / "static.vec", layer=1, epochs=1,
-                             progress=None)
+    result = extract_to_file(tiny_model, [corpus], tmp_path / "out" / "static.vec", layer=1, epochs=1, progress=None)
     words, vectors, report = read_word2vec(result["path"])
     assert result["sentences"] == 6 and result["words"] == len(words) == report.rows
     assert set(words) == {w for s in _corpus(rounds=2) for w in s.split()}
@@ -206,5 +212,6 @@ def test_cached_contexts_train_like_recomputed_ones(tiny_model):
     same_words, recomputed = extract_static_vectors(tiny_model, _corpus(rounds=2), cache_bytes=0, **options)
     assert words == same_words
     np.testing.assert_allclose(cached, recomputed, atol=1e-4)
-    assert not np.allclose(cached, extract_static_vectors(tiny_model, _corpus(rounds=2), **{**options, "seed": 4})[1],
-                           atol=1e-4)
+    assert not np.allclose(
+        cached, extract_static_vectors(tiny_model, _corpus(rounds=2), **{**options, "seed": 4})[1], atol=1e-4
+    )

@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from conftest import QUICKSTART, SMALL, free_port, moto_s3_server
+
 from distalign.checkpoint import private_rank
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
@@ -44,11 +44,21 @@ def _rank(rank: int, port: int, url: str, run, caches: str, out) -> None:
     from distalign.train.trainer import plan_training
     from distalign.train.uploads import CheckpointUploads
 
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                       "AWS_ACCESS_KEY_ID": f"rank{rank}", "AWS_SECRET_ACCESS_KEY": "testing"})  # the log's signer
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=120))
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+            "AWS_ACCESS_KEY_ID": f"rank{rank}",
+            "AWS_SECRET_ACCESS_KEY": "testing",
+        }
+    )  # the log's signer
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=120)
+    )
     try:
         config, prepared = run
         plan = plan_training(config, prepared, mlflow_run_id="")
@@ -81,13 +91,20 @@ def _rank(rank: int, port: int, url: str, run, caches: str, out) -> None:
                 recording = requests.get(f"{url}/moto-api/recorder/download-recording", timeout=10)
                 out[layout] = recording.text
                 requests.post(f"{url}/moto-api/recorder/reset-recording", timeout=10).raise_for_status()
-            out[f"{layout} cache left {rank}"] = sorted(os.listdir(f"{caches}/{node}/checkpoints")) \
-                if os.path.isdir(f"{caches}/{node}/checkpoints") else []
-        differing = [name for (name, a), b in zip(saved.engine.module.named_parameters(),
-                                                  resumed.engine.module.parameters()) if not torch.equal(a, b)]
+            out[f"{layout} cache left {rank}"] = (
+                sorted(os.listdir(f"{caches}/{node}/checkpoints"))
+                if os.path.isdir(f"{caches}/{node}/checkpoints")
+                else []
+            )
+        differing = [
+            name
+            for (name, a), b in zip(saved.engine.module.named_parameters(), resumed.engine.module.parameters())
+            if not torch.equal(a, b)
+        ]
         # this rank's partition of the fp32 master weights and of AdamW's state: what its own shard restored
-        for group, (a, b) in enumerate(zip(*(recipe.engine.engine.optimizer.single_partition_of_fp32_groups
-                                             for recipe in (saved, resumed)))):
+        for group, (a, b) in enumerate(
+            zip(*(recipe.engine.engine.optimizer.single_partition_of_fp32_groups for recipe in (saved, resumed)))
+        ):
             states = [recipe.engine.engine.optimizer.optimizer.state[p] for recipe, p in ((saved, a), (resumed, b))]
             if not torch.equal(a, b) or any(not torch.equal(states[0][key], states[1][key]) for key in states[0]):
                 differing.append(f"partition {group}")
@@ -124,11 +141,14 @@ def test_each_rank_reads_its_own_zero_shards_and_the_shared_files_once_per_node(
     with moto_s3_server("ckpt") as (url, s3):
         results = mp.Manager().dict()
         # spawn, not fork: a child forked after this process ran autograd can deadlock in its backward
-        mp.start_processes(_rank, args=(free_port(), url, run, str(tmp_path / "caches"), results), nprocs=2,
-                           start_method="spawn")
+        mp.start_processes(
+            _rank, args=(free_port(), url, run, str(tmp_path / "caches"), results), nprocs=2, start_method="spawn"
+        )
         prefix = ROOT.split("/", 1)[1] + "/"
-        stored = {item["Key"].removeprefix(prefix): item["Size"]
-                  for item in s3.list_objects_v2(Bucket="ckpt", Prefix=prefix)["Contents"]}
+        stored = {
+            item["Key"].removeprefix(prefix): item["Size"]
+            for item in s3.list_objects_v2(Bucket="ckpt", Prefix=prefix)["Contents"]
+        }
     shards = {name for name in stored if "zero_pp_rank_" in name}
     assert {private_rank(name) for name in shards} == {0, 1}
     shared = {name for name in stored if private_rank(name) is None}

@@ -15,16 +15,21 @@ import os
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL, free_port
+
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
 
 pytestmark = pytest.mark.heavy
 SENSE_AWARE = REPO / "jobs" / "configs" / "sense_aware_tiny.yaml"
 VALIDATION_ROWS = 5  # 3 for rank 0 and 2 for rank 1: two forwards against one at batch size 2
-SENSE_OVERRIDES = [*SMALL, *SENSE_AWARE_SMALL, "train.corpus_batch_size=2", "train.engine=deepspeed",
-                   "train.precision=bf16"]
+SENSE_OVERRIDES = [
+    *SMALL,
+    *SENSE_AWARE_SMALL,
+    "train.corpus_batch_size=2",
+    "train.engine=deepspeed",
+    "train.precision=bf16",
+]
 
 
 def sense_weights(weights: dict[str, torch.Tensor], num_senses: int) -> torch.Tensor:
@@ -41,17 +46,31 @@ def _rank(rank: int, port: int, validation_run, sense_run, results) -> None:
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 
-    os.environ.update({"RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": "2", "LOCAL_WORLD_SIZE": "2",
-                       "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)})
+    os.environ.update(
+        {
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": "2",
+            "LOCAL_WORLD_SIZE": "2",
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(port),
+        }
+    )
     # a short timeout: a rank left waiting fails the test in a minute instead of hanging it
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2,
-                            timeout=datetime.timedelta(seconds=60))
+    dist.init_process_group(
+        "gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2, timeout=datetime.timedelta(seconds=60)
+    )
     try:
         config, prepared = validation_run  # the MLM with held-out sentences, VALIDATION_ROWS of them scored
         recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""), rank, 2)
         recipe.setup()
-        recipe.plan.mlm_validation = store_table(prepared.validation.slice(0, VALIDATION_ROWS), config.storage.path,
-                                                 config.storage.endpoint_url, config.run.name, "validation")
+        recipe.plan.mlm_validation = store_table(
+            prepared.validation.slice(0, VALIDATION_ROWS),
+            config.storage.path,
+            config.storage.endpoint_url,
+            config.run.name,
+            "validation",
+        )
         mlm_loss = recipe.evaluate()["eval/mlm/loss"]
 
         config, prepared = sense_run
@@ -64,9 +83,11 @@ def _rank(rank: int, port: int, validation_run, sense_run, results) -> None:
         exported = recipe.engine.exported_weights()
         if rank == 0:
             senses = sense_weights(exported, num_senses)
-            results[rank] = {"mlm_loss": mlm_loss, "dtypes": {v.dtype for v in exported.values()
-                                                              if isinstance(v, torch.Tensor)},
-                             "senses_equal": all(torch.equal(senses[:, s], senses[:, 0]) for s in range(num_senses))}
+            results[rank] = {
+                "mlm_loss": mlm_loss,
+                "dtypes": {v.dtype for v in exported.values() if isinstance(v, torch.Tensor)},
+                "senses_equal": all(torch.equal(senses[:, s], senses[:, 0]) for s in range(num_senses)),
+            }
         else:
             results[rank] = {"exported": exported}
     finally:
@@ -121,4 +142,3 @@ def test_a_bf16_zero2_run_copies_senses_into_the_master_weights_and_exports_fp32
     master = recipe.engine.exported_weights()
     for name, value in exported.state_dict().items():
         assert torch.equal(value, master[f"masked_lm.{name}"]), name
-

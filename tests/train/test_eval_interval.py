@@ -4,6 +4,7 @@ epoch of the main stream; derived once, never written back into the config."""
 from types import SimpleNamespace
 
 from conftest import QUICKSTART
+
 from distalign.config import load_config
 from distalign.preparation.schedule import RunSchedule, run_schedule
 
@@ -21,8 +22,9 @@ def test_quarter_epoch_of_the_constraint_stream():
 
 def test_corpus_stream_when_no_objective_reads_constraints():
     # corpus epochs count sentences: one a sequence (packed, the default, is refused with them)
-    config = load_config(QUICKSTART, ["eval.every_epochs=0.5", "objectives.lexical.weight=0",
-                                      "data.pack_sequences=false"])
+    config = load_config(
+        QUICKSTART, ["eval.every_epochs=0.5", "objectives.lexical.weight=0", "data.pack_sequences=false"]
+    )
     assert run_schedule(config, PREPARED).eval_every == 10  # 640 / (2 x 16) = 20 steps per epoch
     assert run_schedule(load_config(QUICKSTART, ["eval.every_epochs=0.001"]), PREPARED).eval_every == 1  # constraints
 

@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import ray.cloudpickle
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.objectives import registry
 from distalign.objectives.base import Objective
@@ -67,12 +67,24 @@ def failing_objective_registered(monkeypatch):
 
 
 def test_an_error_at_the_same_step_after_a_restart_ends_the_run_with_that_error(
-        ray_local, distalign_home, failing_objective_registered, tmp_path, capsys):
+    ray_local, distalign_home, failing_objective_registered, tmp_path, capsys
+):
     starts = tmp_path / "starts"
-    config = load_config(QUICKSTART, SMALL + [
-        "run.name=fails-at-5", "train.num_workers=1", "train.max_steps=8", "train.max_failures=3", "eval.every=0",
-        "objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.failing.weight=1",
-        f"objectives.failing.starts={starts}"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=fails-at-5",
+            "train.num_workers=1",
+            "train.max_steps=8",
+            "train.max_failures=3",
+            "eval.every=0",
+            "objectives.mlm.weight=0",
+            "objectives.lexical.weight=0",
+            "objectives.failing.weight=1",
+            f"objectives.failing.starts={starts}",
+        ],
+    )
     with pytest.raises(ValueError, match="injected failure at step 5") as raised:
         run_training(config)
     assert starts.read_text().splitlines() == ["started"] * 2  # one restart, not max_failures=3

@@ -36,8 +36,10 @@ def bad_console_option():
 
 
 def nccl_timeout():
-    raise RuntimeError("[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, "
-                       "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out.")
+    raise RuntimeError(
+        "[Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=12, "
+        "OpType=ALLREDUCE) ran for 600000 milliseconds before timing out."
+    )
 
 
 def gloo_peer_gone():
@@ -91,8 +93,12 @@ def test_a_collective_error_carries_no_record(fail):
 
 
 def test_errors_of_the_cluster_the_process_group_and_io_carry_no_record_even_when_wrapped():
-    for error in (dist.DistBackendError("NCCL communicator was aborted"), ray.exceptions.ActorDiedError(),
-                  ConnectionResetError("reset"), FileNotFoundError("s3://bucket/run/checkpoint_000003")):
+    for error in (
+        dist.DistBackendError("NCCL communicator was aborted"),
+        ray.exceptions.ActorDiedError(),
+        ConnectionResetError("reset"),
+        FileNotFoundError("s3://bucket/run/checkpoint_000003"),
+    ):
         assert step_failure(error, 5) is None, error
     try:
         try:
@@ -129,8 +135,12 @@ def test_a_different_error_at_the_same_step_is_restarted():
 
 def test_lost_workers_and_collective_timeouts_are_restarted_every_time():
     lost = WorkerHealthCheckFailedError("worker died", ray.exceptions.ActorDiedError())
-    for errors in ([ray.exceptions.ActorDiedError()], [lost], [worker_error(5, nccl_timeout)],
-                   [worker_error(5, gloo_peer_gone), lost]):
+    for errors in (
+        [ray.exceptions.ActorDiedError()],
+        [lost],
+        [worker_error(5, nccl_timeout)],
+        [worker_error(5, gloo_peer_gone), lost],
+    ):
         callback = FailFast()
         for _ in range(3):
             group_failed(callback, RETRY, *errors)

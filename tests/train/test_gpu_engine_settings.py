@@ -7,9 +7,9 @@ from types import SimpleNamespace
 
 import pytest
 import torch
+from conftest import QUICKSTART
 from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-from conftest import QUICKSTART
 from distalign.config import ConfigError, TrainConfig, load_config
 from distalign.objectives.mlm import IGNORE_INDEX, MLMObjective
 from distalign.train.engine import build_engine, fused_on
@@ -18,9 +18,17 @@ from distalign.train.module import TrainingModule
 
 def tiny_module() -> TrainingModule:
     torch.manual_seed(0)
-    config = XLMRobertaConfig(vocab_size=60, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=32, max_position_embeddings=24, pad_token_id=1,
-                              hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)  # the same function twice
+    config = XLMRobertaConfig(
+        vocab_size=60,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=24,
+        pad_token_id=1,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )  # the same function twice
     return TrainingModule(XLMRobertaForMaskedLM(config), {"mlm": MLMObjective()}, {"mlm": 1.0})
 
 

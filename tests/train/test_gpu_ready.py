@@ -6,7 +6,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.multiprocessing as mp
-
 from conftest import QUICKSTART, SMALL, free_port
 
 
@@ -53,8 +52,15 @@ def test_the_encoder_gets_a_mask_it_need_not_read_and_computes_the_same(implemen
     from distalign.models.attention import prepared_masks
 
     torch.manual_seed(0)
-    config = XLMRobertaConfig(vocab_size=50, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
-                              intermediate_size=32, max_position_embeddings=40, attn_implementation=implementation)
+    config = XLMRobertaConfig(
+        vocab_size=50,
+        hidden_size=16,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=40,
+        attn_implementation=implementation,
+    )
     plain = XLMRobertaForMaskedLM(config).eval()
     prepared = prepared_masks(XLMRobertaForMaskedLM(config).eval())
     prepared.load_state_dict(plain.state_dict())
@@ -62,11 +68,15 @@ def test_the_encoder_gets_a_mask_it_need_not_read_and_computes_the_same(implemen
     mask[0, 4:] = mask[2, 2:] = 0
     seen = []
     prepared.base_model.encoder.register_forward_pre_hook(
-        lambda module, args, kwargs: seen.append(kwargs.get("attention_mask")), with_kwargs=True)
+        lambda module, args, kwargs: seen.append(kwargs.get("attention_mask")), with_kwargs=True
+    )
     expected = plain(input_ids=ids, attention_mask=mask).logits
     assert torch.allclose(prepared(input_ids=ids, attention_mask=mask).logits, expected, atol=1e-6)
-    assert torch.allclose(prepared.base_model(input_ids=ids, attention_mask=mask).last_hidden_state,
-                          plain.base_model(input_ids=ids, attention_mask=mask).last_hidden_state, atol=1e-6)
+    assert torch.allclose(
+        prepared.base_model(input_ids=ids, attention_mask=mask).last_hidden_state,
+        plain.base_model(input_ids=ids, attention_mask=mask).last_hidden_state,
+        atol=1e-6,
+    )
     if implementation == "sdpa":  # the prepared mask reached the layers as it was (transformers did not remake it)
         assert seen[0].dtype == torch.bool and seen[0].shape == (3, 1, 1, 7)
 

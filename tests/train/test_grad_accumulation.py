@@ -5,9 +5,9 @@ position counts micro-batches."""
 from __future__ import annotations
 
 import torch
+from conftest import QUICKSTART
 from torch import nn
 
-from conftest import QUICKSTART
 from distalign.config import load_config
 from distalign.train.engine import DDPEngine, deepspeed_settings
 
@@ -29,9 +29,13 @@ class RowMeanModel(nn.Module):
 def test_accumulated_micro_batches_step_like_one_large_batch(gloo_group):
     config = load_config(QUICKSTART, ["train.warmup_steps=0", "train.lr=0.1"]).train
     x, y = torch.randn(8, 4), torch.randn(8)
-    halves = [{"corpus": {"x": x[i:i + 4], "y": y[i:i + 4]}} for i in (0, 4)]
-    accumulated = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu"))
-    whole = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu"))
+    halves = [{"corpus": {"x": x[i : i + 4], "y": y[i : i + 4]}} for i in (0, 4)]
+    accumulated = DDPEngine(
+        RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu")
+    )
+    whole = DDPEngine(
+        RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu")
+    )
     losses = accumulated.step(halves)
     expected = whole.step([{"corpus": {"x": x, "y": y}}])
 
@@ -45,7 +49,9 @@ def test_accumulated_micro_batches_step_like_one_large_batch(gloo_group):
     torch.testing.assert_close(losses["loss"], expected["loss"])  # equal halves: the mean of means
     assert not losses["loss"].requires_grad
     # one micro-batch alone has another gradient: the test can tell the two apart
-    single = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu"))
+    single = DDPEngine(
+        RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu")
+    )
     single.step(halves[:1])
     assert not torch.allclose(first_moments(single)[0], first_moments(whole)[0])
 
@@ -61,8 +67,9 @@ def test_the_step_keeps_the_gradient_norm_before_clipping_on_the_device(gloo_gro
     reference = RowMeanModel()
     ((reference.linear(x).squeeze(-1) - y) ** 2).mean().backward()
     expected = torch.linalg.vector_norm(torch.cat([p.grad.flatten() for p in reference.parameters()]))
-    engine = DDPEngine(RowMeanModel(), config, config.max_steps, find_unused_parameters=False,
-                       device=torch.device("cpu"))
+    engine = DDPEngine(
+        RowMeanModel(), config, config.max_steps, find_unused_parameters=False, device=torch.device("cpu")
+    )
     engine.step([{"corpus": {"x": x, "y": y}}])
     assert isinstance(engine.grad_norm, torch.Tensor) and not engine.grad_norm.requires_grad
     torch.testing.assert_close(engine.grad_norm, expected)

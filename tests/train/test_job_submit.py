@@ -1,7 +1,7 @@
-"""`ray job submit` as an operator runs it (docs/guides/clusters.md, "A team's cluster"): a head from `ray start`, the job's runtime
-environment from cluster/runtime_env.yaml, the tracking server of infra/ (basic auth, artifacts proxied to S3)
-and checkpoints on S3 (moto's server). The tracking server stops and starts again mid-run; AWS credentials and
-the MLflow password sit in the cluster's environment and must show up nowhere the run writes."""
+"""`ray job submit` as an operator runs it (docs/guides/clusters.md, "A team's cluster"): a head from `ray start`, the
+job's runtime environment from cluster/runtime_env.yaml, the tracking server of infra/ (basic auth, artifacts proxied to
+S3) and checkpoints on S3 (moto's server). The tracking server stops and starts again mid-run; AWS credentials and the
+MLflow password sit in the cluster's environment and must show up nowhere the run writes."""
 
 from __future__ import annotations
 
@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import REPO, SMALL, free_port
 from mlflow.tracking import MlflowClient
+from mlflow_server import TrackingServer
 
 from distalign.bench.loopback import stop_group as stop_by_pid  # SIGTERM a node's process group, then SIGKILL
-from conftest import REPO, SMALL, free_port
-from mlflow_server import TrackingServer
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent
@@ -53,14 +53,28 @@ def start_head(env: dict, directory: Path) -> tuple[subprocess.Popen, str, int]:
     """A Ray head with its dashboard (the job server) on free ports; returns it, the dashboard URL, the GCS port."""
     dashboard, gcs_port = free_port(), free_port()
     head = subprocess.Popen(
-        [str(BIN / "ray"), "start", "--head", "--block", "--num-cpus=2", f"--port={gcs_port}",
-         f"--dashboard-port={dashboard}", "--dashboard-host=127.0.0.1", "--include-dashboard=true",
-         "--disable-usage-stats",
-         # Own agent ports: the suite's local cluster already holds the defaults, and an agent that
-         # cannot bind never registers ("No available agent to submit job").
-         f"--dashboard-agent-listen-port={free_port()}", f"--dashboard-agent-grpc-port={free_port()}",
-         f"--metrics-export-port={free_port()}", f"--runtime-env-agent-port={free_port()}"],
-        env=env, cwd=directory, stdout=open(directory / "head.log", "w"), stderr=subprocess.STDOUT,
+        [
+            str(BIN / "ray"),
+            "start",
+            "--head",
+            "--block",
+            "--num-cpus=2",
+            f"--port={gcs_port}",
+            f"--dashboard-port={dashboard}",
+            "--dashboard-host=127.0.0.1",
+            "--include-dashboard=true",
+            "--disable-usage-stats",
+            # Own agent ports: the suite's local cluster already holds the defaults, and an agent that
+            # cannot bind never registers ("No available agent to submit job").
+            f"--dashboard-agent-listen-port={free_port()}",
+            f"--dashboard-agent-grpc-port={free_port()}",
+            f"--metrics-export-port={free_port()}",
+            f"--runtime-env-agent-port={free_port()}",
+        ],
+        env=env,
+        cwd=directory,
+        stdout=open(directory / "head.log", "w"),
+        stderr=subprocess.STDOUT,
         start_new_session=True,
     )
     url = f"http://127.0.0.1:{dashboard}"
@@ -72,8 +86,9 @@ def submit_when_the_agent_is_ready(command: list[str], env: dict) -> tuple[subpr
     """`ray job submit`, its output collected line by line as it streams; the dashboard answers before its
     job agent is ready on a busy machine, so a submission the agent refused is made again."""
     for _ in range(20):
-        submit = subprocess.Popen(command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                  text=True)
+        submit = subprocess.Popen(
+            command, env=env, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         output: list[str] = []
 
         def collect(process=submit, lines=output):
@@ -90,12 +105,13 @@ def submit_when_the_agent_is_ready(command: list[str], env: dict) -> tuple[subpr
     raise RuntimeError("the job agent never became ready")
 
 
-def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_server(s3_endpoint, tmp_path,
-                                                                                    monkeypatch):
+def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_server(s3_endpoint, tmp_path, monkeypatch):
     s3_url, s3 = s3_endpoint
     s3.create_bucket(Bucket="mlflow")
-    secrets = {"AWS_ACCESS_KEY_ID": "AKIA" + uuid.uuid4().hex[:16].upper(),
-               "AWS_SECRET_ACCESS_KEY": "secret-" + uuid.uuid4().hex}
+    secrets = {
+        "AWS_ACCESS_KEY_ID": "AKIA" + uuid.uuid4().hex[:16].upper(),
+        "AWS_SECRET_ACCESS_KEY": "secret-" + uuid.uuid4().hex,
+    }
     password = "pw-" + uuid.uuid4().hex
     (tmp_path / "mlflow").mkdir()
     server = TrackingServer(tmp_path / "mlflow", free_port(), "s3://mlflow/artifacts", password, s3_url, secrets)
@@ -103,12 +119,19 @@ def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_serv
 
     # The cluster's own environment holds the credentials (instance role, Kubernetes secret), not the job's.
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RAY_ADDRESS", "MLFLOW_"))}
-    env.update(secrets, PATH=f"{BIN}{os.pathsep}{env['PATH']}",  # the job's `python` is this environment's
-               RAY_AUTH_MODE="token",  # Ray 2.60 heads from `ray start` require the token
-               MLFLOW_TRACKING_USERNAME="admin", MLFLOW_TRACKING_PASSWORD=password)
+    env.update(
+        secrets,
+        PATH=f"{BIN}{os.pathsep}{env['PATH']}",  # the job's `python` is this environment's
+        RAY_AUTH_MODE="token",  # Ray 2.60 heads from `ray start` require the token
+        MLFLOW_TRACKING_USERNAME="admin",
+        MLFLOW_TRACKING_PASSWORD=password,
+    )
     runtime_env = yaml.safe_load((REPO / "cluster" / "runtime_env.yaml").read_text())
-    services = {"MLFLOW_TRACKING_URI": server.url, "DISTALIGN_STORAGE": "s3://ckpt/ops",
-                "DISTALIGN_STORAGE_ENDPOINT": s3_url}
+    services = {
+        "MLFLOW_TRACKING_URI": server.url,
+        "DISTALIGN_STORAGE": "s3://ckpt/ops",
+        "DISTALIGN_STORAGE_ENDPOINT": s3_url,
+    }
     assert set(services) <= set(runtime_env["env_vars"])  # the file names every service a run needs
     runtime_env["env_vars"].update(services, DISTALIGN_HOME=str(tmp_path / "home"))
     (tmp_path / "runtime_env.yaml").write_text(yaml.safe_dump(runtime_env))
@@ -116,11 +139,27 @@ def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_serv
     head = None
     try:
         head, dashboard, gcs_port = start_head(env, tmp_path)
-        command = [str(BIN / "ray"), "job", "submit", "--address", dashboard,
-                   "--runtime-env", str(tmp_path / "runtime_env.yaml"), "--",
-                   "python", "jobs/train.py", "--config", "jobs/configs/quickstart.yaml", *SMALL, "run.name=ops",
-                   "train.max_steps=40", "train.log_every=1", "train.checkpoint_every=20", "eval.every=20",
-                   "tracking.system_metrics_every_s=1"]
+        command = [
+            str(BIN / "ray"),
+            "job",
+            "submit",
+            "--address",
+            dashboard,
+            "--runtime-env",
+            str(tmp_path / "runtime_env.yaml"),
+            "--",
+            "python",
+            "jobs/train.py",
+            "--config",
+            "jobs/configs/quickstart.yaml",
+            *SMALL,
+            "run.name=ops",
+            "train.max_steps=40",
+            "train.log_every=1",
+            "train.checkpoint_every=20",
+            "eval.every=20",
+            "tracking.system_metrics_every_s=1",
+        ]
         submit, output = submit_when_the_agent_is_ready(command, env)
 
         # The tracking server goes away once the run has logged a few steps, and comes back.
@@ -166,8 +205,11 @@ def test_job_submit_with_the_cluster_runtime_env_against_the_infra_tracking_serv
         assert refused.value.code == 401
 
         # no secret in the console, MLflow params, tags, artifacts or checkpoints
-        places = {"console": log, **{f"param {k}": v for k, v in run.data.params.items()},
-                  **{f"tag {k}": v for k, v in run.data.tags.items()}}
+        places = {
+            "console": log,
+            **{f"param {k}": v for k, v in run.data.params.items()},
+            **{f"tag {k}": v for k, v in run.data.tags.items()},
+        }
         places.update({f"artifact {p}": p.read_bytes().decode("latin-1") for p in artifacts.rglob("*") if p.is_file()})
         for item in s3.list_objects_v2(Bucket="ckpt", Prefix="ops/")["Contents"]:
             body = s3.get_object(Bucket="ckpt", Key=item["Key"])["Body"].read()

@@ -7,23 +7,25 @@ import math
 
 import pytest
 import torch
-
 from conftest import QUICKSTART
+
 from distalign.config import ConfigError, load_config
 from distalign.train.engine import _optimizer_and_schedule, parameter_groups
 from distalign.train.lamb import Lamb
 
 
-def reference_lamb(x: list[float], grads: list[list[float]], lr: float, betas=(0.9, 0.999), eps=1e-6,
-                   weight_decay=0.0) -> list[float]:
+def reference_lamb(
+    x: list[float], grads: list[list[float]], lr: float, betas=(0.9, 0.999), eps=1e-6, weight_decay=0.0
+) -> list[float]:
     """Algorithm 2 of the paper, one tensor, element by element in Python floats."""
     b1, b2 = betas
     m, v = [0.0] * len(x), [0.0] * len(x)
     for t, g in enumerate(grads, start=1):
         m = [b1 * mi + (1 - b1) * gi for mi, gi in zip(m, g)]
         v = [b2 * vi + (1 - b2) * gi * gi for vi, gi in zip(v, g)]
-        r = [(mi / (1 - b1 ** t)) / (math.sqrt(vi / (1 - b2 ** t)) + eps) + weight_decay * xi
-             for mi, vi, xi in zip(m, v, x)]
+        r = [
+            (mi / (1 - b1**t)) / (math.sqrt(vi / (1 - b2**t)) + eps) + weight_decay * xi for mi, vi, xi in zip(m, v, x)
+        ]
         x_norm, r_norm = math.sqrt(sum(xi * xi for xi in x)), math.sqrt(sum(ri * ri for ri in r))
         trust = x_norm / r_norm if x_norm > 0 and r_norm > 0 else 1.0
         x = [xi - lr * trust * ri for xi, ri in zip(x, r)]
@@ -64,7 +66,8 @@ def test_several_steps_match_the_reference_and_differ_from_adamw():
 def test_zero_weights_take_an_unscaled_step():
     # ‖x‖ = 0 (a bias initialised to zero): trust ratio 1, the update is the bias-corrected Adam direction
     assert lamb_steps([0.0, 0.0], [[0.2, -0.4]], lr=0.01) == pytest.approx(
-        [-0.01 * 0.2 / (0.2 + 1e-6), 0.01 * 0.4 / (0.4 + 1e-6)], abs=1e-12)
+        [-0.01 * 0.2 / (0.2 + 1e-6), 0.01 * 0.4 / (0.4 + 1e-6)], abs=1e-12
+    )
 
 
 def test_config_selects_lamb_for_the_engines():
@@ -88,9 +91,16 @@ def test_lamb_is_refused_where_zero_partitions_the_tensors():
 def tiny_masked_lm() -> torch.nn.Module:
     from transformers import XLMRobertaConfig, XLMRobertaForMaskedLM
 
-    return XLMRobertaForMaskedLM(XLMRobertaConfig(vocab_size=50, hidden_size=8, num_hidden_layers=1,
-                                                  num_attention_heads=2, intermediate_size=16,
-                                                  max_position_embeddings=20))
+    return XLMRobertaForMaskedLM(
+        XLMRobertaConfig(
+            vocab_size=50,
+            hidden_size=8,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=16,
+            max_position_embeddings=20,
+        )
+    )
 
 
 def test_biases_and_layer_norms_are_kept_out_of_weight_decay():
@@ -99,7 +109,11 @@ def test_biases_and_layer_norms_are_kept_out_of_weight_decay():
     decayed, kept = parameter_groups(model, weight_decay=0.1)
     names = {id(p): name for name, p in model.named_parameters()}
     kept_names = {names[id(p)] for p in kept["params"]}
-    assert kept_names == {name for name in names.values() if name.endswith("bias") or name.endswith(("LayerNorm.weight", "layer_norm.weight"))}
+    assert kept_names == {
+        name
+        for name in names.values()
+        if name.endswith("bias") or name.endswith(("LayerNorm.weight", "layer_norm.weight"))
+    }
     assert "roberta.encoder.layer.0.attention.output.LayerNorm.weight" in kept_names
     assert "roberta.encoder.layer.0.attention.self.key.weight" in {names[id(p)] for p in decayed["params"]}
     assert (decayed["weight_decay"], kept["weight_decay"], kept["adapt"]) == (0.1, 0.0, False)
@@ -123,12 +137,14 @@ def test_an_adamw_step_decays_weights_but_not_biases_or_layer_norms():
 def test_lamb_takes_the_plain_adam_step_for_a_group_it_does_not_adapt():
     weight = torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.float64))
     bias = torch.nn.Parameter(torch.tensor([3.0, 4.0], dtype=torch.float64))
-    optimizer = Lamb([{"params": [weight]}, {"params": [bias], "weight_decay": 0.0, "adapt": False}],
-                     lr=0.1, weight_decay=0.01)
+    optimizer = Lamb(
+        [{"params": [weight]}, {"params": [bias], "weight_decay": 0.0, "adapt": False}], lr=0.1, weight_decay=0.01
+    )
     weight.grad = torch.tensor([0.5, -1.0], dtype=torch.float64)
     bias.grad = weight.grad.clone()
     optimizer.step()
     assert weight.detach().tolist() == pytest.approx([2.634236, 4.340906], abs=1e-6)  # test_one_step_by_hand
     # step 1: bias-corrected m = g, v = g², so the Adam step is lr * g / (|g| + ε), no decay, trust ratio 1
-    assert bias.detach().tolist() == pytest.approx([3 - 0.1 * 0.5 / (0.5 + 1e-6), 4 + 0.1 * 1.0 / (1.0 + 1e-6)],
-                                                   abs=1e-12)
+    assert bias.detach().tolist() == pytest.approx(
+        [3 - 0.1 * 0.5 / (0.5 + 1e-6), 4 + 0.1 * 1.0 / (1.0 + 1e-6)], abs=1e-12
+    )

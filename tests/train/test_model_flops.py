@@ -12,8 +12,14 @@ from distalign.train.model_flops import ModelFlops
 from distalign.train.module import TrainingModule
 from distalign.train.step_timing import StepTimer
 
-TINY = dict(vocab_size=50, hidden_size=8, num_hidden_layers=2, num_attention_heads=2, intermediate_size=16,
-            max_position_embeddings=40)
+TINY = dict(
+    vocab_size=50,
+    hidden_size=8,
+    num_hidden_layers=2,
+    num_attention_heads=2,
+    intermediate_size=16,
+    max_position_embeddings=40,
+)
 
 
 def tiny_masked_lm(kind: str, attn_implementation: str = "sdpa"):
@@ -34,9 +40,14 @@ def test_step_flops_against_a_hand_computation(kind):
     assert flops == ModelFlops(encoder_weights=2 * 512, layers=2, attention_width=8, head_weights=464)
     labels = torch.full((2, 5), -100)
     labels[0, 1], labels[1, 2], labels[1, 4] = 7, 8, 9
-    step = {"corpus": {"attention_mask": mask(5, [3, 5]), "labels": labels, "masked_ids": torch.zeros(2, 5)},
-            "constraints": {"attention_mask1": mask(4, [2, 4]), "attention_mask2": mask(4, [3, 3]),
-                            "synset": torch.zeros(2)}}
+    step = {
+        "corpus": {"attention_mask": mask(5, [3, 5]), "labels": labels, "masked_ids": torch.zeros(2, 5)},
+        "constraints": {
+            "attention_mask1": mask(4, [2, 4]),
+            "attention_mask2": mask(4, [3, 3]),
+            "synset": torch.zeros(2),
+        },
+    }
     # real tokens 3 + 5 + 2 + 4 + 3 + 3 = 20, their squares 9 + 25 + 4 + 16 + 9 + 9 = 72, labelled 3
     forward = 2 * 1024 * 20 + 4 * 2 * 8 * 72 + 2 * 464 * 3
     assert flops.step_flops([step]) == 3 * forward
@@ -45,8 +56,9 @@ def test_step_flops_against_a_hand_computation(kind):
 
 def test_one_full_sequence_is_palms_6n_plus_12_lhqt_per_token():
     """XLM-R base on one 512-token sequence: PaLM's per-token count, with N the encoder's and the head's weights."""
-    config = XLMRobertaConfig(vocab_size=250002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                              intermediate_size=3072)
+    config = XLMRobertaConfig(
+        vocab_size=250002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072
+    )
     with torch.device("meta"):
         flops = ModelFlops.of(XLMRobertaForMaskedLM(config))
     n_encoder = 12 * (4 * 768**2 + 2 * 768 * 3072)
@@ -64,8 +76,11 @@ def test_the_count_is_the_matrix_products_torch_runs(kind):
     model = tiny_masked_lm(kind, "eager")
     labels = torch.full((3, 6), -100)
     labels[0, 2], labels[2, 5] = 11, 12
-    batch = {"masked_ids": torch.randint(5, 50, (3, 6)), "attention_mask": torch.ones(3, 6, dtype=torch.long),
-             "labels": labels}
+    batch = {
+        "masked_ids": torch.randint(5, 50, (3, 6)),
+        "attention_mask": torch.ones(3, 6, dtype=torch.long),
+        "labels": labels,
+    }
     with FlopCounterMode(display=False) as counter:
         MLMObjective()(TrainingModule(model, {}, {}), batch).backward()
     assert ModelFlops.of(model).step_flops([{"corpus": batch}]) == counter.get_total_flops()
@@ -74,8 +89,14 @@ def test_the_count_is_the_matrix_products_torch_runs(kind):
 def test_the_bench_and_the_run_count_one_batch_alike():
     from distalign.bench.gpu import Shape, random_batches, step_model_flops
 
-    config = dict(vocab_size=300, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
-                  max_position_embeddings=80)
+    config = dict(
+        vocab_size=300,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+        max_position_embeddings=80,
+    )
     batches = random_batches(Shape(4, 16, 8, 8), config["vocab_size"], torch.device("cpu"))
     timer = StepTimer(torch.device("cpu"), ModelFlops.of(XLMRobertaForMaskedLM(XLMRobertaConfig(**config))))
     timer.count([batches])

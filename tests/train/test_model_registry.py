@@ -9,14 +9,14 @@ import mlflow
 import pytest
 import torch
 from mlflow.tracking import MlflowClient
+from transfer_data import tiny_model
 
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import ConfigError, load_config
 from distalign.models.loading import load_masked_lm, load_tokenizer
+from distalign.studies.runner import register_best_trial
 from distalign.tracking import CHECKPOINT_TAG, tracked_run
 from distalign.train.model_registry import register_checkpoint
-from distalign.studies.runner import register_best_trial
-from transfer_data import tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +54,9 @@ def test_a_checkpoint_is_logged_into_its_run_and_registered_as_a_fill_mask_model
     batch = tokenizer(["ana river", "a sentence"], return_tensors="pt", padding=True)
     assert components["tokenizer"](["ana river"])["input_ids"] == tokenizer(["ana river"])["input_ids"]
     with torch.no_grad():
-        torch.testing.assert_close(components["model"].eval()(**batch).logits,
-                                   load_masked_lm(model_dir).eval()(**batch).logits)
+        torch.testing.assert_close(
+            components["model"].eval()(**batch).logits, load_masked_lm(model_dir).eval()(**batch).logits
+        )
 
 
 def test_a_studys_best_trial_is_registered_from_its_own_run(uri, checkpoint, tmp_path, monkeypatch):
@@ -76,13 +77,17 @@ def test_a_studys_best_trial_is_registered_from_its_own_run(uri, checkpoint, tmp
     assert version.tags[CHECKPOINT_TAG] == str(checkpoint)
 
 
-@pytest.mark.parametrize("overrides, message", [
-    (["tracking.registered_model_name=team/model"], "must not contain '/' or ':'"),
-    (["tracking.registered_model_name=m", "model.adapters.enabled=true"], "a model with adapters cannot be"),
-    (["tracking.registered_model_name=m", "objectives.mlm.weight=0",
-      "objectives.dict_mlm.weight=1"],
-     "a model with objectives.dict_mlm's input language table cannot be"),
-])
+@pytest.mark.parametrize(
+    "overrides, message",
+    [
+        (["tracking.registered_model_name=team/model"], "must not contain '/' or ':'"),
+        (["tracking.registered_model_name=m", "model.adapters.enabled=true"], "a model with adapters cannot be"),
+        (
+            ["tracking.registered_model_name=m", "objectives.mlm.weight=0", "objectives.dict_mlm.weight=1"],
+            "a model with objectives.dict_mlm's input language table cannot be",
+        ),
+    ],
+)
 def test_a_model_registration_the_flavour_cannot_load_is_refused(overrides, message):
     with pytest.raises(ConfigError, match=rf"tracking\.registered_model_name: {message}"):
         load_config(None, overrides)

@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import QUICKSTART, free_port
 
 # a small quickstart world: its generation is the check's main work
@@ -52,22 +51,24 @@ def four_wrong_inputs(tmp_path) -> Path:
     (tmp_path / "a-file").write_text("not a folder\n")
     config = tmp_path / "wrong.yaml"
     config.write_text(f"""
-model: {{name_or_path: {tmp_path / 'model'}}}
+model: {{name_or_path: {tmp_path / "model"}}}
 data:
   source: files
-  constraints: [{tmp_path / 'missing.parquet'}]
-  corpora: [{{path: "{tmp_path / 'corpus'}/*.txt", lang: en}}]
+  constraints: [{tmp_path / "missing.parquet"}]
+  corpora: [{{path: "{tmp_path / "corpus"}/*.txt", lang: en}}]
 objectives: {{mlm: {{weight: 1.0}}, lexical: {{weight: 1.0}}}}
-storage: {{path: {tmp_path / 'a-file' / 'runs'}}}
-tracking: {{uri: sqlite:///{tmp_path / 'mlflow.db'}}}
+storage: {{path: {tmp_path / "a-file" / "runs"}}}
+tracking: {{uri: sqlite:///{tmp_path / "mlflow.db"}}}
 """)
     return config
 
 
-EXPECTED = ("model.name_or_path: {root}/model has no tokenizer files",
-            "data.constraints[0]: file not found: {root}/missing.parquet",
-            "data.corpora[0].path: no file matches '{root}/corpus/*.txt'",
-            "storage.path: {root}/a-file/runs is not writable")
+EXPECTED = (
+    "model.name_or_path: {root}/model has no tokenizer files",
+    "data.constraints[0]: file not found: {root}/missing.parquet",
+    "data.corpora[0].path: no file matches '{root}/corpus/*.txt'",
+    "storage.path: {root}/a-file/runs is not writable",
+)
 
 
 def test_check_reports_every_wrong_input_in_one_run(four_wrong_inputs, capsys, no_ray):
@@ -88,8 +89,16 @@ def test_train_refuses_the_same_config_with_the_same_messages_before_ray(four_wr
 
 
 def test_the_quickstart_passes_with_counts(tmp_path, capsys, no_ray):
-    status, out, err, seconds = run(["check", str(QUICKSTART), *SMALL, f"storage.path={tmp_path / 'runs'}",
-                                     f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}"], capsys)
+    status, out, err, seconds = run(
+        [
+            "check",
+            str(QUICKSTART),
+            *SMALL,
+            f"storage.path={tmp_path / 'runs'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'mlflow.db'}",
+        ],
+        capsys,
+    )
     print(f"distalign check, quickstart (small world): {seconds:.1f} s")
     assert status == 0, err
     assert "every check passed" in out
@@ -107,14 +116,25 @@ def test_the_minimum_pairs_and_the_services_are_reported_together(tmp_path, caps
     """Problems found after the inputs are read (too few pairs for the batch) come with those of the services
     (a tracking server that does not answer) and the cluster's size."""
     port = free_port()  # nothing listens there
-    status, _, err, _ = run(["check", str(QUICKSTART), *SMALL, f"storage.path={tmp_path / 'runs'}",
-                             "train.constraint_batch_size=500", "train.num_workers=64",
-                             f"tracking.uri=http://127.0.0.1:{port}"], capsys)
+    status, _, err, _ = run(
+        [
+            "check",
+            str(QUICKSTART),
+            *SMALL,
+            f"storage.path={tmp_path / 'runs'}",
+            "train.constraint_batch_size=500",
+            "train.num_workers=64",
+            f"tracking.uri=http://127.0.0.1:{port}",
+        ],
+        capsys,
+    )
     assert status == 2
     assert "3 problems:" in err
     assert f"tracking.uri http://127.0.0.1:{port}: the MLflow tracking server does not answer" in err
-    assert "data.constraints: only " in err and \
-        "(at least train.constraint_batch_size=500 x train.num_workers=64 = 32000)" in err
+    assert (
+        "data.constraints: only " in err
+        and "(at least train.constraint_batch_size=500 x train.num_workers=64 = 32000)" in err
+    )
     assert "train.num_workers: 64 workers need 48.25 CPUs" in err
 
 
@@ -135,9 +155,16 @@ def test_a_hub_model_is_looked_up_even_when_the_inputs_cannot_be_read(tmp_path, 
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)  # no network here: the offline answer, at once
     (tmp_path / "a-file").write_text("")
-    status, _, err, _ = run(["check", str(QUICKSTART), "model.name_or_path=nobody/no-such-model",
-                             f"storage.path={tmp_path / 'a-file'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"],
-                            capsys)
+    status, _, err, _ = run(
+        [
+            "check",
+            str(QUICKSTART),
+            "model.name_or_path=nobody/no-such-model",
+            f"storage.path={tmp_path / 'a-file'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'm.db'}",
+        ],
+        capsys,
+    )
     assert status == 2
     assert "2 problems:" in err
     assert "model.name_or_path: nobody/no-such-model is not in the Hugging Face cache and HF_HUB_OFFLINE is set" in err
@@ -147,8 +174,16 @@ def test_a_hub_model_is_looked_up_even_when_the_inputs_cannot_be_read(tmp_path, 
 def test_a_ray_address_that_does_not_answer_is_reported_in_seconds(tmp_path, capsys, no_ray, monkeypatch):
     port = free_port()  # nothing listens there: Ray itself would retry for minutes
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-    status, _, err, seconds = run(["check", str(QUICKSTART), *SMALL, f"storage.path={tmp_path / 'runs'}",
-                                   f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"], capsys)
+    status, _, err, seconds = run(
+        [
+            "check",
+            str(QUICKSTART),
+            *SMALL,
+            f"storage.path={tmp_path / 'runs'}",
+            f"tracking.uri=sqlite:///{tmp_path / 'm.db'}",
+        ],
+        capsys,
+    )
     assert status == 2
     assert "train.num_workers: the Ray cluster in RAY_ADDRESS cannot be joined" in err
     assert f"RAY_ADDRESS=127.0.0.1:{port} does not answer" in err
@@ -159,8 +194,10 @@ def test_a_study_checks_each_distinct_trial_once(tmp_path, caplog, no_ray):
     from distalign.studies.runner import check_trials
     from distalign.studies.study import load_study
 
-    _, trials = load_study(QUICKSTART.parents[2] / "tuning" / "quickstart.yaml",
-                           [*SMALL, f"storage.path={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"])
+    _, trials = load_study(
+        QUICKSTART.parents[2] / "tuning" / "quickstart.yaml",
+        [*SMALL, f"storage.path={tmp_path / 'runs'}", f"tracking.uri=sqlite:///{tmp_path / 'm.db'}"],
+    )
     with caplog.at_level("INFO", logger="distalign"):
         check_trials(trials)
     assert "inputs of the 4 trials checked and prepared (2 distinct" in caplog.text

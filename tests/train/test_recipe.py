@@ -7,8 +7,8 @@ import logging
 
 import pytest
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.checkpoint import MODEL_DIR, OPTIMIZER_FILE, STATE_FILE, read_state, write_manifest
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
@@ -71,7 +71,9 @@ def assert_trained_on_longest_rows(trained_on, prepared, config) -> None:
         for micro, batches in enumerate(trained_on[step]):
             for stream, stream_batches in padded.items():
                 full = next(stream_batches)
-                longest = max(int(mask.sum(1).max()) for name, mask in full.items() if name.startswith("attention_mask"))
+                longest = max(
+                    int(mask.sum(1).max()) for name, mask in full.items() if name.startswith("attention_mask")
+                )
                 assert longest < widths[stream]
                 for name, tensor in full.items():
                     expected = tensor[:, :longest] if tensor.dim() == 2 else tensor
@@ -86,9 +88,18 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
     monkeypatch.setattr(logging.getLogger("distalign"), "handlers", [caplog.handler])  # it may not propagate
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     # one sentence a sequence: corpus rows end before the width, so the trim to the longest row shows
-    config = load_config(QUICKSTART, SMALL + ["run.name=recipe", "train.max_steps=4", "objectives.align.weight=1",
-                                              f"train.grad_accum_steps={accum}", f"train.trace_rows={tmp_path / 'rows'}",
-                                              "data.pack_sequences=false"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=recipe",
+            "train.max_steps=4",
+            "objectives.align.weight=1",
+            f"train.grad_accum_steps={accum}",
+            f"train.trace_rows={tmp_path / 'rows'}",
+            "data.pack_sequences=false",
+        ],
+    )
     prepared = prepare_data(config)
     (tmp_path / "first").mkdir()
     recipe, first, reports, first_losses = run_recipe(config, prepared, tmp_path / "first")
@@ -145,8 +156,11 @@ def test_recipe_trains_checkpoints_and_resumes_on_the_same_batches(tmp_path, mon
 
 def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    config = load_config(QUICKSTART, SMALL + ["run.name=recipe-gc", "train.max_steps=2", "train.checkpoint_every=10",
-                                              "train.gradient_checkpointing=true"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + ["run.name=recipe-gc", "train.max_steps=2", "train.checkpoint_every=10", "train.gradient_checkpointing=true"],
+    )
     prepared = prepare_data(config)
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))
     recipe.setup()
@@ -156,22 +170,46 @@ def test_gradient_checkpointing_trains(tmp_path, monkeypatch, gloo_group):
     assert torch.isfinite(torch.tensor(losses["Train/loss"]))
 
 
-@pytest.mark.parametrize("objectives", [
-    ["objectives.align.weight=1"],  # the quickstart's MLM (whole words) and type-level lexical, with ALIGN-MLM's term
-    ["objectives.mlm.weight=0", "objectives.lexical.sense_level=true", "objectives.lexical.gloss_weight=0.5",
-     "objectives.lexical.max_sense_tokens=48"],  # gloss inputs: word and gloss pooled apart
-    ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.dict_mlm.weight=1",
-     "objectives.dict_mlm.tlm=true", "data.pack_sequences=false"],  # the code-switched concatenation, twice as wide
-    ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.sense_aware.weight=1"],
-    ["objectives.lexical.weight=0", "objectives.tlm.weight=1", "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]"],
-], ids=["mlm-lexical-align", "sense-level-gloss", "dict-tlm", "sense-aware", "tlm"])
+@pytest.mark.parametrize(
+    "objectives",
+    [
+        [
+            "objectives.align.weight=1"
+        ],  # the quickstart's MLM (whole words) and type-level lexical, with ALIGN-MLM's term
+        [
+            "objectives.mlm.weight=0",
+            "objectives.lexical.sense_level=true",
+            "objectives.lexical.gloss_weight=0.5",
+            "objectives.lexical.max_sense_tokens=48",
+        ],  # gloss inputs: word and gloss pooled apart
+        [
+            "objectives.mlm.weight=0",
+            "objectives.lexical.weight=0",
+            "objectives.dict_mlm.weight=1",
+            "objectives.dict_mlm.tlm=true",
+            "data.pack_sequences=false",
+        ],  # the code-switched concatenation, twice as wide
+        ["objectives.mlm.weight=0", "objectives.lexical.weight=0", "objectives.sense_aware.weight=1"],
+        [
+            "objectives.lexical.weight=0",
+            "objectives.tlm.weight=1",
+            "data.parallel=[{path: PAIRS, lang1: xa, lang2: xb}]",
+        ],
+    ],
+    ids=["mlm-lexical-align", "sense-level-gloss", "dict-tlm", "sense-aware", "tlm"],
+)
 def test_trimming_leaves_the_losses_unchanged(tmp_path, monkeypatch, gloo_group, objectives):
     """Every objective's loss on a real batch, padded to the stream's width and trimmed: the same to rounding."""
     from distalign.data.batches import trim_padding
+
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     pairs = tmp_path / "pairs.tsv"  # translation pairs of 1 to 8 made-up words a side, for TLM
-    pairs.write_text("".join(" ".join(f"ka{i}" for i in range(n % 8 + 1)) + "\t" +
-                             " ".join(f"bo{i}" for i in range(n % 5 + 1)) + "\n" for n in range(64)))
+    pairs.write_text(
+        "".join(
+            " ".join(f"ka{i}" for i in range(n % 8 + 1)) + "\t" + " ".join(f"bo{i}" for i in range(n % 5 + 1)) + "\n"
+            for n in range(64)
+        )
+    )
     config = load_config(QUICKSTART, SMALL + ["run.name=trim", *(o.replace("PAIRS", str(pairs)) for o in objectives)])
     prepared = prepare_data(config)
     recipe = TrainingRecipe(plan_training(config, prepared, mlflow_run_id=""))

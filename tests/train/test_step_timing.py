@@ -27,8 +27,12 @@ def mask(width: int, lengths: list[int]) -> torch.Tensor:
 
 def test_count_step_counts_every_attention_mask():
     # a constraint batch of 2 pairs (two masks of width 4) and a corpus batch of 3 sentences of width 5
-    constraints = {"attention_mask1": mask(4, [3, 4]), "attention_mask2": mask(4, [2, 3]),
-                   "input_ids1": torch.zeros(2, 4), "synset": torch.zeros(2)}
+    constraints = {
+        "attention_mask1": mask(4, [3, 4]),
+        "attention_mask2": mask(4, [2, 3]),
+        "input_ids1": torch.zeros(2, 4),
+        "synset": torch.zeros(2),
+    }
     corpus = {"attention_mask": mask(5, [5, 2, 1]), "input_ids": torch.zeros(3, 5)}
     counts = count_step([{"constraints": constraints, "corpus": corpus}] * 2)
     # per micro-batch: 2 + 2 + 3 = 7 sequences, 8 + 8 + 15 = 31 positions, 7 + 5 + 8 = 20 real tokens,
@@ -38,8 +42,15 @@ def test_count_step_counts_every_attention_mask():
 
 
 def test_window_metrics_against_a_hand_computation():
-    window = Window(steps=4, step_s=2.0, phase_s={"data_wait": 0.4, "forward_backward": 1.2, "optimizer": 0.2},
-                    sequences=100, tokens=8000, padding=2000, flops=4.8e7)
+    window = Window(
+        steps=4,
+        step_s=2.0,
+        phase_s={"data_wait": 0.4, "forward_backward": 1.2, "optimizer": 0.2},
+        sequences=100,
+        tokens=8000,
+        padding=2000,
+        flops=4.8e7,
+    )
     metrics = window_metrics(window, peak=1e9)
     assert metrics["perf/step_ms"] == pytest.approx(500.0)
     assert metrics["perf/data_wait_ms"] == pytest.approx(100.0)
@@ -52,8 +63,10 @@ def test_window_metrics_against_a_hand_computation():
     assert metrics["perf/mfu"] == pytest.approx(0.024)
     assert "perf/mfu" not in window_metrics(window, None)  # no peak (CPU): no MFU
     assert window_metrics(Window(), 1e9) == {}
-    assert totals(metrics, 3) == {"perf/tokens_per_s": pytest.approx(12000.0),
-                                  "perf/sequences_per_s": pytest.approx(150.0)}
+    assert totals(metrics, 3) == {
+        "perf/tokens_per_s": pytest.approx(12000.0),
+        "perf/sequences_per_s": pytest.approx(150.0),
+    }
 
 
 def test_no_peak_on_cpu():

@@ -10,18 +10,18 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pytest
 import torch
+from conftest import REPO, SENSE_AWARE_SMALL, SMALL
 from mlflow.tracking import MlflowClient
 from safetensors.torch import load_file
 
-from conftest import REPO, SENSE_AWARE_SMALL, SMALL
-from distalign.config import load_config
 from distalign.checkpoint import MODEL_DIR, OBJECTIVES_FILE, STATE_FILE
+from distalign.config import load_config
 from distalign.models.adapters import ADAPTER_CONFIG, ADAPTER_WEIGHTS, load_masked_lm_with_adapters
 from distalign.models.language_embeddings import read_input_languages
 from distalign.models.loading import load_masked_lm
@@ -89,8 +89,9 @@ class TinyCase:
 # (align: under ZeRO-3 below; static: its run trains towards the user's vectors, below)
 RESUMED_CONFIGS = {
     "babelbert_sense_adapters_tiny.yaml": TinyCase("lexical", only_the_adapters_trained),
-    "dict_mlm_tiny.yaml": TinyCase("dict_mlm", language_table_exported, ["objectives.dict_mlm.tlm=true",
-                                                                      "data.pack_sequences=false"]),
+    "dict_mlm_tiny.yaml": TinyCase(
+        "dict_mlm", language_table_exported, ["objectives.dict_mlm.tlm=true", "data.pack_sequences=false"]
+    ),
     "sense_aware_tiny.yaml": TinyCase("sense_aware", original_architecture_exported, SENSE_AWARE_SMALL),
 }
 
@@ -124,8 +125,12 @@ def test_align_mlm_under_zero3_exports_the_whole_model_gathered_to_rank_0_and_re
     16-bit gather to rank 0), loadable as a plain Hugging Face model, and the run resumes from its shards. The
     shipped ALIGN-MLM config, with the quickstart's lexical term added (every objective the quickstart trains)."""
     path = CONFIGS / "align_mlm_tiny.yaml"
-    overrides = SMALL + ["objectives.lexical.weight=1", "train.engine=deepspeed", "train.zero_stage=3",
-                         "run.name=align-mlm-zero3"]
+    overrides = SMALL + [
+        "objectives.lexical.weight=1",
+        "train.engine=deepspeed",
+        "train.zero_stage=3",
+        "run.name=align-mlm-zero3",
+    ]
     first = run_training(load_config(path, overrides + FIRST_FOUR_STEPS))
     assert_both_ranks_sharded(first.checkpoint)
     config = load_config(path, overrides)
@@ -143,8 +148,7 @@ def test_align_mlm_under_zero3_exports_the_whole_model_gathered_to_rank_0_and_re
         assert sorted(m.step for m in client.get_metric_history(again.run_id, f"Train/{objective}_loss")) == [2, 4, 6]
 
 
-def test_static_vectors_extracted_aligned_and_trained_towards_under_zero2(ray_local, distalign_home, tmp_path,
-                                                                          capsys):
+def test_static_vectors_extracted_aligned_and_trained_towards_under_zero2(ray_local, distalign_home, tmp_path, capsys):
     """The shipped static config derives its targets from the starting model when it names no vectors; the user's
     commands (static_align.yaml's header) make them instead, and a ZeRO-2 run trains towards those (with the
     config's MSE; Deep CCA: tests/objectives/test_static_align.py)."""
@@ -160,25 +164,68 @@ def test_static_vectors_extracted_aligned_and_trained_towards_under_zero2(ray_lo
     assert set(derived["lang"].to_pylist()) == {"xa", "xb", "xc"}
     corpora = {source.lang: source.paths for source in prepared.corpus.sources}
     for lang in ("xa", "xb"):  # the user's commands, as static_align.yaml's header gives them
-        assert distalign(["static", "extract", "--model", prepared.model_path, "--corpus", *corpora[lang],
-                          "--out", str(tmp_path / f"{lang}.vec"), "--layer", "1", "--epochs", "2",
-                          "--min-count", "2"]) == 0
+        assert (
+            distalign(
+                [
+                    "static",
+                    "extract",
+                    "--model",
+                    prepared.model_path,
+                    "--corpus",
+                    *corpora[lang],
+                    "--out",
+                    str(tmp_path / f"{lang}.vec"),
+                    "--layer",
+                    "1",
+                    "--epochs",
+                    "2",
+                    "--min-count",
+                    "2",
+                ]
+            )
+            == 0
+        )
     assert f"static vectors from 300 sentences -> {tmp_path / 'xb.vec'}" in capsys.readouterr().out
-    pairs = prepared.constraints.filter((prepared.constraints["lang1"].to_numpy(zero_copy_only=False) == "xa")
-                                        & (prepared.constraints["lang2"].to_numpy(zero_copy_only=False) == "xb"))
+    pairs = prepared.constraints.filter(
+        (prepared.constraints["lang1"].to_numpy(zero_copy_only=False) == "xa")
+        & (prepared.constraints["lang2"].to_numpy(zero_copy_only=False) == "xb")
+    )
     seed = tmp_path / "seed.xb-xa.tsv"
     seed.write_text("".join(f"{b}\t{a}\n" for a, b in zip(pairs["word1"].to_pylist(), pairs["word2"].to_pylist())))
-    assert distalign(["static", "align", "--src", str(tmp_path / "xb.vec"), "--tgt", str(tmp_path / "xa.vec"),
-                      "--dictionary", str(seed), "--out", str(tmp_path / "xb.aligned.vec"), "--iterations", "1",
-                      "--tgt-out", str(tmp_path / "xa.normalised.vec")]) == 0
+    assert (
+        distalign(
+            [
+                "static",
+                "align",
+                "--src",
+                str(tmp_path / "xb.vec"),
+                "--tgt",
+                str(tmp_path / "xa.vec"),
+                "--dictionary",
+                str(seed),
+                "--out",
+                str(tmp_path / "xb.aligned.vec"),
+                "--iterations",
+                "1",
+                "--tgt-out",
+                str(tmp_path / "xa.normalised.vec"),
+            ]
+        )
+        == 0
+    )
     seed_pairs, missing = map(int, re.search(r"seed pairs (\d+) \((\d+) with", capsys.readouterr().out).groups())
     assert seed_pairs > missing
     for name in ("xa.vec", "xb.vec", "xb.aligned.vec", "xa.normalised.vec"):  # gensim reads every file written
         assert KeyedVectors.load_word2vec_format(str(tmp_path / name), binary=False).vector_size == 64
 
-    config = load_config(path, overrides + [
-        f'data.static_vectors=[{{path: "{tmp_path / "xa.normalised.vec"}", lang: xa}}, '
-        f'{{path: "{tmp_path / "xb.aligned.vec"}", lang: xb}}]'])
+    config = load_config(
+        path,
+        overrides
+        + [
+            f'data.static_vectors=[{{path: "{tmp_path / "xa.normalised.vec"}", lang: xa}}, '
+            f'{{path: "{tmp_path / "xb.aligned.vec"}", lang: xb}}]'
+        ],
+    )
     assert config.objectives.static.loss == "mse"
     outcome = run_training(config)
     assert_both_ranks_sharded(outcome.checkpoint)

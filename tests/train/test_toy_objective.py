@@ -1,6 +1,6 @@
-"""Adding an objective as docs/explanations/architecture.md says, without touching any other file: a toy plugin defined here,
-registered under ``objectives.toy``, with a data-side preparer. It is trained on 2 Ray workers in one run
-with the toy stream's objective (``test_toy_stream.py``): one Ray Train start for both plugins."""
+"""Adding an objective as docs/explanations/architecture.md says, without touching any other file: a toy plugin defined
+here, registered under ``objectives.toy``, with a data-side preparer. It is trained on 2 Ray workers in one run with the
+toy stream's objective (``test_toy_stream.py``): one Ray Train start for both plugins."""
 
 from __future__ import annotations
 
@@ -9,13 +9,14 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 import torch
-
 from conftest import QUICKSTART, SMALL
+
 from distalign.config import load_config
 from distalign.data.batches import TensorSpec
 from distalign.errors import require
 from distalign.objectives import registry
 from distalign.objectives.base import DataContext, Objective
+
 
 @dataclass
 class ToyConfig:
@@ -36,8 +37,15 @@ class ToyObjective(Objective):
 
     Config = ToyConfig
     stream = "constraints"
-    consumes = ("input_ids1", "attention_mask1", "word_mask1", "input_ids2", "attention_mask2", "word_mask2",
-                "pair_weight")
+    consumes = (
+        "input_ids1",
+        "attention_mask1",
+        "word_mask1",
+        "input_ids2",
+        "attention_mask2",
+        "word_mask2",
+        "pair_weight",
+    )
     prepares = (TensorSpec("pair_weight", "float32", "B", "random weight per pair"),)
     reference = "none: the docs' example"
 

@@ -13,11 +13,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 import ray.cloudpickle
-import torch
-from mlflow.tracking import MlflowClient
-
 import test_toy_objective
 from conftest import QUICKSTART, SMALL
+from mlflow.tracking import MlflowClient
+
 from distalign.config import load_config
 from distalign.data.batches import TensorSpec
 from distalign.data.streams import STREAMS, Stream
@@ -40,9 +39,13 @@ class WordLengthStream(Stream):
     name = "word_length"
     doc = "a word alone, with its length"
     batch_size_key = "train.constraint_batch_size"
-    tensors = (TensorSpec("input_ids", "int64", "B,T"), TensorSpec("attention_mask", "int64", "B,T"),
-               TensorSpec("word_mask", "int64", "B,T"), TensorSpec("length", "float32", "B"),
-               TensorSpec("row", "int64", "B"))
+    tensors = (
+        TensorSpec("input_ids", "int64", "B,T"),
+        TensorSpec("attention_mask", "int64", "B,T"),
+        TensorSpec("word_mask", "int64", "B,T"),
+        TensorSpec("length", "float32", "B"),
+        TensorSpec("row", "int64", "B"),
+    )
     Settings = WordLengthTokens
 
     def settings(self, config, languages):
@@ -50,8 +53,13 @@ class WordLengthStream(Stream):
 
     def table(self, prepared):
         words = prepared.constraints.column("word1")
-        return pa.table({"word": words, "length": pc.utf8_length(words).cast(pa.float32()),
-                         "row": pa.array(np.arange(len(words), dtype=np.int64))})
+        return pa.table(
+            {
+                "word": words,
+                "length": pc.utf8_length(words).cast(pa.float32()),
+                "row": pa.array(np.arange(len(words), dtype=np.int64)),
+            }
+        )
 
     def tokenize(self, batch, tokenizer, settings):
         out = encode_words(tokenizer, batch["word"].tolist(), settings.max_tokens)
@@ -91,9 +99,18 @@ def toy_stream_registered(monkeypatch):
 
 
 def test_toy_stream_and_toy_objective_train_on_two_workers(ray_local, distalign_home, toy_stream_registered):
-    config = load_config(QUICKSTART, SMALL + ["run.name=toy-plugins", "train.max_steps=4", "objectives.mlm.weight=0",
-                                              "objectives.lexical.weight=0", "objectives.word_length.weight=1",
-                                              "objectives.toy.weight=1"])
+    config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=toy-plugins",
+            "train.max_steps=4",
+            "objectives.mlm.weight=0",
+            "objectives.lexical.weight=0",
+            "objectives.word_length.weight=1",
+            "objectives.toy.weight=1",
+        ],
+    )
     assert config.objectives.streams() == {"word_length", "constraints"} and config.train.num_workers == 2
     outcome = run_training(config)
     client = MlflowClient(config.tracking.uri)

@@ -11,10 +11,10 @@ import json
 from pathlib import Path
 
 import pytest
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 from transformers import AutoModelForMaskedLM
 
-from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import read_stream_states
 from distalign.config import load_config
 from distalign.data.corpus_plan import Position, grouped
@@ -26,9 +26,17 @@ from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
-PERF_KEYS = ("perf/step_ms", "perf/data_wait_ms", "perf/forward_backward_ms", "perf/optimizer_ms", "perf/tokens_per_s",
-             "perf/tokens_per_s_per_worker", "perf/sequences_per_s", "perf/sequences_per_s_per_worker",
-             "perf/padding_share")
+PERF_KEYS = (
+    "perf/step_ms",
+    "perf/data_wait_ms",
+    "perf/forward_backward_ms",
+    "perf/optimizer_ms",
+    "perf/tokens_per_s",
+    "perf/tokens_per_s_per_worker",
+    "perf/sequences_per_s",
+    "perf/sequences_per_s_per_worker",
+    "perf/padding_share",
+)
 
 
 def steps(client: MlflowClient, run_id: str, key: str) -> list[int]:
@@ -82,7 +90,8 @@ def test_ddp_run_logs_metrics_and_checkpoints_to_s3(ddp_run, s3_storage, tmp_pat
     for phase in PERF_KEYS + ("perf/allreduce_ms", "perf/allreduce_exposed_ms"):
         assert steps(client, outcome.run_id, phase) == [2, 4, 6], phase
     assert value_at(client, outcome.run_id, "perf/tokens_per_s", 6) == pytest.approx(
-        2 * value_at(client, outcome.run_id, "perf/tokens_per_s_per_worker", 6))  # 2 workers
+        2 * value_at(client, outcome.run_id, "perf/tokens_per_s_per_worker", 6)
+    )  # 2 workers
     assert steps(client, outcome.run_id, "eval/bli/avg/mrr") == [0, 3, 6]
     assert steps(client, outcome.run_id, "eval/bli/xa-xb/mrr") == [0, 3, 6]
     # model selection: relative MRR gain over the vanilla model (0 at step 0), best checkpoint tagged
@@ -126,8 +135,9 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     config, first = ddp_run
     s3 = s3_storage[1]
     s3.delete_object(Bucket="ckpt", Key=f"{first.checkpoint.removeprefix('s3://ckpt/')}/model/model.safetensors")
-    resumed_config = load_config(QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10", "train.num_workers=1"]
-                                 + s3_storage[0])
+    resumed_config = load_config(
+        QUICKSTART, SMALL + ["run.name=ddp", "train.max_steps=10", "train.num_workers=1"] + s3_storage[0]
+    )
     second = run_training(resumed_config)
     output = capfd.readouterr()
     log = output.out + output.err
@@ -157,11 +167,20 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     (final,) = read_stream_states(checkpoint)["corpus"]
     assert final == resumed.state()
     feed = corpus_feed(prepared, resumed_config)
-    left = [int(row) for item in Position.from_json(final).items if item.epoch == 0
-            for block in item_blocks(item, 0, feed.corpus, feed.job) for row in block["row"]]
+    left = [
+        int(row)
+        for item in Position.from_json(final).items
+        if item.epoch == 0
+        for block in item_blocks(item, 0, feed.corpus, feed.job)
+        for row in block["row"]
+    ]
     # the epoch's sequences (packed: each by its first sentence's row), whichever items their units are read in
-    epoch = [int(row) for item in grouped(feed.units, 0, feed.mix_units)
-             for block in item_blocks(item, 0, feed.corpus, feed.job) for row in block["row"]]
+    epoch = [
+        int(row)
+        for item in grouped(feed.units, 0, feed.mix_units)
+        for block in item_blocks(item, 0, feed.corpus, feed.job)
+        for row in block["row"]
+    ]
     assert len(trained) == 2 * 3 * 8 + 7 * 8 and sorted(trained + left) == sorted(epoch)
 
 
@@ -170,9 +189,19 @@ def test_deepspeed_zero2_trains_like_ddp_and_selects_by_mlm_validation_loss(ddp_
     best checkpoint chosen by their MLM loss (the static-contextual authors' selection); held-out sentences
     change neither the training data nor the trajectory."""
     config, ddp = ddp_run
-    ds_config = load_config(QUICKSTART, SMALL + ["run.name=zero2", "train.engine=deepspeed", "train.zero_stage=2",
-                                                 "objectives.align.weight=2", "data.synthetic.validation_sentences=40",
-                                                 "eval.select_by=mlm_loss", "storage.keep_checkpoints=1"])
+    ds_config = load_config(
+        QUICKSTART,
+        SMALL
+        + [
+            "run.name=zero2",
+            "train.engine=deepspeed",
+            "train.zero_stage=2",
+            "objectives.align.weight=2",
+            "data.synthetic.validation_sentences=40",
+            "eval.select_by=mlm_loss",
+            "storage.keep_checkpoints=1",
+        ],
+    )
     outcome = run_training(ds_config)
     client = MlflowClient(config.tracking.uri)
     run = client.get_run(outcome.run_id)
@@ -184,7 +213,8 @@ def test_deepspeed_zero2_trains_like_ddp_and_selects_by_mlm_validation_loss(ddp_
     # Same seed, data order and fp32 maths: ZeRO-2 must follow DDP's trajectory.
     for step in (2, 4, 6):
         assert value_at(client, outcome.run_id, "Train/loss", step) == pytest.approx(
-            value_at(client, ddp.run_id, "Train/loss", step), rel=1e-3)
+            value_at(client, ddp.run_id, "Train/loss", step), rel=1e-3
+        )
     assert steps(client, outcome.run_id, "eval/mlm/loss") == [0, 3, 6]
     assert steps(client, outcome.run_id, "eval/mlm/xb/loss") == [0, 3, 6]
     losses = {step: value_at(client, outcome.run_id, "eval/mlm/loss", step) for step in (3, 6)}

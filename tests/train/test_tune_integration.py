@@ -1,6 +1,6 @@
 """A language-sample study (BabelBERT §5.1) at the smallest scale: two samples from two d_typ bins, each trial a
-one-worker run in its trial's process; one MLflow parent run with nested, tagged children and the study's tables and plots, all read
-back through the MLflow client; started again, the study resumes and runs nothing twice."""
+one-worker run in its trial's process; one MLflow parent run with nested, tagged children and the study's tables and
+plots, all read back through the MLflow client; started again, the study resumes and runs nothing twice."""
 
 from __future__ import annotations
 
@@ -10,21 +10,21 @@ from pathlib import Path
 
 import pytest
 import yaml
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import MODEL_DIR, read_state
+from distalign.config import load_config
 from distalign.eval.distributed import load_encoder
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings
 from distalign.logs import quiet_console
 from distalign.preparation.inputs import prepare_data
-from distalign.config import load_config
-from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
-from distalign.train.checkpoint_store import REPORTED_FILE
-from distalign.train.trainer import run_training
-from distalign.train.test_scores import bli_test_sets
 from distalign.studies import load_study, run_study
 from distalign.studies.runner import STOPPED_EARLY_TAG
+from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
+from distalign.train.checkpoint_store import REPORTED_FILE
+from distalign.train.test_scores import bli_test_sets
+from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -32,19 +32,37 @@ PNG = b"\x89PNG\r\n\x1a\n"
 
 def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_local, distalign_home, tmp_path):
     study = tmp_path / "study.yaml"
-    study.write_text(yaml.safe_dump({
-        "study": "mini-samples",
-        "base": str(QUICKSTART),
-        # one worker per trial and both trials at once: the suite's time goes to Ray start-up, not steps
-        "overrides": SMALL + ["data.synthetic.languages=[en,de,fr,hi,ja,fi,tr]", "data.synthetic.num_concepts=120",
-                              "objectives.mlm.weight=0", "train.max_steps=4", "train.checkpoint_every=2",
-                              "eval.every=2", "train.num_workers=1", "train.constraint_batch_size=8",
-                              "eval.languages=[en,de]"],
-        "language_samples": {"size": 3, "num_samples": 500, "bins": 2, "per_pair": 8, "test_languages": ["fi", "tr"]},
-        "metric": "test/bli/avg/mrr",
-        "mode": "max",
-        "max_concurrent_trials": 2,
-    }))
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "study": "mini-samples",
+                "base": str(QUICKSTART),
+                # one worker per trial and both trials at once: the suite's time goes to Ray start-up, not steps
+                "overrides": SMALL
+                + [
+                    "data.synthetic.languages=[en,de,fr,hi,ja,fi,tr]",
+                    "data.synthetic.num_concepts=120",
+                    "objectives.mlm.weight=0",
+                    "train.max_steps=4",
+                    "train.checkpoint_every=2",
+                    "eval.every=2",
+                    "train.num_workers=1",
+                    "train.constraint_batch_size=8",
+                    "eval.languages=[en,de]",
+                ],
+                "language_samples": {
+                    "size": 3,
+                    "num_samples": 500,
+                    "bins": 2,
+                    "per_pair": 8,
+                    "test_languages": ["fi", "tr"],
+                },
+                "metric": "test/bli/avg/mrr",
+                "mode": "max",
+                "max_concurrent_trials": 2,
+            }
+        )
+    )
     rows = run_study(study)
     _, trials = load_study(study)
     assert [r["trial"] for r in rows] == ["mini-samples-000", "mini-samples-001"]
@@ -55,8 +73,9 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
     experiment = client.get_experiment_by_name("distalign")
     runs = client.search_runs([experiment.experiment_id])
     (parent,) = [r for r in runs if r.info.run_name == "mini-samples"]
-    children = sorted((r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id),
-                      key=lambda r: r.info.run_name)
+    children = sorted(
+        (r for r in runs if r.data.tags.get(PARENT_TAG) == parent.info.run_id), key=lambda r: r.info.run_name
+    )
     assert parent.info.status == "FINISHED"
     assert [r.info.run_name for r in children] == ["mini-samples-000", "mini-samples-001"]
     for row, child in zip(rows, children):
@@ -67,13 +86,19 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         # selection on the validation pair en-de; the test pair fi-tr is scored once, from the selected checkpoint
         assert child.data.params["eval.languages"] == "['en', 'de']"
         assert child.data.params["eval.test_languages"] == "['fi', 'tr']"
-        assert {k for k in child.data.metrics if k.startswith("eval/bli/")} == {"eval/bli/en-de/mrr",
-                                                                              "eval/bli/avg/mrr"}
-        assert {k for k in child.data.metrics if k.startswith("test/")} == {"test/bli/fi-tr/mrr", "test/bli/avg/mrr",
-                                                                          "test/step"}
+        assert {k for k in child.data.metrics if k.startswith("eval/bli/")} == {
+            "eval/bli/en-de/mrr",
+            "eval/bli/avg/mrr",
+        }
+        assert {k for k in child.data.metrics if k.startswith("test/")} == {
+            "test/bli/fi-tr/mrr",
+            "test/bli/avg/mrr",
+            "test/step",
+        }
         assert row["test/bli/avg/mrr"] == pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"])
-        assert [m.step for m in client.get_metric_history(child.info.run_id, "test/bli/avg/mrr")] == \
-            [int(child.data.metrics["test/step"])]
+        assert [m.step for m in client.get_metric_history(child.info.run_id, "test/bli/avg/mrr")] == [
+            int(child.data.metrics["test/step"])
+        ]
         selection = {m.step: m.value for m in client.get_metric_history(child.info.run_id, SELECTION_METRIC)}
         checkpointed = {s: v for s, v in selection.items() if s > 0}  # step 0 (vanilla) has no checkpoint
         assert child.data.metrics["test/step"] == max(checkpointed, key=checkpointed.get)
@@ -82,14 +107,20 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         assert read_state(best_dir).step == child.data.metrics["test/step"]
         config = trials[row["trial"]]
         model, tokenizer = load_encoder(str(best_dir / MODEL_DIR))
-        recomputed = evaluate_bli(model, tokenizer, bli_test_sets(config, prepare_data(config).test_pairs),
-                                  in_loop_settings(config))
-        assert recomputed == {"eval/bli/fi-tr/mrr": pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"]),
-                              "eval/bli/avg/mrr": pytest.approx(row["test/bli/avg/mrr"])}
+        recomputed = evaluate_bli(
+            model, tokenizer, bli_test_sets(config, prepare_data(config).test_pairs), in_loop_settings(config)
+        )
+        assert recomputed == {
+            "eval/bli/fi-tr/mrr": pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"]),
+            "eval/bli/avg/mrr": pytest.approx(row["test/bli/avg/mrr"]),
+        }
     # both samples start from one tiny model (built once, from every word of the world) and pay its start-up once
     assert len({child.data.tags[START_MODEL_TAG] for child in children}) == 1
-    assert all(sum(v for k, v in child.data.metrics.items() if k.startswith("startup/") and k != "startup/total_s")
-               == pytest.approx(child.data.metrics["startup/total_s"]) for child in children)
+    assert all(
+        sum(v for k, v in child.data.metrics.items() if k.startswith("startup/") and k != "startup/total_s")
+        == pytest.approx(child.data.metrics["startup/total_s"])
+        for child in children
+    )
     assert 0 < parent.data.metrics["study/trial_startup_share"] <= 1
     best = max(r.data.metrics["test/bli/avg/mrr"] for r in children)
     assert parent.data.metrics["best/test/bli/avg/mrr"] == pytest.approx(best)
@@ -115,17 +146,32 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
     Under `distalign tune`'s quiet console the study prints a few lines per trial, without ANSI codes. The best
     trial's model is registered (tracking.registered_model_name)."""
     study = tmp_path / "search.yaml"
-    study.write_text(yaml.safe_dump({
-        "study": "mini-search",
-        "base": str(QUICKSTART),
-        "overrides": SMALL + ["train.max_steps=6", "train.checkpoint_every=6", "eval.every=2", "train.num_workers=1",
-                              "tracking.registered_model_name=mini-search-best"],
-        "search": {"space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}}, "num_samples": 2, "scheduler": "asha",
-                   "grace_period": 2, "reduction_factor": 2},
-        "metric": "eval/bli/avg/mrr",
-        "mode": "max",
-        "max_concurrent_trials": 2,
-    }))
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "study": "mini-search",
+                "base": str(QUICKSTART),
+                "overrides": SMALL
+                + [
+                    "train.max_steps=6",
+                    "train.checkpoint_every=6",
+                    "eval.every=2",
+                    "train.num_workers=1",
+                    "tracking.registered_model_name=mini-search-best",
+                ],
+                "search": {
+                    "space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}},
+                    "num_samples": 2,
+                    "scheduler": "asha",
+                    "grace_period": 2,
+                    "reduction_factor": 2,
+                },
+                "metric": "eval/bli/avg/mrr",
+                "mode": "max",
+                "max_concurrent_trials": 2,
+            }
+        )
+    )
     capfd.readouterr()
     with quiet_console(tmp_path / "tune.log", worker_lines="warnings"):
         rows = run_study(study)
@@ -164,31 +210,52 @@ def test_optuna_search_with_asha_reports_every_evaluation(ray_local, distalign_h
 
 
 def test_a_one_worker_trial_trains_in_its_process_resumes_after_a_kill_and_matches_a_worker_group(
-        ray_local, distalign_home, tmp_path):
+    ray_local, distalign_home, tmp_path
+):
     """A one-worker trial trains in the trial's process (``train.trial_in_process``), with its own checkpoint
     store: killed mid-run, Tune starts it again and it resumes from the store, and every logged loss is the one a
     Ray Train worker group of one logs for the same config. A worker group then resumes from the store too."""
     from test_recovery import kill_a_worker_once_past, losses_by_step
 
-    base = SMALL + ["train.max_steps=20", "train.checkpoint_every=4", "train.log_every=1", "eval.every=0",
-                    "train.num_workers=1"]
+    base = SMALL + [
+        "train.max_steps=20",
+        "train.checkpoint_every=4",
+        "train.log_every=1",
+        "eval.every=0",
+        "train.num_workers=1",
+    ]
     reference_config = load_config(QUICKSTART, base + ["run.name=worker-group-of-one"])
     reference = run_training(reference_config)  # no trial_report: a Ray Train worker group
     client = MlflowClient(reference_config.tracking.uri)
     study = tmp_path / "killed.yaml"
-    study.write_text(yaml.safe_dump({"study": "in-process", "base": str(QUICKSTART), "overrides": base,
-                                     "grid": {"train.seed": [0]}, "max_failures": 1}))
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "study": "in-process",
+                "base": str(QUICKSTART),
+                "overrides": base,
+                "grid": {"train.seed": [0]},
+                "max_failures": 1,
+            }
+        )
+    )
     killed: list[int] = []
-    killer = threading.Thread(target=kill_a_worker_once_past, args=(
-        client, reference_config.tracking.experiment, "in-process-000", 6, killed, 300, "ImplicitFunc", 0), daemon=True)
+    killer = threading.Thread(
+        target=kill_a_worker_once_past,
+        args=(client, reference_config.tracking.experiment, "in-process-000", 6, killed, 300, "ImplicitFunc", 0),
+        daemon=True,
+    )
     killer.start()
     rows = run_study(study)
     killer.join(timeout=5)
 
     assert killed, "no trial process was killed"
     assert [(r["trial"], r["error"]) for r in rows] == [("in-process-000", "")]
-    (trial,) = [r for r in client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
-                if r.info.run_name == "in-process-000"]
+    (trial,) = [
+        r
+        for r in client.search_runs([client.get_experiment_by_name("distalign").experiment_id])
+        if r.info.run_name == "in-process-000"
+    ]
     expected, got = losses_by_step(client, reference.run_id), losses_by_step(client, trial.info.run_id)
     assert sorted(got) == sorted(expected) == list(range(1, 21))
     # the restarted trial resumed from a stored checkpoint, not from 0: step 1 was trained once, and so was the

@@ -6,7 +6,8 @@ again on the node that is left resumes the run (its MLflow run and step count) f
 corpus row is trained twice.
 
 The resumed run asks for a fixed worker count: an elastic run started within ~3 minutes of a driver's death
-waits for Ray Train's resource requests of the dead run to expire (docs/guides/operations.md, "Failures and recovery")."""
+waits for Ray Train's resource requests of the dead run to expire (docs/guides/operations.md, "Failures and
+recovery")."""
 
 from __future__ import annotations
 
@@ -19,18 +20,17 @@ import time
 from pathlib import Path
 
 import pytest
-from mlflow.tracking import MlflowClient
-
 from conftest import QUICKSTART, SMALL, free_port
-from distalign.bench.loopback import start_node, wait_for_nodes
+from mlflow.tracking import MlflowClient
 from test_job_submit import BIN, forget_cluster_address, stop_by_pid
 from test_recovery import trained_rows
+
+from distalign.bench.loopback import start_node, wait_for_nodes
 
 pytestmark = pytest.mark.slow
 
 
-def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float = 300, since: int = 0
-                  ) -> re.Match:
+def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: float = 300, since: int = 0) -> re.Match:
     """The first match of ``pattern`` in the log from character ``since`` on, once the process writes it."""
     deadline = time.time() + timeout
     while process.poll() is None and time.time() < deadline:
@@ -41,14 +41,19 @@ def wait_for_line(log: Path, pattern: str, process: subprocess.Popen, timeout: f
 
 
 def test_two_nodes_train_from_staged_inputs_on_s3_go_on_after_a_node_is_lost_and_resume_after_the_driver_died(
-        s3_endpoint, tmp_path):
+    s3_endpoint, tmp_path
+):
     url, s3 = s3_endpoint
     env = {k: v for k, v in os.environ.items() if k not in ("RAY_ADDRESS", "MLFLOW_TRACKING_URI")}
-    env.update(PATH=f"{BIN}{os.pathsep}{env['PATH']}", RAY_AUTH_MODE="token", DISTALIGN_HOME=str(tmp_path),
-               DISTALIGN_CACHE=str(tmp_path / "node-cache"),
-               # once the node is gone, Ray Train first tries the old size (its view of the cluster lags) and
-               # waits this long for it (default 60 s) before trying the size that fits
-               RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="15")
+    env.update(
+        PATH=f"{BIN}{os.pathsep}{env['PATH']}",
+        RAY_AUTH_MODE="token",
+        DISTALIGN_HOME=str(tmp_path),
+        DISTALIGN_CACHE=str(tmp_path / "node-cache"),
+        # once the node is gone, Ray Train first tries the old size (its view of the cluster lags) and
+        # waits this long for it (default 60 s) before trying the size that fits
+        RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S="15",
+    )
     gcs_port = free_port()
     address = f"127.0.0.1:{gcs_port}"
     head = start_node(["--head", f"--port={gcs_port}", "--include-dashboard=false"], 1, env, tmp_path / "head.log")
@@ -61,15 +66,32 @@ def test_two_nodes_train_from_staged_inputs_on_s3_go_on_after_a_node_is_lost_and
         trace = tmp_path / "rows"
         # one worker per 1-CPU node (0.6 CPU), beside the corpus reservations of both (0.2 each): the head holds
         # one worker once the other node is gone
-        command = [sys.executable, "-m", "distalign.cli", "train", str(QUICKSTART), *SMALL, "train.max_steps=16",
-                   "eval.every=0",
-                   "run.name=two-nodes", "storage.path=s3://ckpt/multi", f"storage.endpoint_url={url}",
-                   f"data.output_dir={staging}", "train.placement_strategy=STRICT_SPREAD",
-                   "train.cpus_per_worker=0.6", "data.corpus_cpus_per_worker=0.2", "objectives.lexical.weight=0",
-                   f"train.trace_rows={trace}"]
+        command = [
+            sys.executable,
+            "-m",
+            "distalign.cli",
+            "train",
+            str(QUICKSTART),
+            *SMALL,
+            "train.max_steps=16",
+            "eval.every=0",
+            "run.name=two-nodes",
+            "storage.path=s3://ckpt/multi",
+            f"storage.endpoint_url={url}",
+            f"data.output_dir={staging}",
+            "train.placement_strategy=STRICT_SPREAD",
+            "train.cpus_per_worker=0.6",
+            "data.corpus_cpus_per_worker=0.2",
+            "objectives.lexical.weight=0",
+            f"train.trace_rows={trace}",
+        ]
         first_log = tmp_path / "first.log"
-        first = subprocess.Popen([*command, "train.min_workers=1"], env={**env, "RAY_ADDRESS": address},
-                                 stdout=open(first_log, "w"), stderr=subprocess.STDOUT)
+        first = subprocess.Popen(
+            [*command, "train.min_workers=1"],
+            env={**env, "RAY_ADDRESS": address},
+            stdout=open(first_log, "w"),
+            stderr=subprocess.STDOUT,
+        )
         # once Ray Train has registered a checkpoint on S3 (step 3), the second node is stopped (its raylet and
         # workers)
         snapshot = "multi/two-nodes/checkpoint_manager_snapshot.json"
@@ -98,8 +120,13 @@ def test_two_nodes_train_from_staged_inputs_on_s3_go_on_after_a_node_is_lost_and
 
         # the same command again, for the one node left
         again_log = tmp_path / "again.log"
-        again = subprocess.run([*command, "train.num_workers=1"], env={**env, "RAY_ADDRESS": address},
-                               stdout=open(again_log, "w"), stderr=subprocess.STDOUT, timeout=400)
+        again = subprocess.run(
+            [*command, "train.num_workers=1"],
+            env={**env, "RAY_ADDRESS": address},
+            stdout=open(again_log, "w"),
+            stderr=subprocess.STDOUT,
+            timeout=400,
+        )
         log = again_log.read_text()
         assert again.returncode == 0, log[-5000:]
         again_at = int(re.search(r"resuming at step (\d+)/16 on 1 workers", log).group(1))

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 from datasets import Dataset
+from transfer_data import FEATURES, rows
 
 from distalign.cli import build_parser, main
 from distalign.data.readers import InputError
 from distalign.transfer.data import read_split
 from distalign.transfer.runner import spec_from_args, validate
 from distalign.transfer.tasks.pair import XNLITask
-from transfer_data import FEATURES, rows
 
 SPLITS = ("train", "validation", "test")
 
@@ -24,10 +24,13 @@ def hub_copy(root: Path, langs=("en", "de")) -> Path:
         (root / lang).mkdir(parents=True)
         for seed, split in enumerate(SPLITS):
             Dataset.from_dict(rows("xnli", lang, 6, seed), features=FEATURES["xnli"]).to_parquet(
-                str(root / lang / f"{split}-00000-of-00001.parquet"))
-    configs = "".join(f"- config_name: {lang}\n  data_files:\n"
-                      + "".join(f"  - split: {split}\n    path: {lang}/{split}-*\n" for split in SPLITS)
-                      for lang in langs)
+                str(root / lang / f"{split}-00000-of-00001.parquet")
+            )
+    configs = "".join(
+        f"- config_name: {lang}\n  data_files:\n"
+        + "".join(f"  - split: {split}\n    path: {lang}/{split}-*\n" for split in SPLITS)
+        for lang in langs
+    )
     (root / "README.md").write_text(f"---\nconfigs:\n{configs}---\n")
     return root
 

@@ -4,6 +4,9 @@ loss, the span chosen over several windows, and a tiny fine-tune scored per lang
 import numpy as np
 import pytest
 import torch
+from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
+from tiny_tokenizers import wordpiece_tokenizer
+from transfer_data import LEXICON, tiny_model
 
 from distalign.data.readers import InputError
 from distalign.models.loading import load_tokenizer
@@ -13,16 +16,18 @@ from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tun
 from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.qa import MAX_ANSWER_TOKENS, MLQATask, QAExample, QATask, TyDiQATask, XQuADTask
-from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
-from tiny_tokenizers import wordpiece_tokenizer
-from transfer_data import LEXICON, tiny_model
 
 MAX_LENGTH, STRIDE = 24, 4  # windows of 24 tokens, 4 context tokens apart: most contexts take several
 
 
 def test_squad_scores_by_hand():
-    gold = [["Eiffel tower"], ["Paris"], ["Broncos", "Denver Broncos", "the Broncos team"],
-            ["red car", "old car parked"], ["Rome"]]
+    gold = [
+        ["Eiffel tower"],
+        ["Paris"],
+        ["Broncos", "Denver Broncos", "the Broncos team"],
+        ["red car", "old car parked"],
+        ["Rome"],
+    ]
     predicted = ["the Eiffel Tower!", "in Paris, France", "Denver Broncos", "an old red car", "Berlin"]
     # 1: articles, case and punctuation go: exact. 2: [in paris france] vs [paris]: P 1/3, R 1, F1 0.5.
     # 3: equals the second gold answer. 4: [old red car] vs [red car]: P 2/3, R 1, F1 0.8; vs [old car parked]:
@@ -63,8 +68,9 @@ def test_hub_schema_folders_and_the_split_each_test_set_is(tmp_path):
     train, report = read(XQuADTask, "en", "train")  # SQuAD's training set, for every QA task
     source = rows("squad", "en", 5, 0)
     assert [e.question for e in train] == source["question"] and report.path.endswith("squad/en[train]")
-    assert [(e.answers, e.starts) for e in train] == [((a["text"][0],), (a["answer_start"][0],))
-                                                      for a in source["answers"]]
+    assert [(e.answers, e.starts) for e in train] == [
+        ((a["text"][0],), (a["answer_start"][0],)) for a in source["answers"]
+    ]
     assert len(read(MLQATask, "en", "validation")[0]) == 3  # SQuAD's dev set selects
     test, report = read(XQuADTask, "de", "test")  # XQuAD's only Hub split, validation, is its test set
     assert len(test) == 4 and report.path.endswith("xquad/de[validation]") and test[0].lang == "de"
@@ -87,8 +93,10 @@ def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
     save_qa(tmp_path, "squad", "en", (5, 3))
     save_qa(tmp_path, "tydiqa", "en", (4, 2), seed=1, other_lang="sw")  # every language in one Hub config
     save_qa(tmp_path, "tydiqa", "sw", (3, 4), other_lang="en")
-    read = lambda lang, split, train_set: read_split(TyDiQATask, str(tmp_path), lang, split,  # noqa: E731
-                                                     train_set=train_set)
+
+    def read(lang, split, train_set):
+        return read_split(TyDiQATask, str(tmp_path), lang, split, train_set=train_set)
+
     train, report = read("en", "train", "tydiqa")
     assert [e.question for e in train] == rows("tydiqa", "en", 4, 10)["question"]
     assert [e.id.split("-")[0] for e in train] == ["english"] * 4 and report.path.endswith("tydiqa/en[train]")
@@ -109,17 +117,33 @@ def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
     from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
 
     model = setup[1]  # the runner's preparation (no Ray) trains on what the spec names
-    spec = TransferSpec(model=model, tasks=("tydiqa",), data_dir=str(tmp_path), languages=("sw",),
-                        tydiqa_train="tydiqa", finetune=FineTuneOverrides(batch_size=2, max_length=MAX_LENGTH))
+    spec = TransferSpec(
+        model=model,
+        tasks=("tydiqa",),
+        data_dir=str(tmp_path),
+        languages=("sw",),
+        tydiqa_train="tydiqa",
+        finetune=FineTuneOverrides(batch_size=2, max_length=MAX_LENGTH),
+    )
     [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
     assert [r.path.rsplit("/", 2)[-2:] for r in prepared.reports] == [
-        ["tydiqa", "en[train]"], ["tydiqa", "en[validation]"], ["tydiqa", "en[validation]"], ["tydiqa", "sw[validation]"]]
+        ["tydiqa", "en[train]"],
+        ["tydiqa", "en[validation]"],
+        ["tydiqa", "en[validation]"],
+        ["tydiqa", "sw[validation]"],
+    ]
     trained = {tuple(a["text"]) for a in rows("tydiqa", "en", 4, 10)["answers"]}
     assert {f["gold"][0] for f in prepared.data.train} == trained
 
     asked = []
-    monkeypatch.setattr(datasets, "load_dataset", lambda name, config, split: asked.append((name, config, split))
-                        or datasets.Dataset.from_dict(rows("tydiqa", "en", 2, 0), features=FEATURES["tydiqa"]))
+    monkeypatch.setattr(
+        datasets,
+        "load_dataset",
+        lambda name, config, split: (
+            asked.append((name, config, split))
+            or datasets.Dataset.from_dict(rows("tydiqa", "en", 2, 0), features=FEATURES["tydiqa"])
+        ),
+    )
     for split in ("train", "validation"):
         read_split(TyDiQATask, "", "en", split, hub=True, train_set="tydiqa")
     assert asked == [("tydiqa", "secondary_task", "train"), ("tydiqa", "secondary_task", "validation")]
@@ -143,24 +167,35 @@ def test_squad_json_with_bad_questions(tmp_path):
 
 def test_the_hub_path_asks_for_each_data_set_config_and_split(monkeypatch):
     import datasets
-
     from qa_data import FEATURES
 
     asked = []
 
     def load_dataset(name, config, split):
         asked.append((name, config, split))
-        return datasets.Dataset.from_dict(rows("tydiqa" if name == "tydiqa" else "squad", "sw" if name == "tydiqa"
-                                               else "en", 2, 0), features=FEATURES["squad"])
+        return datasets.Dataset.from_dict(
+            rows("tydiqa" if name == "tydiqa" else "squad", "sw" if name == "tydiqa" else "en", 2, 0),
+            features=FEATURES["squad"],
+        )
 
     monkeypatch.setattr(datasets, "load_dataset", load_dataset)
-    for task, lang, split in [(XQuADTask, "en", "train"), (XQuADTask, "de", "test"), (MLQATask, "de", "test"),
-                              (MLQATask, "de", "validation"), (TyDiQATask, "sw", "test")]:
+    for task, lang, split in [
+        (XQuADTask, "en", "train"),
+        (XQuADTask, "de", "test"),
+        (MLQATask, "de", "test"),
+        (MLQATask, "de", "validation"),
+        (TyDiQATask, "sw", "test"),
+    ]:
         read_split(task, "", lang, split, hub=True)
     read_split(MLQATask, "", "de", "test", hub=True, hub_configs={"mlqa:de": "mlqa.de.en"})
-    assert asked == [("squad", "plain_text", "train"), ("xquad", "xquad.de", "validation"),
-                     ("mlqa", "mlqa.de.de", "test"), ("mlqa", "mlqa.de.de", "validation"),
-                     ("tydiqa", "secondary_task", "validation"), ("mlqa", "mlqa.de.en", "test")]
+    assert asked == [
+        ("squad", "plain_text", "train"),
+        ("xquad", "xquad.de", "validation"),
+        ("mlqa", "mlqa.de.de", "test"),
+        ("mlqa", "mlqa.de.de", "validation"),
+        ("tydiqa", "secondary_task", "validation"),
+        ("mlqa", "mlqa.de.en", "test"),
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -184,9 +219,11 @@ def features(data_dir, tokenizer, lang, split):
 
 
 def task_data(data_dir, tokenizer):
-    return TaskData(features(data_dir, tokenizer, "en", "train"),
-                    {"en": features(data_dir, tokenizer, "en", "validation")},
-                    {lang: features(data_dir, tokenizer, lang, "test") for lang in ("en", "de")})
+    return TaskData(
+        features(data_dir, tokenizer, "en", "train"),
+        {"en": features(data_dir, tokenizer, "en", "validation")},
+        {lang: features(data_dir, tokenizer, lang, "test") for lang in ("en", "de")},
+    )
 
 
 def test_a_tiny_fine_tune_and_what_reaches_the_loss(setup, short_windows, gloo_group, monkeypatch):
@@ -197,8 +234,11 @@ def test_a_tiny_fine_tune_and_what_reaches_the_loss(setup, short_windows, gloo_g
     batches, seen = [], []
     real_collate, real_loss = finetune.collate, finetune.task_loss
     monkeypatch.setattr(finetune, "collate", lambda f, pad: batches.append(real_collate(f, pad)) or batches[-1])
-    monkeypatch.setattr(finetune, "task_loss", lambda logits, labels: seen.append(
-        (batches[-1]["input_ids"], labels.clone())) or real_loss(logits, labels))
+    monkeypatch.setattr(
+        finetune,
+        "task_loss",
+        lambda logits, labels: seen.append((batches[-1]["input_ids"], labels.clone())) or real_loss(logits, labels),
+    )
     data = task_data(data_dir, tokenizer)
     job = FineTuneJob("xquad", 0, model, FineTuneSettings(1e-3, 8, 1, MAX_LENGTH, "test"))
     result = fine_tune(job, data, tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
@@ -217,7 +257,7 @@ def test_a_tiny_fine_tune_and_what_reaches_the_loss(setup, short_windows, gloo_g
             if (start, end) == (0, 0):
                 assert answer not in window
             else:
-                assert tokenizer.decode(row[start:end + 1]).strip() == answer and answer in window
+                assert tokenizer.decode(row[start : end + 1]).strip() == answer and answer in window
                 answered += 1
     assert 0 < answered < sum(len(labels) for _, labels in seen)  # windows with and without the answer
 
@@ -236,9 +276,9 @@ def test_mbert_layout_segments_and_offsets(short_windows):
         ids = f["input_ids"]
         assert context_tokens.tolist() == list(range(ids.index(tokenizer.sep_token_id) + 1, len(ids) - 1))
         start, end = f["labels"]
-        window = context[f["offsets"][context_tokens[0], 0]:f["offsets"][context_tokens[-1], 1]]
+        window = context[f["offsets"][context_tokens[0], 0] : f["offsets"][context_tokens[-1], 1]]
         if "Peter" in window:
-            assert context[f["offsets"][start, 0]:f["offsets"][end, 1]] == "Peter"
+            assert context[f["offsets"][start, 0] : f["offsets"][end, 1]] == "Peter"
             holding += 1
         else:
             assert (start, end) == (0, 0) and f["input_ids"][0] == tokenizer.cls_token_id
@@ -264,7 +304,10 @@ def test_the_best_span_over_an_examples_windows(setup, short_windows):
     start, end = answer["labels"]
     logits[1, 0, start] = logits[1, 1, end] = 4.0  # the answer in its window: score 8
     pairs = XQuADTask.predictions(logits, None, [other, answer])
-    assert pairs[0][1] == (6.0, context[other["offsets"][first_context, 0]:other["offsets"][first_context, 1]].strip())
+    assert pairs[0][1] == (
+        6.0,
+        context[other["offsets"][first_context, 0] : other["offsets"][first_context, 1]].strip(),
+    )
     assert pairs[1][1] == (8.0, "anna")
     assert XQuADTask.score(pairs) == {"em": 1.0, "f1": 1.0}
     assert XQuADTask.score(pairs[:1])["em"] == 0.0  # with only the other window, its span is the answer
@@ -287,8 +330,9 @@ def test_the_answer_text_is_xtremes_word_level_text_not_the_subword_offsets(setu
     context = "Anna was born in São Paulo's east in the 1990s, near U.S.-based firms."
     tokenizer = wordpiece_tokenizer([context] * 20, vocab_size=70)
     assert lowercases(tokenizer) and not lowercases(setup[2])  # the tiny model's: cased SentencePiece, as XLM-R
-    [feature] = XQuADTask.encode([QAExample("q", "born where", context, ("São Paulo",),
-                                            (context.index("São Paulo"),), "en")], tokenizer, 64)
+    [feature] = XQuADTask.encode(
+        [QAExample("q", "born where", context, ("São Paulo",), (context.index("São Paulo"),), "en")], tokenizer, 64
+    )
     tokens = tokenizer.convert_ids_to_tokens(feature["input_ids"])
 
     def token_at(char: int) -> int:
@@ -301,7 +345,7 @@ def test_the_answer_text_is_xtremes_word_level_text_not_the_subword_offsets(setu
         logits = torch.full((1, 2, len(feature["input_ids"])), -5.0)
         logits[0, 0, start] = logits[0, 1, end] = 5.0
         [(_, (_, text))] = XQuADTask.predictions(logits, None, [feature])
-        return context[feature["offsets"][start, 0]:feature["offsets"][end, 1]], text
+        return context[feature["offsets"][start, 0] : feature["offsets"][end, 1]], text
 
     # "1990s" is "1990" "##s": a span from "##s" is written "##s", which is no part of the words: the whole word
     s = context.index("1990s") + 4
@@ -329,13 +373,19 @@ def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_
     from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
 
     data_dir, model, tokenizer = setup
-    spec = TransferSpec(model=model, tasks=("xquad",), data_dir=str(data_dir), languages=("de",),
-                        finetune=FineTuneOverrides(batch_size=8, max_length=MAX_LENGTH))
+    spec = TransferSpec(
+        model=model,
+        tasks=("xquad",),
+        data_dir=str(data_dir),
+        languages=("de",),
+        finetune=FineTuneOverrides(batch_size=8, max_length=MAX_LENGTH),
+    )
     [prepared] = prepare(spec, resolve_model(None, model), progress=lambda *_: None)
     expected = task_data(data_dir, tokenizer)
     assert len(prepared.data.train) == len(expected.train) > 16  # 16 questions, several windows each
-    assert {lang: len(f) for lang, f in prepared.data.test.items()} == \
-        {lang: len(f) for lang, f in expected.test.items()}
+    assert {lang: len(f) for lang, f in prepared.data.test.items()} == {
+        lang: len(f) for lang, f in expected.test.items()
+    }
     assert list(prepared.data.dev) == ["en"] and prepared.settings.lr == 3e-5 and prepared.settings.epochs == 3
     spec.select_on = "target"
     with pytest.raises(InputError, match="xquad: de has no validation set"):
@@ -345,7 +395,12 @@ def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_
 def test_prediction_rows_are_each_examples_best_answer():
     from distalign.transfer.tasks.qa import XQuADTask
 
-    pairs = [((0, ["anna"], "en"), (1.0, "peter")), ((0, ["anna"], "en"), (2.0, "anna")),
-             ((1, ["rome"], "en"), (float("-inf"), ""))]  # example 0 over two features; no valid span for 1
-    assert XQuADTask.prediction_rows(pairs) == [{"id": 0, "gold": ["anna"], "predicted": "anna"},
-                                                {"id": 1, "gold": ["rome"], "predicted": ""}]
+    pairs = [
+        ((0, ["anna"], "en"), (1.0, "peter")),
+        ((0, ["anna"], "en"), (2.0, "anna")),
+        ((1, ["rome"], "en"), (float("-inf"), "")),
+    ]  # example 0 over two features; no valid span for 1
+    assert XQuADTask.prediction_rows(pairs) == [
+        {"id": 0, "gold": ["anna"], "predicted": "anna"},
+        {"id": 1, "gold": ["rome"], "predicted": ""},
+    ]

@@ -15,8 +15,7 @@ QUICKSTART = "jobs/configs/quickstart.yaml"
 
 
 def test_printed_command_points_at_the_world_tasks(tmp_path):
-    small = ["data.synthetic.num_concepts=40", "data.synthetic.sentences_per_language=20",
-             f"data.cache_dir={tmp_path}"]
+    small = ["data.synthetic.num_concepts=40", "data.synthetic.sentences_per_language=20", f"data.cache_dir={tmp_path}"]
     assert synthetic_transfer_command(load_config(QUICKSTART, small), "/runs/q/checkpoint_1") == ""
     config = load_config(QUICKSTART, small + ["data.synthetic.transfer_examples=40"])
     command = synthetic_transfer_command(config, "/runs/q/checkpoint_1")

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from distalign.config import ConfigError, load_config
-from distalign.transfer.training import check, transfer_spec
 from distalign.studies import load_study
+from distalign.transfer.training import check, transfer_spec
 
 REPO = Path(__file__).resolve().parents[2]
 QUICKSTART = str(REPO / "jobs" / "configs" / "quickstart.yaml")
@@ -18,22 +18,34 @@ WORLD = ["data.synthetic.transfer_examples=8"]
 
 def test_off_by_default_and_the_world_tasks_by_default():
     assert transfer_spec(load_config(QUICKSTART)) is None
-    spec = transfer_spec(load_config(QUICKSTART, WORLD + ["eval.transfer.tasks=[udpos]",
-                                                          "eval.transfer.spec={seeds: 2, finetune: {lr: 1.0e-3}}",
-                                                          "eval.transfer.spec.finetune.epochs=4"]), "/world/transfer")
+    spec = transfer_spec(
+        load_config(
+            QUICKSTART,
+            WORLD
+            + [
+                "eval.transfer.tasks=[udpos]",
+                "eval.transfer.spec={seeds: 2, finetune: {lr: 1.0e-3}}",
+                "eval.transfer.spec.finetune.epochs=4",
+            ],
+        ),
+        "/world/transfer",
+    )
     assert spec.tasks == ("udpos",) and spec.data_dir == "/world/transfer"
     assert spec.source == "xa"  # the world's first language, unless the spec names one
     assert (spec.seeds, spec.finetune.lr, spec.finetune.epochs) == (2, 1e-3, 4)
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (["eval.transfer.tasks=[udpos]"], r"eval\.transfer\.data_dir: is needed"),  # no world tasks, no folder
-    (["eval.transfer.seeds=2"], r"unknown key 'eval\.transfer\.seeds'"),
-    (WORLD + ["eval.transfer.spec={seeds: 2}"], r"eval\.transfer\.tasks: is empty"),
-    (WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.at_steps=[0]"], r"eval\.transfer\.at_steps"),
-    (["eval.transfer.tasks=[xnli]", "eval.transfer.data_dir=/no/such/dir"], r"eval\.transfer\.data_dir: not a dir"),
-    (WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.checkpoint=first"], r"eval\.transfer\.checkpoint"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (["eval.transfer.tasks=[udpos]"], r"eval\.transfer\.data_dir: is needed"),  # no world tasks, no folder
+        (["eval.transfer.seeds=2"], r"unknown key 'eval\.transfer\.seeds'"),
+        (WORLD + ["eval.transfer.spec={seeds: 2}"], r"eval\.transfer\.tasks: is empty"),
+        (WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.at_steps=[0]"], r"eval\.transfer\.at_steps"),
+        (["eval.transfer.tasks=[xnli]", "eval.transfer.data_dir=/no/such/dir"], r"eval\.transfer\.data_dir: not a dir"),
+        (WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.checkpoint=first"], r"eval\.transfer\.checkpoint"),
+    ],
+)
 def test_bad_sections_fail_when_loaded(overrides, key):
     with pytest.raises(ConfigError, match=key):
         load_config(QUICKSTART, overrides)
@@ -42,13 +54,19 @@ def test_bad_sections_fail_when_loaded(overrides, key):
 UDPOS = WORLD + ["eval.transfer.tasks=[udpos]"]
 
 
-@pytest.mark.parametrize("overrides, key", [
-    (WORLD + ["eval.transfer.tasks=[xnli]"], r"eval\.transfer\.tasks\[0\]: 'xnli' is not one of \['udpos', 'pawsx'\]"),
-    (UDPOS + ["eval.transfer.spec={seedz: 2}"], r"unknown key 'eval\.transfer\.spec\.seedz'"),
-    (UDPOS + ["eval.transfer.spec={seeds: two}"], r"eval\.transfer\.spec\.seeds"),
-    (UDPOS + ["eval.transfer.spec={seeds: 0}"], r"eval\.transfer\.spec: seeds"),
-    (UDPOS + ["eval.transfer.spec={data_dir: x}"], r"eval\.transfer\.spec\.data_dir: set by"),
-])
+@pytest.mark.parametrize(
+    "overrides, key",
+    [
+        (
+            WORLD + ["eval.transfer.tasks=[xnli]"],
+            r"eval\.transfer\.tasks\[0\]: 'xnli' is not one of \['udpos', 'pawsx'\]",
+        ),
+        (UDPOS + ["eval.transfer.spec={seedz: 2}"], r"unknown key 'eval\.transfer\.spec\.seedz'"),
+        (UDPOS + ["eval.transfer.spec={seeds: two}"], r"eval\.transfer\.spec\.seeds"),
+        (UDPOS + ["eval.transfer.spec={seeds: 0}"], r"eval\.transfer\.spec: seeds"),
+        (UDPOS + ["eval.transfer.spec={data_dir: x}"], r"eval\.transfer\.spec\.data_dir: set by"),
+    ],
+)
 def test_bad_specs_fail_before_training(overrides, key):
     with pytest.raises(ConfigError, match=key):
         check(load_config(QUICKSTART, overrides))
@@ -66,8 +84,19 @@ def test_data_folder_tasks_and_languages_checked(tmp_path):
 
 def study_file(tmp_path, metric, overrides=(), **changes):
     path = tmp_path / "study.yaml"
-    path.write_text(yaml.safe_dump({"study": "s", "base": QUICKSTART, "grid": {"train.lr": [1.0e-3]},
-                                    "overrides": WORLD + list(overrides), "metric": metric, "mode": "max"} | changes))
+    path.write_text(
+        yaml.safe_dump(
+            {
+                "study": "s",
+                "base": QUICKSTART,
+                "grid": {"train.lr": [1.0e-3]},
+                "overrides": WORLD + list(overrides),
+                "metric": metric,
+                "mode": "max",
+            }
+            | changes
+        )
+    )
     return path
 
 
@@ -81,8 +110,15 @@ def test_a_study_may_select_by_a_transfer_metric(tmp_path, monkeypatch):
     with pytest.raises(ConfigError, match=r"metric: transfer/udpos/acc: a transfer metric is transfer/<task>"):
         load_study(study_file(tmp_path, "transfer/udpos/acc", with_udpos))
     with pytest.raises(ConfigError, match=r"metric: transfer/udpos/avg/acc is scored once, after training.*use a grid"):
-        load_study(study_file(tmp_path, "transfer/udpos/avg/acc", with_udpos, grid={},
-                              search={"space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}}}))
+        load_study(
+            study_file(
+                tmp_path,
+                "transfer/udpos/avg/acc",
+                with_udpos,
+                grid={},
+                search={"space": {"train.lr": {"loguniform": [1.0e-4, 1.0e-2]}}},
+            )
+        )
     with pytest.raises(ConfigError, match=r"trial s-000: eval\.transfer\.tasks\[0\]: 'xnli'"):
         load_study(study_file(tmp_path, "eval/bli/avg/mrr", ["eval.transfer.tasks=[xnli]"]))
 
@@ -102,9 +138,17 @@ def test_models_are_the_start_the_chosen_steps_and_the_selected_checkpoint(tmp_p
     from distalign.tracking import START_MODEL_TAG
     from distalign.transfer.training import models_to_transfer
 
-    config = load_config(QUICKSTART, WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.starting_model=true",
-                                              "eval.transfer.at_steps=[2,4]", f"storage.path={tmp_path}",
-                                              "run.name=r"])
+    config = load_config(
+        QUICKSTART,
+        WORLD
+        + [
+            "eval.transfer.tasks=[udpos]",
+            "eval.transfer.starting_model=true",
+            "eval.transfer.at_steps=[2,4]",
+            f"storage.path={tmp_path}",
+            "run.name=r",
+        ],
+    )
     for step in (2, 4, 6):
         (tmp_path / "r" / f"checkpoint_{step}").mkdir(parents=True)
         write_state(tmp_path / "r" / f"checkpoint_{step}", TrainerState(step=step))
@@ -112,16 +156,24 @@ def test_models_are_the_start_the_chosen_steps_and_the_selected_checkpoint(tmp_p
     best, last = str(tmp_path / "r" / "checkpoint_4"), str(tmp_path / "r" / "checkpoint_6")
     models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint=best, checkpoint=last))
     # step 4 is both an at_steps checkpoint and the selected one: transferred once, as the selected one
-    assert models == [("start", "/cache/tiny-model", 0), ("step 2", str(tmp_path / "r" / "checkpoint_2"), 2),
-                      ("step 4 (best)", best, 4)]
+    assert models == [
+        ("start", "/cache/tiny-model", 0),
+        ("step 2", str(tmp_path / "r" / "checkpoint_2"), 2),
+        ("step 4 (best)", best, 4),
+    ]
     models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint="", checkpoint=last))
     assert [m[2] for m in models] == [0, 2, 4, 6]  # nothing selected: the last
     # a starting model in storage stays a URI: each node that fine-tunes it stages its own copy (not the driver's)
     stored = SimpleNamespace(data=SimpleNamespace(tags={START_MODEL_TAG: "s3://bucket/models/start"}))
-    assert models_to_transfer(config, stored, SimpleNamespace(best_checkpoint="", checkpoint=last))[0] == \
-        ("start", "s3://bucket/models/start", 0)
-    config = load_config(QUICKSTART, WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.at_steps=[3]",
-                                              f"storage.path={tmp_path}", "run.name=r"])
+    assert models_to_transfer(config, stored, SimpleNamespace(best_checkpoint="", checkpoint=last))[0] == (
+        "start",
+        "s3://bucket/models/start",
+        0,
+    )
+    config = load_config(
+        QUICKSTART,
+        WORLD + ["eval.transfer.tasks=[udpos]", "eval.transfer.at_steps=[3]", f"storage.path={tmp_path}", "run.name=r"],
+    )
     with pytest.raises(ConfigError, match=r"eval\.transfer\.at_steps: no checkpoint of step 3 is kept \(kept: \[2, 4"):
         models_to_transfer(config, run, SimpleNamespace(best_checkpoint=best, checkpoint=last))
 
@@ -143,11 +195,21 @@ def test_at_steps_with_remote_storage_downloads_the_kept_checkpoints(s3_endpoint
         s3.put_object(Bucket="ckpt", Key=f"{prefix}/{STATE_FILE}", Body=json.dumps(asdict(TrainerState(step=step))))
         s3.put_object(Bucket="ckpt", Key=f"{prefix}/model/config.json", Body=f'{{"step": {step}}}')
     s3.put_object(Bucket="ckpt", Key="runs/at-steps/checkpoint_000008/model/config.json", Body="{}")  # no state yet
-    config = load_config(QUICKSTART, UDPOS + ["eval.transfer.at_steps=[2]", "storage.path=s3://ckpt/runs",
-                                              f"storage.endpoint_url={url}", "run.name=at-steps"])
+    config = load_config(
+        QUICKSTART,
+        UDPOS
+        + [
+            "eval.transfer.at_steps=[2]",
+            "storage.path=s3://ckpt/runs",
+            f"storage.endpoint_url={url}",
+            "run.name=at-steps",
+        ],
+    )
     assert kept_checkpoints(config) == {step: f"s3://ckpt/runs/at-steps/checkpoint_00000{step}" for step in (2, 4, 6)}
     run = SimpleNamespace(data=SimpleNamespace(tags={START_MODEL_TAG: "/cache/tiny-model"}))
-    models = models_to_transfer(config, run, SimpleNamespace(best_checkpoint="", checkpoint=kept_checkpoints(config)[6]))
+    models = models_to_transfer(
+        config, run, SimpleNamespace(best_checkpoint="", checkpoint=kept_checkpoints(config)[6])
+    )
     assert [(label, step) for label, _, step in models] == [("step 2", 2), ("step 6 (best)", 6)]
     for _, path, step in models:  # local copies, each of its own checkpoint
         assert "://" not in path and read_state(Path(path)).step == step

@@ -5,12 +5,12 @@ import time
 
 import pandas as pd
 import pytest
-
 from conftest import staged_by_ray_tasks
+from transfer_data import save_task, tiny_model
+
 from distalign.cli import main
 from distalign.model_store.fetch import fetch_model
 from distalign.tracking import client_for
-from transfer_data import save_task, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -27,12 +27,26 @@ def test_missing_language_fails_before_ray(workspace, monkeypatch, capsys):
     import distalign.ray_session
 
     monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray was started"))
-    code = main(["transfer", model, "--tasks", "xnli", "--data-dir", str(root / "data"), "--langs", "de,sw",
-                 "--no-mlflow"])
+    code = main(
+        ["transfer", model, "--tasks", "xnli", "--data-dir", str(root / "data"), "--langs", "de,sw", "--no-mlflow"]
+    )
     assert code == 2
     assert "xnli: no test data for language sw" in capsys.readouterr().err  # selection on en: sw's dev not needed
-    code = main(["transfer", model, "--tasks", "xnli", "--data-dir", str(root / "data"), "--langs", "de,sw",
-                 "--select-on", "target", "--no-mlflow"])
+    code = main(
+        [
+            "transfer",
+            model,
+            "--tasks",
+            "xnli",
+            "--data-dir",
+            str(root / "data"),
+            "--langs",
+            "de,sw",
+            "--select-on",
+            "target",
+            "--no-mlflow",
+        ]
+    )
     assert code == 2 and "xnli: no validation data for language sw" in capsys.readouterr().err
 
 
@@ -45,8 +59,22 @@ def test_a_broken_adapter_config_is_refused_before_ray(workspace, tmp_path, monk
     adapted = shutil.copytree(model, tmp_path / "adapted")
     (adapted / "adapters.json").write_text("{}")
     monkeypatch.setattr(distalign.ray_session, "ensure_ray", lambda: pytest.fail("Ray was started"))
-    assert main(["transfer", str(adapted), "--tasks", "xnli", "--data-dir", str(root / "data"), "--batch-size", "8",
-                 "--no-mlflow"]) == 2
+    assert (
+        main(
+            [
+                "transfer",
+                str(adapted),
+                "--tasks",
+                "xnli",
+                "--data-dir",
+                str(root / "data"),
+                "--batch-size",
+                "8",
+                "--no-mlflow",
+            ]
+        )
+        == 2
+    )
     assert "adapters.json: not an adapter config" in capsys.readouterr().err
 
 
@@ -62,9 +90,34 @@ def test_transfer_command_end_to_end(workspace, s3_endpoint, ray_local, tmp_path
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     free_before = ray_local.available_resources().get("CPU", 0)
     started = time.time()
-    code = main(["transfer", model, "--tasks", "udpos", "--data-dir", str(root / "data"), "--seeds", "2",
-                 "--epochs", "2", "--select-every", "0", "--batch-size", "8", "--lr", "1e-3", "--workers", "2",
-                 "--cpus-per-worker", "0.5", "--output-dir", str(tmp_path / "out"), "--tracking-uri", uri])
+    code = main(
+        [
+            "transfer",
+            model,
+            "--tasks",
+            "udpos",
+            "--data-dir",
+            str(root / "data"),
+            "--seeds",
+            "2",
+            "--epochs",
+            "2",
+            "--select-every",
+            "0",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-3",
+            "--workers",
+            "2",
+            "--cpus-per-worker",
+            "0.5",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--tracking-uri",
+            uri,
+        ]
+    )
     elapsed = time.time() - started
     out = capsys.readouterr().out
     with capsys.disabled():
@@ -91,12 +144,19 @@ def test_transfer_command_end_to_end(workspace, s3_endpoint, ray_local, tmp_path
     assert len(de) == 2 and row["mean"] == pytest.approx(de.mean()) and row["n"] == 2
 
     client = client_for(uri)
-    (parent,) = client.search_runs([client.get_experiment_by_name("distalign-transfer").experiment_id],
-                                   "attributes.run_name = 'transfer-model'")
+    (parent,) = client.search_runs(
+        [client.get_experiment_by_name("distalign-transfer").experiment_id], "attributes.run_name = 'transfer-model'"
+    )
     metrics = parent.data.metrics
     assert parent.data.params["model"] == model  # where the model is, not the driver's copy
-    assert {"transfer/udpos/avg/acc", "transfer/udpos/avg/delta", "transfer/udpos/de/acc", "transfer/udpos/de/delta",
-            "transfer/udpos/fr/acc", "transfer/udpos/avg/acc_std"} <= set(metrics)
+    assert {
+        "transfer/udpos/avg/acc",
+        "transfer/udpos/avg/delta",
+        "transfer/udpos/de/acc",
+        "transfer/udpos/de/delta",
+        "transfer/udpos/fr/acc",
+        "transfer/udpos/avg/acc_std",
+    } <= set(metrics)
     assert metrics["transfer/udpos/de/acc"] == pytest.approx(row["mean"])
     children = client.search_runs([parent.info.experiment_id], f"tags.`mlflow.parentRunId` = '{parent.info.run_id}'")
     assert len(children) == 2
@@ -109,15 +169,17 @@ def test_transfer_command_end_to_end(workspace, s3_endpoint, ray_local, tmp_path
     assert ray_local.available_resources().get("CPU", 0) == pytest.approx(free_before)
 
 
-def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkpoint_run(workspace, ray_local,
-                                                                                        tmp_path, capsys):
+def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkpoint_run(
+    workspace, ray_local, tmp_path, capsys
+):
     """``distalign eval --checkpoint ... --tasks bli,udpos`` on Ray: the transfer's table (per language, Δ, mean ±
     std over 2 seeds), then BLI, each logged as a child run of the checkpoint's training run, at its step; the
     training run itself is left as it was."""
     import shutil
 
-    from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
     from transfer_data import LEXICON
+
+    from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 
     root, model = workspace
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -127,15 +189,48 @@ def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkp
     shutil.copytree(model, checkpoint / MODEL_DIR)
     write_state(checkpoint, TrainerState(step=7, mlflow_run_id=run_id))
     dictionary = tmp_path / "en-de.tsv"
-    dictionary.write_text("".join(f"{a}\t{b}\n" for en, de in zip(LEXICON["en"], LEXICON["de"])
-                                  for a, b in zip(en, de)))
+    dictionary.write_text(
+        "".join(f"{a}\t{b}\n" for en, de in zip(LEXICON["en"], LEXICON["de"]) for a, b in zip(en, de))
+    )
     (tmp_path / "eval").mkdir()
     started = time.time()
-    code = main(["eval", "--checkpoint", str(checkpoint), "--tasks", "bli,udpos", "--eval-dir", str(tmp_path / "eval"),
-                 "--bli-pairs", "", "--dictionary", f"en-de:{dictionary}", "--layer", "-1", "--cpus-per-task", "0.5",
-                 "--data-dir", str(root / "data"), "--langs", "de", "--seeds", "2", "--epochs", "1", "--batch-size",
-                 "8", "--lr", "1e-3", "--cpus-per-worker", "0.5", "--output-dir", str(tmp_path / "out"),
-                 "--tracking-uri", uri])
+    code = main(
+        [
+            "eval",
+            "--checkpoint",
+            str(checkpoint),
+            "--tasks",
+            "bli,udpos",
+            "--eval-dir",
+            str(tmp_path / "eval"),
+            "--bli-pairs",
+            "",
+            "--dictionary",
+            f"en-de:{dictionary}",
+            "--layer",
+            "-1",
+            "--cpus-per-task",
+            "0.5",
+            "--data-dir",
+            str(root / "data"),
+            "--langs",
+            "de",
+            "--seeds",
+            "2",
+            "--epochs",
+            "1",
+            "--batch-size",
+            "8",
+            "--lr",
+            "1e-3",
+            "--cpus-per-worker",
+            "0.5",
+            "--output-dir",
+            str(tmp_path / "out"),
+            "--tracking-uri",
+            uri,
+        ]
+    )
     out = capsys.readouterr().out
     with capsys.disabled():
         print(out[-1500:] + f"\neval: bli + udpos x 2 seeds: {time.time() - started:.1f} s")
@@ -144,12 +239,15 @@ def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkp
     assert all(line in out for line in ("      en  acc", "      de  acc", "     avg  acc")) and "Δ" in out
     assert client.get_run(run_id).data.metrics == {} and client.list_artifacts(run_id) == []
     experiment = client.get_experiment_by_name("training").experiment_id
-    children = {run.info.run_name.split("-")[0]: run for run in
-                client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run_id}'")}
+    children = {
+        run.info.run_name.split("-")[0]: run
+        for run in client.search_runs([experiment], f"tags.`mlflow.parentRunId` = '{run_id}'")
+    }
     assert set(children) == {"transfer", "eval"}  # the transfer's parent run and BLI's run
     transfer, bli = children["transfer"], children["eval"]
-    assert {"transfer/udpos/de/acc", "transfer/udpos/de/delta", "transfer/udpos/avg/acc_std"} <= \
-        set(transfer.data.metrics)
+    assert {"transfer/udpos/de/acc", "transfer/udpos/de/delta", "transfer/udpos/avg/acc_std"} <= set(
+        transfer.data.metrics
+    )
     assert "eval/bli/en-de/mrr" in bli.data.metrics
     for run, key in ((transfer, "transfer/udpos/de/acc"), (bli, "eval/bli/en-de/mrr")):  # at the checkpoint's step
         assert [m.step for m in client.get_metric_history(run.info.run_id, key)] == [7]
@@ -161,10 +259,26 @@ def test_spec_from_flags_and_overrides():
     from distalign.cli import build_parser
     from distalign.transfer.runner import spec_from_args
 
-    args = build_parser().parse_args(["transfer", "xlm-roberta-base", "finetune.epochs=1", "--tasks", "xnli,udpos",
-                                      "--hub", "--hub-config", "udpos:de=de_hdt", "--langs", "de", "--seeds", "2",
-                                      "--tydiqa-train", "tydiqa",
-                                      "--tracking-uri", "sqlite:///x.db"])
+    args = build_parser().parse_args(
+        [
+            "transfer",
+            "xlm-roberta-base",
+            "finetune.epochs=1",
+            "--tasks",
+            "xnli,udpos",
+            "--hub",
+            "--hub-config",
+            "udpos:de=de_hdt",
+            "--langs",
+            "de",
+            "--seeds",
+            "2",
+            "--tydiqa-train",
+            "tydiqa",
+            "--tracking-uri",
+            "sqlite:///x.db",
+        ]
+    )
     spec = spec_from_args(args)
     assert spec.model == "xlm-roberta-base" and spec.tasks == ("xnli", "udpos") and spec.hub
     assert spec.hub_configs == {"udpos:de": "de_hdt"} and spec.languages == ("de",) and spec.seeds == 2

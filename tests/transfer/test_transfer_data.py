@@ -2,12 +2,12 @@
 
 import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
+from transfer_data import FEATURES, rows, save_task
 
 from distalign.data.readers import InputError
 from distalign.transfer.data import read_split
 from distalign.transfer.tasks.pair import PairExample, PAWSXTask, XNLITask
 from distalign.transfer.tasks.tagging import UPOS, TaggedSentence, UDPOSTask, WikiANNTask
-from transfer_data import FEATURES, rows, save_task
 
 
 @pytest.mark.parametrize("task", [XNLITask, PAWSXTask, WikiANNTask, UDPOSTask])
@@ -28,15 +28,22 @@ def test_hub_schema_folders_read_every_split(tmp_path, task):
 
 def test_labels_follow_the_data_sets_own_class_names(tmp_path):
     """A data set whose ClassLabel lists the names in another order is mapped by name, not by index."""
-    features = Features({"premise": Value("string"), "hypothesis": Value("string"),
-                         "label": ClassLabel(names=["contradiction", "entailment", "neutral"])})
-    data = Dataset.from_dict({"premise": ["a", "b", "c", "d"], "hypothesis": ["x", "y", "z", "w"],
-                              "label": [0, 1, 2, -1]}, features=features)
+    features = Features(
+        {
+            "premise": Value("string"),
+            "hypothesis": Value("string"),
+            "label": ClassLabel(names=["contradiction", "entailment", "neutral"]),
+        }
+    )
+    data = Dataset.from_dict(
+        {"premise": ["a", "b", "c", "d"], "hypothesis": ["x", "y", "z", "w"], "label": [0, 1, 2, -1]}, features=features
+    )
     DatasetDict({"train": data}).save_to_disk(str(tmp_path / "xnli" / "en"))
     examples, report = read_split(XNLITask, str(tmp_path), "en", "train")
     assert [e.label for e in examples] == [2, 0, 1]  # contradiction, entailment, neutral in the Hub's order
-    assert report.malformed == 1 and report.examples == [f"{tmp_path / 'xnli' / 'en'}[train]:3: label -1 is not one "
-                                                         "of ['contradiction', 'entailment', 'neutral']"]
+    assert report.malformed == 1 and report.examples == [
+        f"{tmp_path / 'xnli' / 'en'}[train]:3: label -1 is not one of ['contradiction', 'entailment', 'neutral']"
+    ]
 
 
 def test_bad_hub_rows_are_counted_with_their_index(tmp_path):
@@ -44,7 +51,8 @@ def test_bad_hub_rows_are_counted_with_their_index(tmp_path):
     data["ner_tags"][1] = data["ner_tags"][1][:-1]  # one tag short
     data["tokens"][3][0] = " "
     DatasetDict({"train": Dataset.from_dict(data, features=FEATURES["wikiann"])}).save_to_disk(
-        str(tmp_path / "wikiann" / "en"))
+        str(tmp_path / "wikiann" / "en")
+    )
     examples, report = read_split(WikiANNTask, str(tmp_path), "en", "train")
     assert len(examples) == 2 and report.malformed == 2
     n = len(data["tokens"][1])
@@ -61,7 +69,8 @@ def test_xnli_tsv_with_header_language_column_and_bad_rows(tmp_path):
         "fr\tneutral\tUn chien .\tUn animal .\n"  # another language's row: not ours, not bad
         "de\tmaybe\tEin Hund .\tEine Katze .\n"  # line 4: unknown label
         "de\tcontradictory\tEin Hund .\tKein Hund .\n"  # XNLI-MT's spelling
-        "de\tneutral\n")  # line 6: short row
+        "de\tneutral\n"
+    )  # line 6: short row
     examples, report = read_split(XNLITask, str(tmp_path), "de", "validation")
     assert examples == [PairExample("Ein Hund .", "Ein Tier .", 0), PairExample("Ein Hund .", "Kein Hund .", 2)]
     assert report.malformed == 2
@@ -85,7 +94,8 @@ def test_conll_ner_file(tmp_path):
         "de:Anna\tB-PER\nde:sieht\tO\nde:Berlin\tB-LOC\n\n"
         "Peter\tB-PER\nlacht\tB-VERB\n\n"  # line 8: not a WikiANN tag: the sentence is skipped
         "Rom\n\n"  # line 10: no tag
-        "Maria B-PER\n")  # space-separated, no blank line at the end
+        "Maria B-PER\n"
+    )  # space-separated, no blank line at the end
     examples, report = read_split(WikiANNTask, str(tmp_path), "de", "test")
     assert examples == [TaggedSentence(("Anna", "sieht", "Berlin"), (1, 0, 5)), TaggedSentence(("Maria",), (1,))]
     assert report.malformed == 2
@@ -98,20 +108,31 @@ def test_conllu_file_keeps_syntactic_words(tmp_path):
     folder.mkdir(parents=True)
     line = "{}\t{}\t_\t{}\t_\t_\t0\troot\t_\t_\n"
     (folder / "train.conllu").write_text(
-        "# text = Il va au marché\n" + line.format(1, "Il", "PRON") + line.format(2, "va", "VERB")
-        + "3-4\tau\t_\t_\t_\t_\t_\t_\t_\t_\n" + line.format(3, "à", "ADP") + line.format(4, "le", "DET")
-        + line.format(5, "marché", "NOUN") + "\n"
-        + line.format(1, "Oui", "YES") + "\n")  # line 9: not a UPOS tag
+        "# text = Il va au marché\n"
+        + line.format(1, "Il", "PRON")
+        + line.format(2, "va", "VERB")
+        + "3-4\tau\t_\t_\t_\t_\t_\t_\t_\t_\n"
+        + line.format(3, "à", "ADP")
+        + line.format(4, "le", "DET")
+        + line.format(5, "marché", "NOUN")
+        + "\n"
+        + line.format(1, "Oui", "YES")
+        + "\n"
+    )  # line 9: not a UPOS tag
     examples, report = read_split(UDPOSTask, str(tmp_path), "fr", "train")
-    assert examples == [TaggedSentence(("Il", "va", "à", "le", "marché"),
-                                       tuple(UPOS.index(t) for t in ("PRON", "VERB", "ADP", "DET", "NOUN")))]
+    assert examples == [
+        TaggedSentence(
+            ("Il", "va", "à", "le", "marché"), tuple(UPOS.index(t) for t in ("PRON", "VERB", "ADP", "DET", "NOUN"))
+        )
+    ]
     assert report.malformed == 1 and report.examples[0].startswith(f"{folder / 'train.conllu'}:9: ")
 
 
 def test_a_missing_split_or_language_is_an_error_naming_it(tmp_path):
     save_task(tmp_path, "xnli", "en")
     DatasetDict({"train": Dataset.from_dict(rows("xnli", "de", 2, 0), features=FEATURES["xnli"])}).save_to_disk(
-        str(tmp_path / "xnli" / "de"))
+        str(tmp_path / "xnli" / "de")
+    )
     with pytest.raises(InputError, match=r"has no 'test' split for language de \(splits: \['train'\]\)"):
         read_split(XNLITask, str(tmp_path), "de", "test")
     with pytest.raises(InputError, match=r"xnli: no test data for language sw: looked for .*xnli/sw/dataset_dict.json"):

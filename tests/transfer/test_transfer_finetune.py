@@ -4,15 +4,16 @@ from dataclasses import replace
 
 import pytest
 import torch
+from transfer_data import save_task, tiny_model
 
 from distalign.models.loading import load_tokenizer
 from distalign.transfer import finetune
 from distalign.transfer.data import read_split
 from distalign.transfer.finetune import FineTuneJob, TaskData, compact, fine_tune
-from distalign.transfer.tasks.base import IGNORE, FineTuneSettings
+from distalign.transfer.metrics import IGNORE
+from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import UDPOSTask
-from transfer_data import save_task, tiny_model
 
 SETTINGS = FineTuneSettings(lr=1e-3, batch_size=8, epochs=3, max_length=32, source="test")
 
@@ -31,12 +32,15 @@ def task_data(task, data_dir, tokenizer, dev_langs=("en",)):
     """The features as the runner hands them to the workers."""
     read = lambda lang, split: read_split(task, str(data_dir), lang, split)[0]  # noqa: E731
     encode = lambda examples: compact(task.encode(examples, tokenizer, SETTINGS.max_length))  # noqa: E731
-    return TaskData(encode(read("en", "train")), {lang: encode(read(lang, "validation")) for lang in dev_langs},
-                    {lang: encode(read(lang, "test")) for lang in ("en", "de")})
+    return TaskData(
+        encode(read("en", "train")),
+        {lang: encode(read(lang, "validation")) for lang in dev_langs},
+        {lang: encode(read(lang, "test")) for lang in ("en", "de")},
+    )
 
 
 def without_trailing_ignores(labels: list[int]) -> tuple[int, ...]:
-    return tuple(labels[:max(i for i, label in enumerate(labels) if label != IGNORE) + 1])
+    return tuple(labels[: max(i for i, label in enumerate(labels) if label != IGNORE) + 1])
 
 
 def test_the_loss_sees_the_first_subword_labels_of_the_words_read(setup, gloo_group, monkeypatch):
@@ -51,7 +55,9 @@ def test_the_loss_sees_the_first_subword_labels_of_the_words_read(setup, gloo_gr
         expected.add(without_trailing_ignores(labels))
     assert any(len(tokenizer.tokenize(w)) > 1 for s in sentences for w in s.words)  # some words are split
     seen, real_loss = [], finetune.task_loss
-    monkeypatch.setattr(finetune, "task_loss", lambda logits, labels: seen.append(labels.clone()) or real_loss(logits, labels))
+    monkeypatch.setattr(
+        finetune, "task_loss", lambda logits, labels: seen.append(labels.clone()) or real_loss(logits, labels)
+    )
     job = FineTuneJob("udpos", 0, model, FineTuneSettings(1e-3, 8, 1, 32, "test"))
     fine_tune(job, task_data(UDPOSTask, data_dir, tokenizer), tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
     assert len(seen) == 2  # 16 sentences, batches of 8, one epoch
@@ -81,8 +87,7 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
     data = task_data(XNLITask, data_dir, tokenizer, dev_langs=("de",))
     monkeypatch.setattr(finetune, "evaluate", evaluate)
     monkeypatch.setattr(finetune, "predict", predict)
-    result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1,
-                       torch.device("cpu"))
+    result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
     assert [h["selection"] for h in result["history"]] == [0.3, 0.9, 0.5]
     assert [list(h["dev"]) for h in result["history"]] == [["de"]] * 3
     assert result["selected_epoch"] == 2 and result["selected_step"] == 4  # 16 examples, batches of 8
@@ -98,8 +103,14 @@ def test_candidates_every_n_steps_and_the_final_weights(setup, gloo_group, monke
     """XTREME's --save_steps: dev scored every 4 optimizer steps (of 6) and at the end."""
     data_dir, model, tokenizer = setup
     monkeypatch.setattr(finetune, "evaluate", lambda *args: {"acc": 0.5})
-    result = fine_tune(FineTuneJob("xnli", 0, model, replace(SETTINGS, select_every=4)),
-                       task_data(XNLITask, data_dir, tokenizer), tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
+    result = fine_tune(
+        FineTuneJob("xnli", 0, model, replace(SETTINGS, select_every=4)),
+        task_data(XNLITask, data_dir, tokenizer),
+        tokenizer.pad_token_id,
+        0,
+        1,
+        torch.device("cpu"),
+    )
     assert [(h["step"], h["epoch"]) for h in result["history"]] == [(4, 2), (6, 3)]
     assert result["selected_step"] == 4  # a tie keeps the earlier weights
 
@@ -118,14 +129,16 @@ def test_sharded_scoring_equals_scoring_on_one_rank(setup, monkeypatch):
         def gather(out, share):
             shares[rank] = share
             out[:] = [share, []]
+
         return gather
 
     for rank in (0, 1):
         monkeypatch.setattr(finetune.dist, "all_gather_object", keep_share(rank))
         finetune.evaluate(model, UDPOSTask, *args, rank, 2, 4, torch.device("cpu"))
     assert [i for i, _ in shares[0]] == [0, 2, 4] and [i for i, _ in shares[1]] == [1, 3, 5]
-    monkeypatch.setattr(finetune.dist, "all_gather_object", lambda out, share: out.__setitem__(
-        slice(None), [shares[1], shares[0]]))  # the order ranks arrive in does not matter
+    monkeypatch.setattr(
+        finetune.dist, "all_gather_object", lambda out, share: out.__setitem__(slice(None), [shares[1], shares[0]])
+    )  # the order ranks arrive in does not matter
     assert finetune.evaluate(model, UDPOSTask, *args, 0, 2, 4, torch.device("cpu")) == whole
 
 
@@ -139,11 +152,19 @@ def test_an_epochs_last_partial_batch_is_kept_in_equal_shares_per_rank():
 def test_fine_tuning_steps_on_the_last_partial_batch(setup, gloo_group, monkeypatch):
     data_dir, model, tokenizer = setup
     seen, real_loss = [], finetune.task_loss
-    monkeypatch.setattr(finetune, "task_loss", lambda logits, labels: seen.append(len(labels)) or real_loss(logits, labels))
+    monkeypatch.setattr(
+        finetune, "task_loss", lambda logits, labels: seen.append(len(labels)) or real_loss(logits, labels)
+    )
     monkeypatch.setattr(finetune, "evaluate", lambda *args: {"acc": 0.5})
     data = task_data(XNLITask, data_dir, tokenizer)
     data.train = data.train[:13]
-    result = fine_tune(FineTuneJob("xnli", 0, model, replace(SETTINGS, epochs=2)), data, tokenizer.pad_token_id, 0,
-                       1, torch.device("cpu"))
+    result = fine_tune(
+        FineTuneJob("xnli", 0, model, replace(SETTINGS, epochs=2)),
+        data,
+        tokenizer.pad_token_id,
+        0,
+        1,
+        torch.device("cpu"),
+    )
     assert seen == [8, 5, 8, 5] and result["steps"] == 4
     assert [h["step"] for h in result["history"]] == [2, 4]  # each epoch's end is its partial batch

@@ -2,6 +2,7 @@
 splits with no usable row."""
 
 import pytest
+from transfer_data import FEATURES, rows, save_task, tiny_model
 from transformers import BertConfig
 
 from distalign.data.readers import InputError
@@ -10,7 +11,6 @@ from distalign.models.loading import max_model_positions
 from distalign.transfer.data import read_split
 from distalign.transfer.runner import TransferSpec, prepare
 from distalign.transfer.tasks.pair import XNLITask
-from transfer_data import FEATURES, rows, save_task, tiny_model
 
 
 @pytest.fixture(scope="module")
@@ -23,8 +23,14 @@ def test_positions_leave_out_xlmr_offset_and_bert_has_none(model, tmp_path):
     import shutil
 
     bert = shutil.copytree(model, tmp_path / "bert")
-    BertConfig(vocab_size=80, hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-               max_position_embeddings=40).save_pretrained(bert)
+    BertConfig(
+        vocab_size=80,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=40,
+    ).save_pretrained(bert)
     assert max_model_positions(str(bert)) == 40
 
 
@@ -41,8 +47,11 @@ def test_a_task_length_past_the_models_positions_is_capped_with_a_line(model, tm
 
 def test_a_folder_datasets_cannot_load_names_the_folder(tmp_path):
     folder = save_task(tmp_path, "xnli", "en", sizes=(4, 0, 2))  # datasets saves a 0-row split, cannot reload it
-    with pytest.raises(InputError, match=rf"xnli: {folder}: datasets cannot load this save_to_disk folder "
-                                         r"\(IndexError: .*\); a split with no rows"):
+    with pytest.raises(
+        InputError,
+        match=rf"xnli: {folder}: datasets cannot load this save_to_disk folder "
+        r"\(IndexError: .*\); a split with no rows",
+    ):
         read_split(XNLITask, str(tmp_path), "en", "train")
 
 
@@ -53,8 +62,9 @@ def test_a_split_with_no_usable_row_gives_the_count_and_the_first_rows_reasons(m
     data = rows("wikiann", "en", 8, 0)
     data["ner_tags"] = [tags[:-1] for tags in data["ner_tags"]]  # every row one tag short
     folder = tmp_path / "data" / "wikiann" / "en"
-    DatasetDict({split: Dataset.from_dict(data, features=FEATURES["wikiann"]) for split in
-                 ("train", "validation", "test")}).save_to_disk(str(folder))
+    DatasetDict(
+        {split: Dataset.from_dict(data, features=FEATURES["wikiann"]) for split in ("train", "validation", "test")}
+    ).save_to_disk(str(folder))
     spec = TransferSpec(model=model, tasks=("wikiann",), data_dir=str(tmp_path / "data"), languages=("de",))
     with pytest.raises(InputError) as err:
         prepare(spec, resolve_model(None, model), lambda line: None)

@@ -1,12 +1,11 @@
 """The transfer metrics and the first-subword alignment against hand computations."""
 
 import pytest
+from tiny_tokenizers import wordpiece_tokenizer
 
-from distalign.transfer.metrics import accuracy, entity_scores, first_subword_labels
-from distalign.transfer.tasks.base import IGNORE
+from distalign.transfer.metrics import IGNORE, accuracy, entity_scores, first_subword_labels
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import TaggedSentence, UDPOSTask, WikiANNTask
-from tiny_tokenizers import wordpiece_tokenizer
 
 
 def test_accuracy_by_hand():
@@ -67,7 +66,8 @@ def test_sentence_pairs_keep_bert_segment_ids():
     tokenizer.model_input_names = ["input_ids", "token_type_ids", "attention_mask"]  # as BertTokenizerFast's
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     tokenizer.backend_tokenizer.post_processor = processors.TemplateProcessing(
-        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)]
+    )
     features = XNLITask.encode([PairExample("a dog", "a cat sees", 1), PairExample("dog", "cat", 0)], tokenizer, 16)
     assert features[0]["token_type_ids"] == [0, 0, 0, 0, 1, 1, 1, 1]
     for given in (features, compact(features)):  # lists as encoded, or int32 arrays as the workers get them

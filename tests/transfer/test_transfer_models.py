@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import pytest
 import torch
-from safetensors.torch import load_file
-
 from conftest import REPO, SMALL
+from safetensors.torch import load_file
+from test_transfer_finetune import task_data
+from transfer_data import save_task, tiny_model
+
 from distalign.models.adapters import ADAPTER_WEIGHTS, add_bottleneck_adapters, save_pretrained_with_adapters
 from distalign.models.language_embeddings import (
     LANGUAGE_CONFIG,
@@ -24,8 +26,6 @@ from distalign.transfer.finetune import FineTuneJob, fine_tune, load_model, trai
 from distalign.transfer.tasks.base import FineTuneSettings
 from distalign.transfer.tasks.pair import XNLITask
 from distalign.transfer.tasks.tagging import UDPOSTask
-from test_transfer_finetune import task_data
-from transfer_data import save_task, tiny_model
 
 SETTINGS = FineTuneSettings(lr=1e-2, batch_size=8, epochs=1, max_length=32, source="test")
 
@@ -80,8 +80,14 @@ def test_fine_tuning_with_adapters_moves_adapters_and_head_and_leaves_the_encode
         return real_evaluate(model, task, features, *args)
 
     monkeypatch.setattr(finetune, "evaluate", evaluate)
-    result = fine_tune(FineTuneJob("udpos", 0, with_adapters, SETTINGS), task_data(UDPOSTask, data_dir, tokenizer),
-                       tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
+    result = fine_tune(
+        FineTuneJob("udpos", 0, with_adapters, SETTINGS),
+        task_data(UDPOSTask, data_dir, tokenizer),
+        tokenizer.pad_token_id,
+        0,
+        1,
+        torch.device("cpu"),
+    )
     moved = {k for k in before if k in scored and not torch.equal(before[k], scored[k])}
     assert moved and all(".adapter." in k or k.startswith("classifier.") for k in moved)
     assert any(".adapter." in k for k in moved)
@@ -128,6 +134,7 @@ def test_fine_tuning_adds_the_source_row_and_each_test_language_its_own(setup, t
     model_dir = shutil.copytree(plain, tmp_path / "model")
     tiny_table(model_dir)
     rows_seen = []
+
     def record(module, inputs, output):
         rows_seen.append(table.current)
 
@@ -142,14 +149,30 @@ def test_fine_tuning_adds_the_source_row_and_each_test_language_its_own(setup, t
 
     table = None
     monkeypatch.setattr(finetune, "load_model", load)
-    monkeypatch.setattr(finetune, "evaluate", lambda model, task, features, *args: {
-        "acc": float(rows_seen.append(("scored", table.current, len(features))) or 0.5)})
-    monkeypatch.setattr(finetune, "predict", lambda model, task, features, *args:  # the test sets
-                        rows_seen.append(("scored", table.current, len(features))) or [([0], [0])])
+    monkeypatch.setattr(
+        finetune,
+        "evaluate",
+        lambda model, task, features, *args: {
+            "acc": float(rows_seen.append(("scored", table.current, len(features))) or 0.5)
+        },
+    )
+    monkeypatch.setattr(
+        finetune,
+        "predict",
+        lambda model, task, features, *args: (  # the test sets
+            rows_seen.append(("scored", table.current, len(features))) or [([0], [0])]
+        ),
+    )
     tokenizer = load_tokenizer(str(model_dir))
     data = task_data(UDPOSTask, data_dir, tokenizer)
-    fine_tune(FineTuneJob("udpos", 0, str(model_dir), SETTINGS, source="de"), data, tokenizer.pad_token_id, 0, 1,
-              torch.device("cpu"))
+    fine_tune(
+        FineTuneJob("udpos", 0, str(model_dir), SETTINGS, source="de"),
+        data,
+        tokenizer.pad_token_id,
+        0,
+        1,
+        torch.device("cpu"),
+    )
     training = [row for row in rows_seen if not isinstance(row, tuple)]
     assert training == [1, 1]  # two batches of the source (here "de", row 1)
     scored = [row[1] for row in rows_seen if isinstance(row, tuple)]
@@ -171,8 +194,9 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     from distalign.train.trainer import plan_training
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    config = load_config(REPO / "jobs" / "configs" / "dict_mlm_tiny.yaml",
-                         SMALL + ["run.name=dict-export", "train.num_workers=1"])
+    config = load_config(
+        REPO / "jobs" / "configs" / "dict_mlm_tiny.yaml", SMALL + ["run.name=dict-export", "train.num_workers=1"]
+    )
     prepared = prepare_data(config)
     recipe = TrainingRecipe(plan_training(config, prepared, ""))
     recipe.setup()
@@ -199,8 +223,11 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     enc = tokenizer(sentences, padding=True, return_tensors="pt", return_special_tokens_mask=True)
     with torch.no_grad():  # by hand: the DICT-MLM objective's own input path with language xb (row 1)
         inputs = plain.get_input_embeddings()(enc["input_ids"]) + trained[1]
-        states = plain.base_model(inputs_embeds=inputs, position_ids=position_ids(plain, enc["input_ids"]),
-                                  attention_mask=enc["attention_mask"]).last_hidden_state
+        states = plain.base_model(
+            inputs_embeds=inputs,
+            position_ids=position_ids(plain, enc["input_ids"]),
+            attention_mask=enc["attention_mask"],
+        ).last_hidden_state
         bare = plain.base_model(input_ids=enc["input_ids"], attention_mask=enc["attention_mask"]).last_hidden_state
     mask = (enc["attention_mask"] * (1 - enc["special_tokens_mask"])).unsqueeze(-1).float()
     pooled = lambda h: (h * mask).sum(1) / mask.sum(1)  # noqa: E731
@@ -234,7 +261,9 @@ def test_a_language_without_a_row_is_refused_before_ray(setup, tmp_path):
     model_dir = shutil.copytree(plain, tmp_path / "model")
     tiny_table(model_dir, languages=("en", "fr"))
     spec = TransferSpec(model=str(model_dir), tasks=("udpos",), data_dir=str(data_dir), languages=("de",))
-    with pytest.raises(InputError, match=r"udpos: .* has input language embeddings for \['en', 'fr'\], none for \['de'\]"):
+    with pytest.raises(
+        InputError, match=r"udpos: .* has input language embeddings for \['en', 'fr'\], none for \['de'\]"
+    ):
         prepare(spec, resolve_model(None, str(model_dir)), progress=lambda line: None)
 
 

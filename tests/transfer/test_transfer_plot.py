@@ -23,8 +23,9 @@ def test_metric_names_round_trip():
     assert metrics["transfer/udpos/xa/acc_std"] == pytest.approx(0.0707107, abs=1e-6)
     assert metrics["transfer/udpos/avg/delta"] == pytest.approx(((0.85 - 0.6) + (0.85 - 0.5)) / 2)
     # a training run also holds other metrics, and the fine-tuning runs' dev scores: left out
-    back = summary_from_metrics(metrics | {"Train/loss": 1.0, "transfer/udpos/dev/xa/acc": 0.3,
-                                           "eval/bli/avg/mrr": 0.1})
+    back = summary_from_metrics(
+        metrics | {"Train/loss": 1.0, "transfer/udpos/dev/xa/acc": 0.3, "eval/bli/avg/mrr": 0.1}
+    )
     merged = table.merge(back, on=["task", "lang", "metric"], suffixes=("", "_back"))
     assert len(back) == len(table) == len(merged)
     assert merged["mean"].tolist() == pytest.approx(merged["mean_back"].tolist())
@@ -42,8 +43,13 @@ def test_plot_has_a_bar_per_model_and_language(tmp_path, monkeypatch):
         return original(self, x, height, *args, **kwargs)
 
     monkeypatch.setattr(matplotlib.axes.Axes, "bar", spy)
-    path = plot_task({"start": summary(0.5, 0.2, 0.1), "trained": summary(0.9, 0.6, 0.5, en2=0.8)},
-                     "udpos", "acc", "xa", tmp_path / "udpos.png")
+    path = plot_task(
+        {"start": summary(0.5, 0.2, 0.1), "trained": summary(0.9, 0.6, 0.5, en2=0.8)},
+        "udpos",
+        "acc",
+        "xa",
+        tmp_path / "udpos.png",
+    )
     assert path.read_bytes().startswith(PNG)
     # languages in order: source, targets, average; x 100; std over seeds as error bars
     assert drawn[0] == ("start", pytest.approx([50, 20, 10, 100 * 0.8 / 3]), [0, 0, 0, 0])

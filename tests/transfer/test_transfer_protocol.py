@@ -11,8 +11,9 @@ def result(seed, en, de, fr):
 
 
 def test_average_delta_and_spread_over_seeds():
-    per_seed = pd.DataFrame(seed_rows(result(0, 0.80, 0.70, 0.60), "en", "acc")
-                            + seed_rows(result(1, 0.90, 0.70, 0.80), "en", "acc"))
+    per_seed = pd.DataFrame(
+        seed_rows(result(0, 0.80, 0.70, 0.60), "en", "acc") + seed_rows(result(1, 0.90, 0.70, 0.80), "en", "acc")
+    )
     value = {(r.seed, r.lang, r.metric): r.value for r in per_seed.itertuples()}
     assert value[0, "avg", "acc"] == pytest.approx(0.70)  # (0.8 + 0.7 + 0.6) / 3: the source counts
     assert value[0, "de", "delta"] == pytest.approx(0.10) and value[0, "fr", "delta"] == pytest.approx(0.20)
@@ -24,7 +25,9 @@ def test_average_delta_and_spread_over_seeds():
     assert row["en", "acc"].std == pytest.approx(0.0707107, abs=1e-6)  # sample std of 0.8, 0.9: 0.1 / sqrt(2)
     assert row["de", "acc"].std == pytest.approx(0.0)
     assert row["avg", "delta"].mean == pytest.approx((0.15 + 0.15) / 2)  # seed 1: (0.2 + 0.1) / 2
-    assert row["fr", "delta"].mean == pytest.approx(0.15) and row["fr", "delta"].std == pytest.approx(0.0707107, abs=1e-6)
+    assert row["fr", "delta"].mean == pytest.approx(0.15) and row["fr", "delta"].std == pytest.approx(
+        0.0707107, abs=1e-6
+    )
     table = text_table(summary, {"xnli": "acc"}, "en")
     assert "en  acc  85.00 ±  7.07" in table and "fr  acc  70.00 ± 14.14   Δ  15.00 ±  7.07" in table
 

@@ -12,11 +12,11 @@ import time
 import pandas as pd
 import pytest
 import yaml
+from conftest import QUICKSTART, SMALL
 from mlflow.tracking import MlflowClient
 
-from conftest import QUICKSTART, SMALL
-from distalign.tracking import PARENT_TAG
 from distalign.studies import run_study
+from distalign.tracking import PARENT_TAG
 
 pytestmark = pytest.mark.slow
 PNG = b"\x89PNG\r\n\x1a\n"
@@ -25,26 +25,44 @@ METRIC = "transfer/udpos/avg/acc"
 
 def test_grid_study_selects_by_a_transfer_metric(ray_local, distalign_home, tmp_path, capsys):
     study = tmp_path / "study.yaml"
-    spec = {"seeds": 1, "cpus_per_worker": 0.5, "max_eval_examples": 8,
-            "finetune": {"lr": 1.0e-3, "epochs": 1, "batch_size": 8, "select_every": 0}}
-    study.write_text(yaml.safe_dump({
-        "study": "mini-transfer",
-        "base": str(QUICKSTART),
-        "overrides": SMALL + ["train.max_steps=2", "train.checkpoint_every=2", "eval.every=2", "train.num_workers=1",
-                              "data.synthetic.transfer_examples=16", "eval.transfer.tasks=[udpos]",
-                              f"eval.transfer.spec={json.dumps(spec)}"],
-        "grid": {"train.lr": [1.0e-3, 1.0e-2]},
-        "metric": METRIC,
-        "mode": "max",
-        # one at a time: two trials' workers and their data tasks, next to what earlier tests of the session still
-        # hold, do not fit the shared 2-CPU cluster (seen: both trials waiting on Ray Data tasks for good)
-        "max_concurrent_trials": 1,
-    }))
+    spec = {
+        "seeds": 1,
+        "cpus_per_worker": 0.5,
+        "max_eval_examples": 8,
+        "finetune": {"lr": 1.0e-3, "epochs": 1, "batch_size": 8, "select_every": 0},
+    }
+    study.write_text(
+        yaml.safe_dump(
+            {
+                "study": "mini-transfer",
+                "base": str(QUICKSTART),
+                "overrides": SMALL
+                + [
+                    "train.max_steps=2",
+                    "train.checkpoint_every=2",
+                    "eval.every=2",
+                    "train.num_workers=1",
+                    "data.synthetic.transfer_examples=16",
+                    "eval.transfer.tasks=[udpos]",
+                    f"eval.transfer.spec={json.dumps(spec)}",
+                ],
+                "grid": {"train.lr": [1.0e-3, 1.0e-2]},
+                "metric": METRIC,
+                "mode": "max",
+                # one at a time: two trials' workers and their data tasks, next to what earlier tests of the
+                # session still hold, do not fit the shared 2-CPU cluster (seen: both trials waiting on Ray Data
+                # tasks for good)
+                "max_concurrent_trials": 1,
+            }
+        )
+    )
     started = time.time()
     rows = run_study(study)
     with capsys.disabled():
-        print(f"\n2 trials, each trained then transferred: {time.time() - started:.1f} s; "
-              + ", ".join(f"{r['trial']} {METRIC} {r[METRIC]:.4f}" for r in rows))
+        print(
+            f"\n2 trials, each trained then transferred: {time.time() - started:.1f} s; "
+            + ", ".join(f"{r['trial']} {METRIC} {r[METRIC]:.4f}" for r in rows)
+        )
     assert [r["trial"] for r in rows] == ["mini-transfer-000", "mini-transfer-001"]
     assert all(r[METRIC] is not None and not r["error"] for r in rows)
 

@@ -19,5 +19,14 @@ from distalign.eval.tasks.tatoeba import TatoebaTask
 from distalign.eval.tasks.word_alignment import WordAlignmentTask
 from distalign.eval.tasks.xlsim import XLSimTask
 
-__all__ = ["BLIRanking", "BLITask", "EvalTask", "SENTENCES", "TatoebaTask", "TextSet", "WORDS", "WordAlignmentTask",
-           "XLSimTask"]
+__all__ = [
+    "BLIRanking",
+    "BLITask",
+    "EvalTask",
+    "SENTENCES",
+    "TatoebaTask",
+    "TextSet",
+    "WORDS",
+    "WordAlignmentTask",
+    "XLSimTask",
+]

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
@@ -93,8 +94,9 @@ def require_language_codes(values: tuple[str, ...], option: str, pairs: bool = T
 
 def benchmark_pair(suite: SuiteSpec, benchmark: str, pair: str, option: str) -> tuple[str, str]:
     """``pair`` (``en-fr``, ``English-French``) in the codes ``benchmark``'s files name its languages by."""
-    lang1, lang2 = (benchmarks.benchmark_language(suite.eval_dir, benchmark, lang, option)
-                    for lang in split_pair(pair, option))
+    lang1, lang2 = (
+        benchmarks.benchmark_language(suite.eval_dir, benchmark, lang, option) for lang in split_pair(pair, option)
+    )
     return lang1, lang2
 
 
@@ -111,7 +113,7 @@ class EvalTask:
         """Raise ``ConfigError`` naming ``suite.<key>`` for values the types alone do not rule out."""
 
     @classmethod
-    def from_suite(cls, suite: SuiteSpec) -> list[EvalTask]:
+    def from_suite(cls, suite: SuiteSpec) -> Sequence[EvalTask]:
         raise NotImplementedError
 
     def check_model(self, num_layers: int) -> None:
@@ -128,8 +130,11 @@ class EvalTask:
         best = best[best["metric"] == cls.main_metric]
         if best.empty:
             return []
-        return [report.plot_pair_heatmap(df, task, cls.main_metric, int(best["layer"].iloc[0]),
-                                         out_dir / f"heatmap_{task}.png")]
+        return [
+            report.plot_pair_heatmap(
+                df, task, cls.main_metric, int(best["layer"].iloc[0]), out_dir / f"heatmap_{task}.png"
+            )
+        ]
 
     @property
     def pair(self) -> str:

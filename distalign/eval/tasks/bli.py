@@ -12,8 +12,17 @@ from distalign.data.dictionary_checks import check_against_corpora
 from distalign.data.readers import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli_settings import BLIRanking, BLISettings
-from distalign.eval.tasks.base import (EvalTask, Flag, TextSet, WORDS, benchmark_pair, comma_list, distinct,
-                                      require_language_codes, split_pair)
+from distalign.eval.tasks.base import (
+    WORDS,
+    EvalTask,
+    Flag,
+    TextSet,
+    benchmark_pair,
+    comma_list,
+    distinct,
+    require_language_codes,
+    split_pair,
+)
 from distalign.languages import language_code
 
 FREQUENT_WORDS = 20_000  # words of each frequency list a --dictionary's columns are checked against
@@ -27,8 +36,9 @@ if TYPE_CHECKING:
 def gbli_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str, str]]]]:
     """(lang1, lang2, test pairs) of the G-BLI ``bli_pairs``."""
     sources = []
-    for lang1, lang2 in dict.fromkeys(benchmark_pair(suite, "G-BLI", pair, "suite.bli_pairs (--bli-pairs)")
-                                      for pair in suite.bli_pairs):
+    for lang1, lang2 in dict.fromkeys(
+        benchmark_pair(suite, "G-BLI", pair, "suite.bli_pairs (--bli-pairs)") for pair in suite.bli_pairs
+    ):
         pairs, report = benchmarks.read_gbli_test(suite.eval_dir, lang1, lang2)
         suite.reports.append(report)
         sources.append((lang1, lang2, pairs))
@@ -45,8 +55,15 @@ def dictionary_sources(suite: SuiteSpec) -> list[tuple[str, str, list[tuple[str,
         suite.reports.append(report)
         frequent = {lang: _frequent_words(suite, lang) for lang in (lang1, lang2)}
         if all(frequent.values()):  # the languages' frequency lists: a dictionary declared the wrong way round fails
-            check_against_corpora(f"suite.dictionaries[{i}] (--dictionary) {path}", lang1, lang2,
-                                  [a for a, _ in pairs], [b for _, b in pairs], frequent, "frequency list")
+            check_against_corpora(
+                f"suite.dictionaries[{i}] (--dictionary) {path}",
+                lang1,
+                lang2,
+                [a for a, _ in pairs],
+                [b for _, b in pairs],
+                frequent,
+                "frequency list",
+            )
         sources.append((lang1, lang2, pairs))
     return sources
 
@@ -55,10 +72,12 @@ def scorable(task: BLITask, pairs: int, where: str) -> BLITask:
     """``task``, unless none of its test pairs has a translation in its target vocabulary: a command asked for it
     would write NaN scores (the in-loop BLI, which logs its OOV count each step, keeps such a task)."""
     if not task.queries:
-        raise InputError(f"{where}: none of its {pairs} test pairs has a translation among the {len(task.vocab)} "
-                         f"target words of {task.lang2} (the vocabulary file's top --vocab-size words, or the "
-                         "dictionary's own targets): nothing to score; check the vocabulary and the dictionary's "
-                         "direction")
+        raise InputError(
+            f"{where}: none of its {pairs} test pairs has a translation among the {len(task.vocab)} "
+            f"target words of {task.lang2} (the vocabulary file's top --vocab-size words, or the "
+            "dictionary's own targets): nothing to score; check the vocabulary and the dictionary's "
+            "direction"
+        )
     return task
 
 
@@ -109,8 +128,15 @@ def _dictionaries(items: list[str]) -> list[list[str]]:
     return dictionaries
 
 
-def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], settings: BLISettings = BLISettings(),
-                   vocab: list[str] | None = None, **options) -> "BLITask":
+def build_test_set(
+    lang1: str,
+    lang2: str,
+    src: list[str],
+    tgt: list[str],
+    settings: BLISettings = BLISettings(),
+    vocab: list[str] | None = None,
+    **options,
+) -> BLITask:
     """The BLI task of dictionary pairs ``zip(src, tgt)``, in-loop and in ``distalign eval`` alike: the pairs of
     ``settings.max_pairs`` source words (seeded), ranked among ``vocab`` (its words and the lookups in it
     lower-cased, like the shared frequency lists) or, without one, among the pairs' own targets as written (a cased
@@ -121,8 +147,16 @@ def build_test_set(lang1: str, lang2: str, src: list[str], tgt: list[str], setti
         rng = np.random.default_rng(settings.seed)
         keep = {sources[i] for i in rng.choice(len(sources), size=settings.max_pairs, replace=False)}
         pairs = [p for p in pairs if p[0] in keep]
-    task = BLITask.from_pairs(lang1, lang2, pairs, vocab, lowercase=vocab is not None, ranking=settings.ranking,
-                              layer=settings.layer, **options)
+    task = BLITask.from_pairs(
+        lang1,
+        lang2,
+        pairs,
+        vocab,
+        lowercase=vocab is not None,
+        ranking=settings.ranking,
+        layer=settings.layer,
+        **options,
+    )
     order = sorted(range(len(task.vocab)), key=task.vocab.__getitem__)  # sorted vocabulary: stable across runs
     new_index = {old: new for new, old in enumerate(order)}
     task.vocab = [task.vocab[i] for i in order]
@@ -157,17 +191,36 @@ class BLITask(EvalTask):
     name: ClassVar[str] = "bli"
     main_metric: ClassVar[str] = "mrr"
     flags: ClassVar[tuple[Flag, ...]] = (
-        Flag("--bli-pairs", "suite.bli_pairs", "G-BLI pairs for bli and word_alignment: ISO "
-             "639-1 as its folders name them, or other codes or names (deu-eng: de-en)", comma_list),
-        Flag("--dictionary", "suite.dictionaries", "extra BLI test dictionary (G-BLI/MUSE/PanLex format), "
-             "repeatable", _dictionaries, {"action": "append", "metavar": "L1-L2:PATH"}),
-        Flag("--dictionary-vocab-dir", "suite.dictionary_vocab_dir", "<lang>_vocab.txt files whose top "
-             "--vocab-size words are the targets of the --dictionary test sets (default: each dictionary's own "
-             "targets as written; a checkpoint: its run's eval.vocab_dir)"),
+        Flag(
+            "--bli-pairs",
+            "suite.bli_pairs",
+            "G-BLI pairs for bli and word_alignment: ISO "
+            "639-1 as its folders name them, or other codes or names (deu-eng: de-en)",
+            comma_list,
+        ),
+        Flag(
+            "--dictionary",
+            "suite.dictionaries",
+            "extra BLI test dictionary (G-BLI/MUSE/PanLex format), repeatable",
+            _dictionaries,
+            {"action": "append", "metavar": "L1-L2:PATH"},
+        ),
+        Flag(
+            "--dictionary-vocab-dir",
+            "suite.dictionary_vocab_dir",
+            "<lang>_vocab.txt files whose top "
+            "--vocab-size words are the targets of the --dictionary test sets (default: each dictionary's own "
+            "targets as written; a checkpoint: its run's eval.vocab_dir)",
+        ),
         Flag("--similarity", "suite.similarities", "BLI ranking: cosine, csls or cosine,csls", comma_list),
-        Flag("--bli-ranking", "suite.bli_ranking", "BLI queries: one per source word (grouped) or one per test "
-             "pair with its other translations competing (per_pair, BabelBERT's)", None,
-             {"choices": ["grouped", "per_pair"]}),
+        Flag(
+            "--bli-ranking",
+            "suite.bli_ranking",
+            "BLI queries: one per source word (grouped) or one per test "
+            "pair with its other translations competing (per_pair, BabelBERT's)",
+            None,
+            {"choices": ["grouped", "per_pair"]},
+        ),
         Flag("--vocab-size", "suite.vocab_size", "BLI target vocabulary size", None, {"type": int}),
         Flag("--max-queries", "suite.max_queries", "BLI source words per pair (0 = all)", None, {"type": int}),
     )
@@ -181,26 +234,45 @@ class BLITask(EvalTask):
         return f"{self.lang1}-{self.lang2}"
 
     @classmethod
-    def from_pairs(cls, lang1: str, lang2: str, pairs: list[tuple[str, str]], vocab_words: list[str] | None = None,
-                   *, lowercase: bool = True, source_vocab: list[str] | None = None,
-                   ranking: BLIRanking = "grouped", **options) -> "BLITask":
+    def from_pairs(
+        cls,
+        lang1: str,
+        lang2: str,
+        pairs: list[tuple[str, str]],
+        vocab_words: list[str] | None = None,
+        *,
+        lowercase: bool = True,
+        source_vocab: list[str] | None = None,
+        ranking: BLIRanking = "grouped",
+        **options,
+    ) -> BLITask:
         """Queries from test pairs; the target vocabulary is ``vocab_words`` (never extended with gold
         words: a query whose translations are all missing is OOV, counted and skipped) or, when None,
         the distinct targets of the pairs. ``lowercase`` applies to the vocabularies and to looking words
         up in them (the shared vocabularies are lower-case while G-BLI keeps German noun capitals); a query
         is encoded as written, as the BabelBERT authors' evaluation does (a cased model sees "Haus")."""
         norm = str.lower if lowercase else str
-        vocab = list(dict.fromkeys(norm(w) for w in (vocab_words if vocab_words is not None else
-                                                     [t for _, t in pairs])))
+        vocab = list(
+            dict.fromkeys(norm(w) for w in (vocab_words if vocab_words is not None else [t for _, t in pairs]))
+        )
         position = {w: i for i, w in enumerate(vocab)}
         sources = None if source_vocab is None else list(dict.fromkeys(norm(w) for w in source_vocab))
         if ranking == "per_pair":
             known = set(sources) if sources is not None else None
             in_space = [(a, norm(b)) for a, b in pairs if known is None or norm(a) in known]
             scored = [(a, position[b]) for a, b in in_space if b in position]
-            return cls(lang1, lang2, [a for a, _ in scored], vocab, [[g] for _, g in scored],
-                       oov=len(in_space) - len(scored), source_vocab=sources, ranking=ranking,
-                       oov_source=len(pairs) - len(in_space), **options)
+            return cls(
+                lang1,
+                lang2,
+                [a for a, _ in scored],
+                vocab,
+                [[g] for _, g in scored],
+                oov=len(in_space) - len(scored),
+                source_vocab=sources,
+                ranking=ranking,
+                oov_source=len(pairs) - len(in_space),
+                **options,
+            )
         translations: dict[str, set[int]] = {}
         written: dict[str, str] = {}  # a source word's first written form: its query
         for src, tgt in pairs:
@@ -209,8 +281,16 @@ class BLITask(EvalTask):
             if norm(tgt) in position:
                 gold.add(position[norm(tgt)])
         keys = [key for key, gold in translations.items() if gold]
-        return cls(lang1, lang2, [written[key] for key in keys], vocab, [sorted(translations[key]) for key in keys],
-                   oov=len(translations) - len(keys), source_vocab=sources, **options)
+        return cls(
+            lang1,
+            lang2,
+            [written[key] for key in keys],
+            vocab,
+            [sorted(translations[key]) for key in keys],
+            oov=len(translations) - len(keys),
+            source_vocab=sources,
+            **options,
+        )
 
     @classmethod
     def validate(cls, suite: SuiteSpec) -> None:
@@ -229,23 +309,38 @@ class BLITask(EvalTask):
             pairs = limit_queries(pairs, suite.max_queries)
             vocab = _vocabulary(suite, lang2, fallback=[t for _, t in pairs])
             source_vocab = _vocabulary(suite, lang1, fallback=None)  # CSLS's r_S and per-pair OOV: the source space
-            tasks += [scorable(cls.from_pairs(lang1, lang2, pairs, vocab, source_vocab=source_vocab,
-                                              ranking=suite.bli_ranking, similarity=sim), len(pairs),
-                               f"G-BLI {lang1}-{lang2} (suite.bli_pairs, --bli-pairs)") for sim in suite.similarities]
+            tasks += [
+                scorable(
+                    cls.from_pairs(
+                        lang1, lang2, pairs, vocab, source_vocab=source_vocab, ranking=suite.bli_ranking, similarity=sim
+                    ),
+                    len(pairs),
+                    f"G-BLI {lang1}-{lang2} (suite.bli_pairs, --bli-pairs)",
+                )
+                for sim in suite.similarities
+            ]
         settings = suite.dictionary_settings
         for i, (lang1, lang2, pairs) in enumerate(dictionary_sources(suite)):
             key = "suite.dictionary_vocab_dir (a checkpoint's default: its run's eval.vocab_dir)"
             vocab = settings.target_vocabulary(lang2, suite.reports, key)
-            tasks += [scorable(build_test_set(lang1, lang2, [a for a, _ in pairs], [b for _, b in pairs], settings,
-                                              vocab, similarity=sim), len(pairs),
-                               f"suite.dictionaries[{i}] (--dictionary) {suite.dictionaries[i][2]}")
-                      for sim in suite.similarities]
+            tasks += [
+                scorable(
+                    build_test_set(
+                        lang1, lang2, [a for a, _ in pairs], [b for _, b in pairs], settings, vocab, similarity=sim
+                    ),
+                    len(pairs),
+                    f"suite.dictionaries[{i}] (--dictionary) {suite.dictionaries[i][2]}",
+                )
+                for sim in suite.similarities
+            ]
         return tasks
 
     def check_model(self, num_layers: int) -> None:
         if self.layer is not None and not -num_layers <= self.layer < num_layers:
-            raise InputError(f"BLI {self.pair}: layer {self.layer} (the run's model.word_layer, or --layer) is not "
-                             f"one of the model's {num_layers} hidden states")
+            raise InputError(
+                f"BLI {self.pair}: layer {self.layer} (the run's model.word_layer, or --layer) is not "
+                f"one of the model's {num_layers} hidden states"
+            )
 
     def at_layer(self, stack, layer: int):
         return stack[layer] if self.layer is None or self.layer % len(stack) == layer % len(stack) else None
@@ -253,8 +348,10 @@ class BLITask(EvalTask):
     def text_sets(self) -> dict[str, TextSet]:
         if not self.queries:  # all OOV: nothing to encode, score() reports NaN and the OOV count
             return {}
-        return {"src": TextSet(WORDS, self.lang1, self._source_words()[0]),
-                "tgt": TextSet(WORDS, self.lang2, self.vocab)}
+        return {
+            "src": TextSet(WORDS, self.lang1, self._source_words()[0]),
+            "tgt": TextSet(WORDS, self.lang2, self.vocab),
+        }
 
     def _source_words(self) -> tuple[list[str], list[int]]:
         """The encoded source words (the source space) and each query's row among them."""
@@ -276,7 +373,8 @@ class BLITask(EvalTask):
         _, rows = self._source_words()
         # CSLS's r_S over the source vocabulary, not the queries encoded beside it
         space = vectors["src"] if self.source_vocab is None else vectors["src"][: len(self.source_vocab)]
-        ranks = gold_ranks(vectors["src"][rows], vectors["tgt"], self.gold, self.similarity, self.csls_k,
-                           src_space=space)
+        ranks = gold_ranks(
+            vectors["src"][rows], vectors["tgt"], self.gold, self.similarity, self.csls_k, src_space=space
+        )
         metrics = ranking_metrics(ranks, self.k_values)
         return {"mrr": metrics.pop("mrr"), **{f"p_at_{k}": v for k, v in metrics.items()}, **counts}

@@ -35,10 +35,14 @@ class TatoebaTask(EvalTask):
     task: ClassVar[str] = "tatoeba"
     main_metric: ClassVar[str] = "acc"
     flags: ClassVar[tuple[Flag, ...]] = (
-        Flag("--tatoeba-langs", "suite.tatoeba_langs", "Tatoeba languages, each vs English: ISO 639-3 "
-             "as its files name them, or another code or name (de, German: deu)", comma_list),
-        Flag("--max-sentences", "suite.max_sentences", "Tatoeba sentences per language (0 = all)", None,
-             {"type": int}),
+        Flag(
+            "--tatoeba-langs",
+            "suite.tatoeba_langs",
+            "Tatoeba languages, each vs English: ISO 639-3 "
+            "as its files name them, or another code or name (de, German: deu)",
+            comma_list,
+        ),
+        Flag("--max-sentences", "suite.max_sentences", "Tatoeba sentences per language (0 = all)", None, {"type": int}),
     )
 
     @classmethod
@@ -56,7 +60,7 @@ class TatoebaTask(EvalTask):
             src, eng, report = benchmarks.read_tatoeba(*benchmarks.tatoeba_paths(suite.eval_dir, lang))
             suite.reports.append(report)
             if suite.max_sentences:
-                src, eng = src[:suite.max_sentences], eng[:suite.max_sentences]
+                src, eng = src[: suite.max_sentences], eng[: suite.max_sentences]
             tasks.append(cls(lang, src, eng, suite.tatoeba_mean_of_layers))
         return tasks
 
@@ -66,8 +70,10 @@ class TatoebaTask(EvalTask):
 
     def check_model(self, num_layers: int) -> None:
         if self.mean_of_layers > num_layers:
-            raise InputError(f"suite.tatoeba_mean_of_layers: {self.mean_of_layers} is more than the {num_layers} "
-                             "layers of the model (embeddings included)")
+            raise InputError(
+                f"suite.tatoeba_mean_of_layers: {self.mean_of_layers} is more than the {num_layers} "
+                "layers of the model (embeddings included)"
+            )
 
     def text_sets(self) -> dict[str, TextSet]:
         return {"src": TextSet(SENTENCES, self.lang, self.sentences), "eng": TextSet(SENTENCES, "eng", self.english)}
@@ -75,7 +81,7 @@ class TatoebaTask(EvalTask):
     def at_layer(self, stack, layer: int):
         if layer + 1 < self.mean_of_layers:
             return None
-        return stack[layer + 1 - self.mean_of_layers: layer + 1].mean(0)
+        return stack[layer + 1 - self.mean_of_layers : layer + 1].mean(0)
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
         # here, not at the top: the task modules import no torch, so the command line's help loads fast

@@ -43,8 +43,10 @@ class WordAlignmentTask(WordPairTask):
     @classmethod
     def from_suite(cls, suite: SuiteSpec) -> list[WordAlignmentTask]:
         """One task per BLI test dictionary (``bli_pairs``, ``dictionaries``, ``max_queries``), one-to-one pairs."""
-        return [cls(lang1, lang2, one_to_one(limit_queries(pairs, suite.max_queries)))
-                for lang1, lang2, pairs in bli_sources(suite)]
+        return [
+            cls(lang1, lang2, one_to_one(limit_queries(pairs, suite.max_queries)))
+            for lang1, lang2, pairs in bli_sources(suite)
+        ]
 
     def word_pairs(self) -> list[tuple[str, str]]:
         return self.pairs

@@ -24,10 +24,20 @@ class XLSimTask(WordPairTask):
     name: ClassVar[str] = "xlsim"
     main_metric: ClassVar[str] = "spearman"
     flags: ClassVar[tuple[Flag, ...]] = (
-        Flag("--xlsim-pairs", "suite.xlsim_pairs", "Multi-SimLex pairs: ISO 639-3 as its files name "
-             "them, or other codes or names (en-fr, English-French: eng-fra)", comma_list),
-        Flag("--semeval-pairs", "suite.semeval_pairs", "SemEval-2017 Task 2 cross-lingual pairs, read by "
-             "xlsim: ISO 639-1 as its files name them, or other codes or names (deu-eng: de-en)", comma_list),
+        Flag(
+            "--xlsim-pairs",
+            "suite.xlsim_pairs",
+            "Multi-SimLex pairs: ISO 639-3 as its files name "
+            "them, or other codes or names (en-fr, English-French: eng-fra)",
+            comma_list,
+        ),
+        Flag(
+            "--semeval-pairs",
+            "suite.semeval_pairs",
+            "SemEval-2017 Task 2 cross-lingual pairs, read by "
+            "xlsim: ISO 639-1 as its files name them, or other codes or names (deu-eng: de-en)",
+            comma_list,
+        ),
     )
 
     @classmethod
@@ -39,15 +49,20 @@ class XLSimTask(WordPairTask):
     def from_suite(cls, suite: SuiteSpec) -> list[XLSimTask]:
         """One task per Multi-SimLex pair (``xlsim_pairs``), then per SemEval-2017 pair (``semeval_pairs``)."""
         tasks = []
-        pairs = [benchmark_pair(suite, "Multi-SimLex", pair, "suite.xlsim_pairs (--xlsim-pairs)")
-                 for pair in suite.xlsim_pairs]
+        pairs = [
+            benchmark_pair(suite, "Multi-SimLex", pair, "suite.xlsim_pairs (--xlsim-pairs)")
+            for pair in suite.xlsim_pairs
+        ]
         for lang1, lang2 in dict.fromkeys(pairs):  # en-fr and eng-fra: one task
-            rows, report = benchmarks.read_multisimlex(benchmarks.multisimlex_path(suite.eval_dir, lang1, lang2),
-                                                       lang1, lang2)
+            rows, report = benchmarks.read_multisimlex(
+                benchmarks.multisimlex_path(suite.eval_dir, lang1, lang2), lang1, lang2
+            )
             suite.reports.append(report)
             tasks.append(cls(lang1, lang2, rows))
-        pairs = [benchmark_pair(suite, "SemEval-2017 Task 2", pair, "suite.semeval_pairs (--semeval-pairs)")
-                 for pair in suite.semeval_pairs]
+        pairs = [
+            benchmark_pair(suite, "SemEval-2017 Task 2", pair, "suite.semeval_pairs (--semeval-pairs)")
+            for pair in suite.semeval_pairs
+        ]
         for lang1, lang2 in dict.fromkeys(pairs):
             rows, report = benchmarks.read_semeval2017(*benchmarks.semeval2017_paths(suite.eval_dir, lang1, lang2))
             suite.reports.append(report)

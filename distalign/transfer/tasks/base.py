@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from distalign.data.readers import InputError, ReadReport
-from distalign.transfer.metrics import IGNORE  # the tasks' label convention lives with the metrics that read it
 
 if TYPE_CHECKING:
     import torch
@@ -42,10 +41,12 @@ class FineTuneSettings:
 # accumulated = 32, max length 128, lr 2e-5 for mBERT and XLM-R base; 5 epochs for XNLI and PAWS-X, 10 for
 # PAN-X and UD-POS; the dev set of the training language scored every --save_steps (100 XNLI, 200 PAWS-X,
 # 1000 PAN-X, 500 UD-POS), the best kept (--save_only_best_checkpoint; third_party/run_classify.py, run_tag.py).
-XTREME_CLASSIFY = FineTuneSettings(2e-5, 32, 5, 128, "XTREME scripts/train_xnli.sh, train_pawsx.sh "
-                                                      "(bert-base-multilingual-cased, xlm-roberta-base)")
-XTREME_TAG = FineTuneSettings(2e-5, 32, 10, 128, "XTREME scripts/train_panx.sh, train_udpos.sh "
-                                                 "(bert-base-multilingual-cased, xlm-roberta-base)")
+XTREME_CLASSIFY = FineTuneSettings(
+    2e-5, 32, 5, 128, "XTREME scripts/train_xnli.sh, train_pawsx.sh (bert-base-multilingual-cased, xlm-roberta-base)"
+)
+XTREME_TAG = FineTuneSettings(
+    2e-5, 32, 10, 128, "XTREME scripts/train_panx.sh, train_udpos.sh (bert-base-multilingual-cased, xlm-roberta-base)"
+)
 
 
 @dataclass(frozen=True)
@@ -136,10 +137,13 @@ class TransferTask:
     def prediction_rows(cls, pairs: list[tuple[Any, Any]]) -> list[dict]:
         """The (gold, predicted) pairs of one evaluation set as the rows of its predictions file: ``id`` (the
         example's index in the set), ``gold`` and ``predicted`` as label names (a label, or a sentence's tags)."""
+
         def named(value):
             return cls.labels[value] if isinstance(value, int) else [cls.labels[v] for v in value]
 
-        return [{"id": i, "gold": named(gold), "predicted": named(predicted)} for i, (gold, predicted) in enumerate(pairs)]
+        return [
+            {"id": i, "gold": named(gold), "predicted": named(predicted)} for i, (gold, predicted) in enumerate(pairs)
+        ]
 
 
 def class_label_names(dataset, column: str, where: str) -> list[str] | None:

@@ -34,7 +34,10 @@ class SentencePairTask(TransferTask):
     text_columns: ClassVar[tuple[str, str]]  # the Hub schema's two text columns
     # plain TSV files: a header row; these column names are recognised (XNLI 1.0's and XTREME's files)
     file_columns: ClassVar[dict[str, tuple[str, ...]]] = {
-        "first": ("premise", "sentence1"), "second": ("hypothesis", "sentence2"), "label": ("label", "gold_label")}
+        "first": ("premise", "sentence1"),
+        "second": ("hypothesis", "sentence2"),
+        "label": ("label", "gold_label"),
+    }
     label_aliases: ClassVar[dict[str, str]] = {}
 
     @classmethod
@@ -93,8 +96,9 @@ class SentencePairTask(TransferTask):
 
     @classmethod
     def encode(cls, examples: list[PairExample], tokenizer, max_length: int) -> list[dict]:
-        encoded = tokenizer([e.first for e in examples], [e.second for e in examples], truncation=True,
-                            max_length=max_length)
+        encoded = tokenizer(
+            [e.first for e in examples], [e.second for e in examples], truncation=True, max_length=max_length
+        )
         # segment ids where the model has them (mBERT: 1 on the second text); XLM-R's tokenizer gives none
         inputs = [key for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded]
         return [{**{key: encoded[key][i] for key in inputs}, "labels": e.label} for i, e in enumerate(examples)]

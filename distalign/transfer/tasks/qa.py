@@ -38,9 +38,15 @@ if TYPE_CHECKING:
 # max length 384, doc stride 128, 500 warm-up steps, weight decay 1e-4; run_squad.py's defaults for the rest
 # (max query length 64, n-best 20, max answer length 30, AdamW eps 1e-8, gradient norm 1.0). It keeps the
 # final weights (--save_steps -1); here the end of each epoch is a candidate, the final weights among them.
-XTREME_QA = FineTuneSettings(3e-5, 32, 3, 384, "XTREME scripts/train_qa.sh (commit 0918248; "
-                                               "bert-base-multilingual-cased, xlm-roberta-base)",
-                             weight_decay=1e-4, warmup_steps=500)
+XTREME_QA = FineTuneSettings(
+    3e-5,
+    32,
+    3,
+    384,
+    "XTREME scripts/train_qa.sh (commit 0918248; bert-base-multilingual-cased, xlm-roberta-base)",
+    weight_decay=1e-4,
+    warmup_steps=500,
+)
 MAX_QUERY_TOKENS = 64  # run_squad.py --max_query_length: longer questions are cut
 N_BEST = 20  # --n_best_size: the best starts and ends looked at per feature
 MAX_ANSWER_TOKENS = 30  # --max_answer_length, in subword tokens
@@ -67,7 +73,7 @@ def final_text(predicted: str, words: str, lowercase: bool) -> str:
         return words
     first = bisect.bisect_left(kept_split, found)  # ``predicted`` has no edge spaces: these are its ends
     last = bisect.bisect_left(kept_split, found + len(predicted) - 1)
-    return words[kept_words[first]:kept_words[last] + 1]
+    return words[kept_words[first] : kept_words[last] + 1]
 
 
 def answer_text(context: str, start: int, end: int, predicted: str, lowercase: bool) -> str:
@@ -81,7 +87,9 @@ def answer_text(context: str, start: int, end: int, predicted: str, lowercase: b
     last = bisect.bisect_right(starts, max(end - 1, start)) - 1
     if not words or first >= len(words) or last < first:
         return context[start:end].strip()
-    return final_text(" ".join(predicted.split()), " ".join(context[a:b] for a, b in words[first:last + 1]), lowercase)
+    return final_text(
+        " ".join(predicted.split()), " ".join(context[a:b] for a, b in words[first : last + 1]), lowercase
+    )
 
 
 def subword_text(tokenizer, ids: list[int]) -> str:
@@ -133,16 +141,20 @@ class QATask(TransferTask):
     @classmethod
     def data_source(cls, lang: str, split: str, configs: dict[str, str], train_set: str = "") -> DataSource:
         if train_set not in ("", "squad", *cls.own_train_sets):
-            raise InputError(f"{cls.name}: no training set {train_set!r} (it trains on "
-                             f"{' or '.join(('squad', *cls.own_train_sets))})")
+            raise InputError(
+                f"{cls.name}: no training set {train_set!r} (it trains on "
+                f"{' or '.join(('squad', *cls.own_train_sets))})"
+            )
         if lang == "en" and split in ("train", "validation"):
             if train_set in cls.own_train_sets:  # its own English train, and its English dev (= test) set
                 return DataSource(cls.name, cls.hub_name, cls.hub_config(lang, configs), split)
             return DataSource("squad", "squad", "plain_text", split)  # XTREME: SQuAD v1.1's train and dev sets
         hub_split = cls.test_split if split == "test" else split
         if split != "test" and hub_split == cls.test_split:
-            raise InputError(f"{cls.name}: {lang} has no {split} set (the Hub's {hub_split!r} split is its test set); "
-                             "select on the source language (SQuAD's dev set)")
+            raise InputError(
+                f"{cls.name}: {lang} has no {split} set (the Hub's {hub_split!r} split is its test set); "
+                "select on the source language (SQuAD's dev set)"
+            )
         return DataSource(cls.name, cls.hub_name, cls.hub_config(lang, configs), hub_split)
 
     @classmethod
@@ -158,8 +170,8 @@ class QATask(TransferTask):
         if any(not isinstance(text, str) or not text.strip() for text in answers):
             return f"an empty answer text among {answers!r}"
         text, start = answers[0], starts[0]
-        if not isinstance(start, int) or context[start:start + len(text)] != text:
-            found = context[start:start + len(text)] if isinstance(start, int) else None
+        if not isinstance(start, int) or context[start : start + len(text)] != text:
+            found = context[start : start + len(text)] if isinstance(start, int) else None
             return f"answer {text!r} is not at answer_start {start!r} of the context (found {found!r})"
         return ""
 
@@ -181,8 +193,9 @@ class QATask(TransferTask):
             if problem:
                 report.skip(index, problem)
             else:
-                examples.append(QAExample(str(row["id"]), row["question"], row["context"], tuple(texts),
-                                          tuple(starts), lang))
+                examples.append(
+                    QAExample(str(row["id"]), row["question"], row["context"], tuple(texts), tuple(starts), lang)
+                )
         report.rows = len(examples)
         return examples
 
@@ -194,7 +207,7 @@ class QATask(TransferTask):
         try:
             articles = json.loads(path.read_text(encoding="utf-8"))["data"]
         except (json.JSONDecodeError, KeyError, TypeError) as err:
-            raise InputError(f"{path}: not a SQuAD JSON file ({{\"data\": [...]}}): {err}") from err
+            raise InputError(f'{path}: not a SQuAD JSON file ({{"data": [...]}}): {err}') from err
         examples = []
         for a, article in enumerate(articles):
             for p, paragraph in enumerate(article.get("paragraphs", [])):
@@ -205,8 +218,16 @@ class QATask(TransferTask):
                     if problem:
                         report.skip(f"data[{a}].paragraphs[{p}].qas[{q}] (id {qa.get('id')!r})", problem)
                     else:
-                        examples.append(QAExample(str(qa.get("id")), qa["question"], paragraph["context"],
-                                                  tuple(texts), tuple(starts), lang))
+                        examples.append(
+                            QAExample(
+                                str(qa.get("id")),
+                                qa["question"],
+                                paragraph["context"],
+                                tuple(texts),
+                                tuple(starts),
+                                lang,
+                            )
+                        )
         report.rows = len(examples)
         return examples
 
@@ -226,14 +247,20 @@ class QATask(TransferTask):
             length = len(questions["input_ids"][index])
             text = e.question
             if length > query_tokens:  # cut the text after the last token kept
-                text, length = e.question[:questions["offset_mapping"][index][query_tokens - 1][1]], query_tokens
+                text, length = e.question[: questions["offset_mapping"][index][query_tokens - 1][1]], query_tokens
             overlap = max(max_length - length - specials - cls.doc_stride, 0)
             by_overlap.setdefault(overlap, []).append((index, text))
         windows: dict[int, list[dict]] = {}
         for overlap, members in by_overlap.items():
-            encoded = tokenizer([text for _, text in members], [examples[i].context for i, _ in members],
-                                truncation="only_second", max_length=max_length, stride=overlap,
-                                return_overflowing_tokens=True, return_offsets_mapping=True)
+            encoded = tokenizer(
+                [text for _, text in members],
+                [examples[i].context for i, _ in members],
+                truncation="only_second",
+                max_length=max_length,
+                stride=overlap,
+                return_overflowing_tokens=True,
+                return_offsets_mapping=True,
+            )
             for window, member in enumerate(encoded["overflow_to_sample_mapping"]):
                 index = members[member][0]
                 windows.setdefault(index, []).append(cls.window(encoded, window, examples[index], index, tokenizer))
@@ -250,14 +277,24 @@ class QATask(TransferTask):
         answer_end = answer_start + len(e.answers[0])
         if offsets[context[0], 0] <= answer_start and offsets[context[-1], 1] >= answer_end:
             # the last token starting at or before the answer, the first ending at or after it
-            labels = [int(context[offsets[context, 0] <= answer_start][-1]),
-                      int(context[offsets[context, 1] >= answer_end][0])]
+            labels = [
+                int(context[offsets[context, 0] <= answer_start][-1]),
+                int(context[offsets[context, 1] >= answer_end][0]),
+            ]
         else:
             labels = [ids.index(tokenizer.cls_token_id) if tokenizer.cls_token_id in ids else 0] * 2
-        inputs = {key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids")
-                  if key in encoded}
-        return {**inputs, "labels": labels, "offsets": offsets, "example": index, "gold": (e.answers, e.lang),
-                "context": e.context, "tokenizer": tokenizer}
+        inputs = {
+            key: encoded[key][window] for key in ("input_ids", "attention_mask", "token_type_ids") if key in encoded
+        }
+        return {
+            **inputs,
+            "labels": labels,
+            "offsets": offsets,
+            "example": index,
+            "gold": (e.answers, e.lang),
+            "context": e.context,
+            "tokenizer": tokenizer,
+        }
 
     @classmethod
     def logits(cls, outputs) -> torch.Tensor:
@@ -268,8 +305,9 @@ class QATask(TransferTask):
         return torch.stack([outputs.start_logits, outputs.end_logits], dim=1)
 
     @classmethod
-    def best_span(cls, start_logits: np.ndarray, end_logits: np.ndarray,
-                  offsets: np.ndarray) -> tuple[float, int, int] | None:
+    def best_span(
+        cls, start_logits: np.ndarray, end_logits: np.ndarray, offsets: np.ndarray
+    ) -> tuple[float, int, int] | None:
         """(score, start, end) of the best valid span among the ``N_BEST`` best starts x ends, None if none is valid."""
         best = None
         for start in np.argsort(-start_logits, kind="stable")[:N_BEST]:
@@ -297,10 +335,15 @@ class QATask(TransferTask):
     @classmethod
     def span_text(cls, feature: dict, start: int, end: int) -> str:
         """The answer text of the tokens ``start..end`` of a feature (``answer_text``)."""
-        tokenizer, ids = feature["tokenizer"], [int(i) for i in feature["input_ids"][start:end + 1]]
+        tokenizer, ids = feature["tokenizer"], [int(i) for i in feature["input_ids"][start : end + 1]]
         predicted = subword_text(tokenizer, ids)
-        return answer_text(feature["context"], int(feature["offsets"][start, 0]), int(feature["offsets"][end, 1]),
-                           predicted, lowercases(tokenizer))
+        return answer_text(
+            feature["context"],
+            int(feature["offsets"][start, 0]),
+            int(feature["offsets"][end, 1]),
+            predicted,
+            lowercases(tokenizer),
+        )
 
     @classmethod
     def answers(cls, pairs) -> dict[int, tuple]:
@@ -321,12 +364,13 @@ class QATask(TransferTask):
             raise ValueError(f"{cls.name}: one language per evaluation set, got {sorted(langs)}")
         return qa_scores([answers for _, _, answers, _ in chosen], [text for _, text, _, _ in chosen], lang)
 
-
     @classmethod
     def prediction_rows(cls, pairs) -> list[dict]:
         """One row per example: its gold answers and the answer chosen over its features."""
-        return [{"id": example, "gold": answers, "predicted": text}
-                for example, (_, text, answers, _) in cls.answers(pairs).items()]
+        return [
+            {"id": example, "gold": answers, "predicted": text}
+            for example, (_, text, answers, _) in cls.answers(pairs).items()
+        ]
 
 
 class XQuADTask(QATask):
@@ -360,5 +404,15 @@ class TyDiQATask(QATask):
     # split, its ``english-`` rows), its English dev set (= the English test set) as the source's dev set
     own_train_sets: ClassVar[tuple[str, ...]] = ("tydiqa",)
     id_prefixes: ClassVar[dict[str, str]] = {
-        "ar": "arabic-", "bn": "bengali-", "en": "english-", "fi": "finnish-", "id": "indonesian-", "ja": "japanese-",
-        "ko": "korean-", "ru": "russian-", "sw": "swahili-", "te": "telugu-", "th": "thai-"}
+        "ar": "arabic-",
+        "bn": "bengali-",
+        "en": "english-",
+        "fi": "finnish-",
+        "id": "indonesian-",
+        "ja": "japanese-",
+        "ko": "korean-",
+        "ru": "russian-",
+        "sw": "swahili-",
+        "te": "telugu-",
+        "th": "thai-",
+    }

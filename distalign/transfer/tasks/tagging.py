@@ -8,9 +8,8 @@ from pathlib import Path
 from typing import ClassVar
 
 from distalign.data.readers import InputError, ReadReport
-from distalign.transfer.metrics import accuracy, entity_scores, first_subword_labels
+from distalign.transfer.metrics import IGNORE, accuracy, entity_scores, first_subword_labels
 from distalign.transfer.tasks.base import (
-    IGNORE,
     XTREME_TAG,
     FineTuneSettings,
     TransferTask,
@@ -62,11 +61,18 @@ class TokenTask(TransferTask):
     def encode(cls, examples: list[TaggedSentence], tokenizer, max_length: int) -> list[dict]:
         """Subword inputs with each word's label on its first subword; words cut off by ``max_length`` lose theirs
         (``words`` keeps the count, so the runner can say how many)."""
-        encoded = tokenizer([list(e.words) for e in examples], is_split_into_words=True, truncation=True,
-                            max_length=max_length)
-        return [{"input_ids": ids, "attention_mask": mask, "labels": first_subword_labels(encoded.word_ids(i), e.tags),
-                 "words": len(e.words)}
-                for i, (ids, mask, e) in enumerate(zip(encoded["input_ids"], encoded["attention_mask"], examples))]
+        encoded = tokenizer(
+            [list(e.words) for e in examples], is_split_into_words=True, truncation=True, max_length=max_length
+        )
+        return [
+            {
+                "input_ids": ids,
+                "attention_mask": mask,
+                "labels": first_subword_labels(encoded.word_ids(i), e.tags),
+                "words": len(e.words),
+            }
+            for i, (ids, mask, e) in enumerate(zip(encoded["input_ids"], encoded["attention_mask"], examples))
+        ]
 
     @classmethod
     def predictions(cls, logits, labels, features) -> list[tuple[list[int], list[int]]]:
@@ -117,8 +123,10 @@ class WikiANNTask(TokenTask):
                 fields = line.split("\t") if "\t" in line else line.split()
                 tag = cls.label_id(fields[-1]) if len(fields) >= 2 else None
                 if tag is None:
-                    problem = problem or (line_no, f"expected 'word<TAB>tag' with a tag among {list(cls.labels)}, "
-                                                   f"got {line!r}")
+                    problem = problem or (
+                        line_no,
+                        f"expected 'word<TAB>tag' with a tag among {list(cls.labels)}, got {line!r}",
+                    )
                     continue
                 words.append(fields[0].removeprefix(prefix))
                 tags.append(tag)
@@ -129,13 +137,32 @@ class WikiANNTask(TokenTask):
     @classmethod
     def score(cls, pairs) -> dict[str, float]:
         names = cls.labels
-        return entity_scores([[names[t] for t in gold] for gold, _ in pairs],
-                             [[names[t] for t in pred] for _, pred in pairs])
+        return entity_scores(
+            [[names[t] for t in gold] for gold, _ in pairs], [[names[t] for t in pred] for _, pred in pairs]
+        )
 
 
 # The Hub's universal_dependencies upos ClassLabel order ("_" = no tag given)
-UPOS = ("NOUN", "PUNCT", "ADP", "NUM", "SYM", "SCONJ", "ADJ", "PART", "DET", "CCONJ", "PROPN", "PRON", "X", "_", "ADV",
-        "INTJ", "VERB", "AUX")
+UPOS = (
+    "NOUN",
+    "PUNCT",
+    "ADP",
+    "NUM",
+    "SYM",
+    "SCONJ",
+    "ADJ",
+    "PART",
+    "DET",
+    "CCONJ",
+    "PROPN",
+    "PRON",
+    "X",
+    "_",
+    "ADV",
+    "INTJ",
+    "VERB",
+    "AUX",
+)
 
 
 class UDPOSTask(TokenTask):
@@ -154,17 +181,31 @@ class UDPOSTask(TokenTask):
     file_suffix: ClassVar[str] = "conllu"
     # one treebank per language for the Hub path, the largest UD 2.7 treebank where there are several
     treebanks: ClassVar[dict[str, str]] = {
-        "en": "en_ewt", "de": "de_gsd", "fr": "fr_gsd", "es": "es_gsd", "it": "it_isdt", "pt": "pt_bosque",
-        "nl": "nl_alpino", "ru": "ru_syntagrus", "fi": "fi_tdt", "tr": "tr_imst", "ar": "ar_padt", "hi": "hi_hdtb",
-        "zh": "zh_gsd", "ja": "ja_gsd", "ko": "ko_kaist",
+        "en": "en_ewt",
+        "de": "de_gsd",
+        "fr": "fr_gsd",
+        "es": "es_gsd",
+        "it": "it_isdt",
+        "pt": "pt_bosque",
+        "nl": "nl_alpino",
+        "ru": "ru_syntagrus",
+        "fi": "fi_tdt",
+        "tr": "tr_imst",
+        "ar": "ar_padt",
+        "hi": "hi_hdtb",
+        "zh": "zh_gsd",
+        "ja": "ja_gsd",
+        "ko": "ko_kaist",
     }
 
     @classmethod
     def hub_config(cls, lang: str, configs: dict[str, str]) -> str:
         config = configs.get(f"{cls.name}:{lang}") or cls.treebanks.get(lang)
         if not config:
-            raise InputError(f"udpos: no Universal Dependencies treebank known for {lang!r}: name one with "
-                             f"hub_configs (--hub-config udpos:{lang}=<treebank>, e.g. {lang}_gsd)")
+            raise InputError(
+                f"udpos: no Universal Dependencies treebank known for {lang!r}: name one with "
+                f"hub_configs (--hub-config udpos:{lang}=<treebank>, e.g. {lang}_gsd)"
+            )
         return config
 
     @classmethod
