@@ -58,6 +58,15 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     return reduced.to(tensor.device)
 
 
+def broadcast_from_first(tensor: torch.Tensor) -> torch.Tensor:
+    """Rank 0's ``tensor`` on every rank, on ``tensor``'s device (``tensor`` itself is left unchanged)."""
+    if not initialized():
+        return tensor
+    shared = tensor.to(collective_device(tensor.device), copy=True)
+    dist.broadcast(shared, src=0)
+    return shared.to(tensor.device)
+
+
 def all_gather_tensors(tensor: torch.Tensor) -> list[torch.Tensor]:
     """Every rank's ``tensor`` (same shape on all ranks), in rank order, on ``tensor``'s device; no gradient."""
     if not distributed():

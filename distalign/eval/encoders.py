@@ -51,10 +51,8 @@ def encode_words_all_layers(
         chunks = []
         for start in range(0, len(words), batch_size):
             enc = {
-                k: torch.from_numpy(v)
-                for k, v in encode_words(  # host-side: _pooled_layers moves them
-                    tokenizer, words[start : start + batch_size], max_tokens
-                ).items()
+                k: torch.from_numpy(v)  # host-side: _pooled_layers moves them
+                for k, v in encode_words(tokenizer, words[start : start + batch_size], max_tokens).items()
             }
             chunks.append(_pooled_layers(model, enc["input_ids"], enc["attention_mask"], enc["word_mask"]))
         return torch.cat(chunks, dim=1)

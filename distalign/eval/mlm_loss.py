@@ -44,7 +44,7 @@ def mlm_loss_sums(
                 first = (
                     padded_tensors(held.rows(0, 1))
                     if len(held)
-                    else {key: torch.zeros(1, 1, dtype=torch.long) for key in TOKEN_TENSORS}
+                    else {key: torch.zeros(1, 1, dtype=torch.long) for key in TOKEN_TENSORS}  # host-side: moved below
                 )
                 masked_lm(
                     input_ids=first["masked_ids"].to(device),
@@ -79,7 +79,7 @@ def held_out_rows(batch: dict[str, np.ndarray]) -> RaggedRows:
     return RaggedRows.from_padded(batch, TOKEN_TENSORS)
 
 
-def padded_tensors(rows: RaggedRows) -> dict[str, torch.Tensor]:
+def padded_tensors(rows: RaggedRows) -> dict[str, torch.Tensor]:  # host-side: the caller moves them
     """``rows``' token tensors as int64, padded as the training loop's batches are (``collated_width``: a full
     row's trailing fill is only given back at the rows' width); host-side: .to(device) by the caller."""
     padded = rows.padded(collated_width(rows))

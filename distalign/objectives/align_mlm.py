@@ -173,9 +173,8 @@ class AlignObjective(Objective):
         # every pair each step: the rows looked up and the pairs' positions among them, made once on the host
         for name, value in zip(
             ("used_ids", "src_positions", "tgt_positions"),
-            (torch.empty(0, dtype=torch.long),) * 3
+            (torch.empty(0, dtype=torch.long),) * 3  # host-side: buffers, moved with the module
             if draws_pairs
-            # host-side: buffers
             else looked_up_rows(src_ids, tgt_ids),
         ):
             self.register_buffer(name, value, persistent=False)

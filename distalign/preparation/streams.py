@@ -356,7 +356,7 @@ def reserve_corpus_cpus(feed: CorpusFeed | None, workers: int, timeout_s: float 
             feed.reserved = []
 
 
-def host_tensors(batch: dict[str, np.ndarray]) -> Batch:
+def host_tensors(batch: dict[str, np.ndarray]) -> Batch:  # host-side: the recipe's step moves them
     """A batch as host tensors: the recipe trims and counts them on the host and moves them in its step. Arrays
     read from the object store are read-only: those are copied (torch's tensors assume they may write)."""
     return {k: torch.from_numpy(np.require(v, requirements="W")) for k, v in batch.items()}

@@ -124,11 +124,8 @@ class CheckpointCadence:
             return True
         if not self.every_s:
             return False
-        late = torch.tensor([float(time.monotonic() - self.last >= self.every_s)])
-        if collectives.initialized():
-            late = late.to(collectives.collective_device(late.device))
-            dist.broadcast(late, src=0)  # rank 0's clock
-        return bool(late.item())
+        late = torch.tensor([float(time.monotonic() - self.last >= self.every_s)])  # host-side: a flag
+        return bool(collectives.broadcast_from_first(late).item())  # rank 0's clock decides for every rank
 
     def saved(self) -> None:
         self.last = time.monotonic()

@@ -130,7 +130,8 @@ def staging_root() -> Path:
 
 def all_agree(ok: bool) -> bool:
     """Whether ``ok`` holds on every rank (a collective: all ranks call it)."""
-    return int(collectives.all_reduce_sum(torch.tensor([0 if ok else 1]))) == 0
+    disagree = torch.tensor([0 if ok else 1])  # host-side: all_reduce_sum moves it to the group's device
+    return int(collectives.all_reduce_sum(disagree)) == 0
 
 
 def resume_directory(checkpoints: Iterable[ray.train.Checkpoint], rank: int) -> Path | None:
