@@ -29,8 +29,10 @@ test: $(STAMP) lint
 	$(BIN)/python -m pytest -q -m ray --durations=15
 
 # the tests that need no Ray cluster (marker `ray`, set in tests/conftest.py) and start no training
-# processes or servers (marker `heavy`)
-test-fast: $(STAMP) lint
+# processes or servers (marker `heavy`), after ruff (mypy, about a minute cold, is left to `make lint`/`make test`)
+test-fast: $(STAMP)
+	$(BIN)/ruff format --check .
+	$(BIN)/ruff check .
 	$(BIN)/lint-imports --no-cache
 	$(BIN)/python -m pytest -q $(PYTEST_SPLIT) -m "not ray and not heavy"
 

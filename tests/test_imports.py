@@ -70,6 +70,7 @@ def loaded(tmp_path_factory) -> dict[str, set[str]]:
     return {command: _loaded(command, modules, home) for command, (modules, _) in COMMANDS.items()}
 
 
+@pytest.mark.heavy  # a Python process per command (~24 s in all)
 @pytest.mark.parametrize("command", COMMANDS)
 def test_a_command_loads_only_the_heavy_libraries_it_needs(loaded, command):
     extra = loaded[command] - COMMANDS[command][1]

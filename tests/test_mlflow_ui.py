@@ -39,6 +39,7 @@ def screenshot_script():
     return module
 
 
+@pytest.mark.heavy  # an MLflow UI server and a browser
 @pytest.mark.timeout(120)
 def test_a_training_run_is_listed_under_model_training_with_its_charts_grouped(tmp_path, chromium):
     uri = f"sqlite:///{tmp_path}/mlflow.db"
