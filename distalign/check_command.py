@@ -20,10 +20,12 @@ def run_check(args) -> int:
     import time
 
     from distalign.logs import say
+    from distalign.ray_session import leaving_ray
     from distalign.train.preflight import load_checked
 
     start = time.perf_counter()
-    checked = load_checked(args.config, args.overrides, extra=checks_of_train(), build_model=False)
+    with leaving_ray():  # the cluster in RAY_ADDRESS, joined to count its CPUs
+        checked = load_checked(args.config, args.overrides, extra=checks_of_train(), build_model=False)
     say(f"{args.config}: every check passed in {time.perf_counter() - start:.1f} s")
     for line in checked.found:
         say(f"  {line}")

@@ -35,20 +35,22 @@ from distalign.benchmark_data import command as data_command
 from distalign.errors import ConfigError, InputError, require_writable
 from distalign.logs import configure, quiet_console, say
 from distalign.model_store import fetch as model_command
-from distalign.ray_session import leaving_ray, shutdown_ray
+from distalign.ray_session import connect_in_background, leaving_ray, shutdown_ray
 
 
 def _train(args) -> int:
-    from distalign.train.preflight import load_checked
-    from distalign.train.startup import since_process_start
-    from distalign.train.trainer import run_training
-    from distalign.transfer import training as transfer
-
-    clock = since_process_start()  # the start-up phases begin with the command, imports included
-    # `distalign check`'s checks, every problem reported at once, before training takes Ray resources
-    checked = load_checked(args.config, args.overrides, extra=check_command.checks_of_train())
-    config = checked.config
     with quiet_console(command_log("train")), leaving_ray():  # a caller's Ray session (a test's) stays up
+        # a running cluster (RAY_ADDRESS) is joined beside the imports and checks: joining takes none of its resources
+        connect_in_background(start_local=False)
+        from distalign.train.preflight import load_checked
+        from distalign.train.startup import since_process_start
+        from distalign.train.trainer import run_training
+        from distalign.transfer import training as transfer
+
+        clock = since_process_start()  # the start-up phases begin with the command, imports included
+        # `distalign check`'s checks, every problem reported at once, before training takes Ray resources
+        checked = load_checked(args.config, args.overrides, extra=check_command.checks_of_train())
+        config = checked.config
         outcome = run_training(config, clock=clock, checked=checked)
         transfer.transfer_after_training(config, outcome, progress=say)
     print_summary(config, outcome)

@@ -3,10 +3,14 @@ for a run's own use. Ray is imported where it is used: the commands that need no
 
 import contextlib
 import json
+import logging
 import os
+import signal
 import socket
 import sys
+import threading
 from collections.abc import Iterator, Mapping
+from concurrent.futures import Future
 from typing import Any
 
 from distalign.benchmark_data.home import DATA_ENV, OFFLINE_ENVS
@@ -37,7 +41,7 @@ def forwarded_environment(environ: Mapping[str, str] = os.environ) -> dict[str, 
     return {name: environ[name] for name in NODE_ENVIRONMENT if environ.get(name) and name not in submitted}
 
 
-def ensure_ray() -> None:
+def _connect() -> None:
     import ray
 
     if not ray.is_initialized():
@@ -48,12 +52,68 @@ def ensure_ray() -> None:
         options: dict[str, Any] = {"runtime_env": {"env_vars": forwarded}} if forwarded else {}
         if address == "local":
             options["_system_config"] = WARM_WORKER_SETTINGS
+        else:
+            answering(address)  # a dead address fails in seconds, named (Ray retries it for minutes)
         ray.init(address=address, log_to_driver=True, **options)
 
 
+# A connection begun by ``connect_in_background``, until ``ensure_ray`` (or ``shutdown_ray``) collects it.
+_connecting: Future | None = None
+
+
+def connect_in_background(start_local: bool) -> None:
+    """Begin ``ensure_ray``'s work on a thread, so that it runs beside the caller's own (checks, preparation): join
+    the cluster in RAY_ADDRESS, or (``start_local``) start a local one; nothing when Ray is up, already connecting,
+    or (without ``start_local``) there is no RAY_ADDRESS. ``ensure_ray`` waits for it and raises its error.
+    Joining a running cluster takes none of its resources: the checks may run beside it. A local cluster is
+    started only once the input checks passed (a bad input never starts one)."""
+    global _connecting
+    if ray_is_up() or _connecting is not None or not (start_local or os.environ.get("RAY_ADDRESS")):
+        return
+    _keep_ray_sigterm_exit()
+    connecting: Future = Future()
+
+    def connect() -> None:
+        try:
+            _connect()
+            connecting.set_result(None)
+        except BaseException as err:  # handed to whoever waits (``ensure_ray``)
+            connecting.set_exception(err)
+
+    _connecting = connecting
+    threading.Thread(target=connect, name="ray-connect", daemon=True).start()
+
+
+def _keep_ray_sigterm_exit() -> None:
+    """What ``ray.init`` does on the main thread and cannot on another: SIGTERM exits through ``sys.exit`` (so that
+    Ray's exit hook leaves the cluster); and its warning about it, true for the thread only, is dropped."""
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+    logging.getLogger("ray._private.worker").addFilter(_NotOnMainThread())
+
+
+class _NotOnMainThread(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
+def ensure_ray() -> None:
+    """Join the cluster in RAY_ADDRESS, else start a local one (waiting for ``connect_in_background``'s)."""
+    global _connecting
+    if _connecting is not None:
+        connecting, _connecting = _connecting, None
+        connecting.result()
+    _connect()
+
+
 def shutdown_ray() -> None:
-    """Leave the cluster (stopping a local one). Ray prints the worker lines it held back as repeats on the way
-    out: a command calls this while its console is still routed (``distalign.logs.quiet_console``)."""
+    """Leave the cluster (stopping a local one), once a connection under way is made. Ray prints the worker lines
+    it held back as repeats on the way out: a command calls this while its console is still routed
+    (``distalign.logs.quiet_console``)."""
+    global _connecting
+    if _connecting is not None:
+        connecting, _connecting = _connecting, None
+        connecting.exception()  # made or failed: either way nothing is left under way
     if ray_is_up():
         import ray
 
@@ -64,7 +124,7 @@ def shutdown_ray() -> None:
 def leaving_ray() -> Iterator[None]:
     """``shutdown_ray`` when the block ends, if Ray was not up when it began: a command leaves the cluster it
     joined, and a session its caller holds (a test's, a notebook's) stays up."""
-    was_up = ray_is_up()
+    was_up = ray_is_up() or _connecting is not None
     try:
         yield
     finally:
@@ -95,17 +155,15 @@ def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600)
 
 def available_resources(gpus_wanted: bool) -> tuple[dict[str, float], str]:
     """(CPU and GPU totals, where) of the cluster a run would use, without starting one: the cluster this process
-    is on, or the one in RAY_ADDRESS (joined for the question, then left), else this machine as a local Ray cluster
-    would count it (its CPUs; its CUDA devices only when ``gpus_wanted``, since counting them imports torch)."""
+    is on (or is joining: ``connect_in_background``, waited for), or the one in RAY_ADDRESS (joined for the
+    question, then left), else this machine as a local Ray cluster would count it (its CPUs; its CUDA devices only
+    when ``gpus_wanted``, since counting them imports torch)."""
     address = os.environ.get("RAY_ADDRESS")
     if ray_is_up() or address:
         import ray
 
-        with leaving_ray():
-            if not ray.is_initialized():
-                assert address, "Ray was not up: RAY_ADDRESS brought us here"
-                answering(address)
-                ray.init(address=address, log_to_driver=False)
+        with contextlib.nullcontext() if _connecting is not None else leaving_ray():
+            ensure_ray()
             resources = ray.cluster_resources()
         return {"CPU": resources.get("CPU", 0.0), "GPU": resources.get("GPU", 0.0)}, "the Ray cluster" + (
             f" at {address}" if address else ""

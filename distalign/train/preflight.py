@@ -28,7 +28,7 @@ from distalign.models.loading import is_hub_name
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.resume import check_resume
-from distalign.ray_session import available_resources
+from distalign.ray_session import available_resources, connect_in_background
 from distalign.storage import check_storage, node_local
 from distalign.tracking import check_reachable
 
@@ -72,6 +72,8 @@ def check_run(
     theirs: ``distalign.studies.shared_inputs``), not read again."""
     problems = problems if problems is not None else Problems()
     config_valid = not problems
+    if resources:  # the cluster in RAY_ADDRESS is joined while the inputs are read (it is asked last)
+        connect_in_background(start_local=False)
     found = []
     with problems.check():
         check_reachable(config.tracking.uri)
@@ -85,9 +87,6 @@ def check_run(
     if storage_ok:
         with problems.check():
             check_resume(config)
-    if resources:
-        with problems.check():
-            found.append(check_resources(config))
     for check in extra:
         with problems.check():
             check(config)
@@ -99,6 +98,9 @@ def check_run(
         # local directory is the config's own check)
         with problems.check():
             check_model(config.model.name_or_path, "model.name_or_path", config.storage.endpoint_url)
+    if resources:
+        with problems.check():
+            found.append(check_resources(config))
     problems.raise_any()
     objectives = ", ".join(f"{name}={weight:g}" for name, weight in config.objectives.weights().items())
     settings = f"config: objectives {objectives}; {config.train.num_workers} workers ({config.train.engine})"
