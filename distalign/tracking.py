@@ -22,7 +22,6 @@ import yaml
 from distalign.errors import ConfigError
 
 if TYPE_CHECKING:  # MLflow (~2 s) is imported where it is used: not by every process that imports this module
-    from mlflow.entities import Metric
     from mlflow.tracking import MlflowClient
 
 RUN_NAME_TAG = "distalign.run_name"
@@ -230,6 +229,7 @@ def unwritable_artifacts(client: MlflowClient, uri: str, run_id: str, err: Excep
 # A training worker sends everything through MetricLogger, whose queue retries by itself: one attempt per
 # request there, so an outage shows (and is reported) at once instead of after MLflow's minutes of retries.
 WORKER_HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
+QueuedMetric = tuple[str, float, int, int]  # key, value, timestamp (ms), step: MLflow's Metric, made when sent
 
 
 class MetricLogger:
@@ -245,9 +245,11 @@ class MetricLogger:
 
     def __init__(self, uri: str, run_id: str, retry_every_s: float = 2.0, flush_timeout_s: float = 120.0):
         self.uri, self.run_id = uri, run_id
-        self.client = client_for(uri)
+        # made by the sending thread: importing MLflow and opening its store take seconds a worker's first step
+        # would otherwise wait for
+        self.client: MlflowClient | None = None
         self.retry_every_s, self.flush_timeout_s = retry_every_s, flush_timeout_s
-        self._queue: collections.deque[Metric] = collections.deque()
+        self._queue: collections.deque[QueuedMetric] = collections.deque()
         self._changed = threading.Condition()
         self._closing = self._abandoned = False
         self.refused = 0  # values the server refused (a bad name or value): counted as dropped by close
@@ -255,11 +257,9 @@ class MetricLogger:
         self._thread.start()
 
     def log(self, metrics: dict[str, float], step: int) -> None:
-        from mlflow.entities import Metric
-
         timestamp = int(time.time() * 1000)  # MLflow's own stamp: milliseconds since the epoch
         with self._changed:
-            self._queue.extend(Metric(k, float(v), timestamp, step) for k, v in metrics.items())
+            self._queue.extend((k, float(v), timestamp, step) for k, v in metrics.items())
             self._changed.notify()
 
     def close(self) -> int:
@@ -311,12 +311,16 @@ class MetricLogger:
                 )
                 unreachable_since = None
 
-    def _send(self, batch: list[Metric]) -> None:
-        """Send the queue's first values, ``batch``, and take them off the queue. A batch the server refuses
+    def _send(self, queued: list[QueuedMetric]) -> None:
+        """Send the queue's first values, ``queued``, and take them off the queue. A batch the server refuses
         as a whole (a name or value it never accepts) would block every later value: its values are then sent
         singly, the refused ones counted and named once, never retried."""
+        from mlflow.entities import Metric
         from mlflow.exceptions import MlflowException
 
+        if self.client is None:
+            self.client = client_for(self.uri)
+        batch = [Metric(*values) for values in queued]
         try:
             self.client.log_batch(self.run_id, metrics=batch)
             self._done(len(batch))
@@ -356,16 +360,6 @@ class SystemMetricsSampler:
     step of the moment, through a ``MetricLogger`` (so an unreachable server only delays them)."""
 
     def __init__(self, logger: MetricLogger, node: str, current_step: Callable[[], int], every_s: float):
-        from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
-        from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
-        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
-        from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
-
-        self.monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
-        try:
-            self.monitors.append(GPUMonitor())
-        except (ImportError, RuntimeError):  # no nvidia-ml-py, or no NVIDIA driver/GPU on this node
-            pass
         self.logger, self.prefix, self.current_step, self.every_s = logger, f"system/{node}/", current_step, every_s
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._sample_until_stopped, name="distalign-system-metrics", daemon=True)
@@ -375,10 +369,25 @@ class SystemMetricsSampler:
         self._stop.set()
         self._thread.join()
 
+    @staticmethod
+    def _monitors() -> list:
+        from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
+        from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
+        from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor
+        from mlflow.system_metrics.metrics.network_monitor import NetworkMonitor
+
+        monitors = [CPUMonitor(), DiskMonitor(), NetworkMonitor()]
+        try:
+            monitors.append(GPUMonitor())
+        except (ImportError, RuntimeError):  # no nvidia-ml-py, or no NVIDIA driver/GPU on this node
+            pass
+        return monitors
+
     def _sample_until_stopped(self) -> None:
+        monitors = self._monitors()  # on this thread: MLflow's import is not the training thread's wait
         while not self._stop.wait(self.every_s):
             values: dict[str, float] = {}
-            for monitor in self.monitors:
+            for monitor in monitors:
                 monitor.collect_metrics()
                 values.update(monitor.aggregate_metrics())
                 monitor.clear_metrics()
