@@ -1,5 +1,7 @@
 """distalign.tracking against a real sqlite MLflow store."""
 
+import subprocess
+import sys
 import uuid
 
 import pytest
@@ -255,3 +257,26 @@ def test_a_value_the_server_refuses_is_named_and_counted_and_never_blocks_the_la
     ] == [(1, 1.0), (2, 0.5)]
     assert "refused 1 metric values" in caplog.text and "Train/bad~name_loss at step 1" in caplog.text
     assert "unreachable" not in caplog.text
+
+
+def test_a_metric_logger_leaves_mlflow_to_its_sending_thread(uri, client, experiment):
+    """Made by a training worker before its first step: importing MLflow and opening its store (seconds) happen on
+    the logger's thread, not the worker's (a fresh process, where a finder notes the thread that imports MLflow)."""
+    run_id = client.create_run(client.create_experiment(experiment)).info.run_id
+    script = (
+        "import sys, threading\n"
+        "class NoteMlflow:\n"
+        "    thread = None\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        "        if name == 'mlflow' and NoteMlflow.thread is None:\n"
+        "            NoteMlflow.thread = threading.current_thread().name\n"
+        "sys.meta_path.insert(0, NoteMlflow())\n"
+        "from distalign.tracking import MetricLogger\n"
+        f"logger = MetricLogger('{uri}', '{run_id}')\n"
+        "logger.log({'Train/loss': 1.0}, 1)\n"
+        "print(logger.close(), NoteMlflow.thread)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["0", "distalign-metrics"]  # sent, nothing dropped
+    assert [m.value for m in client.get_metric_history(run_id, "Train/loss")] == [1.0]
