@@ -88,10 +88,13 @@ def run(args) -> int:
         for i in range(args.rounds):
             floor = floor_seconds(env)
             phases = run_phases(out, env, args.steps, args.overrides)
-            rounds.append({"floor_s": floor} | phases)
+            # the machine may be shared: each round's own ratio, and the load it ran under
+            rounds.append(
+                {"floor_s": floor} | phases | {"ratio": phases["total_s"] / floor, "load": os.getloadavg()[0]}
+            )
             print(
                 f"round {i + 1}/{args.rounds}: floor {floor:.1f} s, distalign train {phases['total_s']:.1f} s "
-                f"(load {os.getloadavg()[0]:.1f})",
+                f"(load {rounds[-1]['load']:.1f})",
                 flush=True,
             )
     finally:
@@ -227,10 +230,15 @@ def format_table(report: dict) -> str:
     rows = (
         [("bare Ray Train floor", "floor_s"), ("distalign train, command -> first step", "total_s")]
         + [(f"  {phase}", phase) for phase in PHASES if phase in median]
-        + [("distalign train, whole command", "wall_s")]
+        + [
+            ("distalign train, whole command", "wall_s"),
+            ("ratio to the floor", "ratio"),
+            ("load average (1 min)", "load"),
+        ]
     )
     for label, key in rows:
-        cells = " | ".join(f"{r[key]:.1f}" if key in r else "" for r in rounds)
-        lines.append(f"| {label} | {cells} | {median[key]:.1f} |")
+        form = ".2f" if key == "ratio" else ".1f"
+        cells = " | ".join(f"{r[key]:{form}}" if key in r else "" for r in rounds)
+        lines.append(f"| {label} | {cells} | {median[key]:{form}} |" if key in median else f"| {label} | {cells} | |")
     lines.append(f"\nratio to the floor (medians): {median['total_s'] / median['floor_s']:.2f}x")
     return "\n".join(lines)
