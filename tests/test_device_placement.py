@@ -518,7 +518,7 @@ def test_collectives_on_a_gloo_group_of_one_return_what_they_got(gloo_group):
 def test_the_bare_loop_s_info_nce_masks_on_the_labels_device():
     """The GPU bench's Hugging Face Trainer engine: ``torch.eye`` on CPU met CUDA labels (``bench/bare_loop.py``); on
     meta labels the same line raised "Tensor on device cpu is not on the expected device meta!"."""
-    from distalign.bench.bare_loop import BareObjectives
+    from distalign.tools.bench.bare_loop import BareObjectives
 
     words, labels = torch.empty(6, 4, device="meta"), torch.tensor([0, 1, 2, 0, 1, 2], device="meta")
     try:  # meta tensors check devices but hold no data: the boolean indexing at the end cannot run
@@ -545,8 +545,8 @@ def test_collectives_on_a_real_nccl_group_of_one():
 
 @pytest.mark.gpu  # skipped without CUDA (tests/conftest.py)
 def test_the_alignment_score_and_the_bare_info_nce_agree_on_cuda_and_cpu():
-    from distalign.bench.bare_loop import BareObjectives
     from distalign.eval.alignment import vocabulary_alignment
+    from distalign.tools.bench.bare_loop import BareObjectives
 
     embeddings = torch.randn(40, 8)
     args = ([1, 2, 3, 4], [21, 22, 23, 4], list(range(20, 40)) + [4])

@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from distalign.metric_names import TRAINING, family_of
-from distalign.reference import OUTPUT_DIR, render_pages
-from distalign.reference.source import checks, field_comments
+from distalign.tools.reference import OUTPUT_DIR, render_pages
+from distalign.tools.reference.source import checks, field_comments
 
 REPO = Path(__file__).resolve().parents[1]
-REGENERATE = "run `python -m distalign.reference` (make docs-reference) and commit docs/reference/"
+REGENERATE = "run `python -m distalign.tools.reference` (make docs-reference) and commit docs/reference/"
 
 
 @pytest.fixture(scope="module")
