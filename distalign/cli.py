@@ -32,7 +32,7 @@ from distalign.config.environment import command_log
 from distalign.data import cli as mining_cli
 from distalign.errors import ConfigError, InputError
 from distalign.logs import configure, quiet_console, say
-from distalign.model_store import fetch as model_command
+from distalign.model_store import model_fetch as model_command
 from distalign.ray_session import leaving_ray, shutdown_ray
 from distalign.static import cli as static_cli
 from distalign.synthetic_languages import cli as synthetic_languages_cli

@@ -203,9 +203,9 @@ def test_metric_names_built_in_code_are_registered():
     compared in tests/train/test_training_integration.py)."""
     from distalign.eval.mlm_loss import MLM_LOSS_METRIC
     from distalign.eval.selection import SELECTION_METRIC
+    from distalign.train.final_scores import TEST_METRIC, TEST_STEP
     from distalign.train.startup import StartupClock
     from distalign.train.step_timing import Window, totals, window_metrics
-    from distalign.train.test_scores import TEST_METRIC, TEST_STEP
 
     clock = StartupClock()
     for phase in ("imports", "prepare", "first_step"):

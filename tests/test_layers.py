@@ -37,7 +37,7 @@ def test_an_upward_import_breaks_the_contract(tmp_path):
         f.write("\nfrom distalign.train import trainer  # noqa: an upward import\n")
     result = lint(tmp_path)
     assert result.returncode != 0
-    assert "distalign.eval.bli -> distalign.train.trainer" in result.stdout
+    assert "distalign.eval.bli_metrics -> distalign.train.trainer" in result.stdout
 
 
 def test_a_cycle_inside_a_package_breaks_the_contract(tmp_path):
@@ -55,7 +55,7 @@ def test_the_driver_and_the_tokenising_code_import_no_model_classes():
     """Start-up (issue 14): transformers' model modules (torch's compiler, DeepSpeed through accelerate) cost
     every process seconds; the driver of a run on a cached model and Ray Data's tokenising tasks never need them."""
     code = (
-        "import sys, distalign.cli, distalign.train.trainer, distalign.preparation.streams; "
+        "import sys, distalign.cli, distalign.train.trainer, distalign.preparation.ray_streams; "
         "print(sorted(m for m in ('transformers.modeling_utils', 'transformers.activations', 'deepspeed') "
         "if m in sys.modules))"
     )

@@ -146,7 +146,7 @@ def test_the_wheelhouse_installs_offline_and_the_gpu_check_rehearses_there(tmp_p
 
     env |= {"PYTHONPATH": f"{REPO}:{site}", "DISTALIGN_GPU_CHECK_SITE": str(site)}
     checked = subprocess.run(
-        [python, "-m", "distalign.tools.gpu_check.environment", str(tmp_path / "env.json")],
+        [python, "-m", "distalign.tools.gpu_check.machine_environment", str(tmp_path / "env.json")],
         cwd=REPO,
         env=env,
         capture_output=True,

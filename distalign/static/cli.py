@@ -54,7 +54,7 @@ def run_align(args) -> int:
 
 
 def run_bli(args) -> int:
-    from distalign.static.bli import run_static_bli_cli
+    from distalign.static.vectors_bli import run_static_bli_cli
 
     return run_static_bli_cli(args)
 
@@ -67,7 +67,7 @@ def register(subparsers, arguments: bool) -> None:
     if not arguments:
         return
     from distalign.objectives.static_mapping import StaticMapping
-    from distalign.static.arguments import add_static_bli_arguments
+    from distalign.static.vectors_bli_arguments import add_static_bli_arguments
 
     static = static.add_subparsers(dest="static", required=True)
     extract = static.add_parser(

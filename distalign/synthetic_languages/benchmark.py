@@ -40,7 +40,7 @@ import torch
 from distalign.benchmark_data import eval_dir, not_fetched
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import distalign_home, load_config
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.languages import LanguageCode
 from distalign.preparation.cache import content_key
 from distalign.synthetic_languages.derived_language import (
@@ -347,7 +347,7 @@ def evaluate_run(model_dir: str, eval_words: list[str], derived_vocab: list[str]
     """ALIGN-MLM's alignment (input embeddings, whole vocabularies); the contextual word alignment of the
     held-out words at the embedding layer and its best layer; BLI MRR at its best layer."""
     from distalign.eval.alignment import vocabulary_alignment
-    from distalign.eval.in_process import evaluate_locally
+    from distalign.eval.local_evaluation import evaluate_locally
     from distalign.eval.tasks import BLITask, WordAlignmentTask
     from distalign.models.adapters import load_masked_lm_with_adapters
     from distalign.models.encoder import Encoder
@@ -591,7 +591,7 @@ def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, 
     """Fine-tune ``model_dir`` on the base language's tasks, test on the derived language's (``distalign.transfer``,
     in this Ray session, one fine-tuning seed: the cell's)."""
     from distalign.synthetic_languages.transfer_study import labels_used, transfer_scores
-    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, predictions_folder, run_transfer
+    from distalign.transfer.zero_shot import FineTuneOverrides, TransferSpec, predictions_folder, run_transfer
 
     spec = bench.spec
     transfer = TransferSpec(

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.synthetic_languages.derived_language import NEEDS_PARSE, Transliteration, word_order
 from distalign.synthetic_languages.syntax_transform import Word, after_probabilities, read_conllu, reordered_words
 from distalign.transfer.data import read_split

@@ -133,7 +133,7 @@ def run_curve(
 
     from distalign.eval.alignment import vocabulary_alignment
     from distalign.preparation.inputs import prepare_data
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 

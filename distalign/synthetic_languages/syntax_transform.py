@@ -29,8 +29,7 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 
-from distalign.data.readers import InputError
-from distalign.errors import ConfigError
+from distalign.errors import ConfigError, InputError
 from distalign.typology import uriel_code, word_order_features
 
 NOUN_HEADS = {"NOUN", "PROPN"}

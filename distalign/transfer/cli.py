@@ -15,9 +15,9 @@ from distalign.ray_session import leaving_ray
 def run_eval_and_transfer(args) -> int:
     """The transfer tasks of ``--tasks`` (``distalign transfer``'s runner, fed by eval's model and MLflow flags and
     the transfer flags), then the evaluation tasks; both specs are checked, and the transfer data read, before Ray."""
-    from distalign.eval import runner as evaluation
-    from distalign.transfer.runner import checkpoint_run, run_transfer, spec_from_args, validate
+    from distalign.eval import checkpoint_eval as evaluation
     from distalign.transfer.tasks.registry import TRANSFER_TASKS
+    from distalign.transfer.zero_shot import checkpoint_run, run_transfer, spec_from_args, validate
 
     tasks = evaluation.comma_list(args.tasks) if args.tasks else []
     transfer = [name for name in tasks if name in TRANSFER_TASKS]
@@ -42,7 +42,7 @@ def run_eval(args) -> int:
 
 
 def run_transfer(args) -> int:
-    from distalign.transfer.runner import run_transfer_cli
+    from distalign.transfer.zero_shot import run_transfer_cli
 
     with quiet_console(command_log("transfer")), leaving_ray():
         return run_transfer_cli(args)
@@ -56,14 +56,14 @@ def register_eval(subparsers, arguments: bool) -> None:
         formatter_class=argparse.RawDescriptionHelpFormatter,
         description="Encode with every layer, score task x language pair x layer as Ray tasks, "
         "write tables and plots, log them to MLflow. What to run: a --spec YAML "
-        "(the fields of distalign.eval.spec.EvalSpec), then the flags given, "
+        "(the fields of distalign.eval.eval_spec.EvalSpec), then the flags given, "
         "then dotted key=value overrides (suite.max_queries=100).",
     )
     if not arguments:
         return
-    from distalign.eval.arguments import add_eval_arguments
-    from distalign.transfer.arguments import add_shared_arguments
+    from distalign.eval.eval_arguments import add_eval_arguments
     from distalign.transfer.tasks.registry import TRANSFER_TASKS
+    from distalign.transfer.transfer_arguments import add_shared_arguments
 
     add_eval_arguments(ev)
     add_shared_arguments(
@@ -97,7 +97,7 @@ def register_transfer(subparsers, arguments: bool) -> None:
     )
     if not arguments:
         return
-    from distalign.transfer.arguments import add_transfer_arguments
+    from distalign.transfer.transfer_arguments import add_transfer_arguments
 
     add_transfer_arguments(transfer)
     transfer.set_defaults(func=run_transfer)

@@ -12,7 +12,7 @@ from mirror_server import mirror_server
 
 from distalign.benchmark_data.catalog import RESOURCES, all_files, select
 from distalign.cli import main
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 

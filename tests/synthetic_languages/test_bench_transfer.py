@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from distalign.data.readers import InputError
 from distalign.data.synthetic import SyntheticConfig, generate_world
+from distalign.errors import InputError
 from distalign.synthetic_languages.derived_language import Transliteration
 from distalign.synthetic_languages.derived_tasks import check_tasks, example_texts, read_examples, write_derived_tasks
 from distalign.synthetic_languages.transfer_study import (

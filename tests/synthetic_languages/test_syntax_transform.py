@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.synthetic_languages.syntax_transform import after_probabilities, read_conllu, reorder, syntax_transform
 
 

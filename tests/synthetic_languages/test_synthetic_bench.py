@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from distalign.data.readers import InputError, read_parallel_files
-from distalign.errors import ConfigError
+from distalign.data.readers import read_parallel_files
+from distalign.errors import ConfigError, InputError
 from distalign.eval.alignment import vocabulary_alignment
 from distalign.models.loading import SPECIALS
 from distalign.synthetic_languages.benchmark import (
@@ -314,7 +314,7 @@ def test_shared_words_reach_the_model_untransliterated(tmp_path, monkeypatch):
     the derived corpus, and the MLM batches of the derived language carry them so."""
     from distalign.models.loading import load_tokenizer
     from distalign.preparation.inputs import prepare_data
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path / "home"))
     spec = BenchSpec(

@@ -10,7 +10,7 @@ from pathlib import Path
 from distalign.config.environment import command_output_dir
 from distalign.errors import ConfigError
 from distalign.logs import say
-from distalign.tools.bench import scale_cli, startup
+from distalign.tools.bench import scale_cli, startup_bench
 
 
 def run_streaming(args) -> int:
@@ -172,4 +172,4 @@ def register(bench) -> None:
     memory.add_argument("--output-dir", default="", help="default $DISTALIGN_HOME/bench_memory")
     memory.set_defaults(func=run_memory)
     scale_cli.register(bench)
-    startup.register(bench)
+    startup_bench.register(bench)

@@ -72,11 +72,11 @@ def measure_feed(
     from distalign.data.corpus_plan import grouped
     from distalign.data.corpus_stream import CorpusStream, list_corpus_files
     from distalign.data.sources import CorpusSource
-    from distalign.data.streams import STREAMS, SentenceTokens
+    from distalign.data.stream_plugins import STREAMS, SentenceTokens
     from distalign.languages import LanguageCode
     from distalign.models.loading import build_tiny_model
     from distalign.objectives.mlm import MLMMasking, MLMObjective
-    from distalign.preparation.streams import StreamBatchJob, item_blocks
+    from distalign.preparation.ray_streams import StreamBatchJob, item_blocks
 
     text_key = hashlib.blake2b("\n".join(texts).encode(), digest_size=4).hexdigest()
     model = out_dir / f"feed-model-{vocab_size}-{text_key}"  # reused by a later invocation on the same text

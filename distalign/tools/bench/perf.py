@@ -25,7 +25,7 @@ Rows (ratios, not absolute times, are what carry from machine to machine):
 4. **Data path**: batches per second Ray Data delivers to a consumer that does nothing (the constraint
    stream; the corpus stream of a 2-worker run), against the batches per second the step consumes.
 5. **Evaluation**: BLI ranking of 2,000 queries against a 100,000-word vocabulary at every layer of
-   the quickstart model (given random vectors): ``distalign.eval.bli.gold_ranks`` against the
+   the quickstart model (given random vectors): ``distalign.eval.bli_metrics.gold_ranks`` against the
    BabelBERT authors' method as they describe it (per query, rank the whole vocabulary in a
    dataframe and look the translation up), on a sample of the queries: same ranks, time per query.
 6. **GPU** (``distalign.tools.bench.gpu``): tokens/s and model FLOPs utilisation (``distalign.train.model_flops``) of
@@ -97,7 +97,7 @@ def _prepared(home: Path, overrides: list[str]):
 
 
 def _batches(config, prepared, count: int) -> list[dict[str, dict[str, torch.Tensor]]]:
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
 
     streams = local_streams(prepared, config)
     return [{name: next(stream) for name, stream in streams.items()} for _ in range(count)]
@@ -409,8 +409,8 @@ def ingest_rates(home: Path, batches: int) -> dict[str, float]:
     2-worker MLM run; after the first batch (whose wait is the start-up's ``first_batch`` phase)."""
     import ray
 
-    from distalign.data.streams import STREAMS
-    from distalign.preparation.streams import RayWorkerData, corpus_feed, store_tables, table_streams
+    from distalign.data.stream_plugins import STREAMS
+    from distalign.preparation.ray_streams import RayWorkerData, corpus_feed, store_tables, table_streams
     from distalign.ray_session import ensure_ray
 
     ensure_ray()
@@ -452,7 +452,7 @@ def authors_ranks(queries: np.ndarray, vocabulary: np.ndarray, words: list[str],
 
 def bli_comparison(layers: int, dim: int, seed: int = 0) -> dict[str, float]:
     """Seconds per query of both rankings over every layer, and whether their ranks agree."""
-    from distalign.eval.bli import gold_ranks
+    from distalign.eval.bli_metrics import gold_ranks
 
     rng = np.random.default_rng(seed)
     words = [f"w{i}" for i in range(BLI_VOCABULARY)]
@@ -504,7 +504,7 @@ def run_perf_bench(
     results go to the user's tracking store. ``data`` compares with the step's consumption, so it times the
     steps too."""
     from distalign.config import resolve_tracking_uri
-    from distalign.data.readers import InputError
+    from distalign.errors import InputError
 
     unknown = set(areas) - set(AREAS)
     if unknown:

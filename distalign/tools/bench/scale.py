@@ -77,7 +77,7 @@ def rss_field(name: str) -> int:
 
 def synthetic_pairs(count: int, seed: int = 0) -> pa.Table:
     """``count`` constraint pairs between ``LANGUAGES`` (words ``w<k>``, a vocabulary of count/5 a language)."""
-    from distalign.data.schema import CONSTRAINT_SCHEMA
+    from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 
     rng = np.random.default_rng(seed)
     vocabulary = max(1000, count // 5)
@@ -181,8 +181,8 @@ def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
     they do not grow with the data)."""
     from distalign.config import ExperimentConfig
     from distalign.data.corpus_stream import CorpusFiles, CorpusStream
+    from distalign.preparation.ray_streams import CorpusFeed, TableStream
     from distalign.preparation.schedule import RunSchedule
-    from distalign.preparation.streams import CorpusFeed, TableStream
     from distalign.train.plan import TrainingPlan
 
     cut = synthetic_units(units)

@@ -12,9 +12,9 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
-from distalign.tools.gpu_check.environment import SITE_ENV
+from distalign.tools.gpu_check.check_report import write_report
 from distalign.tools.gpu_check.figures import ChildPython, read_figures
-from distalign.tools.gpu_check.report import write_report
+from distalign.tools.gpu_check.machine_environment import SITE_ENV
 from distalign.tools.gpu_check.run import FAILED, PASSED, Places, Runner, StepResult
 from distalign.tools.gpu_check.site_install import install_site
 from distalign.tools.gpu_check.steps import CPU, GPU, Step, check_steps

@@ -91,7 +91,7 @@ def check_steps(sizes: Sizes) -> list[Step]:
         Step(
             "environment",
             "python, torch, the device, the base and carried packages (requirement conflicts)",
-            ("{python}", "-m", "distalign.tools.gpu_check.environment", "{out}/environment.json"),
+            ("{python}", "-m", "distalign.tools.gpu_check.machine_environment", "{out}/environment.json"),
             cap(60),
             figures="environment",
         )

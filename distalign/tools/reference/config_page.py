@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from typing import Any, Literal
 
 from distalign.config import ExperimentConfig, ObjectivesConfig, schema
-from distalign.data import streams
+from distalign.data import stream_plugins
 from distalign.objectives.registry import OBJECTIVES
 from distalign.studies import study
 from distalign.studies.study import StudyConfig
@@ -172,7 +172,7 @@ def _entry_sections(sections: list[Section]) -> list[str]:
 def render() -> str:
     experiment = list(_sections("", ExperimentConfig))[1:]  # its own fields are all sections
     study_sections = list(_sections("", StudyConfig))
-    modules = [(schema, ""), (streams, ""), (study, "")]
+    modules = [(schema, ""), (stream_plugins, ""), (study, "")]
     modules += [(importlib.import_module(p.__module__), f"objectives.{name}") for name, p in OBJECTIVES.items()]
     checked = checks(modules)
     parts = [INTRO.format(generated=md.GENERATED.format(source="distalign/config/ and the objective plugins"))]

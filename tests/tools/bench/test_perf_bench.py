@@ -13,9 +13,9 @@ import torch
 from conftest import QUICKSTART, SMALL
 
 from distalign.config import load_config
-from distalign.eval.bli import gold_ranks
+from distalign.eval.bli_metrics import gold_ranks
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams
+from distalign.preparation.ray_streams import local_streams
 from distalign.tools.bench.perf import BareObjectives, authors_ranks, batch_overrides, step_timings, trial_overhead
 from distalign.train.recipe import TrainingRecipe
 from distalign.train.trainer import plan_training
@@ -88,7 +88,7 @@ def test_rows_gpu_alone_writes_its_row_and_no_plot(tmp_path):
 
 
 def test_an_unknown_row_is_refused_before_anything_runs(tmp_path):
-    from distalign.data.readers import InputError
+    from distalign.errors import InputError
     from distalign.tools.bench.perf import run_perf_bench
 
     with pytest.raises(InputError, match="--rows: unknown speed"):

@@ -5,8 +5,8 @@ import os
 import sys
 from pathlib import Path
 
+from distalign.tools.gpu_check.check_report import write_report
 from distalign.tools.gpu_check.figures import ChildPython, bench_rows, emergence_curves, pytest_results, read_figures
-from distalign.tools.gpu_check.report import write_report
 from distalign.tools.gpu_check.run import StepResult
 
 REPO = Path(__file__).resolve().parents[3]

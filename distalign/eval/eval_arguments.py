@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from distalign.eval.spec import EvalSpec
+from distalign.eval.eval_spec import EvalSpec
 from distalign.eval.suite_spec import BENCHMARK_DIR_TEXT
 from distalign.eval.tasks.base import Flag
 from distalign.eval.tasks.registry import EVAL_TASKS
@@ -22,7 +22,7 @@ def add_eval_arguments(parser) -> None:
     """``--spec FILE [key=value ...]`` and one flag per common spec key (a flag given wins over the file)."""
     d = EvalSpec()
     parser.add_argument("overrides", nargs="*", help="dotted key=value overrides of the spec (suite.max_queries=100)")
-    parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.spec.EvalSpec)")
+    parser.add_argument("--spec", help="evaluation spec YAML (keys: the fields of distalign.eval.eval_spec.EvalSpec)")
     source = parser.add_mutually_exclusive_group()
     source.add_argument(
         "--checkpoint",

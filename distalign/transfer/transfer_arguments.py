@@ -4,8 +4,8 @@ only, from the spec's defaults and the task registry (no model or data library i
 
 from __future__ import annotations
 
-from distalign.transfer.spec import TransferSpec
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
+from distalign.transfer.transfer_spec import TransferSpec
 
 
 def add_transfer_arguments(parser) -> None:
@@ -16,7 +16,9 @@ def add_transfer_arguments(parser) -> None:
     parser.add_argument(
         "overrides", nargs="*", help="dotted key=value overrides of the spec, right after the model (finetune.epochs=1)"
     )
-    parser.add_argument("--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.spec.TransferSpec)")
+    parser.add_argument(
+        "--spec", help="transfer spec YAML (keys: the fields of distalign.transfer.transfer_spec.TransferSpec)"
+    )
     parser.add_argument("--tasks", help=f"comma list of {','.join(TRANSFER_TASKS)} (default {','.join(d.tasks)})")
     add_shared_arguments(parser)
     parser.add_argument("--use-gpu", action="store_true", default=None, help="a GPU per worker (NCCL)")

@@ -20,8 +20,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from distalign.data.readers import InputError
-from distalign.eval.bli import SIMILARITIES
+from distalign.errors import InputError
+from distalign.eval.bli_metrics import SIMILARITIES
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import BLITask
 from distalign.eval.tasks.bli import bli_sources, limit_queries

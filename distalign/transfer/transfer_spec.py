@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from distalign.eval.spec import EvalTrackingConfig
+from distalign.eval.eval_spec import EvalTrackingConfig
 from distalign.languages import LanguageCode
 
 

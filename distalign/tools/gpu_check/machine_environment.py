@@ -2,7 +2,7 @@
 from (the base image or the carried site folder), requirements of the carried packages that the environment does not
 meet, and how long the heavy imports take (start-up of every command).
 
-    python -m distalign.tools.gpu_check.environment OUT.json
+    python -m distalign.tools.gpu_check.machine_environment OUT.json
 """
 
 from __future__ import annotations

@@ -24,8 +24,9 @@ import pandas as pd
 
 from distalign.benchmark_data.home import data_home
 from distalign.config import ConfigError, distalign_home, load_dataclass, resolve_path, resolve_tracking_uri
-from distalign.data.readers import InputError, ReadReport
-from distalign.eval.runner import (
+from distalign.data.readers import ReadReport
+from distalign.errors import InputError
+from distalign.eval.checkpoint_eval import (
     EVALUATED_RUN_TAG,
     EVALUATED_STEP_TAG,
     ModelUnderTest,
@@ -40,9 +41,9 @@ from distalign.transfer.finetune import RESULT_FILE, FineTuneJob, TaskData, comp
 from distalign.transfer.hub_fetch import transfer_home
 from distalign.transfer.metrics import IGNORE
 from distalign.transfer.plot import plot_task, summary_metrics
-from distalign.transfer.spec import FineTuneOverrides, TransferSpec
 from distalign.transfer.tasks.base import FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
+from distalign.transfer.transfer_spec import FineTuneOverrides, TransferSpec
 
 PREFIX = "[distalign transfer]"
 

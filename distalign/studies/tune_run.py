@@ -13,7 +13,6 @@ from typing import Any
 
 from distalign.config import ExperimentConfig
 from distalign.studies.progress import TrialProgress
-from distalign.studies.report import child_runs, log_study_summary, tag_value
 from distalign.studies.shared_inputs import SharedInputs, check_trials, share
 from distalign.studies.study import (
     concurrent_trials,
@@ -22,6 +21,7 @@ from distalign.studies.study import (
     trial_function_resources,
     trial_resources,
 )
+from distalign.studies.study_results import child_runs, log_study_summary, tag_value
 from distalign.studies.trials import (
     TAG,
     GridTrial,

@@ -1,4 +1,4 @@
-"""Streams for training: the stream plugins of ``distalign.data.streams`` run on Ray (Data).
+"""Streams for training: the stream plugins of ``distalign.data.stream_plugins`` run on Ray (Data).
 
 Every stream's rows are tokenised in ``map_batches`` and then, if an active objective transforms
 that stream (masking), prepared on CPU by the objective's preparer with per-row random streams
@@ -50,7 +50,7 @@ from distalign.data.corpus_plan import Item, Unit
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import DRAW_EPOCH, STREAMS, Batch, Stream, StreamBatches, take_rows
+from distalign.data.stream_plugins import DRAW_EPOCH, STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
 from distalign.preparation.prepared import PreparedData
@@ -364,7 +364,7 @@ def host_tensors(batch: dict[str, np.ndarray]) -> Batch:  # host-side: the recip
 
 @dataclass
 class RayWorkerData:
-    """A Ray Train worker's ``WorkerData`` (``distalign.data.streams``): its batches of the table streams, each
+    """A Ray Train worker's ``WorkerData`` (``distalign.data.stream_plugins``): its batches of the table streams, each
     read and tokenised by a Ray task, and its share of the corpus read by Ray tasks in its reserved CPUs."""
 
     rank: int

@@ -39,12 +39,12 @@ from distalign.config import (
     resolve_path,
     resolve_tracking_uri,
 )
-from distalign.data.readers import InputError
-from distalign.eval import report
-from distalign.eval.arguments import task_flags
-from distalign.eval.in_process import EncodingSettings
+from distalign.errors import InputError
+from distalign.eval import result_tables
+from distalign.eval.eval_arguments import task_flags
+from distalign.eval.eval_spec import EvalSpec
+from distalign.eval.local_evaluation import EncodingSettings
 from distalign.eval.selection import encoding_settings, in_loop_settings
-from distalign.eval.spec import EvalSpec
 from distalign.eval.suite import build_tasks
 from distalign.eval.tasks import EvalTask
 from distalign.eval.tasks.base import comma_list
@@ -180,18 +180,18 @@ def spec_from_args(args) -> EvalSpec:
 
 def summarise(df: pd.DataFrame) -> str:
     """Best layer and its value per task x pair x metric (oov left out), as printed text."""
-    best = report.best_layers(report.averages(df))
-    best = best[~best["metric"].isin(report.LOWER_IS_BETTER)]
+    best = result_tables.best_layers(result_tables.averages(df))
+    best = best[~best["metric"].isin(result_tables.LOWER_IS_BETTER)]
     return best.to_string(index=False, float_format=lambda v: f"{v:.4f}")
 
 
 def write_reports(df: pd.DataFrame, tasks: list[EvalTask], out_dir: Path) -> list[Path]:
     """Tables and plots in ``out_dir``, then each task's own report; returns the files written."""
-    df = report.averages(df)
-    files = list(report.write_table(df, out_dir / "results.csv"))
+    df = result_tables.averages(df)
+    files = list(result_tables.write_table(df, out_dir / "results.csv"))
     best = out_dir / "best_layers.csv"
-    report.best_layers(df).to_csv(best, index=False)
-    files += [best, report.plot_by_layer(df, out_dir / "by_layer.png")]
+    result_tables.best_layers(df).to_csv(best, index=False)
+    files += [best, result_tables.plot_by_layer(df, out_dir / "by_layer.png")]
     plugins = {task.task: type(task) for task in tasks}  # "bli" and "bli_csls" are both BLITask's
     for name in sorted(set(df["task"]) & set(plugins)):
         files += plugins[name].report(df, name, out_dir)
@@ -239,7 +239,7 @@ def log_to_mlflow(df: pd.DataFrame, files: list[Path], model: ModelUnderTest, sp
             },
         },
     )
-    metrics = report.mlflow_metrics(df, spec.layer)
+    metrics = result_tables.mlflow_metrics(df, spec.layer)
     metric_logger = MetricLogger(uri, run_id)
     metric_logger.log(metrics, model.step)
     metric_logger.close()

@@ -9,7 +9,7 @@ per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterat
 (``worker_batches``), which says where it stands (``StreamBatches.state``, saved in every checkpoint, so
 a resume continues there, on any number of workers); its data sources' checks; the CPUs its Ray tasks take.
 How rows become batches is the ``WorkerData`` a worker passes in: Ray tasks in a Ray Train worker, or this process
-(tests, debugging), both in ``distalign.preparation.streams``, which runs every stream from here.
+(tests, debugging), both in ``distalign.preparation.ray_streams``, which runs every stream from here.
 
 Shapes: ``B`` rows, ``T`` tokens (a stream's fixed padded width), ``D`` static vector dimension.
 Every stream carries ``row``, the row's identity: its position in its epoch for a table stream, a hash

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distalign.eval.bli import _normalized_pair
+from distalign.eval.bli_metrics import _normalized_pair
 
 __all__ = ["word_similarity_spearman"]
 
