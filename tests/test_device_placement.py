@@ -517,7 +517,8 @@ def test_collectives_on_a_gloo_group_of_one_return_what_they_got(gloo_group):
 
 def test_the_bare_loop_s_info_nce_masks_on_the_labels_device():
     """The GPU bench's Hugging Face Trainer engine: ``torch.eye`` on CPU met CUDA labels
-    (``tools/bench/bare_loop.py``); on meta labels the same line raised "Tensor on device cpu is not on the expected device meta!"."""
+    (``tools/bench/bare_loop.py``); on meta labels the same line raised "Tensor on device cpu is not on the expected
+    device meta!"."""
     from distalign.tools.bench.bare_loop import BareObjectives
 
     words, labels = torch.empty(6, 4, device="meta"), torch.tensor([0, 1, 2, 0, 1, 2], device="meta")
