@@ -23,9 +23,9 @@ import ray.train.torch
 import torch
 
 from distalign.checkpoint import read_stream_states
-from distalign.data.streams import Batch, StreamBatches
+from distalign.data.stream_plugins import Batch, StreamBatches
 from distalign.logs import configure
-from distalign.preparation.streams import RayWorkerData
+from distalign.preparation.ray_streams import RayWorkerData
 from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.checkpoint_store import CheckpointStore
 from distalign.train.failures import recording_failures

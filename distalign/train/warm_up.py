@@ -1,6 +1,6 @@
 """Ray task processes made ready for a run's data tasks while its training workers start.
 
-The first batches of every stream are read and tokenised by Ray tasks (``distalign.preparation.streams``). A
+The first batches of every stream are read and tokenised by Ray tasks (``distalign.preparation.ray_streams``). A
 task's first run in a new worker process pays for the process, its imports (Ray, pyarrow, transformers) and the
 run's tokenizer: seconds, on the way to the first step. Started by the driver as soon as it has joined Ray, these
 processes do that work while Ray Train starts the workers; then they sit idle, and the workers' first data tasks
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ray
 
-from distalign.preparation.streams import staged_tokenizer
+from distalign.preparation.ray_streams import staged_tokenizer
 
 
 @ray.remote(num_cpus=0)  # takes no CPU from the run: started at once, beside Ray Train's workers
