@@ -5,14 +5,19 @@ and logs each phase as ``startup/<phase>_s`` (and ``startup/total_s``) at the fi
 named after the mark that ends it:
 
 - ``imports`` (``distalign train`` only): from the process's start, Python and its imports;
-- ``prepare``: read and check the inputs, generate or reuse the world and the tiny model, stage them;
-- ``ray``: join or start the Ray cluster;
+- ``prepare``: read and check the inputs, generate or reuse the world and the tiny model, stage them (a running
+  cluster in RAY_ADDRESS is joined meanwhile, on a thread: ``distalign.ray_session.connect_in_background``);
+- ``ray``: what is left of joining or starting the Ray cluster (a local one starts once the checks passed), and
+  starting the data tasks' processes (``distalign.train.warm_up``);
 - ``trainer``: open the MLflow run, build the Ray datasets, reserve the corpus CPUs;
 - ``workers``: Ray Train starts the worker group and its process group;
-- ``model``: load the model, build objectives and engine (restore a checkpoint);
+- ``model``: load the model, build objectives and engine (restore a checkpoint); meanwhile each stream's first
+  batch is fetched (``distalign.train.loop.FirstBatchAhead``);
 - ``vanilla_eval``: the step-0 evaluation;
-- ``first_batch``: the first batches of every stream (Ray Data's warm-up);
+- ``first_batch``: what is left of waiting for the first batches of every stream;
 - ``first_step``: the first optimizer step.
+
+Work that runs beside another phase is not a phase of its own: the phases add up to the critical path.
 """
 
 from __future__ import annotations
