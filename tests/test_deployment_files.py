@@ -61,6 +61,12 @@ def test_the_image_builds_on_rays_image_with_the_pinned_torch():
     dockerfile = (CLUSTER / "Dockerfile").read_text()
     assert f"FROM {RAY_IMAGE}" in dockerfile.splitlines()
     assert f"torch=={pinned('torch')}" in dockerfile
+    # the editable package's bytecode is in the image, after its sources (pip compiles only what it installs)
+    lines = dockerfile.splitlines()
+    compiled = next(
+        i for i, line in enumerate(lines) if line.startswith("RUN python -m compileall") and "distalign" in line
+    )
+    assert compiled > max(i for i, line in enumerate(lines) if line.startswith("COPY") and "distalign" in line)
 
 
 @pytest.fixture(scope="module")
