@@ -47,7 +47,6 @@ from distalign.train.model_registry import register_checkpoint
 from distalign.train.plan import TrainingPlan
 from distalign.train.preflight import Checked, check_run
 from distalign.train.startup import StartupClock
-from distalign.train.warm_up import start_data_task_processes
 
 log = logging.getLogger("distalign")
 
@@ -220,10 +219,6 @@ def run_training(
 
     store = open_store_in_background(config.tracking.uri)
     ensure_ray()
-    if trial_report is None:  # (a trial's data tasks find the processes its study's earlier trials left)
-        start_data_task_processes(
-            t.num_workers * len(config.objectives.streams()), prepared.model_path, config.storage.endpoint_url
-        )
     store.join()
     clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
