@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import logging
 import os
-import threading
 from collections.abc import Iterator
-from concurrent.futures import Future
 from pathlib import Path
 from typing import Protocol
 
@@ -22,8 +20,6 @@ import ray.train
 import ray.train.torch
 import torch
 
-from distalign.checkpoint import read_stream_states
-from distalign.data.stream_plugins import Batch, StreamBatches
 from distalign.logs import configure
 from distalign.preparation.ray_streams import RayWorkerData
 from distalign.tracking import WORKER_HTTP_SETTINGS
@@ -123,48 +119,16 @@ def run_worker(plan: TrainingPlan, session: WorkerSession) -> None:
     # worker group that fails again the same way (distalign.train.failures)
     with recording_failures(lambda: recipe.state.step):
         with resumed_from(session.checkpoints(), rank, session.local_rank) as directory:
-            # where the checkpoint's workers stood, however many they were
-            saved = (read_stream_states(directory) if directory is not None else None) or {}
-            data, train = RayWorkerData(rank, workers, plan.corpus, plan.tables), plan.config.train
-            # each stream's first batch is read and tokenised by Ray's tasks while the model loads
-            streams = {
-                name: FirstBatchAhead(stream.worker_batches(data, stream.batch_size(train), saved.get(name)))
-                for name, stream in plan.streams.items()
-            }
             recipe.setup(directory)
         plan.clock.mark("model")
+        data, train = RayWorkerData(rank, workers, plan.corpus, plan.tables), plan.config.train
+        saved = recipe.stream_states or {}  # where the checkpoint's workers stood, however many they were
+        streams = {
+            name: stream.worker_batches(data, stream.batch_size(train), saved.get(name))
+            for name, stream in plan.streams.items()
+        }
         recipe.run(streams, session.report, session.checkpoint_directory)
         session.wait_for_uploads()
-
-
-class FirstBatchAhead:
-    """A stream whose first batch is fetched on a thread from the moment it is made (its Ray tasks started, their
-    worker processes warmed); the batches after it as the stream gives them. Only the caller's first ``next``
-    waits for that thread, and ``state`` is asked for only after it (at a checkpoint)."""
-
-    def __init__(self, batches: StreamBatches):
-        self.batches = batches
-        self.first: Future | None = Future()
-        threading.Thread(target=self._fetch_first, name="first-batch", daemon=True).start()
-
-    def _fetch_first(self) -> None:
-        assert self.first is not None
-        try:
-            self.first.set_result(next(self.batches))
-        except BaseException as err:  # raised to the training loop at its first batch
-            self.first.set_exception(err)
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> Batch:
-        if self.first is not None:
-            first, self.first = self.first, None
-            return first.result()
-        return next(self.batches)
-
-    def state(self) -> dict:
-        return self.batches.state()
 
 
 def train_loop_per_worker(plan: TrainingPlan) -> None:

@@ -10,10 +10,9 @@ named after the mark that ends it:
 - ``ray``: what is left of joining or starting the Ray cluster (a local one starts once the checks passed);
 - ``trainer``: open the MLflow run, build the Ray datasets, reserve the corpus CPUs;
 - ``workers``: Ray Train starts the worker group and its process group;
-- ``model``: load the model, build objectives and engine (restore a checkpoint); meanwhile each stream's first
-  batch is fetched (``distalign.train.loop.FirstBatchAhead``);
+- ``model``: load the model, build objectives and engine (restore a checkpoint);
 - ``vanilla_eval``: the step-0 evaluation;
-- ``first_batch``: what is left of waiting for the first batches of every stream;
+- ``first_batch``: the first batches of every stream (their Ray tasks' processes start, then read and tokenise);
 - ``first_step``: the first optimizer step.
 
 Work that runs beside another phase is not a phase of its own: the phases add up to the critical path.
