@@ -82,8 +82,8 @@ class StudyConfig:
     search: SearchStudy = field(default_factory=SearchStudy)  # instead of grid and language samples
     metric: str = "eval/bli/avg/mrr"  # reported per trial; the best trial is tagged on the parent run
     mode: Literal["min", "max"] = "max"  # whether the lowest or the highest metric is best
-    # trials at once: 0 = as many as the cluster's CPUs and GPUs hold (``distalign.train.trial_resources``), now or at its
-    # autoscaler's maximum, read again as nodes join (``distalign.studies.concurrency``); N = at most N
+    # trials at once: 0 = as many as the cluster's CPUs and GPUs hold (``distalign.train.trial_resources``), now or
+    # at its autoscaler's maximum, read again as nodes join (``distalign.studies.concurrency``); N = at most N
     max_concurrent_trials: int = 0
     # the trial function's own CPUs: it waits on its TorchTrainer, or trains its one worker in its process
     # (train.trial_in_process) in CPUs it reserves besides
