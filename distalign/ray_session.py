@@ -89,12 +89,15 @@ def _keep_ray_sigterm_exit() -> None:
     Ray's exit hook leaves the cluster); and its warning about it, true for the thread only, is dropped."""
     if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
         signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
-    logging.getLogger("ray._private.worker").addFilter(_NotOnMainThread())
+    logging.getLogger("ray._private.worker").addFilter(_NOT_ON_MAIN_THREAD)  # added once (the same object)
 
 
 class _NotOnMainThread(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not record.getMessage().startswith("SIGTERM handler is not set")
+
+
+_NOT_ON_MAIN_THREAD = _NotOnMainThread()
 
 
 def ensure_ray() -> None:
