@@ -33,7 +33,7 @@ from distalign.data import cli as mining_cli
 from distalign.errors import ConfigError, InputError
 from distalign.logs import configure, quiet_console, say
 from distalign.model_store import model_fetch as model_command
-from distalign.ray_session import connect_in_background, leaving_ray, shutdown_ray
+from distalign.ray_session import join_in_background, leaving_ray, shutdown_ray
 from distalign.static import cli as static_cli
 from distalign.synthetic_languages import cli as synthetic_languages_cli
 from distalign.tools.bench import cli as bench_tools_cli
@@ -43,7 +43,7 @@ from distalign.transfer import cli as transfer_cli
 def _train(args) -> int:
     with quiet_console(command_log("train")), leaving_ray():  # a caller's Ray session (a test's) stays up
         # a running cluster (RAY_ADDRESS) is joined beside the imports and checks: joining takes none of its resources
-        connect_in_background(start_local=False)
+        join_in_background()
         from distalign.train import run_summary
         from distalign.train.preflight import load_checked
         from distalign.train.startup import since_process_start

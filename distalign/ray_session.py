@@ -57,18 +57,18 @@ def _connect() -> None:
         ray.init(address=address, log_to_driver=True, **options)
 
 
-# A connection begun by ``connect_in_background``, until ``ensure_ray`` (or ``shutdown_ray``) collects it.
+# A join begun by ``join_in_background``, until ``ensure_ray`` (or ``shutdown_ray``) collects it.
 _connecting: Future | None = None
 
 
-def connect_in_background(start_local: bool) -> None:
-    """Begin ``ensure_ray``'s work on a thread, so that it runs beside the caller's own (checks, preparation): join
-    the cluster in RAY_ADDRESS, or (``start_local``) start a local one; nothing when Ray is up, already connecting,
-    or (without ``start_local``) there is no RAY_ADDRESS. ``ensure_ray`` waits for it and raises its error.
-    Joining a running cluster takes none of its resources: the checks may run beside it. A local cluster is
-    started only once the input checks passed (a bad input never starts one)."""
+def join_in_background() -> None:
+    """Begin joining the cluster in RAY_ADDRESS on a thread, so that it runs beside the caller's own work (imports,
+    input checks): joining a running cluster takes none of its resources. Nothing without RAY_ADDRESS (a local
+    cluster is started by ``ensure_ray`` on the calling thread, once the checks passed: Ray 2.60's local start did
+    not reach its GCS from another thread), when Ray is up or already joining. ``ensure_ray`` waits for it and
+    raises its error."""
     global _connecting
-    if ray_is_up() or _connecting is not None or not (start_local or os.environ.get("RAY_ADDRESS")):
+    if ray_is_up() or _connecting is not None or not os.environ.get("RAY_ADDRESS"):
         return
     _keep_ray_sigterm_exit()
     connecting: Future = Future()
@@ -81,7 +81,7 @@ def connect_in_background(start_local: bool) -> None:
             connecting.set_exception(err)
 
     _connecting = connecting
-    threading.Thread(target=connect, name="ray-connect", daemon=True).start()
+    threading.Thread(target=connect, name="ray-join", daemon=True).start()
 
 
 def _keep_ray_sigterm_exit() -> None:
@@ -101,7 +101,7 @@ _NOT_ON_MAIN_THREAD = _NotOnMainThread()
 
 
 def ensure_ray() -> None:
-    """Join the cluster in RAY_ADDRESS, else start a local one (waiting for ``connect_in_background``'s)."""
+    """Join the cluster in RAY_ADDRESS (waiting for ``join_in_background``'s), else start a local one."""
     global _connecting
     if _connecting is not None:
         connecting, _connecting = _connecting, None
@@ -110,7 +110,7 @@ def ensure_ray() -> None:
 
 
 def shutdown_ray() -> None:
-    """Leave the cluster (stopping a local one), once a connection under way is made. Ray prints the worker lines
+    """Leave the cluster (stopping a local one), once a join under way is made. Ray prints the worker lines
     it held back as repeats on the way out: a command calls this while its console is still routed
     (``distalign.logs.quiet_console``)."""
     global _connecting
@@ -158,7 +158,7 @@ def reserved(bundles: list[dict[str, float]], what: str, timeout_s: float = 600)
 
 def available_resources(gpus_wanted: bool) -> tuple[dict[str, float], str]:
     """(CPU and GPU totals, where) of the cluster a run would use, without starting one: the cluster this process
-    is on (or is joining: ``connect_in_background``, waited for), or the one in RAY_ADDRESS (joined for the
+    is on (or is joining: ``join_in_background``, waited for), or the one in RAY_ADDRESS (joined for the
     question, then left), else this machine as a local Ray cluster would count it (its CPUs; its CUDA devices only
     when ``gpus_wanted``, since counting them imports torch)."""
     address = os.environ.get("RAY_ADDRESS")

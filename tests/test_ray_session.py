@@ -83,18 +83,18 @@ def test_a_submitted_jobs_own_runtime_env_is_left_to_it():
 
 
 def test_a_running_cluster_is_joined_on_a_thread_and_the_run_waits_for_that_join(monkeypatch):
-    """``connect_in_background``: the join of RAY_ADDRESS's cluster runs beside the checks; ``ensure_ray`` waits for
-    it and does not join again. Without RAY_ADDRESS nothing starts before the checks passed (``start_local``)."""
+    """``join_in_background``: the join of RAY_ADDRESS's cluster runs beside the checks; ``ensure_ray`` waits for it
+    and does not join again. Without RAY_ADDRESS nothing starts (a local cluster waits for the checks)."""
     import threading
 
     joins = []  # the thread of each ray.init
     monkeypatch.setattr(ray, "is_initialized", lambda: bool(joins))
     monkeypatch.setattr(ray, "init", lambda **kwargs: joins.append(threading.current_thread()))
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
-    ray_session.connect_in_background(start_local=False)
+    ray_session.join_in_background()
     assert ray_session._connecting is None and joins == []
     monkeypatch.setenv("RAY_ADDRESS", "auto")
-    ray_session.connect_in_background(start_local=False)
+    ray_session.join_in_background()
     ray_session.ensure_ray()
     assert ray_session._connecting is None
     assert len(joins) == 1 and joins[0] is not threading.main_thread()
@@ -109,7 +109,7 @@ def test_a_join_that_fails_on_its_thread_fails_the_caller_that_waits_for_it(monk
         port = s.getsockname()[1]  # closed again: nothing answers there
     monkeypatch.setattr(ray, "is_initialized", lambda: False)
     monkeypatch.setenv("RAY_ADDRESS", f"127.0.0.1:{port}")
-    ray_session.connect_in_background(start_local=False)
+    ray_session.join_in_background()
     with pytest.raises(ConnectionError, match=f"RAY_ADDRESS=127.0.0.1:{port} does not answer"):
         ray_session.ensure_ray()
 
@@ -120,7 +120,7 @@ def test_a_command_leaves_the_cluster_it_was_still_joining(init_calls, monkeypat
     monkeypatch.setattr(ray, "shutdown", lambda: shutdowns.append(True))
     monkeypatch.setenv("RAY_ADDRESS", "auto")
     with pytest.raises(ValueError), ray_session.leaving_ray():
-        ray_session.connect_in_background(start_local=False)
+        ray_session.join_in_background()
         monkeypatch.setattr(ray, "is_initialized", lambda: True)
         raise ValueError("a bad input")
     assert len(init_calls) == 1 and shutdowns == [True] and ray_session._connecting is None

@@ -28,7 +28,7 @@ from distalign.models.loading import is_hub_name
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
 from distalign.preparation.resume_checks import check_resume
-from distalign.ray_session import available_resources, connect_in_background
+from distalign.ray_session import available_resources, join_in_background
 from distalign.storage import check_storage, node_local
 from distalign.tracking import check_reachable
 
@@ -73,7 +73,7 @@ def check_run(
     problems = problems if problems is not None else Problems()
     config_valid = not problems
     if resources:  # the cluster in RAY_ADDRESS is joined while the inputs are read (it is asked last)
-        connect_in_background(start_local=False)
+        join_in_background()
     found = []
     with problems.check():
         check_reachable(config.tracking.uri)

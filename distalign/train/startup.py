@@ -6,8 +6,8 @@ named after the mark that ends it:
 
 - ``imports`` (``distalign train`` only): from the process's start, Python and its imports;
 - ``prepare``: read and check the inputs, generate or reuse the world and the tiny model, stage them (a running
-  cluster in RAY_ADDRESS is joined meanwhile, on a thread: ``distalign.ray_session.connect_in_background``);
-- ``ray``: what is left of joining or starting the Ray cluster (a local one starts once the checks passed);
+  cluster in RAY_ADDRESS is joined meanwhile, on a thread: ``distalign.ray_session.join_in_background``);
+- ``ray``: start the local Ray cluster, or what is left of joining the running one;
 - ``trainer``: open the MLflow run, build the Ray datasets, reserve the corpus CPUs;
 - ``workers``: Ray Train starts the worker group and its process group;
 - ``model``: load the model, build objectives and engine (restore a checkpoint);

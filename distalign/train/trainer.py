@@ -29,7 +29,7 @@ from distalign.preparation.ray_streams import corpus_feed, reserve_corpus_cpus, 
 from distalign.preparation.resume_checks import kept_schedule
 from distalign.preparation.schedule import RunSchedule, run_schedule
 from distalign.preparation.staging import stage_inputs
-from distalign.ray_session import connect_in_background, ensure_ray
+from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
     BEST_CHECKPOINT_TAG,
@@ -190,7 +190,6 @@ def run_training(
     clock = clock or StartupClock()  # the start-up phases (``distalign.train.startup``) from here on
     # every bad input reported, all at once, before Ray (a Tune trial's share of the cluster is Tune's to check)
     checked = checked or check_run(config, resources=trial_report is None)
-    connect_in_background(start_local=True)  # the inputs passed: Ray starts (or joining goes on) meanwhile
     prepared = stage_inputs(checked.prepared, config)
     clock.mark("prepare")
     t = config.train
