@@ -197,7 +197,7 @@ def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
         languages=list(LANGUAGES),
         word_pairs=stored,
         corpus=feed,
-        tables={"constraints": TableStream(stored, None, config, 0.25)},
+        tables={"constraints": TableStream(stored, None, config.run_facts(), 0.25)},
     )
     return len(pickle.dumps(plan, protocol=5))
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from distalign.config.loader import coerce, flatten
+from distalign.data.run_facts import RunFacts
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, Problems, require
@@ -469,6 +470,20 @@ class ExperimentConfig:
     def storage_is_remote(self) -> bool:
         return "://" in self.storage.path
 
+    def run_facts(self) -> RunFacts:
+        """What the objective and stream plugins read of the run beside their own sections."""
+        return RunFacts(
+            seed=self.train.seed,
+            static_batch_size=self.train.static_batch_size,
+            max_seq_length=self.data.max_seq_length,
+            pack_sequences=self.data.pack_sequences,
+            sampling_alpha=self.data.sampling_alpha,
+            has_static_vectors=bool(self.data.static_vectors),
+            has_parallel_data=bool(self.data.parallel),
+            max_word_tokens=self.model.max_word_tokens,
+            tiny_model_layers=self.model.tiny.num_layers if self.model.name_or_path == "tiny" else None,
+        )
+
 
 def validate(config: ExperimentConfig) -> None:
     """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
@@ -582,13 +597,13 @@ def validate_corpus_source(src: CorpusSource, key: str) -> None:
 
 def validate_objectives(config: ExperimentConfig) -> None:
     """Weights, each active plugin's own checks, and at most one data-side preparer per stream."""
-    o = config.objectives
+    o, facts = config.objectives, config.run_facts()
     for name, section in o.items():
         require(section.weight >= 0, f"objectives.{name}.weight", "must be >= 0")
     require(bool(o.active()), "objectives", "every objective has weight 0: nothing to train")
     preparers: dict[str, str] = {}
     for name, (plugin, section) in o.active().items():
-        plugin.validate(section, config, f"objectives.{name}")
+        plugin.validate(section, facts, f"objectives.{name}")
         if plugin.prepares:  # two objectives cannot both transform (e.g. mask) the same batches
             other = preparers.setdefault(plugin.stream, name)
             require(

@@ -61,6 +61,7 @@ from torch import nn
 
 from distalign.data.batches import LABEL_INDEX, TensorSpec
 from distalign.data.row_random import RowRandom
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.models.language_embeddings import (
     LanguageConditionedLMHead,
@@ -566,12 +567,12 @@ class DictMLMObjective(Objective):
         )
 
     @classmethod
-    def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: DictMLMConfig, facts: RunFacts, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(0 <= cfg.synonym_label_percent <= 100, f"{key}.synonym_label_percent", "must be in [0, 100]")
         require(0 <= cfg.switch_prob <= 1, f"{key}.switch_prob", "must be in [0, 1]")
         require(
-            not (cfg.tlm and experiment.data.pack_sequences),
+            not (cfg.tlm and facts.pack_sequences),
             f"{key}.tlm",
             "pairs one sentence with its code-switched copy: set data.pack_sequences=false",
         )

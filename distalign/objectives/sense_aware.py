@@ -43,6 +43,7 @@ from torch import nn
 
 from distalign.collectives import all_gather_rows
 from distalign.data.batches import LABEL_INDEX
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.objectives.base import DataContext, EditParameters, Objective, ObjectiveContext, edit_in_place
 from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking, labelled_rows
@@ -259,7 +260,7 @@ class SenseAwareObjective(Objective):
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @classmethod
-    def validate(cls, cfg: SenseAwareConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: SenseAwareConfig, facts: RunFacts, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(cfg.num_senses >= 1, f"{key}.num_senses", "must be >= 1")
         require(cfg.queue_size > cfg.proj_dim >= 1, f"{key}.queue_size", "must exceed proj_dim >= 1")

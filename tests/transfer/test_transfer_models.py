@@ -239,7 +239,7 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     from distalign.eval.selection import evaluate_bli, in_loop_settings
     from distalign.models.encoder import Encoder
 
-    test_sets, settings = recipe.plan.bli_test_sets, in_loop_settings(config)
+    test_sets, settings = recipe.plan.bli_test_sets, in_loop_settings(config.eval, config.model, seed=config.train.seed)
     assert {(t.lang1, t.lang2) for t in test_sets} and all(t.lang1 != t.lang2 for t in test_sets)
     in_loop = recipe.evaluate()
     in_loop = {k: v for k, v in in_loop.items() if k.startswith("eval/bli/")}
