@@ -30,6 +30,7 @@ from distalign.config.schema import (
     TrainConfig,
     default_objectives,
     objectives_from_dict,
+    register_section_check,
     validate,
 )
 from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
@@ -64,6 +65,7 @@ __all__ = [
     "objectives_from_dict",
     "read_config",
     "read_mapping",
+    "register_section_check",
     "resolve_path",
     "resolve_paths",
     "resolve_tracking_uri",

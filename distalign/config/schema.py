@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -485,11 +486,24 @@ class ExperimentConfig:
         )
 
 
+# Checks of sections whose rules live in a higher layer, by section: ``eval.transfer``'s (the transfer tasks and their
+# spec) in ``distalign.transfer.training``, which registers it when imported (imports keep running down). Every
+# command that runs a config's training imports its module first.
+SectionCheck = Callable[[ExperimentConfig], None]
+SECTION_CHECKS: dict[str, SectionCheck] = {}
+
+
+def register_section_check(section: str, check: SectionCheck) -> None:
+    """Make ``validate`` (so ``load_config``) run ``check`` on every config; its errors name keys of ``section``."""
+    SECTION_CHECKS[section] = check
+
+
 def validate(config: ExperimentConfig) -> None:
     """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
     spans sections: the data sources for the active objectives' streams and each active objective's
-    own checks. Errors name the dotted key; independent checks all run, and their errors are raised together
-    (``ConfigErrors``)."""
+    own checks; then, on a config that passed those, the checks higher layers registered (``SECTION_CHECKS``: they
+    read other sections). Errors name the dotted key; independent checks all run, and their errors are raised
+    together (``ConfigErrors``)."""
     # the streams (torch, the tokenizers) are imported by a run's checks, not by reading a config
     from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
 
@@ -562,6 +576,10 @@ def validate(config: ExperimentConfig) -> None:
         for stream in STREAMS.values():
             with problems.check():
                 stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
+    if not problems:
+        for section_check in SECTION_CHECKS.values():
+            with problems.check():
+                section_check(config)
     problems.raise_any()
 
 

@@ -45,17 +45,15 @@ def _run_trial(config: ExperimentConfig, shared: SharedInputs) -> None:
 
     from distalign.logs import configure
     from distalign.train.preflight import check_run
-    from distalign.train.trainer import run_training
-    from distalign.transfer.training import transfer_after_training
+    from distalign.transfer.experiment import run_experiment
 
     configure()  # the lines below reach the terminal from the trial's first one on
     # its own checks (its storage, its checkpoints to resume), on the shared inputs: not read again
     checked = check_run(config, resources=False, prepared=shared.prepared(config))
     # a one-worker trial trains in this process and reports itself; a worker group reports through the callback
-    outcome = run_training(config, callbacks=[TuneReportCallback()], trial_report=tune.report, checked=checked)
-    final = outcome.test_metrics | transfer_after_training(config, outcome)
-    if final:
-        tune.report(final | {"step": outcome.metrics.get("step")})
+    outcome = run_experiment(config, checked=checked, callbacks=[TuneReportCallback()], trial_report=tune.report)
+    if outcome.final_metrics:
+        tune.report(outcome.final_metrics | {"step": outcome.training.metrics.get("step")})
 
 
 def _trial(params: dict[str, Any], shared: SharedInputs) -> None:
