@@ -55,7 +55,7 @@ class ModelConfig:
             check_local_model(self.name_or_path, "model.name_or_path")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DataConfig:
     # "synthetic" generates the whole world; "files" reads the sources below.
     source: Literal["synthetic", "files"] = "synthetic"
@@ -217,7 +217,7 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
     return objectives
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainConfig:
     num_workers: int = 2  # Ray Train workers (data-parallel ranks; one GPU each with use_gpu)
     # > 0: the run may go on with fewer workers, down to this many, when the cluster shrinks (a lost node): Ray
@@ -367,7 +367,7 @@ class TransferEvalConfig:
         )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EvalConfig:
     every: int = 50  # steps between in-loop evaluations (0 = only at start and end)
     # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT code: 0.05)
@@ -447,7 +447,7 @@ class RunConfig:
         require(bool(self.name) and "/" not in self.name, "run.name", "must be a non-empty name without '/'")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExperimentConfig:
     run: RunConfig = field(default_factory=RunConfig)
     model: ModelConfig = field(default_factory=ModelConfig)

@@ -139,7 +139,7 @@ def dcca_loss(h1: torch.Tensor, h2: torch.Tensor, k: int, eps: float = 1e-8) -> 
     return (-corr[: int(k)].sum()).to(out_dtype)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StaticAlignConfig:
     # a word's contextual vector (encoded alone, model.word_layer) pulled to its static vector from
     # data.static_vectors; the static side is fixed, only the encoder learns

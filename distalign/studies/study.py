@@ -75,7 +75,7 @@ class SearchStudy:
     seed: int = 0  # Optuna's sampler
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StudyConfig:
     study: str = "study"  # MLflow parent run name; trials are <study>-000, <study>-001, ...
     base: str = ""  # experiment config (absolute, or relative to the study file)

@@ -81,7 +81,7 @@ def test_fine_tuning_with_adapters_moves_adapters_and_head_and_leaves_the_encode
 
     monkeypatch.setattr(finetune, "evaluate", evaluate)
     result = fine_tune(
-        FineTuneJob("udpos", 0, with_adapters, SETTINGS),
+        FineTuneJob(task="udpos", seed=0, model_path=with_adapters, settings=SETTINGS),
         task_data(UDPOSTask, data_dir, tokenizer),
         tokenizer.pad_token_id,
         0,
@@ -166,7 +166,7 @@ def test_fine_tuning_adds_the_source_row_and_each_test_language_its_own(setup, t
     tokenizer = load_tokenizer(str(model_dir))
     data = task_data(UDPOSTask, data_dir, tokenizer)
     fine_tune(
-        FineTuneJob("udpos", 0, str(model_dir), SETTINGS, source="de"),
+        FineTuneJob(task="udpos", seed=0, model_path=str(model_dir), settings=SETTINGS, source="de"),
         data,
         tokenizer.pad_token_id,
         0,
