@@ -1,5 +1,6 @@
 """Running a study: Ray Tune over the trials of a study file, each trial a full training run (Train V2
-pattern: the trial function runs ``run_training`` with a ``TuneReportCallback``; a one-worker trial trains in
+pattern: the trial function runs ``run_experiment``, training with a ``TuneReportCallback`` then ``eval.transfer``,
+as ``distalign train`` does; a one-worker trial trains in
 the trial's process, which Tune reuses for the next trial), one MLflow parent run for the study with a nested
 run per trial. A study started again with the same name (and storage)
 resumes: Tune restores it and runs only the trials that had not finished."""
