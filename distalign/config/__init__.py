@@ -1,11 +1,11 @@
 """The experiment configuration: typed dataclasses, YAML in, dotted ``key=value`` overrides.
 
-Everything a run needs is in one ``ExperimentConfig``. ``load_config`` validates it completely
-(unknown keys, wrong types, missing files, impossible values, and the checks higher layers register for the sections
-whose rules they own: ``register_section_check``) before any Ray resources are taken, and every error names the
-dotted key that is wrong. The plugins below it see their own sections and ``ExperimentConfig.run_facts()``, never
-the whole config. Read once: values derived from it later (the
-steps of ``train.epochs``, a trial's seed and name) live in typed values of their own, never in it.
+Everything a run needs is in one ``ExperimentConfig``. ``load_config`` validates it completely (unknown keys, wrong
+types, missing files, impossible values, and the checks higher layers register for the sections whose rules they
+own: ``register_section_check``) before any Ray resources are taken, and every error names the dotted key that is
+wrong. The plugins below it see their own sections and ``ExperimentConfig.run_facts()``, never the whole config.
+Read once: values derived from it later (the steps of ``train.epochs``, a trial's seed and name) live in typed
+values of their own, never in it.
 
 - ``loader``: generic typed YAML -> dataclasses, dotted overrides
 - ``schema``: the experiment's sections and their checks
