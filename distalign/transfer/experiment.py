@@ -14,7 +14,7 @@ from distalign.config import ExperimentConfig
 from distalign.train import trainer
 from distalign.train.preflight import Checked
 from distalign.train.startup import StartupClock
-from distalign.transfer.training import transfer_after_training
+from distalign.transfer.training import check, transfer_after_training
 
 
 @dataclass(frozen=True)
@@ -39,6 +39,9 @@ def run_experiment(
 ) -> ExperimentOutcome:
     """Train as ``config`` says, then transfer its models (``eval.transfer``). ``checked``, ``clock``, ``callbacks``
     and ``trial_report`` go to ``run_training``; ``progress`` gets the transfer's lines."""
+    # load_config ran it if this module was imported by then; else (a config loaded first) it runs here, before
+    # training, not after hours of it
+    check(config)
     training = trainer.run_training(
         config, callbacks=callbacks, clock=clock, trial_report=trial_report, checked=checked
     )

@@ -225,3 +225,17 @@ def test_train_and_check_commands_check_the_section_before_training(command, mon
     monkeypatch.setattr(distalign.train.trainer, "run_training", lambda *a, **k: pytest.fail("training started"))
     assert main([command, QUICKSTART, *WORLD, "eval.transfer.tasks=[xnli]"]) == 2
     assert "eval.transfer.tasks[0]: 'xnli' is not one of ['udpos', 'pawsx']" in capsys.readouterr().err
+
+
+def test_run_experiment_checks_the_section_before_training_a_config_loaded_unchecked(monkeypatch):
+    """A config loaded before ``distalign.transfer.training`` registered its check (here: the registry emptied) is
+    checked by ``run_experiment`` itself, before training starts."""
+    import distalign.train.trainer
+    from distalign.config import schema
+    from distalign.transfer.experiment import run_experiment
+
+    monkeypatch.setattr(schema, "SECTION_CHECKS", {})
+    config = load_config(QUICKSTART, [*WORLD, "eval.transfer.tasks=[xnli]"])  # not checked: nothing registered
+    monkeypatch.setattr(distalign.train.trainer, "run_training", lambda *a, **k: pytest.fail("training started"))
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.tasks\[0\]: 'xnli' is not one of \['udpos', 'pawsx'\]"):
+        run_experiment(config)
