@@ -2,7 +2,7 @@
 read (their checks, their tokenisation, their draws).
 
 A plugin sits below the experiment config (``distalign.config``) and never sees it whole: it gets its own typed
-section and these facts, built once by ``ExperimentConfig.run_facts()``. A plugin that needs another fact of the
+section and these facts, built once by the experiment config's ``run_facts()``. A plugin that needs another fact of the
 run adds a field here, named after the key it comes from.
 """
 
