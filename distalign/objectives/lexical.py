@@ -57,7 +57,7 @@ import torch.nn.functional as F
 
 from distalign import collectives
 from distalign.data.run_facts import RunFacts
-from distalign.data.streams import WordPairTokens
+from distalign.data.stream_plugins import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext

@@ -5,7 +5,7 @@
 
 ``check`` builds the transfer spec from the config (the task names, the spec's keys and values, the data folders)
 before training takes any Ray resources: ``load_config`` runs it (registered with ``distalign.config`` here).
-``transfer_after_training`` runs ``distalign transfer``'s protocol (``runner.run_transfer``) on the starting model
+``transfer_after_training`` runs ``distalign transfer``'s protocol (``zero_shot.run_transfer``) on the starting model
 (step 0), the checkpoints of ``at_steps`` and the selected (or last) checkpoint, in that order (a checkpoint in
 remote storage is downloaded first), each logged into the training run at its step:
 ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar plot of every model
@@ -34,9 +34,9 @@ from distalign.config import (
 )
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
-from distalign.transfer.runner import run_transfer, target_languages, validate
-from distalign.transfer.spec import TransferSpec, TransferTrackingConfig
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
+from distalign.transfer.transfer_spec import TransferSpec, TransferTrackingConfig
+from distalign.transfer.zero_shot import run_transfer, target_languages, validate
 
 # TransferSpec keys the training run sets itself (eval.transfer.tasks / data_dir, its checkpoints, its MLflow run)
 RUN_KEYS = ("model", "tasks", "data_dir", "output_dir", "storage_path", "tracking", "compare_to")
