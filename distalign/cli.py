@@ -41,10 +41,10 @@ from distalign.transfer import cli as transfer_cli
 
 
 def _train(args) -> int:
+    from distalign.studies.experiment import run_experiment  # (its import registers eval.transfer's check)
     from distalign.train import run_summary
     from distalign.train.preflight import load_checked
     from distalign.train.startup import since_process_start
-    from distalign.transfer.experiment import run_experiment  # (its import registers eval.transfer's check)
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     # `distalign check`'s checks, every problem reported at once, before training takes Ray resources

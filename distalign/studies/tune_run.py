@@ -15,13 +15,7 @@ from typing import Any
 from distalign.config import ExperimentConfig
 from distalign.studies.progress import TrialProgress
 from distalign.studies.shared_inputs import SharedInputs, check_trials, share
-from distalign.studies.study import (
-    concurrent_trials,
-    largest_trial,
-    load_study,
-    trial_function_resources,
-    trial_resources,
-)
+from distalign.studies.study import load_study
 from distalign.studies.study_results import child_runs, log_study_summary, tag_value
 from distalign.studies.trials import (
     TAG,
@@ -31,6 +25,12 @@ from distalign.studies.trials import (
     describe_trial,
     trial_config,
     trial_train,
+)
+from distalign.train.trial_resources import (
+    concurrent_trials,
+    largest_trial,
+    trial_function_resources,
+    trial_resources,
 )
 
 log = logging.getLogger("distalign")
@@ -45,8 +45,8 @@ def _run_trial(config: ExperimentConfig, shared: SharedInputs) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from distalign.logs import configure
+    from distalign.studies.experiment import run_experiment
     from distalign.train.preflight import check_run
-    from distalign.transfer.experiment import run_experiment
 
     configure()  # the lines below reach the terminal from the trial's first one on
     # its own checks (its storage, its checkpoints to resume), on the shared inputs: not read again

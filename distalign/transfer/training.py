@@ -9,7 +9,7 @@ before training takes any Ray resources: ``load_config`` runs it (registered wit
 (step 0), the checkpoints of ``at_steps`` and the selected (or last) checkpoint, in that order (a checkpoint in
 remote storage is downloaded first), each logged into the training run at its step:
 ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar plot of every model
-so far (``transfer/step_<n>/transfer_<task>.png``). ``distalign.transfer.experiment.run_experiment`` runs it after
+so far (``transfer/step_<n>/transfer_<task>.png``). ``distalign.studies.experiment.run_experiment`` runs it after
 training, for ``distalign train`` and a study's trials; a Tune trial reports the final model's values, so a study
 may select by them.
 
@@ -23,7 +23,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from distalign.checkpoint import STATE_FILE, parse_state, read_state
+from distalign.checkpoint import CHECKPOINT_DIR_PREFIX, STATE_FILE, parse_state, read_state
 from distalign.config import (
     ConfigError,
     ExperimentConfig,
@@ -126,12 +126,11 @@ def kept_checkpoints(config: ExperimentConfig) -> dict[int, str]:
     import pyarrow.fs
 
     from distalign.storage import run_location
-    from distalign.train.checkpoint_store import PREFIX as CHECKPOINT_PREFIX
 
     fs, root, scheme = run_location(config.storage.path, config.storage.endpoint_url, config.run.name)
     kept = {}
     for info in fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)):
-        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX):
+        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_DIR_PREFIX):
             state = fs.get_file_info(f"{info.path}/{STATE_FILE}")
             if state.type == pyarrow.fs.FileType.File:  # a checkpoint still being written has none yet
                 with fs.open_input_stream(state.path) as stream:

@@ -232,7 +232,7 @@ def test_run_experiment_checks_the_section_before_training_a_config_loaded_unche
     checked by ``run_experiment`` itself, before training starts."""
     import distalign.train.trainer
     from distalign.config import schema
-    from distalign.transfer.experiment import run_experiment
+    from distalign.studies.experiment import run_experiment
 
     monkeypatch.setattr(schema, "SECTION_CHECKS", {})
     config = load_config(QUICKSTART, [*WORLD, "eval.transfer.tasks=[xnli]"])  # not checked: nothing registered
