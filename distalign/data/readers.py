@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from distalign.data.dictionary_checks import check_name, check_scripts, header_row
 from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
+from distalign.data.sources import ParallelSource
 from distalign.errors import InputError  # defined at the bottom layer (the CLI catches it without pyarrow)
 from distalign.languages import language_code
 
@@ -289,3 +290,17 @@ def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str, lang2:
         pairs.append((a, b))
     report.rows = len(pairs)
     return _parallel_table(pairs, lang1, lang2, path1), report
+
+
+def read_parallel(sources: list[ParallelSource], reports: list[ReadReport]) -> pa.Table:
+    """Every source's translation pairs (text1, lang1, text2, lang2), bad rows counted in ``reports``."""
+    tables = []
+    for src in sources:
+        table, report = (
+            read_parallel_tsv(src.path, src.lang1, src.lang2)
+            if src.path
+            else read_parallel_files(src.path1, src.path2, src.lang1, src.lang2)
+        )
+        tables.append(table)
+        reports.append(report)
+    return pa.concat_tables(tables)

@@ -22,6 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from distalign.config import ExperimentConfig, read_config, validate
+from distalign.data.streams import STREAMS
 from distalign.errors import ConfigError, Problems, require_writable
 from distalign.model_store.locate import check_model, is_storage_uri
 from distalign.models.loading import is_hub_name
@@ -173,13 +174,13 @@ def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[st
         lines.append(f"corpus {source.lang}: {where}")
     if prepared.validation is not None:
         lines.append(f"validation sentences: {len(prepared.validation)}")
-    if prepared.parallel is not None:
-        lines.append(
-            f"parallel pairs: {len(prepared.parallel)} (at least train.parallel_batch_size x "
-            f"train.num_workers = {t.parallel_batch_size * t.num_workers} needed)"
-        )
-    if prepared.static is not None:
-        lines.append(f"static targets: {len(prepared.static)} words")
+    for name, table in sorted(prepared.tables.items()):
+        if name != "constraints":  # above, with its language pairs
+            stream = STREAMS[name]
+            lines.append(
+                f"{name} stream: {len(table)} rows (at least {stream.batch_size_key} x train.num_workers = "
+                f"{stream.batch_size(t) * t.num_workers} needed)"
+            )
     for name, pairs in (
         ("evaluation (in-loop BLI)", prepared.eval_pairs),
         ("test (BLI after training)", prepared.test_pairs),

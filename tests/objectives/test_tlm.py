@@ -205,7 +205,7 @@ def test_tlm_share_of_a_step_on_prepared_batches(tmp_path, monkeypatch):
         "objectives.tlm.mask_prob=0.3",
     )
     prepared = prepare_data(config)
-    assert len(prepared.parallel) == 200 and {"xa", "xb"} <= set(prepared.languages)
+    assert len(prepared.tables["parallel"]) == 200 and {"xa", "xb"} <= set(prepared.languages)
     streams = local_streams(prepared, config)
     assert set(streams) == {"corpus", "parallel"}
     tlm_rows = mlm_rows = 0
@@ -242,9 +242,11 @@ def test_parallel_share_keeps_a_share_of_the_corpus_and_only_those_pairs_reach_t
     (xa,) = [src for src in prepared.corpus.sources if src.lang == "xa"]
     corpus_xa = sum(1 for path in xa.paths for line in open(path) if line.strip())
     kept = round(0.1 * corpus_xa)
-    assert len(prepared.parallel) == kept < 400
+    assert len(prepared.tables["parallel"]) == kept < 400
     read = set(zip(*(read_parallel_tsv(pairs, "xa", "xb")[0][c].to_pylist() for c in ("text1", "text2"))))
-    chosen = set(zip(prepared.parallel["text1"].to_pylist(), prepared.parallel["text2"].to_pylist()))
+    chosen = set(
+        zip(prepared.tables["parallel"]["text1"].to_pylist(), prepared.tables["parallel"]["text2"].to_pylist())
+    )
     assert chosen <= read
     stream = local_streams(prepared, config)["parallel"]
     seen = set()
