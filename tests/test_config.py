@@ -142,7 +142,7 @@ def test_published_settings_are_the_papers():
     ):
         babel = raw(name)
         assert babel["objectives"]["lexical"]["temperature"] == 0.07, name
-        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["constraint_batch_size"]) == (
+        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["batch_sizes"]["constraints"]) == (
             lr,
             batch,
         ), name
@@ -166,7 +166,7 @@ def test_published_settings_are_the_papers():
     assert raw("sense_aware.yaml")["objectives"]["sense_aware"]["prune_beta"] == 0.0  # pruning: SaELMo only (§4)
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
-    assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128
+    assert align["train"]["num_workers"] * align["train"]["batch_sizes"]["corpus"] == 128
     # DICT-MLM §3.1: mBERT's shape from scratch, LAMB lr 0.0016, 8,192 sequences a step, 500K steps
     dict_mlm = raw("dict_mlm.yaml")
     assert dict_mlm["objectives"]["dict_mlm"]["synonym_label_percent"] == 50  # DICT-MLM-50
@@ -177,7 +177,7 @@ def test_published_settings_are_the_papers():
     }
     t = dict_mlm["train"]
     assert (t["optimizer"], t["lr"], t["max_steps"]) == ("lamb", 0.0016, 500000)
-    assert t["num_workers"] * t["corpus_batch_size"] * t["grad_accum_steps"] == 8192
+    assert t["num_workers"] * t["batch_sizes"]["corpus"] * t["grad_accum_steps"] == 8192
     rerun = raw("dict_mlm_align_rerun.yaml")  # ALIGN-MLM's re-run: AdamW 1e-4, its 8-layer model, App. G.4's variant
     assert "optimizer" not in rerun["train"] and rerun["train"]["lr"] == 1e-4
     objective = rerun["objectives"]["dict_mlm"]
@@ -205,7 +205,7 @@ def test_published_settings_are_the_papers():
         assert raw(name)["data"]["pack_sequences"] is True, name
     # the authors' scripts: 4 sequences and 64 words per micro-batch, 16 accumulated (64 and 1,024 a step)
     t = static["train"]
-    assert (t["corpus_batch_size"], t["static_batch_size"], t["grad_accum_steps"]) == (4, 64, 16)
+    assert (t["batch_sizes"]["corpus"], t["batch_sizes"]["static"], t["grad_accum_steps"]) == (4, 64, 16)
 
 
 def test_quickstart_study_builds_the_grid():

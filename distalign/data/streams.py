@@ -229,7 +229,8 @@ def take_rows(pending: list[RaggedRows], size: int) -> RaggedRows:
 class Stream:
     name: ClassVar[str]
     doc: ClassVar[str]
-    batch_size_key: ClassVar[str]  # the train.* field giving this stream's rows per worker per step
+    default_batch_size: ClassVar[int]  # rows per worker per micro-batch unless train.batch_sizes.<name> says
+    minimum_batch_size: ClassVar[int] = 1
     tensors: ClassVar[tuple[TensorSpec, ...]]
     Settings: ClassVar[type]  # its tokenisation settings (a frozen dataclass)
     # True: a table the driver reads once (``table``), split among the workers by row; False: each worker
@@ -244,8 +245,14 @@ class Stream:
     def names(self) -> set[str]:
         return {t.name for t in self.tensors}
 
+    @property
+    def batch_size_key(self) -> str:
+        """The config key of its batch size."""
+        return f"train.batch_sizes.{self.name}"
+
     def batch_size(self, train_config) -> int:
-        return getattr(train_config, self.batch_size_key.removeprefix("train."))
+        """Rows per worker per micro-batch (``train.batch_sizes``)."""
+        return train_config.batch_sizes.get(self.name, self.default_batch_size)
 
     def settings(self, config, languages: list[str]) -> Any:
         """The run's tokenisation settings for this stream, before the objectives refine them."""
@@ -319,7 +326,8 @@ class WordPairTokens:
 class ConstraintsStream(Stream):
     name = "constraints"
     doc = "word pairs (lexical constraints / dictionary entries), each word encoded on its own"
-    batch_size_key = "train.constraint_batch_size"
+    default_batch_size = 32
+    minimum_batch_size = 2  # InfoNCE: a pair's negatives are the batch's other pairs
     tensors = (
         _word_pair_side("1")
         + _word_pair_side("2")
@@ -384,7 +392,7 @@ class SentenceTokens:
 class CorpusSentencesStream(Stream):
     name = "corpus"
     doc = "corpus sentences, whitespace words split into subwords"
-    batch_size_key = "train.corpus_batch_size"
+    default_batch_size = 16
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
@@ -451,7 +459,7 @@ class WordTokens:
 class StaticVectorsStream(Stream):
     name = "static"
     doc = "words with their fixed static vectors"
-    batch_size_key = "train.static_batch_size"
+    default_batch_size = 64
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
@@ -474,7 +482,16 @@ class StaticVectorsStream(Stream):
     needs_model = True  # derived targets are the starting model's own words' vectors
 
     def prepare(self, inputs: StreamInputs) -> pa.Table | None:
-        return inputs.static_targets()
+        targets = inputs.static_targets()
+        if targets is not None:
+            self.require_batch_per_worker(
+                len(targets),
+                inputs,
+                "data.static_vectors",
+                f"{len(targets)} words",
+                f"give more vectors, or a smaller {self.batch_size_key}",
+            )
+        return targets
 
 
 @dataclass(frozen=True)
@@ -492,7 +509,7 @@ class ParallelSentencesStream(Stream):
 
     name = "parallel"
     doc = "translation pairs, both sentences in one sequence"
-    batch_size_key = "train.parallel_batch_size"
+    default_batch_size = 16
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),

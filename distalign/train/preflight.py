@@ -162,8 +162,8 @@ def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[st
     if len(prepared.constraints) or "constraints" in config.objectives.streams():
         lines.append(
             f"constraints: {len(prepared.constraints)} pairs ({prepared.excluded_constraints} with evaluation "
-            f"words left out; at least train.constraint_batch_size x train.num_workers = "
-            f"{t.constraint_batch_size * t.num_workers} needed): {pair_counts(prepared.constraints)}"
+            f"words left out; at least train.batch_sizes.constraints x train.num_workers = "
+            f"{STREAMS['constraints'].batch_size(t) * t.num_workers} needed): {pair_counts(prepared.constraints)}"
         )
     for source in prepared.corpus.sources:
         where = (

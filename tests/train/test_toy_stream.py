@@ -38,7 +38,7 @@ class WordLengthStream(Stream):
 
     name = "word_length"
     doc = "a word alone, with its length"
-    batch_size_key = "train.constraint_batch_size"
+    batch_size_key = "train.batch_sizes.constraints"
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
