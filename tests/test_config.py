@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass, resolve_tracking_uri
+from distalign.data.streams import STREAMS
 from distalign.studies import load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
@@ -540,3 +541,19 @@ def test_a_relative_path_is_the_working_directorys_first_then_the_config_files(t
     assert resolve_path("both.tsv", beside_config) == str(cwd / "both.tsv")
     assert resolve_path("nowhere.tsv", beside_config) == str(cwd / "nowhere.tsv")
     assert "working directory first, then beside the config" in render_pages()["config.md"].replace("\n", " ")
+
+
+def test_batch_sizes_are_by_stream_and_the_old_keys_name_the_new_one(tmp_path):
+    config = load_config(None, ["train.batch_sizes.constraints=8"])
+    assert STREAMS["constraints"].batch_size(config.train) == 8
+    assert STREAMS["corpus"].batch_size(config.train) == STREAMS["corpus"].default_batch_size  # left out: its own
+    with pytest.raises(ConfigError, match=r"train\.constraint_batch_size is now train\.batch_sizes\.constraints"):
+        load_config(None, ["train.constraint_batch_size=8"])
+    old = tmp_path / "old.yaml"
+    old.write_text("train:\n  static_batch_size: 32\n")
+    with pytest.raises(ConfigError, match=r"train\.static_batch_size is now train\.batch_sizes\.static"):
+        load_config(old)
+    with pytest.raises(ConfigError, match=r"train\.batch_sizes\.words: no such stream"):
+        load_config(None, ["train.batch_sizes.words=8"])
+    with pytest.raises(ConfigError, match=r"train\.batch_sizes\.constraints: must be >= 2"):
+        load_config(None, ["train.batch_sizes.constraints=1"])
