@@ -16,7 +16,7 @@ from distalign.preparation.inputs import prepare_data
 from distalign.preparation.resume import kept_schedule
 from distalign.preparation.schedule import run_schedule
 from distalign.preparation.streams import local_streams
-from distalign.preparation.table_rows import MappedTable, content_digest, store_table
+from distalign.preparation.table_rows import MappedTable, store_table
 from distalign.storage import run_location
 
 
@@ -121,15 +121,3 @@ def test_a_resume_keeps_the_first_starts_schedule_on_another_worker_count(world,
     assert kept_schedule(on_four, run_schedule(on_four, prepared)) == first  # the resume keeps it
     longer = load_config(QUICKSTART, base + ["train.num_workers=4", "train.epochs=3"])
     assert kept_schedule(longer, run_schedule(longer, prepared)) == run_schedule(longer, prepared)  # asked anew
-
-
-def test_a_tables_digest_is_of_its_rows_not_of_the_buffers_a_slice_views():
-    """A slice (what ``data.dictionary_fraction`` keeps) is stored under the digest of its own rows, whatever the rest
-    of the buffers it views holds (the digest serialises a record batch at a time: no pass over those buffers)."""
-
-    def table(rows: int, tail: str):
-        return pa.table({"word": [f"w{i}" if i < 100 else tail for i in range(rows)], "row": np.arange(rows)})
-
-    first, other = table(1000, "x"), table(5000, "y")
-    assert content_digest(first.slice(0, 100)) == content_digest(other.slice(0, 100)) != content_digest(first)
-    assert content_digest(first.slice(0, 100)) != content_digest(first.slice(1, 100))
