@@ -123,9 +123,11 @@ def check_dictionaries_against_corpora(
 def prepare_data(config: ExperimentConfig, build_model: bool = True) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
-    tiny model if asked for and the static targets if an objective reads the static stream.
+    tiny model if asked for, and have each table stream an active objective reads prepare its table
+    (``Stream.prepare``; a stream that ``needs_model`` once the model is there).
 
-    Every input is read before a problem is raised, and the problems are raised together (``ConfigErrors``).
+    Every input is read before a problem is raised, and the problems are raised together (``ConfigErrors``); a
+    table stream's own sources are read once the corpus is listed (the parallel stream's share counts its sentences).
     ``build_model=False`` (``distalign check``): the tiny model is not built (its ``model_path`` stays ``tiny``),
     nor are static targets derived from a model; everything else is read and checked as for a run."""
     problems = Problems()
