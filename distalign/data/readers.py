@@ -172,8 +172,10 @@ def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
         ok = pc.and_kleene(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
         valid = ok if valid is None else pc.and_kleene(valid, ok)
     # (pyarrow 25's indices_nonzero crashes the process on an empty array)
-    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist() if len(table) else []:
+    bad = pc.indices_nonzero(pc.invert(valid)) if len(table) else pa.array([], pa.uint64())
+    for i in bad.slice(0, MAX_EXAMPLES).to_pylist():  # the examples; the rest counted, not looped over in Python
         report.skip(i + 1, "null or empty word, language or synset_id")
+    report.malformed += len(bad) - min(len(bad), MAX_EXAMPLES)
     table = table.filter(valid)
     report.rows = len(table)
     return table, report

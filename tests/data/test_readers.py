@@ -196,6 +196,26 @@ def test_constraint_parquet_null_and_empty_rows_dropped_and_counted(tmp_path):
     assert [e.split(": ")[0] for e in report.examples] == [f"{path}:{n}" for n in (2, 3, 4, 5, 6)]
 
 
+def test_constraint_parquet_counts_every_bad_row_beyond_the_examples(tmp_path):
+    path = tmp_path / "many.parquet"
+    words = ["" if i % 5 < 3 else f"w{i}" for i in range(1000)]  # 600 empty words
+    pq.write_table(
+        pa.table(
+            {
+                "word1": words,
+                "lang1": ["en"] * 1000,
+                "word2": ["x"] * 1000,
+                "lang2": ["de"] * 1000,
+                "synset_id": ["s"] * 1000,
+            }
+        ),
+        path,
+    )
+    table, report = read_constraint_parquet(path)
+    assert (report.rows, report.malformed, len(report.examples)) == (400, 600, 5)
+    assert [e.split(": ")[0] for e in report.examples] == [f"{path}:{n}" for n in (1, 2, 3, 6, 7)]
+
+
 def test_unknown_constraint_extension(tmp_path):
     path = tmp_path / "c.csv"
     path.write_text("a,b\n")
