@@ -109,10 +109,16 @@ def read_dictionary(
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
+ROWS_AT_ONCE = 100_000  # rows a line-by-line reader holds as Python strings before they go into an Arrow batch
+
+
 def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    """A BabelNet export's pairs; the rows go into Arrow ``ROWS_AT_ONCE`` at a time (a Python string a field for
+    every row of a file of tens of millions would take tens of GB)."""
     path = Path(path)
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    batches: list[pa.RecordBatch] = []
     two_columns = 0
     for line_no, line in _lines(path):
         fields = line.split("\t")
@@ -130,13 +136,17 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
         for key, value in zip(CONSTRAINT_SCHEMA.names, (w1, l1, w2, l2, synset, *glosses)):
             rows[key].append(value)
         report.rows += 1
+        if len(rows["word1"]) == ROWS_AT_ONCE:
+            batches.append(pa.RecordBatch.from_pydict(rows, schema=CONSTRAINT_SCHEMA))
+            rows = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    batches.append(pa.RecordBatch.from_pydict(rows, schema=CONSTRAINT_SCHEMA))
     if report.rows == 0 and two_columns == report.malformed > 0:
         raise InputError(
             f"{path}: a two-column dictionary (src<TAB>tgt, G-BLI/MUSE), not a BabelNet export of 7 "
             f"columns {BABELNET_COLUMNS}: give it as data.dictionaries: [{{path: {path}, lang1: ..., "
             "lang2: ...}], which reads that format"
         )
-    return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
+    return pa.Table.from_batches(batches, schema=CONSTRAINT_SCHEMA), report
 
 
 def unreadable_parquet(path, err: Exception) -> InputError:

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from distalign.data import readers
 from distalign.data.readers import (
     InputError,
     read_babelnet_export,
@@ -122,6 +123,16 @@ def test_babelnet_export(tmp_path, header):
     }
     same, _ = read_constraints(path)  # .tsv dispatches to the BabelNet reader
     assert same.equals(table)
+
+
+def test_babelnet_export_read_in_batches_is_the_table_read_whole(tmp_path, monkeypatch):
+    path = tmp_path / "bn.tsv"
+    path.write_text("\n".join(BN_ROWS * 3 + ["bn:9\ten\tde\tdog"]) + "\n")
+    whole, report = read_babelnet_export(path)
+    monkeypatch.setattr(readers, "ROWS_AT_ONCE", 2)  # 9 rows: 5 batches, the last one short
+    batched, batched_report = read_babelnet_export(path)
+    assert batched.equals(whole) and len(batched) == 9
+    assert (batched_report.rows, batched_report.malformed) == (report.rows, report.malformed) == (9, 1)
 
 
 def test_babelnet_wrong_column_count_and_empty_fields(tmp_path):
