@@ -240,9 +240,10 @@ class TrainConfig:
     # Micro-batches per optimizer step: effective batch = workers x batch size x grad_accum_steps. Contrastive
     # sets (InfoNCE positives and negatives, Deep-CCA's batch statistics) stay per micro-batch.
     grad_accum_steps: int = 1
-    # Rows per worker per micro-batch of each stream, by the stream's name: train.batch_sizes.constraints=16. A stream
-    # left out takes its own default (distalign.data.streams: constraints 32 pairs, corpus 16 sentences, static 64
-    # words, parallel 16 sentence pairs; TLM's share of a step of MLM + TLM is parallel / (parallel + corpus))
+    # Rows per worker per micro-batch of each stream, by the stream's name: train.batch_sizes.constraints=16. A
+    # stream left out takes its own default (distalign.data.stream_plugins: constraints 32 pairs, corpus 16
+    # sentences, static 64 words, parallel 16 sentence pairs; TLM's share of a step of MLM + TLM is
+    # parallel / (parallel + corpus))
     batch_sizes: dict[str, int] = field(default_factory=dict)
     checkpoint_every: int = 50  # steps between checkpoints (the last step is always one)
     # > 0: also checkpoint once this many minutes have passed since the last checkpoint (rank 0's clock), whatever
@@ -342,7 +343,7 @@ class TransferEvalConfig:
     checkpoint: Literal["best", "last"] = "best"  # best: the one eval.select_by selects (the last when none does)
     at_steps: list[int] = field(default_factory=list)  # also these steps' kept checkpoints (local or remote)
     starting_model: bool = False  # also the model training started from, logged at step 0: the plots' reference bars
-    # any other key of a transfer spec (distalign.transfer.spec.TransferSpec): source, languages, seeds,
+    # any other key of a transfer spec (distalign.transfer.transfer_spec.TransferSpec): source, languages, seeds,
     # finetune: {lr, epochs, ...}, num_workers, use_gpu, ...
     spec: dict[str, Any] = field(default_factory=dict)
 
@@ -471,7 +472,7 @@ def validate(config: ExperimentConfig) -> None:
     own checks. Errors name the dotted key; independent checks all run, and their errors are raised together
     (``ConfigErrors``)."""
     # the streams (torch, the tokenizers) are imported by a run's checks, not by reading a config
-    from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
+    from distalign.data.stream_plugins import STREAMS, CorpusSentencesStream, epoch_stream
 
     t, d, m, o = config.train, config.data, config.model, config.objectives
     problems = Problems()

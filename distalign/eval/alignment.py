@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from distalign.eval.bli import CHUNK_SIZE, _check_chunk_size, _normalized_pair
+from distalign.eval.bli_metrics import CHUNK_SIZE, _check_chunk_size, _normalized_pair
 
 __all__ = ["aligned_nn_hits", "alignment_score", "vocabulary_alignment"]
 

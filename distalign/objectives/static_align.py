@@ -64,7 +64,7 @@ from typing import Literal
 import torch
 from torch.autograd.function import once_differentiable
 
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
 from distalign.objectives.static_mapping import StaticMapping

@@ -22,6 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from distalign.config import ExperimentConfig
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.corpus_stream import (
     CorpusStream,
     SkipLedger,
@@ -39,9 +40,8 @@ from distalign.data.sampling import (
     subsample_constraints,
     words_of,
 )
-from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, Problems, require
 from distalign.eval.selection import in_loop_settings
@@ -278,7 +278,7 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
 
 @dataclass
 class RunInputs:
-    """What a stream's ``prepare`` reads (``distalign.data.streams.StreamInputs``), filled in by ``prepare_data``."""
+    """What a stream's ``prepare`` reads (``distalign.data.stream_plugins.StreamInputs``), made by ``prepare_data``."""
 
     config: ExperimentConfig
     corpus: CorpusStream

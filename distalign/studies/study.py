@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from distalign.config import ConfigError, ExperimentConfig, TrainConfig, load_config, load_dataclass
-from distalign.data.streams import worker_data_cpus
+from distalign.data.stream_plugins import worker_data_cpus
 from distalign.languages import LanguageCode
 from distalign.studies.trials import TAG
 

@@ -16,7 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.objectives.base import edit_in_place
 from distalign.train.lamb import Lamb
 from distalign.train.step_timing import Mark, no_mark

@@ -22,13 +22,13 @@ from pathlib import Path
 import pyarrow as pa
 
 from distalign.config import ExperimentConfig, read_config, validate
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.errors import ConfigError, Problems, require_writable
 from distalign.model_store.locate import check_model, is_storage_uri
 from distalign.models.loading import is_hub_name
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.resume import check_resume
+from distalign.preparation.resume_checks import check_resume
 from distalign.ray_session import available_resources
 from distalign.storage import check_storage, node_local
 from distalign.tracking import check_reachable

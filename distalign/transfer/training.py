@@ -9,7 +9,7 @@ before training takes any Ray resources. ``transfer_after_training`` runs ``dist
 last) checkpoint, in that order (a checkpoint in remote storage is downloaded first), each logged into the training
 run at its step: ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar
 plot of every model so far (``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
-(``distalign.studies.runner``), so a study may select by them.
+(``distalign.studies.tune_run``), so a study may select by them.
 
 Why after training and not inside it: fine-tuning is a Ray Train run of its own per (task, seed); it starts once
 the training workers have given their resources back.
@@ -25,9 +25,9 @@ from distalign.checkpoint import STATE_FILE, parse_state, read_state
 from distalign.config import ConfigError, ExperimentConfig, apply_override, flatten, from_dict
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
-from distalign.transfer.runner import run_transfer, target_languages, validate
-from distalign.transfer.spec import TransferSpec, TransferTrackingConfig
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
+from distalign.transfer.transfer_spec import TransferSpec, TransferTrackingConfig
+from distalign.transfer.zero_shot import run_transfer, target_languages, validate
 
 # TransferSpec keys the training run sets itself (eval.transfer.tasks / data_dir, its checkpoints, its MLflow run)
 RUN_KEYS = ("model", "tasks", "data_dir", "output_dir", "storage_path", "tracking", "compare_to")

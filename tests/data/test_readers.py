@@ -7,6 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from distalign.data import readers
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.readers import (
     InputError,
     read_babelnet_export,
@@ -15,7 +16,6 @@ from distalign.data.readers import (
     read_corpus,
     read_dictionary,
 )
-from distalign.data.schema import CONSTRAINT_SCHEMA
 
 
 def pairs(table):

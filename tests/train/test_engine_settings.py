@@ -8,7 +8,7 @@ import pytest
 from conftest import QUICKSTART
 
 from distalign.config import ConfigError, load_config
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.train.engine import deepspeed_settings
 
 
