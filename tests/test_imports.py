@@ -30,7 +30,7 @@ COMMANDS = {
     "bench perf": (("distalign.tools.bench.perf",), {"torch"}),  # --rows gpu --no-mlflow runs without Ray and MLflow
     "static extract": (("distalign.static.x2static",), {"torch", "transformers"}),
     "static align": (("distalign.static.mapping",), {"torch"}),
-    "static bli": (("distalign.static.vectors_bli",), {"torch"}),
+    "static bli": (("distalign.eval.static_vectors_bli",), {"torch"}),
     "mine-constraints": (("distalign.data.mining", "distalign.data.omw"), {"wordfreq"}),
     # the model's check before torch: an uncached Hub name offline is one line at once (transformers: its tokenizer)
     "model fetch": (("distalign.model_store.model_fetch", "distalign.model_store.locate", "distalign.storage"), set()),

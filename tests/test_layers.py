@@ -62,6 +62,7 @@ def library_floors() -> list[str]:
 def test_the_architecture_page_states_the_library_s_floors_and_the_command_table_s_length():
     page = (REPO / "docs" / "explanations" / "architecture.md").read_text()
     assert f"The library stands on {len(library_floors())} floors" in page
+    assert len(library_floors()) <= 9, "issue 48: the library on at most 9 floors"
     lines = len((REPO / "distalign" / "cli.py").read_text().splitlines())
     assert lines <= 200, f"distalign/cli.py has {lines} lines: a command's set-up belongs in its room's cli.py"
 

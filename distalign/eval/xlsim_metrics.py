@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from distalign.eval.bli_metrics import _normalized_pair
+from distalign.similarity import normalized_pair
 
 __all__ = ["word_similarity_spearman"]
 
@@ -16,7 +16,7 @@ def word_similarity_spearman(e1: torch.Tensor, e2: torch.Tensor, gold_scores) ->
     e1, e2: [n, d] (same shape, else ValueError); gold_scores: n numbers, n >= 2.
     Tied values get average ranks (scipy's convention); constant input gives nan.
     """
-    a, b = _normalized_pair(e1, e2, same_shape=True)
+    a, b = normalized_pair(e1, e2, same_shape=True)
     if torch.is_tensor(gold_scores):
         gold_scores = gold_scores.detach().cpu()
     gold = np.asarray(gold_scores, dtype=np.float64).reshape(-1)

@@ -54,7 +54,7 @@ def run_align(args) -> int:
 
 
 def run_bli(args) -> int:
-    from distalign.static.vectors_bli import run_static_bli_cli
+    from distalign.eval.static_vectors_bli import run_static_bli_cli
 
     return run_static_bli_cli(args)
 
@@ -66,8 +66,8 @@ def register(subparsers, arguments: bool) -> None:
     )
     if not arguments:
         return
+    from distalign.eval.static_vectors_bli_arguments import add_static_bli_arguments
     from distalign.objectives.static_mapping import StaticMapping
-    from distalign.static.vectors_bli_arguments import add_static_bli_arguments
 
     static = static.add_subparsers(dest="static", required=True)
     extract = static.add_parser(

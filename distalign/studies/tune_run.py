@@ -14,13 +14,7 @@ from typing import Any
 from distalign.config import ExperimentConfig
 from distalign.studies.progress import TrialProgress
 from distalign.studies.shared_inputs import SharedInputs, check_trials, share
-from distalign.studies.study import (
-    concurrent_trials,
-    largest_trial,
-    load_study,
-    trial_function_resources,
-    trial_resources,
-)
+from distalign.studies.study import load_study
 from distalign.studies.study_results import child_runs, log_study_summary, tag_value
 from distalign.studies.trials import (
     TAG,
@@ -30,6 +24,12 @@ from distalign.studies.trials import (
     describe_trial,
     trial_config,
     trial_train,
+)
+from distalign.train.trial_resources import (
+    concurrent_trials,
+    largest_trial,
+    trial_function_resources,
+    trial_resources,
 )
 
 log = logging.getLogger("distalign")

@@ -35,8 +35,8 @@ from typing import Any
 import pandas as pd
 
 from distalign.config import ConfigError, distalign_home, load_dataclass, read_mapping
-from distalign.studies.study import concurrent_trials, trial_resources
 from distalign.synthetic_languages.benchmark import BenchSpec, PreparedBench, prepare_bench, run_cell
+from distalign.train.trial_resources import concurrent_trials, trial_resources
 
 log = logging.getLogger("distalign")
 SEED_KEYS = ("train_seed", "seed")  # grid keys the table averages over
@@ -48,7 +48,7 @@ class BenchStudyConfig:
     study: str = "bench-study"
     bench: BenchSpec = field(default_factory=BenchSpec)
     grid: dict[str, list[Any]] = field(default_factory=dict)
-    max_concurrent_trials: int = 0  # 0 = as many as the cluster's CPUs hold (studies.study.concurrent_trials)
+    max_concurrent_trials: int = 0  # 0 = as many as the cluster's CPUs hold (train.trial_resources.concurrent_trials)
     trial_cpus: float = 0.1  # the trial function waits on its TorchTrainer runs
     max_failures: int = 0
 

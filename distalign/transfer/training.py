@@ -21,7 +21,7 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from distalign.checkpoint import STATE_FILE, parse_state, read_state
+from distalign.checkpoint import CHECKPOINT_DIR_PREFIX, STATE_FILE, parse_state, read_state
 from distalign.config import ConfigError, ExperimentConfig, apply_override, flatten, from_dict
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
@@ -114,12 +114,11 @@ def kept_checkpoints(config: ExperimentConfig) -> dict[int, str]:
     import pyarrow.fs
 
     from distalign.storage import run_location
-    from distalign.train.checkpoint_store import PREFIX as CHECKPOINT_PREFIX
 
     fs, root, scheme = run_location(config.storage.path, config.storage.endpoint_url, config.run.name)
     kept = {}
     for info in fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)):
-        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX):
+        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_DIR_PREFIX):
             state = fs.get_file_info(f"{info.path}/{STATE_FILE}")
             if state.type == pyarrow.fs.FileType.File:  # a checkpoint still being written has none yet
                 with fs.open_input_stream(state.path) as stream:

@@ -21,10 +21,10 @@ import numpy as np
 import torch
 
 from distalign.errors import InputError
-from distalign.eval.bli_metrics import SIMILARITIES
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks import BLITask
 from distalign.eval.tasks.bli import bli_sources, limit_queries
+from distalign.similarity import SIMILARITIES
 from distalign.static.word2vec_format import read_word2vec
 
 

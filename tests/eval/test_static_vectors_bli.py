@@ -7,8 +7,8 @@ import pytest
 
 from distalign.cli import main
 from distalign.errors import InputError
+from distalign.eval.static_vectors_bli import static_bli
 from distalign.eval.suite_spec import SuiteSpec
-from distalign.static.vectors_bli import static_bli
 
 DE = {"hund": [1, 0], "katze": [0, 1], "haus": [1, 1]}
 EN = {"dog": [1, 0.1], "cat": [0.1, 1], "house": [1, 1.2], "car": [-1, 0]}
