@@ -191,6 +191,9 @@ def read_static_targets(
         )
     static = pa.concat_tables(tables)
     StaticAlignObjective.check_targets(
-        config.objectives.static, config, len(static["vector"][0]), AutoConfig.from_pretrained(model_path).hidden_size
+        config.objectives.static,
+        config.run_facts(),
+        len(static["vector"][0]),
+        AutoConfig.from_pretrained(model_path).hidden_size,
     )
     return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))

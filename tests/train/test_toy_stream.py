@@ -48,8 +48,8 @@ class WordLengthStream(Stream):
     )
     Settings = WordLengthTokens
 
-    def settings(self, config, languages):
-        return WordLengthTokens(config.model.max_word_tokens)
+    def settings(self, facts, languages):
+        return WordLengthTokens(facts.max_word_tokens)
 
     def prepare(self, inputs):
         words = inputs.word_pairs.column("word1")

@@ -187,17 +187,17 @@ def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
 
     cut = synthetic_units(units)
     paths = sorted({u.path for u in cut})
-    sources = [CorpusFiles("en", "text", paths, sizes=[UNIT_BYTES * units // 100] * len(paths))]
+    sources = [CorpusFiles(lang="en", kind="text", paths=paths, sizes=[UNIT_BYTES * units // 100] * len(paths))]
     feed = CorpusFeed(CorpusStream(sources), None, 0, cut, 4, 0.25)
     stored, config = store_pairs(pairs, scratch), ExperimentConfig()
     plan = TrainingPlan(
-        config,
-        RunSchedule(1000, 100),
-        "model",
+        config=config,
+        schedule=RunSchedule(1000, 100),
+        model_path="model",
         languages=list(LANGUAGES),
         word_pairs=stored,
         corpus=feed,
-        tables={"constraints": TableStream(stored, None, config, 0.25)},
+        tables={"constraints": TableStream(stored, None, config.run_facts(), 0.25)},
     )
     return len(pickle.dumps(plan, protocol=5))
 
