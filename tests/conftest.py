@@ -25,8 +25,8 @@ SMALL = [
     "train.checkpoint_every=3",
     "train.log_every=2",
     "train.warmup_steps=2",
-    "train.constraint_batch_size=16",
-    "train.corpus_batch_size=8",
+    "train.batch_sizes.constraints=16",
+    "train.batch_sizes.corpus=8",
     "eval.every=3",
     "eval.bli_max_pairs=40",
 ]

@@ -542,10 +542,10 @@ CASES = [
         "check-too-few-pairs",
         "check",
         "fewer constraint pairs than one batch per worker",
-        "check {files_config} train.constraint_batch_size=16 train.num_workers=2",
+        "check {files_config} train.batch_sizes.constraints=16 train.num_workers=2",
         [
             "data.constraints: only 16 constraint pairs left after excluding evaluation words",
-            "at least train.constraint_batch_size=16 x train.num_workers=2 = 32",
+            "at least train.batch_sizes.constraints=16 x train.num_workers=2 = 32",
         ],
         ray="no Ray",
     ),
@@ -1530,7 +1530,7 @@ def build_inputs(root: Path) -> dict[str, str]:
             "max_seq_length": 32,
         },
         "objectives": {"mlm": {"weight": 1.0}, "lexical": {"weight": 1.0}},
-        "train": {"num_workers": 1, "max_steps": 2, "constraint_batch_size": 4, "corpus_batch_size": 4},
+        "train": {"num_workers": 1, "max_steps": 2, "batch_sizes": {"constraints": 4, "corpus": 4}},
         "storage": {"path": str(root / "runs")},
     }
     (root / "files.yaml").write_text(json.dumps(config))  # JSON is YAML

@@ -10,6 +10,7 @@ import pytest
 import yaml
 
 from distalign.config import ConfigError, ExperimentConfig, load_config, load_dataclass, resolve_tracking_uri
+from distalign.data.stream_plugins import STREAMS
 from distalign.studies import load_study
 
 CONFIG_DIR = Path(__file__).resolve().parents[1] / "jobs" / "configs"
@@ -142,7 +143,7 @@ def test_published_settings_are_the_papers():
     ):
         babel = raw(name)
         assert babel["objectives"]["lexical"]["temperature"] == 0.07, name
-        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["constraint_batch_size"]) == (
+        assert (babel["train"]["lr"], babel["train"]["num_workers"] * babel["train"]["batch_sizes"]["constraints"]) == (
             lr,
             batch,
         ), name
@@ -166,7 +167,7 @@ def test_published_settings_are_the_papers():
     assert raw("sense_aware.yaml")["objectives"]["sense_aware"]["prune_beta"] == 0.0  # pruning: SaELMo only (§4)
     align = raw("align_mlm.yaml")
     assert align["objectives"]["align"]["weight"] == 10.0 and align["train"]["max_steps"] == 500000
-    assert align["train"]["num_workers"] * align["train"]["corpus_batch_size"] == 128
+    assert align["train"]["num_workers"] * align["train"]["batch_sizes"]["corpus"] == 128
     # DICT-MLM §3.1: mBERT's shape from scratch, LAMB lr 0.0016, 8,192 sequences a step, 500K steps
     dict_mlm = raw("dict_mlm.yaml")
     assert dict_mlm["objectives"]["dict_mlm"]["synonym_label_percent"] == 50  # DICT-MLM-50
@@ -177,7 +178,7 @@ def test_published_settings_are_the_papers():
     }
     t = dict_mlm["train"]
     assert (t["optimizer"], t["lr"], t["max_steps"]) == ("lamb", 0.0016, 500000)
-    assert t["num_workers"] * t["corpus_batch_size"] * t["grad_accum_steps"] == 8192
+    assert t["num_workers"] * t["batch_sizes"]["corpus"] * t["grad_accum_steps"] == 8192
     rerun = raw("dict_mlm_align_rerun.yaml")  # ALIGN-MLM's re-run: AdamW 1e-4, its 8-layer model, App. G.4's variant
     assert "optimizer" not in rerun["train"] and rerun["train"]["lr"] == 1e-4
     objective = rerun["objectives"]["dict_mlm"]
@@ -205,7 +206,7 @@ def test_published_settings_are_the_papers():
         assert raw(name)["data"]["pack_sequences"] is True, name
     # the authors' scripts: 4 sequences and 64 words per micro-batch, 16 accumulated (64 and 1,024 a step)
     t = static["train"]
-    assert (t["corpus_batch_size"], t["static_batch_size"], t["grad_accum_steps"]) == (4, 64, 16)
+    assert (t["batch_sizes"]["corpus"], t["batch_sizes"]["static"], t["grad_accum_steps"]) == (4, 64, 16)
 
 
 def test_quickstart_study_builds_the_grid():
@@ -540,3 +541,19 @@ def test_a_relative_path_is_the_working_directorys_first_then_the_config_files(t
     assert resolve_path("both.tsv", beside_config) == str(cwd / "both.tsv")
     assert resolve_path("nowhere.tsv", beside_config) == str(cwd / "nowhere.tsv")
     assert "working directory first, then beside the config" in render_pages()["config.md"].replace("\n", " ")
+
+
+def test_batch_sizes_are_by_stream_and_the_old_keys_name_the_new_one(tmp_path):
+    config = load_config(None, ["train.batch_sizes.constraints=8"])
+    assert STREAMS["constraints"].batch_size(config.train) == 8
+    assert STREAMS["corpus"].batch_size(config.train) == STREAMS["corpus"].default_batch_size  # left out: its own
+    with pytest.raises(ConfigError, match=r"train\.constraint_batch_size is now train\.batch_sizes\.constraints"):
+        load_config(None, ["train.constraint_batch_size=8"])
+    old = tmp_path / "old.yaml"
+    old.write_text("train:\n  static_batch_size: 32\n")
+    with pytest.raises(ConfigError, match=r"train\.static_batch_size is now train\.batch_sizes\.static"):
+        load_config(old)
+    with pytest.raises(ConfigError, match=r"train\.batch_sizes\.words: no such stream"):
+        load_config(None, ["train.batch_sizes.words=8"])
+    with pytest.raises(ConfigError, match=r"train\.batch_sizes\.constraints: must be >= 2"):
+        load_config(None, ["train.batch_sizes.constraints=1"])

@@ -32,7 +32,7 @@ OBJECTIVES = {
     "static_align": (
         CONFIGS / "static_align_tiny.yaml",
         [  # MLM + MSE to the derived vectors, derived cheaply
-            "train.static_batch_size=64",
+            "train.batch_sizes.static=64",
             "data.synthetic.validation_sentences=24",
             "objectives.static.extract_epochs=1",
             "objectives.static.align_iterations=0",

@@ -28,7 +28,7 @@ def test_the_rooms_below_the_run_never_take_the_whole_config(room):
 
 
 def test_run_facts_are_the_configs_values():
-    config = load_config(QUICKSTART, ["train.seed=7", "train.static_batch_size=48", "data.pack_sequences=false"])
+    config = load_config(QUICKSTART, ["train.seed=7", "train.batch_sizes.static=48", "data.pack_sequences=false"])
     facts = config.run_facts()
     assert (facts.seed, facts.static_batch_size, facts.pack_sequences) == (7, 48, False)
     assert facts.tiny_model_layers == config.model.tiny.num_layers and not facts.has_parallel_data
@@ -38,13 +38,13 @@ def test_run_facts_are_the_configs_values():
 
 
 def test_objective_checks_read_the_run_facts():
-    """objectives.static's Deep CCA needs more words per batch than directions (``train.static_batch_size``), and
+    """objectives.static's Deep CCA needs more words per batch than directions (``train.batch_sizes.static``), and
     the targets it derives from the tiny model a layer the model has (``model.tiny.num_layers``)."""
     static = ["objectives.static.weight=1", "objectives.static.loss=dcca", "objectives.static.dcca_k=8"]
     overrides = static + ["objectives.static.extract_layer=-1", "model.tiny.num_layers=2"]
-    load_config(QUICKSTART, overrides + ["train.static_batch_size=9"])
-    with pytest.raises(ConfigError, match=r"train\.static_batch_size: must exceed objectives\.static\.dcca_k"):
-        load_config(QUICKSTART, overrides + ["train.static_batch_size=8"])
+    load_config(QUICKSTART, overrides + ["train.batch_sizes.static=9"])
+    with pytest.raises(ConfigError, match=r"train\.batch_sizes\.static: must exceed objectives\.static\.dcca_k"):
+        load_config(QUICKSTART, overrides + ["train.batch_sizes.static=8"])
     with pytest.raises(ConfigError, match=r"objectives\.static\.extract_layer: must be in \[-4, 3\] .*num_layers=3"):
         load_config(QUICKSTART, static + ["objectives.static.extract_layer=4", "model.tiny.num_layers=3"])
 

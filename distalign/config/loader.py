@@ -93,6 +93,18 @@ def coerce(value: Any, hint: Any, key: str) -> Any:
     raise ConfigError(f"{key}: unsupported type {hint}")
 
 
+# Keys of earlier versions, and the keys that took their place: a config that still has one fails naming the new key
+RENAMED_KEYS = {
+    f"train.{old}_batch_size": f"train.batch_sizes.{stream}"
+    for old, stream in (
+        ("constraint", "constraints"),
+        ("corpus", "corpus"),
+        ("static", "static"),
+        ("parallel", "parallel"),
+    )
+}
+
+
 def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     """Build dataclass ``cls`` from a nested dict, checking keys and types; errors name the dotted key.
 
@@ -103,6 +115,8 @@ def from_dict(cls: type, data: dict[str, Any], prefix: str = "") -> Any:
     for key in data:
         if key not in names:
             where = f"{prefix}.{key}" if prefix else key
+            if where in RENAMED_KEYS:
+                raise ConfigError(f"{where} is now {RENAMED_KEYS[where]}: write that key instead")
             raise ConfigError(f"unknown key '{where}' (allowed here: {', '.join(sorted(names))})")
     kwargs = {}
     for name, value in data.items():

@@ -242,12 +242,11 @@ class TrainConfig:
     # Micro-batches per optimizer step: effective batch = workers x batch size x grad_accum_steps. Contrastive
     # sets (InfoNCE positives and negatives, Deep-CCA's batch statistics) stay per micro-batch.
     grad_accum_steps: int = 1
-    constraint_batch_size: int = 32  # pairs per worker per micro-batch
-    corpus_batch_size: int = 16  # sentences per worker per step
-    static_batch_size: int = 64  # (word, static vector) rows per worker per step
-    # sentence pairs per worker per step (objectives.tlm): the share of TLM sequences in a step of MLM + TLM is
-    # parallel_batch_size / (parallel_batch_size + corpus_batch_size)
-    parallel_batch_size: int = 16
+    # Rows per worker per micro-batch of each stream, by the stream's name: train.batch_sizes.constraints=16. A
+    # stream left out takes its own default (distalign.data.stream_plugins: constraints 32 pairs, corpus 16
+    # sentences, static 64 words, parallel 16 sentence pairs; TLM's share of a step of MLM + TLM is
+    # parallel / (parallel + corpus))
+    batch_sizes: dict[str, int] = field(default_factory=dict)
     checkpoint_every: int = 50  # steps between checkpoints (the last step is always one)
     # > 0: also checkpoint once this many minutes have passed since the last checkpoint (rank 0's clock), whatever
     # the steps: a run whose steps are slow loses at most this much work to a failure
@@ -332,9 +331,6 @@ class TrainConfig:
         )
         require(self.max_failures >= -1, "train.max_failures", "must be >= 0, or -1 for no limit")
         require(self.log_every >= 1, "train.log_every", "must be >= 1")
-        require(self.constraint_batch_size >= 2, "train.constraint_batch_size", "must be >= 2")
-        require(self.corpus_batch_size >= 1, "train.corpus_batch_size", "must be >= 1")
-        require(self.parallel_batch_size >= 1, "train.parallel_batch_size", "must be >= 1")
 
 
 @dataclass
@@ -473,9 +469,11 @@ class ExperimentConfig:
 
     def run_facts(self) -> RunFacts:
         """What the objective and stream plugins read of the run beside their own sections."""
+        from distalign.data.stream_plugins import STREAMS  # torch: imported by a run's checks, not by reading a config
+
         return RunFacts(
             seed=self.train.seed,
-            static_batch_size=self.train.static_batch_size,
+            static_batch_size=STREAMS["static"].batch_size(self.train),
             max_seq_length=self.data.max_seq_length,
             pack_sequences=self.data.pack_sequences,
             sampling_alpha=self.data.sampling_alpha,
@@ -571,6 +569,11 @@ def validate(config: ExperimentConfig) -> None:
             "data.max_seq_length",
             f"must be in [2, model.tiny.max_length={m.tiny.max_length}]",
         )
+    for name, size in t.batch_sizes.items():
+        with problems.check():
+            require(name in STREAMS, f"train.batch_sizes.{name}", f"no such stream (the streams: {sorted(STREAMS)})")
+            stream = STREAMS[name]
+            require(size >= stream.minimum_batch_size, stream.batch_size_key, f"must be >= {stream.minimum_batch_size}")
     if d.source == "files":
         readers, pair_users = o.readers(), [name for name, (plugin, _) in o.active().items() if plugin.uses_word_pairs]
         for stream in STREAMS.values():

@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from distalign.data.constraint_schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
 from distalign.data.dictionary_checks import check_name, check_scripts, header_row
+from distalign.data.sources import ParallelSource
 from distalign.errors import InputError  # defined at the bottom layer (the CLI catches it without pyarrow)
 from distalign.languages import language_code
 
@@ -108,10 +109,16 @@ def read_dictionary(
     return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
 
 
+ROWS_AT_ONCE = 100_000  # rows a line-by-line reader holds as Python strings before they go into an Arrow batch
+
+
 def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
+    """A BabelNet export's pairs; the rows go into Arrow ``ROWS_AT_ONCE`` at a time (a Python string a field for
+    every row of a file of tens of millions would take tens of GB)."""
     path = Path(path)
     report = ReadReport(str(path))
     rows: dict[str, list] = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    batches: list[pa.RecordBatch] = []
     two_columns = 0
     for line_no, line in _lines(path):
         fields = line.split("\t")
@@ -129,13 +136,17 @@ def read_babelnet_export(path: str | Path) -> tuple[pa.Table, ReadReport]:
         for key, value in zip(CONSTRAINT_SCHEMA.names, (w1, l1, w2, l2, synset, *glosses)):
             rows[key].append(value)
         report.rows += 1
+        if len(rows["word1"]) == ROWS_AT_ONCE:
+            batches.append(pa.RecordBatch.from_pydict(rows, schema=CONSTRAINT_SCHEMA))
+            rows = {name: [] for name in CONSTRAINT_SCHEMA.names}
+    batches.append(pa.RecordBatch.from_pydict(rows, schema=CONSTRAINT_SCHEMA))
     if report.rows == 0 and two_columns == report.malformed > 0:
         raise InputError(
             f"{path}: a two-column dictionary (src<TAB>tgt, G-BLI/MUSE), not a BabelNet export of 7 "
             f"columns {BABELNET_COLUMNS}: give it as data.dictionaries: [{{path: {path}, lang1: ..., "
             "lang2: ...}], which reads that format"
         )
-    return pa.table(rows, schema=CONSTRAINT_SCHEMA), report
+    return pa.Table.from_batches(batches, schema=CONSTRAINT_SCHEMA), report
 
 
 def unreadable_parquet(path, err: Exception) -> InputError:
@@ -171,8 +182,10 @@ def read_constraint_parquet(path: str | Path) -> tuple[pa.Table, ReadReport]:
         ok = pc.and_kleene(pc.is_valid(table[col]), pc.greater(pc.utf8_length(pc.utf8_trim_whitespace(table[col])), 0))
         valid = ok if valid is None else pc.and_kleene(valid, ok)
     # (pyarrow 25's indices_nonzero crashes the process on an empty array)
-    for i in pc.indices_nonzero(pc.invert(valid)).to_pylist() if len(table) else []:
+    bad = pc.indices_nonzero(pc.invert(valid)) if len(table) else pa.array([], pa.uint64())
+    for i in bad.slice(0, MAX_EXAMPLES).to_pylist():  # the examples; the rest counted, not looped over in Python
         report.skip(i + 1, "null or empty word, language or synset_id")
+    report.malformed += len(bad) - min(len(bad), MAX_EXAMPLES)
     table = table.filter(valid)
     report.rows = len(table)
     return table, report
@@ -289,3 +302,17 @@ def read_parallel_files(path1: str | Path, path2: str | Path, lang1: str, lang2:
         pairs.append((a, b))
     report.rows = len(pairs)
     return _parallel_table(pairs, lang1, lang2, path1), report
+
+
+def read_parallel(sources: list[ParallelSource], reports: list[ReadReport]) -> pa.Table:
+    """Every source's translation pairs (text1, lang1, text2, lang2), bad rows counted in ``reports``."""
+    tables = []
+    for src in sources:
+        table, report = (
+            read_parallel_tsv(src.path, src.lang1, src.lang2)
+            if src.path
+            else read_parallel_files(src.path1, src.path2, src.lang1, src.lang2)
+        )
+        tables.append(table)
+        reports.append(report)
+    return pa.concat_tables(tables)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True, kw_only=True)
 class RunFacts:
     seed: int  # train.seed
-    static_batch_size: int  # train.static_batch_size
+    static_batch_size: int  # train.batch_sizes.static (or the static stream's default)
     max_seq_length: int  # data.max_seq_length
     pack_sequences: bool  # data.pack_sequences
     sampling_alpha: float  # data.sampling_alpha

@@ -139,20 +139,39 @@ def exclude_words(table: pa.Table, banned: set[tuple[str, str]]) -> tuple[pa.Tab
         return table, 0
     from distalign.data.mining import normalize  # wordfreq: imported by the runs that exclude words only
 
-    banned_forms = {normalize(word, lang) for lang, word in banned}
-    # each distinct (lang, word) of either side normalised once, in Python; the rows matched to them in Arrow
-    sides = [pc.binary_join_element_wise(table[f"lang{side}"], table[f"word{side}"], "\t") for side in "12"]
-    keys = pa.chunked_array(sides[0].chunks + sides[1].chunks, pa.string())
-    distinct = pc.unique(keys)
-    kept_key = np.fromiter(
-        (
-            normalize(word, lang) not in banned_forms
-            for start in range(0, len(distinct), KEYS_AT_ONCE)
-            for lang, word in (key.split("\t", 1) for key in distinct.slice(start, KEYS_AT_ONCE).to_pylist())
-        ),
-        dtype=bool,
-        count=len(distinct),
-    )
-    kept_row = kept_key[pc.index_in(keys, value_set=distinct).to_numpy().astype(np.int64)]
-    kept = table.filter(pa.array(kept_row[: len(table)] & kept_row[len(table) :], pa.bool_()))
+    forms = pa.array(sorted({normalize(word, lang) for lang, word in banned}), pa.string())
+    kept_row = np.ones(len(table), dtype=bool)
+    for side in "12":
+        kept_row &= ~banned_words(table[f"lang{side}"], table[f"word{side}"], forms, normalize)
+    kept = table.filter(pa.array(kept_row, pa.bool_()))
     return kept, len(table) - len(kept)
+
+
+PYTHON_ASCII_WHITESPACE = " \t\n\r\x0b\x0c\x1c\x1d\x1e\x1f"  # what str.strip() removes from an ASCII string
+
+
+def banned_words(langs: pa.ChunkedArray, words: pa.ChunkedArray, forms: pa.Array, normalize) -> np.ndarray:
+    """Per row, whether ``normalize(word, lang)`` is one of ``forms``. An ASCII word without a capital I has the form
+    ``word.strip().lower()`` in every language (no Unicode normalisation, transliteration or mark removal changes
+    ASCII, and only Turkic languages read I otherwise): those rows are matched in Arrow. The others (any other
+    script, accents, I) are normalised in Python, each distinct (lang, word) once, ``KEYS_AT_ONCE`` at a time."""
+    plain = pc.and_(pc.string_is_ascii(words), pc.invert(pc.match_substring(words, "I")))
+    folded = pc.ascii_lower(pc.ascii_trim(words, PYTHON_ASCII_WHITESPACE))
+    hit = pc.and_(plain, pc.is_in(folded, value_set=forms)).to_numpy(zero_copy_only=False)
+    rest = np.flatnonzero(~plain.to_numpy(zero_copy_only=False))
+    if len(rest):
+        indices = pa.array(rest)
+        keys = pc.binary_join_element_wise(langs.take(indices), words.take(indices), "\t")
+        distinct = pc.unique(keys)
+        banned_forms = set(forms.to_pylist())
+        banned_key = np.fromiter(
+            (
+                normalize(word, lang) in banned_forms
+                for start in range(0, len(distinct), KEYS_AT_ONCE)
+                for lang, word in (key.split("\t", 1) for key in distinct.slice(start, KEYS_AT_ONCE).to_pylist())
+            ),
+            dtype=bool,
+            count=len(distinct),
+        )
+        hit[rest] = banned_key[pc.index_in(keys, value_set=distinct).to_numpy().astype(np.int64)]
+    return hit

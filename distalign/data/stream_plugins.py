@@ -5,7 +5,8 @@ owns its loss): its tensors (the batch contract: every objective reads only tens
 plus what its own preparer adds; ``tests/data/test_batch_contract.py``) and batch-size key; its
 typed tokenisation settings, which the objectives reading it refine (``Objective.stream_settings``);
 its tokenisation; where its rows are (a table read on the driver, or streamed by each worker); its
-per-epoch draw; its rows per epoch (``train.epochs``); a worker's endless iterator over its batches
+per-epoch draw; its rows per epoch (``train.epochs``); its preparation on the driver (``prepare``: its table read,
+selected and checked, at least a batch per worker); a worker's endless iterator over its batches
 (``worker_batches``), which says where it stands (``StreamBatches.state``, saved in every checkpoint, so
 a resume continues there, on any number of workers); its data sources' checks; the CPUs its Ray tasks take.
 How rows become batches is the ``WorkerData`` a worker passes in: Ray tasks in a Ray Train worker, or this process
@@ -17,7 +18,7 @@ of its place in the corpus files for the corpus. With the epoch and the run seed
 data-side randomness (``distalign.data.row_random``). A stream that declares ``epoch`` (``DRAW_EPOCH`` for a
 table stream) has it in its batches: ``train.trace_rows`` then records where each row was drawn.
 
-Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS``.
+Adding a stream: a subclass here (or anywhere) and a line in ``STREAMS`` (docs/how-to/add-a-stream.md).
 """
 
 from __future__ import annotations
@@ -35,12 +36,14 @@ import torch
 
 from distalign.data.batches import TensorSpec
 from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items, within
+from distalign.data.corpus_stream import CorpusStream, read_rows
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.ragged import RaggedRows
+from distalign.data.readers import ReadReport, read_parallel
 from distalign.data.run_facts import RunFacts
 from distalign.data.sampling import pair_sampling_weights, sampled_order, shuffled_order
 from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
-from distalign.errors import require
+from distalign.errors import ConfigError, require
 
 log = logging.getLogger("distalign")
 ROW = TensorSpec("row", "int64", "B", "identity of the row: position in its epoch, or place in the corpus files")
@@ -66,6 +69,23 @@ class WorkerData(Protocol):
     def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
         """The sequences of ``items`` in order (tokenised, prepared, each item's shuffled and its ``skip``
         first ones dropped), in unpadded blocks with a column ``item``: the index in ``items`` of each sequence's."""
+
+
+class StreamInputs(Protocol):
+    """What a stream's ``prepare`` reads on the driver (``distalign.preparation.inputs`` makes it): the run's
+    config, inputs already read and checked, and the services of the layers above this one."""
+
+    config: Any  # the run's experiment config (its package, distalign.config, sits above this one)
+    corpus: CorpusStream  # the corpus sources, listed
+    word_pairs: pa.Table  # the run's training word pairs: evaluation words out, sampled, ``synset_index`` and ``row``
+    model_path: str  # the model on this machine ("tiny" until it is built: before, for streams not ``needs_model``)
+    reports: list[ReadReport]  # a stream's readers add theirs: malformed rows are reported with the others
+    tokenizer_texts: list[str]  # texts a tiny model's tokenizer also learns from: a stream adds its own
+
+    def static_targets(self) -> pa.Table | None:
+        """Word vectors for the static stream (read from ``data.static_vectors``, or derived from the model), None
+        where a check does without them: a service of the preparation layer, whose imports this one cannot make."""
+        ...
 
 
 class StreamBatches(Protocol):
@@ -210,7 +230,8 @@ def take_rows(pending: list[RaggedRows], size: int) -> RaggedRows:
 class Stream:
     name: ClassVar[str]
     doc: ClassVar[str]
-    batch_size_key: ClassVar[str]  # the train.* field giving this stream's rows per worker per step
+    default_batch_size: ClassVar[int]  # rows per worker per micro-batch unless train.batch_sizes.<name> says
+    minimum_batch_size: ClassVar[int] = 1
     tensors: ClassVar[tuple[TensorSpec, ...]]
     Settings: ClassVar[type]  # its tokenisation settings (a frozen dataclass)
     # True: a table the driver reads once (``table``), split among the workers by row; False: each worker
@@ -219,13 +240,20 @@ class Stream:
     # train.epochs and eval.every_epochs count passes over the active stream with the lowest rank (None: never)
     epoch_rank: ClassVar[int | None] = None
     holds_word_pairs: ClassVar[bool] = False  # its sources also give the run's training word pairs
+    needs_model: ClassVar[bool] = False  # its ``prepare`` reads the model: called once the model is built
 
     @property
     def names(self) -> set[str]:
         return {t.name for t in self.tensors}
 
+    @property
+    def batch_size_key(self) -> str:
+        """The config key of its batch size."""
+        return f"train.batch_sizes.{self.name}"
+
     def batch_size(self, train_config) -> int:
-        return getattr(train_config, self.batch_size_key.removeprefix("train."))
+        """Rows per worker per micro-batch (``train.batch_sizes``)."""
+        return train_config.batch_sizes.get(self.name, self.default_batch_size)
 
     def settings(self, facts: RunFacts, languages: list[str]) -> Any:
         """The run's tokenisation settings for this stream, before the objectives refine them."""
@@ -235,9 +263,26 @@ class Stream:
         """A batch of its rows (numpy columns) -> its tensors (``row`` added if the encoding made none)."""
         raise NotImplementedError
 
-    def table(self, prepared) -> pa.Table | None:
-        """Its rows, read on the driver (``read_on_driver`` streams)."""
+    def prepare(self, inputs: StreamInputs) -> pa.Table | None:
+        """Its rows for a run, read, selected and checked on the driver (``read_on_driver`` streams, when an active
+        objective reads them; the preparation layer adds the ``row`` column). None: nothing to train on, which only
+        a check (``distalign check``) may leave."""
         return None
+
+    def table(self, prepared) -> pa.Table | None:
+        """Its rows as prepared for the run (``prepare``)."""
+        return prepared.tables.get(self.name)
+
+    def require_batch_per_worker(self, rows: int, inputs: StreamInputs, key: str, what: str, remedy: str) -> None:
+        """Raise ``ConfigError`` naming ``key`` unless ``rows`` fill one batch on every worker."""
+        t = inputs.config.train
+        batch = self.batch_size(t)
+        require(
+            rows >= batch * t.num_workers,
+            key,
+            f"{what}, fewer than one batch per worker (at least {self.batch_size_key}={batch} x train.num_workers="
+            f"{t.num_workers} = {batch * t.num_workers}): {remedy}",
+        )
 
     def rows(self, prepared) -> int:
         """Rows in one epoch."""
@@ -282,7 +327,8 @@ class WordPairTokens:
 class ConstraintsStream(Stream):
     name = "constraints"
     doc = "word pairs (lexical constraints / dictionary entries), each word encoded on its own"
-    batch_size_key = "train.constraint_batch_size"
+    default_batch_size = 32
+    minimum_batch_size = 2  # InfoNCE: a pair's negatives are the batch's other pairs
     tensors = (
         _word_pair_side("1")
         + _word_pair_side("2")
@@ -308,8 +354,18 @@ class ConstraintsStream(Stream):
         out["row"] = batch["row"].astype(np.int64)
         return out
 
-    def table(self, prepared) -> pa.Table:
-        return prepared.constraints
+    def prepare(self, inputs: StreamInputs) -> pa.Table:
+        """The run's training word pairs (the preparation layer reads and samples them: the tiny model's vocabulary
+        and the objectives that train on word pairs read them too)."""
+        pairs = len(inputs.word_pairs)
+        self.require_batch_per_worker(
+            pairs,
+            inputs,
+            "data.constraints",
+            f"only {pairs} constraint pairs left after excluding evaluation words",
+            f"give more pairs outside the evaluation dictionaries, or a smaller {self.batch_size_key}",
+        )
+        return inputs.word_pairs
 
     def epoch_order(self, table: pa.Table, facts: RunFacts) -> Callable[[int], np.ndarray]:
         """Rows drawn with replacement so that language pair k makes up q_k ∝ p_k^α of them
@@ -337,7 +393,7 @@ class SentenceTokens:
 class CorpusSentencesStream(Stream):
     name = "corpus"
     doc = "corpus sentences, whitespace words split into subwords"
-    batch_size_key = "train.corpus_batch_size"
+    default_batch_size = 16
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
@@ -402,7 +458,7 @@ class WordTokens:
 class StaticVectorsStream(Stream):
     name = "static"
     doc = "words with their fixed static vectors"
-    batch_size_key = "train.static_batch_size"
+    default_batch_size = 64
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
@@ -422,8 +478,19 @@ class StaticVectorsStream(Stream):
         out["row"] = batch["row"].astype(np.int64)
         return out
 
-    def table(self, prepared) -> pa.Table:
-        return prepared.static
+    needs_model = True  # derived targets are the starting model's own words' vectors
+
+    def prepare(self, inputs: StreamInputs) -> pa.Table | None:
+        targets = inputs.static_targets()
+        if targets is not None:
+            self.require_batch_per_worker(
+                len(targets),
+                inputs,
+                "data.static_vectors",
+                f"{len(targets)} words",
+                f"give more vectors, or a smaller {self.batch_size_key}",
+            )
+        return targets
 
 
 @dataclass(frozen=True)
@@ -441,7 +508,7 @@ class ParallelSentencesStream(Stream):
 
     name = "parallel"
     doc = "translation pairs, both sentences in one sequence"
-    batch_size_key = "train.parallel_batch_size"
+    default_batch_size = 16
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
@@ -475,8 +542,44 @@ class ParallelSentencesStream(Stream):
         out["row"] = batch["row"].astype(np.int64)
         return out
 
-    def table(self, prepared) -> pa.Table:
-        return prepared.parallel
+    def prepare(self, inputs: StreamInputs) -> pa.Table:
+        """``data.parallel``'s pairs; with ``objectives.tlm.parallel_share``, that share of the MLM corpus's sentences
+        in the pairs' first language (``share_of_corpus``). The tiny model's tokenizer learns from every pair read."""
+        config = inputs.config
+        pairs = read_parallel(config.data.parallel, inputs.reports)
+        inputs.tokenizer_texts += [
+            text for column in ("text1", "text2") for text in pairs[column].to_pylist()[:TOKENIZER_SAMPLE]
+        ]
+        share = config.objectives.tlm.parallel_share
+        kept = pairs if share is None else share_of_corpus(pairs, inputs.corpus, share, config.train.seed)
+        self.require_batch_per_worker(
+            len(kept),
+            inputs,
+            "data.parallel" if share is None else "objectives.tlm.parallel_share",
+            f"{len(kept)} sentence pairs",
+            f"give more pairs, or a smaller {self.batch_size_key}",
+        )
+        return kept
+
+
+TOKENIZER_SAMPLE = 20000  # pairs of a stream the tiny model's tokenizer also learns from
+
+
+def share_of_corpus(parallel: pa.Table, corpus: CorpusStream, share: float, seed: int) -> pa.Table:
+    """``round(share x n)`` of the pairs, n the MLM corpus's sentences in the pairs' first language (ALIGN-MLM's
+    "parallel data relative to MLM"), drawn with ``seed``."""
+    lang = parallel["lang1"][0].as_py()
+    sentences = sum(
+        len(rows["row"])
+        for rows in read_rows(CorpusStream([src for src in corpus.sources if src.lang == lang], corpus.filesystem))
+    )
+    wanted = round(share * sentences)
+    if wanted > len(parallel):
+        raise ConfigError(
+            f"objectives.tlm.parallel_share: {share} of the {sentences} corpus sentences in {lang} is {wanted} "
+            f"pairs; data.parallel has {len(parallel)}"
+        )
+    return parallel.take(np.random.default_rng(seed).permutation(len(parallel))[:wanted])
 
 
 STREAMS: dict[str, Stream] = {

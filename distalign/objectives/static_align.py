@@ -146,7 +146,7 @@ class StaticAlignConfig:
     weight: float = 0.0
     loss: Literal["mse", "dcca"] = "mse"  # mse needs static dim == hidden size
     # k of Deep (G)CCA, theirs: leading principal directions per view and correlations summed (needs
-    # train.static_batch_size > k; above 2k, or some correlations are 1 whatever the encoder does)
+    # train.batch_sizes.static > k; above 2k, or some correlations are 1 whatever the encoder does)
     dcca_k: int = 10
     # Without data.static_vectors the targets are derived from the starting model before training:
     # X2Static vectors per corpus language, mapped (below) onto the first language by the training pairs
@@ -179,7 +179,7 @@ class StaticAlignObjective(Objective):
         require(cfg.align_iterations >= 0, f"{key}.align_iterations", "must be >= 0")
         require(
             cfg.loss == "mse" or facts.static_batch_size > cfg.dcca_k,
-            "train.static_batch_size",
+            "train.batch_sizes.static",
             f"must exceed {key}.dcca_k for Deep CCA",
         )
         layers = facts.tiny_model_layers
@@ -203,9 +203,9 @@ class StaticAlignObjective(Objective):
         if cfg.loss == "dcca" and (forced := dcca_forced_correlations(batch, cfg.dcca_k)):
             # each view's k leading directions lie in the (N - 1)-dim centred batch space: 2k > N - 1 makes them overlap
             log.warning(
-                "train.static_batch_size=%d words per worker with objectives.static.dcca_k=%d: %d of Deep "
+                "train.batch_sizes.static=%d words per worker with objectives.static.dcca_k=%d: %d of Deep "
                 "CCA's %d correlations are 1 whatever the encoder does and teach nothing; use "
-                "train.static_batch_size > 2 * objectives.static.dcca_k",
+                "train.batch_sizes.static > 2 * objectives.static.dcca_k",
                 batch,
                 cfg.dcca_k,
                 forced,

@@ -22,14 +22,14 @@ As XLM does:
 
 Mixing with MLM (XLM's "MLM + TLM", ALIGN-MLM's Table 1): the loss of a step is
 ``mlm.weight · L_MLM + tlm.weight · L_TLM``, each over its own batch, so a step holds
-``train.parallel_batch_size`` TLM sequences beside ``train.corpus_batch_size`` MLM ones: TLM's share of the
-sequences that reach the losses is ``parallel_batch_size / (parallel_batch_size + corpus_batch_size)`` (ALIGN-MLM's
+``train.batch_sizes.parallel`` TLM sequences beside ``train.batch_sizes.corpus`` MLM ones: TLM's share of the
+sequences that reach the losses is ``parallel / (parallel + corpus)`` of ``train.batch_sizes`` (ALIGN-MLM's
 default of 25 % parallel data relative to MLM is a share of 0.2: e.g. 4 beside 16).
 
 The amount of parallel data (ALIGN-MLM's Table 1: 0, 10, 50, 100 % of the MLM corpus): ``parallel_share``
 keeps that share of the MLM corpus's sentence count in the pairs' first language as distinct pairs, drawn
 with the run's seed from those read (``distalign.preparation.inputs``); the batches then cycle over them.
-It sets how many different translations TLM sees, not how much of a step is TLM (``parallel_batch_size``).
+It sets how many different translations TLM sees, not how much of a step is TLM (``train.batch_sizes.parallel``).
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Produces the constraint table (evaluation words excluded, a subset of it if asked for), the
 corpus stream (files listed and checked; the sentences themselves are streamed to the workers,
 ``distalign.data.corpus_stream``), the held-out BLI dictionaries, the model directory (the
-offline ``tiny`` model is built here, its tokenizer trained on a sample of the run's text) and,
-when an objective reads the static stream, its targets (``distalign.preparation.static_targets``), and
-when one reads the parallel stream, its translation pairs (``data.parallel``).
+offline ``tiny`` model is built here, its tokenizer trained on a sample of the run's text) and the
+table of each table stream an active objective reads, which the stream prepares itself (``Stream.prepare``:
+the constraint pairs, the static targets, the translation pairs) from the ``RunInputs`` made here.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import dataclasses
 import functools
 import hashlib
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -31,14 +32,7 @@ from distalign.data.corpus_stream import (
     with_language_sampling,
 )
 from distalign.data.dictionary_checks import casing_note, check_against_corpora, corpus_words
-from distalign.data.readers import (
-    ReadReport,
-    read_constraints,
-    read_dictionary,
-    read_parallel_files,
-    read_parallel_tsv,
-    require_rows,
-)
+from distalign.data.readers import ReadReport, read_constraints, read_dictionary, require_rows
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -46,7 +40,8 @@ from distalign.data.sampling import (
     subsample_constraints,
     words_of,
 )
-from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
+from distalign.data.sources import CorpusSource, DictionarySource
+from distalign.data.stream_plugins import STREAMS
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, Problems, require
 from distalign.eval.selection import in_loop_settings
@@ -128,9 +123,11 @@ def check_dictionaries_against_corpora(
 def prepare_data(config: ExperimentConfig, build_model: bool = True) -> PreparedData:
     """Read every input the config names (or generate the synthetic world), check and count bad rows,
     take evaluation words out of the training pairs, sample the pairs, shuffle the corpus, build the
-    tiny model if asked for and the static targets if an objective reads the static stream.
+    tiny model if asked for, and have each table stream an active objective reads prepare its table
+    (``Stream.prepare``; a stream that ``needs_model`` once the model is there).
 
-    Every input is read before a problem is raised, and the problems are raised together (``ConfigErrors``).
+    Every input is read before a problem is raised, and the problems are raised together (``ConfigErrors``); a
+    table stream's own sources are read once the corpus is listed (the parallel stream's share counts its sentences).
     ``build_model=False`` (``distalign check``): the tiny model is not built (its ``model_path`` stays ``tiny``),
     nor are static targets derived from a model; everything else is read and checked as for a run."""
     problems = Problems()
@@ -182,7 +179,7 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
                     pairs.append(read_bli_pairs(config, src, reports))
                     held_out.append((src.path, pairs[-1]))
 
-    filesystem, listed, parallel, validation = None, [], None, None
+    filesystem, listed, validation = None, [], None
     with problems.check():
         filesystem = corpus_filesystem(corpora, validation_sources, config.storage.endpoint_url)
         for i, src in enumerate(corpora):
@@ -195,9 +192,6 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         if validation_sources:
             with problems.check():
                 validation = validation_sentences(validation_sources, filesystem, reports)
-    if "parallel" in config.objectives.streams():
-        with problems.check():
-            parallel = read_parallel(d.parallel, reports)
     problems.raise_any()  # what follows counts and samples what was read
     corpus = CorpusStream(with_language_sampling(listed, d.corpus_sampling_alpha), filesystem)
     with problems.check():
@@ -216,20 +210,14 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
     constraints = subsample_constraints(constraints, d.max_constraints, config.train.seed)  # shares p kept
     constraints = constraints.slice(0, round(d.dictionary_fraction * len(constraints)))  # already shuffled
     with problems.check():
-        check_minimum_sizes(config, constraints)
-    kept_parallel = parallel
-    if parallel is not None:
-        with problems.check():
-            share = config.objectives.tlm.parallel_share
-            if share is not None:
-                kept_parallel = share_of_corpus(parallel, corpus, share, config.train.seed)
-            require(
-                len(kept_parallel) >= config.train.parallel_batch_size * config.train.num_workers,
-                "data.parallel" if share is None else "objectives.tlm.parallel_share",
-                f"{len(kept_parallel)} sentence pairs, fewer than one batch per worker (train.parallel_batch_size="
-                f"{config.train.parallel_batch_size} x train.num_workers={config.train.num_workers}): give more "
-                "pairs, or a smaller train.parallel_batch_size",
-            )
+        check_word_pairs(config, constraints)
+    inputs = RunInputs(config, corpus, with_row_index(with_synset_index(constraints)), local_model, reports, heldout)
+    active = [STREAMS[name] for name in sorted(config.objectives.streams()) if STREAMS[name].read_on_driver]
+    tables: dict[str, pa.Table] = {}
+    for stream in active:  # before the model: a stream's texts go into a tiny model's tokenizer
+        if not stream.needs_model:
+            with problems.check():
+                tables[stream.name] = stream.prepare(inputs)
     if d.corpus_sampling_alpha != 1:
         log.info(
             "corpus language sampling (alpha=%s): share of sentences kept per epoch %s",
@@ -243,13 +231,8 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         model_path = local_model = node_local(staged, config.storage.endpoint_url)  # a resumed run: its vocabulary
     elif model_path == "tiny" and build_model:  # every word read: all subsets and language samples share the model
         vocabulary_words = sorted(w for _, w in words_of(read) | heldout)
-        parallel_texts = (
-            []
-            if parallel is None
-            else parallel["text1"].to_pylist()[:TOKENIZER_SAMPLE] + parallel["text2"].to_pylist()[:TOKENIZER_SAMPLE]
-        )
         model_path = local_model = str(
-            tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + parallel_texts)
+            tiny_model(config, sample_texts(corpus, TOKENIZER_SAMPLE) + vocabulary_words + inputs.tokenizer_texts)
         )
     if model_path != "tiny":  # the built tiny model's positions are checked with the config (model.tiny.max_length)
         positions = max_model_positions(local_model)  # a longer sequence fails in the model's embeddings, every retry
@@ -264,22 +247,25 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
         note = casing_note(local_model, [(p.lang1, p.lang2, p.src + p.tgt) for p in eval_pairs + test_pairs])
         if note:
             log.warning("%s", note)
-    static = None
-    # its rows: read on the driver from the vectors, or derived from the model (not by a check)
-    if "static" in config.objectives.streams() and model_path != "tiny" and (build_model or d.static_vectors):
-        static = static_targets(config, local_model, corpus, constraints, heldout, reports)
+    inputs.model_path, inputs.build_model = local_model, build_model
+    for stream in active:
+        if stream.needs_model:
+            tables[stream.name] = stream.prepare(inputs)
     prepared = PreparedData(
-        model_path,
-        with_row_index(with_synset_index(constraints)),
-        corpus,
-        eval_pairs,
-        reports,
-        excluded,
-        static if static is None else with_row_index(static),
-        validation,
-        test_pairs,
-        kept_parallel if kept_parallel is None else with_row_index(kept_parallel),
-        d.cache_dir,
+        model_path=model_path,
+        constraints=inputs.word_pairs,
+        corpus=corpus,
+        eval_pairs=eval_pairs,
+        tables={
+            name: table if "row" in table.column_names else with_row_index(table)
+            for name, table in tables.items()
+            if table is not None
+        },
+        reports=reports,
+        excluded_constraints=excluded,
+        validation=validation,
+        test_pairs=test_pairs,
+        cache_dir=d.cache_dir,
     )
     if validation is not None:
         unknown = sorted(set(validation["lang"].to_pylist()) - set(prepared.languages))
@@ -290,18 +276,29 @@ def prepare_data(config: ExperimentConfig, build_model: bool = True) -> Prepared
     return prepared
 
 
-def check_minimum_sizes(config: ExperimentConfig, constraints: pa.Table) -> None:
-    """The training pairs a run needs once evaluation words are out: one constraint batch per worker when an
-    objective reads the constraint stream, at least one pair when one trains on word pairs."""
-    t = config.train
-    require(
-        "constraints" not in config.objectives.streams() or len(constraints) >= t.constraint_batch_size * t.num_workers,
-        "data.constraints",
-        f"only {len(constraints)} constraint pairs left after excluding evaluation words, fewer than one batch "
-        f"per worker (at least train.constraint_batch_size={t.constraint_batch_size} x train.num_workers="
-        f"{t.num_workers} = {t.constraint_batch_size * t.num_workers}): give more pairs outside the evaluation "
-        "dictionaries, or a smaller train.constraint_batch_size",
-    )
+@dataclass
+class RunInputs:
+    """What a stream's ``prepare`` reads (``distalign.data.stream_plugins.StreamInputs``), made by ``prepare_data``."""
+
+    config: ExperimentConfig
+    corpus: CorpusStream
+    word_pairs: pa.Table
+    model_path: str  # this machine's copy of the model, once built or located
+    reports: list[ReadReport]
+    heldout: set[tuple[str, str]]  # (lang, word) of the evaluation dictionaries: kept out of every stream's rows
+    tokenizer_texts: list[str] = field(default_factory=list)
+    build_model: bool = True  # False: a check (``distalign check``), which builds and derives nothing
+
+    def static_targets(self) -> pa.Table | None:
+        """Read from the vectors, or derived from the model (not by a check, nor before a model is there)."""
+        if self.model_path == "tiny" or not (self.build_model or self.config.data.static_vectors):
+            return None
+        return static_targets(self.config, self.model_path, self.corpus, self.word_pairs, self.heldout, self.reports)
+
+
+def check_word_pairs(config: ExperimentConfig, constraints: pa.Table) -> None:
+    """At least one training pair left once evaluation words are out, when an objective trains on word pairs
+    (the constraints stream checks it has a batch per worker: ``Stream.prepare``)."""
     if config.objectives.uses_word_pairs and len(constraints) == 0:
         readers = sorted(name for name, (plugin, _) in config.objectives.active().items() if plugin.uses_word_pairs)
         raise ConfigError(
@@ -309,37 +306,6 @@ def check_minimum_sizes(config: ExperimentConfig, constraints: pa.Table) -> None
             f"objectives {readers} train on them: give pairs outside the evaluation dictionaries, or "
             "set their weight to 0"
         )
-
-
-def share_of_corpus(parallel: pa.Table, corpus: CorpusStream, share: float, seed: int) -> pa.Table:
-    """``round(share x n)`` of the pairs, n the MLM corpus's sentences in the pairs' first language (ALIGN-MLM's
-    "parallel data relative to MLM"), drawn with ``seed``; the tokenizer still learns from every pair read."""
-    lang = parallel["lang1"][0].as_py()
-    sentences = sum(
-        len(rows["row"])
-        for rows in read_rows(CorpusStream([src for src in corpus.sources if src.lang == lang], corpus.filesystem))
-    )
-    wanted = round(share * sentences)
-    require(
-        wanted <= len(parallel),
-        "objectives.tlm.parallel_share",
-        f"{share} of the {sentences} corpus sentences in {lang} is {wanted} pairs; data.parallel has {len(parallel)}",
-    )
-    return parallel.take(np.random.default_rng(seed).permutation(len(parallel))[:wanted])
-
-
-def read_parallel(sources: list[ParallelSource], reports: list[ReadReport]) -> pa.Table:
-    """Every source's translation pairs (text1, lang1, text2, lang2), bad rows counted in ``reports``."""
-    tables = []
-    for src in sources:
-        table, report = (
-            read_parallel_tsv(src.path, src.lang1, src.lang2)
-            if src.path
-            else read_parallel_files(src.path1, src.path2, src.lang1, src.lang2)
-        )
-        tables.append(table)
-        reports.append(report)
-    return pa.concat_tables(tables)
 
 
 def validation_sentences(sources: list[CorpusSource], filesystem, reports: list[ReadReport]) -> pa.Table:

@@ -30,26 +30,27 @@ class BLIPairs:
     vocab: list[str] | None = None  # the targets to rank (eval.vocab_dir); None: the pairs' own targets
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedData:
     model_path: str
-    constraints: pa.Table
+    constraints: pa.Table  # the run's training word pairs (synset_index, row): the constraints stream's, DICT-MLM's
     corpus: CorpusStream
     eval_pairs: list[BLIPairs]  # validation pairs: in-loop BLI and model selection
+    # each active table stream's rows by stream name (``Stream.prepare``, with ``row``): constraints, static, parallel
+    tables: dict[str, pa.Table] = field(default_factory=dict)
     reports: list[ReadReport] = field(default_factory=list)
     excluded_constraints: int = 0
-    static: pa.Table | None = None  # word, lang, vector: targets of the static objective
     validation: pa.Table | None = None  # text, lang, row, epoch: held-out sentences for the MLM validation loss
     test_pairs: list[BLIPairs] = field(default_factory=list)  # eval.test_languages' pairs, scored after training
-    parallel: pa.Table | None = None  # text1, lang1, text2, lang2, row: translation pairs (objectives.tlm)
     cache_dir: str = ""  # ``data.cache_dir``: where ``corpus_rows`` keeps its count for the next run on the same files
 
     @property
     def languages(self) -> list[str]:
-        """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here."""
+        """Every language of the run; a language's id (DICT-MLM's language embeddings) is its index here: the
+        corpus's, and those of the word pairs and of every table stream with a pair's two languages."""
         langs = {source.lang for source in self.corpus.sources}
-        for table in (self.constraints, self.parallel):
-            if table is not None:
+        for table in (self.constraints, *self.tables.values()):
+            if {"lang1", "lang2"} <= set(table.column_names):
                 langs |= set(pc.unique(table["lang1"]).to_pylist()) | set(pc.unique(table["lang2"]).to_pylist())
         return sorted(langs)
 

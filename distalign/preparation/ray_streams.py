@@ -192,10 +192,11 @@ def store_tables(prepared: PreparedData, config: ExperimentConfig) -> dict[str, 
     """Every table the run's workers read, written once to the run's storage (``store_table``): each active table
     stream's, the constraint pairs where an objective trains on word pairs, and the held-out sentences of the MLM
     validation loss (``validation``)."""
-    names = set(stream_jobs(prepared, config, table_stream_names()))
-    if config.objectives.uses_word_pairs:
-        names.add("constraints")
-    tables = {name: STREAMS[name].table(prepared) for name in sorted(names)}
+    tables = {
+        name: STREAMS[name].table(prepared) for name in sorted(stream_jobs(prepared, config, table_stream_names()))
+    }
+    if config.objectives.uses_word_pairs:  # the same table as the constraints stream's: one file
+        tables["constraints"] = prepared.constraints
     if prepared.validation is not None:
         tables["validation"] = prepared.validation
     s = config.storage
@@ -463,11 +464,7 @@ def local_streams(
     """The batches worker ``rank`` of ``workers`` would read, built in this process without Ray or storage
     (``LocalWorkerData``, the tables held in memory), from where ``saved`` (a checkpoint's stream states) left
     them: for tests and debugging."""
-    held = {
-        name: MappedTable.of(STREAMS[name].table(prepared))
-        for name in table_stream_names()
-        if STREAMS[name].table(prepared) is not None
-    }
+    held = {name: MappedTable.of(table) for name, table in prepared.tables.items()}
     data = LocalWorkerData(table_streams(prepared, config, held), corpus_feed(prepared, config), rank, workers)
     saved = saved or {}
     return {

@@ -196,10 +196,4 @@ def read_static_targets(
         len(static["vector"][0]),
         AutoConfig.from_pretrained(model_path).hidden_size,
     )
-    if len(static) < config.train.static_batch_size * config.train.num_workers:
-        raise ConfigError(
-            f"data.static_vectors: {len(static)} words, fewer than one batch per worker "
-            f"(train.static_batch_size={config.train.static_batch_size} x train.num_workers="
-            f"{config.train.num_workers}): give more vectors, or a smaller train.static_batch_size"
-        )
     return static.take(np.random.default_rng(config.train.seed).permutation(len(static)))

@@ -39,10 +39,7 @@ INPUT_TRAIN_KEYS = (
     "seed",
     "num_workers",
     "min_workers",
-    "constraint_batch_size",
-    "corpus_batch_size",
-    "static_batch_size",
-    "parallel_batch_size",
+    "batch_sizes",
 )
 
 

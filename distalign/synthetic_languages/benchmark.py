@@ -63,7 +63,7 @@ OBJECTIVE_SETS = {
     "dict_mlm": {"dict_mlm": 1.0},  # replaces MLM; ALIGN-MLM's App. G.4 settings in the bench config
 }
 # XLM's TLM pairs: the derived corpus translates the base one line by line, so every base sentence has its twin
-# (their share of a step: train.parallel_batch_size in the bench config)
+# (their share of a step: train.batch_sizes.parallel in the bench config)
 BENCH_CONFIG = Path(__file__).resolve().parents[2] / "jobs" / "configs" / "bench_synthetic.yaml"
 # `--preset NAME`: jobs/bench_presets/NAME.yaml, a bench's fields (BenchSpec) that become the command's defaults
 PRESETS_DIR = BENCH_CONFIG.parents[1] / "bench_presets"

@@ -40,6 +40,7 @@ from pathlib import Path
 import psutil
 import torch
 
+from distalign.data.stream_plugins import STREAMS
 from distalign.synthetic_languages.benchmark import BenchSpec, prepare_bench, training_config, vocabulary_counterparts
 
 log = logging.getLogger("distalign")
@@ -141,7 +142,9 @@ def run_curve(
     bench = prepare_bench(bench_spec(setting, out_dir / name, steps, seed, overrides, corpus))
     transformation = setting.transformation
     config = training_config(bench.spec, transformation, "mlm", bench.data[transformation], bench.out_dir)
-    config.train.corpus_batch_size *= config.train.num_workers  # the global batch of the bench's workers
+    config.train.batch_sizes["corpus"] = (
+        STREAMS["corpus"].batch_size(config.train) * config.train.num_workers
+    )  # the global batch of the bench's workers
     config.train.num_workers = 1
     corpus_sentences = 2 * bench.params["sentences"]  # the base corpus and its derived twin
     prepared = prepare_data(config)
@@ -171,7 +174,7 @@ def run_curve(
                 "tokens": len(src),
                 "vocab": len(vocab),
                 "sentences": bench.params["sentences"],
-                "epochs": step * config.train.corpus_batch_size / corpus_sentences,
+                "epochs": step * config.train.batch_sizes["corpus"] / corpus_sentences,
                 "lr": recipe.engine.lr,
                 "seconds": time.time() - started,
                 "cpu_seconds": time.process_time() - cpu,

@@ -16,6 +16,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
+from distalign.data.stream_plugins import STREAMS
 from distalign.models.optimization import MAX_GRAD_NORM, parameter_groups
 from distalign.objectives.base import edit_in_place
 from distalign.train.lamb import Lamb
@@ -167,7 +168,7 @@ def deepspeed_settings(cfg: TrainConfig) -> dict:
     """
     settings = {
         # The loop feeds its own batches; DeepSpeed requires the key but does not batch here.
-        "train_micro_batch_size_per_gpu": cfg.constraint_batch_size,
+        "train_micro_batch_size_per_gpu": STREAMS["constraints"].batch_size(cfg),
         "gradient_accumulation_steps": cfg.grad_accum_steps,
         "gradient_clipping": MAX_GRAD_NORM,
         "zero_optimization": {"stage": cfg.zero_stage},

@@ -21,6 +21,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from distalign.config import ExperimentConfig, read_config, validate
+from distalign.data.stream_plugins import STREAMS
 from distalign.errors import ConfigError, Problems, require_writable
 from distalign.model_store.locate import check_model, is_storage_uri
 from distalign.models.loading import is_hub_name
@@ -154,8 +155,8 @@ def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[st
     if len(prepared.constraints) or "constraints" in config.objectives.streams():
         lines.append(
             f"constraints: {len(prepared.constraints)} pairs ({prepared.excluded_constraints} with evaluation "
-            f"words left out; at least train.constraint_batch_size x train.num_workers = "
-            f"{t.constraint_batch_size * t.num_workers} needed): {pair_counts(prepared.constraints)}"
+            f"words left out; at least train.batch_sizes.constraints x train.num_workers = "
+            f"{STREAMS['constraints'].batch_size(t) * t.num_workers} needed): {pair_counts(prepared.constraints)}"
         )
     for source in prepared.corpus.sources:
         where = (
@@ -166,13 +167,13 @@ def describe_inputs(config: ExperimentConfig, prepared: PreparedData) -> list[st
         lines.append(f"corpus {source.lang}: {where}")
     if prepared.validation is not None:
         lines.append(f"validation sentences: {len(prepared.validation)}")
-    if prepared.parallel is not None:
-        lines.append(
-            f"parallel pairs: {len(prepared.parallel)} (at least train.parallel_batch_size x "
-            f"train.num_workers = {t.parallel_batch_size * t.num_workers} needed)"
-        )
-    if prepared.static is not None:
-        lines.append(f"static targets: {len(prepared.static)} words")
+    for name, table in sorted(prepared.tables.items()):
+        if name != "constraints":  # above, with its language pairs
+            stream = STREAMS[name]
+            lines.append(
+                f"{name} stream: {len(table)} rows (at least {stream.batch_size_key} x train.num_workers = "
+                f"{stream.batch_size(t) * t.num_workers} needed)"
+            )
     for name, pairs in (
         ("evaluation (in-loop BLI)", prepared.eval_pairs),
         ("test (BLI after training)", prepared.test_pairs),

@@ -34,7 +34,7 @@ from distalign.checkpoint import (
 )
 from distalign.data.batches import padded_names, trim_padding, with_label_index
 from distalign.data.ragged import RaggedRows
-from distalign.data.stream_plugins import StreamBatches
+from distalign.data.stream_plugins import STREAMS, StreamBatches
 from distalign.device import to_device, use_tensor_cores
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain
@@ -283,7 +283,7 @@ class TrainingRecipe:
         """Each rank scores its share of the held-out rows, every world_size-th (tokenised and masked here at the
         first evaluation), all ranks in as many forward passes as rank 0's share (the longest) needs; the summed
         losses and token counts are added up."""
-        stored, batch_size = self.plan.mlm_validation, self.config.train.corpus_batch_size
+        stored, batch_size = self.plan.mlm_validation, STREAMS["corpus"].batch_size(self.config.train)
         if self.validation_rows is None:
             self.validation_rows = worker_validation_rows(stored, self.plan.corpus.job, self.rank, self.world_size)
         longest_share = -(-stored.rows // self.world_size)

@@ -222,7 +222,11 @@ def run_training(
     clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
-    params = config.flat() | schedule.params()  # the config as written, and what the run derived from it
+    # the config as written, and what the run derived from it: each active stream's batch size, its default included
+    params = config.flat() | schedule.params()
+    params |= {
+        STREAMS[name].batch_size_key: STREAMS[name].batch_size(config.train) for name in config.objectives.streams()
+    }
     with (
         tracked_run(
             config.tracking.uri,

@@ -82,7 +82,7 @@ def test_mlm_masks_the_configured_share_of_its_units(home, granularity):
             "run.name=contract",
             "objectives.mlm.mask_prob=0.3",
             f"objectives.mlm.granularity={granularity}",
-            "train.corpus_batch_size=32",
+            "train.batch_sizes.corpus=32",
             "train.max_steps=40",
         ],
     )
@@ -127,7 +127,7 @@ def test_dict_mlm_label_rates_of_both_masking_readings(home, mask_words):
         + [
             "run.name=contract",
             f"objectives.dict_mlm.mask_words={mask_words}",
-            "train.corpus_batch_size=32",
+            "train.batch_sizes.corpus=32",
             "train.max_steps=60",
         ],
     )

@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from distalign.data import readers
 from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.readers import (
     InputError,
@@ -124,6 +125,16 @@ def test_babelnet_export(tmp_path, header):
     assert same.equals(table)
 
 
+def test_babelnet_export_read_in_batches_is_the_table_read_whole(tmp_path, monkeypatch):
+    path = tmp_path / "bn.tsv"
+    path.write_text("\n".join(BN_ROWS * 3 + ["bn:9\ten\tde\tdog"]) + "\n")
+    whole, report = read_babelnet_export(path)
+    monkeypatch.setattr(readers, "ROWS_AT_ONCE", 2)  # 9 rows: 5 batches, the last one short
+    batched, batched_report = read_babelnet_export(path)
+    assert batched.equals(whole) and len(batched) == 9
+    assert (batched_report.rows, batched_report.malformed) == (report.rows, report.malformed) == (9, 1)
+
+
 def test_babelnet_wrong_column_count_and_empty_fields(tmp_path):
     path = tmp_path / "bn.tsv"
     path.write_text(
@@ -194,6 +205,26 @@ def test_constraint_parquet_null_and_empty_rows_dropped_and_counted(tmp_path):
     assert report.rows == 1
     assert report.malformed == 5  # every dropped row is counted, nulls included
     assert [e.split(": ")[0] for e in report.examples] == [f"{path}:{n}" for n in (2, 3, 4, 5, 6)]
+
+
+def test_constraint_parquet_counts_every_bad_row_beyond_the_examples(tmp_path):
+    path = tmp_path / "many.parquet"
+    words = ["" if i % 5 < 3 else f"w{i}" for i in range(1000)]  # 600 empty words
+    pq.write_table(
+        pa.table(
+            {
+                "word1": words,
+                "lang1": ["en"] * 1000,
+                "word2": ["x"] * 1000,
+                "lang2": ["de"] * 1000,
+                "synset_id": ["s"] * 1000,
+            }
+        ),
+        path,
+    )
+    table, report = read_constraint_parquet(path)
+    assert (report.rows, report.malformed, len(report.examples)) == (400, 600, 5)
+    assert [e.split(": ")[0] for e in report.examples] == [f"{path}:{n}" for n in (1, 2, 3, 6, 7)]
 
 
 def test_unknown_constraint_extension(tmp_path):

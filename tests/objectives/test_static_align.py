@@ -246,7 +246,7 @@ def test_static_targets_warn_when_dcca_batch_is_degenerate(tmp_path, caplog, bat
         [
             "objectives.static.loss=dcca",
             f"objectives.static.dcca_k={k}",
-            f"train.static_batch_size={batch}",
+            f"train.batch_sizes.static={batch}",
             "train.num_workers=1",
         ],
     )
@@ -255,7 +255,7 @@ def test_static_targets_warn_when_dcca_batch_is_degenerate(tmp_path, caplog, bat
     messages = [r.getMessage() for r in caplog.records if "objectives.static.dcca_k" in r.getMessage()]
     assert len(messages) == int(warns)
     if warns:
-        assert f"train.static_batch_size={batch} " in messages[0]
+        assert f"train.batch_sizes.static={batch} " in messages[0]
         assert f"{dcca_forced_correlations(batch, k)} of Deep CCA's {k} correlations" in messages[0]
 
 

@@ -195,17 +195,17 @@ def test_config_errors_name_the_key(tmp_path):
 
 
 def test_tlm_share_of_a_step_on_prepared_batches(tmp_path, monkeypatch):
-    """MLM + TLM: each step holds parallel_batch_size masked pairs beside corpus_batch_size masked sentences,
-    TLM's share 4 / (4 + 16) = 0.2 (ALIGN-MLM's 25 % parallel data relative to MLM), both sides labelled."""
+    """MLM + TLM: each step holds train.batch_sizes.parallel masked pairs beside train.batch_sizes.corpus masked
+    sentences, TLM's share 4 / (4 + 16) = 0.2 (ALIGN-MLM's 25 % parallel data relative to MLM), both sides labelled."""
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     config = tlm_config(
         write_pairs(tmp_path / "pairs.tsv", 200),
-        "train.parallel_batch_size=4",
-        "train.corpus_batch_size=16",
+        "train.batch_sizes.parallel=4",
+        "train.batch_sizes.corpus=16",
         "objectives.tlm.mask_prob=0.3",
     )
     prepared = prepare_data(config)
-    assert len(prepared.parallel) == 200 and {"xa", "xb"} <= set(prepared.languages)
+    assert len(prepared.tables["parallel"]) == 200 and {"xa", "xb"} <= set(prepared.languages)
     streams = local_streams(prepared, config)
     assert set(streams) == {"corpus", "parallel"}
     tlm_rows = mlm_rows = 0
@@ -236,22 +236,24 @@ def test_parallel_share_keeps_a_share_of_the_corpus_and_only_those_pairs_reach_t
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     pairs = write_pairs(tmp_path / "pairs.tsv", 400)
     config = tlm_config(
-        pairs, "train.parallel_batch_size=4", "train.corpus_batch_size=16", "objectives.tlm.parallel_share=0.1"
+        pairs, "train.batch_sizes.parallel=4", "train.batch_sizes.corpus=16", "objectives.tlm.parallel_share=0.1"
     )
     prepared = prepare_data(config)
     (xa,) = [src for src in prepared.corpus.sources if src.lang == "xa"]
     corpus_xa = sum(1 for path in xa.paths for line in open(path) if line.strip())
     kept = round(0.1 * corpus_xa)
-    assert len(prepared.parallel) == kept < 400
+    assert len(prepared.tables["parallel"]) == kept < 400
     read = set(zip(*(read_parallel_tsv(pairs, "xa", "xb")[0][c].to_pylist() for c in ("text1", "text2"))))
-    chosen = set(zip(prepared.parallel["text1"].to_pylist(), prepared.parallel["text2"].to_pylist()))
+    chosen = set(
+        zip(prepared.tables["parallel"]["text1"].to_pylist(), prepared.tables["parallel"]["text2"].to_pylist())
+    )
     assert chosen <= read
     stream = local_streams(prepared, config)["parallel"]
     seen = set()
     for _ in range(3 * kept // 4):
         seen.update(next(stream)["row"].tolist())
     assert seen == set(range(kept))  # the rows of the kept pairs, each reached, no other
-    whole = prepare_data(tlm_config(pairs, "train.parallel_batch_size=4"))
+    whole = prepare_data(tlm_config(pairs, "train.batch_sizes.parallel=4"))
     assert whole.model_path == prepared.model_path  # the tokenizer learns from every pair read either way
     with pytest.raises(ConfigError, match=r"objectives\.tlm\.parallel_share"):
         prepare_data(tlm_config(write_pairs(tmp_path / "few.tsv", kept), "objectives.tlm.parallel_share=0.2"))
@@ -275,7 +277,7 @@ def test_mlm_plus_tlm_trains_on_two_workers_over_a_corpus_with_bad_rows_and_repo
         write_pairs(tmp_path / "pairs.tsv", 64),
         "run.name=tlm-ray",
         "train.max_steps=4",
-        "train.parallel_batch_size=4",
+        "train.batch_sizes.parallel=4",
         "data.source=files",
         f"data.corpora=[{{path: {tmp_path / 'xa.jsonl'}, lang: xa}}]",
         "eval.every=0",

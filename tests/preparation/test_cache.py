@@ -60,7 +60,7 @@ def test_trials_of_one_seed_share_the_world_and_the_tiny_model(tmp_path, monkeyp
         "data.synthetic.num_concepts=120",
         "data.synthetic.sentences_per_language=200",
         "train.num_workers=1",
-        "train.constraint_batch_size=8",
+        "train.batch_sizes.constraints=8",
     ]
     prepared = {
         name: inputs.prepare_data(load_config(QUICKSTART, small + [f"run.name={name}", *extra]))

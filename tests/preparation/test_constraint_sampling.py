@@ -49,7 +49,7 @@ def test_batches_follow_q_on_the_full_constraint_set(tmp_path, monkeypatch):
             "data.sampling_alpha=0.5",
             "objectives.mlm.weight=0",
             "train.num_workers=1",
-            "train.constraint_batch_size=16",
+            "train.batch_sizes.constraints=16",
             "train.max_steps=200",
             "model.tiny.vocab_size=300",
         ],
@@ -77,7 +77,7 @@ def test_a_language_sample_run_trains_on_its_pairs_only_and_evaluates_on_the_tes
             "data.constraints_per_pair=8",
             "eval.languages=[fr,sw]",
             "train.num_workers=1",
-            "train.constraint_batch_size=8",
+            "train.batch_sizes.constraints=8",
         ],
     )
     prepared = prepare_data(config)

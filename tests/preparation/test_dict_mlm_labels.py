@@ -23,7 +23,7 @@ def cross_lingual_label_share(percent: int) -> tuple[float, int]:
             "objectives.mlm.weight=0",
             "objectives.dict_mlm.weight=1",
             f"objectives.dict_mlm.synonym_label_percent={percent}",
-            "train.corpus_batch_size=32",
+            "train.batch_sizes.corpus=32",
             "train.max_steps=60",
         ],
     )
@@ -69,7 +69,7 @@ def test_synonyms_of_any_length_reach_the_batches_at_the_configured_share(distal
         + [
             "run.name=dict-splice",
             "objectives.dict_mlm.mask_words=all",
-            "train.corpus_batch_size=32",
+            "train.batch_sizes.corpus=32",
             "train.max_steps=80",
         ],
     )

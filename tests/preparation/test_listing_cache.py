@@ -54,7 +54,13 @@ def test_the_corpus_count_is_read_once_for_the_same_files(tmp_path, monkeypatch)
 
     def rows() -> int:
         stream = CorpusStream([list_corpus_files(CorpusSource(str(corpus), "en"), "data.corpora[0]")])
-        prepared = PreparedData("", CONSTRAINT_SCHEMA.empty_table(), stream, [], cache_dir=str(tmp_path / "cache"))
+        prepared = PreparedData(
+            model_path="",
+            constraints=CONSTRAINT_SCHEMA.empty_table(),
+            corpus=stream,
+            eval_pairs=[],
+            cache_dir=str(tmp_path / "cache"),
+        )
         return prepared.corpus_rows
 
     assert rows() == 4 and len(reads) == 1

@@ -11,6 +11,7 @@ from conftest import QUICKSTART, SMALL
 
 from distalign.checkpoint import STATE_FILE
 from distalign.config import load_config
+from distalign.data.stream_plugins import STREAMS
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.ray_streams import local_streams
 from distalign.preparation.resume_checks import kept_schedule
@@ -37,7 +38,7 @@ ROWS: list[int] = [0]  # the constraint table's rows, set by the test that uses 
 def test_a_resume_on_another_worker_count_trains_every_position_once(world):
     config, prepared = world
     ROWS[0] = rows = len(prepared.constraints)
-    batch_size = config.train.constraint_batch_size
+    batch_size = STREAMS["constraints"].batch_size(config.train)
     four = [local_streams(prepared, config, rank=rank, workers=4)["constraints"] for rank in range(4)]
     steps = rows // (4 * batch_size) + 1  # past the end of epoch 0
     before = [next(stream) for _ in range(steps) for stream in four]
@@ -69,7 +70,7 @@ def test_a_checkpoint_of_counted_batches_resumes_at_as_many_rows(world):
     stream = local_streams(prepared, config, {"constraints": [{"batches": 3}, {"batches": 3}]}, rank=1, workers=2)[
         "constraints"
     ]
-    assert stream.state() == {"position": 3 * 2 * config.train.constraint_batch_size}
+    assert stream.state() == {"position": 3 * 2 * STREAMS["constraints"].batch_size(config.train)}
 
 
 def test_a_mapped_table_takes_rows_across_record_batches_as_arrow_does(tmp_path):

@@ -139,7 +139,7 @@ def test_dictionary_split_and_files(tmp_path):
     # XLM: MLM + TLM on the base/derived twins, a quarter as many pairs as corpus sentences a step
     xlm = training_config(spec, "translit_inv", "xlm", paths, tmp_path / "out")
     assert (xlm.objectives.mlm.weight, xlm.objectives.tlm.weight, xlm.objectives.align.weight) == (1, 1, 0)
-    assert xlm.train.parallel_batch_size * 4 == xlm.train.corpus_batch_size
+    assert xlm.train.batch_sizes["parallel"] * 4 == xlm.train.batch_sizes["corpus"]
     source = xlm.data.parallel[0]
     pairs, report = read_parallel_files(source.path1, source.path2, source.lang1, source.lang2)
     assert report.malformed == 0 and pairs["text1"].to_pylist() == base and pairs["text2"].to_pylist() == derived

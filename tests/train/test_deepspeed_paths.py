@@ -26,7 +26,7 @@ VALIDATION_ROWS = 5  # 3 for rank 0 and 2 for rank 1: two forwards against one a
 SENSE_OVERRIDES = [
     *SMALL,
     *SENSE_AWARE_SMALL,
-    "train.corpus_batch_size=2",
+    "train.batch_sizes.corpus=2",
     "train.engine=deepspeed",
     "train.precision=bf16",
 ]
@@ -96,7 +96,7 @@ def _rank(rank: int, port: int, validation_run, sense_run, results) -> None:
 
 def test_zero3_on_two_ranks_evaluates_uneven_shares_and_copies_senses_after_warmup(tmp_path, monkeypatch):
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    zero3 = ["train.engine=deepspeed", "train.zero_stage=3", "train.precision=bf16", "train.corpus_batch_size=2"]
+    zero3 = ["train.engine=deepspeed", "train.zero_stage=3", "train.precision=bf16", "train.batch_sizes.corpus=2"]
     validation = load_config(QUICKSTART, [*SMALL, *zero3, "data.synthetic.validation_sentences=8"])
     sense = load_config(SENSE_AWARE, [*SENSE_OVERRIDES, "train.zero_stage=3"])
     runs = [(config, prepare_data(config)) for config in (validation, sense)]

@@ -8,6 +8,7 @@ import pytest
 from conftest import QUICKSTART
 
 from distalign.config import ConfigError, load_config
+from distalign.data.stream_plugins import STREAMS
 from distalign.train.engine import deepspeed_settings
 
 
@@ -33,7 +34,7 @@ def test_user_deepspeed_settings_merge_over_the_defaults(tmp_path):
         "offload_optimizer": {"device": "cpu"},
     }
     assert settings["gradient_clipping"] == 2.0  # the mapping wins over the file, the file over the defaults
-    assert settings["train_micro_batch_size_per_gpu"] == config.train.constraint_batch_size
+    assert settings["train_micro_batch_size_per_gpu"] == STREAMS["constraints"].batch_size(config.train)
     assert deepspeed_settings(load_config(QUICKSTART, ["train.engine=deepspeed"]).train)["gradient_clipping"] == 1.0
 
 

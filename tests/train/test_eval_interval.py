@@ -8,7 +8,7 @@ from conftest import QUICKSTART
 from distalign.config import load_config
 from distalign.preparation.schedule import RunSchedule, run_schedule
 
-PREPARED = SimpleNamespace(constraints=[0] * 1000, corpus_rows=640)
+PREPARED = SimpleNamespace(tables={"constraints": [0] * 1000}, corpus_rows=640)
 
 
 def test_every_steps_by_default():

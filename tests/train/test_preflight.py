@@ -104,7 +104,7 @@ def test_the_quickstart_passes_with_counts(tmp_path, capsys, no_ray):
     assert "every check passed" in out
     assert f"storage: {tmp_path / 'runs'} writable" in out
     assert "model: tiny, built when training starts" in out
-    assert "at least train.constraint_batch_size x train.num_workers = 64 needed): xa-xa " in out
+    assert "at least train.batch_sizes.constraints x train.num_workers = 64 needed): xa-xa " in out
     for lang in ("xa", "xb", "xc"):
         assert f"corpus {lang}: 1 text files" in out
     assert "evaluation (in-loop BLI): xa-xb " in out
@@ -122,7 +122,7 @@ def test_the_minimum_pairs_and_the_services_are_reported_together(tmp_path, caps
             str(QUICKSTART),
             *SMALL,
             f"storage.path={tmp_path / 'runs'}",
-            "train.constraint_batch_size=500",
+            "train.batch_sizes.constraints=500",
             "train.num_workers=64",
             f"tracking.uri=http://127.0.0.1:{port}",
         ],
@@ -133,7 +133,7 @@ def test_the_minimum_pairs_and_the_services_are_reported_together(tmp_path, caps
     assert f"tracking.uri http://127.0.0.1:{port}: the MLflow tracking server does not answer" in err
     assert (
         "data.constraints: only " in err
-        and "(at least train.constraint_batch_size=500 x train.num_workers=64 = 32000)" in err
+        and "(at least train.batch_sizes.constraints=500 x train.num_workers=64 = 32000)" in err
     )
     assert "train.num_workers: 64 workers need 48.25 CPUs" in err
 

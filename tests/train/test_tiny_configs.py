@@ -158,9 +158,9 @@ def test_static_vectors_extracted_aligned_and_trained_towards_under_zero2(ray_lo
     from distalign.preparation.inputs import prepare_data
 
     path = CONFIGS / "static_align_tiny.yaml"
-    overrides = SMALL + ZERO2 + ["train.static_batch_size=16", "run.name=static-align-tiny-zero2"]
+    overrides = SMALL + ZERO2 + ["train.batch_sizes.static=16", "run.name=static-align-tiny-zero2"]
     prepared = prepare_data(load_config(path, overrides))  # the world and the tiny model of this run
-    derived = prepared.static  # no data.static_vectors: derived from the starting model, every language
+    derived = prepared.tables["static"]  # no data.static_vectors: derived from the starting model, every language
     assert set(derived["lang"].to_pylist()) == {"xa", "xb", "xc"}
     corpora = {source.lang: source.paths for source in prepared.corpus.sources}
     for lang in ("xa", "xb"):  # the user's commands, as static_align.yaml's header gives them

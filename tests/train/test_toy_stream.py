@@ -38,7 +38,7 @@ class WordLengthStream(Stream):
 
     name = "word_length"
     doc = "a word alone, with its length"
-    batch_size_key = "train.constraint_batch_size"
+    default_batch_size = 16
     tensors = (
         TensorSpec("input_ids", "int64", "B,T"),
         TensorSpec("attention_mask", "int64", "B,T"),
@@ -51,15 +51,9 @@ class WordLengthStream(Stream):
     def settings(self, facts, languages):
         return WordLengthTokens(facts.max_word_tokens)
 
-    def table(self, prepared):
-        words = prepared.constraints.column("word1")
-        return pa.table(
-            {
-                "word": words,
-                "length": pc.utf8_length(words).cast(pa.float32()),
-                "row": pa.array(np.arange(len(words), dtype=np.int64)),
-            }
-        )
+    def prepare(self, inputs):
+        words = inputs.word_pairs.column("word1")
+        return pa.table({"word": words, "length": pc.utf8_length(words).cast(pa.float32())})
 
     def tokenize(self, batch, tokenizer, settings):
         out = encode_words(tokenizer, batch["word"].tolist(), settings.max_tokens)

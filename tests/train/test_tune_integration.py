@@ -47,7 +47,7 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
                     "train.checkpoint_every=2",
                     "eval.every=2",
                     "train.num_workers=1",
-                    "train.constraint_batch_size=8",
+                    "train.batch_sizes.constraints=8",
                     "eval.languages=[en,de]",
                 ],
                 "language_samples": {

@@ -137,7 +137,7 @@ def distalign_engine_step_s(
         lr=1e-4,
         warmup_steps=0,
         max_steps=steps + warmup,
-        constraint_batch_size=len(batches["constraints"]["synset"]),
+        batch_sizes={"constraints": len(batches["constraints"]["synset"])},
     )
     trainer = build_engine(module, cfg, cfg.max_steps, uses_lm_head=True, device=device)
     for _ in range(warmup):

@@ -123,7 +123,7 @@ def main(argv: list[str] | None = None) -> None:
         prog="python -m distalign.tools.bench.negatives", description=__doc__.split("\n\n")[0]
     )
     parser.add_argument("--worlds", default="8,16,32,64,128", help="comma-separated worker counts W")
-    parser.add_argument("--pairs", type=int, default=64, help="constraint pairs a rank (train.constraint_batch_size)")
+    parser.add_argument("--pairs", type=int, default=64, help="constraint pairs a rank (train.batch_sizes.constraints)")
     parser.add_argument("--dim", type=int, default=768, help="hidden size (XLM-R base 768, large 1024)")
     args = parser.parse_args(argv)
     print(format_table(measure([int(w) for w in args.worlds.split(",")], args.pairs, args.dim)))

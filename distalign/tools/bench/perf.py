@@ -166,8 +166,8 @@ def step_timings(home: Path, world: int, plans: list[dict]) -> list[dict]:
 
 def batch_overrides(pairs: int, workers: int) -> list[str]:
     return [
-        f"train.constraint_batch_size={pairs}",
-        f"train.corpus_batch_size={pairs // 2}",
+        f"train.batch_sizes.constraints={pairs}",
+        f"train.batch_sizes.corpus={pairs // 2}",
         f"train.num_workers={workers}",
         "train.max_steps=400",
         "eval.every=0",
@@ -361,6 +361,8 @@ def plain_script_figures(home: Path, steps: int, steady_from: int, processes: in
     constraints = home / "constraints.parquet"
     pq.write_table(prepared.constraints, constraints)
     corpus = [path for source in prepared.corpus.sources for path in source.paths]
+    from distalign.data.stream_plugins import STREAMS
+
     t = config.train
     load = os.getloadavg()[0]
     out = subprocess.run(
@@ -374,9 +376,9 @@ def plain_script_figures(home: Path, steps: int, steady_from: int, processes: in
             "--steps",
             str(steps),
             "--sentences-per-step",
-            str(t.corpus_batch_size),
+            str(STREAMS["corpus"].batch_size(t)),
             "--pairs-per-step",
-            str(t.constraint_batch_size),
+            str(STREAMS["constraints"].batch_size(t)),
             "--lr",
             str(t.lr),
             "--max-length",
