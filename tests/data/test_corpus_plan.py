@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distalign.data.corpus_plan import Item, Position, assign, byte_ranges, cut_units, deal, resume_items, within
+from distalign.data.corpus_plan import Item, Position, Units, byte_ranges, cut_units, deal, dealt, resume_items, within
 from distalign.data.ragged import RaggedRows
 from distalign.data.streams import STREAMS, take_rows
 
@@ -28,15 +28,22 @@ def test_each_unit_goes_to_one_worker_and_bytes_differ_by_at_most_one_unit(worke
     """Files of 1 MB and 100 MB (and a parquet file of uneven row groups): every unit read once per epoch, each
     worker's bytes within one unit (1 MB) of every other's."""
     sizes = [1 * MB, 100 * MB, 3 * MB, 50 * MB + 123]
-    units = cut_units(0, "text", [f"f{i}.txt" for i in range(4)], sizes, [[]] * 4, MB) + cut_units(
-        1, "parquet", ["g.parquet"], [0], [[MB // 2, MB, MB // 4]], MB
+    units = Units.concat(
+        [
+            cut_units(0, "text", [f"f{i}.txt" for i in range(4)], sizes, [[]] * 4, MB),
+            cut_units(1, "parquet", ["g.parquet"], [0], [[MB // 2, MB, MB // 4]], MB),
+        ]
     )
+
+    def assign(units, seed, epoch, workers):
+        return [units.take(mine) for mine in dealt(units, seed, epoch, workers)]
+
     for epoch in (0, 1):
-        dealt = assign(units, seed=3, epoch=epoch, workers=workers)
-        assert sorted((u.source, u.path, u.start) for mine in dealt for u in mine) == sorted(
+        shares = assign(units, seed=3, epoch=epoch, workers=workers)
+        assert sorted((u.source, u.path, u.start) for mine in shares for u in mine) == sorted(
             (u.source, u.path, u.start) for u in units
         )
-        totals = [sum(u.size for u in mine) for mine in dealt]
+        totals = [sum(u.size for u in mine) for mine in shares]
         assert max(totals) - min(totals) <= max(u.size for u in units)
         assert max(totals) / (sum(totals) / workers) < 1 + workers * MB / sum(totals) + 1e-9
     assert assign(units, 3, 0, workers) == assign(units, 3, 0, workers)
@@ -67,7 +74,7 @@ class FakeData:
 
 
 # a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch
-UNITS = cut_units(0, "text", ["a.txt"], [33], [[]], 40) + cut_units(0, "text", ["b.txt"], [300], [[]], 10)
+UNITS = Units.concat([cut_units(0, "text", ["a.txt"], [33], [[]], 40), cut_units(0, "text", ["b.txt"], [300], [[]], 10)])
 
 
 def corpus_batches(rank, workers, saved=None):
@@ -129,7 +136,7 @@ def test_a_resume_leaves_out_units_of_files_that_changed_since_the_checkpoint():
     """Units no longer in the listing are left out (a begun item that lost one whole): rows skipped, never repeated."""
     a, b, c = UNITS[0], UNITS[1], UNITS[2]
     saved = Position([Item(0, (a, b), skip=5), Item(0, (b, c)), Item(0, (c,), skip=2)], 1, 2)
-    kept, gone = within(saved, [u for u in UNITS if u != b])
+    kept, gone = within(saved, Units.of([u for u in UNITS if u != b]))
     assert kept == Position([Item(0, (c,)), Item(0, (c,), skip=2)], 1, 2)
     assert gone == ["b.txt"]
     assert within(saved, UNITS) == (saved, [])

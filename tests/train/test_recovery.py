@@ -141,7 +141,7 @@ def trained_rows(trace_dir, stream: str) -> list[tuple[int, int, int]]:
 def epoch_rows(config) -> list[int]:
     """The rows of one corpus epoch, read by one worker without Ray."""
     feed = corpus_feed(prepare_data(config), config)
-    items = fresh_items(feed.units, feed.seed, 0, 1, 0, feed.mix_units)
+    items = fresh_items(feed.corpus.units(), feed.seed, 0, 1, 0, feed.mix_units)
     return [row for block in LocalWorkerData({}, feed).corpus_items(items) for row in block["row"].tolist()]
 
 
