@@ -5,6 +5,8 @@ another number of workers finishes the epoch with no row trained twice and none 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -58,13 +60,14 @@ class FakeData:
 
     def __init__(self, units, rank, workers, mix_units=2):
         self.units, self.rank, self.workers, self.mix_units = units, rank, workers, mix_units
+        self.number = {u: n for n, u in enumerate(units)}
 
     def corpus_units(self):
         return self.units, 7, self.mix_units
 
-    def corpus_items(self, items):
-        for index, item in enumerate(items):
-            rows = np.array([1000 * self.units.index(u) + i for u in item.units for i in range(u.size)], dtype=np.int64)
+    def corpus_items(self, items, first=0):
+        for index, item in enumerate(items, first):
+            rows = np.array([1000 * self.number[u] + i for u in item.units for i in range(u.size)], dtype=np.int64)
             rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip :]
             for start in range(0, len(rows), 3):
                 block = rows[start : start + 3]
@@ -187,3 +190,70 @@ def test_the_heap_deal_matches_the_linear_scan_on_random_inputs(seed):
     sizes = rng.integers(0 if seed % 2 else 1, high, units).tolist()
     order = rng.permutation(units)
     assert deal(sizes, order, workers) == linear_scan_deal(sizes, order, workers)
+
+
+def python_byte_ranges(size: int, step: int) -> list[tuple[int, int]]:
+    """The cut as it was before the columns (Python ints): the oracle a checkpoint's units were made by."""
+    count = max(1, -(-size // step))
+    bounds = [round(i * size / count) for i in range(count + 1)]
+    return list(zip(bounds[:-1], bounds[1:]))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_vectorised_cut_matches_the_python_cut(seed):
+    """Byte ranges of files up to 1 TB (float64 holds i * size exactly there) are those of the Python cut, so the
+    units of a checkpoint written before the columns are still units of the listing."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, [10**4, 10**8, 10**12, 7 * MB][seed], 300).tolist()
+    step = max(1, max(sizes) // int(rng.integers(2, 60)))
+    units = cut_units(2, "text", [f"f{i}.txt" for i in range(300)], sizes, [[]] * 300, step)
+    expected = [(f"f{i}.txt", s, e) for i, n in enumerate(sizes) for s, e in python_byte_ranges(n, step) if e > s]
+    assert [(u.path, u.start, u.end) for u in units] == expected
+    assert all(u.size == u.end - u.start and u.listed == sizes[u.file] and u.source == 2 for u in units)
+
+
+class EventData(FakeData):
+    """``FakeData`` read as ``RayWorkerData`` reads: the next item asked for before the one being read is given
+    (two submitted at once); each item asked for logged."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.asked: list[int] = []  # the epoch of each item asked for
+
+    def corpus_items(self, items):
+        def logged():
+            for item in items:
+                self.asked.append(item.epoch)
+                yield item
+
+        ahead = logged()
+        current = next(ahead)
+        for index, following in enumerate(itertools.chain(ahead, [None])):
+            yield from super().corpus_items([current], first=index)
+            current = following
+
+
+def test_the_next_epoch_s_first_item_is_read_ahead_before_the_epoch_ends():
+    """The reader is asked for epoch 1's first item while epoch 0's last item is still being read (before the
+    issue-47 fix each epoch was handed to the reader alone, so it paused at every epoch's first item)."""
+    data = EventData(UNITS, 0, 2)
+    stream = STREAMS["corpus"].worker_batches(data, 4)
+    while True:
+        batch = next(stream)
+        if (batch["epoch"] == 0).all() and 1 in data.asked:
+            break  # epoch 1 asked for, epoch 0 still training
+        assert not (batch["epoch"] > 0).any(), "epoch 1 reached before its first item was asked for ahead"
+
+
+class SilentData(FakeData):
+    """Every file gone after epoch 0: its items yield nothing."""
+
+    def corpus_items(self, items):
+        return (block for block in super().corpus_items(items) if (block.columns["epoch"] == 0).all())
+
+
+def test_a_worker_whose_epoch_yields_nothing_stops_with_a_message():
+    stream = STREAMS["corpus"].worker_batches(SilentData(UNITS, 0, 2), 4)
+    with pytest.raises(ValueError, match="worker 0 of 2 got no sentence in epoch 1"):
+        for _ in range(200):
+            next(stream)
