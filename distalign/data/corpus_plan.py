@@ -109,7 +109,7 @@ class Units(Sequence[Unit]):
     def __len__(self) -> int:
         return len(self.size)
 
-    def __getitem__(self, index):  # type: ignore[override]
+    def __getitem__(self, index):
         if isinstance(index, slice):
             return self.take(np.arange(len(self))[index])
         return self.take([index])[0]
@@ -138,9 +138,7 @@ class Units(Sequence[Unit]):
         return cls(**{name: np.concatenate([getattr(p, name) for p in parts]) for name in names})
 
 
-def cut_units(
-    source: int, kind: str, paths: list[str], sizes: list[int], pieces: list[list[int]], step: int
-) -> Units:
+def cut_units(source: int, kind: str, paths: list[str], sizes: list[int], pieces: list[list[int]], step: int) -> Units:
     """One source's units. ``sizes``: each file's bytes as listed; ``pieces``: each parquet file's row-group
     bytes (one list per file; empty lists otherwise); ``step``: bytes per text unit (``unit_bytes``)."""
     listed, names = np.asarray(sizes, dtype=np.int64), np.array(paths, dtype=object)
@@ -164,7 +162,7 @@ def hf_units(source: int, rows: int | None) -> Units:
     return Units.of([Unit(source, "", start, end, end - start) for start, end in byte_ranges(rows, HF_UNIT_ROWS)])
 
 
-def deal(sizes: list[int], order: np.ndarray, workers: int) -> list[list[int]]:
+def deal(sizes: Sequence[int] | np.ndarray, order: np.ndarray, workers: int) -> list[list[int]]:
     """Indices of ``sizes`` in ``order``, each to the worker with the smallest total so far (ties: the lowest
     rank): two workers' totals differ by at most the largest size. O(U log W) (it runs on every worker, every
     epoch): a heap of one int per worker, total * workers + rank, whose order is that of (total, rank)."""
@@ -210,9 +208,7 @@ class Position:
         return cls([Item.from_json(i) for i in data["items"]], data["next_epoch"], data["workers"])
 
 
-def resume_items(
-    units: Units, seed: int, mix_units: int, saved: list[Position], rank: int, workers: int
-) -> Position:
+def resume_items(units: Units, seed: int, mix_units: int, saved: list[Position], rank: int, workers: int) -> Position:
     """Worker ``rank``'s position among ``workers`` after a run on ``len(saved)`` workers stopped at ``saved``.
 
     Same number of workers: its own position. Otherwise every epoch some old worker is still in is finished

@@ -131,7 +131,9 @@ def files_table(sources: list[CorpusFiles]) -> pa.Table:
             "file": pa.array([i for _, s in entries for i in range(len(s.paths))], pa.int64()),
             "path": pa.array([p for _, s in entries for p in s.paths], pa.string()),
             "size": pa.array([n for _, s in entries for n in s.sizes], pa.int64()),
-            "pieces": pa.array([g for _, s in entries for g in (s.pieces or [[] for _ in s.paths])], pa.list_(pa.int64())),
+            "pieces": pa.array(
+                [g for _, s in entries for g in (s.pieces or [[] for _ in s.paths])], pa.list_(pa.int64())
+            ),
         }
     )
 
@@ -559,10 +561,9 @@ def count_rows(stream: CorpusStream) -> int:
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
     shares = max(1, int(ray.cluster_resources().get("CPU", 1))) * COUNT_SHARES_PER_CPU
-    # the cluster's CPUs, not the caller's placement group: a Tune trial's would hold them back
-    count = ray.remote(count_share).options(
-        num_cpus=1, scheduling_strategy=PlacementGroupSchedulingStrategy(placement_group=None)
-    )
+    # the cluster's CPUs, not the caller's placement group (None: Ray's way out of it): a Tune trial's holds none
+    anywhere = PlacementGroupSchedulingStrategy(placement_group=None)  # type: ignore[arg-type]
+    count = ray.remote(count_share).options(num_cpus=1, scheduling_strategy=anywhere)
     shared = ray.put(stream)
     return sum(ray.get([count.remote(shared, share, shares) for share in range(shares)]))
 

@@ -290,11 +290,19 @@ def corpus_feed(
         return None
     d, s = config.data, config.storage
     corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger, d.corpus_unit_bytes)
-    files = corpus.files()
-    stored = (
-        store_table(files, s.path, s.endpoint_url, config.run.name, "corpus-files") if in_storage else MappedTable.of(files)
+    corpus = (
+        stored_corpus(corpus, s.path, s.endpoint_url, config.run.name)
+        if in_storage
+        else corpus.for_workers(MappedTable.of(corpus.files()))
     )
-    return CorpusFeed(corpus.for_workers(stored), job, config.train.seed, d.corpus_mix_units, d.corpus_cpus_per_worker)
+    return CorpusFeed(corpus, job, config.train.seed, d.corpus_mix_units, d.corpus_cpus_per_worker)
+
+
+def stored_corpus(corpus: CorpusStream, storage_path: str, endpoint_url: str, run_name: str) -> CorpusStream:
+    """The corpus stream as the workers get it: its listing written once to the run's storage (O(files), a restart
+    writes nothing), the stream carrying where it is instead of the file lists."""
+    stored = store_table(corpus.files(), storage_path, endpoint_url, run_name, "corpus-files")
+    return corpus.for_workers(stored)
 
 
 def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[RaggedRows]:

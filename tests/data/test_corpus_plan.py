@@ -77,7 +77,9 @@ class FakeData:
 
 
 # a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch
-UNITS = Units.concat([cut_units(0, "text", ["a.txt"], [33], [[]], 40), cut_units(0, "text", ["b.txt"], [300], [[]], 10)])
+UNITS = Units.concat(
+    [cut_units(0, "text", ["a.txt"], [33], [[]], 40), cut_units(0, "text", ["b.txt"], [300], [[]], 10)]
+)
 
 
 def corpus_batches(rank, workers, saved=None):

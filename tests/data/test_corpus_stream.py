@@ -276,7 +276,9 @@ def test_workers_cut_the_driver_s_units_from_the_stored_listing_and_their_stream
         (tmp_path / "txt" / f"{i}.txt").write_text("".join(f"line {i}-{j}\n" for j in range(50 * (i + 1))))
     (tmp_path / "pq").mkdir()
     for i in range(2):
-        pq.write_table(pa.table({"text": [f"row {i}-{j}" for j in range(30)]}), tmp_path / "pq" / f"{i}.parquet", row_group_size=7)
+        pq.write_table(
+            pa.table({"text": [f"row {i}-{j}" for j in range(30)]}), tmp_path / "pq" / f"{i}.parquet", row_group_size=7
+        )
     sources = [CorpusSource(str(tmp_path / "txt"), "en"), CorpusSource(str(tmp_path / "pq"), "de")]
     driver = stream_of(tmp_path, *sources)
     driver.unit_bytes = 256

@@ -18,6 +18,7 @@ from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_
 from distalign.data.sources import CorpusSource
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.streams import LocalWorkerData, RayWorkerData, corpus_feed
+from distalign.preparation.table_rows import MappedTable
 from distalign.storage import s3_filesystem
 
 pytestmark = pytest.mark.slow
@@ -32,9 +33,10 @@ def sequences(data, items):
 
 
 def feed_over(config, corpus: CorpusStream):
-    """The quickstart's corpus feed (its tokenizer and MLM preparer) reading ``corpus`` instead."""
+    """The quickstart's corpus feed (its tokenizer and MLM preparer) reading ``corpus`` instead, its listing held
+    as the workers get it (``CorpusStream.for_workers``)."""
     feed = corpus_feed(prepare_data(config), config)
-    return dataclasses.replace(feed, corpus=corpus, units=corpus.units())
+    return dataclasses.replace(feed, corpus=corpus.for_workers(MappedTable.of(corpus.files())))
 
 
 def same_on_cluster_and_here(feed, workers=2):
