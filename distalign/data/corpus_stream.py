@@ -5,9 +5,9 @@ line), ``.jsonl`` (``{"text": ...}`` a line) or ``.parquet`` (column ``text``) f
 ``s3://``, or a Hugging Face dataset (a ``save_to_disk`` directory, or a name for
 ``datasets.load_dataset``, streamed). The driver only lists the files, notes their sizes and checks
 what it can cheaply (``list_corpus_files``: sizes from the listing, prefixes listed and parquet footers and
-columns read in parallel, footers cached across runs); the corpus is
-cut into units from that listing (``corpus_units``, ``distalign.data.corpus_plan``), and a worker
-reads its units itself (``read_unit``: a byte range, a row group, a row range).
+columns read in parallel, footers cached across runs). The listing is stored once for the run (``files_table``);
+each worker cuts the corpus into units from it (``CorpusStream.units``, ``distalign.data.corpus_plan``) and reads
+its units itself (``read_unit``: a byte range, a row group, a row range).
 
 Each row leaves as ``text``, ``lang``, ``row`` and ``epoch``. ``row`` is a 63-bit hash of the row's
 place in the corpus (language, source and file index, byte offset of its line or row index), not of
