@@ -223,12 +223,10 @@ def resume_items(units: Units, seed: int, mix_units: int, saved: list[Position],
     items: list[Item] = []
     for epoch in range(min(min((i.epoch for i in p.items), default=p.next_epoch) for p in saved), last):
         left = [i for p in saved for i in p.items if i.epoch == epoch]
-        left += [
-            i
-            for old, p in enumerate(saved)
-            if p.next_epoch <= epoch
-            for i in fresh_items(units, seed, epoch, old_workers, old, mix_units)
-        ]
+        behind = [old for old, p in enumerate(saved) if p.next_epoch <= epoch]
+        if behind:  # the epoch's deal among the old workers, once (not once per old worker: O(W_old · U))
+            shares = dealt(units, seed, epoch, old_workers)
+            left += [i for old in behind for i in grouped(units.take(shares[old]), epoch, mix_units)]
         order = np.random.default_rng([seed, epoch, workers]).permutation(len(left))
         items += [left[i] for i in deal([i.size for i in left], order, workers)[rank]]
     return Position(items, last, workers)
