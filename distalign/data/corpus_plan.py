@@ -183,7 +183,7 @@ def dealt(units: Units, seed: int, epoch: int, workers: int) -> list[np.ndarray]
     return [np.asarray(mine, dtype=np.int64) for mine in deal(units.size, order, workers)]
 
 
-def grouped(units: list[Unit], epoch: int, mix_units: int) -> list[Item]:
+def grouped(units: Sequence[Unit], epoch: int, mix_units: int) -> list[Item]:
     return [Item(epoch, tuple(units[i : i + mix_units])) for i in range(0, len(units), mix_units)]
 
 
