@@ -182,7 +182,7 @@ def tracked_run(
     """Create (or, for a run name seen before in this storage, reopen) the MLflow run; yield its id.
 
     The run ends FINISHED, or FAILED if the body raises (the exception propagates), so a crashed
-    job never leaves a run RUNNING.
+    job never leaves a run RUNNING; KILLED on ``SystemExit(0)``, how Ray Tune stops a trial (ASHA) in its thread.
     """
     from mlflow.exceptions import MlflowException
 
@@ -209,6 +209,9 @@ def tracked_run(
         except Exception as err:  # boto3's, a proxying server's, or the file system's own
             raise unwritable_artifacts(client, uri, run_id, err) from None
         yield run_id
+    except SystemExit as stop:  # Tune ends a stopped trial's thread by sys.exit(0) after a report: not a crash
+        client.set_terminated(run_id, status="KILLED" if stop.code in (0, None) else "FAILED")
+        raise
     except BaseException:
         client.set_terminated(run_id, status="FAILED")
         raise

@@ -88,6 +88,21 @@ def test_body_exception_marks_failed_and_propagates(uri, client, experiment):
             seen["id2"] = run_id
             raise KeyboardInterrupt
     assert client.get_run(seen["id2"]).info.status == "FAILED"
+    with pytest.raises(SystemExit):
+        with tracked_run(uri, experiment, "exits-1", "/store/a", {}, {}) as run_id:
+            seen["id3"] = run_id
+            raise SystemExit(1)
+    assert client.get_run(seen["id3"]).info.status == "FAILED"
+
+
+def test_a_trial_tune_stops_is_killed_not_failed(uri, client, experiment):
+    """Ray Tune stops a trial (ASHA) by ``sys.exit(0)`` in the trial's training thread, possibly after the study
+    closed the run as KILLED (the stop does not wait for the thread): the thread must not turn it into FAILED."""
+    with pytest.raises(SystemExit):
+        with tracked_run(uri, experiment, "stopped", "/store/a", {}, {}) as run_id:
+            client.set_terminated(run_id, "KILLED")  # the study's close_stopped_trials came first
+            raise SystemExit(0)
+    assert client.get_run(run_id).info.status == "KILLED"
 
 
 def test_same_name_and_storage_resumes(uri, client, experiment, tmp_path):

@@ -29,3 +29,17 @@ def wordpiece_tokenizer(texts, vocab_size: int) -> PreTrainedTokenizerFast:
         unk_token="[UNK]",
         model_max_length=64,
     )
+
+
+def tokenizer_of_kind(kind: str, texts, directory) -> PreTrainedTokenizerFast:
+    """``bert``: the WordPiece tokenizer above; ``xlmr``: the Unigram one of a tiny XLM-R-like model built offline
+    into ``directory`` (the quickstart's kind)."""
+    from distalign.config import TinyModelConfig
+    from distalign.models.loading import build_tiny_model, load_tokenizer
+
+    if kind == "bert":
+        return wordpiece_tokenizer(texts, vocab_size=90)
+    shape = TinyModelConfig(
+        vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40
+    )
+    return load_tokenizer(str(build_tiny_model(directory, texts, shape)))

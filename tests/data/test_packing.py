@@ -4,11 +4,10 @@ sequence length, as BERT's and ALIGN-MLM's pre-training instances; what reaches 
 import numpy as np
 import pytest
 from conftest import QUICKSTART, SMALL
-from tiny_tokenizers import wordpiece_tokenizer
+from tiny_tokenizers import tokenizer_of_kind
 
-from distalign.config import ConfigError, TinyModelConfig, load_config
+from distalign.config import ConfigError, load_config
 from distalign.data.tokenize import encode_packed_sentences, encode_sentences, special_tokens_around
-from distalign.models.loading import build_tiny_model, load_tokenizer
 
 SENTENCES = [
     "the cat sat on the mat",
@@ -24,20 +23,7 @@ LANGS = [0, 1, 0, 1, 0, 1, 0]
 
 @pytest.fixture(scope="module", params=["bert", "xlmr"])
 def tokenizer(request, tmp_path_factory):
-    if request.param == "bert":
-        return wordpiece_tokenizer(SENTENCES * 3, vocab_size=90)
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    return load_tokenizer(
-        str(
-            build_tiny_model(
-                out,
-                SENTENCES * 3,
-                TinyModelConfig(
-                    vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40
-                ),
-            )
-        )
-    )
+    return tokenizer_of_kind(request.param, SENTENCES * 3, tmp_path_factory.mktemp("models") / "tiny")
 
 
 def test_consecutive_sentences_of_one_language_fill_each_sequence(tokenizer):

@@ -3,11 +3,9 @@ call gives: ids, attention mask and word ids, truncated and padded alike, on a W
 
 import numpy as np
 import pytest
-from tiny_tokenizers import wordpiece_tokenizer
+from tiny_tokenizers import tokenizer_of_kind
 
-from distalign.config import TinyModelConfig
 from distalign.data.tokenize import encode_sentences, encode_words
-from distalign.models.loading import build_tiny_model, load_tokenizer
 
 SENTENCES = [
     "the cat sat on the mat",
@@ -23,20 +21,7 @@ SENTENCES = [
 
 @pytest.fixture(scope="module", params=["bert", "xlmr"])
 def tokenizer(request, tmp_path_factory):
-    if request.param == "bert":
-        return wordpiece_tokenizer(SENTENCES * 3, vocab_size=90)
-    out = tmp_path_factory.mktemp("models") / "tiny"
-    return load_tokenizer(
-        str(
-            build_tiny_model(
-                out,
-                SENTENCES * 3,
-                TinyModelConfig(
-                    vocab_size=80, hidden_size=16, num_layers=1, num_heads=2, intermediate_size=16, max_length=40
-                ),
-            )
-        )
-    )
+    return tokenizer_of_kind(request.param, SENTENCES * 3, tmp_path_factory.mktemp("models") / "tiny")
 
 
 @pytest.mark.parametrize("max_length", [6, 16, 48])
