@@ -56,17 +56,20 @@ def test_each_unit_goes_to_one_worker_and_bytes_differ_by_at_most_one_unit(worke
 class FakeData:
     """A ``WorkerData`` whose units' sequences are the numbers ``1000 * unit + i`` (i < unit size), shuffled per
     item as the real reader shuffles them (by the item alone), with their epoch, in blocks of 3 (the real reader
-    yields an item a chunk at a time)."""
+    yields an item a chunk at a time). ``ahead``: the next item asked for before the one being read is given, as
+    ``RayWorkerData`` does (two items submitted at once). ``asked``: the epoch of each item asked for."""
 
-    def __init__(self, units, rank, workers, mix_units=2):
-        self.units, self.rank, self.workers, self.mix_units = units, rank, workers, mix_units
+    def __init__(self, units, rank, workers, mix_units=2, ahead=False):
+        self.units, self.rank, self.workers, self.mix_units, self.ahead = units, rank, workers, mix_units, ahead
         self.number = {u: n for n, u in enumerate(units)}
+        self.asked: list[int] = []
 
     def corpus_units(self):
         return self.units, 7, self.mix_units
 
-    def corpus_items(self, items, first=0):
-        for index, item in enumerate(items, first):
+    def corpus_items(self, items):
+        asked = self._logged(items)
+        for index, item in enumerate(self._one_ahead(asked) if self.ahead else asked):
             rows = np.array([1000 * self.number[u] + i for u in item.units for i in range(u.size)], dtype=np.int64)
             rows = np.random.default_rng([item.epoch, int(rows[0])]).permutation(rows)[item.skip :]
             for start in range(0, len(rows), 3):
@@ -75,6 +78,20 @@ class FakeData:
                     {"row": block, "epoch": np.full(len(block), item.epoch), "item": np.full(len(block), index)}
                 )
 
+    def _logged(self, items):
+        for item in items:
+            self.asked.append(item.epoch)
+            yield item
+
+    @staticmethod
+    def _one_ahead(items):
+        """Each item given once the one after it has been asked for."""
+        current = next(items)
+        for following in items:
+            yield current
+            current = following
+        yield current
+
 
 # a unit of 33 sequences and 30 of 10: on 2 workers 163 and 170 sequences an epoch
 UNITS = Units.concat(
@@ -82,8 +99,8 @@ UNITS = Units.concat(
 )
 
 
-def corpus_batches(rank, workers, saved=None):
-    return STREAMS["corpus"].worker_batches(FakeData(UNITS, rank, workers), 4, saved)
+def corpus_batches(rank, workers, saved=None, ahead=False):
+    return STREAMS["corpus"].worker_batches(FakeData(UNITS, rank, workers, ahead=ahead), 4, saved)
 
 
 def take(stream, count):
@@ -94,26 +111,29 @@ def epoch_rows(batches, epoch):
     return [int(r) for b in batches for r, e in zip(b["row"], b["epoch"]) if e == epoch]
 
 
-def test_a_resume_on_as_many_workers_gives_the_batches_of_the_uninterrupted_run():
+@pytest.mark.parametrize("ahead", [False, True])
+def test_a_resume_on_as_many_workers_gives_the_batches_of_the_uninterrupted_run(ahead):
+    """``ahead``: the saved workers had read the next epoch's first items ahead (dealt, in their states)."""
     for rank in range(3):
         whole = take(corpus_batches(rank, 3), 40)  # past the first epoch (about 28 batches a worker)
-        first = corpus_batches(rank, 3)
-        take(first, 13)
-        saved = [corpus_batches(r, 3) for r in range(3)]
+        first = corpus_batches(rank, 3, ahead=ahead)
+        take(first, 13 + 14 * ahead)  # with read-ahead, to just before the epoch's end
+        saved = [corpus_batches(r, 3, ahead=ahead) for r in range(3)]
         for r, stream in enumerate(saved):
-            take(stream, 13) if r != rank else None
+            take(stream, 13 + 14 * ahead) if r != rank else None
         states = [s.state() if r != rank else first.state() for r, s in enumerate(saved)]
-        resumed = take(corpus_batches(rank, 3, states), 27)
-        for a, b in zip(whole[13:], resumed):
+        resumed = take(corpus_batches(rank, 3, states), 27 - 14 * ahead)
+        for a, b in zip(whole[13 + 14 * ahead :], resumed):
             assert a["row"].tolist() == b["row"].tolist() and a["epoch"].tolist() == b["epoch"].tolist()
 
 
-@pytest.mark.parametrize("before,after,steps", [(4, 2, 5), (2, 3, 41), (3, 1, 2), (4, 2, 0)])
-def test_an_elastic_resume_finishes_the_epoch_with_no_row_twice_and_none_skipped(before, after, steps):
+@pytest.mark.parametrize("ahead", [False, True])
+@pytest.mark.parametrize("before,after,steps", [(4, 2, 5), (2, 3, 41), (3, 1, 2), (4, 2, 0), (2, 3, 38)])
+def test_an_elastic_resume_finishes_the_epoch_with_no_row_twice_and_none_skipped(before, after, steps, ahead):
     """``before`` workers train ``steps`` batches each (after 41 on 2 workers one is into epoch 1, its epoch being
     smaller, the other not), then ``after`` workers resume from their states and read on until each is past epoch 0;
     epoch 0's rows over both runs are every row once."""
-    old = [corpus_batches(r, before) for r in range(before)]
+    old = [corpus_batches(r, before, ahead=ahead) for r in range(before)]
     trained = [b for stream in old for b in take(stream, steps)]
     states = [stream.state() for stream in old]
     for rank in range(after):
@@ -125,8 +145,10 @@ def test_an_elastic_resume_finishes_the_epoch_with_no_row_twice_and_none_skipped
                 break
     everything = sorted(1000 * n + i for n, u in enumerate(UNITS) for i in range(u.size))
     assert sorted(epoch_rows(trained, 0)) == everything
-    if (before, steps) == (2, 41):
+    if (before, steps, ahead) == (2, 41, False):
         assert sorted(p["next_epoch"] for p in states) == [1, 2]  # one saved worker was already in epoch 1
+    if (before, steps, ahead) == (2, 38, True):  # one saved worker had dealt epoch 1 ahead, still in epoch 0
+        assert [sorted({i["epoch"] for i in p["items"]}) for p in states] == [[0, 1], [0]]
 
 
 def test_positions_round_trip_and_resume_on_as_many_workers_is_the_saved_position():
@@ -214,31 +236,10 @@ def test_the_vectorised_cut_matches_the_python_cut(seed):
     assert all(u.size == u.end - u.start and u.listed == sizes[u.file] and u.source == 2 for u in units)
 
 
-class EventData(FakeData):
-    """``FakeData`` read as ``RayWorkerData`` reads: the next item asked for before the one being read is given
-    (two submitted at once); each item asked for logged."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.asked: list[int] = []  # the epoch of each item asked for
-
-    def corpus_items(self, items):
-        def logged():
-            for item in items:
-                self.asked.append(item.epoch)
-                yield item
-
-        ahead = logged()
-        current = next(ahead)
-        for index, following in enumerate(itertools.chain(ahead, [None])):
-            yield from super().corpus_items([current], first=index)
-            current = following
-
-
 def test_the_next_epoch_s_first_item_is_read_ahead_before_the_epoch_ends():
     """The reader is asked for epoch 1's first item while epoch 0's last item is still being read (before the
     issue-47 fix each epoch was handed to the reader alone, so it paused at every epoch's first item)."""
-    data = EventData(UNITS, 0, 2)
+    data = FakeData(UNITS, 0, 2, ahead=True)
     stream = STREAMS["corpus"].worker_batches(data, 4)
     while True:
         batch = next(stream)
