@@ -5,8 +5,6 @@ another number of workers finishes the epoch with no row trained twice and none 
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 import pytest
 
