@@ -50,20 +50,20 @@ tune: $(STAMP)
 mlflow-ui: $(STAMP)
 	$(BIN)/mlflow ui --backend-store-uri sqlite:///$${DISTALIGN_HOME:-$(CURDIR)}/mlflow.db --host 127.0.0.1 --port 5000
 
-# The GPU check (distalign/gpu_check): on a machine with a GPU, from the repository root, after `make wheelhouse`
+# The GPU check (distalign/tools/gpu_check): on a machine with a GPU, from the repository root, after `make wheelhouse`
 # here (the image's python3 runs it; .gpu-carry travels with the tree). One report in $$OUT (else gpu-check-report/).
 gpu-check:
-	python3 -m distalign.gpu_check --site .gpu-carry/site.tar.xz $(GPU_CHECK_ARGS)
+	python3 -m distalign.tools.gpu_check --site .gpu-carry/site.tar.xz $(GPU_CHECK_ARGS)
 
 # the same steps rehearsed on CPU, smaller, in this venv (~20-40 min on 2 cores)
 gpu-check-cpu: $(STAMP)
-	$(BIN)/python -m distalign.gpu_check --cpu $(GPU_CHECK_ARGS)
+	$(BIN)/python -m distalign.tools.gpu_check --cpu $(GPU_CHECK_ARGS)
 
 # What a bare CUDA image lacks, for CPython $(PYTHON_VERSION) manylinux x86_64: wheels in .wheelhouse/, the stripped
 # site archive and the bench corpus in .gpu-carry/ (what travels: <= 60 MiB). Needs python$(PYTHON_VERSION) (PATH or pyenv).
 PYTHON_VERSION ?= 3.12
 wheelhouse: $(STAMP)
-	$(BIN)/python -m distalign.gpu_check.wheelhouse --python-version $(PYTHON_VERSION)
+	$(BIN)/python -m distalign.tools.gpu_check.wheelhouse --python-version $(PYTHON_VERSION)
 
 # the wheelhouse built and installed offline into a clean Python 3.12 stand-in of the GPU image, a ZeRO-2 run there,
 # then gpu-check's test collection and its whole CPU rehearsal in those packages (downloads; ~25 min): not in `make test`
@@ -81,7 +81,7 @@ docs-serve: $(STAMP)
 	$(BIN)/mkdocs serve
 
 docs-reference: $(STAMP)
-	$(BIN)/python -m distalign.reference
+	$(BIN)/python -m distalign.tools.reference
 
 clean:
 	rm -rf runs mlflow.db site

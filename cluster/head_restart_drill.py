@@ -18,7 +18,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from distalign.bench.loopback import BIN, free_port, start_node, stop_group, wait_for_nodes
+from distalign.tools.bench.loopback import BIN, free_port, start_node, stop_group, wait_for_nodes
 
 ACTOR = """
 import ray

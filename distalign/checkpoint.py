@@ -36,6 +36,7 @@ import yaml
 from distalign.models.adapters import save_pretrained_with_adapters
 from distalign.models.language_embeddings import save_input_languages
 
+CHECKPOINT_DIR_PREFIX = "checkpoint_"  # a checkpoint's folder in the run's storage: checkpoint_<date>_<time>
 STATE_FILE = "trainer_state.json"
 CONFIG_FILE = "config.yaml"
 OBJECTIVES_FILE = "objectives.pt"

@@ -1,5 +1,5 @@
 """Every MLflow metric name distalign logs, as patterns: the one list the reference page
-(``docs/reference/metrics.md``, ``python -m distalign.reference``) is written from.
+(``docs/reference/metrics.md``, ``python -m distalign.tools.reference``) is written from.
 
 A pattern is a name with ``<placeholders>``, each standing for one part of a name without ``/`` (an
 objective, a language pair, a phase). Code that logs a new kind of metric adds its pattern here: a

@@ -1421,7 +1421,7 @@ def write_parquet(path: Path, columns: dict) -> str:
 def build_inputs(root: Path) -> dict[str, str]:
     from transfer_data import rows, save_task, tiny_model
 
-    from distalign.data.schema import CONSTRAINT_SCHEMA
+    from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
     from distalign.models.loading import TinyModelConfig, build_tiny_model
 
     inputs: dict[str, str] = {

@@ -10,14 +10,14 @@ import inspect
 
 import pytest
 
-from distalign.bench.perf import run_perf_bench
-from distalign.bench.synthetic import BenchSpec
 from distalign.cli import build_parser
 from distalign.data.mining import mine_babelnet
 from distalign.data.omw import mine_omw
-from distalign.eval.runner import flag_overrides
+from distalign.eval.checkpoint_eval import flag_overrides
 from distalign.static.mapping import align_files
 from distalign.static.x2static import extract_static_vectors
+from distalign.synthetic_languages.benchmark import BenchSpec
+from distalign.tools.bench.perf import run_perf_bench
 
 
 def subcommand(path: tuple[str, ...]) -> argparse.ArgumentParser:

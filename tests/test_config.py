@@ -87,7 +87,7 @@ def stand_in_data_files(raw: dict, root: Path) -> None:
         (root / vocab_dir).mkdir(parents=True, exist_ok=True)
 
 
-# bench_synthetic.yaml gets its data paths from the bench; tests/bench loads it with them
+# bench_synthetic.yaml gets its data paths from the bench; tests/tools/bench loads it with them
 @pytest.mark.parametrize(
     "path", sorted(set(CONFIG_DIR.glob("*.yaml")) - {CONFIG_DIR / "bench_synthetic.yaml"}), ids=lambda p: p.name
 )
@@ -156,8 +156,8 @@ def test_published_settings_are_the_papers():
     }
     assert raw("babelbert_gloss.yaml")["objectives"]["lexical"]["sense_level"] is True
     # ALIGN-MLM (and its DICT-MLM re-run): a dictionary of 25% of the vocabulary by default, sized by the bench
-    # that writes it (tests/bench/test_synthetic_bench.py), and used whole
-    from distalign.bench.synthetic import BenchSpec
+    # that writes it (tests/synthetic_languages/test_synthetic_bench.py), and used whole
+    from distalign.synthetic_languages.benchmark import BenchSpec
 
     assert BenchSpec().dictionary_share == 0.25
     assert all(
@@ -527,7 +527,7 @@ def test_min_workers_below_num_workers_gives_ray_train_a_worker_range(monkeypatc
 def test_a_relative_path_is_the_working_directorys_first_then_the_config_files(tmp_path, monkeypatch):
     """As docs/reference/config.md says: the working directory wins where the path exists in both places."""
     from distalign.config import resolve_path
-    from distalign.reference import render_pages
+    from distalign.tools.reference import render_pages
 
     beside_config, cwd = tmp_path / "configs", tmp_path / "work"
     for folder in (beside_config, cwd):

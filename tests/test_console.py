@@ -143,7 +143,8 @@ def test_trial_progress_prints_a_line_per_trial_event(caplog, monkeypatch):
 @pytest.mark.parametrize("command", ["eval", "transfer"])
 def test_eval_and_transfer_keep_rays_lines_off_the_terminal_as_train_does(command, tmp_path, monkeypatch, capsys):
     import distalign.cli as cli
-    import distalign.transfer.runner
+    import distalign.transfer.cli
+    import distalign.transfer.zero_shot
     from distalign.logs import say
 
     def run(args):
@@ -153,8 +154,8 @@ def test_eval_and_transfer_keep_rays_lines_off_the_terminal_as_train_does(comman
         return 0
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
-    monkeypatch.setattr(cli, "_eval_command", run)
-    monkeypatch.setattr(distalign.transfer.runner, "run_transfer_cli", run)
+    monkeypatch.setattr(distalign.transfer.cli, "run_eval_and_transfer", run)
+    monkeypatch.setattr(distalign.transfer.zero_shot, "run_transfer_cli", run)
     assert cli.main([command, "model"]) == 0
     out = capsys.readouterr().out.splitlines()
     [log] = (tmp_path / "logs").iterdir()

@@ -55,7 +55,7 @@ def test_a_steady_state_step_on_cuda_stays_within_the_emulation_s_sync_budget(na
     from distalign.config import load_config
     from distalign.device import to_device
     from distalign.preparation.inputs import prepare_data
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 

@@ -175,7 +175,7 @@ def run_under_emulation(name: str, home: Path, count_eval: bool = False) -> Meas
     import distalign.train.recipe as recipe_module
     from distalign.config import load_config
     from distalign.preparation.inputs import prepare_data
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 

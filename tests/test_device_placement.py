@@ -1,7 +1,7 @@
 """A tensor meets the device of the data it meets, and every collective meets the device of its group.
 
 The first GPU run failed on three lines that every CPU test passed: a CPU tensor all-reduced on an NCCL group
-(``train/recipe.py``), a ``torch.eye`` on CPU masking CUDA labels (``bench/bare_loop.py``) and a CPU index
+(``train/recipe.py``), a ``torch.eye`` on CPU masking CUDA labels (``tools/bench/bare_loop.py``) and a CPU index
 gathering from CUDA similarities (``eval/alignment.py``). On CPU all devices are one, so the class is checked
 statically here, and the collectives' device rule under an NCCL-like group.
 """
@@ -516,9 +516,10 @@ def test_collectives_on_a_gloo_group_of_one_return_what_they_got(gloo_group):
 
 
 def test_the_bare_loop_s_info_nce_masks_on_the_labels_device():
-    """The GPU bench's Hugging Face Trainer engine: ``torch.eye`` on CPU met CUDA labels (``bench/bare_loop.py``); on
-    meta labels the same line raised "Tensor on device cpu is not on the expected device meta!"."""
-    from distalign.bench.bare_loop import BareObjectives
+    """The GPU bench's Hugging Face Trainer engine: ``torch.eye`` on CPU met CUDA labels
+    (``tools/bench/bare_loop.py``); on meta labels the same line raised "Tensor on device cpu is not on the expected
+    device meta!"."""
+    from distalign.tools.bench.bare_loop import BareObjectives
 
     words, labels = torch.empty(6, 4, device="meta"), torch.tensor([0, 1, 2, 0, 1, 2], device="meta")
     try:  # meta tensors check devices but hold no data: the boolean indexing at the end cannot run
@@ -545,8 +546,8 @@ def test_collectives_on_a_real_nccl_group_of_one():
 
 @pytest.mark.gpu  # skipped without CUDA (tests/conftest.py)
 def test_the_alignment_score_and_the_bare_info_nce_agree_on_cuda_and_cpu():
-    from distalign.bench.bare_loop import BareObjectives
     from distalign.eval.alignment import vocabulary_alignment
+    from distalign.tools.bench.bare_loop import BareObjectives
 
     embeddings = torch.randn(40, 8)
     args = ([1, 2, 3, 4], [21, 22, 23, 4], list(range(20, 40)) + [4])

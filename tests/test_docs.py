@@ -13,11 +13,11 @@ from pathlib import Path
 import pytest
 
 from distalign.metric_names import TRAINING, family_of
-from distalign.reference import OUTPUT_DIR, render_pages
-from distalign.reference.source import checks, field_comments
+from distalign.tools.reference import OUTPUT_DIR, render_pages
+from distalign.tools.reference.source import checks, field_comments
 
 REPO = Path(__file__).resolve().parents[1]
-REGENERATE = "run `python -m distalign.reference` (make docs-reference) and commit docs/reference/"
+REGENERATE = "run `python -m distalign.tools.reference` (make docs-reference) and commit docs/reference/"
 
 
 @pytest.fixture(scope="module")
@@ -203,9 +203,9 @@ def test_metric_names_built_in_code_are_registered():
     compared in tests/train/test_training_integration.py)."""
     from distalign.eval.mlm_loss import MLM_LOSS_METRIC
     from distalign.eval.selection import SELECTION_METRIC
+    from distalign.train.final_scores import TEST_METRIC, TEST_STEP
     from distalign.train.startup import StartupClock
     from distalign.train.step_timing import Window, totals, window_metrics
-    from distalign.train.test_scores import TEST_METRIC, TEST_STEP
 
     clock = StartupClock()
     for phase in ("imports", "prepare", "first_step"):

@@ -22,18 +22,18 @@ CLUSTER = {"ray", "torch", "transformers", "mlflow"}  # the commands that start 
 COMMANDS = {
     "--help": ((), set()),
     "train": (("distalign.train.startup", "distalign.train.trainer", "distalign.transfer.training"), CLUSTER),
-    "tune": (("distalign.studies", "distalign.studies.bench_study"), CLUSTER),
-    "bench synthetic": (("distalign.bench.synthetic",), CLUSTER),
-    "bench streaming": (("distalign.bench.streaming",), CLUSTER),
-    "eval": (("distalign.eval.runner", "distalign.transfer.runner"), {"torch"}),
-    "transfer": (("distalign.transfer.runner",), {"torch"}),
-    "bench perf": (("distalign.bench.perf",), {"torch"}),  # --rows gpu --no-mlflow runs without Ray and MLflow
+    "tune": (("distalign.studies", "distalign.synthetic_languages.tune_studies"), CLUSTER),
+    "bench synthetic": (("distalign.synthetic_languages.benchmark",), CLUSTER),
+    "bench streaming": (("distalign.tools.bench.streaming",), CLUSTER),
+    "eval": (("distalign.eval.checkpoint_eval", "distalign.transfer.zero_shot"), {"torch"}),
+    "transfer": (("distalign.transfer.zero_shot",), {"torch"}),
+    "bench perf": (("distalign.tools.bench.perf",), {"torch"}),  # --rows gpu --no-mlflow runs without Ray and MLflow
     "static extract": (("distalign.static.x2static",), {"torch", "transformers"}),
     "static align": (("distalign.static.mapping",), {"torch"}),
-    "static bli": (("distalign.static.bli",), {"torch"}),
+    "static bli": (("distalign.eval.static_vectors_bli",), {"torch"}),
     "mine-constraints": (("distalign.data.mining", "distalign.data.omw"), {"wordfreq"}),
     # the model's check before torch: an uncached Hub name offline is one line at once (transformers: its tokenizer)
-    "model fetch": (("distalign.model_store.fetch", "distalign.model_store.locate", "distalign.storage"), set()),
+    "model fetch": (("distalign.model_store.model_fetch", "distalign.model_store.locate", "distalign.storage"), set()),
 }
 
 PROBE = """

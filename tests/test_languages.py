@@ -14,9 +14,9 @@ import pytest
 from conftest import QUICKSTART, SMALL
 
 from distalign.config import ConfigError, load_config
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.corpus_stream import list_corpus_files
 from distalign.data.readers import read_constraints, read_dictionary, read_parallel_tsv
-from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource
 from distalign.languages import LanguageCode, code_in_data, iso639_3, language_code
 from distalign.preparation.inputs import prepare_data

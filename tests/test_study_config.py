@@ -120,7 +120,7 @@ def test_a_search_study_checks_its_space_before_it_runs(tmp_path):
 def test_concurrent_trials_are_as_many_as_the_cluster_holds(caplog):
     import logging
 
-    from distalign.studies.study import concurrent_trials, trial_resources
+    from distalign.train.trial_resources import concurrent_trials, trial_resources
 
     study, trials = load_study(STUDIES / "search_tiny.yaml")  # lexical only, 1 worker of 0.5 CPU
     config = next(iter(trials.values()))

@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from distalign.studies.report import log_study_summary
 from distalign.studies.study import LanguageSampleStudy, StudyConfig
+from distalign.studies.study_results import log_study_summary
 from distalign.tracking import PARENT_TAG
 
 

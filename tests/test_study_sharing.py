@@ -20,8 +20,9 @@ from distalign.studies.concurrency import (
     autoscaler_max_resources,
 )
 from distalign.studies.shared_inputs import check_trials, inputs_key, staged_for_trials
-from distalign.studies.study import load_study, trials_that_fit
+from distalign.studies.study import load_study
 from distalign.train.preflight import check_run
+from distalign.train.trial_resources import trials_that_fit
 
 STUDY = QUICKSTART.parents[2] / "tuning" / "quickstart.yaml"  # lr x data.max_constraints: 4 trials, 2 inputs
 

@@ -9,7 +9,7 @@ import pytest
 from test_study_config import SHIPPED
 
 from distalign.config import ConfigError
-from distalign.studies import runner
+from distalign.studies import tune_run
 from distalign.studies.shared_inputs import SharedInputs
 from distalign.studies.study import load_study
 from distalign.studies.trials import TAG, GridTrial, SearchBase, TrialIdentity
@@ -54,10 +54,10 @@ def test_a_trial_with_test_pairs_reports_their_scores_last(started, monkeypatch)
     monkeypatch.setattr("ray.tune.report", lambda metrics: reported.append(metrics))
     _, trials = load_study(SHIPPED.parent / "language_samples_tiny.yaml")
     name, config = next(iter(trials.items()))
-    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())}, NONE_SHARED)
+    tune_run._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())}, NONE_SHARED)
     assert reported == [{"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20, "step": 40}]
     _, name, config = shipped_trial()
-    runner._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())}, NONE_SHARED)
+    tune_run._trial({"trial": GridTrial(TrialIdentity(name, 0, {}, "p"), {}, config.to_dict())}, NONE_SHARED)
     assert len(reported) == 1
 
 
@@ -73,9 +73,9 @@ def test_grid_trial_is_validated_like_a_search_trial(started):
     bad = config.to_dict()
     bad["train"]["lr"] = -1.0
     with pytest.raises(ConfigError, match=r"train\.lr"):
-        runner._trial({"trial": GridTrial(identity, {}, bad)}, NONE_SHARED)
+        tune_run._trial({"trial": GridTrial(identity, {}, bad)}, NONE_SHARED)
     with pytest.raises(ConfigError, match=r"train\.lr"):
-        runner._search_trial(
+        tune_run._search_trial(
             {"trial": SearchBase("s", config.to_dict(), "parent-1"), "point": {"train.lr": -1.0}}, NONE_SHARED
         )
     assert not started
@@ -85,10 +85,10 @@ def test_trial_identity_is_applied_before_validation_never_written_back(started)
     _, name, config = shipped_trial()
     data = config.to_dict()
     before = pickle.dumps(data)
-    runner._search_trial(
+    tune_run._search_trial(
         {"trial": SearchBase("s", data, "parent-1"), "point": {"train.lr": 0.002}, "__trial_index__": 2}, NONE_SHARED
     )
-    runner._trial({"trial": GridTrial(TrialIdentity(name, 5, {"t": "v"}, "parent-1"), {}, data)}, NONE_SHARED)
+    tune_run._trial({"trial": GridTrial(TrialIdentity(name, 5, {"t": "v"}, "parent-1"), {}, data)}, NONE_SHARED)
     search, grid = started
     assert (search.run.name, search.train.seed, search.train.lr) == ("s-abc123", config.train.seed + 2, 0.002)
     assert search.tracking.tags == {f"{TAG}train.lr": "0.002", f"{TAG}train.seed": str(config.train.seed + 2)}
@@ -108,8 +108,8 @@ def test_tune_trials_receive_dataclasses_not_dicts(monkeypatch):
     monkeypatch.setattr("ray.tune.Tuner", CapturedTuner)
     study, _, config = shipped_trial()
     _, trials = load_study(SHIPPED)
-    grid = runner._grid_tuner(lambda params: None, trials, "parent-1", None, 1).param_space["trial"]
-    search = runner._search_tuner(study, config, lambda params: None, "parent-1", None, 1).param_space["trial"]
+    grid = tune_run._grid_tuner(lambda params: None, trials, "parent-1", None, 1).param_space["trial"]
+    search = tune_run._search_tuner(study, config, lambda params: None, "parent-1", None, 1).param_space["trial"]
     sent = list(grid["grid_search"]) + [search]
     assert len(sent) == len(trials) + 1
     for payload in sent:

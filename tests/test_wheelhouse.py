@@ -1,9 +1,9 @@
 """``make wheelhouse`` and the GPU check's installer, end to end: the wheelhouse built for CPython 3.12, its site
 archive installed with the network blocked into a Python 3.12 that holds only the GPU image's base packages, a
 real training run (Ray, DeepSpeed ZeRO-2, MLflow) there, then ``make gpu-check``'s test collection (``-m gpu``) and
-its whole CPU rehearsal (``python -m distalign.gpu_check --cpu``) in those packages, not the dev venv's. Downloads (the
-first time, the stand-in image too: torch's CUDA build from PyPI, several GB) and takes minutes: marker ``wheelhouse``,
-run by ``make test-wheelhouse`` only.
+its whole CPU rehearsal (``python -m distalign.tools.gpu_check --cpu``) in those packages, not the dev venv's.
+Downloads (the first time, the stand-in image too: torch's CUDA build from PyPI, several GB) and takes minutes:
+marker ``wheelhouse``, run by ``make test-wheelhouse`` only.
 
 The stand-in image is a venv of Python 3.12 (``.wheelhouse/image-py312``) with ``IMAGE_STAND_IN`` (the image's versions
 where the registry has them; its torch is PyPI's 2.11.0, the CUDA build, which runs on CPU here);
@@ -20,7 +20,7 @@ import time
 import pytest
 from conftest import REPO, SHARED_DATA, SMALL
 
-from distalign.gpu_check.wheelhouse import CARRY_LIMIT_MIB, find_python, megabytes
+from distalign.tools.gpu_check.wheelhouse import CARRY_LIMIT_MIB, find_python, megabytes
 
 pytestmark = pytest.mark.wheelhouse
 
@@ -102,7 +102,7 @@ def test_the_wheelhouse_installs_offline_and_the_gpu_check_rehearses_there(tmp_p
         [
             sys.executable,
             "-m",
-            "distalign.gpu_check.wheelhouse",
+            "distalign.tools.gpu_check.wheelhouse",
             "--python-version",
             "3.12",
             "--wheels",
@@ -130,7 +130,7 @@ def test_the_wheelhouse_installs_offline_and_the_gpu_check_rehearses_there(tmp_p
         [
             python,
             "-c",
-            "import json, sys; from pathlib import Path; from distalign.gpu_check.site_install import "
+            "import json, sys; from pathlib import Path; from distalign.tools.gpu_check.site_install import "
             "install_site; print(json.dumps(install_site(Path(sys.argv[1]), Path(sys.argv[2]))))",
             str(carry / "site.tar.xz"),
             str(site),
@@ -146,7 +146,7 @@ def test_the_wheelhouse_installs_offline_and_the_gpu_check_rehearses_there(tmp_p
 
     env |= {"PYTHONPATH": f"{REPO}:{site}", "DISTALIGN_GPU_CHECK_SITE": str(site)}
     checked = subprocess.run(
-        [python, "-m", "distalign.gpu_check.environment", str(tmp_path / "env.json")],
+        [python, "-m", "distalign.tools.gpu_check.machine_environment", str(tmp_path / "env.json")],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -198,7 +198,7 @@ def test_the_wheelhouse_installs_offline_and_the_gpu_check_rehearses_there(tmp_p
         [
             python,
             "-m",
-            "distalign.gpu_check",
+            "distalign.tools.gpu_check",
             "--cpu",
             "--site",
             str(carry / "site.tar.xz"),

@@ -6,8 +6,11 @@ Resolved once when the config is loaded, so Ray workers (other working directori
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
+
+from distalign.errors import require_writable
 
 if TYPE_CHECKING:
     from distalign.config.schema import ExperimentConfig
@@ -16,6 +19,19 @@ if TYPE_CHECKING:
 def distalign_home() -> Path:
     """Base for relative outputs (mlflow.db, runs/): $DISTALIGN_HOME or the working directory."""
     return Path(os.environ.get("DISTALIGN_HOME") or os.getcwd()).resolve()
+
+
+def command_log(command: str) -> Path:
+    """Where a command's Ray and library output goes: $DISTALIGN_HOME/logs/<command>-<time>.log."""
+    return distalign_home() / "logs" / f"{command}-{time.strftime('%Y%m%d-%H%M%S')}.log"
+
+
+def command_output_dir(flag: str, default_name: str) -> Path:
+    """A command's ``--output-dir`` value ``flag`` (default $DISTALIGN_HOME/<default_name>), checked writable before
+    the command's work starts."""
+    out = Path(flag).resolve() if flag else distalign_home() / default_name
+    require_writable(out, "--output-dir")
+    return out
 
 
 def resolve_tracking_uri(explicit: str = "") -> str:

@@ -347,7 +347,7 @@ class TransferEvalConfig:
     checkpoint: Literal["best", "last"] = "best"  # best: the one eval.select_by selects (the last when none does)
     at_steps: list[int] = field(default_factory=list)  # also these steps' kept checkpoints (local or remote)
     starting_model: bool = False  # also the model training started from, logged at step 0: the plots' reference bars
-    # any other key of a transfer spec (distalign.transfer.spec.TransferSpec): source, languages, seeds,
+    # any other key of a transfer spec (distalign.transfer.transfer_spec.TransferSpec): source, languages, seeds,
     # finetune: {lr, epochs, ...}, num_workers, use_gpu, ...
     spec: dict[str, Any] = field(default_factory=dict)
 
@@ -476,7 +476,7 @@ def validate(config: ExperimentConfig) -> None:
     own checks. Errors name the dotted key; independent checks all run, and their errors are raised together
     (``ConfigErrors``)."""
     # the streams (torch, the tokenizers) are imported by a run's checks, not by reading a config
-    from distalign.data.streams import STREAMS, CorpusSentencesStream, epoch_stream
+    from distalign.data.stream_plugins import STREAMS, CorpusSentencesStream, epoch_stream
 
     t, d, m, o = config.train, config.data, config.model, config.objectives
     problems = Problems()

@@ -1,6 +1,6 @@
 """The batch contract's unit: a named tensor with its dtype and shape.
 
-Each stream lists the tensors its batches carry (``distalign.data.streams``); an objective that
+Each stream lists the tensors its batches carry (``distalign.data.stream_plugins``); an objective that
 transforms a stream on the data side (masking) declares the tensors it adds in
 ``Objective.prepares``, and the names it reads in ``Objective.consumes``.
 ``tests/data/test_batch_contract.py`` checks every objective's reads against the streams' lists and

@@ -40,9 +40,9 @@ import pyarrow.fs
 import pyarrow.parquet as pq
 
 from distalign.data.corpus_plan import Unit, Units, cut_units, hf_units, unit_bytes
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, unreadable_parquet
+from distalign.data.readers import MAX_EXAMPLES, ReadReport, unreadable_parquet
 from distalign.data.sources import CorpusSource
-from distalign.errors import s3_refusal
+from distalign.errors import InputError, s3_refusal
 from distalign.languages import language_code
 
 SUFFIXES = {".txt": "text", ".jsonl": "jsonl", ".parquet": "parquet"}

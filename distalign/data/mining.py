@@ -54,8 +54,9 @@ import pyarrow.parquet as pq
 import wordfreq
 from wordfreq.preprocess import preprocess_text
 
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport, read_constraints, read_dictionary
-from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
+from distalign.data.readers import MAX_EXAMPLES, ReadReport, read_constraints, read_dictionary
+from distalign.errors import InputError
 from distalign.languages import language_code
 from distalign.logs import progress
 

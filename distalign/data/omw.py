@@ -26,7 +26,8 @@ from pathlib import Path
 import pyarrow as pa
 
 from distalign.data.mining import SYNSET_SCHEMA, MiningReport, mine_and_write, mining_languages
-from distalign.data.readers import InputError, ReadReport, _lines
+from distalign.data.readers import ReadReport, _lines
+from distalign.errors import InputError
 from distalign.languages import language_code
 
 FILE_NAME = re.compile(r"^wn-data-([a-z]{3})\.tab$")

@@ -21,8 +21,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
 from distalign.data.dictionary_checks import check_name, check_scripts, header_row
-from distalign.data.schema import CONSTRAINT_SCHEMA, REQUIRED_COLUMNS
 from distalign.errors import InputError  # defined at the bottom layer (the CLI catches it without pyarrow)
 from distalign.languages import language_code
 

@@ -23,7 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import DictionarySource
 from distalign.languages import LanguageCode
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import torch
 
-from distalign.eval.bli import CHUNK_SIZE, _check_chunk_size, _normalized_pair
+from distalign.similarity import CHUNK_SIZE, check_chunk_size, normalized_pair
 
 __all__ = ["aligned_nn_hits", "alignment_score", "vocabulary_alignment"]
 
@@ -16,8 +16,8 @@ def aligned_nn_hits(queries: torch.Tensor, candidates: torch.Tensor, *, chunk_si
     ValueError). Ties in the argmax count as a hit only when i is among the maximal
     candidates. Query rows are scored ``chunk_size`` at a time.
     """
-    _check_chunk_size(chunk_size)
-    q, c = _normalized_pair(queries, candidates, same_shape=True)
+    check_chunk_size(chunk_size)
+    q, c = normalized_pair(queries, candidates, same_shape=True)
     hits = []
     for start in range(0, q.shape[0], chunk_size):
         sims = q[start : start + chunk_size] @ c.T
@@ -49,8 +49,8 @@ def vocabulary_alignment(
     missing = [int(t) for t in tgt_ids if int(t) not in position]
     if missing:
         raise ValueError(f"counterparts {missing[:5]} are not among the candidate ids (the derived vocabulary)")
-    _check_chunk_size(chunk_size)
-    rows, candidates = _normalized_pair(embeddings[src_ids], embeddings[candidate_ids])
+    check_chunk_size(chunk_size)
+    rows, candidates = normalized_pair(embeddings[src_ids], embeddings[candidate_ids])
     own = torch.tensor([position[int(t)] for t in tgt_ids], device=rows.device)
     hits = []
     for start in range(0, len(rows), chunk_size):

@@ -24,7 +24,8 @@ import re
 from pathlib import Path
 
 from distalign.benchmark_data import not_fetched
-from distalign.data.readers import InputError, ReadReport, read_dictionary
+from distalign.data.readers import ReadReport, read_dictionary
+from distalign.errors import InputError
 from distalign.languages import code_in_data
 
 MULTISIMLEX_HEADER = ("ID", "PoS", "score")  # columns 0, 3, 4; 1 and 2 name the languages

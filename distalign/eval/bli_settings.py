@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
-from distalign.data.readers import InputError, ReadReport
+from distalign.data.readers import ReadReport
+from distalign.errors import InputError
 from distalign.eval import benchmarks
 
 BLIRanking = Literal["grouped", "per_pair"]

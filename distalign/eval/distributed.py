@@ -17,7 +17,7 @@ import numpy as np
 import ray
 import torch
 
-from distalign.eval.in_process import EncodingSettings, encode_text_set, score_layer
+from distalign.eval.local_evaluation import EncodingSettings, encode_text_set, score_layer
 from distalign.eval.tasks import EvalTask, TextSet
 from distalign.logs import say
 from distalign.storage import node_local

@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from distalign.data.ragged import RaggedRows
-from distalign.data.streams import collated_width
+from distalign.data.stream_plugins import collated_width
 from distalign.objectives.mlm import IGNORE_INDEX, labelled_logits
 
 MLM_LOSS_METRIC = "eval/mlm/loss"

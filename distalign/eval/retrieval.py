@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 
 from distalign.eval.alignment import aligned_nn_hits
-from distalign.eval.bli import CHUNK_SIZE
+from distalign.similarity import CHUNK_SIZE
 
 __all__ = ["tatoeba_accuracy", "tatoeba_accuracy_both_directions"]
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from distalign.config import ExperimentConfig
-from distalign.eval.in_process import EncodingSettings, evaluate_locally
+from distalign.eval.local_evaluation import EncodingSettings, evaluate_locally
 from distalign.eval.mlm_loss import MLM_LOSS_METRIC
 from distalign.eval.tasks.bli import BLISettings, BLITask
 

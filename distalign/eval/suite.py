@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distalign import benchmark_data
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks.base import EvalTask
 from distalign.eval.tasks.registry import EVAL_TASKS

@@ -5,7 +5,7 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 - ``Config``: a dataclass whose fields are the keys of its YAML section ``objectives.<name>``
   (``weight`` included; a weight of 0 switches the objective off). The loader and the error
   messages are built from it: nothing restates the schema.
-- ``stream`` and ``consumes``: the stream it reads (``distalign.data.streams.STREAMS``) and the
+- ``stream`` and ``consumes``: the stream it reads (``distalign.data.stream_plugins.STREAMS``) and the
   tensors of that stream's batches it uses; ``prepares``: the tensors its data-side preparer adds.
 - ``stream_settings``: how its stream must be tokenised (typed settings it refines).
 - ``batch_preparer``: the random per-batch transformation of its stream (masking), run on CPU in
@@ -98,7 +98,7 @@ class Objective(nn.Module):
     @classmethod
     def stream_settings(cls, cfg, experiment, settings: Any) -> Any:
         """Its stream's tokenisation ``settings`` (an instance of the stream's ``Settings`` dataclass,
-        ``distalign.data.streams``) as this objective needs them (e.g. words with glosses:
+        ``distalign.data.stream_plugins``) as this objective needs them (e.g. words with glosses:
         ``dataclasses.replace(settings, with_gloss=True)``)."""
         return settings
 

@@ -56,7 +56,7 @@ import torch
 import torch.nn.functional as F
 
 from distalign import collectives
-from distalign.data.streams import WordPairTokens
+from distalign.data.stream_plugins import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
 from distalign.objectives.base import Objective, ObjectiveContext

@@ -2,7 +2,7 @@
 XLM baseline of ALIGN-MLM (Hu et al. 2023, App. G.3).
 
 A translation pair (a, b) of languages (l_a, l_b) is one sequence in the tokenizer's own pair layout,
-``[CLS] a [SEP] b [SEP]`` for BERT, ``<s> a </s></s> b </s>`` for XLM-R (``distalign.data.streams``'s
+``[CLS] a [SEP] b [SEP]`` for BERT, ``<s> a </s></s> b </s>`` for XLM-R (``distalign.data.stream_plugins``'s
 ``parallel`` stream; each side keeps at most half of ``data.max_seq_length``, as ALIGN-MLM's 256 + 256 of
 512). MLM masking (``distalign.objectives.mlm.MLMMasking``: ``mask_prob`` of the words, or tokens, of
 *both* sentences, 80/10/10) lets the model predict a masked word from its own sentence or from the

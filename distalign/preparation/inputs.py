@@ -21,6 +21,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from distalign.config import ExperimentConfig
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.corpus_stream import (
     CorpusStream,
     SkipLedger,
@@ -45,7 +46,6 @@ from distalign.data.sampling import (
     subsample_constraints,
     words_of,
 )
-from distalign.data.schema import CONSTRAINT_SCHEMA
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource
 from distalign.data.synthetic import SyntheticWorld, generate_world, world_in
 from distalign.errors import ConfigError, Problems, require

@@ -1,6 +1,6 @@
 """What preparation hands to the run: the prepared inputs (``PreparedData``) and held-out dictionary pairs
 (``BLIPairs``). A module of their own so that the steps that make them (``inputs``) and the ones that
-transform or read them (``staging``, ``streams``, ``schedule``, ``validation``) all import them downward."""
+transform or read them (``staging``, ``ray_streams``, ``schedule``, ``validation``) all import them downward."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distalign.config import ExperimentConfig
-from distalign.data.streams import STREAMS, epoch_stream
+from distalign.data.stream_plugins import STREAMS, epoch_stream
 from distalign.preparation.prepared import PreparedData
 
 

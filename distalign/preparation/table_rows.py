@@ -12,7 +12,7 @@ decompressing whole row groups.
 Every worker draws the same sequence of rows: epoch after epoch of the stream's order (``EpochRows``), a row's
 *global position* g being row ``g mod N`` of epoch ``g // N``'s order. The workers of a step take consecutive
 positions, so where a run stands is one number, the same on every worker, and a resume on another number of
-workers continues from it with every position trained once (``distalign.data.streams.GlobalRowBatches``).
+workers continues from it with every position trained once (``distalign.data.stream_plugins.GlobalRowBatches``).
 """
 
 from __future__ import annotations

@@ -13,10 +13,10 @@ import pyarrow as pa
 
 from distalign.config import ExperimentConfig
 from distalign.data.ragged import RaggedRows
-from distalign.data.streams import CorpusSentencesStream
+from distalign.data.stream_plugins import CorpusSentencesStream
 from distalign.eval.mlm_loss import held_out_rows
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.streams import StreamBatchJob, build_stream_batch, stream_jobs
+from distalign.preparation.ray_streams import StreamBatchJob, build_stream_batch, stream_jobs
 from distalign.preparation.table_rows import StoredTable
 
 

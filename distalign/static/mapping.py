@@ -17,8 +17,8 @@ from typing import get_args
 
 import numpy as np
 
-from distalign.data.readers import InputError, read_dictionary
-from distalign.errors import ConfigError
+from distalign.data.readers import read_dictionary
+from distalign.errors import ConfigError, InputError
 from distalign.objectives.static_mapping import StaticMapping as MappingMethod
 from distalign.static.procrustes import align_spaces, apply_map, preprocess
 from distalign.static.vecmap import VecMapSettings, apply_vecmap, vecmap_align

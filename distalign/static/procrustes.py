@@ -11,7 +11,7 @@ preserves cosines within the source space; only the relation to the target space
 
 Self-learning (Artetxe et al. 2017, 2018): after mapping, the ``top_n`` most frequent source and
 target words (the first rows: word2vec files are sorted by frequency) are paired by mutual nearest
-neighbours under cosine or CSLS (Conneau et al. 2018; ``distalign.eval.bli.similarity_matrix``);
+neighbours under cosine or CSLS (Conneau et al. 2018; ``distalign.similarity.similarity_matrix``);
 the new dictionary is those pairs united with the seed, and W is refitted. This repeats for
 ``iterations`` rounds or until the dictionary stops changing. The score matrix holds
 ``top_n²`` floats (10k words: 400 MB).
@@ -27,7 +27,7 @@ import torch
 from scipy.linalg import orthogonal_procrustes
 
 from distalign.data.readers import MAX_EXAMPLES
-from distalign.eval.bli import similarity_matrix
+from distalign.similarity import similarity_matrix
 
 
 def normalize_embeddings(vectors: np.ndarray) -> np.ndarray:

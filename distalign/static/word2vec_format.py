@@ -18,7 +18,8 @@ from pathlib import Path
 
 import numpy as np
 
-from distalign.data.readers import MAX_EXAMPLES, InputError, ReadReport
+from distalign.data.readers import MAX_EXAMPLES, ReadReport
+from distalign.errors import InputError
 
 # Float32 round-trips exactly through 9 significant digits.
 FLOAT_FORMAT = "{:.9g}"

@@ -50,10 +50,10 @@ import torch.nn.functional as F
 import transformers
 from transformers import AutoConfig, AutoModel
 
-from distalign.data.readers import InputError, ReadReport, read_corpus
+from distalign.data.readers import ReadReport, read_corpus
 from distalign.data.tokenize import encode_sentences
 from distalign.device import use_tensor_cores
-from distalign.errors import ConfigError
+from distalign.errors import ConfigError, InputError
 from distalign.models.attention import prepared_masks
 from distalign.models.loading import load_tokenizer
 from distalign.models.pooling import mean_pool

@@ -1,7 +1,7 @@
-"""Ray Tune studies: the study file and its trials (``study``), running them (``runner``), and the study's
-tables and plots in MLflow (``report``)."""
+"""Ray Tune studies: the study file and its trials (``study``), running them (``tune_run``), and the study's
+tables and plots in MLflow (``study_results``)."""
 
-from distalign.studies.runner import run_study
 from distalign.studies.study import StudyConfig, load_study
+from distalign.studies.tune_run import run_study
 
 __all__ = ["StudyConfig", "load_study", "run_study"]

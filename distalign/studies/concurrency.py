@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 from ray.tune.search import BasicVariantGenerator, ConcurrencyLimiter
 
-from distalign.studies.study import trials_that_fit
+from distalign.train.trial_resources import trials_that_fit
 
 log = logging.getLogger("distalign")
 REREAD_S = 30.0  # seconds between two reads of the cluster's size

@@ -20,10 +20,10 @@ from pathlib import Path
 import pyarrow.fs
 import ray.train
 
+from distalign.checkpoint import CHECKPOINT_DIR_PREFIX
 from distalign.storage import run_location
 
 REPORTED_FILE = "reported_metrics.json"
-PREFIX = "checkpoint_"
 
 
 @dataclass
@@ -49,7 +49,9 @@ class CheckpointStore:
     def _listed(self) -> list[str]:
         infos = self.fs.get_file_info(pyarrow.fs.FileSelector(self.root, allow_not_found=True))
         return sorted(
-            i.base_name for i in infos if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith(PREFIX)
+            i.base_name
+            for i in infos
+            if i.type == pyarrow.fs.FileType.Directory and i.base_name.startswith(CHECKPOINT_DIR_PREFIX)
         )
 
     def _read_metrics(self, name: str) -> dict[str, float]:
@@ -94,7 +96,7 @@ class CheckpointStore:
     def save(self, directory: Path, metrics: dict[str, float]) -> ray.train.Checkpoint:
         """Upload a saved checkpoint directory with the metrics reported with it, then drop the checkpoints
         retention no longer keeps."""
-        name = f"{PREFIX}{datetime.now():%Y-%m-%d_%H-%M-%S.%f}"
+        name = f"{CHECKPOINT_DIR_PREFIX}{datetime.now():%Y-%m-%d_%H-%M-%S.%f}"
         if self.stored and name <= self.stored[-1].name:  # a clock set back: names must keep their order
             name = f"{self.stored[-1].name}0"
         self.fs.create_dir(f"{self.root}/{name}")

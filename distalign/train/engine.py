@@ -16,11 +16,11 @@ from torch.nn.parallel import DistributedDataParallel
 
 from distalign.checkpoint import DEEPSPEED_DIR, OPTIMIZER_FILE
 from distalign.config import TrainConfig
+from distalign.models.optimization import MAX_GRAD_NORM, parameter_groups
 from distalign.objectives.base import edit_in_place
 from distalign.train.lamb import Lamb
 from distalign.train.step_timing import Mark, no_mark
 
-MAX_GRAD_NORM = 1.0
 # DDP sends its buffers from rank 0 before every forward unless told not to; the models' buffers (position and
 # token type ids) never change. PyTorch 2.13 renamed the option (the GPU image's 2.11 has the old name only).
 NO_BUFFER_SYNC = (
@@ -28,25 +28,6 @@ NO_BUFFER_SYNC = (
     if "forward_sync_buffers" in inspect.signature(DistributedDataParallel).parameters
     else {"broadcast_buffers": False}
 )
-
-
-# Parameters BERT, the LAMB reference and the Hugging Face Trainer keep out of weight decay (and LAMB out of
-# its trust ratio): biases and normalisation weights; the patterns are the Trainer's.
-NO_DECAY_PATTERNS = [r"bias", r"layernorm", r"rmsnorm", r"(?:^|\.)norm(?:$|\.)", r"_norm(?:$|\.)"]
-
-
-def parameter_groups(model: torch.nn.Module, weight_decay: float) -> list[dict]:
-    """The trainable parameters in two optimizer groups: decayed (and trust-ratio adapted under LAMB) weights,
-    and biases / LayerNorm weights with neither. Frozen parameters (the base model under adapters) are left
-    out: they need no optimizer state."""
-    from transformers.trainer_pt_utils import get_parameter_names  # the model loaded transformers
-
-    decayed = set(get_parameter_names(model, [torch.nn.LayerNorm], NO_DECAY_PATTERNS))
-    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
-    return [
-        {"params": [p for name, p in trainable if name in decayed], "weight_decay": weight_decay},
-        {"params": [p for name, p in trainable if name not in decayed], "weight_decay": 0.0, "adapt": False},
-    ]
 
 
 def fused_on(groups: list[dict]) -> bool | None:

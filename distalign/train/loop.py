@@ -21,7 +21,7 @@ import ray.train.torch
 import torch
 
 from distalign.logs import configure
-from distalign.preparation.streams import RayWorkerData
+from distalign.preparation.ray_streams import RayWorkerData
 from distalign.tracking import WORKER_HTTP_SETTINGS
 from distalign.train.checkpoint_store import CheckpointStore
 from distalign.train.failures import recording_failures

@@ -6,10 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distalign.config import ExperimentConfig
-from distalign.data.streams import Stream
+from distalign.data.stream_plugins import Stream
 from distalign.eval.tasks import BLITask
+from distalign.preparation.ray_streams import CorpusFeed, TableStream
 from distalign.preparation.schedule import RunSchedule
-from distalign.preparation.streams import CorpusFeed, TableStream
 from distalign.preparation.table_rows import StoredTable
 from distalign.train.startup import StartupClock
 

@@ -27,7 +27,7 @@ from distalign.model_store.locate import check_model, is_storage_uri
 from distalign.models.loading import is_hub_name
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.resume import check_resume
+from distalign.preparation.resume_checks import check_resume
 from distalign.ray_session import available_resources
 from distalign.storage import check_storage, node_local
 from distalign.tracking import check_reachable

@@ -34,7 +34,7 @@ from distalign.checkpoint import (
 )
 from distalign.data.batches import padded_names, trim_padding, with_label_index
 from distalign.data.ragged import RaggedRows
-from distalign.data.streams import StreamBatches
+from distalign.data.stream_plugins import StreamBatches
 from distalign.device import to_device, use_tensor_cores
 from distalign.eval.mlm_loss import mlm_loss_metrics, mlm_loss_sums
 from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_settings, pair_mrrs, relative_mrr_gain

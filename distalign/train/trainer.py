@@ -21,14 +21,14 @@ from ray.train.torch import TorchTrainer
 
 from distalign.config import ExperimentConfig
 from distalign.data.corpus_stream import start_ledger
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.eval.selection import selection_score
 from distalign.logs import configure
 from distalign.preparation.prepared import PreparedData
-from distalign.preparation.resume import kept_schedule
+from distalign.preparation.ray_streams import corpus_feed, reserve_corpus_cpus, store_tables, table_streams
+from distalign.preparation.resume_checks import kept_schedule
 from distalign.preparation.schedule import RunSchedule, run_schedule
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import corpus_feed, reserve_corpus_cpus, store_tables, table_streams
 from distalign.ray_session import ensure_ray
 from distalign.storage import checkpoint_uri, ray_storage_path, storage_filesystem
 from distalign.tracking import (
@@ -40,13 +40,13 @@ from distalign.tracking import (
     tracked_run,
 )
 from distalign.train.failures import FailFast, raising_worker_exceptions
+from distalign.train.final_scores import TEST_STEP, bli_test_sets, score_test_pairs
 from distalign.train.in_process import fit_in_process
 from distalign.train.loop import train_loop_per_worker
 from distalign.train.model_registry import register_checkpoint
 from distalign.train.plan import TrainingPlan
 from distalign.train.preflight import Checked, check_run
 from distalign.train.startup import StartupClock
-from distalign.train.test_scores import TEST_STEP, bli_test_sets, score_test_pairs
 
 log = logging.getLogger("distalign")
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from distalign.benchmark_data.home import fetch_command
-from distalign.data.readers import InputError, ReadReport
-from distalign.errors import ConfigError
+from distalign.data.readers import ReadReport
+from distalign.errors import ConfigError, InputError
 from distalign.languages import language_code
 from distalign.transfer.tasks.base import TransferTask
 

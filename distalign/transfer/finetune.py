@@ -39,8 +39,8 @@ from distalign.device import to_device, use_tensor_cores
 from distalign.models.adapters import attach_saved_adapters
 from distalign.models.attention import prepared_masks
 from distalign.models.language_embeddings import attach_input_languages, input_language, input_languages
+from distalign.models.optimization import MAX_GRAD_NORM, parameter_groups
 from distalign.storage import node_local
-from distalign.train.engine import MAX_GRAD_NORM, parameter_groups
 from distalign.transfer.metrics import IGNORE
 from distalign.transfer.tasks.base import FineTuneSettings, TransferTask
 from distalign.transfer.tasks.registry import TRANSFER_TASKS

@@ -9,7 +9,7 @@ before training takes any Ray resources. ``transfer_after_training`` runs ``dist
 last) checkpoint, in that order (a checkpoint in remote storage is downloaded first), each logged into the training
 run at its step: ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar
 plot of every model so far (``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
-(``distalign.studies.runner``), so a study may select by them.
+(``distalign.studies.tune_run``), so a study may select by them.
 
 Why after training and not inside it: fine-tuning is a Ray Train run of its own per (task, seed); it starts once
 the training workers have given their resources back.
@@ -21,13 +21,13 @@ import json
 from dataclasses import replace
 from pathlib import Path
 
-from distalign.checkpoint import STATE_FILE, parse_state, read_state
+from distalign.checkpoint import CHECKPOINT_DIR_PREFIX, STATE_FILE, parse_state, read_state
 from distalign.config import ConfigError, ExperimentConfig, apply_override, flatten, from_dict
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
-from distalign.transfer.runner import run_transfer, target_languages, validate
-from distalign.transfer.spec import TransferSpec, TransferTrackingConfig
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
+from distalign.transfer.transfer_spec import TransferSpec, TransferTrackingConfig
+from distalign.transfer.zero_shot import run_transfer, target_languages, validate
 
 # TransferSpec keys the training run sets itself (eval.transfer.tasks / data_dir, its checkpoints, its MLflow run)
 RUN_KEYS = ("model", "tasks", "data_dir", "output_dir", "storage_path", "tracking", "compare_to")
@@ -114,12 +114,11 @@ def kept_checkpoints(config: ExperimentConfig) -> dict[int, str]:
     import pyarrow.fs
 
     from distalign.storage import run_location
-    from distalign.train.checkpoint_store import PREFIX as CHECKPOINT_PREFIX
 
     fs, root, scheme = run_location(config.storage.path, config.storage.endpoint_url, config.run.name)
     kept = {}
     for info in fs.get_file_info(pyarrow.fs.FileSelector(root, allow_not_found=True)):
-        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_PREFIX):
+        if info.type == pyarrow.fs.FileType.Directory and info.base_name.startswith(CHECKPOINT_DIR_PREFIX):
             state = fs.get_file_info(f"{info.path}/{STATE_FILE}")
             if state.type == pyarrow.fs.FileType.File:  # a checkpoint still being written has none yet
                 with fs.open_input_stream(state.path) as stream:

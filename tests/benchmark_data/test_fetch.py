@@ -12,7 +12,7 @@ from mirror_server import mirror_server
 
 from distalign.benchmark_data.catalog import RESOURCES, all_files, select
 from distalign.cli import main
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 
@@ -138,7 +138,7 @@ def test_a_benchmark_not_in_the_data_home_names_its_fetch_command(home, task, ke
 
 @needs_shared_data
 def test_the_synthetic_benchmark_takes_its_default_corpus_from_the_data_home(home, monkeypatch):
-    from distalign.bench.synthetic import BenchSpec, base_sentences, default_corpus_files
+    from distalign.synthetic_languages.benchmark import BenchSpec, base_sentences, default_corpus_files
 
     with pytest.raises(InputError, match="`distalign data fetch tatoeba`"):
         base_sentences(BenchSpec())

@@ -8,11 +8,11 @@ import pytest
 from conftest import QUICKSTART, REPO, SENSE_AWARE_SMALL, SMALL
 
 from distalign.config import load_config
-from distalign.data.streams import STREAMS, check_batch
+from distalign.data.stream_plugins import STREAMS, check_batch
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.objectives.registry import OBJECTIVES
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams
+from distalign.preparation.ray_streams import local_streams
 
 
 @pytest.mark.parametrize("name", sorted(OBJECTIVES))

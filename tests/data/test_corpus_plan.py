@@ -10,7 +10,7 @@ import pytest
 
 from distalign.data.corpus_plan import Item, Position, Units, byte_ranges, cut_units, deal, dealt, resume_items, within
 from distalign.data.ragged import RaggedRows
-from distalign.data.streams import STREAMS, take_rows
+from distalign.data.stream_plugins import STREAMS, take_rows
 
 MB = 2**20
 

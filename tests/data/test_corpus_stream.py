@@ -244,8 +244,8 @@ def test_an_epoch_reads_each_byte_about_once(tmp_path, monkeypatch):
 def test_an_s3_listing_takes_sizes_from_the_listing_not_a_head_per_file(s3_endpoint):
     """40 files under two language prefixes: the sizes come from the listing (listed in parallel per prefix), a
     constant number of HEADs (the path itself, one file's read permission), not one per file."""
-    from distalign.bench.s3_proxy import S3Proxy
     from distalign.storage import s3_filesystem
+    from distalign.tools.bench.s3_proxy import S3Proxy
 
     url, s3 = s3_endpoint
     bodies = {
@@ -303,9 +303,9 @@ def test_an_s3_parquet_listing_reads_each_footer_once_across_runs(s3_endpoint, t
     import functools
     import io
 
-    from distalign.bench.s3_proxy import S3Proxy
     from distalign.preparation.cache import cached_json
     from distalign.storage import s3_filesystem
+    from distalign.tools.bench.s3_proxy import S3Proxy
 
     url, s3 = s3_endpoint
     for i in range(12):

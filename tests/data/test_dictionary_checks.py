@@ -88,7 +88,7 @@ def model(tmp_path_factory):
 
 def prepared_eval(argv):
     from distalign.cli import build_parser
-    from distalign.eval.runner import prepare_eval
+    from distalign.eval.checkpoint_eval import prepare_eval
 
     return prepare_eval(build_parser(command="eval").parse_args(["eval", *argv]))
 

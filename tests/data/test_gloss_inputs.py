@@ -122,7 +122,7 @@ def test_bad_arguments_raise(xlmr_tokenizer_dir):
 
 
 def test_sense_level_constraint_stream_rows(xlmr_tokenizer_dir):
-    from distalign.data.streams import STREAMS, WordPairTokens
+    from distalign.data.stream_plugins import STREAMS, WordPairTokens
 
     tokenizer = load_tokenizer(str(xlmr_tokenizer_dir))
     batch = {

@@ -10,6 +10,7 @@ import pyarrow.parquet
 import pytest
 import wordfreq
 
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.mining import (
     SYNSET_SCHEMA,
     english_seed_words,
@@ -17,8 +18,8 @@ from distalign.data.mining import (
     read_exclusions,
     synsets_from_constraints,
 )
-from distalign.data.readers import InputError, read_babelnet_export
-from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.readers import read_babelnet_export
+from distalign.errors import InputError
 
 HOUSE_FR = "lieu d'habitation"
 HOUSE_IT = "edificio"

@@ -6,11 +6,10 @@ import pyarrow.parquet as pq
 import pytest
 import wordfreq
 
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.mining import SYNSET_SCHEMA
 from distalign.data.omw import mine_omw, omw_files, read_omw, read_omw_file
-from distalign.data.readers import InputError
-from distalign.data.schema import CONSTRAINT_SCHEMA
-from distalign.errors import ConfigError
+from distalign.errors import ConfigError, InputError
 
 OMW_DIR = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "lexicons" / "omw"
 

@@ -65,7 +65,7 @@ def test_a_sentence_longer_than_a_sequence_is_truncated_alone(tokenizer):
 def test_packing_fills_the_mlm_s_sequences_and_keeps_its_share_of_masked_words(tmp_path, monkeypatch):
     from distalign.objectives.mlm import IGNORE_INDEX
     from distalign.preparation.inputs import prepare_data
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
 
     monkeypatch.setenv("DISTALIGN_HOME", str(tmp_path))
     filled = {}

@@ -86,7 +86,7 @@ def test_a_collated_batch_trims_to_the_batch_a_padded_one_trimmed_to(lengths):
     import torch
 
     from distalign.data.batches import trim_padding
-    from distalign.data.streams import collated_width
+    from distalign.data.stream_plugins import collated_width
 
     original = block(lengths, width=256)
     rows = RaggedRows.from_padded(original, PADDED)

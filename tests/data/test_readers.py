@@ -6,6 +6,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.readers import (
     InputError,
     read_babelnet_export,
@@ -14,7 +15,6 @@ from distalign.data.readers import (
     read_corpus,
     read_dictionary,
 )
-from distalign.data.schema import CONSTRAINT_SCHEMA
 
 
 def pairs(table):

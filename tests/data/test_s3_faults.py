@@ -13,10 +13,10 @@ import pytest
 from ray.train._internal.storage import _download_from_fs_path, _upload_to_fs_path
 
 from distalign import storage
-from distalign.bench.s3_proxy import Faults, S3Proxy
 from distalign.data import corpus_stream
 from distalign.data.corpus_stream import CorpusStream, SkipLedger, list_corpus_files, read_rows
 from distalign.data.sources import CorpusSource
+from distalign.tools.bench.s3_proxy import Faults, S3Proxy
 
 # Four failures in a row every fifteen requests: a request that meets the burst fails four times (pyarrow's
 # default three tries gave up: a skipped corpus file, a failed checkpoint upload).

@@ -7,6 +7,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.data.sampling import (
     exactly_per_pair,
     exclude_words,
@@ -18,7 +19,6 @@ from distalign.data.sampling import (
     subsample_constraints,
     words_of,
 )
-from distalign.data.schema import CONSTRAINT_SCHEMA
 
 
 def make_table(spec):

@@ -102,7 +102,7 @@ OVS_ADJ_AFTER = {
 
 @pytest.mark.parametrize("order, adjective_first, trees", [("SVO", True, SVO_ADJ_FIRST), ("OVS", False, OVS_ADJ_AFTER)])
 def test_pos_sentences_carry_the_grammar_trees(tmp_path, order, adjective_first, trees):
-    from distalign.bench.syntax_transform import read_conllu
+    from distalign.synthetic_languages.syntax_transform import read_conllu
 
     lang = _Language("xa", np.random.default_rng(0))
     lang.order, lang.adjective_first = order, adjective_first
@@ -114,7 +114,7 @@ def test_pos_sentences_carry_the_grammar_trees(tmp_path, order, adjective_first,
 
 
 def test_parsed_corpora_are_the_corpora_with_their_trees(world_dir, tmp_path):
-    from distalign.bench.syntax_transform import read_conllu
+    from distalign.synthetic_languages.syntax_transform import read_conllu
 
     parsed = generate_world(dataclasses.replace(CFG, parsed_corpora=True), tmp_path, seed=0)
     for lang, path in parsed.corpora.items():

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval.benchmarks import (
     gbli_test_path,
     multisimlex_path,

@@ -7,7 +7,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from distalign.eval.bli import gold_ranks, mrr, precision_at_k, ranking_metrics, similarity_matrix
+from distalign.eval.bli_metrics import gold_ranks, mrr, precision_at_k, ranking_metrics
+from distalign.similarity import similarity_matrix
 
 
 # ---------------------------------------------------------------- naive references

@@ -11,9 +11,9 @@ from conftest import QUICKSTART, SMALL
 
 from distalign.cli import main
 from distalign.config import load_config
-from distalign.eval.runner import EVALUATED_RUN_TAG, EVALUATED_STEP_TAG
+from distalign.eval.checkpoint_eval import EVALUATED_RUN_TAG, EVALUATED_STEP_TAG
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams
+from distalign.preparation.ray_streams import local_streams
 from distalign.tracking import CHECKPOINT_TAG, PARENT_TAG, client_for, tracked_run
 from distalign.train.recipe import TrainingRecipe
 from distalign.train.trainer import plan_training

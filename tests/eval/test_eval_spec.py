@@ -8,9 +8,9 @@ from test_runner import write_eval_dir
 
 from distalign.cli import build_parser, main
 from distalign.config import ConfigError
-from distalign.data.readers import InputError
-from distalign.eval.runner import spec_from_args
-from distalign.eval.spec import EvalSpec, EvalTrackingConfig
+from distalign.errors import InputError
+from distalign.eval.checkpoint_eval import spec_from_args
+from distalign.eval.eval_spec import EvalSpec, EvalTrackingConfig
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 

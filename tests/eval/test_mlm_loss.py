@@ -15,7 +15,7 @@ from distalign.eval.mlm_loss import MLM_LOSS_METRIC, held_out_rows, mlm_loss_met
 from distalign.eval.selection import SELECTION_METRIC, selection_score
 from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import staged_tokenizer, stream_jobs
+from distalign.preparation.ray_streams import staged_tokenizer, stream_jobs
 from distalign.preparation.validation import mlm_validation_rows
 
 V, T = 40, 9

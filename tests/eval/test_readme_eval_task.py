@@ -14,10 +14,10 @@ import pytest
 import torch
 from test_runner import DE, EN, TINY, write_eval_dir
 
-import distalign.eval.in_process as in_process
+import distalign.eval.local_evaluation as in_process
 from distalign.cli import main
-from distalign.eval.in_process import evaluate_locally
-from distalign.eval.runner import write_reports
+from distalign.eval.checkpoint_eval import write_reports
+from distalign.eval.local_evaluation import evaluate_locally
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.eval.tasks.registry import EVAL_TASKS

@@ -1,11 +1,18 @@
-"""distalign.eval.report: best layers, averages, MLflow names, tables and PNG plots on a hand-made frame."""
+"""distalign.eval.result_tables: best layers, averages, MLflow names, tables and PNG plots on a hand-made frame."""
 
 import math
 
 import pandas as pd
 import pytest
 
-from distalign.eval.report import averages, best_layers, mlflow_metrics, plot_by_layer, plot_pair_heatmap, write_table
+from distalign.eval.result_tables import (
+    averages,
+    best_layers,
+    mlflow_metrics,
+    plot_by_layer,
+    plot_pair_heatmap,
+    write_table,
+)
 
 
 def frame():

@@ -10,9 +10,8 @@ from conftest import QUICKSTART, SHARED_DATA, staged_by_ray_tasks
 from distalign.checkpoint import MODEL_DIR, TrainerState, write_state
 from distalign.cli import main
 from distalign.config import TinyModelConfig, load_config
-from distalign.data.readers import InputError
-from distalign.errors import ConfigError
-from distalign.eval.in_process import evaluate_locally
+from distalign.errors import ConfigError, InputError
+from distalign.eval.local_evaluation import evaluate_locally
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec
 from distalign.models.encoder import Encoder
@@ -299,7 +298,7 @@ def test_an_s3_model_is_staged_by_the_encoding_tasks_on_their_node(
 ):
     """``--model s3://...``: the driver stages a copy for its checks, the encoding tasks stage their own on their node
     (the driver's is on the driver's disk only)."""
-    from distalign.model_store.fetch import fetch_model
+    from distalign.model_store.model_fetch import fetch_model
 
     url, _ = s3_endpoint
     ckpt, _, _ = checkpoint

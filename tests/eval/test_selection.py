@@ -141,7 +141,7 @@ def test_a_dictionary_s_test_set_keeps_its_casing_and_its_languages_canonical(tm
 
 
 def test_a_test_set_scores_only_its_layer_and_refuses_one_the_model_lacks():
-    from distalign.data.readers import InputError
+    from distalign.errors import InputError
 
     task = build_test_set("en", "de", ["house"], ["Haus"], BLISettings(layer=-2))
     stack = [f"layer {i}" for i in range(3)]

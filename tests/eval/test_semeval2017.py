@@ -5,7 +5,7 @@ import pytest
 import torch
 from test_eval_spec import spec_of
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval.benchmarks import read_semeval2017, semeval2017_paths
 from distalign.eval.suite import build_tasks
 from distalign.eval.suite_spec import SuiteSpec

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-import distalign.eval.in_process as in_process
+import distalign.eval.local_evaluation as in_process
 from distalign.config import TinyModelConfig
-from distalign.eval.bli import mrr
-from distalign.eval.in_process import evaluate_locally
+from distalign.eval.bli_metrics import mrr
+from distalign.eval.local_evaluation import evaluate_locally
 from distalign.eval.tasks import BLITask, TatoebaTask, WordAlignmentTask, XLSimTask
 from distalign.models.encoder import Encoder
 from distalign.models.loading import build_tiny_model, load_masked_lm, load_tokenizer
@@ -239,7 +239,7 @@ def test_bli_per_pair_ranks_each_pair_with_the_other_translations_competing():
 def test_csls_source_space_is_the_source_vocabulary_without_the_queries_encoded_beside_it():
     """A query outside the source vocabulary ("Haus" written as in G-BLI) is encoded for its own vector but is
     not a neighbour in r_S, which CSLS computes over the source vocabulary."""
-    from distalign.eval.bli import gold_ranks
+    from distalign.eval.bli_metrics import gold_ranks
 
     task = BLITask.from_pairs(
         "de",

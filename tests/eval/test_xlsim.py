@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from distalign.eval.xlsim import word_similarity_spearman
+from distalign.eval.xlsim_metrics import word_similarity_spearman
 
 
 def naive_average_ranks(values):

@@ -18,8 +18,8 @@ from conftest import QUICKSTART, REPO, SMALL, free_port
 from transfer_data import tiny_model
 
 from distalign.errors import ConfigError
-from distalign.model_store.fetch import fetch_model
 from distalign.model_store.locate import locate_model
+from distalign.model_store.model_fetch import fetch_model
 from distalign.storage import node_local
 
 

@@ -10,8 +10,8 @@ import torch
 import torch.multiprocessing as mp
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from distalign.bench.negatives import gather_everything_info_nce
 from distalign.objectives.lexical import global_info_nce, info_nce, info_nce_share, sense_info_nce
+from distalign.tools.bench.negatives import gather_everything_info_nce
 
 PAIRS, TOKENS, IN_DIM, DIM = 24, 4, 6, 8
 LEVELS = {"type": 0.0, "sense with glosses": 0.5}  # gloss_weight: the gloss term uses the same negatives

@@ -15,14 +15,14 @@ from conftest import QUICKSTART, SMALL
 from tiny_tokenizers import wordpiece_tokenizer
 
 from distalign.config import load_config
-from distalign.data.readers import InputError, read_parallel_files, read_parallel_tsv
+from distalign.data.readers import read_parallel_files, read_parallel_tsv
 from distalign.data.row_random import RowRandom
-from distalign.data.streams import STREAMS
-from distalign.errors import ConfigError
+from distalign.data.stream_plugins import STREAMS
+from distalign.errors import ConfigError, InputError
 from distalign.objectives.mlm import IGNORE_INDEX, MLMMasking
 from distalign.objectives.tlm import TLMObjective
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams
+from distalign.preparation.ray_streams import local_streams
 
 STREAM = STREAMS["parallel"]
 

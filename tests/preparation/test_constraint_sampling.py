@@ -9,9 +9,9 @@ import pyarrow.parquet as pq
 from conftest import QUICKSTART
 
 from distalign.config import load_config
-from distalign.data.schema import CONSTRAINT_SCHEMA
+from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams
+from distalign.preparation.ray_streams import local_streams
 
 
 def skewed_constraints(path, n_de=900, n_sw=100):

@@ -12,9 +12,9 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.corpus_plan import Item
 from distalign.data.corpus_stream import SkipLedger, read_unit, row_keys
-from distalign.preparation import streams
+from distalign.preparation import ray_streams
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import corpus_feed, item_blocks, row_chunks
+from distalign.preparation.ray_streams import corpus_feed, item_blocks, row_chunks
 
 CHUNK = 32  # TOKENIZE_BATCH here: an item of ~300 sentences in 10 chunks
 
@@ -26,10 +26,10 @@ def feed_and_item(pack: bool, monkeypatch):
         QUICKSTART, SMALL + [f"run.name=items-{pack}", "objectives.lexical.weight=0", f"data.pack_sequences={pack}"]
     )
     feed = corpus_feed(prepare_data(config), config)
-    tokenised, build = [], streams.build_stream_batch
-    monkeypatch.setattr(streams, "TOKENIZE_BATCH", CHUNK)
+    tokenised, build = [], ray_streams.build_stream_batch
+    monkeypatch.setattr(ray_streams, "TOKENIZE_BATCH", CHUNK)
     monkeypatch.setattr(
-        streams, "build_stream_batch", lambda rows, job: tokenised.append(len(rows["row"])) or build(rows, job)
+        ray_streams, "build_stream_batch", lambda rows, job: tokenised.append(len(rows["row"])) or build(rows, job)
     )
     return feed, Item(1, tuple(feed.corpus.units()[::3])), tokenised
 
@@ -59,7 +59,7 @@ def test_an_item_comes_a_chunk_at_a_time_shuffled_by_its_own_seed(distalign_home
 
     # as the whole item read, tokenised and masked at once, then shuffled by (run seed, epoch, its first unit)
     rows = {k: np.concatenate([u[k] for u in unit_rows(feed, item)]) for k in ("text", "lang", "row", "epoch")}
-    whole = streams.build_stream_batch(rows, feed.job)
+    whole = ray_streams.build_stream_batch(rows, feed.job)
     start = item.units[0]
     seed = int(row_keys("", feed.corpus.place(start), [start.start])[0])
     order = np.random.default_rng([feed.seed, item.epoch, seed]).permutation(len(rows["row"]))
@@ -81,7 +81,7 @@ def test_a_packed_item_comes_in_rounds_that_mix_all_its_units(distalign_home, mo
 
     # the sequences of each unit packed a chunk at a time, each once, in an order drawn from the item alone
     packed = [
-        streams.build_stream_batch(chunk, feed.job)
+        ray_streams.build_stream_batch(chunk, feed.job)
         for rows in unit_rows(feed, item)
         for chunk in row_chunks([rows], CHUNK)
     ]

@@ -9,7 +9,7 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.corpus_plan import fresh_items
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import LocalWorkerData, corpus_feed
+from distalign.preparation.ray_streams import LocalWorkerData, corpus_feed
 
 
 def masked_rows(feed, workers: int) -> dict[int, tuple]:

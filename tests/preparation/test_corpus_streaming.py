@@ -17,7 +17,7 @@ from distalign.data.corpus_plan import Item
 from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_ledger
 from distalign.data.sources import CorpusSource
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import LocalWorkerData, RayWorkerData, corpus_feed
+from distalign.preparation.ray_streams import LocalWorkerData, RayWorkerData, corpus_feed
 from distalign.preparation.table_rows import MappedTable
 from distalign.storage import s3_filesystem
 

@@ -11,7 +11,7 @@ from distalign.config import load_config
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.mlm import IGNORE_INDEX
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams, stream_jobs
+from distalign.preparation.ray_streams import local_streams, stream_jobs
 
 
 def cross_lingual_label_share(percent: int) -> tuple[float, int]:

@@ -39,8 +39,8 @@ def test_parquet_footers_are_read_once_for_the_same_files(tmp_path, monkeypatch)
 def test_the_corpus_count_is_read_once_for_the_same_files(tmp_path, monkeypatch):
     """``corpus_rows`` (an O(bytes) read) is kept by the files' sizes and mtimes: a restart or another trial on the
     same corpus reads nothing; a changed file is counted again."""
+    from distalign.data.constraint_schema import CONSTRAINT_SCHEMA
     from distalign.data.corpus_stream import CorpusStream
-    from distalign.data.schema import CONSTRAINT_SCHEMA
     from distalign.preparation import prepared as prepared_module
     from distalign.preparation.prepared import PreparedData
 

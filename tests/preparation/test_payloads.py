@@ -13,10 +13,10 @@ from conftest import QUICKSTART, SMALL
 from distalign.config import load_config
 from distalign.data.corpus_stream import CorpusStream
 from distalign.data.ragged import RaggedRows
-from distalign.data.streams import STREAMS
-from distalign.preparation import streams
+from distalign.data.stream_plugins import STREAMS
+from distalign.preparation import ray_streams
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import (
+from distalign.preparation.ray_streams import (
     RayWorkerData,
     StreamBatchJob,
     TableStream,
@@ -71,12 +71,12 @@ def test_ray_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeyp
     config = load_config(QUICKSTART, SMALL + ["run.name=payloads"])
     prepared = prepare_data(config)
     sent, plans = [], []
-    monkeypatch.setattr(streams, "_table_task", CapturedTableTask(sent))
+    monkeypatch.setattr(ray_streams, "_table_task", CapturedTableTask(sent))
     item_task = CapturedItemTask(sent)
-    monkeypatch.setattr(streams, "_item_task", item_task)
-    monkeypatch.setattr(streams.ray, "put", lambda value: ray.cloudpickle.loads(ray.cloudpickle.dumps(value)))
-    monkeypatch.setattr(streams.ray, "get", lambda ref: ref)
-    monkeypatch.setattr(streams.ray, "cancel", lambda ref: None)  # the items left when the generator is dropped
+    monkeypatch.setattr(ray_streams, "_item_task", item_task)
+    monkeypatch.setattr(ray_streams.ray, "put", lambda value: ray.cloudpickle.loads(ray.cloudpickle.dumps(value)))
+    monkeypatch.setattr(ray_streams.ray, "get", lambda ref: ref)
+    monkeypatch.setattr(ray_streams.ray, "cancel", lambda ref: None)  # the items left when the generator is dropped
     tables = table_streams(prepared, config, store_tables(prepared, config))
     pairs = STREAMS["constraints"].worker_batches(RayWorkerData(0, 2, None, tables), 16)
     next(pairs)
@@ -87,7 +87,7 @@ def test_ray_tasks_and_train_workers_receive_dataclasses(distalign_home, monkeyp
         stream.batches.close()
     assert 0 < tasks < len(sent)
     # an item task pauses with so many blocks not yet taken: what a worker holds in the object store is bounded
-    assert item_task.options_given["_generator_backpressure_num_objects"] == streams.ITEM_BLOCKS_AHEAD
+    assert item_task.options_given["_generator_backpressure_num_objects"] == ray_streams.ITEM_BLOCKS_AHEAD
     for payload in sent[tasks:]:
         assert_typed(payload.pop("corpus"), CorpusStream)  # the corpus tasks also get the corpus
     for fn_kwargs in sent:

@@ -94,7 +94,7 @@ def test_the_static_stream_passes_every_row_once_an_epoch_in_a_new_order():
     from conftest import QUICKSTART
 
     from distalign.config import load_config
-    from distalign.data.streams import STREAMS
+    from distalign.data.stream_plugins import STREAMS
     from distalign.preparation.table_rows import EpochRows, MappedTable
 
     words = [f"w{i}" for i in range(64)]

@@ -9,10 +9,10 @@ from conftest import QUICKSTART, SMALL
 
 from distalign.config import load_config
 from distalign.data.corpus_stream import read_rows
-from distalign.data.streams import STREAMS
+from distalign.data.stream_plugins import STREAMS
 from distalign.models.loading import load_tokenizer
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import (
+from distalign.preparation.ray_streams import (
     RayWorkerData,
     corpus_feed,
     local_streams,

@@ -12,9 +12,9 @@ from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import STATE_FILE
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.resume import kept_schedule
+from distalign.preparation.ray_streams import local_streams
+from distalign.preparation.resume_checks import kept_schedule
 from distalign.preparation.schedule import run_schedule
-from distalign.preparation.streams import local_streams
 from distalign.preparation.table_rows import MappedTable, store_table
 from distalign.storage import run_location
 

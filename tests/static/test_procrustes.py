@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy.stats import ortho_group
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.static.mapping import align_files
 from distalign.static.procrustes import (
     align_spaces,

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.static.word2vec_format import read_word2vec, write_word2vec
 
 

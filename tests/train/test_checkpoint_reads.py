@@ -37,7 +37,7 @@ def _rank(rank: int, port: int, url: str, run, caches: str, out) -> None:
     import requests
     import torch.distributed as dist
 
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.storage import s3_filesystem
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.resume import resumed_from

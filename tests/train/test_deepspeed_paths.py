@@ -41,7 +41,7 @@ def sense_weights(weights: dict[str, torch.Tensor], num_senses: int) -> torch.Te
 def _rank(rank: int, port: int, validation_run, sense_run, results) -> None:
     import torch.distributed as dist
 
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.preparation.table_rows import store_table
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
@@ -114,7 +114,7 @@ def test_a_bf16_zero2_run_copies_senses_into_the_master_weights_and_exports_fp32
     from transformers import AutoModelForMaskedLM
 
     from distalign.checkpoint import MODEL_DIR
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 

@@ -21,7 +21,7 @@ from conftest import REPO, SMALL, free_port
 from mlflow.tracking import MlflowClient
 from mlflow_server import TrackingServer
 
-from distalign.bench.loopback import stop_group as stop_by_pid  # SIGTERM a node's process group, then SIGKILL
+from distalign.tools.bench.loopback import stop_group as stop_by_pid  # SIGTERM a node's process group, then SIGKILL
 
 pytestmark = pytest.mark.slow
 BIN = Path(sys.executable).parent

@@ -10,7 +10,8 @@ import torch
 from conftest import QUICKSTART
 
 from distalign.config import ConfigError, load_config
-from distalign.train.engine import _optimizer_and_schedule, parameter_groups
+from distalign.models.optimization import parameter_groups
+from distalign.train.engine import _optimizer_and_schedule
 from distalign.train.lamb import Lamb
 
 

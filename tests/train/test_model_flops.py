@@ -87,7 +87,7 @@ def test_the_count_is_the_matrix_products_torch_runs(kind):
 
 
 def test_the_bench_and_the_run_count_one_batch_alike():
-    from distalign.bench.gpu import Shape, random_batches, step_model_flops
+    from distalign.tools.bench.gpu import Shape, random_batches, step_model_flops
 
     config = dict(
         vocab_size=300,

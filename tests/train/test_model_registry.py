@@ -14,7 +14,7 @@ from transfer_data import tiny_model
 from distalign.checkpoint import MODEL_DIR
 from distalign.config import ConfigError, load_config
 from distalign.models.loading import load_masked_lm, load_tokenizer
-from distalign.studies.runner import register_best_trial
+from distalign.studies.tune_run import register_best_trial
 from distalign.tracking import CHECKPOINT_TAG, tracked_run
 from distalign.train.model_registry import register_checkpoint
 

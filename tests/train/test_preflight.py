@@ -191,8 +191,8 @@ def test_a_ray_address_that_does_not_answer_is_reported_in_seconds(tmp_path, cap
 
 def test_a_study_checks_each_distinct_trial_once(tmp_path, caplog, no_ray):
     """tuning/quickstart.yaml's grid: 2 learning rates x 2 constraint-set sizes, 2 distinct inputs."""
-    from distalign.studies.runner import check_trials
     from distalign.studies.study import load_study
+    from distalign.studies.tune_run import check_trials
 
     _, trials = load_study(
         QUICKSTART.parents[2] / "tuning" / "quickstart.yaml",

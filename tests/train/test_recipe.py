@@ -12,7 +12,7 @@ from conftest import QUICKSTART, SMALL
 from distalign.checkpoint import MODEL_DIR, OPTIMIZER_FILE, STATE_FILE, read_state, write_manifest
 from distalign.config import load_config
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import local_streams
+from distalign.preparation.ray_streams import local_streams
 from distalign.train.recipe import TrainingRecipe
 from distalign.train.trainer import plan_training
 

@@ -23,7 +23,7 @@ from distalign.checkpoint import OPTIMIZER_FILE
 from distalign.config import load_config
 from distalign.data.corpus_plan import fresh_items
 from distalign.preparation.inputs import prepare_data
-from distalign.preparation.streams import LocalWorkerData, corpus_feed
+from distalign.preparation.ray_streams import LocalWorkerData, corpus_feed
 from distalign.tracking import RUN_NAME_TAG
 from distalign.train.trainer import run_training
 

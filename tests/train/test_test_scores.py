@@ -13,7 +13,7 @@ from distalign.eval.distributed import load_encoder
 from distalign.eval.selection import evaluate_bli, in_loop_settings
 from distalign.models.loading import build_tiny_model
 from distalign.preparation.prepared import BLIPairs
-from distalign.train.test_scores import TEST_STEP, _score, bli_test_sets
+from distalign.train.final_scores import TEST_STEP, _score, bli_test_sets
 
 EN = ["dog", "cat", "house", "tree", "river", "stone"]
 FI = ["koira", "kissa", "talo", "puu", "joki", "kivi"]

@@ -19,7 +19,7 @@ from mlflow.tracking import MlflowClient
 
 from distalign.config import load_config
 from distalign.data.batches import TensorSpec
-from distalign.data.streams import STREAMS, Stream
+from distalign.data.stream_plugins import STREAMS, Stream
 from distalign.data.tokenize import encode_words
 from distalign.objectives import registry
 from distalign.objectives.base import Objective

@@ -20,8 +20,8 @@ from distalign.config import load_config
 from distalign.data.corpus_plan import Position, grouped
 from distalign.metric_names import TRAINING, family_of
 from distalign.preparation.inputs import prepare_data
+from distalign.preparation.ray_streams import corpus_feed, item_blocks, local_streams
 from distalign.preparation.staging import stage_inputs
-from distalign.preparation.streams import corpus_feed, item_blocks, local_streams
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG
 from distalign.train.trainer import run_training
 

@@ -20,10 +20,10 @@ from distalign.eval.selection import SELECTION_METRIC, evaluate_bli, in_loop_set
 from distalign.logs import quiet_console
 from distalign.preparation.inputs import prepare_data
 from distalign.studies import load_study, run_study
-from distalign.studies.runner import STOPPED_EARLY_TAG
+from distalign.studies.tune_run import STOPPED_EARLY_TAG
 from distalign.tracking import BEST_CHECKPOINT_TAG, CHECKPOINT_TAG, PARENT_TAG, START_MODEL_TAG
 from distalign.train.checkpoint_store import REPORTED_FILE
-from distalign.train.test_scores import bli_test_sets
+from distalign.train.final_scores import bli_test_sets
 from distalign.train.trainer import run_training
 
 pytestmark = pytest.mark.slow

@@ -25,7 +25,7 @@ from mlflow.tracking import MlflowClient
 from test_job_submit import BIN, forget_cluster_address, stop_by_pid
 from test_recovery import trained_rows
 
-from distalign.bench.loopback import start_node, wait_for_nodes
+from distalign.tools.bench.loopback import start_node, wait_for_nodes
 
 pytestmark = pytest.mark.slow
 

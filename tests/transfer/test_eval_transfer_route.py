@@ -7,8 +7,8 @@ from transfer_data import save_task, tiny_model
 
 import distalign.ray_session
 from distalign.cli import build_parser, main
-from distalign.eval.runner import ModelUnderTest
-from distalign.transfer.runner import checkpoint_run, spec_from_args
+from distalign.eval.checkpoint_eval import ModelUnderTest
+from distalign.transfer.zero_shot import checkpoint_run, spec_from_args
 
 
 @pytest.fixture(scope="module")

@@ -10,10 +10,10 @@ from datasets import Dataset
 from transfer_data import FEATURES, rows
 
 from distalign.cli import build_parser, main
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.transfer.data import read_split
-from distalign.transfer.runner import spec_from_args, validate
 from distalign.transfer.tasks.pair import XNLITask
+from distalign.transfer.zero_shot import spec_from_args, validate
 
 SPLITS = ("train", "validation", "test")
 

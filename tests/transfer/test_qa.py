@@ -8,7 +8,7 @@ from qa_data import FEATURES, answer_of, rows, save_qa, squad_json
 from tiny_tokenizers import wordpiece_tokenizer
 from transfer_data import LEXICON, tiny_model
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.models.loading import load_tokenizer
 from distalign.transfer import finetune
 from distalign.transfer.data import read_split
@@ -113,8 +113,8 @@ def test_tydiqa_trained_on_its_own_english_set(setup, tmp_path, monkeypatch):
     with pytest.raises(InputError, match=r"xquad: no training set 'tydiqa' \(it trains on squad\)"):
         read_split(XQuADTask, str(tmp_path), "en", "train", train_set="tydiqa")
 
-    from distalign.eval.runner import resolve_model
-    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
+    from distalign.eval.checkpoint_eval import resolve_model
+    from distalign.transfer.zero_shot import FineTuneOverrides, TransferSpec, prepare
 
     model = setup[1]  # the runner's preparation (no Ray) trains on what the spec names
     spec = TransferSpec(
@@ -369,8 +369,8 @@ def test_the_answer_text_is_xtremes_word_level_text_not_the_subword_offsets(setu
 def test_the_runner_trains_on_squad_and_refuses_to_select_on_xquad(setup, short_windows):
     """The driver's preparation (no Ray): SQuAD's train and dev sets, XQuAD's test sets; no XQuAD dev set to
     select on."""
-    from distalign.eval.runner import resolve_model
-    from distalign.transfer.runner import FineTuneOverrides, TransferSpec, prepare
+    from distalign.eval.checkpoint_eval import resolve_model
+    from distalign.transfer.zero_shot import FineTuneOverrides, TransferSpec, prepare
 
     data_dir, model, tokenizer = setup
     spec = TransferSpec(

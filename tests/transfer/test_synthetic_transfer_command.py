@@ -5,11 +5,12 @@ import shlex
 
 import pytest
 
-from distalign.cli import build_parser, synthetic_transfer_command
+from distalign.cli import build_parser
 from distalign.config import ConfigError, load_config
+from distalign.train.run_summary import synthetic_transfer_command
 from distalign.transfer.data import read_split
-from distalign.transfer.runner import spec_from_args, target_languages
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
+from distalign.transfer.zero_shot import spec_from_args, target_languages
 
 QUICKSTART = "jobs/configs/quickstart.yaml"
 

@@ -9,7 +9,7 @@ from conftest import staged_by_ray_tasks
 from transfer_data import save_task, tiny_model
 
 from distalign.cli import main
-from distalign.model_store.fetch import fetch_model
+from distalign.model_store.model_fetch import fetch_model
 from distalign.tracking import client_for
 
 
@@ -257,7 +257,7 @@ def test_eval_command_with_bli_and_a_transfer_task_logs_child_runs_of_the_checkp
 
 def test_spec_from_flags_and_overrides():
     from distalign.cli import build_parser
-    from distalign.transfer.runner import spec_from_args
+    from distalign.transfer.zero_shot import spec_from_args
 
     args = build_parser().parse_args(
         [

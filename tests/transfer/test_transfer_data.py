@@ -4,7 +4,7 @@ import pytest
 from datasets import ClassLabel, Dataset, DatasetDict, Features, Value
 from transfer_data import FEATURES, rows, save_task
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.transfer.data import read_split
 from distalign.transfer.tasks.pair import PairExample, PAWSXTask, XNLITask
 from distalign.transfer.tasks.tagging import UPOS, TaggedSentence, UDPOSTask, WikiANNTask

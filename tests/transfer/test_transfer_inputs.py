@@ -5,12 +5,12 @@ import pytest
 from transfer_data import FEATURES, rows, save_task, tiny_model
 from transformers import BertConfig
 
-from distalign.data.readers import InputError
-from distalign.eval.runner import resolve_model
+from distalign.errors import InputError
+from distalign.eval.checkpoint_eval import resolve_model
 from distalign.models.loading import max_model_positions
 from distalign.transfer.data import read_split
-from distalign.transfer.runner import TransferSpec, prepare
 from distalign.transfer.tasks.pair import XNLITask
+from distalign.transfer.zero_shot import TransferSpec, prepare
 
 
 @pytest.fixture(scope="module")

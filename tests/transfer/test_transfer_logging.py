@@ -5,10 +5,10 @@ import pandas as pd
 import pytest
 from mlflow.tracking import MlflowClient
 
-from distalign.eval.runner import ModelUnderTest
+from distalign.eval.checkpoint_eval import ModelUnderTest
 from distalign.tracking import PARENT_TAG
 from distalign.transfer.protocol import seed_rows, summarise
-from distalign.transfer.runner import TransferSpec, log_to_mlflow, write_predictions
+from distalign.transfer.zero_shot import TransferSpec, log_to_mlflow, write_predictions
 
 
 def test_values_land_in_the_given_run_at_its_step(tmp_path):

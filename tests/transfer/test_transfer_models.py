@@ -186,10 +186,10 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     BLI (the recipe's evaluation) adds each word set's row the same way and scores what ``distalign eval`` scores."""
     from distalign.config import load_config
     from distalign.eval.distributed import load_encoder
-    from distalign.eval.in_process import encode_text_set
+    from distalign.eval.local_evaluation import encode_text_set
     from distalign.eval.tasks import SENTENCES, TextSet
     from distalign.preparation.inputs import prepare_data
-    from distalign.preparation.streams import local_streams
+    from distalign.preparation.ray_streams import local_streams
     from distalign.train.recipe import TrainingRecipe
     from distalign.train.trainer import plan_training
 
@@ -253,9 +253,9 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
 def test_a_language_without_a_row_is_refused_before_ray(setup, tmp_path):
     import shutil
 
-    from distalign.data.readers import InputError
-    from distalign.eval.runner import resolve_model
-    from distalign.transfer.runner import TransferSpec, prepare
+    from distalign.errors import InputError
+    from distalign.eval.checkpoint_eval import resolve_model
+    from distalign.transfer.zero_shot import TransferSpec, prepare
 
     data_dir, plain, _ = setup
     model_dir = shutil.copytree(plain, tmp_path / "model")
@@ -271,7 +271,7 @@ def test_distalign_eval_says_it_adds_the_table_and_which_languages_have_no_row(s
     import shutil
     from types import SimpleNamespace
 
-    from distalign.eval.runner import report_input_languages
+    from distalign.eval.checkpoint_eval import report_input_languages
     from distalign.eval.tasks import WORDS, TextSet
 
     model_dir = shutil.copytree(setup[1], tmp_path / "model")

@@ -27,7 +27,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval import benchmarks
 from distalign.languages import language_code
 
@@ -123,15 +123,15 @@ class EvalTask:
     def report(cls, df: pd.DataFrame, task: str, out_dir: Path) -> list[Path]:
         """Files for the report of ``task``'s rows in ``df`` (``avg`` rows included): a heatmap of the
         language pairs at the layer where the pair-averaged main metric is best."""
-        from distalign.eval import report
+        from distalign.eval import result_tables
 
-        rows = df[(df["task"] == task) & (df["pair"] == report.AVG)]
-        best = report.best_layers(rows)
+        rows = df[(df["task"] == task) & (df["pair"] == result_tables.AVG)]
+        best = result_tables.best_layers(rows)
         best = best[best["metric"] == cls.main_metric]
         if best.empty:
             return []
         return [
-            report.plot_pair_heatmap(
+            result_tables.plot_pair_heatmap(
                 df, task, cls.main_metric, int(best["layer"].iloc[0]), out_dir / f"heatmap_{task}.png"
             )
         ]

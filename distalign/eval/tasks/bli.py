@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 
 from distalign.data.dictionary_checks import check_against_corpora
-from distalign.data.readers import InputError
+from distalign.errors import InputError
 from distalign.eval import benchmarks
 from distalign.eval.bli_settings import BLIRanking, BLISettings
 from distalign.eval.tasks.base import (
@@ -365,7 +365,7 @@ class BLITask(EvalTask):
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
         # here, not at the top: the task modules import no torch, so the command line's help loads fast
-        from distalign.eval.bli import gold_ranks, ranking_metrics
+        from distalign.eval.bli_metrics import gold_ranks, ranking_metrics
 
         counts = {"oov": self.oov, **({"oov_source": self.oov_source} if self.ranking == "per_pair" else {})}
         if not self.queries:

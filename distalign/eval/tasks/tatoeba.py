@@ -5,8 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar
 
-from distalign.data.readers import InputError
-from distalign.errors import ConfigError
+from distalign.errors import ConfigError, InputError
 from distalign.eval import benchmarks
 from distalign.eval.tasks.base import SENTENCES, EvalTask, Flag, TextSet, comma_list, require_language_codes
 

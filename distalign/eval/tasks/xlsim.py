@@ -74,6 +74,6 @@ class XLSimTask(WordPairTask):
 
     def score(self, vectors: dict[str, torch.Tensor]) -> dict[str, float]:
         # here, not at the top: the task modules import no torch, so the command line's help loads fast
-        from distalign.eval.xlsim import word_similarity_spearman
+        from distalign.eval.xlsim_metrics import word_similarity_spearman
 
         return {"spearman": word_similarity_spearman(*self.paired_vectors(vectors), [r[2] for r in self.rows])}

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from distalign.data.readers import InputError, ReadReport
+from distalign.data.readers import ReadReport
+from distalign.errors import InputError
 
 if TYPE_CHECKING:
     import torch

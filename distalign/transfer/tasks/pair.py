@@ -7,7 +7,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
-from distalign.data.readers import InputError, ReadReport
+from distalign.data.readers import ReadReport
+from distalign.errors import InputError
 from distalign.transfer.metrics import accuracy
 from distalign.transfer.tasks.base import (
     XTREME_CLASSIFY,

@@ -26,7 +26,8 @@ from typing import TYPE_CHECKING, ClassVar
 import numpy as np
 from tokenizers import decoders, normalizers, pre_tokenizers
 
-from distalign.data.readers import InputError, ReadReport
+from distalign.data.readers import ReadReport
+from distalign.errors import InputError
 from distalign.transfer.metrics import qa_scores
 from distalign.transfer.tasks.base import DataSource, FineTuneSettings, TransferTask, require_columns
 

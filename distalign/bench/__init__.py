@@ -1,1 +1,0 @@
-"""Controlled benchmarks (``distalign bench ...``)."""
