@@ -174,7 +174,7 @@ def measure_deal(units: int, workers: int, axis: str) -> Point:
 def measure_corpus_handoff(units: int, scratch: Path) -> list[Point]:
     """What the driver does to hand a corpus of ``units`` units (100 files) to the workers: its listing stored once
     (``stored_corpus``), and what each worker then does once: cut the units from the stored listing."""
-    from distalign.preparation.streams import stored_corpus
+    from distalign.preparation.ray_streams import stored_corpus
 
     corpus = synthetic_corpus(units)
     seconds, peak, stored = peak_rss_during(lambda: stored_corpus(corpus, str(scratch / "storage"), "", f"u{units}"))
