@@ -9,21 +9,15 @@ A light module: ``distalign --help`` imports it to list the command; the checks 
 from __future__ import annotations
 
 
-def checks_of_train():
-    """The checks ``distalign train`` and ``distalign check`` add to the run's own: ``eval.transfer``'s."""
-    from distalign.transfer import training as transfer
-
-    return (transfer.check,)
-
-
 def run_check(args) -> int:
     import time
 
+    import distalign.transfer.training  # noqa: F401  (registers eval.transfer's check: `distalign train` runs it)
     from distalign.logs import say
     from distalign.train.preflight import load_checked
 
     start = time.perf_counter()
-    checked = load_checked(args.config, args.overrides, extra=checks_of_train(), build_model=False)
+    checked = load_checked(args.config, args.overrides, build_model=False)
     say(f"{args.config}: every check passed in {time.perf_counter() - start:.1f} s")
     for line in checked.found:
         say(f"  {line}")

@@ -41,20 +41,18 @@ from distalign.transfer import cli as transfer_cli
 
 
 def _train(args) -> int:
+    from distalign.studies.experiment import run_experiment  # (its import registers eval.transfer's check)
     from distalign.train import run_summary
     from distalign.train.preflight import load_checked
     from distalign.train.startup import since_process_start
-    from distalign.train.trainer import run_training
-    from distalign.transfer import training as transfer
 
     clock = since_process_start()  # the start-up phases begin with the command, imports included
     # `distalign check`'s checks, every problem reported at once, before training takes Ray resources
-    checked = load_checked(args.config, args.overrides, extra=check_command.checks_of_train())
+    checked = load_checked(args.config, args.overrides)
     config = checked.config
     with quiet_console(command_log("train")), leaving_ray():  # a caller's Ray session (a test's) stays up
-        outcome = run_training(config, clock=clock, checked=checked)
-        transfer.transfer_after_training(config, outcome, progress=say)
-    run_summary.print_summary(config, outcome)
+        outcome = run_experiment(config, checked=checked, clock=clock, progress=say)
+    run_summary.print_summary(config, outcome.training)
     return 0
 
 

@@ -285,7 +285,7 @@ def transfer(group, tmp_path_factory):
             batch = {k: v.to(EMULATED) for k, v in finetune.collate(features, tokenizer.pad_token_id).items()}
             with emulation.counting() as syncs:
                 finetune.train_step(XNLITask, wrapped, model, optimizer, schedule, batch)
-        job = finetune.FineTuneJob("xnli", 0, model_path, settings)
+        job = finetune.FineTuneJob(task="xnli", seed=0, model_path=model_path, settings=settings)
         with emulation.counting() as whole:
             finetune.fine_tune(job, data, tokenizer.pad_token_id, 0, 1, EMULATED)
     return syncs, whole

@@ -30,7 +30,7 @@ def started(monkeypatch):
 
     configs = []
 
-    def run_training(config, callbacks=None, trial_report=None, checked=None):
+    def run_training(config, callbacks=None, clock=None, trial_report=None, checked=None):
         configs.append(config)
         test = (
             {"test/bli/fi-tr/mrr": 0.25, "test/bli/avg/mrr": 0.25, "test/step": 20}

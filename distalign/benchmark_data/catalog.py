@@ -27,7 +27,7 @@ UPSTREAM_ROOT = "https://raw.githubusercontent.com"  # what a mirror base URL re
 CATALOG_FILE = Path(__file__).with_name("catalog.tsv")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Resource:
     name: str  # what `distalign data fetch` takes
     title: str
@@ -54,75 +54,81 @@ RESOURCES = {
     r.name: r
     for r in (
         Resource(
-            "g-bli",
-            "G-BLI bilingual lexicon induction dictionaries (28 pairs over de, en, fi, fr, hr, it, ru, "
+            name="g-bli",
+            title="G-BLI bilingual lexicon induction dictionaries (28 pairs over de, en, fi, fr, hr, it, ru, "
             "tr; train 500/1k/3k/5k, test 2k)",
-            "codogogo/xling-eval",
-            "008a643439707ff64a95e282cc10613124dffce1",
-            "eval/bli/gbli",
-            "language pair, either order (en-de)",
-            "eval's bli and word_alignment tasks, static bli",
-            "none stated upstream (research use)",
-            "Glavaš, Litschko, Ruder, Vulić (2019). How to (Properly) Evaluate Cross-Lingual Word Embeddings: On "
-            "Strong Baselines, Comparative Analyses, and Some Misconceptions. ACL.",
+            repo="codogogo/xling-eval",
+            commit="008a643439707ff64a95e282cc10613124dffce1",
+            folder="eval/bli/gbli",
+            part_kind="language pair, either order (en-de)",
+            read_by="eval's bli and word_alignment tasks, static bli",
+            licence="none stated upstream (research use)",
+            citation=(
+                "Glavaš, Litschko, Ruder, Vulić (2019). How to (Properly) Evaluate Cross-Lingual Word Embeddings: On "
+                "Strong Baselines, Comparative Analyses, and Some Misconceptions. ACL."
+            ),
         ),
         Resource(
-            "panlex-bli",
-            "PanLex-BLI dictionaries (210 pairs over 15 lower-resource languages; train 500-5000, test 2000)",
-            "umanlp/babelbert",
-            "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
-            "eval/bli/panlex",
-            "language pair, either order (bg-ca)",
-            "eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
-            "none stated for the data upstream (PanLex data: CC0); research use",
-            "Vulić, Glavaš, Reichart, Korhonen (2019). Do We Really Need Fully Unsupervised Cross-Lingual "
+            name="panlex-bli",
+            title="PanLex-BLI dictionaries (210 pairs over 15 lower-resource languages; train 500-5000, test 2000)",
+            repo="umanlp/babelbert",
+            commit="141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
+            folder="eval/bli/panlex",
+            part_kind="language pair, either order (bg-ca)",
+            read_by="eval --dictionary L1-L2:PATH (the G-BLI/PanLex reader)",
+            licence="none stated for the data upstream (PanLex data: CC0); research use",
+            citation="Vulić, Glavaš, Reichart, Korhonen (2019). Do We Really Need Fully Unsupervised Cross-Lingual "
             "Embeddings? EMNLP.",
         ),
         Resource(
-            "bli-vocab",
-            "BLI target vocabularies: the 100K most frequent words of fastText's Wikipedia vectors, 21 languages",
-            "umanlp/babelbert",
-            "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
-            "eval/vocab",
-            "language (de)",
-            "eval's bli task (eval.vocab_dir in training)",
-            "derived from Wikipedia (CC BY-SA 3.0) through fastText's vectors",
-            "Bojanowski, Grave, Joulin, Mikolov (2017). Enriching Word Vectors with Subword Information. TACL.",
+            name="bli-vocab",
+            title="BLI target vocabularies: the 100K most frequent words of fastText's Wikipedia vectors, 21 languages",
+            repo="umanlp/babelbert",
+            commit="141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
+            folder="eval/vocab",
+            part_kind="language (de)",
+            read_by="eval's bli task (eval.vocab_dir in training)",
+            licence="derived from Wikipedia (CC BY-SA 3.0) through fastText's vectors",
+            citation=(
+                "Bojanowski, Grave, Joulin, Mikolov (2017). Enriching Word Vectors with Subword Information. TACL."
+            ),
         ),
         Resource(
-            "multisimlex",
-            "Multi-SimLex cross-lingual word similarity, 66 pairs over 12 languages",
-            "umanlp/babelbert",
-            "141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
-            "eval/multisimlex",
-            "language pair, ISO 639-3, either order (eng-fra)",
-            "eval's xlsim task",
-            "none stated in the redistributing repository (research use)",
-            "Vulić et al. (2020). Multi-SimLex: A Large-Scale Evaluation of Multilingual and Crosslingual Lexical "
-            "Semantic Similarity. Computational Linguistics 46(4).",
+            name="multisimlex",
+            title="Multi-SimLex cross-lingual word similarity, 66 pairs over 12 languages",
+            repo="umanlp/babelbert",
+            commit="141cb24dfc1ddaa3c2ee9418837efcb5b64e821c",
+            folder="eval/multisimlex",
+            part_kind="language pair, ISO 639-3, either order (eng-fra)",
+            read_by="eval's xlsim task",
+            licence="none stated in the redistributing repository (research use)",
+            citation=(
+                "Vulić et al. (2020). Multi-SimLex: A Large-Scale Evaluation of Multilingual and Crosslingual Lexical "
+                "Semantic Similarity. Computational Linguistics 46(4)."
+            ),
         ),
         Resource(
-            "tatoeba",
-            "Tatoeba sentence retrieval test sets, 112 languages x up to 1000 sentences aligned with English",
-            "facebookresearch/LASER",
-            "74bc6ae7ffb7cba670fe0f428d0ede9f666fb821",
-            "eval/tatoeba",
-            "language, ISO 639-3 (deu)",
-            "eval's tatoeba task; bench synthetic's default base corpus",
-            "Tatoeba corpus: CC BY 2.0 FR",
-            "Artetxe, Schwenk (2019). Massively Multilingual Sentence Embeddings for Zero-Shot Cross-Lingual "
+            name="tatoeba",
+            title="Tatoeba sentence retrieval test sets, 112 languages x up to 1000 sentences aligned with English",
+            repo="facebookresearch/LASER",
+            commit="74bc6ae7ffb7cba670fe0f428d0ede9f666fb821",
+            folder="eval/tatoeba",
+            part_kind="language, ISO 639-3 (deu)",
+            read_by="eval's tatoeba task; bench synthetic's default base corpus",
+            licence="Tatoeba corpus: CC BY 2.0 FR",
+            citation="Artetxe, Schwenk (2019). Massively Multilingual Sentence Embeddings for Zero-Shot Cross-Lingual "
             "Transfer and Beyond. TACL.",
         ),
         Resource(
-            "omw",
-            "Open Multilingual Wordnet tab files of 25 languages, keyed by Princeton WordNet 3.0 offsets",
-            "omwn/omw-data",
-            "f75be19ec590da12a7a5665e361690b5badb7a25",
-            "lexicons/omw",
-            "wordnet project (fra, mcr)",
-            "mine-constraints",
-            "each wordnet's own (LICENSE-<project> beside it)",
-            "Bond, Foster (2013). Linking and Extending an Open Multilingual Wordnet. ACL.",
+            name="omw",
+            title="Open Multilingual Wordnet tab files of 25 languages, keyed by Princeton WordNet 3.0 offsets",
+            repo="omwn/omw-data",
+            commit="f75be19ec590da12a7a5665e361690b5badb7a25",
+            folder="lexicons/omw",
+            part_kind="wordnet project (fra, mcr)",
+            read_by="mine-constraints",
+            licence="each wordnet's own (LICENSE-<project> beside it)",
+            citation="Bond, Foster (2013). Linking and Extending an Open Multilingual Wordnet. ACL.",
         ),
     )
 }

@@ -1,9 +1,11 @@
 """The experiment configuration: typed dataclasses, YAML in, dotted ``key=value`` overrides.
 
-Everything a run needs is in one ``ExperimentConfig``. ``load_config`` validates it completely
-(unknown keys, wrong types, missing files, impossible values) before any Ray resources are taken,
-and every error names the dotted key that is wrong. Read once: values derived from it later (the
-steps of ``train.epochs``, a trial's seed and name) live in typed values of their own, never in it.
+Everything a run needs is in one ``ExperimentConfig``. ``load_config`` validates it completely (unknown keys, wrong
+types, missing files, impossible values, and the checks higher layers register for the sections whose rules they
+own: ``register_section_check``) before any Ray resources are taken, and every error names the dotted key that is
+wrong. The plugins below it see their own sections and ``ExperimentConfig.run_facts()``, never the whole config.
+Read once: values derived from it later (the steps of ``train.epochs``, a trial's seed and name) live in typed
+values of their own, never in it.
 
 - ``loader``: generic typed YAML -> dataclasses, dotted overrides
 - ``schema``: the experiment's sections and their checks
@@ -30,6 +32,7 @@ from distalign.config.schema import (
     TrainConfig,
     default_objectives,
     objectives_from_dict,
+    register_section_check,
     validate,
 )
 from distalign.data.sources import CorpusSource, DictionarySource, StaticVectorsSource
@@ -64,6 +67,7 @@ __all__ = [
     "objectives_from_dict",
     "read_config",
     "read_mapping",
+    "register_section_check",
     "resolve_path",
     "resolve_paths",
     "resolve_tracking_uri",

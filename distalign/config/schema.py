@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import dataclasses
 import glob
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from distalign.config.loader import coerce, flatten
+from distalign.data.run_facts import RunFacts
 from distalign.data.sources import CorpusSource, DictionarySource, ParallelSource, StaticVectorsSource
 from distalign.data.synthetic import SyntheticConfig
 from distalign.errors import ConfigError, Problems, require
@@ -53,7 +55,7 @@ class ModelConfig:
             check_local_model(self.name_or_path, "model.name_or_path")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DataConfig:
     # "synthetic" generates the whole world; "files" reads the sources below.
     source: Literal["synthetic", "files"] = "synthetic"
@@ -215,7 +217,7 @@ def objectives_from_dict(data: Any, key: str = "objectives") -> ObjectivesConfig
     return objectives
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainConfig:
     num_workers: int = 2  # Ray Train workers (data-parallel ranks; one GPU each with use_gpu)
     # > 0: the run may go on with fewer workers, down to this many, when the cluster shrinks (a lost node): Ray
@@ -365,7 +367,7 @@ class TransferEvalConfig:
         )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EvalConfig:
     every: int = 50  # steps between in-loop evaluations (0 = only at start and end)
     # > 0: evaluate (and checkpoint) every this many epochs of the training pairs instead (BabelBERT code: 0.05)
@@ -445,7 +447,7 @@ class RunConfig:
         require(bool(self.name) and "/" not in self.name, "run.name", "must be a non-empty name without '/'")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ExperimentConfig:
     run: RunConfig = field(default_factory=RunConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -469,12 +471,39 @@ class ExperimentConfig:
     def storage_is_remote(self) -> bool:
         return "://" in self.storage.path
 
+    def run_facts(self) -> RunFacts:
+        """What the objective and stream plugins read of the run beside their own sections."""
+        return RunFacts(
+            seed=self.train.seed,
+            static_batch_size=self.train.static_batch_size,
+            max_seq_length=self.data.max_seq_length,
+            pack_sequences=self.data.pack_sequences,
+            sampling_alpha=self.data.sampling_alpha,
+            has_static_vectors=bool(self.data.static_vectors),
+            has_parallel_data=bool(self.data.parallel),
+            max_word_tokens=self.model.max_word_tokens,
+            tiny_model_layers=self.model.tiny.num_layers if self.model.name_or_path == "tiny" else None,
+        )
+
+
+# Checks of sections whose rules live in a higher layer, by section: ``eval.transfer``'s (the transfer tasks and their
+# spec) in ``distalign.transfer.training``, which registers it when imported (imports keep running down). Every
+# command that runs a config's training imports its module first.
+SectionCheck = Callable[[ExperimentConfig], None]
+SECTION_CHECKS: dict[str, SectionCheck] = {}
+
+
+def register_section_check(section: str, check: SectionCheck) -> None:
+    """Make ``validate`` (so ``load_config``) run ``check`` on every config; its errors name keys of ``section``."""
+    SECTION_CHECKS[section] = check
+
 
 def validate(config: ExperimentConfig) -> None:
     """Every check a run needs before Ray starts: each section's own values (its ``check``), then what
     spans sections: the data sources for the active objectives' streams and each active objective's
-    own checks. Errors name the dotted key; independent checks all run, and their errors are raised together
-    (``ConfigErrors``)."""
+    own checks; then, on a config that passed those, the checks higher layers registered (``SECTION_CHECKS``: they
+    read other sections). Errors name the dotted key; independent checks all run, and their errors are raised
+    together (``ConfigErrors``)."""
     # the streams (torch, the tokenizers) are imported by a run's checks, not by reading a config
     from distalign.data.stream_plugins import STREAMS, CorpusSentencesStream, epoch_stream
 
@@ -547,6 +576,10 @@ def validate(config: ExperimentConfig) -> None:
         for stream in STREAMS.values():
             with problems.check():
                 stream.check_sources(d, readers.get(stream.name, []) + (pair_users if stream.holds_word_pairs else []))
+    if not problems:
+        for section_check in SECTION_CHECKS.values():
+            with problems.check():
+                section_check(config)
     problems.raise_any()
 
 
@@ -582,13 +615,13 @@ def validate_corpus_source(src: CorpusSource, key: str) -> None:
 
 def validate_objectives(config: ExperimentConfig) -> None:
     """Weights, each active plugin's own checks, and at most one data-side preparer per stream."""
-    o = config.objectives
+    o, facts = config.objectives, config.run_facts()
     for name, section in o.items():
         require(section.weight >= 0, f"objectives.{name}.weight", "must be >= 0")
     require(bool(o.active()), "objectives", "every objective has weight 0: nothing to train")
     preparers: dict[str, str] = {}
     for name, (plugin, section) in o.active().items():
-        plugin.validate(section, config, f"objectives.{name}")
+        plugin.validate(section, facts, f"objectives.{name}")
         if plugin.prepares:  # two objectives cannot both transform (e.g. mask) the same batches
             other = preparers.setdefault(plugin.stream, name)
             require(

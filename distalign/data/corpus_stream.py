@@ -55,7 +55,7 @@ log = logging.getLogger("distalign")
 FooterCache = Callable[[str, Any, Callable[[], Any]], Any]  # (kind, key parts, build) -> build()'s value, kept
 
 
-@dataclass
+@dataclass(kw_only=True)
 class CorpusFiles:
     """One corpus source resolved on the driver: its language, kind and (for files) file list."""
 
@@ -184,7 +184,15 @@ def list_corpus_files(
     in parallel; with ``cached``, kept by the listing's paths, sizes and mtimes for the next run or trial)."""
     lang = language_code(src.lang, f"{key}.lang")
     if src.hf_dataset:
-        files = CorpusFiles(lang, "hf", [], src.text_field, src.hf_dataset, src.hf_config, src.hf_split)
+        files = CorpusFiles(
+            lang=lang,
+            kind="hf",
+            paths=[],
+            text_field=src.text_field,
+            hf_dataset=src.hf_dataset,
+            hf_config=src.hf_config,
+            hf_split=src.hf_split,
+        )
         files.rows = len(load_hf_dataset(files)) if Path(src.hf_dataset).is_dir() else None
         return files
     try:
@@ -211,7 +219,9 @@ def list_corpus_files(
         )
     version = hashlib.blake2b(repr([(f.size, str(f.mtime)) for f in infos]).encode(), digest_size=8).hexdigest()
     pieces = parquet_pieces(fs, paths, version, src.text_field, cached) if kind == "parquet" else []
-    return CorpusFiles(lang, kind, paths, src.text_field, sizes=sizes, pieces=pieces, version=version)
+    return CorpusFiles(
+        lang=lang, kind=kind, paths=paths, text_field=src.text_field, sizes=sizes, pieces=pieces, version=version
+    )
 
 
 def parquet_pieces(

@@ -122,7 +122,7 @@ def english_seed_words(count: int, stopwords: Iterable[str] | None = None) -> fr
     return frozenset(words[:count])
 
 
-@dataclass
+@dataclass(kw_only=True)
 class MiningReport:
     """Counts of one mining run. Word counts are synset memberships (rows), per language."""
 
@@ -370,7 +370,7 @@ def mine_constraints(
     languages = mining_languages(languages)
     _check_mining_arguments(languages, top_k, cross_lingual, monolingual, seeds, min_glosses)
     _check_synset_table(synsets_table)
-    report = MiningReport(languages, top_k, min_glosses=min_glosses)
+    report = MiningReport(languages=languages, top_k=top_k, min_glosses=min_glosses)
     found = _read_members(synsets_table, languages, top_k, _exclusion_keys(exclude, languages), seeds, report)
     _filter_synsets(found, languages, seeds, min_glosses, report)
     return _pair_rows(found, languages, cross_lingual, monolingual, unique_pairs, report), report

@@ -37,6 +37,7 @@ from distalign.data.batches import TensorSpec
 from distalign.data.corpus_plan import Item, Position, Units, fresh_items, resume_items, within
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.ragged import RaggedRows
+from distalign.data.run_facts import RunFacts
 from distalign.data.sampling import pair_sampling_weights, sampled_order, shuffled_order
 from distalign.data.tokenize import encode_packed_sentences, encode_sentence_pairs, encode_sentences, encode_words
 from distalign.errors import require
@@ -245,7 +246,7 @@ class Stream:
     def batch_size(self, train_config) -> int:
         return getattr(train_config, self.batch_size_key.removeprefix("train."))
 
-    def settings(self, config, languages: list[str]) -> Any:
+    def settings(self, facts: RunFacts, languages: list[str]) -> Any:
         """The run's tokenisation settings for this stream, before the objectives refine them."""
         raise NotImplementedError
 
@@ -261,10 +262,10 @@ class Stream:
         """Rows in one epoch."""
         return len(self.table(prepared))
 
-    def epoch_order(self, table: pa.Table, config) -> Callable[[int], np.ndarray]:
+    def epoch_order(self, table: pa.Table, facts: RunFacts) -> Callable[[int], np.ndarray]:
         """Epoch -> the row indices of ``table`` in that epoch's order: every row once, reshuffled per (seed, epoch)
         (the same batches every epoch would repeat batch statistics, e.g. Deep CCA's)."""
-        return lambda epoch: shuffled_order(len(table), config.train.seed, epoch)
+        return lambda epoch: shuffled_order(len(table), facts.seed, epoch)
 
     def worker_batches(self, data: WorkerData, batch_size: int, saved: list[dict] | None = None) -> StreamBatches:
         """A worker's batches, endless: its share of every step's global positions, epoch after epoch of the
@@ -310,8 +311,8 @@ class ConstraintsStream(Stream):
     epoch_rank = 0
     holds_word_pairs = True
 
-    def settings(self, config, languages: list[str]) -> WordPairTokens:
-        return WordPairTokens(max_tokens=config.model.max_word_tokens, with_gloss=False)
+    def settings(self, facts: RunFacts, languages: list[str]) -> WordPairTokens:
+        return WordPairTokens(max_tokens=facts.max_word_tokens, with_gloss=False)
 
     def tokenize(self, batch, tokenizer, settings: WordPairTokens) -> dict[str, np.ndarray]:
         out = {"synset": batch["synset_index"].astype(np.int64)}
@@ -329,11 +330,11 @@ class ConstraintsStream(Stream):
     def table(self, prepared) -> pa.Table:
         return prepared.constraints
 
-    def epoch_order(self, table: pa.Table, config) -> Callable[[int], np.ndarray]:
+    def epoch_order(self, table: pa.Table, facts: RunFacts) -> Callable[[int], np.ndarray]:
         """Rows drawn with replacement so that language pair k makes up q_k ∝ p_k^α of them
         (``data.sampling_alpha``, BabelBERT)."""
-        weights = pair_sampling_weights(table, config.data.sampling_alpha)
-        return lambda epoch: sampled_order(weights, config.train.seed, epoch)
+        weights = pair_sampling_weights(table, facts.sampling_alpha)
+        return lambda epoch: sampled_order(weights, facts.seed, epoch)
 
     def check_sources(self, data, readers: list[str]) -> None:
         require(
@@ -368,10 +369,8 @@ class CorpusSentencesStream(Stream):
     read_on_driver = False
     epoch_rank = 1
 
-    def settings(self, config, languages: list[str]) -> SentenceTokens:
-        return SentenceTokens(
-            max_length=config.data.max_seq_length, languages=tuple(languages), pack=config.data.pack_sequences
-        )
+    def settings(self, facts: RunFacts, languages: list[str]) -> SentenceTokens:
+        return SentenceTokens(max_length=facts.max_seq_length, languages=tuple(languages), pack=facts.pack_sequences)
 
     def tokenize(self, batch, tokenizer, settings: SentenceTokens) -> dict[str, np.ndarray]:
         index = {lang: i for i, lang in enumerate(settings.languages)}
@@ -433,8 +432,8 @@ class StaticVectorsStream(Stream):
     )
     Settings = WordTokens
 
-    def settings(self, config, languages: list[str]) -> WordTokens:
-        return WordTokens(max_tokens=config.model.max_word_tokens)
+    def settings(self, facts: RunFacts, languages: list[str]) -> WordTokens:
+        return WordTokens(max_tokens=facts.max_word_tokens)
 
     def tokenize(self, batch, tokenizer, settings: WordTokens) -> dict[str, np.ndarray]:
         out = encode_words(tokenizer, batch["word"].tolist(), settings.max_tokens)
@@ -480,8 +479,8 @@ class ParallelSentencesStream(Stream):
     )
     Settings = SentencePairTokens
 
-    def settings(self, config, languages: list[str]) -> SentencePairTokens:
-        return SentencePairTokens(max_length=config.data.max_seq_length, languages=tuple(languages))
+    def settings(self, facts: RunFacts, languages: list[str]) -> SentencePairTokens:
+        return SentencePairTokens(max_length=facts.max_seq_length, languages=tuple(languages))
 
     def tokenize(self, batch, tokenizer, settings: SentencePairTokens) -> dict[str, np.ndarray]:
         out = encode_sentence_pairs(tokenizer, batch["text1"].tolist(), batch["text2"].tolist(), settings.max_length)

@@ -39,7 +39,7 @@ UPOS_OF_CLASS = {"N": "NOUN", "V": "VERB", "A": "ADJ"}  # the grammar has no fun
 Token = tuple[str, str, int, str]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SyntheticConfig:
     """A small synthetic multilingual world: shared concepts, related vocabularies, own word orders."""
 

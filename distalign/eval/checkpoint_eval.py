@@ -32,7 +32,9 @@ import pandas as pd
 from distalign.checkpoint import CONFIG_FILE, MODEL_DIR, STATE_FILE, read_config_mapping, read_state
 from distalign.config import (
     ConfigError,
-    ExperimentConfig,
+    EvalConfig,
+    ModelConfig,
+    TrainConfig,
     distalign_home,
     from_dict,
     load_dataclass,
@@ -77,17 +79,22 @@ class ModelUnderTest:
 
 
 def run_bli_settings(checkpoint: Path) -> BLISettings:
-    """The in-loop BLI settings of the run a checkpoint was saved by (its ``config.yaml``); a checkpoint saved before
-    checkpoints kept their config gets the defaults', with a warning."""
+    """The in-loop BLI settings of the run a checkpoint was saved by (the ``eval``, ``model`` and ``train`` sections of
+    its ``config.yaml``); a checkpoint saved before checkpoints kept their config gets the defaults', with a
+    warning."""
     mapping = read_config_mapping(checkpoint)
     if mapping is None:
         say(
             f"[distalign eval] WARNING {checkpoint} keeps no {CONFIG_FILE} (saved by an older distalign): its "
             f"--dictionary test sets use the default config's in-loop BLI settings"
         )
-        return in_loop_settings(ExperimentConfig())
+        mapping = {}
     try:
-        return in_loop_settings(from_dict(ExperimentConfig, mapping))
+        evaluation, model, train = (
+            from_dict(section, mapping.get(name) or {}, name)
+            for name, section in (("eval", EvalConfig), ("model", ModelConfig), ("train", TrainConfig))
+        )
+        return in_loop_settings(evaluation, model, seed=train.seed)
     except ConfigError as err:
         raise InputError(f"--checkpoint {checkpoint}: its {CONFIG_FILE} does not read as a config: {err}") from err
 

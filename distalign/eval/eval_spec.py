@@ -19,7 +19,7 @@ class EvalTrackingConfig:
     enabled: bool = True  # false: write files only
 
 
-@dataclass
+@dataclass(kw_only=True)
 class EvalSpec:
     """What ``distalign eval`` runs (a ``--spec`` YAML file maps to it)::
 

@@ -11,23 +11,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from distalign.config import ExperimentConfig
+from distalign.config import EvalConfig, ModelConfig
 from distalign.eval.local_evaluation import EncodingSettings, evaluate_locally
 from distalign.eval.mlm_loss import MLM_LOSS_METRIC
 from distalign.eval.tasks.bli import BLISettings, BLITask
 
 
-def in_loop_settings(config: ExperimentConfig) -> BLISettings:
-    """The in-loop BLI's test-set and encoder settings of a run's config."""
-    e, m = config.eval, config.model
+def in_loop_settings(evaluation: EvalConfig, model: ModelConfig, seed: int) -> BLISettings:
+    """The in-loop BLI's test-set and encoder settings of a run: its ``eval`` and ``model`` sections and its
+    ``train.seed``."""
     return BLISettings(
-        max_pairs=e.bli_max_pairs,
-        seed=config.train.seed,
-        ranking=e.bli_ranking,
-        vocab_dir=e.vocab_dir,
-        vocab_size=e.vocab_size,
-        layer=m.word_layer,
-        max_word_tokens=m.max_word_tokens,
+        max_pairs=evaluation.bli_max_pairs,
+        seed=seed,
+        ranking=evaluation.bli_ranking,
+        vocab_dir=evaluation.vocab_dir,
+        vocab_size=evaluation.vocab_size,
+        layer=model.word_layer,
+        max_word_tokens=model.max_word_tokens,
     )
 
 

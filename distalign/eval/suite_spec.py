@@ -19,7 +19,7 @@ BENCHMARK_DIR_TEXT = (
 )
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SuiteSpec:
     """The benchmarks of an evaluation; the ``suite`` section of an evaluation spec (``distalign eval --spec``).
 

@@ -41,6 +41,7 @@ from dataclasses import dataclass
 import torch
 import torch.nn.functional as F
 
+from distalign.data.run_facts import RunFacts
 from distalign.device import to_device
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
@@ -185,7 +186,7 @@ class AlignObjective(Objective):
         self.pairs_per_step, self.seed = pairs_per_step, seed
 
     @classmethod
-    def validate(cls, cfg: AlignConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: AlignConfig, facts: RunFacts, key: str) -> None:
         require(cfg.pairs_per_step >= 0, f"{key}.pairs_per_step", "must be >= 0 (0: every pair each step)")
 
     @classmethod

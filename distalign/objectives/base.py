@@ -10,7 +10,8 @@ A plugin subclasses ``Objective`` and sets, beside its ``forward``:
 - ``stream_settings``: how its stream must be tokenised (typed settings it refines).
 - ``batch_preparer``: the random per-batch transformation of its stream (masking), run on CPU in
   Ray Data with per-row seeds, so the worker only moves finished tensors to its device.
-- ``validate``: checks of its section that need more than types; errors name the dotted key.
+- ``validate``: checks of its section that need more than types; errors name the dotted key. It, like
+  ``stream_settings``, sees its own section and the run's ``RunFacts``, never the whole experiment config.
 - ``uses_lm_head`` / ``uses_word_pairs``: whether its loss trains the masked LM head (DDP must be
   told about parameters without gradients) and whether it reads the run's training word pairs.
 - ``build``: the module from its config and the worker's ``ObjectiveContext``; ``after_step``:
@@ -36,6 +37,7 @@ from torch import nn
 
 from distalign.data.batches import TensorSpec
 from distalign.data.row_random import RowRandom
+from distalign.data.run_facts import RunFacts
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -92,11 +94,11 @@ class Objective(nn.Module):
     exported_input_table: ClassVar[str | None] = None
 
     @classmethod
-    def validate(cls, cfg, experiment, key: str) -> None:
+    def validate(cls, cfg, facts: RunFacts, key: str) -> None:
         """Raise ``ConfigError`` naming ``<key>.<field>`` for values the types alone do not rule out."""
 
     @classmethod
-    def stream_settings(cls, cfg, experiment, settings: Any) -> Any:
+    def stream_settings(cls, cfg, facts: RunFacts, settings: Any) -> Any:
         """Its stream's tokenisation ``settings`` (an instance of the stream's ``Settings`` dataclass,
         ``distalign.data.stream_plugins``) as this objective needs them (e.g. words with glosses:
         ``dataclasses.replace(settings, with_gloss=True)``)."""

@@ -61,6 +61,7 @@ from torch import nn
 
 from distalign.data.batches import LABEL_INDEX, TensorSpec
 from distalign.data.row_random import RowRandom
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.models.language_embeddings import (
     LanguageConditionedLMHead,
@@ -84,7 +85,7 @@ DICTIONARY_COLUMNS = ("word1", "lang1", "word2", "lang2")
 log = logging.getLogger("distalign")
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class SynonymTable:
     """Cross-lingual synonyms as token ids, flattened into offset tensors for vectorised sampling.
 
@@ -159,14 +160,14 @@ def build_synonym_table(dictionary: pa.Table, tokenizer, languages: Sequence[str
         synonym_ids[s, : len(span)] = torch.tensor(span, dtype=torch.long)
     as_long = functools.partial(torch.tensor, dtype=torch.long)
     return SynonymTable(
-        tuple(languages),
-        entries,
-        as_long(group_offsets),
-        as_long(group_lang),
-        as_long(synonym_offsets),
-        synonym_ids,
-        as_long(synonym_entry),
-        dict(dropped),
+        languages=tuple(languages),
+        entries=entries,
+        group_offsets=as_long(group_offsets),
+        group_lang=as_long(group_lang),
+        synonym_offsets=as_long(synonym_offsets),
+        synonym_ids=synonym_ids,
+        synonym_entry=as_long(synonym_entry),
+        dropped=dict(dropped),
     )
 
 
@@ -422,7 +423,7 @@ def code_switch_concat(
     return out
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class DictMLMMasking:
     """Settings of the collate step: special ids from the tokenizer, the rest from the config."""
 
@@ -510,7 +511,7 @@ class DictMLMPreparer:
         return {name: tensor.numpy() for name, tensor in out.items()}
 
 
-@dataclass
+@dataclass(kw_only=True)
 class DictMLMConfig:
     # DICT-MLM (Chaudhary et al. 2020): replaces objectives.mlm (both mask the corpus batch)
     weight: float = 0.0
@@ -566,12 +567,12 @@ class DictMLMObjective(Objective):
         )
 
     @classmethod
-    def validate(cls, cfg: DictMLMConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: DictMLMConfig, facts: RunFacts, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(0 <= cfg.synonym_label_percent <= 100, f"{key}.synonym_label_percent", "must be in [0, 100]")
         require(0 <= cfg.switch_prob <= 1, f"{key}.switch_prob", "must be in [0, 1]")
         require(
-            not (cfg.tlm and experiment.data.pack_sequences),
+            not (cfg.tlm and facts.pack_sequences),
             f"{key}.tlm",
             "pairs one sentence with its code-switched copy: set data.pack_sequences=false",
         )
@@ -582,17 +583,17 @@ class DictMLMObjective(Objective):
 
         tokenizer = load_tokenizer(ctx.tokenizer_path)
         masking = DictMLMMasking(
-            tokenizer.mask_token_id,
-            len(tokenizer),
-            tokenizer.cls_token_id,
-            tokenizer.sep_token_id,
-            tokenizer.pad_token_id,
-            cfg.mask_prob,
-            cfg.synonym_label_percent / 100,
-            cfg.tlm,
-            cfg.switch_prob,
-            ctx.max_seq_length,
-            cfg.mask_words,
+            mask_token_id=tokenizer.mask_token_id,
+            vocab_size=len(tokenizer),
+            cls_id=tokenizer.cls_token_id,
+            sep_id=tokenizer.sep_token_id,
+            pad_id=tokenizer.pad_token_id,
+            mask_prob=cfg.mask_prob,
+            synonym_share=cfg.synonym_label_percent / 100,
+            tlm=cfg.tlm,
+            switch_prob=cfg.switch_prob,
+            max_length=ctx.max_seq_length,
+            mask_words=cfg.mask_words,
         )
         table = build_synonym_table(ctx.word_pairs, tokenizer, ctx.languages)
         log.info(

@@ -56,6 +56,7 @@ import torch
 import torch.nn.functional as F
 
 from distalign import collectives
+from distalign.data.run_facts import RunFacts
 from distalign.data.stream_plugins import WordPairTokens
 from distalign.errors import require
 from distalign.models.pooling import mean_pool
@@ -257,14 +258,14 @@ class LexicalObjective(Objective):
         self.contrast = global_info_nce if cfg.global_negatives else info_nce
 
     @classmethod
-    def validate(cls, cfg: LexicalConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: LexicalConfig, facts: RunFacts, key: str) -> None:
         require(cfg.temperature > 0, f"{key}.temperature", "must be > 0")
         require(cfg.gloss_weight >= 0, f"{key}.gloss_weight", "must be >= 0")
         require(cfg.gloss_weight == 0 or cfg.sense_level, f"{key}.gloss_weight", f"needs {key}.sense_level: true")
         require(cfg.max_sense_tokens >= 6, f"{key}.max_sense_tokens", "must be >= 6")
 
     @classmethod
-    def stream_settings(cls, cfg: LexicalConfig, experiment, settings: WordPairTokens) -> WordPairTokens:
+    def stream_settings(cls, cfg: LexicalConfig, facts: RunFacts, settings: WordPairTokens) -> WordPairTokens:
         return (
             dataclasses.replace(settings, with_gloss=True, max_tokens=cfg.max_sense_tokens)
             if cfg.sense_level

@@ -25,6 +25,7 @@ import torch
 
 from distalign.data.batches import IGNORE_INDEX, LABEL_INDEX, TensorSpec
 from distalign.data.row_random import RowRandom
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.models.language_embeddings import known_lm_head
 from distalign.objectives.base import DataContext, Objective
@@ -189,7 +190,7 @@ class MLMObjective(Objective):
     reference = "Devlin et al. 2019, BERT (whole-word masking release)"
 
     @classmethod
-    def validate(cls, cfg: MLMConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: MLMConfig, facts: RunFacts, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
 
     @classmethod

@@ -43,6 +43,7 @@ from torch import nn
 
 from distalign.collectives import all_gather_rows
 from distalign.data.batches import LABEL_INDEX
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.objectives.base import DataContext, EditParameters, Objective, ObjectiveContext, edit_in_place
 from distalign.objectives.mlm import IGNORE_INDEX, MASKED_TENSORS, MLMMasking, labelled_rows
@@ -190,7 +191,7 @@ def translation_table_from_dictionary(dictionary: pa.Table, tokenizer, max_trans
     return build_translation_table(src, tgt, len(tokenizer), max_translations)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class SenseAwareConfig:
     # multi-sense MLM + sense-level translation loss; replaces objectives.mlm. Only proj_dim = 14 (BERT)
     # is the paper's; the other defaults are ours. Translations: single-token training pairs.
@@ -227,6 +228,7 @@ class SenseAwareObjective(Objective):
 
     def __init__(
         self,
+        *,
         masked_lm: nn.Module,
         translation_table: torch.Tensor,
         num_senses: int = 3,
@@ -253,13 +255,20 @@ class SenseAwareObjective(Objective):
         self.prune_beta, self.prune_min_count = prune_beta, prune_min_count
         self.sense_output = SenseOutputLayer.from_masked_lm(masked_lm, num_senses)
         self.sense_state = SenseState(
-            vocab_size, num_senses, hidden_size, proj_dim, queue_size, refit_every, warmup_steps, seed=seed
+            vocab_size=vocab_size,
+            num_senses=num_senses,
+            hidden_size=hidden_size,
+            proj_dim=proj_dim,
+            queue_size=queue_size,
+            refit_every=refit_every,
+            warmup_steps=warmup_steps,
+            seed=seed,
         )
         self.translation_table = translation_table.long()
         self._pending: list[tuple[torch.Tensor, torch.Tensor]] = []
 
     @classmethod
-    def validate(cls, cfg: SenseAwareConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: SenseAwareConfig, facts: RunFacts, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(cfg.num_senses >= 1, f"{key}.num_senses", "must be >= 1")
         require(cfg.queue_size > cfg.proj_dim >= 1, f"{key}.queue_size", "must exceed proj_dim >= 1")
@@ -275,18 +284,18 @@ class SenseAwareObjective(Objective):
     def build(cls, cfg: SenseAwareConfig, ctx: ObjectiveContext) -> SenseAwareObjective:
         table = translation_table_from_dictionary(ctx.word_pairs, ctx.tokenizer, cfg.max_translations)
         return cls(
-            ctx.masked_lm,
-            table,
-            cfg.num_senses,
-            cfg.proj_dim,
-            cfg.queue_size,
-            cfg.refit_every,
-            cfg.alpha,
-            cfg.warmup_steps,
-            cfg.prune_beta,
-            cfg.prune_min_count,
-            cfg.translation_weight,
-            ctx.seed,
+            masked_lm=ctx.masked_lm,
+            translation_table=table,
+            num_senses=cfg.num_senses,
+            proj_dim=cfg.proj_dim,
+            queue_size=cfg.queue_size,
+            refit_every=cfg.refit_every,
+            alpha=cfg.alpha,
+            warmup_steps=cfg.warmup_steps,
+            prune_beta=cfg.prune_beta,
+            prune_min_count=cfg.prune_min_count,
+            translation_weight=cfg.translation_weight,
+            seed=ctx.seed,
         )
 
     def forward(self, model, batch: dict[str, torch.Tensor]) -> torch.Tensor:

@@ -124,6 +124,7 @@ class SenseState:
 
     def __init__(
         self,
+        *,
         vocab_size: int,
         num_senses: int,
         hidden_size: int,

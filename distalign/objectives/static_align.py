@@ -64,6 +64,7 @@ from typing import Literal
 import torch
 from torch.autograd.function import once_differentiable
 
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.objectives.base import Objective, ObjectiveContext
 from distalign.objectives.static_mapping import StaticMapping
@@ -138,7 +139,7 @@ def dcca_loss(h1: torch.Tensor, h2: torch.Tensor, k: int, eps: float = 1e-8) -> 
     return (-corr[: int(k)].sum()).to(out_dtype)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StaticAlignConfig:
     # a word's contextual vector (encoded alone, model.word_layer) pulled to its static vector from
     # data.static_vectors; the static side is fixed, only the encoder learns
@@ -173,17 +174,16 @@ class StaticAlignObjective(Objective):
         self.loss, self.dcca_k = loss, dcca_k
 
     @classmethod
-    def validate(cls, cfg: StaticAlignConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: StaticAlignConfig, facts: RunFacts, key: str) -> None:
         require(cfg.extract_epochs >= 1, f"{key}.extract_epochs", "must be >= 1")
         require(cfg.align_iterations >= 0, f"{key}.align_iterations", "must be >= 0")
         require(
-            cfg.loss == "mse" or experiment.train.static_batch_size > cfg.dcca_k,
+            cfg.loss == "mse" or facts.static_batch_size > cfg.dcca_k,
             "train.static_batch_size",
             f"must exceed {key}.dcca_k for Deep CCA",
         )
-        model = experiment.model
-        if not experiment.data.static_vectors and model.name_or_path == "tiny":  # targets derived from the tiny model
-            layers = model.tiny.num_layers
+        layers = facts.tiny_model_layers
+        if not facts.has_static_vectors and layers is not None:  # targets derived from the tiny model
             require(
                 -(layers + 1) <= cfg.extract_layer <= layers,
                 f"{key}.extract_layer",
@@ -191,7 +191,7 @@ class StaticAlignObjective(Objective):
             )
 
     @classmethod
-    def check_targets(cls, cfg: StaticAlignConfig, experiment, dim: int, hidden_size: int) -> None:
+    def check_targets(cls, cfg: StaticAlignConfig, facts: RunFacts, dim: int, hidden_size: int) -> None:
         """Its rules for the static stream's targets, checked when the driver reads them
         (``distalign.preparation.static_targets``): ``dim``-dimensional vectors for a model of ``hidden_size``."""
         if cfg.loss == "mse" and dim != hidden_size:
@@ -199,7 +199,7 @@ class StaticAlignObjective(Objective):
                 f"data.static_vectors: {dim}-dimensional vectors, but objectives.static.loss=mse "
                 f"needs the model's hidden size {hidden_size} (use loss=dcca for other sizes)"
             )
-        batch = experiment.train.static_batch_size
+        batch = facts.static_batch_size
         if cfg.loss == "dcca" and (forced := dcca_forced_correlations(batch, cfg.dcca_k)):
             # each view's k leading directions lie in the (N - 1)-dim centred batch space: 2k > N - 1 makes them overlap
             log.warning(

@@ -40,6 +40,7 @@ import torch
 from torch import nn
 
 from distalign.data.batches import LABEL_INDEX
+from distalign.data.run_facts import RunFacts
 from distalign.errors import require
 from distalign.models.language_embeddings import LanguageEmbeddings, position_ids
 from distalign.objectives.base import DataContext, Objective, ObjectiveContext
@@ -85,7 +86,7 @@ class TLMObjective(Objective):
         self.reset_positions = reset_positions
 
     @classmethod
-    def validate(cls, cfg: TLMConfig, experiment, key: str) -> None:
+    def validate(cls, cfg: TLMConfig, facts: RunFacts, key: str) -> None:
         require(0 < cfg.mask_prob < 1, f"{key}.mask_prob", "must be in (0, 1)")
         require(
             cfg.parallel_share is None or 0 < cfg.parallel_share <= 1,
@@ -93,7 +94,7 @@ class TLMObjective(Objective):
             "must be in (0, 1] (no parallel data at all: weight 0)",
         )
         require(
-            bool(experiment.data.parallel),
+            facts.has_parallel_data,
             "data.parallel",
             f"{key} reads translation pairs: list TSV or line-aligned files there (the synthetic world's "
             f"sentences are drawn independently per language: it has no parallel twins)",

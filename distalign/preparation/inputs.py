@@ -94,7 +94,7 @@ def read_bli_pairs(config: ExperimentConfig, src: DictionarySource, reports: lis
         lang2,
         table["word1"].to_pylist(),
         table["word2"].to_pylist(),
-        in_loop_settings(config).target_vocabulary(lang2, reports),
+        in_loop_settings(config.eval, config.model, seed=config.train.seed).target_vocabulary(lang2, reports),
     )
 
 

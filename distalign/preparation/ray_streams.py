@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import functools
 import itertools
 import json
@@ -50,6 +51,7 @@ from distalign.data.corpus_plan import Item, Units
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
+from distalign.data.run_facts import RunFacts
 from distalign.data.stream_plugins import DRAW_EPOCH, STREAMS, Batch, Stream, StreamBatches, take_rows
 from distalign.models.loading import load_tokenizer
 from distalign.objectives.base import BatchPreparer, DataContext
@@ -64,9 +66,10 @@ TABLE_TASK_SLOTS = 2  # batches of a table stream each worker has submitted at o
 
 def stream_settings(config: ExperimentConfig, languages: list[str]) -> dict[str, Any]:
     """Tokenisation settings per stream: the stream's own, refined by the active objectives' needs."""
-    settings = {name: stream.settings(config, languages) for name, stream in STREAMS.items()}
+    facts = config.run_facts()
+    settings = {name: stream.settings(facts, languages) for name, stream in STREAMS.items()}
     for plugin, section in config.objectives.active().values():
-        settings[plugin.stream] = plugin.stream_settings(section, config, settings[plugin.stream])
+        settings[plugin.stream] = plugin.stream_settings(section, facts, settings[plugin.stream])
     return settings
 
 
@@ -172,14 +175,14 @@ class TableStream:
 
     source: TableSource
     job: StreamBatchJob
-    config: ExperimentConfig  # its draw's settings (``Stream.epoch_order``: train.seed, data.sampling_alpha)
+    facts: RunFacts  # its draw's settings (``Stream.epoch_order``: train.seed, data.sampling_alpha)
     cpus: float  # of each Ray task reading and tokenising a batch (``data.tokenize_cpus``)
 
     @functools.cached_property
     def draw_key(self) -> str:
         """Names this stream's draw in a process's cache of opened draws (``_epoch_rows``)."""
         return json.dumps(
-            [self.job.stream.name, getattr(self.source, "uri", id(self.source)), self.config.flat()],
+            [self.job.stream.name, getattr(self.source, "uri", id(self.source)), dataclasses.asdict(self.facts)],
             sort_keys=True,
             default=str,
         )
@@ -204,7 +207,7 @@ def table_streams(
 ) -> dict[str, TableStream]:
     """Every table stream an active objective reads, its rows at ``sources`` (``store_tables``'s)."""
     return {
-        stream: TableStream(sources[stream], job, config, config.data.tokenize_cpus)
+        stream: TableStream(sources[stream], job, config.run_facts(), config.data.tokenize_cpus)
         for stream, job in stream_jobs(prepared, config, table_stream_names()).items()
     }
 
@@ -218,7 +221,7 @@ def _epoch_rows(stream: TableStream) -> EpochRows:
     key = stream.draw_key
     if key not in _opened_draws:
         table = stream.source.open()
-        _opened_draws[key] = EpochRows(table, stream.job.stream.epoch_order(table.table(), stream.config))
+        _opened_draws[key] = EpochRows(table, stream.job.stream.epoch_order(table.table(), stream.facts))
         if len(_opened_draws) > OPENED_DRAWS:
             _opened_draws.popitem(last=False)
     _opened_draws.move_to_end(key)

@@ -191,7 +191,10 @@ def read_static_targets(
         )
     static = pa.concat_tables(tables)
     StaticAlignObjective.check_targets(
-        config.objectives.static, config, len(static["vector"][0]), AutoConfig.from_pretrained(model_path).hidden_size
+        config.objectives.static,
+        config.run_facts(),
+        len(static["vector"][0]),
+        AutoConfig.from_pretrained(model_path).hidden_size,
     )
     if len(static) < config.train.static_batch_size * config.train.num_workers:
         raise ConfigError(

@@ -37,7 +37,7 @@ Dewhiten = Literal["src", "trg", "none"]
 CHUNK_ROWS = 2048  # rows of a similarity block: [2048, cutoff] float64 at a time
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class VecMapSettings:
     """VecMap's supervised recommendation (``--supervised``); ``self_learning`` makes it semi-supervised."""
 

@@ -72,7 +72,7 @@ class SearchStudy:
     seed: int = 0  # Optuna's sampler
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StudyConfig:
     study: str = "study"  # MLflow parent run name; trials are <study>-000, <study>-001, ...
     base: str = ""  # experiment config (absolute, or relative to the study file)
@@ -158,14 +158,17 @@ def constraint_languages(config: ExperimentConfig) -> list[str]:
     return sorted(languages)
 
 
-def language_sample_points(study: StudyConfig, base: ExperimentConfig) -> list[tuple[list[str], dict[str, str]]]:
-    """(overrides, tags) of each language sample's trials; one empty point without a language-sample study."""
+def language_sample_points(
+    study: StudyConfig, base: Path, overrides: list[str]
+) -> list[tuple[list[str], dict[str, str]]]:
+    """(overrides, tags) of each language sample's trials, drawn from the languages of the ``base`` config with
+    ``overrides``; one empty point without a language-sample study."""
     from distalign.typology import diverse_samples
 
     samples = study.language_samples
     if not samples.size:
         return [([], {})]
-    candidates = samples.candidates or constraint_languages(base)
+    candidates = samples.candidates or constraint_languages(load_config(base, overrides))
     points = []
     for sample in diverse_samples(
         candidates, samples.size, samples.num_samples, samples.bins, samples.seed, samples.test_languages
@@ -205,6 +208,8 @@ def load_study(
     An extra override whose first key is a study key (``grid.train.lr=[1e-3]``,
     ``max_concurrent_trials=2``) changes the study; any other applies to every trial (``train.max_steps=10``).
     """
+    import distalign.transfer.training  # noqa: F401  (registers eval.transfer's check: load_config runs it)
+
     path = Path(path)
     extra_overrides = extra_overrides or []
     sections = {f.name for f in dataclasses.fields(ExperimentConfig)}
@@ -222,13 +227,14 @@ def load_study(
     if not study.base or not base.is_file():
         raise ConfigError(f"base: experiment config not found: {base if study.base else '(empty)'}")
     trial_overrides = study.overrides + [o for o in extra_overrides if not _is_study_override(o)]
-    if study.search.space:  # trials are suggested while the study runs: check the space's corners now
+    if study.search.space:  # trials are suggested while the study runs: the base, then the space's corners, now
+        name = f"{study.study}-base"
+        trials = {name: load_trial_config(name, base, trial_overrides + [f"run.name={name}"])}
         for corner in search_points(study):
             load_config(base, trial_overrides + [corner])
-        trials = {f"{study.study}-base": load_config(base, trial_overrides + [f"run.name={study.study}-base"])}
-        check_transfer(study, trials)
+        check_transfer_metric(study, trials)
         return study, trials
-    samples = language_sample_points(study, load_config(base, trial_overrides))
+    samples = language_sample_points(study, base, trial_overrides)
     keys = list(study.grid)
     trials = {}
     for i, ((sample_overrides, sample_tags), values) in enumerate(
@@ -237,24 +243,27 @@ def load_study(
         name = f"{study.study}-{i:03d}"
         point = [f"{k}={json.dumps(v)}" for k, v in zip(keys, values)]  # JSON is valid YAML
         tags = {**sample_tags, **{f"{TAG}{k}": json.dumps(v) for k, v in zip(keys, values)}}
-        trials[name] = load_config(
-            base, trial_overrides + sample_overrides + point + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"]
+        trials[name] = load_trial_config(
+            name,
+            base,
+            trial_overrides + sample_overrides + point + [f"run.name={name}", f"tracking.tags={json.dumps(tags)}"],
         )
-    check_transfer(study, trials)
+    check_transfer_metric(study, trials)
     return study, trials
 
 
-def check_transfer(study: StudyConfig, trials: dict[str, ExperimentConfig]) -> None:
-    """Each trial's ``eval.transfer`` (``distalign.transfer.training.check``), and a ``transfer/<task>/<lang>/<metric>``
-    study metric: every trial transfers to its task, and the study is a grid (the metric comes once, after
-    training; Optuna and ASHA read theirs from every in-loop evaluation)."""
-    from distalign.transfer.training import check
+def load_trial_config(name: str, base: Path, overrides: list[str]) -> ExperimentConfig:
+    """A trial's validated config (``load_config``); an error names the trial."""
+    try:
+        return load_config(base, overrides)
+    except ConfigError as err:
+        raise ConfigError(f"trial {name}: {err}") from err
 
-    for name, config in trials.items():
-        try:
-            check(config)
-        except ConfigError as err:
-            raise ConfigError(f"trial {name}: {err}") from err
+
+def check_transfer_metric(study: StudyConfig, trials: dict[str, ExperimentConfig]) -> None:
+    """A ``transfer/<task>/<lang>/<metric>`` study metric: every trial transfers to its task (``eval.transfer``), and
+    the study is a grid (the metric comes once, after training; Optuna and ASHA read theirs from every in-loop
+    evaluation)."""
     if not study.metric.startswith("transfer/"):
         return
     parts = study.metric.split("/")

@@ -38,6 +38,8 @@ class TrialIdentity:
 def trial_config(config: dict[str, Any], identity: TrialIdentity, point: Sequence[str] = ()) -> ExperimentConfig:
     """The validated config of one trial: ``config`` (a config's ``to_dict()``, paths resolved), the
     overrides of its search ``point``, then its identity."""
+    import distalign.transfer.training  # noqa: F401  (registers eval.transfer's check: validate runs it)
+
     data = copy.deepcopy(config)
     for override in [*point, *identity.overrides()]:
         apply_override(data, override, ExperimentConfig)

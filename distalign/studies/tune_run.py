@@ -1,5 +1,6 @@
 """Running a study: Ray Tune over the trials of a study file, each trial a full training run (Train V2
-pattern: the trial function runs ``run_training`` with a ``TuneReportCallback``; a one-worker trial trains in
+pattern: the trial function runs ``run_experiment``, training with a ``TuneReportCallback`` then ``eval.transfer``,
+as ``distalign train`` does; a one-worker trial trains in
 the trial's process, which Tune reuses for the next trial), one MLflow parent run for the study with a nested
 run per trial. A study started again with the same name (and storage)
 resumes: Tune restores it and runs only the trials that had not finished."""
@@ -44,18 +45,16 @@ def _run_trial(config: ExperimentConfig, shared: SharedInputs) -> None:
     from ray.tune.integration.ray_train import TuneReportCallback
 
     from distalign.logs import configure
+    from distalign.studies.experiment import run_experiment
     from distalign.train.preflight import check_run
-    from distalign.train.trainer import run_training
-    from distalign.transfer.training import transfer_after_training
 
     configure()  # the lines below reach the terminal from the trial's first one on
     # its own checks (its storage, its checkpoints to resume), on the shared inputs: not read again
     checked = check_run(config, resources=False, prepared=shared.prepared(config))
     # a one-worker trial trains in this process and reports itself; a worker group reports through the callback
-    outcome = run_training(config, callbacks=[TuneReportCallback()], trial_report=tune.report, checked=checked)
-    final = outcome.test_metrics | transfer_after_training(config, outcome)
-    if final:
-        tune.report(final | {"step": outcome.metrics.get("step")})
+    outcome = run_experiment(config, checked=checked, callbacks=[TuneReportCallback()], trial_report=tune.report)
+    if outcome.final_metrics:
+        tune.report(outcome.final_metrics | {"step": outcome.training.metrics.get("step")})
 
 
 def _trial(params: dict[str, Any], shared: SharedInputs) -> None:

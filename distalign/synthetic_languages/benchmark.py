@@ -71,7 +71,7 @@ PRESETS_DIR = BENCH_CONFIG.parents[1] / "bench_presets"
 log = logging.getLogger("distalign")
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BenchSpec:
     # one sentence a line, or parsed sentences (.conllu); default: the English side of Tatoeba in the data home
     corpus: str = ""
@@ -446,7 +446,7 @@ def check_runs(spec: BenchSpec, runs: list[tuple[str, str]], data: dict[str, dic
     return configs[0]
 
 
-@dataclass
+@dataclass(kw_only=True)
 class PreparedBench:
     """What every cell of a bench reads, written and checked on the driver before Ray starts."""
 
@@ -584,7 +584,16 @@ def prepare_bench(spec: BenchSpec) -> PreparedBench:
         else {}
     )
     probe = check_runs(spec, [(t, o) for t in spec.transformations for o in spec.objectives], data, out_dir)
-    return PreparedBench(spec, out_dir, translit, eval_words, data, tasks, params, probe)
+    return PreparedBench(
+        spec=spec,
+        out_dir=out_dir,
+        translit=translit,
+        eval_words=eval_words,
+        data=data,
+        tasks=tasks,
+        params=params,
+        probe=probe,
+    )
 
 
 def measure_transfer(bench: PreparedBench, model_dir: str, transformation: str, objective: str, seed: int) -> dict:

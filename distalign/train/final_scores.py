@@ -26,7 +26,7 @@ TEST_STEP = "test/step"  # the step of the checkpoint the test scores come from
 
 def bli_test_sets(config: ExperimentConfig, pairs: list[BLIPairs]) -> list[BLITask]:
     """The BLI tasks of held-out pairs, as the in-loop evaluation builds them (validation and test alike)."""
-    settings = in_loop_settings(config)
+    settings = in_loop_settings(config.eval, config.model, seed=config.train.seed)
     return [build_test_set(p.lang1, p.lang2, p.src, p.tgt, settings, p.vocab) for p in pairs]
 
 
@@ -51,4 +51,6 @@ def score_test_pairs(
     task = ray.remote(_score).options(
         num_cpus=t.cpus_per_worker, num_gpus=int(t.use_gpu), scheduling_strategy="DEFAULT", name="distalign-test-scores"
     )
-    return ray.get(task.remote(checkpoint, test_sets, in_loop_settings(config)))
+    return ray.get(
+        task.remote(checkpoint, test_sets, in_loop_settings(config.eval, config.model, seed=config.train.seed))
+    )

@@ -40,7 +40,7 @@ def open_process_group_of_one(device: torch.device) -> None:
     dist.init_process_group("nccl" if device.type == "cuda" else "gloo", store=dist.HashStore(), rank=0, world_size=1)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class InProcessWorker:
     """The ``WorkerSession`` of the only worker, in this process."""
 
@@ -80,7 +80,7 @@ def fit_in_process(
     store = CheckpointStore(
         config.storage.path, config.storage.endpoint_url, config.run.name, config.storage.keep_checkpoints, score, order
     )
-    worker = InProcessWorker(store, device, forward)
+    worker = InProcessWorker(store=store, device=device, forward=forward)
     open_process_group_of_one(device)
     # the worker's CPUs, held from here on as a worker group's are (the trial holds its GPU from the start: Ray
     # makes a GPU visible to the process holding it)

@@ -14,7 +14,7 @@ from distalign.preparation.table_rows import StoredTable
 from distalign.train.startup import StartupClock
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TrainingPlan:
     config: ExperimentConfig  # as the user wrote it (validated, never rewritten)
     schedule: RunSchedule  # steps and evaluation interval, derived once from the config and the data

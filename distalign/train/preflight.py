@@ -15,7 +15,6 @@ inputs are read from a config whose values are wrong, nor a cache written in unw
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,8 +31,6 @@ from distalign.ray_session import available_resources
 from distalign.storage import check_storage, node_local
 from distalign.tracking import check_reachable
 
-Check = Callable[[ExperimentConfig], None]  # a caller's own check (``distalign.transfer.training.check``)
-
 
 @dataclass
 class Checked:
@@ -45,28 +42,25 @@ class Checked:
     found: list[str] = field(default_factory=list)
 
 
-def load_checked(
-    path: str, overrides: list[str] | None = None, extra: Sequence[Check] = (), build_model: bool = True
-) -> Checked:
+def load_checked(path: str, overrides: list[str] | None = None, build_model: bool = True) -> Checked:
     """``read_config`` (a YAML or type error ends it there: nothing else can be read), then ``check_run`` with the
     config's own problems (``validate``) reported beside the others."""
     config = read_config(path, overrides)
     problems = Problems()
     with problems.check():
         validate(config)
-    return check_run(config, problems, extra, build_model)
+    return check_run(config, problems, build_model)
 
 
 def check_run(
     config: ExperimentConfig,
     problems: Problems | None = None,
-    extra: Sequence[Check] = (),
     build_model: bool = True,
     resources: bool = True,
     prepared: PreparedData | None = None,
 ) -> Checked:
     """The checks of the module docstring on a loaded config; ``problems`` already found (its ``validate``) are
-    raised with the rest. ``extra``: more checks of the caller's; ``build_model=False``: the tiny model is not built
+    raised with the rest. ``build_model=False``: the tiny model is not built
     (``prepare_data``); ``resources=False``: the cluster is not asked (a Tune trial's share of it is Tune's);
     ``prepared``: the config's inputs as another run of the same inputs prepared them (a study's trials share
     theirs: ``distalign.studies.shared_inputs``), not read again."""
@@ -88,9 +82,6 @@ def check_run(
     if resources:
         with problems.check():
             found.append(check_resources(config))
-    for check in extra:
-        with problems.check():
-            check(config)
     if config_valid and storage_ok and cache_writable(config, problems):
         with problems.check():
             prepared = prepared or prepare_data(config, build_model)

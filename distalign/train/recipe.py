@@ -242,7 +242,10 @@ class TrainingRecipe:
         enter)."""
         with self.engine.full_weights(), self._input_languages():
             metrics = evaluate_bli(
-                self.engine.module, self.tokenizer, self.plan.bli_test_sets, in_loop_settings(self.config)
+                self.engine.module,
+                self.tokenizer,
+                self.plan.bli_test_sets,
+                in_loop_settings(self.config.eval, self.config.model, seed=self.config.train.seed),
             )
             if metrics:
                 if not self.state.baseline_mrr:  # the vanilla model (step 0) is the reference for model selection

@@ -76,18 +76,18 @@ def plan_training(
     word_pairs = stored["constraints"] if config.objectives.uses_word_pairs else None  # evaluation words removed
     streams = {name: STREAMS[name] for name in sorted(config.objectives.streams())}
     return TrainingPlan(
-        config,
-        schedule or run_schedule(config, prepared),
-        prepared.model_path,
-        mlflow_run_id,
-        prepared.languages,
-        word_pairs,
-        test_sets,
-        stored.get("validation"),
-        streams,
-        corpus_feed(prepared, config, ledger),
-        table_streams(prepared, config, stored),
-        clock or StartupClock(),
+        config=config,
+        schedule=schedule or run_schedule(config, prepared),
+        model_path=prepared.model_path,
+        mlflow_run_id=mlflow_run_id,
+        languages=prepared.languages,
+        word_pairs=word_pairs,
+        bli_test_sets=test_sets,
+        mlm_validation=stored.get("validation"),
+        streams=streams,
+        corpus=corpus_feed(prepared, config, ledger),
+        tables=table_streams(prepared, config, stored),
+        clock=clock or StartupClock(),
     )
 
 

@@ -67,7 +67,7 @@ class TaskData:
     test: dict[str, list[dict]]  # every language's test set
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FineTuneJob:
     task: str  # a name in TRANSFER_TASKS
     seed: int

@@ -4,12 +4,14 @@
         eval.transfer.starting_model=true 'eval.transfer.spec={seeds: 2, finetune: {lr: 1e-3, epochs: 5}}'
 
 ``check`` builds the transfer spec from the config (the task names, the spec's keys and values, the data folders)
-before training takes any Ray resources. ``transfer_after_training`` runs ``distalign transfer``'s protocol
-(``runner.run_transfer``) on the starting model (step 0), the checkpoints of ``at_steps`` and the selected (or
-last) checkpoint, in that order (a checkpoint in remote storage is downloaded first), each logged into the training
-run at its step: ``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar
-plot of every model so far (``transfer/step_<n>/transfer_<task>.png``). A Tune trial reports the final model's values
-(``distalign.studies.tune_run``), so a study may select by them.
+before training takes any Ray resources: ``load_config`` runs it (registered with ``distalign.config`` here).
+``transfer_after_training`` runs ``distalign transfer``'s protocol (``zero_shot.run_transfer``) on the starting model
+(step 0), the checkpoints of ``at_steps`` and the selected (or last) checkpoint, in that order (a checkpoint in
+remote storage is downloaded first), each logged into the training run at its step:
+``transfer/<task>/<lang>/<metric>``, the fine-tuning runs as child runs of it, and per task a bar plot of every model
+so far (``transfer/step_<n>/transfer_<task>.png``). ``distalign.studies.experiment.run_experiment`` runs it after
+training, for ``distalign train`` and a study's trials; a Tune trial reports the final model's values, so a study
+may select by them.
 
 Why after training and not inside it: fine-tuning is a Ray Train run of its own per (task, seed); it starts once
 the training workers have given their resources back.
@@ -22,7 +24,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from distalign.checkpoint import CHECKPOINT_DIR_PREFIX, STATE_FILE, parse_state, read_state
-from distalign.config import ConfigError, ExperimentConfig, apply_override, flatten, from_dict
+from distalign.config import (
+    ConfigError,
+    ExperimentConfig,
+    apply_override,
+    flatten,
+    from_dict,
+    register_section_check,
+)
 from distalign.data.synthetic import TRANSFER_TASK_NAMES
 from distalign.transfer.plot import summary_metrics
 from distalign.transfer.tasks.registry import TRANSFER_TASKS
@@ -81,6 +90,9 @@ def check(config: ExperimentConfig) -> None:
             target_languages(spec, name)
         except ValueError as err:
             raise ConfigError(f"eval.transfer: {err}") from err
+
+
+register_section_check("eval.transfer", check)  # load_config runs it: a bad section fails before any training
 
 
 def models_to_transfer(config: ExperimentConfig, run, outcome) -> list[tuple[str, str, int]]:

@@ -29,7 +29,7 @@ class TransferTrackingConfig(EvalTrackingConfig):
     experiment: str = "distalign-transfer"  # the experiment of the parent run and its child runs
 
 
-@dataclass
+@dataclass(kw_only=True)
 class TransferSpec:
     model: str = ""  # a Hugging Face model directory, a distalign checkpoint directory, or a hub name
     tasks: tuple[str, ...] = ("xnli",)  # names in distalign.transfer.tasks.registry.TRANSFER_TASKS

@@ -240,10 +240,10 @@ def run_all(
         data_ref = ray.put(p.data)  # once per task, shared by its seeds
         for seed in range(spec.seed, spec.seed + spec.seeds):
             job = FineTuneJob(
-                p.task.name,
-                seed,
-                model.location,
-                p.settings,
+                task=p.task.name,
+                seed=seed,
+                model_path=model.location,
+                settings=p.settings,
                 source=spec.source,
                 adapter_training=spec.adapter_training,
                 endpoint_url=model.endpoint_url,

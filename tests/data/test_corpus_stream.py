@@ -291,7 +291,8 @@ def test_workers_cut_the_driver_s_units_from_the_stored_listing_and_their_stream
     assert sum(count_share(worker, share, 3) for share in range(3)) == 560
 
     def pickled(files: int) -> int:
-        listing = CorpusFiles("en", "text", [f"corpus/{i:06d}.txt" for i in range(files)], sizes=[2**20] * files)
+        paths = [f"corpus/{i:06d}.txt" for i in range(files)]
+        listing = CorpusFiles(lang="en", kind="text", paths=paths, sizes=[2**20] * files)
         return len(pickle.dumps(CorpusStream([listing]).for_workers(stored)))
 
     assert pickled(10_000) == pickled(10)

@@ -55,7 +55,7 @@ def pair_cosine(monkeypatch):
 
 def test_the_readme_task_reads_its_pairs_and_scores_a_hand_computation(pair_cosine, tmp_path, monkeypatch):
     eval_dir = write_eval_dir(tmp_path / "eval")
-    suite = SuiteSpec(str(eval_dir), ("pair_cosine",), ("de-en",), max_queries=4)
+    suite = SuiteSpec(eval_dir=str(eval_dir), tasks=("pair_cosine",), bli_pairs=("de-en",), max_queries=4)
     [task] = build_tasks(suite)
     assert (task.task, task.pair) == ("pair_cosine", "de-en")
     assert task.pairs == [(d.capitalize(), e) for d, e in zip(DE[:4], EN[:4])]  # G-BLI en-de read swapped

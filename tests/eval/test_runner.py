@@ -50,11 +50,15 @@ def test_bli_reaches_csls_and_per_pair_ranking_with_the_source_vocabulary(tmp_pa
     eval_dir = write_eval_dir(tmp_path / "eval")
     source_words = DE[:8] + ["und", "der"]  # two test words left out of the source vocabulary
     (eval_dir / "vocab" / "de_vocab.txt").write_text("\n".join(source_words) + "\n")
-    (grouped,) = build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-en",), similarities=("csls",)))
+    (grouped,) = build_tasks(
+        SuiteSpec(eval_dir=str(eval_dir), tasks=("bli",), bli_pairs=("de-en",), similarities=("csls",))
+    )
     written = [w.capitalize() for w in DE]  # G-BLI's German nouns: encoded as written, looked up lower-cased
     assert grouped.source_vocab == source_words and grouped.queries == written
     assert grouped.text_sets()["src"].texts == source_words + written  # the space, plus the queries as written
-    (per_pair,) = build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-en",), bli_ranking="per_pair"))
+    (per_pair,) = build_tasks(
+        SuiteSpec(eval_dir=str(eval_dir), tasks=("bli",), bli_pairs=("de-en",), bli_ranking="per_pair")
+    )
     assert per_pair.queries == written[:8] and per_pair.oov_source == 2
     assert per_pair.text_sets()["src"].texts == source_words + written[:8]
 
@@ -77,11 +81,11 @@ def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     eval_dir = write_eval_dir(tmp_path / "eval")
     tasks = build_tasks(
         SuiteSpec(
-            str(eval_dir),
-            ("bli", "xlsim", "tatoeba", "word_alignment"),
-            ("de-en",),
-            ("eng-fra",),
-            ("fra",),
+            eval_dir=str(eval_dir),
+            tasks=("bli", "xlsim", "tatoeba", "word_alignment"),
+            bli_pairs=("de-en",),
+            xlsim_pairs=("eng-fra",),
+            tatoeba_langs=("fra",),
             similarities=("cosine", "csls"),
         )
     )
@@ -98,13 +102,13 @@ def test_suite_reads_every_file_before_ray_and_names_bad_input(tmp_path):
     assert bli.gold == [[i] for i in range(10)]
     (eval_dir / "bli" / "gbli" / "en-fi").mkdir()  # fi is a G-BLI language, de-fi no pair of it
     with pytest.raises(InputError, match="no G-BLI test dictionary for de-fi"):
-        build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-fi",)))
+        build_tasks(SuiteSpec(eval_dir=str(eval_dir), tasks=("bli",), bli_pairs=("de-fi",)))
     with pytest.raises(ConfigError, match=r"suite\.bli_pairs \(--bli-pairs\): no data for 'ja' .* holds: de, en, fi$"):
-        build_tasks(SuiteSpec(str(eval_dir), ("bli",), ("de-ja",)))
+        build_tasks(SuiteSpec(eval_dir=str(eval_dir), tasks=("bli",), bli_pairs=("de-ja",)))
     with pytest.raises(InputError, match="unknown task.*'blii'"):
-        build_tasks(SuiteSpec(str(eval_dir), ("blii",)))
+        build_tasks(SuiteSpec(eval_dir=str(eval_dir), tasks=("blii",)))
     with pytest.raises(InputError, match="not a language pair"):
-        build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("eng",)))
+        build_tasks(SuiteSpec(eval_dir=str(eval_dir), tasks=("xlsim",), xlsim_pairs=("eng",)))
 
 
 def test_benchmark_languages_in_any_form_find_the_codes_of_their_files(tmp_path):
@@ -113,8 +117,8 @@ def test_benchmark_languages_in_any_form_find_the_codes_of_their_files(tmp_path)
     eval_dir = write_eval_dir(tmp_path / "eval")
     tasks = build_tasks(
         SuiteSpec(
-            str(eval_dir),
-            ("bli", "xlsim", "tatoeba"),
+            eval_dir=str(eval_dir),
+            tasks=("bli", "xlsim", "tatoeba"),
             bli_pairs=("deu-eng", "German-en"),
             xlsim_pairs=("en-fr", "English-French"),
             tatoeba_langs=("fr", "French", "FRA"),
@@ -126,13 +130,13 @@ def test_benchmark_languages_in_any_form_find_the_codes_of_their_files(tmp_path)
         match=r"^suite\.tatoeba_langs \(--tatoeba-langs\): no data for 'German' "
         r"\(language de, ISO 639-3 deu\); Tatoeba \(.*\) holds: fra$",
     ):
-        build_tasks(SuiteSpec(str(eval_dir), ("tatoeba",), tatoeba_langs=("fr", "German")))
+        build_tasks(SuiteSpec(eval_dir=str(eval_dir), tasks=("tatoeba",), tatoeba_langs=("fr", "German")))
     with pytest.raises(
         ConfigError,
         match=r"^suite\.xlsim_pairs \(--xlsim-pairs\): 'qq' is not a language code.*"
         r"; Multi-SimLex \(.*\) holds: eng, fra$",
     ):
-        build_tasks(SuiteSpec(str(eval_dir), ("xlsim",), xlsim_pairs=("en-qq",)))
+        build_tasks(SuiteSpec(eval_dir=str(eval_dir), tasks=("xlsim",), xlsim_pairs=("en-qq",)))
 
 
 def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint, tmp_path, capsys):
@@ -174,11 +178,11 @@ def test_eval_cli_logs_a_child_run_of_the_checkpoints_run(ray_local, checkpoint,
     table = pd.read_parquet(out / "results.parquet")
     tasks = build_tasks(
         SuiteSpec(
-            str(eval_dir),
-            ("bli", "xlsim", "tatoeba", "word_alignment"),
-            ("de-en",),
-            ("eng-fra",),
-            ("fra",),
+            eval_dir=str(eval_dir),
+            tasks=("bli", "xlsim", "tatoeba", "word_alignment"),
+            bli_pairs=("de-en",),
+            xlsim_pairs=("eng-fra",),
+            tatoeba_langs=("fra",),
             similarities=("cosine", "csls"),
         )
     )

@@ -135,7 +135,9 @@ def test_a_dictionary_s_test_set_keeps_its_casing_and_its_languages_canonical(tm
     (tmp_path / "vocab" / "de_vocab.txt").write_text("der\nhaus\n")
     path = tmp_path / "test.tsv"
     path.write_text("house\tHaus\ntree\tBaum\n")
-    (task,) = build_tasks(SuiteSpec(str(tmp_path), ("bli",), (), dictionaries=(("eng", "deu", str(path)),)))
+    (task,) = build_tasks(
+        SuiteSpec(eval_dir=str(tmp_path), tasks=("bli",), bli_pairs=(), dictionaries=(("eng", "deu", str(path)),))
+    )
     assert (task.pair, task.vocab, task.queries) == ("en-de", ["Baum", "Haus"], ["house", "tree"])
     assert task == build_test_set("en", "de", ["house", "tree"], ["Haus", "Baum"], BLISettings(layer=None))
 

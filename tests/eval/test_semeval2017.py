@@ -56,7 +56,7 @@ def test_the_other_order_is_read_swapped_and_unaligned_files_are_an_error(tmp_pa
 def test_semeval_pairs_feed_the_xlsim_task_and_its_spearman(tmp_path):
     write_semeval(tmp_path, "de-en", "a\tx\nb\ty\nc\tz\n", "4\n0.5\n2\n")
     pairs = ("de-en", "deu-English")  # one task: its files' codes
-    (task,) = build_tasks(SuiteSpec(str(tmp_path), ("xlsim",), xlsim_pairs=(), semeval_pairs=pairs))
+    (task,) = build_tasks(SuiteSpec(eval_dir=str(tmp_path), tasks=("xlsim",), xlsim_pairs=(), semeval_pairs=pairs))
     assert (task.task, task.pair, task.rows) == (
         "xlsim_semeval",
         "de-en",

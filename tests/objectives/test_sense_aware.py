@@ -156,7 +156,7 @@ def test_warmup_forces_sense_zero_then_selects_nearest():
     state.step = 2
     assert state.select(tokens, z).tolist() == [1, 0]
     assert state.allowed().all()
-    unfitted = SenseState(4, 2, 3, proj_dim=2, queue_size=8, warmup_steps=0)
+    unfitted = SenseState(vocab_size=4, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8, warmup_steps=0)
     assert unfitted.single_sense and unfitted.select(tokens, z).tolist() == [0, 0]
 
 
@@ -239,13 +239,15 @@ def test_state_dict_round_trip():
     state = fitted_state(warmup_steps=0, seed=3)
     state.observe(torch.tensor([1, 2, 1]), torch.tensor([1, 0, 1]), torch.randn(3, 3), alpha=0.2)
     state.prune(0.4, min_count=1)
-    restored = SenseState(4, 2, 3, proj_dim=2, queue_size=8, refit_every=100, seed=99)
+    restored = SenseState(vocab_size=4, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8, refit_every=100, seed=99)
     restored.load_state_dict(state.state_dict())
     for name, value in state.state_dict().items():
         assert torch.equal(restored.state_dict()[name], value), name
     assert restored.fitted and restored.step == 1
     with pytest.raises(ValueError, match="centres"):
-        SenseState(5, 2, 3, proj_dim=2, queue_size=8).load_state_dict(state.state_dict())
+        SenseState(vocab_size=5, num_senses=2, hidden_size=3, proj_dim=2, queue_size=8).load_state_dict(
+            state.state_dict()
+        )
     assert torch.equal(restored.projected_centres, state.projected_centres)  # derived again on load
     # a state saved by an earlier version (centres in a projected space, an "updated" mask) does not fit
     with pytest.raises(ValueError, match=r"unexpected entries \['updated'\]"):
@@ -368,7 +370,7 @@ def make_objective(**kwargs):
     masked_lm = tiny_xlmr()
     table = build_translation_table([5, 6, 7], [20, 21, 22], vocab_size=V, max_translations=2)
     defaults = dict(num_senses=2, proj_dim=3, queue_size=64, refit_every=2, alpha=0.5, warmup_steps=2)
-    objective = SenseAwareObjective(masked_lm, table, **{**defaults, **kwargs})
+    objective = SenseAwareObjective(masked_lm=masked_lm, translation_table=table, **{**defaults, **kwargs})
     return TrainingModule(masked_lm, {"sense_aware": objective}, {"sense_aware": 1.0}), objective
 
 
@@ -397,7 +399,10 @@ def test_objective_trains_updates_state_and_keeps_export_architecture():
             assert torch.equal(senses[:, 1], senses[:, 0]) and not torch.equal(senses[:, 1], initial[:, 1])
     state = objective.sense_state
     assert state.step == 4 and state.fitted and not state.single_sense
-    assert not torch.equal(state.centres[:, 0], SenseState(V, 2, D, proj_dim=3, queue_size=64).centres[:, 0])
+    assert not torch.equal(
+        state.centres[:, 0],
+        SenseState(vocab_size=V, num_senses=2, hidden_size=D, proj_dim=3, queue_size=64).centres[:, 0],
+    )
     assert state.counts.sum() > 0
     assert set(model.masked_lm.state_dict()) == original_keys
 

@@ -100,11 +100,13 @@ def test_the_static_stream_passes_every_row_once_an_epoch_in_a_new_order():
     words = [f"w{i}" for i in range(64)]
     table = pa.table({"word": words, "row": np.zeros(64, dtype=np.int64)})
     config = load_config(QUICKSTART, ["train.seed=3"])
-    rows = EpochRows(MappedTable.of(table), STREAMS["static"].epoch_order(table, config))
+    rows = EpochRows(MappedTable.of(table), STREAMS["static"].epoch_order(table, config.run_facts()))
     epochs = [rows.at(np.arange(64 * epoch, 64 * (epoch + 1))) for epoch in range(3)]
     orders = [e["word"].to_pylist() for e in epochs]
     assert all(sorted(order) == sorted(words) for order in orders)
     assert orders[0] != orders[1] != orders[2] != orders[0]
     assert epochs[1]["row"].to_pylist() == list(range(64)) and set(epochs[1]["epoch"].to_pylist()) == {1}
-    again = EpochRows(MappedTable.of(table), STREAMS["static"].epoch_order(table, config))  # a resume, another worker
+    again = EpochRows(
+        MappedTable.of(table), STREAMS["static"].epoch_order(table, config.run_facts())
+    )  # a resume, another worker
     assert again.at(np.arange(64, 128))["word"].to_pylist() == orders[1]

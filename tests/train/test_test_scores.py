@@ -31,9 +31,13 @@ def test_test_scores_are_the_in_loop_bli_of_the_checkpoint_renamed(tmp_path):
     write_state(directory, TrainerState(step=20))
     config = load_config(QUICKSTART)
     sets = bli_test_sets(config, [BLIPairs("fi", "en", FI, EN)])
-    scores = _score(ray.train.Checkpoint.from_directory(str(directory)), sets, in_loop_settings(config))
+    scores = _score(
+        ray.train.Checkpoint.from_directory(str(directory)),
+        sets,
+        in_loop_settings(config.eval, config.model, seed=config.train.seed),
+    )
     model, tokenizer = load_encoder(str(directory / MODEL_DIR))
-    expected = evaluate_bli(model, tokenizer, sets, in_loop_settings(config))
+    expected = evaluate_bli(model, tokenizer, sets, in_loop_settings(config.eval, config.model, seed=config.train.seed))
     assert scores == {
         "test/bli/fi-en/mrr": pytest.approx(expected["eval/bli/fi-en/mrr"]),
         "test/bli/avg/mrr": pytest.approx(expected["eval/bli/avg/mrr"]),

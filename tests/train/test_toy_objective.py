@@ -54,7 +54,7 @@ class ToyObjective(Objective):
         self.margin = margin
 
     @classmethod
-    def validate(cls, cfg, experiment, key):
+    def validate(cls, cfg, facts, key):
         require(0 <= cfg.margin <= 2, f"{key}.margin", "must be in [0, 2]")
 
     @classmethod

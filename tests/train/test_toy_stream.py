@@ -48,8 +48,8 @@ class WordLengthStream(Stream):
     )
     Settings = WordLengthTokens
 
-    def settings(self, config, languages):
-        return WordLengthTokens(config.model.max_word_tokens)
+    def settings(self, facts, languages):
+        return WordLengthTokens(facts.max_word_tokens)
 
     def table(self, prepared):
         words = prepared.constraints.column("word1")

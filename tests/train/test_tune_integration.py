@@ -108,7 +108,10 @@ def test_language_sample_study_logs_tagged_trials_and_plots_and_resumes(ray_loca
         config = trials[row["trial"]]
         model, tokenizer = load_encoder(str(best_dir / MODEL_DIR))
         recomputed = evaluate_bli(
-            model, tokenizer, bli_test_sets(config, prepare_data(config).test_pairs), in_loop_settings(config)
+            model,
+            tokenizer,
+            bli_test_sets(config, prepare_data(config).test_pairs),
+            in_loop_settings(config.eval, config.model, seed=config.train.seed),
         )
         assert recomputed == {
             "eval/bli/fi-tr/mrr": pytest.approx(child.data.metrics["test/bli/fi-tr/mrr"]),

@@ -240,7 +240,12 @@ def test_a_tiny_fine_tune_and_what_reaches_the_loss(setup, short_windows, gloo_g
         lambda logits, labels: seen.append((batches[-1]["input_ids"], labels.clone())) or real_loss(logits, labels),
     )
     data = task_data(data_dir, tokenizer)
-    job = FineTuneJob("xquad", 0, model, FineTuneSettings(1e-3, 8, 1, MAX_LENGTH, "test"))
+    job = FineTuneJob(
+        task="xquad",
+        seed=0,
+        model_path=model,
+        settings=FineTuneSettings(lr=1e-3, batch_size=8, epochs=1, max_length=MAX_LENGTH, source="test"),
+    )
     result = fine_tune(job, data, tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
     assert set(result["test"]) == {"en", "de"} and [h["epoch"] for h in result["history"]] == [1]
     for scores in result["test"].values():

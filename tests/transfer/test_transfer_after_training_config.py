@@ -67,17 +67,18 @@ UDPOS = WORLD + ["eval.transfer.tasks=[udpos]"]
         (UDPOS + ["eval.transfer.spec={data_dir: x}"], r"eval\.transfer\.spec\.data_dir: set by"),
     ],
 )
-def test_bad_specs_fail_before_training(overrides, key):
+def test_bad_specs_fail_when_loaded(overrides, key):
+    """``load_config`` runs the check ``distalign.transfer.training`` registers (imported above)."""
     with pytest.raises(ConfigError, match=key):
-        check(load_config(QUICKSTART, overrides))
+        load_config(QUICKSTART, overrides)
 
 
 def test_data_folder_tasks_and_languages_checked(tmp_path):
     (tmp_path / "xnli" / "en").mkdir(parents=True)
     with pytest.raises(ConfigError, match=r"eval\.transfer\.tasks\[1\]: 'nope' is not one of \['xnli'"):
-        check(load_config(QUICKSTART, ["eval.transfer.tasks=[xnli,nope]", f"eval.transfer.data_dir={tmp_path}"]))
+        load_config(QUICKSTART, ["eval.transfer.tasks=[xnli,nope]", f"eval.transfer.data_dir={tmp_path}"])
     with pytest.raises(ConfigError, match=r"eval\.transfer: xnli: no target languages"):  # only the source's folder
-        check(load_config(QUICKSTART, ["eval.transfer.tasks=[xnli]", f"eval.transfer.data_dir={tmp_path}"]))
+        load_config(QUICKSTART, ["eval.transfer.tasks=[xnli]", f"eval.transfer.data_dir={tmp_path}"])
     (tmp_path / "xnli" / "de").mkdir()
     check(load_config(QUICKSTART, ["eval.transfer.tasks=[xnli]", f"eval.transfer.data_dir={tmp_path}"]))
 
@@ -216,10 +217,25 @@ def test_at_steps_with_remote_storage_downloads_the_kept_checkpoints(s3_endpoint
         assert json.loads((Path(path) / "model" / "config.json").read_text()) == {"step": step}
 
 
-def test_train_command_checks_the_section_before_training(monkeypatch, capsys):
+@pytest.mark.parametrize("command", ["train", "check"])
+def test_train_and_check_commands_check_the_section_before_training(command, monkeypatch, capsys):
     import distalign.train.trainer
     from distalign.cli import main
 
     monkeypatch.setattr(distalign.train.trainer, "run_training", lambda *a, **k: pytest.fail("training started"))
-    assert main(["train", QUICKSTART, *WORLD, "eval.transfer.tasks=[xnli]"]) == 2
+    assert main([command, QUICKSTART, *WORLD, "eval.transfer.tasks=[xnli]"]) == 2
     assert "eval.transfer.tasks[0]: 'xnli' is not one of ['udpos', 'pawsx']" in capsys.readouterr().err
+
+
+def test_run_experiment_checks_the_section_before_training_a_config_loaded_unchecked(monkeypatch):
+    """A config loaded before ``distalign.transfer.training`` registered its check (here: the registry emptied) is
+    checked by ``run_experiment`` itself, before training starts."""
+    import distalign.train.trainer
+    from distalign.config import schema
+    from distalign.studies.experiment import run_experiment
+
+    monkeypatch.setattr(schema, "SECTION_CHECKS", {})
+    config = load_config(QUICKSTART, [*WORLD, "eval.transfer.tasks=[xnli]"])  # not checked: nothing registered
+    monkeypatch.setattr(distalign.train.trainer, "run_training", lambda *a, **k: pytest.fail("training started"))
+    with pytest.raises(ConfigError, match=r"eval\.transfer\.tasks\[0\]: 'xnli' is not one of \['udpos', 'pawsx'\]"):
+        run_experiment(config)

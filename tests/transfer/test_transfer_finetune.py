@@ -58,7 +58,12 @@ def test_the_loss_sees_the_first_subword_labels_of_the_words_read(setup, gloo_gr
     monkeypatch.setattr(
         finetune, "task_loss", lambda logits, labels: seen.append(labels.clone()) or real_loss(logits, labels)
     )
-    job = FineTuneJob("udpos", 0, model, FineTuneSettings(1e-3, 8, 1, 32, "test"))
+    job = FineTuneJob(
+        task="udpos",
+        seed=0,
+        model_path=model,
+        settings=FineTuneSettings(lr=1e-3, batch_size=8, epochs=1, max_length=32, source="test"),
+    )
     fine_tune(job, task_data(UDPOSTask, data_dir, tokenizer), tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
     assert len(seen) == 2  # 16 sentences, batches of 8, one epoch
     # a batch is padded to its longest row: compare up to each row's last label
@@ -87,7 +92,14 @@ def test_the_epoch_kept_is_the_best_on_the_protocols_dev_sets(setup, gloo_group,
     data = task_data(XNLITask, data_dir, tokenizer, dev_langs=("de",))
     monkeypatch.setattr(finetune, "evaluate", evaluate)
     monkeypatch.setattr(finetune, "predict", predict)
-    result = fine_tune(FineTuneJob("xnli", 1, model, SETTINGS), data, tokenizer.pad_token_id, 0, 1, torch.device("cpu"))
+    result = fine_tune(
+        FineTuneJob(task="xnli", seed=1, model_path=model, settings=SETTINGS),
+        data,
+        tokenizer.pad_token_id,
+        0,
+        1,
+        torch.device("cpu"),
+    )
     assert [h["selection"] for h in result["history"]] == [0.3, 0.9, 0.5]
     assert [list(h["dev"]) for h in result["history"]] == [["de"]] * 3
     assert result["selected_epoch"] == 2 and result["selected_step"] == 4  # 16 examples, batches of 8
@@ -104,7 +116,7 @@ def test_candidates_every_n_steps_and_the_final_weights(setup, gloo_group, monke
     data_dir, model, tokenizer = setup
     monkeypatch.setattr(finetune, "evaluate", lambda *args: {"acc": 0.5})
     result = fine_tune(
-        FineTuneJob("xnli", 0, model, replace(SETTINGS, select_every=4)),
+        FineTuneJob(task="xnli", seed=0, model_path=model, settings=replace(SETTINGS, select_every=4)),
         task_data(XNLITask, data_dir, tokenizer),
         tokenizer.pad_token_id,
         0,
@@ -159,7 +171,7 @@ def test_fine_tuning_steps_on_the_last_partial_batch(setup, gloo_group, monkeypa
     data = task_data(XNLITask, data_dir, tokenizer)
     data.train = data.train[:13]
     result = fine_tune(
-        FineTuneJob("xnli", 0, model, replace(SETTINGS, epochs=2)),
+        FineTuneJob(task="xnli", seed=0, model_path=model, settings=replace(SETTINGS, epochs=2)),
         data,
         tokenizer.pad_token_id,
         0,

@@ -81,7 +81,7 @@ def test_fine_tuning_with_adapters_moves_adapters_and_head_and_leaves_the_encode
 
     monkeypatch.setattr(finetune, "evaluate", evaluate)
     result = fine_tune(
-        FineTuneJob("udpos", 0, with_adapters, SETTINGS),
+        FineTuneJob(task="udpos", seed=0, model_path=with_adapters, settings=SETTINGS),
         task_data(UDPOSTask, data_dir, tokenizer),
         tokenizer.pad_token_id,
         0,
@@ -166,7 +166,7 @@ def test_fine_tuning_adds_the_source_row_and_each_test_language_its_own(setup, t
     tokenizer = load_tokenizer(str(model_dir))
     data = task_data(UDPOSTask, data_dir, tokenizer)
     fine_tune(
-        FineTuneJob("udpos", 0, str(model_dir), SETTINGS, source="de"),
+        FineTuneJob(task="udpos", seed=0, model_path=str(model_dir), settings=SETTINGS, source="de"),
         data,
         tokenizer.pad_token_id,
         0,
@@ -239,7 +239,7 @@ def test_a_real_dict_mlm_checkpoint_exports_its_table_and_eval_adds_it(tmp_path,
     from distalign.eval.selection import evaluate_bli, in_loop_settings
     from distalign.models.encoder import Encoder
 
-    test_sets, settings = recipe.plan.bli_test_sets, in_loop_settings(config)
+    test_sets, settings = recipe.plan.bli_test_sets, in_loop_settings(config.eval, config.model, seed=config.train.seed)
     assert {(t.lang1, t.lang2) for t in test_sets} and all(t.lang1 != t.lang2 for t in test_sets)
     in_loop = recipe.evaluate()
     in_loop = {k: v for k, v in in_loop.items() if k.startswith("eval/bli/")}

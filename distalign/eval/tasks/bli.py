@@ -164,7 +164,7 @@ def build_test_set(
     return task
 
 
-@dataclass
+@dataclass(kw_only=True)
 class BLITask(EvalTask):
     """Bilingual lexicon induction lang1 -> lang2: rank ``vocab`` for every query (see :meth:`from_pairs`).
 
@@ -262,11 +262,11 @@ class BLITask(EvalTask):
             in_space = [(a, norm(b)) for a, b in pairs if known is None or norm(a) in known]
             scored = [(a, position[b]) for a, b in in_space if b in position]
             return cls(
-                lang1,
-                lang2,
-                [a for a, _ in scored],
-                vocab,
-                [[g] for _, g in scored],
+                lang1=lang1,
+                lang2=lang2,
+                queries=[a for a, _ in scored],
+                vocab=vocab,
+                gold=[[g] for _, g in scored],
                 oov=len(in_space) - len(scored),
                 source_vocab=sources,
                 ranking=ranking,
@@ -282,11 +282,11 @@ class BLITask(EvalTask):
                 gold.add(position[norm(tgt)])
         keys = [key for key, gold in translations.items() if gold]
         return cls(
-            lang1,
-            lang2,
-            [written[key] for key in keys],
-            vocab,
-            [sorted(translations[key]) for key in keys],
+            lang1=lang1,
+            lang2=lang2,
+            queries=[written[key] for key in keys],
+            vocab=vocab,
+            gold=[sorted(translations[key]) for key in keys],
             oov=len(translations) - len(keys),
             source_vocab=sources,
             **options,

@@ -26,7 +26,7 @@ GPU_MFU = 0.125  # of that row: the rate scaled to the project's 40 % MFU goal i
 MFU_GOAL = 0.40
 
 
-@dataclass
+@dataclass(kw_only=True)
 class FeedResult:
     packed: bool
     seq_length: int
@@ -119,15 +119,15 @@ def measure_feed(
                 )
         results.append(
             FeedResult(
-                pack,
-                seq_length,
-                corpus.stat().st_size,
-                sequences,
-                tokens,
-                time.process_time() - cpu,
-                time.perf_counter() - started,
-                stored,
-                padded_bytes,
+                packed=pack,
+                seq_length=seq_length,
+                text_bytes=corpus.stat().st_size,
+                sequences=sequences,
+                tokens=tokens,
+                cpu_s=time.process_time() - cpu,
+                wall_s=time.perf_counter() - started,
+                stored_bytes=stored,
+                padded_bytes=padded_bytes,
             )
         )
     return results

@@ -217,7 +217,9 @@ def build_objectives(
                 for f in dataclasses.fields(cfg)
                 if f.name not in ("weight", "mask_prob", "max_translations")
             }
-            built[name] = SenseAwareObjective(masked_lm, table[:, : cfg.max_translations], **fields, seed=seed)
+            built[name] = SenseAwareObjective(
+                masked_lm=masked_lm, translation_table=table[:, : cfg.max_translations], **fields, seed=seed
+            )
         else:
             built[name] = plugin.build(cfg, context)
     return built
@@ -419,7 +421,7 @@ def engine_buffer_bytes(trace: Trace, engine: str) -> float:
     return 2 * (trace.largest_module + ZERO3_PREFETCH_BUCKET)
 
 
-@dataclass
+@dataclass(kw_only=True)
 class Row:
     model: str
     objective: str
@@ -463,16 +465,16 @@ def measure(
                 slope = (full.activation_bytes - half.activation_bytes) / max(1, sequences - max(1, sequences // 2))
                 out.append(
                     Row(
-                        model,
-                        objective,
-                        engine,
-                        model_state_bytes(full.model_params, engine, gpus),
-                        model_state_bytes(full.objective_params, engine, gpus),
-                        full.state_bytes,
-                        engine_buffer_bytes(full, engine),
-                        full.activation_bytes,
-                        slope,
-                        sequences,
+                        model=model,
+                        objective=objective,
+                        engine=engine,
+                        model_states=model_state_bytes(full.model_params, engine, gpus),
+                        objective_states=model_state_bytes(full.objective_params, engine, gpus),
+                        objective_state=full.state_bytes,
+                        engine_buffers=engine_buffer_bytes(full, engine),
+                        activations=full.activation_bytes,
+                        per_sequence=slope,
+                        sequences=sequences,
                     )
                 )
     return out

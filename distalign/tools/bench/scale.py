@@ -115,7 +115,7 @@ def synthetic_corpus(units: int):
     from distalign.data.corpus_stream import CorpusFiles, CorpusStream
 
     paths = [f"corpus/{i:03d}.txt" for i in range(100)]
-    return CorpusStream([CorpusFiles("en", "text", paths, sizes=[UNIT_BYTES * units // 100] * 100)])
+    return CorpusStream([CorpusFiles(lang="en", kind="text", paths=paths, sizes=[UNIT_BYTES * units // 100] * 100)])
 
 
 def write_text_files(root: Path, count: int) -> Path:
@@ -216,13 +216,13 @@ def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
     feed = CorpusFeed(corpus, None, 0, 4, 0.25)
     stored, config = store_pairs(pairs, scratch), ExperimentConfig()
     plan = TrainingPlan(
-        config,
-        RunSchedule(1000, 100),
-        "model",
+        config=config,
+        schedule=RunSchedule(1000, 100),
+        model_path="model",
         languages=list(LANGUAGES),
         word_pairs=stored,
         corpus=feed,
-        tables={"constraints": TableStream(stored, None, config, 0.25)},
+        tables={"constraints": TableStream(stored, None, config.run_facts(), 0.25)},
     )
     return len(pickle.dumps(plan, protocol=5))
 

@@ -174,7 +174,7 @@ def format_table(results: list[StreamingResult]) -> str:
 # I/O: bytes read from storage and each worker's share, W = 1, 2, 4, 8 on loopback nodes
 
 
-@dataclass
+@dataclass(kw_only=True)
 class ReadResult:
     storage: str  # s3 | local
     corpus_mb: float
@@ -262,16 +262,16 @@ def read_epoch(stream, storage: str, size_mb: float, workers: int, unit_bytes: i
     shares = ray.get([task.remote(stream, units, workers, rank, 0, 4) for rank in range(workers)])
     corpus_bytes = sum(sum(s.sizes) for s in stream.sources)
     return ReadResult(
-        storage,
-        size_mb,
-        len(units),
-        workers,
-        corpus_bytes,
-        bytes_read(shares),
-        [s["rows"] for s in shares],
-        [s["seconds"] for s in shares],
-        [s["first_s"] for s in shares],
-        len({s["node"] for s in shares}),
+        storage=storage,
+        corpus_mb=size_mb,
+        units=len(units),
+        workers=workers,
+        corpus_bytes=corpus_bytes,
+        bytes_read=bytes_read(shares),
+        rows=[s["rows"] for s in shares],
+        seconds=[s["seconds"] for s in shares],
+        first_rows_s=[s["first_s"] for s in shares],
+        nodes=len({s["node"] for s in shares}),
     )
 
 

@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         "cpus": os.cpu_count(),
         "python": sys.version.split()[0],
     }
-    results = [StepResult(s.name, s.about, "PENDING") for s in steps]
+    results = [StepResult(name=s.name, about=s.about, status="PENDING") for s in steps]
     write_report(out, header, results)
     site = ""
     if args.site:

@@ -26,7 +26,7 @@ TAG = "DISTALIGN_GPU_CHECK_STEP"  # in each step's environment: its processes ar
 PASSED, FAILED, TIMEOUT, SKIPPED = "PASS", "FAIL", "TIMEOUT", "SKIPPED"
 
 
-@dataclass
+@dataclass(kw_only=True)
 class StepResult:
     name: str
     about: str
@@ -86,7 +86,7 @@ class Runner:
         self.jobs, self.on_change, self.clock = max(1, jobs), on_change, clock
         self.started = clock()
         self.deadline = self.started + budget_s
-        self.results = {s.name: StepResult(s.name, s.about, "PENDING") for s in steps}
+        self.results = {s.name: StepResult(name=s.name, about=s.about, status="PENDING") for s in steps}
         self.running: dict[str, tuple[subprocess.Popen, float, int]] = {}  # name -> (process, start, timeout)
 
     def run(self) -> list[StepResult]:

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     import torch
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class FineTuneSettings:
     """A task's fine-tuning hyper-parameters and where they come from (``source``)."""
 
@@ -43,10 +43,18 @@ class FineTuneSettings:
 # PAN-X and UD-POS; the dev set of the training language scored every --save_steps (100 XNLI, 200 PAWS-X,
 # 1000 PAN-X, 500 UD-POS), the best kept (--save_only_best_checkpoint; third_party/run_classify.py, run_tag.py).
 XTREME_CLASSIFY = FineTuneSettings(
-    2e-5, 32, 5, 128, "XTREME scripts/train_xnli.sh, train_pawsx.sh (bert-base-multilingual-cased, xlm-roberta-base)"
+    lr=2e-5,
+    batch_size=32,
+    epochs=5,
+    max_length=128,
+    source="XTREME scripts/train_xnli.sh, train_pawsx.sh (bert-base-multilingual-cased, xlm-roberta-base)",
 )
 XTREME_TAG = FineTuneSettings(
-    2e-5, 32, 10, 128, "XTREME scripts/train_panx.sh, train_udpos.sh (bert-base-multilingual-cased, xlm-roberta-base)"
+    lr=2e-5,
+    batch_size=32,
+    epochs=10,
+    max_length=128,
+    source="XTREME scripts/train_panx.sh, train_udpos.sh (bert-base-multilingual-cased, xlm-roberta-base)",
 )
 
 

@@ -40,11 +40,11 @@ if TYPE_CHECKING:
 # (max query length 64, n-best 20, max answer length 30, AdamW eps 1e-8, gradient norm 1.0). It keeps the
 # final weights (--save_steps -1); here the end of each epoch is a candidate, the final weights among them.
 XTREME_QA = FineTuneSettings(
-    3e-5,
-    32,
-    3,
-    384,
-    "XTREME scripts/train_qa.sh (commit 0918248; bert-base-multilingual-cased, xlm-roberta-base)",
+    lr=3e-5,
+    batch_size=32,
+    epochs=3,
+    max_length=384,
+    source="XTREME scripts/train_qa.sh (commit 0918248; bert-base-multilingual-cased, xlm-roberta-base)",
     weight_decay=1e-4,
     warmup_steps=500,
 )

@@ -76,11 +76,50 @@ def test_command_writes_results(tmp_path, monkeypatch, capsys):
 
 
 def test_largest_batch_rounds_down_and_keeps_headroom():
-    row = memory.Row("m", "o", "ddp", 10e9, 0, 0, 0, 64e9, 1e9, 64)
+    row = memory.Row(
+        model="m",
+        objective="o",
+        engine="ddp",
+        model_states=10e9,
+        objective_states=0,
+        objective_state=0,
+        engine_buffers=0,
+        activations=64e9,
+        per_sequence=1e9,
+        sequences=64,
+    )
     assert memory.largest_batch(row, 80e9) == 56  # (72 - 10) / 1 = 62 -> a multiple of 8
-    small = memory.Row("m", "o", "ddp", 70e9, 0, 0, 0, 2e9, 1e9, 2)
+    small = memory.Row(
+        model="m",
+        objective="o",
+        engine="ddp",
+        model_states=70e9,
+        objective_states=0,
+        objective_state=0,
+        engine_buffers=0,
+        activations=2e9,
+        per_sequence=1e9,
+        sequences=2,
+    )
     assert memory.largest_batch(small, 80e9) == 2  # 2 fit: a power of two
-    assert memory.largest_batch(memory.Row("m", "o", "ddp", 80e9, 0, 0, 0, 1e9, 1e9, 1), 80e9) == 0
+    assert (
+        memory.largest_batch(
+            memory.Row(
+                model="m",
+                objective="o",
+                engine="ddp",
+                model_states=80e9,
+                objective_states=0,
+                objective_state=0,
+                engine_buffers=0,
+                activations=1e9,
+                per_sequence=1e9,
+                sequences=1,
+            ),
+            80e9,
+        )
+        == 0
+    )
 
 
 def profiled_peak(step: memory.Step) -> int:

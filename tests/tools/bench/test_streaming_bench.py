@@ -66,12 +66,56 @@ def test_workers_shares_read_every_row_once_and_each_byte_about_once(tmp_path):
 
 
 def test_io_table_and_merging_invocations(tmp_path):
-    one = ReadResult("s3", 16, 256, 2, 1000, 1010, [90, 110], [1.0, 2.0], [0.1, 0.3], 2)
+    one = ReadResult(
+        storage="s3",
+        corpus_mb=16,
+        units=256,
+        workers=2,
+        corpus_bytes=1000,
+        bytes_read=1010,
+        rows=[90, 110],
+        seconds=[1.0, 2.0],
+        first_rows_s=[0.1, 0.3],
+        nodes=2,
+    )
     assert one.amplification == 1.01 and one.rows_spread == 1.1 and one.rows_per_s == [90, 55]
     assert "| s3 | 16 MB | 256 | 2 | 2 | 1.010 | 1.100 | 55–90 | 0.30 s |" in format_io_table([one])
     path = tmp_path / "r.json"
-    merge_io_results(path, [one, ReadResult("s3", 16, 256, 1, 1000, 1001, [200], [1.0], [0.1], 1)])
-    merged = merge_io_results(path, [ReadResult("s3", 16, 256, 2, 1000, 1002, [100, 100], [1.0, 1.0], [0.1, 0.1], 2)])
+    merge_io_results(
+        path,
+        [
+            one,
+            ReadResult(
+                storage="s3",
+                corpus_mb=16,
+                units=256,
+                workers=1,
+                corpus_bytes=1000,
+                bytes_read=1001,
+                rows=[200],
+                seconds=[1.0],
+                first_rows_s=[0.1],
+                nodes=1,
+            ),
+        ],
+    )
+    merged = merge_io_results(
+        path,
+        [
+            ReadResult(
+                storage="s3",
+                corpus_mb=16,
+                units=256,
+                workers=2,
+                corpus_bytes=1000,
+                bytes_read=1002,
+                rows=[100, 100],
+                seconds=[1.0, 1.0],
+                first_rows_s=[0.1, 0.1],
+                nodes=2,
+            )
+        ],
+    )
     assert [(r.workers, r.bytes_read) for r in merged] == [(1, 1001), (2, 1002)]
 
 
@@ -97,5 +141,20 @@ def test_the_feed_rate_counts_tokens_per_cpu_second_and_the_object_store_s_bytes
     assert packed.packed and not alone.packed and packed.sequences < alone.sequences / 2
     for result in (packed, alone):
         assert result.tokens > 0 and result.cpu_s > 0 and result.stored_bytes < result.padded_bytes / 2
-    table = format_feed_table([FeedResult(True, 512, 2**20, 10, 200_000, 1.0, 1.0, 4_000_000, 9_000_000)], 100_000)
+    table = format_feed_table(
+        [
+            FeedResult(
+                packed=True,
+                seq_length=512,
+                text_bytes=2**20,
+                sequences=10,
+                tokens=200_000,
+                cpu_s=1.0,
+                wall_s=1.0,
+                stored_bytes=4_000_000,
+                padded_bytes=9_000_000,
+            )
+        ],
+        100_000,
+    )
     assert "| packed | 512 | 1.0 MB | 200,000 | 1,049 KB/s | 20.0 B (45 B) | 0.50 | 1.60 |" in table

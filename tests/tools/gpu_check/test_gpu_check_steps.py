@@ -80,8 +80,10 @@ def test_only_brings_the_steps_a_step_needs():
 
 
 def test_a_step_that_exits_0_without_its_figures_fails():
-    silent = StepResult("mlm_emergence", "", "PASS", figures={"error": "FileNotFoundError: no curves.csv"})
-    fine = StepResult("bench_perf_gpu", "", "PASS", figures={"rows": []})
+    silent = StepResult(
+        name="mlm_emergence", about="", status="PASS", figures={"error": "FileNotFoundError: no curves.csv"}
+    )
+    fine = StepResult(name="bench_perf_gpu", about="", status="PASS", figures={"rows": []})
     for result in (silent, fine):
         fail_without_figures(result)
     assert (silent.status, silent.note) == ("FAIL", "exited 0 but left no figures") and fine.status == "PASS"
