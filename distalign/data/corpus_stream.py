@@ -5,9 +5,9 @@ line), ``.jsonl`` (``{"text": ...}`` a line) or ``.parquet`` (column ``text``) f
 ``s3://``, or a Hugging Face dataset (a ``save_to_disk`` directory, or a name for
 ``datasets.load_dataset``, streamed). The driver only lists the files, notes their sizes and checks
 what it can cheaply (``list_corpus_files``: sizes from the listing, prefixes listed and parquet footers and
-columns read in parallel, footers cached across runs); the corpus is
-cut into units from that listing (``corpus_units``, ``distalign.data.corpus_plan``), and a worker
-reads its units itself (``read_unit``: a byte range, a row group, a row range).
+columns read in parallel, footers cached across runs). The listing is stored once for the run (``files_table``);
+each worker cuts the corpus into units from it (``CorpusStream.units``, ``distalign.data.corpus_plan``) and reads
+its units itself (``read_unit``: a byte range, a row group, a row range).
 
 Each row leaves as ``text``, ``lang``, ``row`` and ``epoch``. ``row`` is a 63-bit hash of the row's
 place in the corpus (language, source and file index, byte offset of its line or row index), not of
@@ -39,7 +39,7 @@ import pyarrow as pa
 import pyarrow.fs
 import pyarrow.parquet as pq
 
-from distalign.data.corpus_plan import Unit, cut_units, hf_units, unit_bytes
+from distalign.data.corpus_plan import Unit, Units, cut_units, hf_units, unit_bytes
 from distalign.data.readers import MAX_EXAMPLES, ReadReport, unreadable_parquet
 from distalign.data.sources import CorpusSource
 from distalign.errors import InputError, s3_refusal
@@ -85,24 +85,57 @@ class CorpusStream:
     filesystem: pyarrow.fs.FileSystem | None = None  # None: local paths, or S3 resolved by pyarrow
     ledger: str = ""  # name of the run's SkipLedger actor ("" = a local ledger)
     unit_bytes: int = 4 * 2**20  # largest file unit (``data.corpus_unit_bytes``)
+    # where the listing is (``files_table``), when the sources' file lists were left out (``for_workers``)
+    stored_files: Any = None
 
     def place(self, unit: Unit) -> str:
         """The name of a unit's file that row identities use: its source's and its own index, the same wherever
         the file is stored (staging copies the files under other names)."""
-        return f"{unit.source}:{self.sources[unit.source].paths.index(unit.path) if unit.path else 0}"
+        return f"{unit.source}:{unit.file}"
 
-    def units(self) -> list[Unit]:
-        """The corpus cut into units (``distalign.data.corpus_plan``), the same on every worker and every epoch."""
-        step = unit_bytes(sum(sum(s.sizes) for s in self.sources), self.unit_bytes)
-        return [
-            unit
-            for index, s in enumerate(self.sources)
-            for unit in (
-                hf_units(index, s.rows)
-                if s.kind == "hf"
-                else cut_units(index, s.kind, s.paths, s.sizes, s.pieces or [[] for _ in s.paths], step)
-            )
-        ]
+    def files(self) -> pa.Table:
+        """The listing: every file of every source (``files_table``), from storage when stored."""
+        return self.stored_files.open().table() if self.stored_files is not None else files_table(self.sources)
+
+    def units(self) -> Units:
+        """The corpus cut into units (``distalign.data.corpus_plan``), the same on every worker and every epoch:
+        a function of the listing alone, cut where it is needed (vectorised: ~0.1 s a million units)."""
+        files = self.files()
+        source, size = files["source"].to_numpy(), files["size"].to_numpy()
+        step = unit_bytes(int(size.sum()), self.unit_bytes)
+        parts = []
+        for index, s in enumerate(self.sources):
+            if s.kind == "hf":
+                parts.append(hf_units(index, s.rows))
+                continue
+            mine = np.flatnonzero(source == index)
+            pieces = files["pieces"].take(pa.array(mine)).to_pylist() if s.kind == "parquet" else []
+            paths = files["path"].take(pa.array(mine)).to_pylist()
+            parts.append(cut_units(index, s.kind, paths, size[mine].tolist(), pieces, step))
+        return Units.concat(parts) if parts else Units.of([])
+
+    def for_workers(self, stored_files: Any) -> CorpusStream:
+        """This stream without the sources' file lists (O(files): not to be pickled into every worker), its
+        listing read from ``stored_files`` (a ``StoredTable`` of ``files()``) instead."""
+        bare = [dataclasses.replace(s, paths=[], sizes=[], pieces=[]) for s in self.sources]
+        return dataclasses.replace(self, sources=bare, stored_files=stored_files)
+
+
+def files_table(sources: list[CorpusFiles]) -> pa.Table:
+    """Every file of the sources as listed, in order: its source's index, its own index there, path, bytes and
+    (parquet) row groups' bytes. What the corpus is cut from; stored once per run for the workers."""
+    entries = [(index, s) for index, s in enumerate(sources) if s.kind != "hf"]
+    return pa.table(
+        {
+            "source": pa.array([index for index, s in entries for _ in s.paths], pa.int64()),
+            "file": pa.array([i for _, s in entries for i in range(len(s.paths))], pa.int64()),
+            "path": pa.array([p for _, s in entries for p in s.paths], pa.string()),
+            "size": pa.array([n for _, s in entries for n in s.sizes], pa.int64()),
+            "pieces": pa.array(
+                [g for _, s in entries for g in (s.pieces or [[] for _ in s.paths])], pa.list_(pa.int64())
+            ),
+        }
+    )
 
 
 # --------------------------------------------------------------------------------------------
@@ -409,7 +442,7 @@ def read_unit(stream: CorpusStream, unit: Unit, epoch: int, seed: int, ledger) -
             seed,
         )
     fs, inner = filesystem_for(unit.path, stream.filesystem)
-    listed = source.sizes[source.paths.index(unit.path)]
+    listed = unit.listed
     attempts = 1 if isinstance(fs, pyarrow.fs.LocalFileSystem) else READ_ATTEMPTS  # a local error is no outage
     for attempt in range(1, attempts + 1):
         try:
@@ -469,6 +502,13 @@ def read_rows(
             yield rows
 
 
+def count_share(stream: CorpusStream, share: int, shares: int) -> int:
+    """Rows that epoch 0 keeps (``read_rows``'s) in every ``shares``-th unit from ``share`` on: strided, so that a
+    share mixes files and sources of every size."""
+    units, ledger = stream.units(), SkipLedger()
+    return sum(len(read_unit(stream, u, 0, 0, ledger)["row"]) for u in units.take(range(share, len(units), shares)))
+
+
 def sample_texts(stream: CorpusStream, limit: int) -> list[str]:
     """The first ``limit`` sentences of every source (the tiny model's tokenizer is trained on them)."""
     texts: list[str] = []
@@ -515,6 +555,27 @@ class RemoteLedger:
 
     def record_retry(self) -> None:
         self._actor().record_retry.remote()
+
+
+COUNT_SHARES_PER_CPU = 4  # counting tasks per CPU of the cluster: uneven shares still end about together
+
+
+def count_rows(stream: CorpusStream) -> int:
+    """The rows of the corpus that epoch 0 keeps (``read_rows``'s). With Ray up: Ray tasks read a share of the
+    units each (``count_share``), spread over the cluster's CPUs (O(bytes / CPUs)); the driver holds the stream
+    once in the object store and sums a number per task. Without Ray (tests, tools): read in this process."""
+    import ray
+
+    if not ray.is_initialized():
+        return sum(len(rows["row"]) for rows in read_rows(stream))
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    shares = max(1, int(ray.cluster_resources().get("CPU", 1))) * COUNT_SHARES_PER_CPU
+    # the cluster's CPUs, not the caller's placement group (None: Ray's way out of it): a Tune trial's holds none
+    anywhere = PlacementGroupSchedulingStrategy(placement_group=None)  # type: ignore[arg-type]
+    count = ray.remote(count_share).options(num_cpus=1, scheduling_strategy=anywhere)
+    shared = ray.put(stream)
+    return sum(ray.get([count.remote(shared, share, shares) for share in range(shares)]))
 
 
 def ledger_for(name: str) -> RemoteLedger | SkipLedger:

@@ -35,7 +35,7 @@ import pyarrow as pa
 import torch
 
 from distalign.data.batches import TensorSpec
-from distalign.data.corpus_plan import Item, Position, Unit, fresh_items, resume_items, within
+from distalign.data.corpus_plan import Item, Position, Units, fresh_items, resume_items, within
 from distalign.data.corpus_stream import CorpusStream, read_rows
 from distalign.data.gloss_inputs import encode_words_with_gloss
 from distalign.data.ragged import RaggedRows
@@ -63,12 +63,13 @@ class WorkerData(Protocol):
         endless sequence of epochs, ``distalign.preparation.table_rows``), tokenised and prepared, in order. The
         positions are taken as needed (an implementation may read a few batches ahead)."""
 
-    def corpus_units(self) -> tuple[list[Unit], int, int]:
+    def corpus_units(self) -> tuple[Units, int, int]:
         """The corpus cut into units, the run seed and the units a worker mixes at once (``corpus_plan``)."""
 
-    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
-        """The sequences of ``items`` in order (tokenised, prepared, each item's shuffled and its ``skip``
-        first ones dropped), in unpadded blocks with a column ``item``: the index in ``items`` of each sequence's."""
+    def corpus_items(self, items: Iterable[Item]) -> Iterable[RaggedRows]:
+        """The sequences of ``items`` (an endless iterator, taken as needed: a few items ahead at most) in order
+        (tokenised, prepared, each item's shuffled and its ``skip`` first ones dropped), in unpadded blocks with a
+        column ``item``: the index in ``items`` of each sequence's."""
 
 
 class StreamInputs(Protocol):
@@ -132,17 +133,25 @@ def resumed_position(saved: list[dict] | None, batch_size: int) -> int:
     return int(saved[0]["batches"]) * len(saved) * batch_size
 
 
+# Items dealt past the last one that yielded a sequence before a worker is said to starve: more than any reader
+# reads ahead (``RayWorkerData``: one item per reserved CPU), so every epoch this far back has ended.
+STARVED_AFTER_ITEMS = 1024
+
+
 class CorpusBatches:
-    """A worker's corpus batches: its items (``corpus_plan``) read in order, an epoch's at a time, cut into
-    batches of ``batch_size`` sequences (across items and epochs). Its state is its ``Position`` after the
-    last batch it gave: the item it is in, with the sequences of it trained, and the items after it."""
+    """A worker's corpus batches: its items (``corpus_plan``) read in order, cut into batches of ``batch_size``
+    sequences (across items and epochs). The items are one endless sequence, each next epoch dealt as the reader
+    asks for its first item, so the reader reads ahead across an epoch's end as within an epoch (the first batch of
+    an epoch does not wait for its first item to be read). Its state is its ``Position`` after the last batch it
+    gave: the item it is in, with the sequences of it trained, and the items after it (with any dealt ahead)."""
 
     def __init__(self, data: WorkerData, batch_size: int, position: Position):
         self.data, self.batch_size, self.workers = data, batch_size, position.workers
         self.plan = list(position.items)  # the items carried over, then every epoch dealt so far
-        self.carried = len(position.items)
         self.next_epoch = position.next_epoch
         self.at, self.trained = 0, position.items[0].skip if position.items else 0
+        self.fed = -1  # the last item that yielded a sequence
+        self.spans: dict[int, tuple[int, int]] = {}  # each dealt epoch's items [first, end) not yet fed past
         self.batches = self._batches()
 
     def __iter__(self):
@@ -151,33 +160,43 @@ class CorpusBatches:
     def __next__(self) -> Batch:
         return next(self.batches)
 
-    def _batches(self) -> Iterator[Batch]:
+    def _items(self) -> Iterator[Item]:
+        """The plan's items, endlessly: past its end, the next epoch dealt to this worker."""
         units, seed, mix_units = self.data.corpus_units()
-        pending: list[RaggedRows] = []
-        count, started = 0, 0  # sequences pending; items handed to the reader
-        while True:
-            if started == len(self.plan):
+        for index in itertools.count():
+            if index == len(self.plan):
                 dealt = fresh_items(units, seed, self.next_epoch, self.workers, self.data.rank, mix_units)
                 if not dealt:
                     raise ValueError(self._starved(self.next_epoch))
+                self.spans[self.next_epoch] = (index, index + len(dealt))
                 self.plan += dealt
                 self.next_epoch += 1
-            epoch, first = self.plan[started].epoch, started
-            while started < len(self.plan) and self.plan[started].epoch == epoch:
-                started += 1
-            read = 0
-            for block in self.data.corpus_items(self.plan[first:started]):
-                read += len(block)
-                pending.append(block.with_columns(item=block.columns["item"] + first))
-                count += len(block)
-                while count >= self.batch_size:
-                    rows, count = take_rows(pending, self.batch_size), count - self.batch_size
-                    batch = rows.padded(collated_width(rows))
-                    items = batch.pop("item")
-                    batch["epoch"] = np.array([self.plan[i].epoch for i in items.tolist()], dtype=np.int64)
-                    self._advance(items)
-                    yield {k: torch.from_numpy(v) for k, v in batch.items()}  # host-side: to_device moves it
-            if not read and first >= self.carried:
+            self._check_fed(index - STARVED_AFTER_ITEMS)  # a reader that never yields again: no endless dealing
+            yield self.plan[index]
+
+    def _batches(self) -> Iterator[Batch]:
+        pending: list[RaggedRows] = []
+        count = 0  # sequences pending
+        for block in self.data.corpus_items(self._items()):
+            items = block.columns["item"]
+            self._check_fed(int(items[0]))  # the items before this block's have ended
+            self.fed = int(items[-1])
+            pending.append(block)
+            count += len(block)
+            while count >= self.batch_size:
+                rows, count = take_rows(pending, self.batch_size), count - self.batch_size
+                batch = rows.padded(collated_width(rows))
+                items = batch.pop("item")
+                batch["epoch"] = np.array([self.plan[i].epoch for i in items.tolist()], dtype=np.int64)
+                self._advance(items)
+                yield {k: torch.from_numpy(v) for k, v in batch.items()}  # host-side: to_device moves it
+
+    def _check_fed(self, ended: int) -> None:
+        """Raise if a dealt epoch's items all ended (every item before ``ended`` has) with no sequence."""
+        for epoch, (first, end) in list(self.spans.items()):
+            if end <= self.fed + 1:
+                del self.spans[epoch]  # fed within or after it
+            elif first > self.fed and end <= ended:
                 raise ValueError(self._starved(epoch))
 
     def _starved(self, epoch: int) -> str:

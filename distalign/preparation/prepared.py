@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from distalign.data.corpus_stream import CorpusStream, read_rows
+from distalign.data.corpus_stream import CorpusStream, count_rows
 from distalign.data.readers import ReadReport
 from distalign.preparation.cache import cached_json
 
@@ -61,14 +61,15 @@ class PreparedData:
 
     @functools.cached_property
     def corpus_rows(self) -> int:
-        """Sentences in the corpora as epoch 0 keeps them: a full read in this process, O(bytes) (only epoch-based
-        schedules of corpus runs ask). Kept under ``cache_dir`` by the sources' files, sizes, mtimes and sampling
-        shares, so a restart or another trial on the same corpus reads nothing (a streamed Hugging Face dataset,
-        which has no such key, is counted every time)."""
+        """Sentences in the corpora as epoch 0 keeps them (only epoch-based schedules of corpus runs ask): counted
+        before the run, so that ``train.epochs`` fixes the learning-rate schedule's length from the first step. An
+        O(bytes) read, so spread over the cluster's CPUs when Ray is up (``count_rows``). Kept under ``cache_dir``
+        by the sources' files, sizes, mtimes and sampling shares, so a restart or another trial on the same corpus
+        reads nothing (a streamed Hugging Face dataset, which has no such key, is counted every time)."""
 
         def count() -> int:
             log.info("counting the corpus sentences (train.epochs / eval.every_epochs of a corpus-only run)")
-            return sum(len(rows["row"]) for rows in read_rows(self.corpus))
+            return count_rows(self.corpus)
 
         sources = self.corpus.sources
         if not self.cache_dir or any(not s.version for s in sources):

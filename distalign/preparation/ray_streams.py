@@ -47,7 +47,7 @@ import torch
 
 from distalign.config import ExperimentConfig
 from distalign.data.batches import padded_names
-from distalign.data.corpus_plan import Item, Unit
+from distalign.data.corpus_plan import Item, Units
 from distalign.data.corpus_stream import CorpusStream, ledger_for, read_unit, row_keys
 from distalign.data.ragged import RaggedRows
 from distalign.data.row_random import RowRandom
@@ -265,10 +265,9 @@ def submitted_ahead(refs: Iterable[Any], slots: int) -> Iterator[Any]:
 class CorpusFeed:
     """What a worker needs to stream its share of the corpus (``RayWorkerData.corpus_items``)."""
 
-    corpus: CorpusStream
+    corpus: CorpusStream  # its listing in storage (``CorpusStream.for_workers``): each worker cuts the same units
     job: StreamBatchJob  # of each Ray task tokenising (and preparing) the corpus rows
     seed: int
-    units: list[Unit]  # the corpus cut once, on the driver: every worker deals the same units
     mix_units: int  # units per item (``data.corpus_mix_units``)
     reserved_cpus: float  # per worker, for its corpus stream's tasks
     reserved: list = field(default_factory=list)  # a placement group of those CPUs per worker (reserve_corpus_cpus)
@@ -284,14 +283,30 @@ class CorpusFeed:
         return self.reserved_cpus / self.slots
 
 
-def corpus_feed(prepared: PreparedData, config: ExperimentConfig, ledger: str = "") -> CorpusFeed | None:
-    """The corpus stream's feed if an active objective reads it; ``ledger`` names the run's skip ledger actor."""
+def corpus_feed(
+    prepared: PreparedData, config: ExperimentConfig, ledger: str = "", in_storage: bool = True
+) -> CorpusFeed | None:
+    """The corpus stream's feed if an active objective reads it; ``ledger`` names the run's skip ledger actor. The
+    corpus listing goes to the run's storage once (``in_storage``; else held in memory: ``local_streams``) and the
+    feed carries where it is: nothing pickled into a worker grows with the files or units."""
     job = stream_jobs(prepared, config, ("corpus",)).get("corpus")
     if job is None:
         return None
-    d = config.data
+    d, s = config.data, config.storage
     corpus = CorpusStream(prepared.corpus.sources, prepared.corpus.filesystem, ledger, d.corpus_unit_bytes)
-    return CorpusFeed(corpus, job, config.train.seed, corpus.units(), d.corpus_mix_units, d.corpus_cpus_per_worker)
+    corpus = (
+        stored_corpus(corpus, s.path, s.endpoint_url, config.run.name)
+        if in_storage
+        else corpus.for_workers(MappedTable.of(corpus.files()))
+    )
+    return CorpusFeed(corpus, job, config.train.seed, d.corpus_mix_units, d.corpus_cpus_per_worker)
+
+
+def stored_corpus(corpus: CorpusStream, storage_path: str, endpoint_url: str, run_name: str) -> CorpusStream:
+    """The corpus stream as the workers get it: its listing written once to the run's storage (O(files), a restart
+    writes nothing), the stream carrying where it is instead of the file lists."""
+    stored = store_table(corpus.files(), storage_path, endpoint_url, run_name, "corpus-files")
+    return corpus.for_workers(stored)
 
 
 def item_blocks(item: Item, index: int, corpus: CorpusStream, job: StreamBatchJob) -> Iterator[RaggedRows]:
@@ -385,10 +400,14 @@ class RayWorkerData:
         for ref in submitted_ahead((read.remote(shared, batch) for batch in positions), TABLE_TASK_SLOTS):
             yield host_tensors(ray.get(ref))
 
-    def corpus_units(self) -> tuple[list[Unit], int, int]:
-        return self.corpus.units, self.corpus.seed, self.corpus.mix_units
+    @functools.cached_property
+    def _units(self) -> Units:
+        return self.corpus.corpus.units()
 
-    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
+    def corpus_units(self) -> tuple[Units, int, int]:
+        return self._units, self.corpus.seed, self.corpus.mix_units
+
+    def corpus_items(self, items: Iterable[Item]) -> Iterable[RaggedRows]:
         """The items' sequences in order, a Ray streaming generator task each in this worker's reserved CPUs,
         ``CorpusFeed.slots`` submitted at once, each ``ITEM_BLOCKS_AHEAD`` blocks ahead at most: an item's blocks
         are taken as its task yields them."""
@@ -443,10 +462,10 @@ class LocalWorkerData:
     def table_batches(self, stream: Stream, positions: Iterable[np.ndarray]) -> Iterator[Batch]:
         return (host_tensors(table_batch(self.tables[stream.name], batch)) for batch in positions)
 
-    def corpus_units(self) -> tuple[list[Unit], int, int]:
-        return self.corpus.units, self.corpus.seed, self.corpus.mix_units
+    def corpus_units(self) -> tuple[Units, int, int]:
+        return self.corpus.corpus.units(), self.corpus.seed, self.corpus.mix_units
 
-    def corpus_items(self, items: list[Item]) -> Iterable[RaggedRows]:
+    def corpus_items(self, items: Iterable[Item]) -> Iterable[RaggedRows]:
         return (
             block
             for index, item in enumerate(items)
@@ -465,7 +484,9 @@ def local_streams(
     (``LocalWorkerData``, the tables held in memory), from where ``saved`` (a checkpoint's stream states) left
     them: for tests and debugging."""
     held = {name: MappedTable.of(table) for name, table in prepared.tables.items()}
-    data = LocalWorkerData(table_streams(prepared, config, held), corpus_feed(prepared, config), rank, workers)
+    data = LocalWorkerData(
+        table_streams(prepared, config, held), corpus_feed(prepared, config, in_storage=False), rank, workers
+    )
     saved = saved or {}
     return {
         name: STREAMS[name].worker_batches(data, STREAMS[name].batch_size(config.train), saved.get(name))

@@ -202,6 +202,10 @@ def run_training(
         ", ".join(f"{s.lang}: {s.name}" for s in prepared.corpus.sources) or "none",
         prepared.model_path,
     )
+    store = open_store_in_background(config.tracking.uri)
+    ensure_ray()  # before the schedule: a corpus-only run's epoch is counted on the cluster (``corpus_rows``)
+    store.join()
+    clock.mark("ray")
     schedule = kept_schedule(config, run_schedule(config, prepared))  # a resume keeps its first start's
     if config.train.epochs:
         log.info("train.epochs=%s: %d steps", config.train.epochs, schedule.max_steps)
@@ -216,10 +220,6 @@ def run_training(
     # Ray keeps the best checkpoints by the selection score (and always the latest, for resuming)
     score = {"checkpoint_score_attribute": selection, "checkpoint_score_order": order} if has_validation else {}
 
-    store = open_store_in_background(config.tracking.uri)
-    ensure_ray()
-    store.join()
-    clock.mark("ray")
     ledger_name = f"distalign-skips-{config.run.name}-{uuid.uuid4().hex[:8]}"
     ledger = start_ledger(ledger_name)
     # the config as written, and what the run derived from it: each active stream's batch size, its default included

@@ -260,3 +260,68 @@ def test_an_s3_listing_takes_sizes_from_the_listing_not_a_head_per_file(s3_endpo
     assert files.paths == [f"ckpt/{key}" for key in sorted(bodies)]
     assert files.sizes == [len(bodies[key]) for key in sorted(bodies)]
     assert proxy.tally.requests["HEAD"] <= 3, proxy.tally.requests
+
+
+def test_workers_cut_the_driver_s_units_from_the_stored_listing_and_their_stream_does_not_grow_with_files(tmp_path):
+    """The plan's corpus stream carries where the listing is, not the file lists: each worker cuts the same units
+    (paths, ranges, listed sizes) from the stored listing and reads the same rows; its pickle is as big for
+    10,000 files as for 10."""
+    import pickle
+
+    from distalign.data.corpus_stream import CorpusFiles, count_share
+    from distalign.preparation.table_rows import store_table
+
+    (tmp_path / "txt").mkdir()
+    for i in range(4):
+        (tmp_path / "txt" / f"{i}.txt").write_text("".join(f"line {i}-{j}\n" for j in range(50 * (i + 1))))
+    (tmp_path / "pq").mkdir()
+    for i in range(2):
+        pq.write_table(
+            pa.table({"text": [f"row {i}-{j}" for j in range(30)]}), tmp_path / "pq" / f"{i}.parquet", row_group_size=7
+        )
+    sources = [CorpusSource(str(tmp_path / "txt"), "en"), CorpusSource(str(tmp_path / "pq"), "de")]
+    driver = stream_of(tmp_path, *sources)
+    driver.unit_bytes = 256
+    stored = store_table(driver.files(), str(tmp_path / "storage"), "", "run", "corpus-files")
+    worker = driver.for_workers(stored)
+    assert worker.sources[0].paths == [] and len(worker.units()) == len(driver.units()) > 20
+    assert [(u, u.file, u.listed) for u in worker.units()] == [(u, u.file, u.listed) for u in driver.units()]
+    assert all_rows(worker) == all_rows(driver) and len(all_rows(driver)) == 560
+    # the rows counted by shares of the units (the Ray tasks of ``count_rows``) are every row once
+    assert sum(count_share(worker, share, 3) for share in range(3)) == 560
+
+    def pickled(files: int) -> int:
+        paths = [f"corpus/{i:06d}.txt" for i in range(files)]
+        listing = CorpusFiles(lang="en", kind="text", paths=paths, sizes=[2**20] * files)
+        return len(pickle.dumps(CorpusStream([listing]).for_workers(stored)))
+
+    assert pickled(10_000) == pickled(10)
+
+
+def test_an_s3_parquet_listing_reads_each_footer_once_across_runs(s3_endpoint, tmp_path):
+    """Parquet on S3: sizes from the listing (a constant number of HEADs), each footer read once (in parallel),
+    and a second listing of the same files (a restart, another trial) reads none."""
+    import functools
+    import io
+
+    from distalign.preparation.cache import cached_json
+    from distalign.storage import s3_filesystem
+    from distalign.tools.bench.s3_proxy import S3Proxy
+
+    url, s3 = s3_endpoint
+    for i in range(12):
+        body = io.BytesIO()
+        pq.write_table(pa.table({"text": [f"row {i}-{j}" for j in range(20)]}), body, row_group_size=6)
+        s3.put_object(Bucket="ckpt", Key=f"pq/{'de' if i % 2 else 'en'}/{i:02d}.parquet", Body=body.getvalue())
+    footers = functools.partial(cached_json, tmp_path / "cache")
+    with S3Proxy(url) as proxy:
+        first = list_corpus_files(CorpusSource("s3://ckpt/pq", "en"), "c", s3_filesystem(proxy.url), footers)
+        assert [len(p) for p in first.pieces] == [4] * 12
+        footers_read = {key for key, n in proxy.tally.get_bytes.items() if key.endswith(".parquet") and n}
+        # a HEAD per footer read (pyarrow opens an S3 file by its size), in parallel; none on a second listing
+        assert len(footers_read) == 12 and proxy.tally.requests["HEAD"] <= 3 + 12, proxy.tally.requests
+        proxy.reset()
+        again = list_corpus_files(CorpusSource("s3://ckpt/pq", "en"), "c", s3_filesystem(proxy.url), footers)
+        assert again == first
+        assert not [key for key in proxy.tally.get_bytes if key.endswith(".parquet")], proxy.tally.get_bytes
+        assert proxy.tally.requests["HEAD"] <= 3, proxy.tally.requests  # the path, one file's read permission

@@ -31,7 +31,7 @@ def feed_and_item(pack: bool, monkeypatch):
     monkeypatch.setattr(
         ray_streams, "build_stream_batch", lambda rows, job: tokenised.append(len(rows["row"])) or build(rows, job)
     )
-    return feed, Item(1, tuple(feed.units[::3])), tokenised
+    return feed, Item(1, tuple(feed.corpus.units()[::3])), tokenised
 
 
 def unit_rows(feed, item):

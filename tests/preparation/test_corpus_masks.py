@@ -15,7 +15,7 @@ from distalign.preparation.ray_streams import LocalWorkerData, corpus_feed
 def masked_rows(feed, workers: int) -> dict[int, tuple]:
     out: dict[int, tuple] = {}
     for rank in range(workers):
-        items = fresh_items(feed.units, feed.seed, 0, workers, rank, feed.mix_units)
+        items = fresh_items(feed.corpus.units(), feed.seed, 0, workers, rank, feed.mix_units)
         for block in LocalWorkerData({}, feed, rank, workers).corpus_items(items):
             for row, ids, labels in zip(block["row"], block["input_ids"], block["labels"]):
                 assert int(row) not in out  # read by one worker only

@@ -18,6 +18,7 @@ from distalign.data.corpus_stream import CorpusStream, list_corpus_files, start_
 from distalign.data.sources import CorpusSource
 from distalign.preparation.inputs import prepare_data
 from distalign.preparation.ray_streams import LocalWorkerData, RayWorkerData, corpus_feed
+from distalign.preparation.table_rows import MappedTable
 from distalign.storage import s3_filesystem
 
 pytestmark = pytest.mark.slow
@@ -32,15 +33,16 @@ def sequences(data, items):
 
 
 def feed_over(config, corpus: CorpusStream):
-    """The quickstart's corpus feed (its tokenizer and MLM preparer) reading ``corpus`` instead."""
+    """The quickstart's corpus feed (its tokenizer and MLM preparer) reading ``corpus`` instead, its listing held
+    as the workers get it (``CorpusStream.for_workers``)."""
     feed = corpus_feed(prepare_data(config), config)
-    return dataclasses.replace(feed, corpus=corpus, units=corpus.units())
+    return dataclasses.replace(feed, corpus=corpus.for_workers(MappedTable.of(corpus.files())))
 
 
 def same_on_cluster_and_here(feed, workers=2):
     """Every worker's items of epoch 1, read in Ray Data tasks and in this process: the same sequences."""
     for rank in range(workers):
-        items = [Item(1, (unit,)) for unit in feed.units[rank::workers]]
+        items = [Item(1, (unit,)) for unit in feed.corpus.units()[rank::workers]]
         cluster = sequences(RayWorkerData(rank, workers, feed), items)
         assert cluster == sequences(LocalWorkerData({}, feed, rank, workers), items)
     return cluster
@@ -63,7 +65,7 @@ def test_ray_tasks_read_units_as_this_process_does_and_report_skips(ray_local, d
     )
     config = load_config(QUICKSTART, SMALL + ["run.name=corpus-tasks", "objectives.lexical.weight=0"])
     feed = feed_over(config, corpus)
-    assert len(feed.units) == 5
+    assert len(feed.corpus.units()) == 5
     same_on_cluster_and_here(feed)
     reports = {r.path: r.malformed for r in ray.get(ledger.reports.remote())}
     assert reports == {str(root / "jsonl" / "c.jsonl"): 2, str(root / "pq" / "d.parquet"): 2, str(tmp_path / "hf"): 1}
@@ -84,5 +86,5 @@ def test_ray_tasks_read_byte_ranges_from_s3(ray_local, distalign_home, s3_endpoi
     )
     config = load_config(QUICKSTART, SMALL + ["run.name=corpus-s3", "objectives.lexical.weight=0"])
     feed = feed_over(config, corpus)
-    assert len(feed.units) > 3  # each file cut into byte ranges
+    assert len(feed.corpus.units()) > 3  # each file cut into byte ranges
     same_on_cluster_and_here(feed)

@@ -49,8 +49,8 @@ def test_the_corpus_count_is_read_once_for_the_same_files(tmp_path, monkeypatch)
     (corpus / "a.txt").write_text("one\n\ntwo\nthree\n")
     (corpus / "b.txt").write_text("four\n")
     reads = []
-    real = prepared_module.read_rows
-    monkeypatch.setattr(prepared_module, "read_rows", lambda stream: reads.append(1) or real(stream))
+    real = prepared_module.count_rows
+    monkeypatch.setattr(prepared_module, "count_rows", lambda stream: reads.append(1) or real(stream))
 
     def rows() -> int:
         stream = CorpusStream([list_corpus_files(CorpusSource(str(corpus), "en"), "data.corpora[0]")])

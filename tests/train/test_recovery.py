@@ -76,10 +76,9 @@ def kill_a_worker_once_past(
 
 
 def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(ray_local, distalign_home):
-    # with LAMB, the optimizer of DICT-MLM's published setting (dict_mlm.yaml): its state is restored too
-    # one sentence a sequence: packed, this corpus's epoch is ~11 steps and the worker waits at each epoch's first
-    # item (items are not read ahead across epochs); the kill, 2.5 s after step 10, would land in that pause,
-    # right after the step-10 checkpoint, and no step would run twice
+    # with LAMB, the optimizer of DICT-MLM's published setting (dict_mlm.yaml): its state is restored too; packed
+    # sequences (the default), whose epoch here is ~11 steps: the next epoch's items are read ahead, so the kill,
+    # 2.5 s after step 10, lands among steps, not in a pause at epoch 1's first item
     base = SMALL + [
         "train.max_steps=40",
         "train.checkpoint_every=5",
@@ -87,7 +86,6 @@ def test_a_killed_worker_is_replaced_and_the_losses_match_the_uninterrupted_run(
         "eval.every=0",
         "train.max_failures=2",
         "train.optimizer=lamb",
-        "data.pack_sequences=false",
     ]
     # the reference checkpoints at its end only (~1.8 s a checkpoint here, 2026-11-26): saving one changes no loss
     clean_config = load_config(QUICKSTART, base + ["run.name=uninterrupted", "train.checkpoint_every=40"])
@@ -141,7 +139,7 @@ def trained_rows(trace_dir, stream: str) -> list[tuple[int, int, int]]:
 def epoch_rows(config) -> list[int]:
     """The rows of one corpus epoch, read by one worker without Ray."""
     feed = corpus_feed(prepare_data(config), config)
-    items = fresh_items(feed.units, feed.seed, 0, 1, 0, feed.mix_units)
+    items = fresh_items(feed.corpus.units(), feed.seed, 0, 1, 0, feed.mix_units)
     return [row for block in LocalWorkerData({}, feed).corpus_items(items) for row in block["row"].tolist()]
 
 

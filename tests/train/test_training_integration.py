@@ -177,7 +177,7 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     # the epoch's sequences (packed: each by its first sentence's row), whichever items their units are read in
     epoch = [
         int(row)
-        for item in grouped(feed.units, 0, feed.mix_units)
+        for item in grouped(feed.corpus.units(), 0, feed.mix_units)
         for block in item_blocks(item, 0, feed.corpus, feed.job)
         for row in block["row"]
     ]

@@ -8,13 +8,16 @@ CPU, with the project's own functions on synthetic inputs:
   ``tests/data/test_corpus_stream.py`` counts the S3 requests instead: a constant number of HEADs);
 - ``constraints``: constraint preparation as ``prepare_data`` runs it on N pairs of 10 languages (parquet read,
   evaluation words excluded, languages restricted, a nested subset of N/2 drawn, the languages listed);
-- ``deal``: one epoch's deal of U units to the largest W (``corpus_plan.assign``; every worker runs it every
-  epoch), and of the middle U to each W;
+- ``deal``: one worker's deal of an epoch, U units among the largest W (``corpus_plan.fresh_items``; every worker
+  runs it every epoch), and of the middle U among each W;
+- ``corpus handoff``: what the driver does to hand a corpus of U units (100 files) to the workers: its listing
+  written once to the run's storage (``stored_corpus``, O(files)); and ``corpus units cut``: what each worker then
+  does once, the units cut from that listing (O(U), vectorised);
 - ``table streams``: what the driver does to hand a table stream of N pairs to the workers: the table written once
   to the run's storage (``store_table``; the workers then draw their own rows from it), its peak memory on the head
   node (before issue 47 it materialised epochs × N rows, and a copy per worker, in the head node's object store);
 - ``plan``: the pickled bytes of the ``TrainingPlan`` each worker receives, against N and U: where the word pairs
-  and the constraint stream's table are (``StoredTable``), not their rows, and the corpus units;
+  and the constraint stream's table are (``StoredTable``), not their rows, and where the corpus listing is;
 - ``negatives``: one rank's peak InfoNCE memory against W (``distalign.tools.bench.negatives``, B = 64, d = 768).
 
 Time is wall-clock of one call; memory is the process's peak RSS above its RSS before the call (Linux
@@ -94,15 +97,25 @@ def synthetic_pairs(count: int, seed: int = 0) -> pa.Table:
     return pa.table([words(), languages(), words(), languages(), synsets, nulls, nulls], schema=CONSTRAINT_SCHEMA)
 
 
-def synthetic_units(count: int, seed: int = 0) -> list:
-    """``count`` corpus units of 100 files, sized as the byte ranges of files of 1-8 units."""
-    from distalign.data.corpus_plan import Unit
+def synthetic_units(count: int, seed: int = 0):
+    """``count`` corpus units of 100 files, sized as the byte ranges of files of 1-8 units (``Units`` columns)."""
+    from distalign.data.corpus_plan import Units
 
-    sizes = np.random.default_rng(seed).integers(UNIT_BYTES // 8, UNIT_BYTES, count).tolist()
-    return [
-        Unit(0, f"corpus/{i % 100:03d}.txt", i * UNIT_BYTES, i * UNIT_BYTES + size, size)
-        for i, size in enumerate(sizes)
-    ]
+    sizes = np.random.default_rng(seed).integers(UNIT_BYTES // 8, UNIT_BYTES, count)
+    starts = np.arange(count, dtype=np.int64) * UNIT_BYTES
+    files = np.arange(count, dtype=np.int64) % 100
+    names = np.array([f"corpus/{i:03d}.txt" for i in range(100)], dtype=object)
+    listed = np.full(count, UNIT_BYTES * count // 100, dtype=np.int64)
+    return Units(np.zeros(count, dtype=np.int64), files, names[files], starts, starts + sizes, sizes, listed)
+
+
+def synthetic_corpus(units: int):
+    """A listing of 100 text files cut into ``units`` units of ``UNIT_BYTES`` (a corpus of units × 4 MiB; one of
+    fewer than ``corpus_plan.MIN_UNITS`` units is cut finer)."""
+    from distalign.data.corpus_stream import CorpusFiles, CorpusStream
+
+    paths = [f"corpus/{i:03d}.txt" for i in range(100)]
+    return CorpusStream([CorpusFiles(lang="en", kind="text", paths=paths, sizes=[UNIT_BYTES * units // 100] * 100)])
 
 
 def write_text_files(root: Path, count: int) -> Path:
@@ -150,11 +163,26 @@ def measure_constraints(pairs: int, scratch: Path) -> Point:
 
 
 def measure_deal(units: int, workers: int, axis: str) -> Point:
-    from distalign.data.corpus_plan import assign
+    """One worker's deal of an epoch: every unit dealt, its own items made (``fresh_items``, as each worker does)."""
+    from distalign.data.corpus_plan import fresh_items
 
     dealt = synthetic_units(units)
-    seconds, peak, _ = peak_rss_during(lambda: assign(dealt, 0, 1, workers))
+    seconds, peak, _ = peak_rss_during(lambda: fresh_items(dealt, 0, 1, workers, 0, 4))
     return Point("deal", axis, units if axis == "U units" else workers, seconds, peak)
+
+
+def measure_corpus_handoff(units: int, scratch: Path) -> list[Point]:
+    """What the driver does to hand a corpus of ``units`` units (100 files) to the workers: its listing stored once
+    (``stored_corpus``), and what each worker then does once: cut the units from the stored listing."""
+    from distalign.preparation.ray_streams import stored_corpus
+
+    corpus = synthetic_corpus(units)
+    seconds, peak, stored = peak_rss_during(lambda: stored_corpus(corpus, str(scratch / "storage"), "", f"u{units}"))
+    cut_seconds, cut_peak, _ = peak_rss_during(stored.units)
+    return [
+        Point("corpus handoff (driver)", "U units", units, seconds, peak),
+        Point("corpus units cut (each worker)", "U units", units, cut_seconds, cut_peak),
+    ]
 
 
 def store_pairs(pairs: int, scratch: Path):
@@ -180,15 +208,12 @@ def pickled_plan_bytes(pairs: int, units: int, scratch: Path) -> int:
     objective and by the constraint stream) and ``units`` corpus units of 100 files (the tokenising jobs left out:
     they do not grow with the data)."""
     from distalign.config import ExperimentConfig
-    from distalign.data.corpus_stream import CorpusFiles, CorpusStream
-    from distalign.preparation.ray_streams import CorpusFeed, TableStream
+    from distalign.preparation.ray_streams import CorpusFeed, TableStream, stored_corpus
     from distalign.preparation.schedule import RunSchedule
     from distalign.train.plan import TrainingPlan
 
-    cut = synthetic_units(units)
-    paths = sorted({u.path for u in cut})
-    sources = [CorpusFiles(lang="en", kind="text", paths=paths, sizes=[UNIT_BYTES * units // 100] * len(paths))]
-    feed = CorpusFeed(CorpusStream(sources), None, 0, cut, 4, 0.25)
+    corpus = stored_corpus(synthetic_corpus(units), str(scratch / "storage"), "", f"plan-{units}")
+    feed = CorpusFeed(corpus, None, 0, 4, 0.25)
     stored, config = store_pairs(pairs, scratch), ExperimentConfig()
     plan = TrainingPlan(
         config=config,
@@ -236,6 +261,7 @@ def run_scale_bench(sizes: Sizes, out: Path, progress: Callable[[str], None] = p
             + [lambda n=n: measure_constraints(n, Path(scratch)) for n in sizes.pairs]
             + [lambda u=u: measure_deal(u, max(sizes.workers), "U units") for u in sizes.units]
             + [lambda w=w: measure_deal(sizes.units[len(sizes.units) // 2], w, "W workers") for w in sizes.workers]
+            + [lambda u=u: measure_corpus_handoff(u, Path(scratch)) for u in sizes.units]
             + [lambda n=n: measure_table_streams(n, Path(scratch)) for n in sizes.pairs]
             + [lambda n=n: measure_plan(n, sizes.units[0], "N pairs", Path(scratch)) for n in sizes.pairs]
             + [lambda u=u: measure_plan(sizes.pairs[0], u, "U units", Path(scratch)) for u in sizes.units]

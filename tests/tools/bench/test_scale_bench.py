@@ -43,6 +43,10 @@ def test_bench_scale_measures_every_stage_and_writes_the_table_and_plot(tmp_path
         ("deal vs U units", "400"),
         ("deal vs W workers", "2"),
         ("deal vs W workers", "4"),
+        ("corpus handoff (driver) vs U units", "100"),
+        ("corpus units cut (each worker) vs U units", "100"),
+        ("corpus handoff (driver) vs U units", "400"),
+        ("corpus units cut (each worker) vs U units", "400"),
         ("table streams vs N pairs", "1,000"),
         ("table streams vs N pairs", "4,000"),
         ("plan vs N pairs", "1,000"),
@@ -56,6 +60,7 @@ def test_bench_scale_measures_every_stage_and_writes_the_table_and_plot(tmp_path
     assert set(slopes) == {name for name, _ in measured}
     assert float(slopes["negatives vs W workers"][1]) == pytest.approx(1.0, abs=0.1)  # one rank's memory ∝ W
     assert abs(float(slopes["plan vs N pairs"][1])) < 0.05  # where the pairs are, not the pairs (issue 47, item 2)
+    assert abs(float(slopes["plan vs U units"][1])) < 0.05  # where the corpus listing is, not the units
     assert (out / "scale.png").read_bytes().startswith(b"\x89PNG")
 
 
