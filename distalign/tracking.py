@@ -233,6 +233,23 @@ def unwritable_artifacts(client: MlflowClient, uri: str, run_id: str, err: Excep
 # request there, so an outage shows (and is reported) at once instead of after MLflow's minutes of retries.
 WORKER_HTTP_SETTINGS = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "30"}
 QueuedMetric = tuple[str, float, int, int]  # key, value, timestamp (ms), step: MLflow's Metric, made when sent
+_MLFLOW_IMPORT = threading.Lock()
+
+
+def mlflow_imported() -> None:
+    """Import the parts of MLflow a worker's background threads use, one thread at a time. MLflow's modules import one
+    another in circles: two threads importing parts of it at once (rank 0's metric sender and its system-metrics
+    sampler, both started together) deadlock on a module lock, which Python breaks by failing one import
+    (``_DeadlockError``, "partially initialized module"), and MLflow's protobuf registry stays broken for the process:
+    every later send failed as if the server were down."""
+    with _MLFLOW_IMPORT:
+        import mlflow.entities
+        import mlflow.exceptions
+        import mlflow.system_metrics.metrics.cpu_monitor
+        import mlflow.system_metrics.metrics.disk_monitor
+        import mlflow.system_metrics.metrics.gpu_monitor
+        import mlflow.system_metrics.metrics.network_monitor
+        import mlflow.tracking  # noqa: F401  (the names are imported where used; here only the modules, locked)
 
 
 class MetricLogger:
@@ -318,6 +335,7 @@ class MetricLogger:
         """Send the queue's first values, ``queued``, and take them off the queue. A batch the server refuses
         as a whole (a name or value it never accepts) would block every later value: its values are then sent
         singly, the refused ones counted and named once, never retried."""
+        mlflow_imported()
         from mlflow.entities import Metric
         from mlflow.exceptions import MlflowException
 
@@ -374,6 +392,7 @@ class SystemMetricsSampler:
 
     @staticmethod
     def _monitors() -> list:
+        mlflow_imported()
         from mlflow.system_metrics.metrics.cpu_monitor import CPUMonitor
         from mlflow.system_metrics.metrics.disk_monitor import DiskMonitor
         from mlflow.system_metrics.metrics.gpu_monitor import GPUMonitor

@@ -295,3 +295,35 @@ def test_a_metric_logger_leaves_mlflow_to_its_sending_thread(uri, client, experi
     assert done.returncode == 0, done.stderr
     assert done.stdout.split() == ["0", "distalign-metrics"]  # sent, nothing dropped
     assert [m.value for m in client.get_metric_history(run_id, "Train/loss")] == [1.0]
+
+
+def test_rank_0_s_metric_logger_and_system_metrics_sampler_start_together_without_an_import_deadlock(
+    uri, client, experiment
+):
+    """Rank 0 starts its metric logger and its node's system-metrics sampler together, each importing MLflow on its
+    own thread. Unserialised, the two imports deadlocked on one of MLflow's module locks in every try here (Python
+    then fails one: "partially initialized module", and MLflow stays broken), and every metric of the run was dropped
+    as if the server were down. A fresh process, the two started at one moment; the loss reaches the store."""
+    run_id = client.create_run(client.create_experiment(experiment)).info.run_id
+    script = (
+        "import threading\n"
+        "from distalign.tracking import MetricLogger, SystemMetricsSampler\n"
+        "start, errors = threading.Barrier(2), []\n"
+        "def monitors():\n"
+        "    start.wait()\n"
+        "    try:\n"
+        "        SystemMetricsSampler._monitors()\n"
+        "    except Exception as err:\n"
+        "        errors.append(repr(err))\n"
+        "sampler = threading.Thread(target=monitors)\n"
+        "sampler.start()\n"
+        "start.wait()\n"
+        f"logger = MetricLogger('{uri}', '{run_id}')\n"
+        "logger.log({'Train/loss': 1.0}, 1)\n"
+        "sampler.join()\n"
+        "print(logger.close(), errors)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "0 []", done.stdout + done.stderr[-3000:]
+    assert [m.value for m in client.get_metric_history(run_id, "Train/loss")] == [1.0]
