@@ -128,6 +128,11 @@ def take(stream, count):
     return [next(stream) for _ in range(count)]
 
 
+def this_epoch(state: dict) -> list:
+    """A corpus stream state's items of epoch 0."""
+    return [item for item in Position.from_json(state).items if item.epoch == 0]
+
+
 def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run, s3_storage, tmp_path, capfd):
     """The last checkpoint (step 6) lost its weights as if its upload had been cut short: the rerun, on one worker
     instead of two, warns, resumes from step 3 in the same MLflow run and continues the step count, and the
@@ -165,7 +170,8 @@ def test_rerun_on_one_worker_resumes_from_s3_past_a_cut_short_checkpoint(ddp_run
     resumed = local_streams(prepared, resumed_config, {"corpus": [stream.state() for stream in old]})["corpus"]
     trained += [int(row) for batch in take(resumed, 7) for row in batch["row"]]
     (final,) = read_stream_states(checkpoint)["corpus"]
-    assert final == resumed.state()
+    # the worker reads items ahead, into the next epoch (whose dealt items its state keeps): this epoch's agree
+    assert this_epoch(final) == this_epoch(resumed.state()) != []
     feed = corpus_feed(prepared, resumed_config)
     left = [
         int(row)
