@@ -335,12 +335,12 @@ class MetricLogger:
         """Send the queue's first values, ``queued``, and take them off the queue. A batch the server refuses
         as a whole (a name or value it never accepts) would block every later value: its values are then sent
         singly, the refused ones counted and named once, never retried."""
-        mlflow_imported()
+        if self.client is None:  # the first send: MLflow imported and its store opened on this thread
+            mlflow_imported()
+            self.client = client_for(self.uri)
         from mlflow.entities import Metric
         from mlflow.exceptions import MlflowException
 
-        if self.client is None:
-            self.client = client_for(self.uri)
         batch = [Metric(*values) for values in queued]
         try:
             self.client.log_batch(self.run_id, metrics=batch)
